@@ -1,0 +1,24 @@
+//! lowtail's measurement harness: what `lowtail bench ...` runs.
+//!
+//! Owns: the run protocol (calibrate, warm up, time several runs on the
+//! thread CPU clock, report the median), aligned buffers, the codec
+//! benchmark matrix with its memory ceiling and baseline, and the rendering
+//! of results as tables and JSON.
+//!
+//! Must not: print (the CLI decides where output goes), or report a figure
+//! for output it has not verified.
+
+pub mod aligned;
+pub mod byte_size;
+pub mod ceiling;
+pub mod codec_bench;
+pub mod cpu_time;
+pub mod engines;
+pub mod measure;
+pub mod report;
+pub mod stats;
+
+pub use aligned::AlignedBuf;
+pub use byte_size::{format_byte_size, parse_byte_size};
+pub use codec_bench::{CodecBenchConfig, CodecBenchReport, CodecRow, Op, run_codec_bench};
+pub use measure::{Measurement, Timing, measure};
