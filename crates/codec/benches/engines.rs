@@ -33,22 +33,52 @@ fn shape_name(k: usize, m: usize, unit_bytes: usize) -> String {
     format!("rs-{k}-{m}/{unit}")
 }
 
-/// Deterministic, structureless bytes (SplitMix64).
-fn pseudo_random_units(count: usize, unit_bytes: usize, seed: u64) -> Vec<Vec<u8>> {
+/// A unit whose first byte is 64-byte aligned, as in `lowtail bench codec`:
+/// some kernels take an aligned (streaming-store) path, and a benchmark on
+/// whatever alignment the allocator returns would measure the allocator.
+#[derive(Clone)]
+struct AlignedUnit {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedUnit {
+    fn zeroed(len: usize) -> AlignedUnit {
+        let storage = vec![0u8; len + 64];
+        let start = storage.as_ptr().align_offset(64);
+        AlignedUnit { storage, start, len }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
+/// `count` units of deterministic, structureless bytes (SplitMix64).
+fn pseudo_random_units(count: usize, unit_bytes: usize, seed: u64) -> Vec<AlignedUnit> {
     let mut state = seed;
     (0..count)
         .map(|_| {
-            (0..unit_bytes)
-                .map(|_| {
-                    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    (z ^ (z >> 31)) as u8
-                })
-                .collect()
+            let mut unit = AlignedUnit::zeroed(unit_bytes);
+            for byte in unit.as_mut_slice() {
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                *byte = (z ^ (z >> 31)) as u8;
+            }
+            unit
         })
         .collect()
+}
+
+fn zeroed_units(count: usize, unit_bytes: usize) -> Vec<AlignedUnit> {
+    (0..count).map(|_| AlignedUnit::zeroed(unit_bytes)).collect()
 }
 
 fn engines_to_measure() -> Vec<&'static dyn Engine> {
@@ -61,20 +91,20 @@ fn encode(c: &mut Criterion) {
             let mut group = c.benchmark_group(format!("encode/{}", shape_name(k, m, unit_bytes)));
             group.throughput(Throughput::BytesDecimal((k * unit_bytes) as u64));
             let data = pseudo_random_units(k, unit_bytes, 1);
-            let data_refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
-            let mut parity = vec![vec![0u8; unit_bytes]; m];
+            let data_refs: Vec<&[u8]> = data.iter().map(AlignedUnit::as_slice).collect();
+            let mut parity = zeroed_units(m, unit_bytes);
 
             for engine in engines_to_measure() {
                 let code = Rs::with_engine(k, m, engine).expect("valid code");
                 group.bench_function(BenchmarkId::from_parameter(engine.kind().name()), |b| {
-                    let mut parity_refs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+                    let mut parity_refs: Vec<&mut [u8]> = parity.iter_mut().map(AlignedUnit::as_mut_slice).collect();
                     b.iter(|| code.encode(black_box(&data_refs), &mut parity_refs).expect("encode"));
                 });
             }
 
             let baseline = ReedSolomon::new(k, m).expect("valid code");
             group.bench_function(BenchmarkId::from_parameter("reed-solomon-erasure"), |b| {
-                let mut parity_refs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+                let mut parity_refs: Vec<&mut [u8]> = parity.iter_mut().map(AlignedUnit::as_mut_slice).collect();
                 b.iter(|| baseline.encode_sep(black_box(&data_refs), &mut parity_refs).expect("encode"));
             });
             group.finish();
@@ -94,17 +124,17 @@ fn decode_one_lost(c: &mut Criterion) {
             for engine in engines_to_measure() {
                 let code = Rs::with_engine(k, m, engine).expect("valid code");
                 let mut units = original.clone();
-                units.extend(vec![vec![0u8; unit_bytes]; m]);
+                units.extend(zeroed_units(m, unit_bytes));
                 {
                     let (data, parity) = units.split_at_mut(k);
-                    let data_refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
-                    let mut parity_refs: Vec<&mut [u8]> = parity.iter_mut().map(Vec::as_mut_slice).collect();
+                    let data_refs: Vec<&[u8]> = data.iter().map(AlignedUnit::as_slice).collect();
+                    let mut parity_refs: Vec<&mut [u8]> = parity.iter_mut().map(AlignedUnit::as_mut_slice).collect();
                     code.encode(&data_refs, &mut parity_refs).expect("encode");
                 }
-                units[0].fill(0);
-                let mut unit_refs: Vec<&mut [u8]> = units.iter_mut().map(Vec::as_mut_slice).collect();
+                units[0].as_mut_slice().fill(0);
+                let mut unit_refs: Vec<&mut [u8]> = units.iter_mut().map(AlignedUnit::as_mut_slice).collect();
                 code.reconstruct_data(&mut unit_refs, &present).expect("decode");
-                assert_eq!(unit_refs[0], original[0].as_slice(), "engine {} decodes wrong bytes", engine.kind());
+                assert_eq!(&*unit_refs[0], original[0].as_slice(), "engine {} decodes wrong bytes", engine.kind());
                 group.bench_function(BenchmarkId::from_parameter(engine.kind().name()), |b| {
                     b.iter(|| code.reconstruct_data(black_box(&mut unit_refs), &present).expect("decode"));
                 });
