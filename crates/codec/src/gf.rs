@@ -189,8 +189,7 @@ mod tests {
     #[test]
     fn generator_is_primitive() {
         let mut seen = [false; 256];
-        for i in 0..255 {
-            let x = EXP[i];
+        for (i, &x) in EXP.iter().take(255).enumerate() {
             assert!(!seen[x as usize], "generator repeats at {i}");
             seen[x as usize] = true;
         }

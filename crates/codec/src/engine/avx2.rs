@@ -6,8 +6,8 @@
 //! constructs it, after checking).
 
 use super::{
-    Coefficients, Engine, EngineKind, MAX_GROUP_OUTPUTS, Mode, NIBBLE_TABLES, Pointers, STREAMING_STORE_MIN_BYTES,
-    combine_tail, for_each_group, group_columns, single_tail,
+    Coefficients, Engine, EngineKind, MAX_GROUP_OUTPUTS, Mode, NIBBLE_TABLES, Pointers, combine_tail, for_each_group,
+    group_columns, single_tail,
 };
 use std::arch::x86_64::*;
 
@@ -34,7 +34,7 @@ impl Engine for Avx2 {
         let len = sources[0].len();
         let simd_len = len - len % STEP_BYTES;
         let pointers = Pointers::new(sources, outputs);
-        let stream = streaming(&pointers, len, mode);
+        let stream = pointers.streaming(len, mode, 32);
         for_each_group(simd_len, outputs.len(), |first, count, start, end| {
             let columns = group_columns(coeffs.nibble_tables(), sources.len(), first, count);
             let outs = &pointers.outputs[first..first + count];
@@ -66,12 +66,6 @@ impl Avx2 {
         }
         single_tail(c, src, dst, mode, simd_len);
     }
-}
-
-fn streaming(pointers: &Pointers, len: usize, mode: Mode) -> bool {
-    mode == Mode::Overwrite
-        && len >= STREAMING_STORE_MIN_BYTES
-        && pointers.outputs.iter().all(|p| (*p as usize) % 32 == 0)
 }
 
 /// Dispatches a group of 1..=4 outputs to its monomorphised kernel.

@@ -6,8 +6,8 @@
 //! [`GfniAvx2::new`] constructs it, after checking).
 
 use super::{
-    AFFINE_MATRICES, Coefficients, Engine, EngineKind, MAX_GROUP_OUTPUTS, Mode, Pointers, STREAMING_STORE_MIN_BYTES,
-    combine_tail, for_each_group, group_columns, single_tail,
+    AFFINE_MATRICES, Coefficients, Engine, EngineKind, MAX_GROUP_OUTPUTS, Mode, Pointers, combine_tail, for_each_group,
+    group_columns, single_tail,
 };
 use std::arch::x86_64::*;
 
@@ -34,9 +34,7 @@ impl Engine for GfniAvx2 {
         let len = sources[0].len();
         let simd_len = len - len % STEP_BYTES;
         let pointers = Pointers::new(sources, outputs);
-        let stream = mode == Mode::Overwrite
-            && len >= STREAMING_STORE_MIN_BYTES
-            && pointers.outputs.iter().all(|p| (*p as usize) % 32 == 0);
+        let stream = pointers.streaming(len, mode, 32);
         for_each_group(simd_len, outputs.len(), |first, count, start, end| {
             let columns = group_columns(coeffs.affine_matrices(), sources.len(), first, count);
             let outs = &pointers.outputs[first..first + count];

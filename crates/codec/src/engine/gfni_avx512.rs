@@ -7,8 +7,8 @@
 //! (only [`GfniAvx512::new`] constructs it, after checking).
 
 use super::{
-    AFFINE_MATRICES, Coefficients, Engine, EngineKind, MAX_GROUP_OUTPUTS, Mode, Pointers, STREAMING_STORE_MIN_BYTES,
-    combine_tail, for_each_group, group_columns, single_tail,
+    AFFINE_MATRICES, Coefficients, Engine, EngineKind, MAX_GROUP_OUTPUTS, Mode, Pointers, combine_tail, for_each_group,
+    group_columns, single_tail,
 };
 use std::arch::x86_64::*;
 
@@ -37,7 +37,7 @@ impl Engine for GfniAvx512 {
         let len = sources[0].len();
         let simd_len = len - len % VECTOR_BYTES;
         let pointers = Pointers::new(sources, outputs);
-        let stream = streaming(&pointers, len, mode);
+        let stream = pointers.streaming(len, mode, VECTOR_BYTES);
         for_each_group(simd_len, outputs.len(), |first, count, start, end| {
             let columns = group_columns(coeffs.affine_matrices(), sources.len(), first, count);
             let outs = &pointers.outputs[first..first + count];
@@ -69,12 +69,6 @@ impl GfniAvx512 {
         }
         single_tail(c, src, dst, mode, simd_len);
     }
-}
-
-fn streaming(pointers: &Pointers, len: usize, mode: Mode) -> bool {
-    mode == Mode::Overwrite
-        && len >= STREAMING_STORE_MIN_BYTES
-        && pointers.outputs.iter().all(|p| (*p as usize) % VECTOR_BYTES == 0)
 }
 
 /// Dispatches a group of 1..=4 outputs to its monomorphised kernel.

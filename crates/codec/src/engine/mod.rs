@@ -262,6 +262,14 @@ impl Pointers {
             outputs: outputs.iter_mut().map(|o| o.as_mut_ptr()).collect(),
         }
     }
+
+    /// Whether a call should write its outputs with non-temporal stores: long
+    /// outputs that are overwritten (not read) and aligned for the store width.
+    pub(crate) fn streaming(&self, len: usize, mode: Mode, store_alignment: usize) -> bool {
+        mode == Mode::Overwrite
+            && len >= STREAMING_STORE_MIN_BYTES
+            && self.outputs.iter().all(|p| (*p as usize).is_multiple_of(store_alignment))
+    }
 }
 
 /// The coefficients of one output group rearranged source-major and padded to
@@ -326,13 +334,13 @@ pub fn by_kind(kind: EngineKind) -> Option<&'static dyn Engine> {
         EngineKind::Reference => Some(&Reference),
         EngineKind::Portable => Some(&Portable),
         #[cfg(all(feature = "simd", target_arch = "x86_64"))]
-        EngineKind::Ssse3 => Ssse3::new().map(|e| leak(e)),
+        EngineKind::Ssse3 => Ssse3::new().map(leak),
         #[cfg(all(feature = "simd", target_arch = "x86_64"))]
-        EngineKind::Avx2 => Avx2::new().map(|e| leak(e)),
+        EngineKind::Avx2 => Avx2::new().map(leak),
         #[cfg(all(feature = "simd", target_arch = "x86_64"))]
-        EngineKind::GfniAvx2 => GfniAvx2::new().map(|e| leak(e)),
+        EngineKind::GfniAvx2 => GfniAvx2::new().map(leak),
         #[cfg(all(feature = "simd", target_arch = "x86_64"))]
-        EngineKind::GfniAvx512 => GfniAvx512::new().map(|e| leak(e)),
+        EngineKind::GfniAvx512 => GfniAvx512::new().map(leak),
         #[cfg(not(all(feature = "simd", target_arch = "x86_64")))]
         _ => None,
     }
