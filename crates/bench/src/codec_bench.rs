@@ -10,7 +10,7 @@
 
 use crate::aligned::AlignedBuf;
 use crate::ceiling::xor_reduce;
-use crate::measure::{Measurement, Timing, measure};
+use crate::measure::{Timing, measure_interleaved};
 use anyhow::{Context, bail, ensure};
 use codec::engine::{self, Engine, EngineKind};
 use codec::{CodeSpec, ErasureCode, Rs};
@@ -134,9 +134,7 @@ fn round_gbps(gbps: f64) -> f64 {
 /// or produces wrong bytes.
 pub fn run_codec_bench(config: &CodecBenchConfig) -> anyhow::Result<CodecBenchReport> {
     config.validate()?;
-    let steps_per_configuration = |spec: &CodeSpec| 3 + lost_counts(spec.parity_units()).len() as u64; // encode, decodes, ceiling, baseline
-    let total_steps: u64 =
-        config.codes.iter().map(steps_per_configuration).sum::<u64>() * config.unit_sizes_bytes.len() as u64;
+    let total_steps = (config.codes.len() * config.unit_sizes_bytes.len()) as u64;
     let progress = progress_bar(total_steps, config.show_progress);
 
     let mut rows = Vec::new();
@@ -191,7 +189,7 @@ impl ConfigurationBench {
         (self.k * self.unit_bytes) as u64
     }
 
-    fn row(&self, op: Op, lost: usize, measurement: &Measurement) -> CodecRow {
+    fn row(&self, op: Op, lost: usize, gbps: f64) -> CodecRow {
         CodecRow {
             code: self.spec.to_string(),
             k: self.k,
@@ -199,43 +197,68 @@ impl ConfigurationBench {
             unit_bytes: self.unit_bytes,
             op,
             lost,
-            gbps: round_gbps(measurement.gbps_median),
+            gbps: round_gbps(gbps),
             engine: self.engine.kind().name().to_string(),
             ceiling_gbps: 0.0,
             baseline_gbps: None,
         }
     }
 
+    /// Verifies every operation once, then times them all interleaved:
+    /// encode, each decode pattern, the memory ceiling and the baseline.
     fn run(mut self, timing: Timing, progress: &ProgressBar) -> anyhow::Result<Vec<CodecRow>> {
         let label = format!("{} {}", self.spec, crate::byte_size::format_byte_size(self.unit_bytes));
-        let mut rows = Vec::new();
-
-        progress.set_message(format!("{label} encode"));
+        progress.set_message(format!("{label}: verifying"));
         self.encode_once()?;
         self.verify_parity_against_reference()?;
-        let encode = self.measure_encode(timing)?;
-        rows.push(self.row(Op::Encode, 0, &encode));
-        progress.inc(1);
-
-        for lost in lost_counts(self.m) {
-            progress.set_message(format!("{label} decode, {lost} lost"));
+        let lost_patterns = lost_counts(self.m);
+        for &lost in &lost_patterns {
             self.verify_decode(lost)?;
-            let decode = self.measure_decode(lost, timing)?;
-            rows.push(self.row(Op::Decode, lost, &decode));
-            progress.inc(1);
         }
+        let mut baseline = Baseline::new(self.k, self.m, self.unit_bytes)?;
+        baseline.verify(&self.units[..self.k])?;
 
-        progress.set_message(format!("{label} memory ceiling"));
-        let ceiling = self.measure_ceiling(timing)?;
+        progress.set_message(format!("{label}: timing"));
+        let operations: Vec<Operation> = std::iter::once(Operation::Encode)
+            .chain(lost_patterns.iter().map(|&lost| Operation::Decode { lost }))
+            .chain([Operation::Ceiling, Operation::Baseline])
+            .collect();
+        let presences: Vec<Vec<bool>> = lost_patterns.iter().map(|&lost| presence(self.k + self.m, lost)).collect();
+        let bytes = vec![self.data_bytes(); operations.len()];
+        let (k, code) = (self.k, &self.code);
+        let units = &mut self.units;
+        let measurements = measure_interleaved(&bytes, timing, |index| {
+            match operations[index] {
+                Operation::Encode => {
+                    let (data, mut parity) = split_for_encode(units, k);
+                    code.encode(&data, &mut parity)?;
+                }
+                Operation::Decode { .. } => {
+                    let mut all: Vec<&mut [u8]> = units.iter_mut().map(AlignedBuf::as_mut_slice).collect();
+                    code.reconstruct_data(&mut all, &presences[index - 1])?;
+                }
+                Operation::Ceiling => {
+                    let data: Vec<&[u8]> = units[..k].iter().map(AlignedBuf::as_slice).collect();
+                    std::hint::black_box(xor_reduce(std::hint::black_box(&data)));
+                }
+                Operation::Baseline => baseline.encode(&units[..k])?,
+            }
+            Ok(())
+        })?;
         progress.inc(1);
+
+        let gbps_of = |wanted: Operation| {
+            let index = operations.iter().position(|&op| op == wanted).expect("every operation was timed");
+            measurements[index].gbps_median
+        };
+        let mut rows = vec![self.row(Op::Encode, 0, gbps_of(Operation::Encode))];
+        for &lost in &lost_patterns {
+            rows.push(self.row(Op::Decode, lost, gbps_of(Operation::Decode { lost })));
+        }
         for row in &mut rows {
-            row.ceiling_gbps = round_gbps(ceiling.gbps_median);
+            row.ceiling_gbps = round_gbps(gbps_of(Operation::Ceiling));
         }
-
-        progress.set_message(format!("{label} reed-solomon-erasure baseline"));
-        let baseline = self.measure_baseline_encode(timing)?;
-        progress.inc(1);
-        rows[0].baseline_gbps = Some(round_gbps(baseline.gbps_median));
+        rows[0].baseline_gbps = Some(round_gbps(gbps_of(Operation::Baseline)));
         Ok(rows)
     }
 
@@ -266,13 +289,6 @@ impl ConfigurationBench {
         Ok(())
     }
 
-    fn measure_encode(&mut self, timing: Timing) -> anyhow::Result<Measurement> {
-        let bytes = self.data_bytes();
-        let code = &self.code;
-        let (data, mut parity) = split_for_encode(&mut self.units, self.k);
-        measure(bytes, timing, || Ok(code.encode(&data, &mut parity)?))
-    }
-
     /// Loses data units 0..lost (overwritten with a pattern so stale bytes
     /// cannot pass for decoded ones), decodes once, compares to the originals.
     fn verify_decode(&mut self, lost: usize) -> anyhow::Result<()> {
@@ -294,41 +310,47 @@ impl ConfigurationBench {
         }
         Ok(())
     }
+}
 
-    fn measure_decode(&mut self, lost: usize, timing: Timing) -> anyhow::Result<Measurement> {
-        let bytes = self.data_bytes();
-        let present = presence(self.k + self.m, lost);
-        let code = &self.code;
-        let mut units: Vec<&mut [u8]> = self.units.iter_mut().map(AlignedBuf::as_mut_slice).collect();
-        measure(bytes, timing, || Ok(code.reconstruct_data(&mut units, &present)?))
+/// One timed operation of a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    Encode,
+    Decode { lost: usize },
+    Ceiling,
+    Baseline,
+}
+
+/// `reed-solomon-erasure` (klauspost's design ported to Rust, with its C AVX2
+/// kernel) encoding the same data into its own parity buffers.
+struct Baseline {
+    code: reed_solomon_erasure::galois_8::ReedSolomon,
+    parity: Vec<AlignedBuf>,
+}
+
+impl Baseline {
+    fn new(k: usize, m: usize, unit_bytes: usize) -> anyhow::Result<Baseline> {
+        let code = reed_solomon_erasure::galois_8::ReedSolomon::new(k, m)
+            .map_err(|e| anyhow::anyhow!("reed-solomon-erasure refused RS({k},{m}): {e:?}"))?;
+        Ok(Baseline { code, parity: (0..m).map(|_| AlignedBuf::zeroed(unit_bytes)).collect() })
     }
 
-    fn measure_ceiling(&self, timing: Timing) -> anyhow::Result<Measurement> {
-        let data: Vec<&[u8]> = self.units[..self.k].iter().map(AlignedBuf::as_slice).collect();
-        measure(self.data_bytes(), timing, || {
-            std::hint::black_box(xor_reduce(std::hint::black_box(&data)));
-            Ok(())
-        })
+    fn encode(&mut self, data: &[AlignedBuf]) -> anyhow::Result<()> {
+        let data: Vec<&[u8]> = data.iter().map(AlignedBuf::as_slice).collect();
+        let mut parity: Vec<&mut [u8]> = self.parity.iter_mut().map(AlignedBuf::as_mut_slice).collect();
+        self.code.encode_sep(&data, &mut parity).map_err(|e| anyhow::anyhow!("reed-solomon-erasure failed: {e:?}"))
     }
 
-    /// `reed-solomon-erasure` (klauspost's Go design ported to Rust, with its
-    /// C AVX2 kernel) encoding the same data, into its own parity buffers; its
-    /// parity is checked with its own `verify` once.
-    fn measure_baseline_encode(&self, timing: Timing) -> anyhow::Result<Measurement> {
-        use reed_solomon_erasure::galois_8::ReedSolomon;
-        let baseline = ReedSolomon::new(self.k, self.m)
-            .map_err(|e| anyhow::anyhow!("reed-solomon-erasure refused RS({},{}): {e:?}", self.k, self.m))?;
-        let data: Vec<&[u8]> = self.units[..self.k].iter().map(AlignedBuf::as_slice).collect();
-        let mut parity: Vec<AlignedBuf> = (0..self.m).map(|_| AlignedBuf::zeroed(self.unit_bytes)).collect();
-        let mut parity_refs: Vec<&mut [u8]> = parity.iter_mut().map(AlignedBuf::as_mut_slice).collect();
-        let baseline_error = |e| anyhow::anyhow!("reed-solomon-erasure failed: {e:?}");
-        baseline.encode_sep(&data, &mut parity_refs).map_err(baseline_error)?;
-        let shards: Vec<&[u8]> = data.iter().copied().chain(parity_refs.iter().map(|p| &**p)).collect();
-        ensure!(
-            baseline.verify(&shards).map_err(baseline_error)?,
-            "reed-solomon-erasure wrote parity it does not verify"
-        );
-        measure(self.data_bytes(), timing, || baseline.encode_sep(&data, &mut parity_refs).map_err(baseline_error))
+    /// Encodes once and checks the parity with the crate's own `verify`, so a
+    /// broken baseline cannot flatter the ratio.
+    fn verify(&mut self, data: &[AlignedBuf]) -> anyhow::Result<()> {
+        self.encode(data)?;
+        let shards: Vec<&[u8]> =
+            data.iter().map(AlignedBuf::as_slice).chain(self.parity.iter().map(AlignedBuf::as_slice)).collect();
+        let verified =
+            self.code.verify(&shards).map_err(|e| anyhow::anyhow!("reed-solomon-erasure verify failed: {e:?}"))?;
+        ensure!(verified, "reed-solomon-erasure wrote parity it does not verify");
+        Ok(())
     }
 }
 

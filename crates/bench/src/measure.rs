@@ -1,6 +1,8 @@
-//! Timing one operation: calibrate how many repetitions make a run long
-//! enough to mean something, warm up, then time several runs and report the
-//! median throughput.
+//! Timing operations: calibrate how many repetitions make a run long enough
+//! to mean something, warm up, then time several runs and report the median
+//! throughput. Operations compared with each other are timed interleaved,
+//! round by round, so a burst of interference from a noisy neighbour lands
+//! on one run of each rather than on every run of one.
 //!
 //! Owns: the run protocol every throughput figure of lowtail follows.
 //! Must not: know what the operation does (callers verify its output).
@@ -43,45 +45,69 @@ pub struct Measurement {
 const MAX_OPS_PER_RUN: u64 = 1 << 32;
 
 /// Times `op`, which processes `bytes_per_op` bytes of input per call.
-///
-/// Calibration doubles as warm-up: it repeats `op` in growing batches until
-/// one batch takes at least `timing.min_run`, so caches, branch predictors and
-/// page tables are warm before the first timed run.
 pub fn measure(
     bytes_per_op: u64,
     timing: Timing,
     mut op: impl FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<Measurement> {
+    let mut measurements = measure_interleaved(&[bytes_per_op], timing, |_| op())?;
+    Ok(measurements.pop().expect("one operation, one measurement"))
+}
+
+/// Times several operations side by side: `op(i)` runs operation i, which
+/// processes `bytes_per_op[i]` bytes of input per call. Returns one
+/// measurement per operation, in order.
+///
+/// Calibration doubles as warm-up: each operation is repeated in growing
+/// batches until one batch takes at least `timing.min_run`, so caches,
+/// branch predictors and page tables are warm. Then every round times one
+/// run of each operation in turn.
+pub fn measure_interleaved(
+    bytes_per_op: &[u64],
+    timing: Timing,
+    mut op: impl FnMut(usize) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<Measurement>> {
     ensure!(timing.runs > 0, "at least one timed run is needed");
-    ensure!(bytes_per_op > 0, "an operation must process at least one byte");
-    let mut run = |ops: u64| -> anyhow::Result<Duration> {
+    ensure!(!bytes_per_op.is_empty(), "no operations to time");
+    ensure!(bytes_per_op.iter().all(|&b| b > 0), "an operation must process at least one byte");
+    let mut run = |index: usize, ops: u64| -> anyhow::Result<Duration> {
         let start = thread_cpu_time();
         for _ in 0..ops {
-            op()?;
+            op(index)?;
         }
         Ok(thread_cpu_time().saturating_sub(start))
     };
 
-    let mut ops_per_run = 1u64;
-    loop {
-        let elapsed = run(ops_per_run).context("operation failed during warm-up")?;
-        if elapsed >= timing.min_run {
-            break;
-        }
-        ops_per_run = next_ops_per_run(ops_per_run, elapsed, timing.min_run);
-        if ops_per_run > MAX_OPS_PER_RUN {
-            bail!("the thread CPU clock does not advance: cannot time this operation");
+    let mut ops_per_run = vec![1u64; bytes_per_op.len()];
+    for (index, ops) in ops_per_run.iter_mut().enumerate() {
+        loop {
+            let elapsed = run(index, *ops).context("operation failed during warm-up")?;
+            if elapsed >= timing.min_run {
+                break;
+            }
+            *ops = next_ops_per_run(*ops, elapsed, timing.min_run);
+            if *ops > MAX_OPS_PER_RUN {
+                bail!("the thread CPU clock does not advance: cannot time this operation");
+            }
         }
     }
 
-    let mut gbps_runs = Vec::with_capacity(timing.runs);
+    let mut gbps_runs = vec![Vec::with_capacity(timing.runs); bytes_per_op.len()];
     for _ in 0..timing.runs {
-        let elapsed = run(ops_per_run).context("operation failed during a timed run")?;
-        ensure!(!elapsed.is_zero(), "a timed run took no CPU time: the thread CPU clock is broken");
-        gbps_runs.push(gbps(bytes_per_op * ops_per_run, elapsed));
+        for (index, runs) in gbps_runs.iter_mut().enumerate() {
+            let elapsed = run(index, ops_per_run[index]).context("operation failed during a timed run")?;
+            ensure!(!elapsed.is_zero(), "a timed run took no CPU time: the thread CPU clock is broken");
+            runs.push(gbps(bytes_per_op[index] * ops_per_run[index], elapsed));
+        }
     }
-    let gbps_median = median(&gbps_runs).expect("at least one run");
-    Ok(Measurement { gbps_median, gbps_runs, ops_per_run })
+    Ok(gbps_runs
+        .into_iter()
+        .zip(ops_per_run)
+        .map(|(gbps_runs, ops_per_run)| {
+            let gbps_median = median(&gbps_runs).expect("at least one run");
+            Measurement { gbps_median, gbps_runs, ops_per_run }
+        })
+        .collect())
 }
 
 /// The next batch size: aim 20% past `min_run` from the rate just observed,
@@ -129,6 +155,28 @@ mod tests {
         assert_eq!(Some(measurement.gbps_median), median(&measurement.gbps_runs));
         assert!(measurement.ops_per_run >= 1);
         assert_eq!(destination, source);
+    }
+
+    #[test]
+    fn interleaved_operations_each_get_every_run() {
+        let mut calls = [0u64; 2];
+        let timing = Timing { runs: 4, min_run: Duration::from_millis(1) };
+        let measurements = measure_interleaved(&[10, 20], timing, |i| {
+            calls[i] += 1;
+            let mut x = 0u64;
+            for j in 0..2000u64 {
+                x = std::hint::black_box(x.wrapping_add(j));
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(measurements.len(), 2);
+        for (measurement, calls) in measurements.iter().zip(calls) {
+            assert_eq!(measurement.gbps_runs.len(), 4);
+            // Warm-up batches plus four timed runs of the calibrated size.
+            assert!(calls >= 4 * measurement.ops_per_run);
+        }
+        assert!(measure_interleaved(&[], timing, |_| Ok(())).is_err());
     }
 
     #[test]
