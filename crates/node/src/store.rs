@@ -1,0 +1,581 @@
+//! Unit store: units as files under `<data_dir>/units`, each with a crc32c per 64 KiB block,
+//! written durably (temp file, fsync, rename, fsync directory) and verified on every read.
+//!
+//! Owns the on-disk format, the in-memory index of stored units and the list of units found
+//! corrupt. Must not queue, schedule or emulate service times (the scheduler does), and must never
+//! return bytes that failed their checksum. All methods block on the file system: async callers run
+//! them on the blocking pool.
+//!
+//! File format (all integers little-endian), `<stripe:016x>-<unit:04x>.unit`:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 8 | magic `LTUNIT01` |
+//! | 8 | stripe |
+//! | 2 | unit index |
+//! | 2 | reserved, zero |
+//! | 4 | block size in bytes (65536) |
+//! | 8 | data length in bytes |
+//! | 4 | reserved, zero |
+//! | 4 | crc32c of the 36 bytes above |
+//! | data length | the unit's bytes |
+//! | 4 × blocks | crc32c of each block of data (the last block may be short) |
+//!
+//! The checksum table trails the data so that a streaming write appends in one pass without
+//! holding the unit in memory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use bytes::Bytes;
+
+use crate::error::{NodeError, UnitId};
+
+/// Bytes covered by one checksum.
+pub const BLOCK_BYTES: u64 = 64 * 1024;
+/// Size of the fixed header in front of the data.
+pub const HEADER_BYTES: u64 = 40;
+const MAGIC: &[u8; 8] = b"LTUNIT01";
+const CRC_BYTES: u64 = 4;
+const UNIT_SUFFIX: &str = ".unit";
+const TEMP_SUFFIX: &str = ".tmp";
+
+/// Number of checksum blocks of a unit of `data_len` bytes.
+pub fn block_count(data_len: u64) -> u64 {
+    data_len.div_ceil(BLOCK_BYTES)
+}
+
+/// Total file size of a unit of `data_len` bytes.
+pub fn file_len(data_len: u64) -> u64 {
+    HEADER_BYTES + data_len + CRC_BYTES * block_count(data_len)
+}
+
+fn encode_header(id: UnitId, data_len: u64) -> [u8; HEADER_BYTES as usize] {
+    let mut header = [0u8; HEADER_BYTES as usize];
+    header[0..8].copy_from_slice(MAGIC);
+    header[8..16].copy_from_slice(&id.stripe.to_le_bytes());
+    header[16..18].copy_from_slice(&id.unit.to_le_bytes());
+    header[20..24].copy_from_slice(&(BLOCK_BYTES as u32).to_le_bytes());
+    header[24..32].copy_from_slice(&data_len.to_le_bytes());
+    let crc = crc32c::crc32c(&header[..36]);
+    header[36..40].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// Parses and checks a header; returns the data length. `expected` is the unit the file name says.
+fn decode_header(header: &[u8; HEADER_BYTES as usize], expected: UnitId) -> Result<u64, String> {
+    let stored_crc = u32::from_le_bytes(header[36..40].try_into().expect("4 bytes"));
+    if crc32c::crc32c(&header[..36]) != stored_crc {
+        return Err("header checksum mismatch".into());
+    }
+    if &header[0..8] != MAGIC {
+        return Err("bad magic".into());
+    }
+    let stripe = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+    let unit = u16::from_le_bytes(header[16..18].try_into().expect("2 bytes"));
+    if UnitId::new(stripe, unit) != expected {
+        return Err(format!("header names unit {stripe}/{unit}"));
+    }
+    let block_bytes = u32::from_le_bytes(header[20..24].try_into().expect("4 bytes"));
+    if u64::from(block_bytes) != BLOCK_BYTES {
+        return Err(format!("unsupported block size {block_bytes}"));
+    }
+    Ok(u64::from_le_bytes(header[24..32].try_into().expect("8 bytes")))
+}
+
+fn unit_file_name(id: UnitId) -> String {
+    format!("{:016x}-{:04x}{UNIT_SUFFIX}", id.stripe, id.unit)
+}
+
+fn parse_unit_file_name(name: &str) -> Option<UnitId> {
+    let stem = name.strip_suffix(UNIT_SUFFIX)?;
+    let (stripe, unit) = stem.split_once('-')?;
+    if stripe.len() != 16 || unit.len() != 4 {
+        return None;
+    }
+    Some(UnitId::new(u64::from_str_radix(stripe, 16).ok()?, u16::from_str_radix(unit, 16).ok()?))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), NodeError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| NodeError::io(dir, e))
+}
+
+/// The units stored on this node's disk.
+#[derive(Debug)]
+pub struct UnitStore {
+    units_dir: PathBuf,
+    max_unit_bytes: u64,
+    /// Every committed unit and its data length; mirrors the directory.
+    index: Mutex<BTreeMap<UnitId, u64>>,
+    /// Units that failed a checksum since start (or since they were rewritten / deleted).
+    corrupt: Mutex<BTreeSet<UnitId>>,
+    temp_counter: AtomicU64,
+}
+
+impl UnitStore {
+    /// Opens (creating if needed) the store under `data_dir`, removes temp files a crash left
+    /// behind and indexes the units present. Units longer than `max_unit_bytes` are refused on
+    /// write. A unit whose header fails its checksum is indexed as corrupt (length 0).
+    pub fn open(data_dir: &Path, max_unit_bytes: u64) -> Result<Self, NodeError> {
+        let units_dir = data_dir.join("units");
+        fs::create_dir_all(&units_dir).map_err(|e| NodeError::io(&units_dir, e))?;
+        let mut index = BTreeMap::new();
+        let mut corrupt = BTreeSet::new();
+        let entries = fs::read_dir(&units_dir).map_err(|e| NodeError::io(&units_dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| NodeError::io(&units_dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.ends_with(TEMP_SUFFIX) {
+                // An unacknowledged write interrupted by a crash: never visible, safe to drop.
+                fs::remove_file(entry.path()).map_err(|e| NodeError::io(entry.path(), e))?;
+                continue;
+            }
+            let Some(id) = parse_unit_file_name(name) else { continue };
+            match read_header(&entry.path(), id) {
+                Ok(Ok(data_len)) => {
+                    index.insert(id, data_len);
+                }
+                Ok(Err(_)) => {
+                    index.insert(id, 0);
+                    corrupt.insert(id);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        tracing::info!(dir = %units_dir.display(), units = index.len(), corrupt = corrupt.len(), "unit store opened");
+        Ok(Self {
+            units_dir,
+            max_unit_bytes,
+            index: Mutex::new(index),
+            corrupt: Mutex::new(corrupt),
+            temp_counter: AtomicU64::new(0),
+        })
+    }
+
+    /// Largest unit a write accepts.
+    pub fn max_unit_bytes(&self) -> u64 {
+        self.max_unit_bytes
+    }
+
+    fn unit_path(&self, id: UnitId) -> PathBuf {
+        self.units_dir.join(unit_file_name(id))
+    }
+
+    fn index(&self) -> MutexGuard<'_, BTreeMap<UnitId, u64>> {
+        self.index.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn corrupt_set(&self) -> MutexGuard<'_, BTreeSet<UnitId>> {
+        self.corrupt.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts a streaming write of `total_len` bytes: creates a temp file and writes the header.
+    /// Nothing is visible until [`UnitStore::commit`]; dropping the [`StagedUnit`] removes it.
+    pub fn begin_write(&self, id: UnitId, total_len: u64) -> Result<StagedUnit, NodeError> {
+        if total_len > self.max_unit_bytes {
+            return Err(NodeError::InvalidArgument(format!(
+                "unit {id} of {total_len} bytes exceeds the limit of {} bytes",
+                self.max_unit_bytes
+            )));
+        }
+        let nonce = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        let temp_path =
+            self.units_dir.join(format!(".{}.{}.{nonce}{TEMP_SUFFIX}", unit_file_name(id), std::process::id()));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp_path)
+            .map_err(|e| NodeError::io(&temp_path, e))?;
+        let mut staged = StagedUnit {
+            id,
+            total_len,
+            written: 0,
+            file,
+            temp_path,
+            block_crcs: Vec::with_capacity(block_count(total_len) as usize),
+            block_crc: 0,
+            block_fill: 0,
+            committed: false,
+        };
+        staged.write_all_at(&encode_header(id, total_len), 0)?;
+        Ok(staged)
+    }
+
+    /// Makes a fully written unit durable and visible: appends the checksum table, fsyncs the
+    /// file, renames it over any previous version and fsyncs the directory. Only after this
+    /// returns may the write be acknowledged.
+    pub fn commit(&self, mut staged: StagedUnit) -> Result<(), NodeError> {
+        if staged.written != staged.total_len {
+            return Err(NodeError::InvalidArgument(format!(
+                "unit {} declared {} bytes but {} arrived",
+                staged.id, staged.total_len, staged.written
+            )));
+        }
+        if staged.block_fill > 0 {
+            staged.block_crcs.push(staged.block_crc);
+        }
+        assert_eq!(staged.block_crcs.len() as u64, block_count(staged.total_len), "one checksum per block");
+        let table: Vec<u8> = staged.block_crcs.iter().flat_map(|crc| crc.to_le_bytes()).collect();
+        staged.write_all_at(&table, HEADER_BYTES + staged.total_len)?;
+        staged.file.sync_all().map_err(|e| NodeError::io(&staged.temp_path, e))?;
+        let final_path = self.unit_path(staged.id);
+        fs::rename(&staged.temp_path, &final_path).map_err(|e| NodeError::io(&final_path, e))?;
+        staged.committed = true;
+        sync_dir(&self.units_dir)?;
+        self.index().insert(staged.id, staged.total_len);
+        // A rewrite (repair) replaces the bad bytes, so the unit is no longer corrupt.
+        self.corrupt_set().remove(&staged.id);
+        Ok(())
+    }
+
+    /// Reads `length` bytes at `offset` of a unit, verifying the checksum of every block the range
+    /// touches (and only those). A failed checksum marks the unit corrupt and returns
+    /// [`NodeError::Corrupt`]; blocks that verify can still be read.
+    pub fn read_range(&self, id: UnitId, offset: u64, length: u64) -> Result<Bytes, NodeError> {
+        let path = self.unit_path(id);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(NodeError::NotFound(id)),
+            Err(e) => return Err(NodeError::io(&path, e)),
+        };
+        let data_len = match header_of(&file, &path, id)? {
+            Ok(data_len) => data_len,
+            Err(what) => return Err(self.mark_corrupt(id, what)),
+        };
+        let end = offset.checked_add(length).filter(|&end| end <= data_len);
+        let Some(end) = end else {
+            return Err(NodeError::OutOfRange { unit: id, offset, length, unit_len: data_len });
+        };
+        let actual_len = file.metadata().map_err(|e| NodeError::io(&path, e))?.len();
+        if actual_len != file_len(data_len) {
+            let what = format!("file is {actual_len} bytes, expected {}", file_len(data_len));
+            return Err(self.mark_corrupt(id, what));
+        }
+        if length == 0 {
+            return Ok(Bytes::new());
+        }
+        let first_block = offset / BLOCK_BYTES;
+        let last_block = (end - 1) / BLOCK_BYTES;
+        let span_start = first_block * BLOCK_BYTES;
+        let span_end = ((last_block + 1) * BLOCK_BYTES).min(data_len);
+        let mut span = vec![0u8; (span_end - span_start) as usize];
+        file.read_exact_at(&mut span, HEADER_BYTES + span_start).map_err(|e| NodeError::io(&path, e))?;
+        let mut crcs = vec![0u8; ((last_block - first_block + 1) * CRC_BYTES) as usize];
+        file.read_exact_at(&mut crcs, HEADER_BYTES + data_len + first_block * CRC_BYTES)
+            .map_err(|e| NodeError::io(&path, e))?;
+        for (i, (block, stored)) in span.chunks(BLOCK_BYTES as usize).zip(crcs.chunks_exact(4)).enumerate() {
+            let stored = u32::from_le_bytes(stored.try_into().expect("4 bytes"));
+            if crc32c::crc32c(block) != stored {
+                let what = format!("block {} failed its checksum", first_block + i as u64);
+                return Err(self.mark_corrupt(id, what));
+            }
+        }
+        let mut data = Bytes::from(span);
+        let data = data.split_off((offset - span_start) as usize);
+        Ok(data.slice(..length as usize))
+    }
+
+    fn mark_corrupt(&self, id: UnitId, what: String) -> NodeError {
+        if self.corrupt_set().insert(id) {
+            tracing::warn!(unit = %id, %what, "corrupt unit");
+        }
+        NodeError::Corrupt { unit: id, what }
+    }
+
+    /// Deletes a unit (durably: the directory is fsynced). Returns whether it existed.
+    pub fn delete(&self, id: UnitId) -> Result<bool, NodeError> {
+        let path = self.unit_path(id);
+        let existed = match fs::remove_file(&path) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(NodeError::io(&path, e)),
+        };
+        if existed {
+            sync_dir(&self.units_dir)?;
+        }
+        self.index().remove(&id);
+        self.corrupt_set().remove(&id);
+        Ok(existed)
+    }
+
+    /// Up to `limit` units after `after` (exclusive), in order, with their data lengths, and
+    /// whether more follow.
+    pub fn list(&self, after: Option<UnitId>, limit: usize) -> (Vec<(UnitId, u64)>, bool) {
+        let index = self.index();
+        let mut range: Box<dyn Iterator<Item = (&UnitId, &u64)>> = match after {
+            Some(after) => Box::new(index.range((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded))),
+            None => Box::new(index.iter()),
+        };
+        let page: Vec<(UnitId, u64)> = range.by_ref().take(limit).map(|(id, len)| (*id, *len)).collect();
+        let truncated = range.next().is_some();
+        (page, truncated)
+    }
+
+    /// Number of units stored.
+    pub fn unit_count(&self) -> u64 {
+        self.index().len() as u64
+    }
+
+    /// Data length of a stored unit.
+    pub fn unit_len(&self, id: UnitId) -> Option<u64> {
+        self.index().get(&id).copied()
+    }
+
+    /// Units found corrupt, in order, for repair to rebuild.
+    pub fn corrupt_units(&self) -> Vec<UnitId> {
+        self.corrupt_set().iter().copied().collect()
+    }
+
+    /// Path of a unit's file (tests corrupt it on purpose; operators inspect it).
+    pub fn path_of(&self, id: UnitId) -> PathBuf {
+        self.unit_path(id)
+    }
+}
+
+/// Reads a file's header: `Err` for I/O failures, `Ok(Err(what))` when it is corrupt.
+fn read_header(path: &Path, id: UnitId) -> Result<Result<u64, String>, NodeError> {
+    let file = File::open(path).map_err(|e| NodeError::io(path, e))?;
+    header_of(&file, path, id)
+}
+
+fn header_of(file: &File, path: &Path, id: UnitId) -> Result<Result<u64, String>, NodeError> {
+    let mut header = [0u8; HEADER_BYTES as usize];
+    match file.read_exact_at(&mut header, 0) {
+        Ok(()) => Ok(decode_header(&header, id)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(Err("file shorter than its header".into())),
+        Err(e) => Err(NodeError::io(path, e)),
+    }
+}
+
+/// A unit being written: a temp file receiving chunks in order. Memory per write is the chunk in
+/// hand plus 4 bytes per 64 KiB block.
+#[derive(Debug)]
+pub struct StagedUnit {
+    id: UnitId,
+    total_len: u64,
+    written: u64,
+    file: File,
+    temp_path: PathBuf,
+    block_crcs: Vec<u32>,
+    /// Running crc32c of the block being filled, and how many of its bytes have arrived.
+    block_crc: u32,
+    block_fill: u64,
+    committed: bool,
+}
+
+impl StagedUnit {
+    /// The unit being written.
+    pub fn id(&self) -> UnitId {
+        self.id
+    }
+
+    /// Declared length.
+    pub fn total_len(&self) -> u64 {
+        self.total_len
+    }
+
+    /// Bytes received so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    fn write_all_at(&mut self, data: &[u8], at: u64) -> Result<(), NodeError> {
+        self.file.write_all_at(data, at).map_err(|e| NodeError::io(&self.temp_path, e))
+    }
+
+    /// Appends the next chunk. Refuses bytes past the declared length.
+    pub fn append(&mut self, mut chunk: &[u8]) -> Result<(), NodeError> {
+        let chunk_len = chunk.len() as u64;
+        if self.written + chunk_len > self.total_len {
+            return Err(NodeError::InvalidArgument(format!(
+                "unit {} declared {} bytes but more arrived ({} + {chunk_len})",
+                self.id, self.total_len, self.written
+            )));
+        }
+        let at = HEADER_BYTES + self.written;
+        self.write_all_at(chunk, at)?;
+        self.written += chunk_len;
+        while !chunk.is_empty() {
+            let take = ((BLOCK_BYTES - self.block_fill) as usize).min(chunk.len());
+            self.block_crc = crc32c::crc32c_append(self.block_crc, &chunk[..take]);
+            self.block_fill += take as u64;
+            chunk = &chunk[take..];
+            if self.block_fill == BLOCK_BYTES {
+                self.block_crcs.push(self.block_crc);
+                self.block_crc = 0;
+                self.block_fill = 0;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StagedUnit {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Best effort: a leftover temp file is also removed at the next open.
+            let _ = fs::remove_file(&self.temp_path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    fn write(store: &UnitStore, id: UnitId, data: &[u8], chunk: usize) {
+        let mut staged = store.begin_write(id, data.len() as u64).unwrap();
+        for piece in data.chunks(chunk.max(1)) {
+            staged.append(piece).unwrap();
+        }
+        store.commit(staged).unwrap();
+    }
+
+    #[test]
+    fn write_read_ranges_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        let id = UnitId::new(7, 3);
+        let data = pattern(3 * BLOCK_BYTES as usize + 1234, 1);
+        write(&store, id, &data, 10_000);
+        assert_eq!(store.read_range(id, 0, data.len() as u64).unwrap(), data);
+        for (offset, len) in [(0, 1), (65535, 2), (65536, 65536), (100, 190_000), (data.len() as u64 - 1, 1), (5, 0)] {
+            let got = store.read_range(id, offset, len).unwrap();
+            assert_eq!(got, data[offset as usize..(offset + len) as usize], "range {offset}+{len}");
+        }
+        assert_eq!(store.unit_count(), 1);
+        assert_eq!(store.unit_len(id), Some(data.len() as u64));
+        assert!(store.delete(id).unwrap());
+        assert!(!store.delete(id).unwrap());
+        assert!(matches!(store.read_range(id, 0, 1), Err(NodeError::NotFound(_))));
+        assert_eq!(store.unit_count(), 0);
+    }
+
+    #[test]
+    fn empty_unit_and_exact_block_multiple() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        write(&store, UnitId::new(1, 0), &[], 1);
+        assert_eq!(store.read_range(UnitId::new(1, 0), 0, 0).unwrap().len(), 0);
+        let data = pattern(2 * BLOCK_BYTES as usize, 9);
+        write(&store, UnitId::new(1, 1), &data, BLOCK_BYTES as usize);
+        assert_eq!(store.read_range(UnitId::new(1, 1), 0, data.len() as u64).unwrap(), data);
+    }
+
+    #[test]
+    fn durable_across_reopen_and_rewrite_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = pattern(200_000, 2);
+        {
+            let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+            write(&store, UnitId::new(1, 0), &data, 4096);
+            write(&store, UnitId::new(2, 5), b"hello", 2);
+            // An interrupted write leaves only a temp file behind.
+            let mut staged = store.begin_write(UnitId::new(3, 0), 10).unwrap();
+            staged.append(b"abc").unwrap();
+            std::mem::forget(staged);
+        }
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        assert_eq!(store.read_range(UnitId::new(1, 0), 0, data.len() as u64).unwrap(), data);
+        assert_eq!(store.read_range(UnitId::new(2, 5), 0, 5).unwrap(), &b"hello"[..]);
+        let (units, truncated) = store.list(None, 10);
+        assert_eq!(units, vec![(UnitId::new(1, 0), data.len() as u64), (UnitId::new(2, 5), 5)]);
+        assert!(!truncated);
+        let leftovers = fs::read_dir(dir.path().join("units")).unwrap().count();
+        assert_eq!(leftovers, 2, "temp file of the interrupted write removed");
+        write(&store, UnitId::new(2, 5), b"bye", 3);
+        assert_eq!(store.read_range(UnitId::new(2, 5), 0, 3).unwrap(), &b"bye"[..]);
+    }
+
+    #[test]
+    fn list_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        for stripe in 0..5 {
+            write(&store, UnitId::new(stripe, 1), b"x", 1);
+        }
+        let (first, truncated) = store.list(None, 2);
+        assert!(truncated);
+        assert_eq!(first.iter().map(|(id, _)| id.stripe).collect::<Vec<_>>(), vec![0, 1]);
+        let (rest, truncated) = store.list(Some(first[1].0), 10);
+        assert!(!truncated);
+        assert_eq!(rest.iter().map(|(id, _)| id.stripe).collect::<Vec<_>>(), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn flipped_byte_is_detected_and_other_blocks_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        let id = UnitId::new(9, 2);
+        let data = pattern(4 * BLOCK_BYTES as usize, 3);
+        write(&store, id, &data, 65_000);
+        // Flip one byte inside block 2.
+        let path = store.path_of(id);
+        let mut raw = fs::read(&path).unwrap();
+        let at = (HEADER_BYTES + 2 * BLOCK_BYTES + 17) as usize;
+        raw[at] ^= 0x40;
+        fs::write(&path, raw).unwrap();
+        let err = store.read_range(id, 2 * BLOCK_BYTES, 10).unwrap_err();
+        assert!(matches!(err, NodeError::Corrupt { unit, .. } if unit == id), "{err}");
+        assert!(matches!(store.read_range(id, 0, data.len() as u64), Err(NodeError::Corrupt { .. })));
+        assert_eq!(store.corrupt_units(), vec![id]);
+        // Blocks 0, 1 and 3 verify on their own.
+        assert_eq!(store.read_range(id, 0, 2 * BLOCK_BYTES).unwrap(), data[..2 * BLOCK_BYTES as usize]);
+        assert_eq!(store.read_range(id, 3 * BLOCK_BYTES, 5).unwrap(), data[3 * BLOCK_BYTES as usize..][..5]);
+        // A rewrite clears the mark.
+        write(&store, id, &data, 1 << 20);
+        assert!(store.corrupt_units().is_empty());
+        assert_eq!(store.read_range(id, 0, data.len() as u64).unwrap(), data);
+    }
+
+    #[test]
+    fn corrupt_header_and_truncated_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        let (a, b) = (UnitId::new(1, 0), UnitId::new(1, 1));
+        write(&store, a, &pattern(1000, 4), 1000);
+        write(&store, b, &pattern(1000, 5), 1000);
+        let mut raw = fs::read(store.path_of(a)).unwrap();
+        raw[10] ^= 1;
+        fs::write(store.path_of(a), raw).unwrap();
+        let file = OpenOptions::new().write(true).open(store.path_of(b)).unwrap();
+        file.set_len(500).unwrap();
+        assert!(matches!(store.read_range(a, 0, 1), Err(NodeError::Corrupt { .. })));
+        assert!(matches!(store.read_range(b, 0, 1), Err(NodeError::Corrupt { .. })));
+        assert_eq!(store.corrupt_units(), vec![a, b]);
+        // Reopening finds the bad header again.
+        drop(store);
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        assert_eq!(store.corrupt_units(), vec![a]);
+    }
+
+    #[test]
+    fn bad_input_is_refused_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1000).unwrap();
+        let id = UnitId::new(4, 4);
+        write(&store, id, &pattern(100, 6), 100);
+        assert!(matches!(
+            store.read_range(id, 90, 11),
+            Err(NodeError::OutOfRange { offset: 90, length: 11, unit_len: 100, .. })
+        ));
+        assert!(matches!(store.read_range(id, u64::MAX, 2), Err(NodeError::OutOfRange { .. })));
+        assert!(matches!(store.read_range(UnitId::new(4, 5), 0, 1), Err(NodeError::NotFound(_))));
+        assert!(matches!(store.begin_write(id, 1001), Err(NodeError::InvalidArgument(_))));
+        let mut staged = store.begin_write(id, 10).unwrap();
+        staged.append(b"12345").unwrap();
+        assert!(matches!(staged.append(b"123456"), Err(NodeError::InvalidArgument(_))));
+        assert!(matches!(store.commit(staged), Err(NodeError::InvalidArgument(_))));
+        assert_eq!(store.read_range(id, 0, 100).unwrap(), pattern(100, 6), "old version intact");
+        assert_eq!(fs::read_dir(dir.path().join("units")).unwrap().count(), 1, "no temp file left");
+    }
+}
