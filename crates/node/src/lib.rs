@@ -1,11 +1,176 @@
-//! lowtail storage node.
-/// Generated protobuf / tonic code.
+//! lowtail storage node: a checksummed unit store on local disk behind an FCFS task queue
+//! measured in bytes, served over an authenticated gRPC API, with optional service-model
+//! emulation so that a cluster on loopback queues like a cluster of disks.
+//!
+//! The node executes what it is asked and reports what happened (task timings, queue state,
+//! corrupt units). It must not decide policy: which units to read, when to read degraded, what to
+//! cancel and what to repair are the gateway's decisions.
+//!
+//! Entry points: [`run`] (serve until a shutdown future completes) and [`start`] (for tests and
+//! for `lowtail up`, which need the bound addresses). Clients use [`NodeClient`].
+
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod model;
+pub mod queue;
+pub mod scheduler;
+pub mod server;
+pub mod store;
+
+/// Generated protobuf messages and tonic client / server of `proto/node.proto`.
 #[allow(missing_docs)]
 pub mod proto {
     tonic::include_proto!("lowtail.node.v1");
 }
-pub mod error;
-pub mod model;
-pub mod queue;
-pub mod scheduler;
-pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tonic::transport::server::TcpIncoming;
+
+pub use client::{ClientError, NodeClient, ProbeReply};
+pub use config::NodeConfig;
+pub use error::{NodeError, UnitId};
+pub use model::ServiceModel;
+pub use scheduler::{Scheduler, TaskOutcome, TaskTiming};
+pub use store::UnitStore;
+
+use crate::queue::QueueLimits;
+use crate::server::NodeService;
+
+/// How long shutdown waits for in-flight requests before dropping them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// A node that is serving. Stop it with [`RunningNode::shutdown`]; dropping it leaves the server
+/// tasks running until the runtime ends.
+#[derive(Debug)]
+pub struct RunningNode {
+    rpc_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    scheduler: Arc<Scheduler>,
+    stop_rpc: oneshot::Sender<()>,
+    stop_metrics: Option<oneshot::Sender<()>>,
+    rpc_server: JoinHandle<Result<(), tonic::transport::Error>>,
+    metrics_server: Option<JoinHandle<std::io::Result<()>>>,
+    workers: Vec<JoinHandle<()>>,
+    background: JoinHandle<()>,
+}
+
+impl RunningNode {
+    /// Address the gRPC server is bound to.
+    pub fn rpc_addr(&self) -> SocketAddr {
+        self.rpc_addr
+    }
+
+    /// Address of the `/metrics` endpoint, when configured.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The node's scheduler (queue, counters, store), for in-process inspection.
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+
+    /// Stops accepting requests, lets in-flight ones finish (at most [`SHUTDOWN_GRACE`]), drains
+    /// the queue and stops the workers.
+    pub async fn shutdown(self) {
+        let _ = self.stop_rpc.send(());
+        let mut rpc_server = self.rpc_server;
+        match tokio::time::timeout(SHUTDOWN_GRACE, &mut rpc_server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(error))) => tracing::error!(%error, "rpc server failed"),
+            Ok(Err(error)) => tracing::error!(%error, "rpc server task failed"),
+            Err(_) => {
+                tracing::warn!("in-flight requests outlived the shutdown grace period; dropping them");
+                rpc_server.abort();
+            }
+        }
+        self.scheduler.close();
+        for worker in self.workers {
+            let _ = worker.await;
+        }
+        self.background.abort();
+        if let (Some(stop), Some(server)) = (self.stop_metrics, self.metrics_server) {
+            let _ = stop.send(());
+            let _ = server.await;
+        }
+        tracing::info!(node = self.scheduler.node_id(), "node stopped");
+    }
+}
+
+/// Opens the store, binds the listeners and starts serving. Fails on an invalid config, an
+/// unusable data dir or an address in use; nothing keeps running then.
+pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
+    config.validate()?;
+    let data_dir = config.data_dir.clone();
+    let max_unit_bytes = config.max_unit_bytes;
+    let store = tokio::task::spawn_blocking(move || UnitStore::open(&data_dir, max_unit_bytes))
+        .await
+        .map_err(|e| NodeError::io(&config.data_dir, std::io::Error::other(e.to_string())))??;
+    let limits = QueueLimits { max_queued_bytes: config.max_queued_bytes, max_queued_tasks: config.max_queued_tasks };
+    let scheduler = Scheduler::new(config.node_id, Arc::new(store), limits, config.service_model.clone())?;
+
+    let rpc_listener = tokio::net::TcpListener::bind(config.listen_addr)
+        .await
+        .map_err(|e| NodeError::io(format!("listen address {}", config.listen_addr), e))?;
+    let rpc_addr = rpc_listener.local_addr().map_err(|e| NodeError::io("rpc listener", e))?;
+    let metrics_listener = match config.metrics_addr {
+        Some(addr) => Some(metrics::bind(addr).await?),
+        None => None,
+    };
+    let metrics_addr = match &metrics_listener {
+        Some(listener) => Some(listener.local_addr().map_err(|e| NodeError::io("metrics listener", e))?),
+        None => None,
+    };
+    // From here on nothing can fail: start the tasks.
+    metrics::handle();
+    let workers = scheduler.spawn_workers(config.workers);
+    let background = scheduler.spawn_background_load();
+
+    let (stop_rpc, rpc_stopped) = oneshot::channel::<()>();
+    let service = NodeService::new(Arc::clone(&scheduler), config.read_chunk_bytes).into_server(&config.cluster_secret);
+    let incoming = TcpIncoming::from(rpc_listener).with_nodelay(Some(true));
+    let rpc_server = tokio::spawn(
+        tonic::transport::Server::builder().add_service(service).serve_with_incoming_shutdown(incoming, async {
+            let _ = rpc_stopped.await;
+        }),
+    );
+
+    let (stop_metrics, metrics_server) = match metrics_listener {
+        Some(listener) => {
+            let (stop, stopped) = oneshot::channel::<()>();
+            let server = tokio::spawn(metrics::serve(listener, async {
+                let _ = stopped.await;
+            }));
+            (Some(stop), Some(server))
+        }
+        None => (None, None),
+    };
+    tracing::info!(node = config.node_id, %rpc_addr, ?metrics_addr, workers = config.workers, "node serving");
+    Ok(RunningNode {
+        rpc_addr,
+        metrics_addr,
+        scheduler,
+        stop_rpc,
+        stop_metrics,
+        rpc_server,
+        metrics_server,
+        workers,
+        background,
+    })
+}
+
+/// Serves `config` until `shutdown` completes, then drains cleanly. This is what `lowtail node`
+/// calls.
+pub async fn run(config: NodeConfig, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+    let node = start(config).await?;
+    shutdown.await;
+    node.shutdown().await;
+    Ok(())
+}

@@ -174,7 +174,8 @@ impl ModelState {
         let mut time = self.model.deterministic_service_time(bytes);
         if self.model.delay_exp_mean_us > 0 {
             let mean_s = self.model.delay_exp_mean_us as f64 / 1e6;
-            time += Duration::from_secs_f64(sample_exp(&mut self.delay_rng, mean_s).min(MAX_SERVICE_TIME.as_secs_f64()));
+            time +=
+                Duration::from_secs_f64(sample_exp(&mut self.delay_rng, mean_s).min(MAX_SERVICE_TIME.as_secs_f64()));
         }
         Some(time.min(MAX_SERVICE_TIME))
     }
@@ -231,7 +232,12 @@ mod tests {
 
     #[test]
     fn background_gaps() {
-        let even = ServiceModel { enabled: true, background_tasks_per_s: 50.0, background_poisson: false, ..Default::default() };
+        let even = ServiceModel {
+            enabled: true,
+            background_tasks_per_s: 50.0,
+            background_poisson: false,
+            ..Default::default()
+        };
         assert_eq!(ModelState::new(even.clone()).next_background_gap(), Some(Duration::from_millis(20)));
         assert!(ModelState::new(ServiceModel { enabled: false, ..even }).next_background_gap().is_none());
     }
@@ -251,7 +257,8 @@ mod tests {
 
     #[test]
     fn proto_round_trip() {
-        let model = ServiceModel { enabled: true, overhead_us: 7, rate_bytes_per_s: 3.5, seed: 9, ..Default::default() };
+        let model =
+            ServiceModel { enabled: true, overhead_us: 7, rate_bytes_per_s: 3.5, seed: 9, ..Default::default() };
         assert_eq!(ServiceModel::from(proto::ServiceModel::from(&model)), model);
     }
 }

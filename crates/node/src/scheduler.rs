@@ -114,7 +114,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Runs blocking store work off the async workers; a panic there becomes an error, not a dead worker.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, NodeError> + Send + 'static) -> Result<T, NodeError> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, NodeError> + Send + 'static,
+) -> Result<T, NodeError> {
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|join_error| {
         Err(NodeError::io("<blocking task>", std::io::Error::other(join_error.to_string())))
     })
@@ -122,7 +124,12 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, NodeError> + 
 
 impl Scheduler {
     /// A scheduler for `store` with an empty queue. `model` must be valid.
-    pub fn new(node_id: u32, store: Arc<UnitStore>, limits: QueueLimits, model: ServiceModel) -> Result<Arc<Self>, NodeError> {
+    pub fn new(
+        node_id: u32,
+        store: Arc<UnitStore>,
+        limits: QueueLimits,
+        model: ServiceModel,
+    ) -> Result<Arc<Self>, NodeError> {
         model.validate()?;
         let (model_version, _) = watch::channel(0);
         Ok(Arc::new(Self {

@@ -1,0 +1,332 @@
+//! `NodeClient`: the typed client of a storage node's RPC, for the gateway, repair and tests.
+//!
+//! Owns connecting, attaching the cluster secret, chunking writes, reassembling streamed reads
+//! and timeouts. Must not retry, fail over or pick nodes: that is policy, the caller's business.
+//! Dropping any returned future cancels the request; the node then removes the task from its
+//! queue if it was still waiting.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio_stream::{Stream, StreamExt};
+use tonic::Code;
+use tonic::metadata::{AsciiMetadataValue, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::model::ServiceModel;
+use crate::proto::{self, node_client, write_unit_request::Part};
+use crate::scheduler::TaskTiming;
+use crate::server::SECRET_METADATA_KEY;
+
+/// Size of the chunks [`NodeClient::write_unit`] sends.
+pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
+/// Largest message either side accepts (chunks are at most 2 MiB).
+pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
+/// Default limit on one whole call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Limit on establishing the connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A failed client call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The address or secret cannot be used.
+    #[error("invalid client setting: {0}")]
+    Invalid(String),
+    /// No connection could be made.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// The node's address.
+        addr: String,
+        /// Why.
+        source: tonic::transport::Error,
+    },
+    /// The call did not finish within the client's timeout.
+    #[error("{operation} timed out after {timeout:?}")]
+    Timeout {
+        /// The RPC.
+        operation: &'static str,
+        /// The limit.
+        timeout: Duration,
+    },
+    /// The node answered with an error status (see [`ClientError::code`]).
+    #[error("node refused {operation}: {status}")]
+    Status {
+        /// The RPC.
+        operation: &'static str,
+        /// The node's answer.
+        status: tonic::Status,
+    },
+    /// The node's answer broke the protocol (wrong length, missing timing).
+    #[error("protocol violation in {operation}: {what}")]
+    Protocol {
+        /// The RPC.
+        operation: &'static str,
+        /// What was wrong.
+        what: String,
+    },
+}
+
+impl ClientError {
+    /// The gRPC code of a node error (`DataLoss` = corrupt unit, `NotFound`, `OutOfRange`,
+    /// `ResourceExhausted` = queue full, `Unauthenticated`, ...); `None` for local failures.
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            Self::Status { status, .. } => Some(status.code()),
+            _ => None,
+        }
+    }
+
+    /// Whether the unit failed its checksum on the node (read it elsewhere, repair it).
+    pub fn is_corrupt(&self) -> bool {
+        self.code() == Some(Code::DataLoss)
+    }
+}
+
+/// Adds the cluster secret to every request.
+#[derive(Clone)]
+pub struct AttachSecret {
+    value: AsciiMetadataValue,
+}
+
+impl std::fmt::Debug for AttachSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AttachSecret(..)")
+    }
+}
+
+impl Interceptor for AttachSecret {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        request.metadata_mut().insert(SECRET_METADATA_KEY, self.value.clone());
+        Ok(request)
+    }
+}
+
+/// Queue state a probe returns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProbeReply {
+    /// Node probed.
+    pub node_id: u32,
+    /// Bytes waiting.
+    pub queued_bytes: u64,
+    /// Tasks waiting.
+    pub queued_tasks: u64,
+    /// Bytes in service.
+    pub in_service_bytes: u64,
+    /// Tasks in service.
+    pub in_service_tasks: u64,
+    /// Estimated service rate, bytes/s (0 = not yet measured).
+    pub service_rate_bytes_per_s: f64,
+    /// Per-task overhead that goes with the rate, µs.
+    pub overhead_us: u64,
+    /// Node clock when probed, ns.
+    pub now_ns: u64,
+}
+
+/// Typed client of one storage node. Cheap to clone (one shared HTTP/2 connection).
+#[derive(Clone, Debug)]
+pub struct NodeClient {
+    inner: node_client::NodeClient<InterceptedService<Channel, AttachSecret>>,
+    timeout: Duration,
+}
+
+impl NodeClient {
+    /// Connects to the node at `addr` (`host:port` or an `http://` URI) with the cluster secret.
+    pub async fn connect(addr: &str, secret: &str) -> Result<Self, ClientError> {
+        let uri = if addr.contains("://") { addr.to_string() } else { format!("http://{addr}") };
+        let endpoint = Endpoint::from_shared(uri)
+            .map_err(|e| ClientError::Invalid(format!("address {addr}: {e}")))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true);
+        if secret.is_empty() {
+            return Err(ClientError::Invalid("empty cluster secret".into()));
+        }
+        let value: AsciiMetadataValue = MetadataValue::try_from(secret)
+            .map_err(|_| ClientError::Invalid("the cluster secret must be visible ASCII".into()))?;
+        let channel =
+            endpoint.connect().await.map_err(|source| ClientError::Connect { addr: addr.to_string(), source })?;
+        let inner = node_client::NodeClient::with_interceptor(channel, AttachSecret { value })
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(Self { inner, timeout: DEFAULT_TIMEOUT })
+    }
+
+    /// The same client with another limit on each whole call.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    async fn timed<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, ClientError> {
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .map_err(|_| ClientError::Timeout { operation, timeout: self.timeout })?
+    }
+
+    /// Writes a unit held in memory; returns once it is durable on the node.
+    pub async fn write_unit(&self, stripe: u64, unit: u16, data: Bytes) -> Result<TaskTiming, ClientError> {
+        let total_len = data.len() as u64;
+        let chunks = (0..data.len())
+            .step_by(WRITE_CHUNK_BYTES)
+            .map(move |at| data.slice(at..(at + WRITE_CHUNK_BYTES).min(data.len())));
+        self.write_unit_stream(stripe, unit, total_len, tokio_stream::iter(chunks)).await
+    }
+
+    /// Writes a unit of `total_len` bytes from a stream of non-empty chunks (each at most 2 MiB),
+    /// so a unit need not fit in memory.
+    pub async fn write_unit_stream(
+        &self,
+        stripe: u64,
+        unit: u16,
+        total_len: u64,
+        chunks: impl Stream<Item = Bytes> + Send + 'static,
+    ) -> Result<TaskTiming, ClientError> {
+        const OP: &str = "write_unit";
+        let header = proto::WriteUnitRequest {
+            part: Some(Part::Header(proto::WriteHeader { stripe, unit: u32::from(unit), total_len })),
+        };
+        let messages = tokio_stream::once(header)
+            .chain(chunks.map(|chunk| proto::WriteUnitRequest { part: Some(Part::Chunk(chunk)) }));
+        let mut inner = self.inner.clone();
+        self.timed(OP, async move {
+            let reply =
+                inner.write_unit(messages).await.map_err(|status| ClientError::Status { operation: OP, status })?;
+            let timing = reply.into_inner().timing.ok_or_else(|| protocol(OP, "no task timing"))?;
+            Ok(timing.into())
+        })
+        .await
+    }
+
+    /// Reads `length` bytes at `offset` of a unit, with the node's timing of the task.
+    pub async fn read_range(
+        &self,
+        stripe: u64,
+        unit: u16,
+        offset: u64,
+        length: u64,
+    ) -> Result<(Bytes, TaskTiming), ClientError> {
+        const OP: &str = "read_range";
+        let request = proto::ReadRangeRequest { stripe, unit: u32::from(unit), offset, length };
+        let mut inner = self.inner.clone();
+        self.timed(OP, async move {
+            let status = |status| ClientError::Status { operation: OP, status };
+            let mut stream = inner.read_range(request).await.map_err(status)?.into_inner();
+            let capacity = usize::try_from(length).map_err(|_| protocol(OP, "length does not fit in memory"))?;
+            let mut data = BytesMut::with_capacity(capacity);
+            let mut timing = None;
+            // Bounded by the node: it sends `length` bytes in finitely many chunks; more is refused.
+            while let Some(message) = stream.message().await.map_err(status)? {
+                if timing.is_none() {
+                    timing = message.timing;
+                }
+                if data.len() + message.chunk.len() > capacity {
+                    return Err(protocol(OP, format!("node sent more than the {length} bytes asked for")));
+                }
+                data.extend_from_slice(&message.chunk);
+            }
+            if data.len() != capacity {
+                return Err(protocol(OP, format!("node sent {} of {length} bytes", data.len())));
+            }
+            let timing = timing.ok_or_else(|| protocol(OP, "no task timing"))?;
+            Ok((data.freeze(), timing.into()))
+        })
+        .await
+    }
+
+    /// Deletes a unit; returns whether it existed.
+    pub async fn delete_unit(&self, stripe: u64, unit: u16) -> Result<bool, ClientError> {
+        const OP: &str = "delete_unit";
+        let mut inner = self.inner.clone();
+        let request = proto::DeleteUnitRequest { stripe, unit: u32::from(unit) };
+        self.timed(OP, async move {
+            let reply =
+                inner.delete_unit(request).await.map_err(|status| ClientError::Status { operation: OP, status })?;
+            Ok(reply.into_inner().existed)
+        })
+        .await
+    }
+
+    /// Queue state and estimated service rate.
+    pub async fn probe(&self) -> Result<ProbeReply, ClientError> {
+        const OP: &str = "probe";
+        let mut inner = self.inner.clone();
+        self.timed(OP, async move {
+            let reply = inner
+                .probe(proto::ProbeRequest {})
+                .await
+                .map_err(|status| ClientError::Status { operation: OP, status })?;
+            let reply = reply.into_inner();
+            Ok(ProbeReply {
+                node_id: reply.node_id,
+                queued_bytes: reply.queued_bytes,
+                queued_tasks: reply.queued_tasks,
+                in_service_bytes: reply.in_service_bytes,
+                in_service_tasks: reply.in_service_tasks,
+                service_rate_bytes_per_s: reply.service_rate_bytes_per_s,
+                overhead_us: reply.overhead_us,
+                now_ns: reply.now_ns,
+            })
+        })
+        .await
+    }
+
+    /// The node's counters, corrupt units, queue and service model.
+    pub async fn stats(&self) -> Result<proto::StatsResponse, ClientError> {
+        const OP: &str = "stats";
+        let mut inner = self.inner.clone();
+        self.timed(OP, async move {
+            let reply = inner
+                .stats(proto::StatsRequest {})
+                .await
+                .map_err(|status| ClientError::Status { operation: OP, status })?;
+            Ok(reply.into_inner())
+        })
+        .await
+    }
+
+    /// One page of the units stored, after `after` (exclusive), at most `limit` (0 = node maximum).
+    pub async fn list_units(
+        &self,
+        after: Option<(u64, u16)>,
+        limit: u32,
+    ) -> Result<proto::ListUnitsResponse, ClientError> {
+        const OP: &str = "list_units";
+        let mut inner = self.inner.clone();
+        let request = proto::ListUnitsRequest {
+            after: after.map(|(stripe, unit)| proto::UnitRef { stripe, unit: u32::from(unit) }),
+            limit,
+        };
+        self.timed(OP, async move {
+            let reply =
+                inner.list_units(request).await.map_err(|status| ClientError::Status { operation: OP, status })?;
+            Ok(reply.into_inner())
+        })
+        .await
+    }
+
+    /// Replaces the node's service model; returns the model now in force.
+    pub async fn set_service_model(&self, model: &ServiceModel) -> Result<ServiceModel, ClientError> {
+        const OP: &str = "set_service_model";
+        let mut inner = self.inner.clone();
+        let request = proto::SetServiceModelRequest { model: Some(model.into()) };
+        self.timed(OP, async move {
+            let reply = inner
+                .set_service_model(request)
+                .await
+                .map_err(|status| ClientError::Status { operation: OP, status })?;
+            let model = reply.into_inner().model.ok_or_else(|| protocol(OP, "no model in the answer"))?;
+            Ok(model.into())
+        })
+        .await
+    }
+}
+
+fn protocol(operation: &'static str, what: impl Into<String>) -> ClientError {
+    ClientError::Protocol { operation, what: what.into() }
+}

@@ -1,0 +1,118 @@
+//! `NodeConfig`: everything a storage node is started with, TOML-friendly, with documented
+//! defaults. Owns parsing-level validation; must not start anything.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::NodeError;
+use crate::model::ServiceModel;
+
+/// Configuration of one storage node. Every field has a default; `cluster_secret` must be set.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// This node's id in the cluster, reported in every task timing. Default 0.
+    pub node_id: u32,
+    /// Address the gRPC server listens on. Default `127.0.0.1:7400`; port 0 picks a free port.
+    pub listen_addr: SocketAddr,
+    /// Address of the Prometheus `/metrics` endpoint; absent (the default) = no endpoint.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Directory holding the units (under `units/`). Default `lowtail-node`.
+    pub data_dir: PathBuf,
+    /// Shared secret every request must carry in `x-lowtail-secret`. Required, no default.
+    pub cluster_secret: String,
+    /// Workers serving the FCFS queue. Default 1: one disk-like server.
+    pub workers: usize,
+    /// Most bytes waiting in the queue before tasks are refused. Default 1 GiB.
+    pub max_queued_bytes: u64,
+    /// Most tasks waiting in the queue before tasks are refused. Default 4096.
+    pub max_queued_tasks: u64,
+    /// Largest unit a write accepts. Default 256 MiB.
+    pub max_unit_bytes: u64,
+    /// Size of the chunks a ranged read is streamed in. Default 1 MiB (under gRPC's 4 MiB limit).
+    pub read_chunk_bytes: usize,
+    /// Emulated service model; off by default.
+    pub service_model: ServiceModel,
+}
+
+/// Hard ceiling on `workers`; more would not behave like a disk and only cost memory.
+pub const MAX_WORKERS: usize = 256;
+/// Largest read chunk; gRPC's default message limit is 4 MiB.
+pub const MAX_READ_CHUNK_BYTES: usize = 2 << 20;
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            node_id: 0,
+            listen_addr: SocketAddr::from(([127, 0, 0, 1], 7400)),
+            metrics_addr: None,
+            data_dir: PathBuf::from("lowtail-node"),
+            cluster_secret: String::new(),
+            workers: 1,
+            max_queued_bytes: 1 << 30,
+            max_queued_tasks: 4096,
+            max_unit_bytes: 256 << 20,
+            read_chunk_bytes: 1 << 20,
+            service_model: ServiceModel::default(),
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Checks the configuration; a node never starts with one that fails.
+    pub fn validate(&self) -> Result<(), NodeError> {
+        let bad = |what: &str| Err(NodeError::InvalidArgument(format!("node config: {what}")));
+        if self.cluster_secret.is_empty() {
+            return bad("cluster_secret must be set");
+        }
+        if !(1..=MAX_WORKERS).contains(&self.workers) {
+            return bad(&format!("workers must be in 1..={MAX_WORKERS}, got {}", self.workers));
+        }
+        if self.max_queued_tasks == 0 || self.max_queued_bytes == 0 {
+            return bad("max_queued_tasks and max_queued_bytes must be positive");
+        }
+        if !(1..=MAX_READ_CHUNK_BYTES).contains(&self.read_chunk_bytes) {
+            return bad(&format!("read_chunk_bytes must be in 1..={MAX_READ_CHUNK_BYTES}"));
+        }
+        self.service_model.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_with_defaults() {
+        let config: NodeConfig = toml::from_str(
+            r#"
+            node_id = 3
+            listen_addr = "127.0.0.1:0"
+            data_dir = "/tmp/x"
+            cluster_secret = "s3cret"
+            [service_model]
+            enabled = true
+            rate_bytes_per_s = 100e6
+            overhead_us = 500
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.node_id, 3);
+        assert_eq!(config.workers, 1);
+        assert_eq!(config.max_unit_bytes, 256 << 20);
+        assert!(config.service_model.enabled && config.service_model.replace_real_io);
+        config.validate().unwrap();
+        assert!(toml::from_str::<NodeConfig>("bogus = 1").is_err(), "unknown fields are refused");
+    }
+
+    #[test]
+    fn validation() {
+        assert!(NodeConfig::default().validate().is_err(), "no secret");
+        let ok = NodeConfig { cluster_secret: "x".into(), ..Default::default() };
+        ok.validate().unwrap();
+        assert!(NodeConfig { workers: 0, ..ok.clone() }.validate().is_err());
+        assert!(NodeConfig { read_chunk_bytes: 0, ..ok }.validate().is_err());
+    }
+}

@@ -1,0 +1,336 @@
+//! The node's gRPC service: authenticates every request with the cluster secret, translates
+//! messages to scheduler and store calls, streams reads back in chunks and times every RPC.
+//!
+//! Owns the wire protocol and its validation. Must not execute tasks itself (everything that
+//! costs disk time goes through the scheduler's FCFS queue) nor decide policy.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use subtle::ConstantTimeEq;
+use tokio_stream::Stream;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::error::{NodeError, UnitId};
+use crate::proto::{self, node_server, write_unit_request::Part};
+use crate::scheduler::{Scheduler, TaskOutcome, TaskTiming, blocking};
+
+/// Metadata entry that carries the cluster secret.
+pub const SECRET_METADATA_KEY: &str = "x-lowtail-secret";
+/// Largest page `ListUnits` returns.
+pub const MAX_LIST_UNITS: usize = 10_000;
+
+/// Refuses requests that do not carry the cluster secret (compared in constant time).
+#[derive(Clone)]
+pub struct SecretCheck {
+    secret: Arc<[u8]>,
+}
+
+impl SecretCheck {
+    /// A check against `secret` (must not be empty).
+    pub fn new(secret: &str) -> Self {
+        assert!(!secret.is_empty(), "an empty cluster secret would let anyone in");
+        Self { secret: Arc::from(secret.as_bytes()) }
+    }
+}
+
+impl std::fmt::Debug for SecretCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretCheck(..)")
+    }
+}
+
+impl Interceptor for SecretCheck {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let presented = request.metadata().get(SECRET_METADATA_KEY).map(|value| value.as_bytes());
+        match presented {
+            Some(presented) if bool::from(presented.ct_eq(&self.secret)) => Ok(request),
+            Some(_) => Err(Status::unauthenticated("wrong cluster secret")),
+            None => Err(Status::unauthenticated(format!("missing {SECRET_METADATA_KEY}"))),
+        }
+    }
+}
+
+/// The gRPC `Node` service of one node.
+#[derive(Debug, Clone)]
+pub struct NodeService {
+    scheduler: Arc<Scheduler>,
+    read_chunk_bytes: usize,
+    node_label: String,
+}
+
+impl NodeService {
+    /// A service over `scheduler`, streaming reads in chunks of `read_chunk_bytes`.
+    pub fn new(scheduler: Arc<Scheduler>, read_chunk_bytes: usize) -> Self {
+        assert!(read_chunk_bytes > 0, "read chunks must be non-empty");
+        let node_label = scheduler.node_id().to_string();
+        Self { scheduler, read_chunk_bytes, node_label }
+    }
+
+    /// This service behind the secret check, ready to add to a tonic server.
+    pub fn into_server(self, secret: &str) -> InterceptedService<node_server::NodeServer<Self>, SecretCheck> {
+        let server = node_server::NodeServer::new(self)
+            .max_decoding_message_size(crate::client::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(crate::client::MAX_MESSAGE_BYTES);
+        InterceptedService::new(server, SecretCheck::new(secret))
+    }
+
+    fn observe<T>(&self, rpc: &'static str, began: Instant, result: &Result<T, Status>) {
+        let code = match result {
+            Ok(_) => "ok".to_string(),
+            Err(status) => format!("{:?}", status.code()).to_lowercase(),
+        };
+        metrics::histogram!("lowtail_node_rpc_duration_seconds", "node" => self.node_label.clone(), "rpc" => rpc, "code" => code)
+            .record(began.elapsed().as_secs_f64());
+    }
+
+    async fn write_unit_inner(
+        &self,
+        mut stream: Streaming<proto::WriteUnitRequest>,
+    ) -> Result<proto::WriteUnitResponse, Status> {
+        let first = stream.message().await?.ok_or_else(|| Status::invalid_argument("empty write stream"))?;
+        let Some(Part::Header(header)) = first.part else {
+            return Err(Status::invalid_argument("the first message of a write must be its header"));
+        };
+        let unit = unit_id(header.stripe, header.unit)?;
+        let store = Arc::clone(self.scheduler.store());
+        let mut staged = blocking(move || store.begin_write(unit, header.total_len)).await?;
+        // Bounded: every message must carry at least one byte and append refuses bytes past
+        // total_len, so the loop runs at most total_len times.
+        while let Some(message) = stream.message().await? {
+            let chunk = match message.part {
+                Some(Part::Chunk(chunk)) if !chunk.is_empty() => chunk,
+                Some(Part::Chunk(_)) => return Err(Status::invalid_argument("empty data chunk")),
+                _ => return Err(Status::invalid_argument("a write has exactly one header, first")),
+            };
+            staged = blocking(move || {
+                staged.append(&chunk)?;
+                Ok(staged)
+            })
+            .await?;
+        }
+        if staged.written() != staged.total_len() {
+            return Err(NodeError::InvalidArgument(format!(
+                "unit {unit} declared {} bytes but the stream ended after {}",
+                staged.total_len(),
+                staged.written()
+            ))
+            .into());
+        }
+        let timing = self.scheduler.write(staged).await?;
+        Ok(proto::WriteUnitResponse { timing: Some(timing.into()) })
+    }
+
+    async fn read_range_inner(&self, request: proto::ReadRangeRequest) -> Result<ReadStream, Status> {
+        let unit = unit_id(request.stripe, request.unit)?;
+        let (data, timing) = self.scheduler.read(unit, request.offset, request.length).await?;
+        let mut messages = Vec::with_capacity(data.len().div_ceil(self.read_chunk_bytes).max(1));
+        let mut rest = data;
+        let mut timing = Some(proto::TaskTiming::from(timing));
+        loop {
+            let chunk = rest.split_to(rest.len().min(self.read_chunk_bytes));
+            messages.push(Ok(proto::ReadRangeResponse { chunk, timing: timing.take() }));
+            if rest.is_empty() {
+                break;
+            }
+        }
+        Ok(Box::pin(tokio_stream::iter(messages)))
+    }
+
+    fn stats_inner(&self) -> proto::StatsResponse {
+        let scheduler = &self.scheduler;
+        let counters = scheduler.counters();
+        let queue = scheduler.queue_snapshot();
+        let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        proto::StatsResponse {
+            node_id: scheduler.node_id(),
+            uptime_ns: scheduler.now_ns(),
+            bytes_read: load(&counters.bytes_read),
+            bytes_written: load(&counters.bytes_written),
+            tasks_completed: load(&counters.tasks_completed),
+            tasks_cancelled: load(&counters.tasks_cancelled),
+            tasks_rejected: load(&counters.tasks_rejected),
+            tasks_failed: load(&counters.tasks_failed),
+            background_tasks: load(&counters.background_tasks),
+            background_bytes: load(&counters.background_bytes),
+            units: scheduler.store().unit_count(),
+            queued_bytes: queue.queued_bytes,
+            queued_tasks: queue.queued_tasks,
+            corrupt_units: scheduler
+                .store()
+                .corrupt_units()
+                .into_iter()
+                .map(|id| proto::UnitRef { stripe: id.stripe, unit: u32::from(id.unit) })
+                .collect(),
+            service_model: Some(proto::ServiceModel::from(&scheduler.service_model())),
+        }
+    }
+}
+
+type ReadStream = Pin<Box<dyn Stream<Item = Result<proto::ReadRangeResponse, Status>> + Send>>;
+
+fn unit_id(stripe: u64, unit: u32) -> Result<UnitId, Status> {
+    let unit = u16::try_from(unit)
+        .map_err(|_| Status::invalid_argument(format!("unit index {unit} does not fit in 16 bits")))?;
+    Ok(UnitId::new(stripe, unit))
+}
+
+impl From<TaskTiming> for proto::TaskTiming {
+    fn from(timing: TaskTiming) -> Self {
+        let outcome = match timing.outcome {
+            TaskOutcome::Ok => proto::TaskOutcome::Ok,
+            TaskOutcome::Cancelled => proto::TaskOutcome::Cancelled,
+            TaskOutcome::Failed => proto::TaskOutcome::Failed,
+            TaskOutcome::Corrupt => proto::TaskOutcome::Corrupt,
+        };
+        Self {
+            node_id: timing.node_id,
+            task_id: timing.task_id,
+            enqueue_ns: timing.enqueue_ns,
+            start_ns: timing.start_ns,
+            finish_ns: timing.finish_ns,
+            bytes: timing.bytes,
+            outcome: outcome as i32,
+            bytes_ahead: timing.bytes_ahead,
+            emulated_service_ns: timing.emulated_service_ns,
+        }
+    }
+}
+
+impl From<proto::TaskTiming> for TaskTiming {
+    fn from(timing: proto::TaskTiming) -> Self {
+        let outcome = match proto::TaskOutcome::try_from(timing.outcome) {
+            Ok(proto::TaskOutcome::Ok) => TaskOutcome::Ok,
+            Ok(proto::TaskOutcome::Cancelled) => TaskOutcome::Cancelled,
+            Ok(proto::TaskOutcome::Corrupt) => TaskOutcome::Corrupt,
+            _ => TaskOutcome::Failed,
+        };
+        Self {
+            node_id: timing.node_id,
+            task_id: timing.task_id,
+            enqueue_ns: timing.enqueue_ns,
+            start_ns: timing.start_ns,
+            finish_ns: timing.finish_ns,
+            bytes: timing.bytes,
+            outcome,
+            bytes_ahead: timing.bytes_ahead,
+            emulated_service_ns: timing.emulated_service_ns,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl node_server::Node for NodeService {
+    async fn write_unit(
+        &self,
+        request: Request<Streaming<proto::WriteUnitRequest>>,
+    ) -> Result<Response<proto::WriteUnitResponse>, Status> {
+        let began = Instant::now();
+        let result = self.write_unit_inner(request.into_inner()).await;
+        self.observe("write_unit", began, &result);
+        result.map(Response::new)
+    }
+
+    type ReadRangeStream = ReadStream;
+
+    async fn read_range(
+        &self,
+        request: Request<proto::ReadRangeRequest>,
+    ) -> Result<Response<Self::ReadRangeStream>, Status> {
+        // The handler waits for the queued task before answering: if the client resets the
+        // stream meanwhile, this future is dropped and the scheduler cancels the task.
+        let began = Instant::now();
+        let result = self.read_range_inner(request.into_inner()).await;
+        self.observe("read_range", began, &result);
+        result.map(Response::new)
+    }
+
+    async fn delete_unit(
+        &self,
+        request: Request<proto::DeleteUnitRequest>,
+    ) -> Result<Response<proto::DeleteUnitResponse>, Status> {
+        let began = Instant::now();
+        let request = request.into_inner();
+        let result = match unit_id(request.stripe, request.unit) {
+            Ok(unit) => {
+                let store = Arc::clone(self.scheduler.store());
+                blocking(move || store.delete(unit))
+                    .await
+                    .map(|existed| proto::DeleteUnitResponse { existed })
+                    .map_err(Status::from)
+            }
+            Err(status) => Err(status),
+        };
+        self.observe("delete_unit", began, &result);
+        result.map(Response::new)
+    }
+
+    async fn probe(&self, _request: Request<proto::ProbeRequest>) -> Result<Response<proto::ProbeResponse>, Status> {
+        let began = Instant::now();
+        let queue = self.scheduler.queue_snapshot();
+        let (service_rate_bytes_per_s, overhead_us) = self.scheduler.estimated_rate();
+        let result = Ok(proto::ProbeResponse {
+            node_id: self.scheduler.node_id(),
+            queued_bytes: queue.queued_bytes,
+            queued_tasks: queue.queued_tasks,
+            in_service_bytes: queue.in_service_bytes,
+            in_service_tasks: queue.in_service_tasks,
+            service_rate_bytes_per_s,
+            overhead_us,
+            now_ns: self.scheduler.now_ns(),
+        });
+        self.observe("probe", began, &result);
+        result.map(Response::new)
+    }
+
+    async fn stats(&self, _request: Request<proto::StatsRequest>) -> Result<Response<proto::StatsResponse>, Status> {
+        let began = Instant::now();
+        let result = Ok(self.stats_inner());
+        self.observe("stats", began, &result);
+        result.map(Response::new)
+    }
+
+    async fn list_units(
+        &self,
+        request: Request<proto::ListUnitsRequest>,
+    ) -> Result<Response<proto::ListUnitsResponse>, Status> {
+        let began = Instant::now();
+        let request = request.into_inner();
+        let result = (|| {
+            let after = request.after.map(|after| unit_id(after.stripe, after.unit)).transpose()?;
+            let limit = match request.limit {
+                0 => MAX_LIST_UNITS,
+                limit => (limit as usize).min(MAX_LIST_UNITS),
+            };
+            let (units, truncated) = self.scheduler.store().list(after, limit);
+            let units = units
+                .into_iter()
+                .map(|(id, len)| proto::UnitInfo { stripe: id.stripe, unit: u32::from(id.unit), len })
+                .collect();
+            Ok(proto::ListUnitsResponse { units, truncated })
+        })();
+        self.observe("list_units", began, &result);
+        result.map(Response::new)
+    }
+
+    async fn set_service_model(
+        &self,
+        request: Request<proto::SetServiceModelRequest>,
+    ) -> Result<Response<proto::SetServiceModelResponse>, Status> {
+        let began = Instant::now();
+        let result = match request.into_inner().model {
+            None => Err(Status::invalid_argument("model is required")),
+            Some(model) => self
+                .scheduler
+                .set_service_model(model.into())
+                .map(|model| proto::SetServiceModelResponse { model: Some(proto::ServiceModel::from(&model)) })
+                .map_err(Status::from),
+        };
+        self.observe("set_service_model", began, &result);
+        result.map(Response::new)
+    }
+}

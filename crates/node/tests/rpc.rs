@@ -1,0 +1,294 @@
+//! End-to-end tests of a node over gRPC on 127.0.0.1: streaming round trips, authentication,
+//! probes, cancellation by dropping a future, the service model set at run time, corruption,
+//! admission limits, metrics and shutdown.
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use node::{ClientError, NodeClient, NodeConfig, RunningNode, ServiceModel, TaskOutcome};
+use tonic::Code;
+
+const SECRET: &str = "test-secret";
+
+async fn start_with(configure: impl FnOnce(&mut NodeConfig)) -> (RunningNode, tempfile::TempDir, NodeClient) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = NodeConfig {
+        node_id: 7,
+        listen_addr: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().to_path_buf(),
+        cluster_secret: SECRET.into(),
+        ..Default::default()
+    };
+    configure(&mut config);
+    let node = node::start(config).await.unwrap();
+    let client = NodeClient::connect(&node.rpc_addr().to_string(), SECRET).await.unwrap();
+    (node, dir, client)
+}
+
+fn pattern(len: usize) -> Bytes {
+    (0..len).map(|i| (i % 251) as u8 ^ (i >> 16) as u8).collect::<Vec<u8>>().into()
+}
+
+fn slow(overhead_ms: u64) -> ServiceModel {
+    ServiceModel { enabled: true, overhead_us: overhead_ms * 1000, ..Default::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_mib_round_trip_ranges_list_delete() {
+    let (node, _dir, client) = start_with(|_| {}).await;
+    let data = pattern(10 << 20);
+    let timing = client.write_unit(42, 3, data.clone()).await.unwrap();
+    assert_eq!((timing.node_id, timing.bytes, timing.outcome), (7, 10 << 20, TaskOutcome::Ok));
+    assert!(timing.enqueue_ns <= timing.start_ns && timing.start_ns <= timing.finish_ns);
+    let (read, timing) = client.read_range(42, 3, 0, data.len() as u64).await.unwrap();
+    assert!(read == data, "10 MiB read back identical");
+    assert_eq!(timing.bytes, 10 << 20);
+    let (part, _) = client.read_range(42, 3, 1_000_000, 3_000_000).await.unwrap();
+    assert_eq!(part, data.slice(1_000_000..4_000_000));
+    let (empty, _) = client.read_range(42, 3, 5, 0).await.unwrap();
+    assert!(empty.is_empty());
+    client.write_unit(42, 4, Bytes::new()).await.unwrap();
+    let listed = client.list_units(None, 0).await.unwrap();
+    let listed: Vec<_> = listed.units.iter().map(|u| (u.stripe, u.unit, u.len)).collect();
+    assert_eq!(listed, vec![(42, 3, 10 << 20), (42, 4, 0)]);
+    let stats = client.stats().await.unwrap();
+    assert_eq!((stats.node_id, stats.units, stats.bytes_written), (7, 2, 10 << 20));
+    assert_eq!(stats.bytes_read, (10 << 20) + 3_000_000);
+    assert!(client.delete_unit(42, 3).await.unwrap());
+    assert!(!client.delete_unit(42, 3).await.unwrap());
+    let err = client.read_range(42, 3, 0, 1).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::NotFound), "{err}");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_or_wrong_secret_is_refused_and_writes_nothing() {
+    let (node, dir, client) = start_with(|_| {}).await;
+    let addr = node.rpc_addr().to_string();
+    let intruder = NodeClient::connect(&addr, "wrong-secret").await.unwrap();
+    for result in [
+        intruder.write_unit(1, 0, pattern(1000)).await.map(|_| ()),
+        intruder.read_range(1, 0, 0, 1).await.map(|_| ()),
+        intruder.probe().await.map(|_| ()),
+        intruder.delete_unit(1, 0).await.map(|_| ()),
+        intruder.set_service_model(&slow(1)).await.map(|_| ()),
+    ] {
+        assert_eq!(result.unwrap_err().code(), Some(Code::Unauthenticated));
+    }
+    // No secret at all: the raw generated client.
+    let mut raw = node::proto::node_client::NodeClient::connect(format!("http://{addr}")).await.unwrap();
+    let status = raw.stats(node::proto::StatsRequest {}).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+    let stats = client.stats().await.unwrap();
+    assert_eq!((stats.units, stats.bytes_written), (0, 0));
+    assert!(!stats.service_model.unwrap().enabled, "model unchanged");
+    assert_eq!(std::fs::read_dir(dir.path().join("units")).unwrap().count(), 0, "no file, not even a temp one");
+    assert!(matches!(NodeClient::connect(&addr, "").await, Err(ClientError::Invalid(_))));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_reflects_queue_and_dropping_a_read_cancels_it_on_the_node() {
+    let (node, _dir, client) = start_with(|_| {}).await;
+    client.write_unit(1, 0, pattern(100_000)).await.unwrap();
+    client.set_service_model(&slow(400)).await.unwrap();
+    let probe = client.probe().await.unwrap();
+    assert_eq!((probe.queued_tasks, probe.in_service_tasks), (0, 0));
+
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move { client.read_range(1, 0, 0, 10_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = {
+        let client = client.clone();
+        tokio::spawn(async move { client.read_range(1, 0, 0, 30_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let probe = client.probe().await.unwrap();
+    assert_eq!((probe.queued_tasks, probe.queued_bytes), (1, 30_000), "{probe:?}");
+    assert_eq!((probe.in_service_tasks, probe.in_service_bytes), (1, 10_000), "{probe:?}");
+
+    // The gateway no longer needs the second read: dropping its future resets the stream.
+    second.abort();
+    let _ = second.await;
+    let deadline = Instant::now() + Duration::from_millis(200);
+    loop {
+        let probe = client.probe().await.unwrap();
+        if probe.queued_tasks == 0 {
+            assert_eq!(probe.queued_bytes, 0);
+            assert_eq!(probe.in_service_tasks, 1, "the first read is still being served");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the node did not cancel the dropped read: {probe:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(client.stats().await.unwrap().tasks_cancelled, 1);
+    let (_, timing) = first.await.unwrap().unwrap();
+    assert!(timing.finish_ns - timing.start_ns >= 400_000_000);
+    assert_eq!(node.scheduler().queue_snapshot(), Default::default());
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_model_set_at_run_time_takes_effect() {
+    let (node, _dir, client) = start_with(|_| {}).await;
+    client.write_unit(2, 1, pattern(500_000)).await.unwrap();
+    let time_read = || async {
+        let began = Instant::now();
+        let (_, timing) = client.read_range(2, 1, 0, 500_000).await.unwrap();
+        (began.elapsed(), timing)
+    };
+    let (fast, _) = time_read().await;
+    assert!(fast < Duration::from_millis(30), "no model: {fast:?}");
+    // 10 ms + 500 000 B / 20 MB/s = 35 ms.
+    let model = ServiceModel { enabled: true, overhead_us: 10_000, rate_bytes_per_s: 20e6, ..Default::default() };
+    assert_eq!(client.set_service_model(&model).await.unwrap(), model);
+    let (slowed, timing) = time_read().await;
+    assert_eq!(timing.emulated_service_ns, 35_000_000);
+    assert!(slowed >= Duration::from_millis(35) && slowed < Duration::from_millis(70), "{slowed:?}");
+    let probe = client.probe().await.unwrap();
+    assert_eq!((probe.service_rate_bytes_per_s, probe.overhead_us), (20e6, 10_000));
+    // Ten times slower mid-run, as experiments do.
+    client.set_service_model(&ServiceModel { rate_bytes_per_s: 2e6, ..model.clone() }).await.unwrap();
+    let (slower, timing) = time_read().await;
+    assert_eq!(timing.emulated_service_ns, 260_000_000);
+    assert!(slower >= Duration::from_millis(260) && slower < Duration::from_millis(320), "{slower:?}");
+    let bad = ServiceModel { rate_bytes_per_s: -5.0, ..model };
+    let err = client.set_service_model(&bad).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::InvalidArgument));
+    assert_eq!(client.stats().await.unwrap().service_model.unwrap().rate_bytes_per_s, 2e6, "bad model not installed");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_unit_is_never_served_and_is_reported() {
+    let (node, _dir, client) = start_with(|_| {}).await;
+    let data = pattern(300_000);
+    client.write_unit(5, 2, data.clone()).await.unwrap();
+    let path = node.scheduler().store().path_of(node::UnitId::new(5, 2));
+    let mut raw = std::fs::read(&path).unwrap();
+    raw[node::store::HEADER_BYTES as usize + 70_000] ^= 0xff; // block 1
+    std::fs::write(&path, raw).unwrap();
+    let err = client.read_range(5, 2, 0, 300_000).await.unwrap_err();
+    assert!(err.is_corrupt(), "{err}");
+    let (head, _) = client.read_range(5, 2, 0, 65_536).await.unwrap();
+    assert_eq!(head, data.slice(..65_536), "block 0 verifies on its own");
+    let stats = client.stats().await.unwrap();
+    assert_eq!(stats.corrupt_units.iter().map(|u| (u.stripe, u.unit)).collect::<Vec<_>>(), vec![(5, 2)]);
+    assert_eq!(stats.tasks_failed, 1);
+    // Repair rewrites the unit: served again, no longer listed.
+    client.write_unit(5, 2, data.clone()).await.unwrap();
+    assert_eq!(client.read_range(5, 2, 0, 300_000).await.unwrap().0, data);
+    assert!(client.stats().await.unwrap().corrupt_units.is_empty());
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_clear_errors_and_changes_nothing() {
+    let (node, _dir, client) = start_with(|config| config.max_unit_bytes = 1 << 20).await;
+    client.write_unit(3, 0, pattern(1000)).await.unwrap();
+    let code = |result: Result<(), ClientError>| result.unwrap_err().code();
+    assert_eq!(code(client.read_range(3, 0, 900, 101).await.map(|_| ())), Some(Code::OutOfRange));
+    assert_eq!(code(client.read_range(3, 1, 0, 1).await.map(|_| ())), Some(Code::NotFound));
+    assert_eq!(code(client.write_unit(3, 1, pattern((1 << 20) + 1)).await.map(|_| ())), Some(Code::InvalidArgument));
+    // Declared 1000 bytes, sent 500.
+    let short = tokio_stream::iter(vec![pattern(500)]);
+    assert_eq!(code(client.write_unit_stream(3, 2, 1000, short).await.map(|_| ())), Some(Code::InvalidArgument));
+    // Declared 10 bytes, sent 20.
+    let long = tokio_stream::iter(vec![pattern(20)]);
+    assert_eq!(code(client.write_unit_stream(3, 0, 10, long).await.map(|_| ())), Some(Code::InvalidArgument));
+    let stats = client.stats().await.unwrap();
+    assert_eq!(stats.units, 1);
+    assert_eq!(client.read_range(3, 0, 0, 1000).await.unwrap().0, pattern(1000), "original intact");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_queue_refuses_with_resource_exhausted() {
+    let (node, _dir, client) = start_with(|config| config.max_queued_tasks = 1).await;
+    client.write_unit(4, 0, pattern(1000)).await.unwrap();
+    client.set_service_model(&slow(300)).await.unwrap();
+    let mut reads = Vec::new();
+    for _ in 0..2 {
+        let client = client.clone();
+        reads.push(tokio::spawn(async move { client.read_range(4, 0, 0, 100).await }));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    // One in service, one waiting: the next is refused.
+    let err = client.read_range(4, 0, 0, 100).await.unwrap_err();
+    assert_eq!(err.code(), Some(Code::ResourceExhausted), "{err}");
+    for read in reads {
+        read.await.unwrap().unwrap();
+    }
+    assert_eq!(client.stats().await.unwrap().tasks_rejected, 1);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoint_serves_prometheus_text() {
+    let (node, _dir, client) = start_with(|config| config.metrics_addr = Some("127.0.0.1:0".parse().unwrap())).await;
+    client.write_unit(6, 0, pattern(4096)).await.unwrap();
+    client.read_range(6, 0, 0, 4096).await.unwrap();
+    client.probe().await.unwrap();
+    let addr = node.metrics_addr().unwrap();
+    let body = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).unwrap();
+        body
+    })
+    .await
+    .unwrap();
+    assert!(body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"), "{body}");
+    for name in [
+        "lowtail_node_rpc_duration_seconds_bucket",
+        "lowtail_node_queued_bytes",
+        "lowtail_node_read_bytes_total",
+        "lowtail_node_written_bytes_total",
+        "lowtail_node_tasks_total",
+    ] {
+        assert!(body.contains(name), "{name} missing from:\n{body}");
+    }
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_serves_until_shutdown_and_data_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    // Pick a free port for the first run and reuse it for the second.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = NodeConfig {
+        listen_addr: format!("127.0.0.1:{port}").parse().unwrap(),
+        data_dir: dir.path().to_path_buf(),
+        cluster_secret: SECRET.into(),
+        ..Default::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(node::run(config.clone(), async {
+        let _ = stopped.await;
+    }));
+    let client = connect_retrying(port).await;
+    client.write_unit(8, 8, pattern(70_000)).await.unwrap();
+    drop(client);
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap().unwrap();
+
+    let node = node::start(config).await.unwrap();
+    let client = NodeClient::connect(&node.rpc_addr().to_string(), SECRET).await.unwrap();
+    assert_eq!(client.read_range(8, 8, 0, 70_000).await.unwrap().0, pattern(70_000));
+    node.shutdown().await;
+    assert!(node::start(NodeConfig { cluster_secret: String::new(), ..Default::default() }).await.is_err());
+}
+
+async fn connect_retrying(port: u16) -> NodeClient {
+    for _ in 0..100 {
+        if let Ok(client) = NodeClient::connect(&format!("127.0.0.1:{port}"), SECRET).await {
+            return client;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("node on port {port} never came up");
+}
