@@ -3,8 +3,8 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
-    // SAFETY (not unsafe in edition 2021 terms, but `set_var` is unsafe in edition 2024): build
-    // scripts are single-threaded at this point, so no other thread reads the environment.
+    // SAFETY: `set_var` is unsafe because another thread could read the environment at the same
+    // time; this build script has no other thread.
     unsafe { std::env::set_var("PROTOC", protoc) };
     println!("cargo:rerun-if-changed=proto/node.proto");
     tonic_prost_build::configure().bytes(".lowtail.node.v1").compile_protos(&["proto/node.proto"], &["proto"])?;

@@ -500,7 +500,7 @@ mod tests {
         assert_eq!(timing.emulated_service_ns, 40_000_000);
         let service = Duration::from_nanos(timing.finish_ns - timing.start_ns);
         assert!(service >= Duration::from_millis(40) && service < Duration::from_millis(60), "{service:?}");
-        assert!(elapsed >= Duration::from_millis(40) && elapsed < Duration::from_millis(80), "{elapsed:?}");
+        assert!(elapsed >= Duration::from_millis(40) && elapsed < Duration::from_millis(100), "{elapsed:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -529,7 +529,7 @@ mod tests {
         }
         for (k, (timing, elapsed)) in timings.iter().enumerate() {
             let expected = Duration::from_millis(30 * (k as u64 + 1));
-            assert!(*elapsed >= expected && *elapsed < expected + Duration::from_millis(25), "task {k}: {elapsed:?}");
+            assert!(*elapsed >= expected && *elapsed < expected + Duration::from_millis(40), "task {k}: {elapsed:?}");
             assert_eq!(timing.bytes, 1000 * (k as u64 + 1));
             if k > 0 {
                 assert!(timing.start_ns >= timings[k - 1].0.finish_ns, "FCFS: {k} starts after {} ends", k - 1);

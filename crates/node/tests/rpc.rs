@@ -147,14 +147,14 @@ async fn service_model_set_at_run_time_takes_effect() {
     assert_eq!(client.set_service_model(&model).await.unwrap(), model);
     let (slowed, timing) = time_read().await;
     assert_eq!(timing.emulated_service_ns, 35_000_000);
-    assert!(slowed >= Duration::from_millis(35) && slowed < Duration::from_millis(70), "{slowed:?}");
+    assert!(slowed >= Duration::from_millis(35) && slowed < Duration::from_millis(90), "{slowed:?}");
     let probe = client.probe().await.unwrap();
     assert_eq!((probe.service_rate_bytes_per_s, probe.overhead_us), (20e6, 10_000));
     // Ten times slower mid-run, as experiments do.
     client.set_service_model(&ServiceModel { rate_bytes_per_s: 2e6, ..model.clone() }).await.unwrap();
     let (slower, timing) = time_read().await;
     assert_eq!(timing.emulated_service_ns, 260_000_000);
-    assert!(slower >= Duration::from_millis(260) && slower < Duration::from_millis(320), "{slower:?}");
+    assert!(slower >= Duration::from_millis(260) && slower < Duration::from_millis(340), "{slower:?}");
     let bad = ServiceModel { rate_bytes_per_s: -5.0, ..model };
     let err = client.set_service_model(&bad).await.unwrap_err();
     assert_eq!(err.code(), Some(Code::InvalidArgument));
