@@ -562,6 +562,30 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_a_queued_write_removes_it_and_its_staged_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let scheduler = scheduler(dir.path(), ServiceModel::default());
+        let _workers = scheduler.spawn_workers(1);
+        let unit = UnitId::new(5, 0);
+        put(&scheduler, unit, b"first").await;
+        scheduler.set_service_model(model(150, 0.0)).unwrap();
+        let busy = {
+            let scheduler = Arc::clone(&scheduler);
+            tokio::spawn(async move { scheduler.read(unit, 0, 5).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let store = Arc::clone(scheduler.store());
+        let mut staged = store.begin_write(UnitId::new(5, 1), 3).unwrap();
+        staged.append(b"abc").unwrap();
+        assert!(tokio::time::timeout(Duration::from_millis(30), scheduler.write(staged)).await.is_err());
+        assert_eq!(scheduler.queue_snapshot().queued_tasks, 0);
+        busy.await.unwrap().unwrap();
+        assert_eq!(store.unit_len(UnitId::new(5, 1)), None, "the cancelled write never became visible");
+        let files = std::fs::read_dir(dir.path().join("units")).unwrap().count();
+        assert_eq!(files, 1, "only the first unit; the staged file is gone");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn background_load_occupies_the_queue() {
         let dir = tempfile::tempdir().unwrap();
         let scheduler = scheduler(dir.path(), ServiceModel::default());
