@@ -1,0 +1,462 @@
+//! `KvStore`: the one implementation of every `MetaStore` rule (existence checks, emptiness, CAS on stripe
+//! versions, the node index, multipart completion) over any `Backend`. Owns the metadata rules; it must not
+//! know how a backend stores bytes or achieves atomicity.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{MetaError, Result};
+use crate::format::{self, prefix_end};
+use crate::kv::{Backend, Kv, TxnFuture};
+use crate::listing;
+use crate::store::MetaStore;
+use crate::types::{
+    BucketMeta, CompletedPart, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing,
+    ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta,
+};
+use crate::validate;
+
+/// Entries fetched per scan when a whole range is read.
+const SCAN_PAGE_ENTRIES: usize = 1000;
+/// Most entries `scan_all` reads before giving up (buckets, nodes, uploads of a bucket, parts of an upload
+/// are all far fewer in any sane cluster; an unbounded read would be a bug or an attack).
+const MAX_SCAN_ALL_ENTRIES: usize = 1_000_000;
+/// Most stripes or index entries one `list_stripes` / `stripes_on_node` call returns.
+pub const MAX_STRIPE_PAGE: usize = 10_000;
+
+/// The metadata store over a backend. `RedbStore` and `EtcdStore` are this type with their backends.
+pub struct KvStore<B: Backend> {
+    backend: B,
+}
+
+impl<B: Backend> KvStore<B> {
+    pub(crate) fn with_backend(backend: B) -> Self {
+        KvStore { backend }
+    }
+
+    pub(crate) fn backend_ref(&self) -> &B {
+        &self.backend
+    }
+}
+
+/// Runs a transaction body that needs owned copies of some arguments: each attempt clones them, because an
+/// optimistic backend may run the body several times.
+macro_rules! txn {
+    ($backend:expr, $mode:ident, ($($arg:ident),*), |$kv:ident| $body:expr) => {{
+        $backend
+            .$mode(move |$kv: &mut dyn Kv| -> TxnFuture<'_, _> {
+                $(let $arg = $arg.clone();)*
+                Box::pin(async move { $body })
+            })
+            .await
+    }};
+}
+
+async fn get_record<T: DeserializeOwned>(kv: &mut dyn Kv, key: &[u8]) -> Result<Option<T>> {
+    match kv.get(key).await? {
+        Some(bytes) => format::decode(key, &bytes).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn put_record<T: Serialize>(kv: &mut dyn Kv, key: Vec<u8>, value: &T) -> Result<()> {
+    let bytes = format::encode(value);
+    kv.put(key, bytes)
+}
+
+/// Every entry in `start..end`, in pages; at most `MAX_SCAN_ALL_ENTRIES`.
+async fn scan_all<T: DeserializeOwned>(kv: &mut dyn Kv, start: Vec<u8>, end: &[u8]) -> Result<Vec<T>> {
+    let mut records = Vec::new();
+    let mut cursor = start;
+    for _page in 0..MAX_SCAN_ALL_ENTRIES.div_ceil(SCAN_PAGE_ENTRIES) {
+        let page = kv.scan(&cursor, end, SCAN_PAGE_ENTRIES).await?;
+        let full = page.len() == SCAN_PAGE_ENTRIES;
+        for (key, value) in &page {
+            records.push(format::decode(key, value)?);
+        }
+        match page.last() {
+            Some((last, _)) if full => cursor = format::key_successor(last),
+            _ => return Ok(records),
+        }
+    }
+    Err(MetaError::Backend(format!(
+        "more than {MAX_SCAN_ALL_ENTRIES} entries under {}",
+        String::from_utf8_lossy(&cursor)
+    )))
+}
+
+fn range_of(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    // Every prefix of the schema ends in '/', so it has an end.
+    (prefix.to_vec(), prefix_end(prefix).expect("schema prefixes end with '/'"))
+}
+
+async fn require_bucket(kv: &mut dyn Kv, bucket: &str) -> Result<BucketMeta> {
+    validate::bucket_name(bucket).map_err(|_| MetaError::NoSuchBucket(bucket.to_string()))?;
+    get_record(kv, &format::bucket_key(bucket)).await?.ok_or_else(|| MetaError::NoSuchBucket(bucket.to_string()))
+}
+
+async fn require_upload(kv: &mut dyn Kv, bucket: &str, key: &str, upload_id: &str) -> Result<UploadMeta> {
+    require_bucket(kv, bucket).await?;
+    let upload: Option<UploadMeta> = get_record(kv, &format::upload_key(bucket, upload_id)).await?;
+    upload.filter(|upload| upload.key == key).ok_or_else(|| MetaError::NoSuchUpload(upload_id.to_string()))
+}
+
+async fn upload_parts(kv: &mut dyn Kv, bucket: &str, upload_id: &str) -> Result<Vec<PartMeta>> {
+    let (start, end) = range_of(&format::part_prefix(bucket, upload_id));
+    scan_all(kv, start, &end).await
+}
+
+async fn require_node(kv: &mut dyn Kv, id: NodeId) -> Result<NodeInfo> {
+    get_record(kv, &format::node_key(id)).await?.ok_or(MetaError::NoSuchNode(id.0))
+}
+
+async fn require_stripe(kv: &mut dyn Kv, id: StripeId) -> Result<StripeMeta> {
+    get_record(kv, &format::stripe_key(id)).await?.ok_or(MetaError::NoSuchStripe(id.0))
+}
+
+fn index_stripe(kv: &mut dyn Kv, stripe: &StripeMeta, old_nodes: &BTreeSet<NodeId>) -> Result<()> {
+    let new_nodes: BTreeSet<NodeId> = stripe.placement.iter().copied().collect();
+    for &node in old_nodes.difference(&new_nodes) {
+        kv.delete(format::node_stripe_key(node, stripe.id))?;
+    }
+    for &node in new_nodes.difference(old_nodes) {
+        kv.put(format::node_stripe_key(node, stripe.id), Vec::new())?;
+    }
+    Ok(())
+}
+
+/// ETags are compared without the quotes some clients keep.
+fn same_etag(a: &str, b: &str) -> bool {
+    a.trim_matches('"') == b.trim_matches('"')
+}
+
+#[async_trait]
+impl<B: Backend> MetaStore for KvStore<B> {
+    async fn create_bucket(&self, bucket: BucketMeta) -> Result<()> {
+        validate::bucket_name(&bucket.name)?;
+        txn!(self.backend, write, (bucket), |kv| {
+            let key = format::bucket_key(&bucket.name);
+            if kv.get(&key).await?.is_some() {
+                return Err(MetaError::BucketAlreadyExists(bucket.name.clone()));
+            }
+            put_record(kv, key, &bucket)
+        })
+    }
+
+    async fn get_bucket(&self, name: &str) -> Result<BucketMeta> {
+        let name = name.to_string();
+        txn!(self.backend, read, (name), |kv| require_bucket(kv, &name).await)
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketMeta>> {
+        txn!(self.backend, read, (), |kv| {
+            let (start, end) = range_of(&format::bucket_prefix());
+            scan_all(kv, start, &end).await
+        })
+    }
+
+    async fn delete_bucket(&self, name: &str) -> Result<()> {
+        let name = name.to_string();
+        txn!(self.backend, write, (name), |kv| {
+            require_bucket(kv, &name).await?;
+            for prefix in [format::object_prefix(&name), format::upload_prefix(&name)] {
+                let (start, end) = range_of(&prefix);
+                if !kv.scan(&start, &end, 1).await?.is_empty() {
+                    return Err(MetaError::BucketNotEmpty(name.clone()));
+                }
+            }
+            kv.delete(format::bucket_key(&name))
+        })
+    }
+
+    async fn put_object(&self, bucket: &str, key: &str, meta: ObjectMeta) -> Result<Option<ObjectMeta>> {
+        validate::object_key(key)?;
+        let (bucket, key) = (bucket.to_string(), key.to_string());
+        txn!(self.backend, write, (bucket, key, meta), |kv| {
+            require_bucket(kv, &bucket).await?;
+            let object_key = format::object_key(&bucket, &key);
+            let previous = get_record(kv, &object_key).await?;
+            put_record(kv, object_key, &meta)?;
+            Ok(previous)
+        })
+    }
+
+    async fn get_object(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
+        validate::object_key(key)?;
+        let (bucket, key) = (bucket.to_string(), key.to_string());
+        txn!(self.backend, read, (bucket, key), |kv| {
+            require_bucket(kv, &bucket).await?;
+            get_record(kv, &format::object_key(&bucket, &key))
+                .await?
+                .ok_or_else(|| MetaError::NoSuchKey { bucket: bucket.clone(), key: key.clone() })
+        })
+    }
+
+    async fn delete_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>> {
+        validate::object_key(key)?;
+        let (bucket, key) = (bucket.to_string(), key.to_string());
+        txn!(self.backend, write, (bucket, key), |kv| {
+            require_bucket(kv, &bucket).await?;
+            let object_key = format::object_key(&bucket, &key);
+            let previous: Option<ObjectMeta> = get_record(kv, &object_key).await?;
+            if previous.is_some() {
+                kv.delete(object_key)?;
+            }
+            Ok(previous)
+        })
+    }
+
+    async fn list_objects(&self, bucket: &str, query: &ListObjectsQuery) -> Result<ObjectListing> {
+        let (bucket, query) = (bucket.to_string(), query.clone());
+        txn!(self.backend, read, (bucket, query), |kv| {
+            require_bucket(kv, &bucket).await?;
+            listing::list_objects(kv, &bucket, &query).await
+        })
+    }
+
+    async fn allocate_stripe_id(&self) -> Result<StripeId> {
+        self.backend.next_id("stripe").await.map(StripeId)
+    }
+
+    async fn create_stripe(&self, stripe: StripeMeta) -> Result<StripeMeta> {
+        validate::stripe(&stripe)?;
+        let stripe = StripeMeta { version: 1, ..stripe };
+        txn!(self.backend, write, (stripe), |kv| {
+            let key = format::stripe_key(stripe.id);
+            if kv.get(&key).await?.is_some() {
+                return Err(MetaError::Conflict(format!("stripe {} already exists", stripe.id)));
+            }
+            put_record(kv, key, &stripe)?;
+            index_stripe(kv, &stripe, &BTreeSet::new())?;
+            Ok(stripe)
+        })
+    }
+
+    async fn get_stripe(&self, id: StripeId) -> Result<StripeMeta> {
+        txn!(self.backend, read, (), |kv| require_stripe(kv, id).await)
+    }
+
+    async fn update_stripe(&self, id: StripeId, expected_version: u64, stripe: StripeMeta) -> Result<StripeMeta> {
+        if stripe.id != id {
+            return Err(MetaError::InvalidArgument(format!("stripe record {} passed to update {id}", stripe.id)));
+        }
+        validate::stripe(&stripe)?;
+        let stripe = StripeMeta { version: expected_version.wrapping_add(1), ..stripe };
+        txn!(self.backend, write, (stripe), |kv| {
+            let current = require_stripe(kv, id).await?;
+            if current.version != expected_version {
+                return Err(MetaError::Conflict(format!(
+                    "stripe {id} is at version {}, not {expected_version}",
+                    current.version
+                )));
+            }
+            put_record(kv, format::stripe_key(id), &stripe)?;
+            index_stripe(kv, &stripe, &current.placement.iter().copied().collect())?;
+            Ok(stripe)
+        })
+    }
+
+    async fn delete_stripe(&self, id: StripeId) -> Result<StripeMeta> {
+        txn!(self.backend, write, (), |kv| {
+            let current = require_stripe(kv, id).await?;
+            kv.delete(format::stripe_key(id))?;
+            for &node in &current.placement {
+                kv.delete(format::node_stripe_key(node, id))?;
+            }
+            Ok(current)
+        })
+    }
+
+    async fn list_stripes(&self, after: Option<StripeId>, limit: usize) -> Result<Vec<StripeMeta>> {
+        let limit = limit.min(MAX_STRIPE_PAGE);
+        txn!(self.backend, read, (), |kv| {
+            let (mut start, end) = range_of(&format::stripe_prefix());
+            if let Some(after) = after {
+                start = format::key_successor(&format::stripe_key(after));
+            }
+            let mut stripes = Vec::new();
+            for (key, value) in kv.scan(&start, &end, limit).await? {
+                stripes.push(format::decode(&key, &value)?);
+            }
+            Ok(stripes)
+        })
+    }
+
+    async fn stripes_on_node(&self, node: NodeId, after: Option<StripeId>, limit: usize) -> Result<Vec<StripeId>> {
+        let limit = limit.min(MAX_STRIPE_PAGE);
+        txn!(self.backend, read, (), |kv| {
+            let (mut start, end) = range_of(&format::node_stripe_prefix(node));
+            if let Some(after) = after {
+                start = format::key_successor(&format::node_stripe_key(node, after));
+            }
+            kv.scan(&start, &end, limit).await?.iter().map(|(key, _)| format::stripe_of_index_key(key)).collect()
+        })
+    }
+
+    async fn register_node(&self, node: NodeInfo) -> Result<()> {
+        validate::node(&node)?;
+        txn!(self.backend, write, (node), |kv| put_record(kv, format::node_key(node.id), &node))
+    }
+
+    async fn get_node(&self, id: NodeId) -> Result<NodeInfo> {
+        txn!(self.backend, read, (), |kv| require_node(kv, id).await)
+    }
+
+    async fn list_nodes(&self) -> Result<Vec<NodeInfo>> {
+        txn!(self.backend, read, (), |kv| {
+            let (start, end) = range_of(&format::node_prefix());
+            scan_all(kv, start, &end).await
+        })
+    }
+
+    async fn heartbeat(&self, id: NodeId, now_ms: u64) -> Result<NodeInfo> {
+        txn!(self.backend, write, (), |kv| {
+            let mut node = require_node(kv, id).await?;
+            node.last_heartbeat_ms = node.last_heartbeat_ms.max(now_ms);
+            put_record(kv, format::node_key(id), &node)?;
+            Ok(node)
+        })
+    }
+
+    async fn set_node_state(&self, id: NodeId, state: NodeState) -> Result<NodeInfo> {
+        txn!(self.backend, write, (), |kv| {
+            let mut node = require_node(kv, id).await?;
+            node.state = state;
+            put_record(kv, format::node_key(id), &node)?;
+            Ok(node)
+        })
+    }
+
+    async fn create_multipart(&self, upload: UploadMeta) -> Result<UploadMeta> {
+        validate::object_key(&upload.key)?;
+        // Allocated outside the transaction: a failed creation only leaves a gap in the numbering.
+        let upload = UploadMeta { upload_id: format::upload_id(self.backend.next_id("upload").await?), ..upload };
+        txn!(self.backend, write, (upload), |kv| {
+            require_bucket(kv, &upload.bucket).await?;
+            put_record(kv, format::upload_key(&upload.bucket, &upload.upload_id), &upload)?;
+            Ok(upload)
+        })
+    }
+
+    async fn get_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<UploadMeta> {
+        validate::upload_id(upload_id)?;
+        let (bucket, key, upload_id) = (bucket.to_string(), key.to_string(), upload_id.to_string());
+        txn!(self.backend, read, (bucket, key, upload_id), |kv| require_upload(kv, &bucket, &key, &upload_id).await)
+    }
+
+    async fn put_part(&self, bucket: &str, key: &str, upload_id: &str, part: PartMeta) -> Result<Option<PartMeta>> {
+        validate::part_number(part.part_number)?;
+        validate::upload_id(upload_id)?;
+        let (bucket, key, upload_id) = (bucket.to_string(), key.to_string(), upload_id.to_string());
+        txn!(self.backend, write, (bucket, key, upload_id, part), |kv| {
+            require_upload(kv, &bucket, &key, &upload_id).await?;
+            let part_key = format::part_key(&bucket, &upload_id, part.part_number);
+            let previous = get_record(kv, &part_key).await?;
+            put_record(kv, part_key, &part)?;
+            Ok(previous)
+        })
+    }
+
+    async fn list_parts(&self, bucket: &str, key: &str, upload_id: &str) -> Result<Vec<PartMeta>> {
+        validate::upload_id(upload_id)?;
+        let (bucket, key, upload_id) = (bucket.to_string(), key.to_string(), upload_id.to_string());
+        txn!(self.backend, read, (bucket, key, upload_id), |kv| {
+            require_upload(kv, &bucket, &key, &upload_id).await?;
+            upload_parts(kv, &bucket, &upload_id).await
+        })
+    }
+
+    async fn list_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadMeta>> {
+        let (bucket, prefix) = (bucket.to_string(), prefix.to_string());
+        txn!(self.backend, read, (bucket, prefix), |kv| {
+            require_bucket(kv, &bucket).await?;
+            let (start, end) = range_of(&format::upload_prefix(&bucket));
+            let mut uploads: Vec<UploadMeta> = scan_all(kv, start, &end).await?;
+            uploads.retain(|upload| upload.key.starts_with(&prefix));
+            uploads.sort_by(|a, b| (&a.key, a.initiated_ms, &a.upload_id).cmp(&(&b.key, b.initiated_ms, &b.upload_id)));
+            Ok(uploads)
+        })
+    }
+
+    async fn complete_multipart(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        object: ObjectMeta,
+    ) -> Result<MultipartCompletion> {
+        validate::upload_id(upload_id)?;
+        if parts.is_empty() {
+            return Err(MetaError::InvalidArgument("a completion must name at least one part".into()));
+        }
+        for part in parts {
+            validate::part_number(part.part_number)?;
+        }
+        if parts.windows(2).any(|pair| pair[0].part_number >= pair[1].part_number) {
+            return Err(MetaError::InvalidPartOrder);
+        }
+        let (bucket, key, upload_id, named) =
+            (bucket.to_string(), key.to_string(), upload_id.to_string(), parts.to_vec());
+        txn!(self.backend, write, (bucket, key, upload_id, named, object), |kv| {
+            require_upload(kv, &bucket, &key, &upload_id).await?;
+            let stored = upload_parts(kv, &bucket, &upload_id).await?;
+            let by_number: BTreeMap<u16, &PartMeta> = stored.iter().map(|part| (part.part_number, part)).collect();
+            for wanted in &named {
+                match by_number.get(&wanted.part_number) {
+                    None => {
+                        return Err(MetaError::InvalidPart {
+                            part_number: wanted.part_number,
+                            reason: "not uploaded".into(),
+                        });
+                    }
+                    Some(part) if !same_etag(&part.etag, &wanted.etag) => {
+                        return Err(MetaError::InvalidPart {
+                            part_number: wanted.part_number,
+                            reason: format!(
+                                "ETag {:?} does not match the uploaded part's {:?}",
+                                wanted.etag, part.etag
+                            ),
+                        });
+                    }
+                    Some(_) => {}
+                }
+            }
+            let object_key = format::object_key(&bucket, &key);
+            let previous = get_record(kv, &object_key).await?;
+            put_record(kv, object_key, &object)?;
+            kv.delete(format::upload_key(&bucket, &upload_id))?;
+            let (start, end) = range_of(&format::part_prefix(&bucket, &upload_id));
+            kv.delete_range(start, end)?;
+            Ok(MultipartCompletion { previous, parts: stored })
+        })
+    }
+
+    async fn abort_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<Vec<PartMeta>> {
+        validate::upload_id(upload_id)?;
+        let (bucket, key, upload_id) = (bucket.to_string(), key.to_string(), upload_id.to_string());
+        txn!(self.backend, write, (bucket, key, upload_id), |kv| {
+            require_upload(kv, &bucket, &key, &upload_id).await?;
+            let parts = upload_parts(kv, &bucket, &upload_id).await?;
+            kv.delete(format::upload_key(&bucket, &upload_id))?;
+            let (start, end) = range_of(&format::part_prefix(&bucket, &upload_id));
+            kv.delete_range(start, end)?;
+            Ok(parts)
+        })
+    }
+
+    async fn get_config(&self, name: &str) -> Result<Option<String>> {
+        validate::config_name(name)?;
+        let name = name.to_string();
+        txn!(self.backend, read, (name), |kv| get_record(kv, &format::config_key(&name)).await)
+    }
+
+    async fn put_config(&self, name: &str, value: &str) -> Result<()> {
+        validate::config_name(name)?;
+        let (name, value) = (name.to_string(), value.to_string());
+        txn!(self.backend, write, (name, value), |kv| put_record(kv, format::config_key(&name), &value))
+    }
+}

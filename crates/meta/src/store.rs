@@ -1,0 +1,108 @@
+//! The `MetaStore` trait: every metadata operation the gateway, the repair service and `lowtail up` need,
+//! object-safe so callers hold an `Arc<dyn MetaStore>`. Owns the contract (atomicity, errors, ordering);
+//! it must not contain backend code.
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::types::{
+    BucketMeta, CompletedPart, MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing, ObjectMeta, PartMeta,
+    StripeId, StripeMeta, UploadMeta,
+};
+
+/// Cluster metadata. Every mutating call is one atomic, durable transaction: it either happens entirely
+/// or returns an error and changes nothing. Times are unix milliseconds passed in by the caller; the store
+/// reads no clock. Inputs are validated first (`MetaError::InvalidArgument`).
+#[async_trait]
+pub trait MetaStore: Send + Sync {
+    // ---- buckets ----
+
+    /// Creates a bucket; `BucketAlreadyExists` if the name is taken.
+    async fn create_bucket(&self, bucket: BucketMeta) -> Result<()>;
+    /// A bucket; `NoSuchBucket` if absent.
+    async fn get_bucket(&self, name: &str) -> Result<BucketMeta>;
+    /// All buckets, sorted by name.
+    async fn list_buckets(&self) -> Result<Vec<BucketMeta>>;
+    /// Deletes a bucket; `BucketNotEmpty` if it holds any object or multipart upload (checked atomically
+    /// with the delete).
+    async fn delete_bucket(&self, name: &str) -> Result<()>;
+
+    // ---- objects ----
+
+    /// Writes an object's metadata, replacing any previous version, and returns the replaced version (its
+    /// layout is garbage the caller collects).
+    async fn put_object(&self, bucket: &str, key: &str, meta: ObjectMeta) -> Result<Option<ObjectMeta>>;
+    /// An object's metadata; `NoSuchKey` if absent.
+    async fn get_object(&self, bucket: &str, key: &str) -> Result<ObjectMeta>;
+    /// Deletes an object and returns what was removed (`None` if there was nothing: S3 deletes of absent
+    /// keys succeed).
+    async fn delete_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>>;
+    /// One page of a ListObjectsV2 listing.
+    async fn list_objects(&self, bucket: &str, query: &crate::types::ListObjectsQuery) -> Result<ObjectListing>;
+
+    // ---- stripes ----
+
+    /// A new stripe id, never handed out before in this cluster (increasing, not necessarily dense).
+    async fn allocate_stripe_id(&self) -> Result<StripeId>;
+    /// Stores a new stripe (version set to 1) and indexes it by node; `Conflict` if the id is taken.
+    async fn create_stripe(&self, stripe: StripeMeta) -> Result<StripeMeta>;
+    /// A stripe; `NoSuchStripe` if absent.
+    async fn get_stripe(&self, id: StripeId) -> Result<StripeMeta>;
+    /// Replaces a stripe if its stored version is `expected_version` (`Conflict` otherwise), bumps the
+    /// version and updates the node index in the same transaction. Returns the stored stripe.
+    async fn update_stripe(&self, id: StripeId, expected_version: u64, stripe: StripeMeta) -> Result<StripeMeta>;
+    /// Deletes a stripe and its index entries; returns it.
+    async fn delete_stripe(&self, id: StripeId) -> Result<StripeMeta>;
+    /// Up to `limit` stripes with ids greater than `after` (all from the start when `None`), ascending.
+    async fn list_stripes(&self, after: Option<StripeId>, limit: usize) -> Result<Vec<StripeMeta>>;
+    /// Up to `limit` ids of stripes with a unit on `node`, greater than `after`, ascending (through the
+    /// node index: cost proportional to the answer, not to the number of stripes).
+    async fn stripes_on_node(&self, node: NodeId, after: Option<StripeId>, limit: usize) -> Result<Vec<StripeId>>;
+
+    // ---- nodes ----
+
+    /// Registers a node or replaces its record.
+    async fn register_node(&self, node: NodeInfo) -> Result<()>;
+    /// A node; `NoSuchNode` if absent.
+    async fn get_node(&self, id: NodeId) -> Result<NodeInfo>;
+    /// All nodes, by id.
+    async fn list_nodes(&self) -> Result<Vec<NodeInfo>>;
+    /// Records a heartbeat at `now_ms` (never moves the time backwards).
+    async fn heartbeat(&self, id: NodeId, now_ms: u64) -> Result<NodeInfo>;
+    /// Sets a node's membership state.
+    async fn set_node_state(&self, id: NodeId, state: NodeState) -> Result<NodeInfo>;
+
+    // ---- multipart uploads ----
+
+    /// Starts a multipart upload of `upload.key` into `upload.bucket`; the store allocates the upload id
+    /// (the `upload_id` passed in is ignored) and returns the stored record.
+    async fn create_multipart(&self, upload: UploadMeta) -> Result<UploadMeta>;
+    /// The upload; `NoSuchUpload` if absent or for another key.
+    async fn get_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<UploadMeta>;
+    /// Stores a part, replacing a part of the same number, and returns the replaced part (garbage).
+    async fn put_part(&self, bucket: &str, key: &str, upload_id: &str, part: PartMeta) -> Result<Option<PartMeta>>;
+    /// The upload's parts, sorted by part number.
+    async fn list_parts(&self, bucket: &str, key: &str, upload_id: &str) -> Result<Vec<PartMeta>>;
+    /// The bucket's uploads whose key starts with `prefix`, sorted by key, then initiation, then id.
+    async fn list_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadMeta>>;
+    /// Atomically checks that every named part exists with the given ETag (`InvalidPart`) in ascending
+    /// order (`InvalidPartOrder`), writes `object` (whose layout the caller built from the parts), and
+    /// removes the upload and all its parts.
+    async fn complete_multipart(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        parts: &[CompletedPart],
+        object: ObjectMeta,
+    ) -> Result<MultipartCompletion>;
+    /// Removes the upload and its parts; returns the parts (garbage).
+    async fn abort_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<Vec<PartMeta>>;
+
+    // ---- config ----
+
+    /// A cluster-wide setting, `None` if unset.
+    async fn get_config(&self, name: &str) -> Result<Option<String>>;
+    /// Sets a cluster-wide setting.
+    async fn put_config(&self, name: &str, value: &str) -> Result<()>;
+}

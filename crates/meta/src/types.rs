@@ -1,0 +1,316 @@
+//! The metadata data model: buckets, objects and their layouts, stripes, nodes, multipart uploads and the
+//! listing request / response. Plain serde data with small helpers; it must not touch storage or clocks
+//! (times are unix milliseconds passed in by the caller).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Identifies a stripe; allocated by `MetaStore::allocate_stripe_id`, unique within a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StripeId(pub u64);
+
+impl fmt::Display for StripeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Identifies a storage node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NodeId(pub u32);
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketMeta {
+    /// S3 bucket name (validated by `create_bucket`).
+    pub name: String,
+    /// Creation time, unix milliseconds, as given by the caller.
+    pub created_ms: u64,
+    /// Region the bucket was created in, if the client named one.
+    pub region: Option<String>,
+    /// Owner (access key or account), if known.
+    pub owner: Option<String>,
+}
+
+/// Where an object's bytes live.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Layout {
+    /// A small object appended into one data unit of a stripe: bytes `offset_bytes .. offset_bytes +
+    /// length_bytes` of unit `unit` of `stripe`.
+    Packed {
+        /// Stripe holding the object.
+        stripe: StripeId,
+        /// Data unit index within the stripe (`0..k`).
+        unit: u16,
+        /// Offset of the object's first byte within the unit.
+        offset_bytes: u64,
+        /// Object length.
+        length_bytes: u64,
+    },
+    /// A large object cut into stripes of k data units each; `segments` in object order cover the object
+    /// without gaps. A zero-byte object has no segments.
+    Striped {
+        /// One entry per stripe, ascending `object_offset_bytes`.
+        segments: Vec<StripeSegment>,
+    },
+    /// An object made of independently laid out pieces (a completed multipart upload), in object order.
+    Composite {
+        /// The pieces, ascending `object_offset_bytes`, covering the object without gaps.
+        pieces: Vec<CompositePiece>,
+    },
+}
+
+/// The part of a striped object stored in one stripe. Within the stripe the object's bytes are laid out
+/// unit after unit: byte `object_offset_bytes + i` is at offset `i % unit_bytes` of data unit
+/// `i / unit_bytes`; the last unit is zero-padded to `unit_bytes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StripeSegment {
+    /// The stripe.
+    pub stripe: StripeId,
+    /// Size of each unit of this stripe.
+    pub unit_bytes: u64,
+    /// Offset within the object of the first byte stored in this stripe.
+    pub object_offset_bytes: u64,
+    /// Object bytes stored in this stripe (at most k · `unit_bytes`).
+    pub length_bytes: u64,
+}
+
+/// One piece of a `Layout::Composite`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompositePiece {
+    /// Offset within the object of the piece's first byte.
+    pub object_offset_bytes: u64,
+    /// Piece length.
+    pub length_bytes: u64,
+    /// Where the piece's bytes live (`Packed` or `Striped`).
+    pub layout: Layout,
+}
+
+impl Layout {
+    /// Every stripe the layout references, in order of first reference, without duplicates.
+    pub fn stripes(&self) -> Vec<StripeId> {
+        let mut found = Vec::new();
+        self.collect_stripes(&mut found);
+        found
+    }
+
+    fn collect_stripes(&self, found: &mut Vec<StripeId>) {
+        let mut add = |id: StripeId| {
+            if !found.contains(&id) {
+                found.push(id);
+            }
+        };
+        match self {
+            Layout::Packed { stripe, .. } => add(*stripe),
+            Layout::Striped { segments } => segments.iter().for_each(|segment| add(segment.stripe)),
+            Layout::Composite { pieces } => {
+                for piece in pieces {
+                    piece.layout.collect_stripes(found);
+                }
+            }
+        }
+    }
+}
+
+/// An object's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectMeta {
+    /// Object size.
+    pub size_bytes: u64,
+    /// ETag as S3 returns it (without quotes).
+    pub etag: String,
+    /// Content-Type, if the client sent one.
+    pub content_type: Option<String>,
+    /// `x-amz-meta-*` user metadata, names lower-cased by the gateway.
+    pub user_metadata: BTreeMap<String, String>,
+    /// Last modification time, unix milliseconds.
+    pub last_modified_ms: u64,
+    /// Where the bytes live.
+    pub layout: Layout,
+}
+
+/// Whether a stripe still accepts packed appends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StripeState {
+    /// Accepting appends; data is replicated, parity not yet written.
+    Open,
+    /// Full or timed out; parity written, replicas dropped.
+    Sealed,
+}
+
+/// A stripe: its code and where each unit lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StripeMeta {
+    /// The stripe's id.
+    pub id: StripeId,
+    /// Code in `codec::CodeSpec` display form, e.g. `rs-6-3`, `lrc-6-2-2`.
+    pub code: String,
+    /// Size of every unit of the stripe.
+    pub unit_bytes: u64,
+    /// Unit `i` lives on node `placement[i]`; one entry per unit of the code, all distinct.
+    pub placement: Vec<NodeId>,
+    /// Open or sealed.
+    pub state: StripeState,
+    /// CRC32C of each unit, when known (one per unit).
+    pub unit_checksums: Option<Vec<u32>>,
+    /// Version for compare-and-swap: set to 1 on creation and incremented by every update; the value a
+    /// caller passes in is ignored.
+    pub version: u64,
+}
+
+impl StripeMeta {
+    /// The parsed code spec.
+    pub fn code_spec(&self) -> Result<codec::CodeSpec, codec::CodecError> {
+        self.code.parse()
+    }
+}
+
+/// A node's membership state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeState {
+    /// Serving.
+    Up,
+    /// Missed heartbeats or known failed; its units need degraded reads and, after a grace period, repair.
+    Down,
+    /// Being emptied: no new units, existing units moved away.
+    Draining,
+    /// Left the cluster for good.
+    Removed,
+}
+
+/// A registered storage node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// The node's id.
+    pub id: NodeId,
+    /// `host:port` of its RPC endpoint.
+    pub address: String,
+    /// Rack name, for rack-aware placement.
+    pub rack: String,
+    /// Storage capacity.
+    pub capacity_bytes: u64,
+    /// Membership state.
+    pub state: NodeState,
+    /// Time of the last heartbeat, unix milliseconds.
+    pub last_heartbeat_ms: u64,
+}
+
+/// An in-progress multipart upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadMeta {
+    /// Upload id allocated by the store (16 lower-case hex digits).
+    pub upload_id: String,
+    /// Bucket.
+    pub bucket: String,
+    /// Object key the upload will create.
+    pub key: String,
+    /// Creation time, unix milliseconds.
+    pub initiated_ms: u64,
+    /// Content-Type for the final object.
+    pub content_type: Option<String>,
+    /// User metadata for the final object.
+    pub user_metadata: BTreeMap<String, String>,
+}
+
+/// One uploaded part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartMeta {
+    /// Part number, `1..=10000`.
+    pub part_number: u16,
+    /// Part size.
+    pub size_bytes: u64,
+    /// The part's ETag (without quotes).
+    pub etag: String,
+    /// Upload time, unix milliseconds.
+    pub last_modified_ms: u64,
+    /// Where the part's bytes live.
+    pub layout: Layout,
+}
+
+/// A part named in `complete_multipart`: the client's (part number, ETag) pair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletedPart {
+    /// Part number.
+    pub part_number: u16,
+    /// ETag the client saw for it (without quotes).
+    pub etag: String,
+}
+
+/// What `complete_multipart` removed, for garbage collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultipartCompletion {
+    /// The object the completion replaced, if one existed.
+    pub previous: Option<ObjectMeta>,
+    /// Every part the upload held, in part-number order, including parts the completion did not name (the
+    /// gateway collects their data).
+    pub parts: Vec<PartMeta>,
+}
+
+/// Largest `max_keys` a listing honours (S3's limit); larger requests are clamped.
+pub const MAX_LIST_KEYS: usize = 1000;
+
+/// A ListObjectsV2 request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListObjectsQuery {
+    /// Only keys starting with this.
+    pub prefix: String,
+    /// Roll keys up into common prefixes at the first occurrence of this after the prefix.
+    pub delimiter: Option<String>,
+    /// Only keys strictly after this (ignored when a continuation token is given).
+    pub start_after: Option<String>,
+    /// Token from a previous page's `next_continuation_token`.
+    pub continuation_token: Option<String>,
+    /// Maximum entries (keys plus common prefixes) in the page; clamped to `MAX_LIST_KEYS`.
+    pub max_keys: usize,
+}
+
+impl Default for ListObjectsQuery {
+    fn default() -> Self {
+        ListObjectsQuery {
+            prefix: String::new(),
+            delimiter: None,
+            start_after: None,
+            continuation_token: None,
+            max_keys: MAX_LIST_KEYS,
+        }
+    }
+}
+
+/// One object in a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedObject {
+    /// The key.
+    pub key: String,
+    /// Its metadata.
+    pub meta: ObjectMeta,
+}
+
+/// One page of a ListObjectsV2 listing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObjectListing {
+    /// Objects, in lexicographic byte order of their keys.
+    pub objects: Vec<ListedObject>,
+    /// Common prefixes (each ends with the delimiter), in lexicographic byte order.
+    pub common_prefixes: Vec<String>,
+    /// Whether more entries follow.
+    pub is_truncated: bool,
+    /// Pass as `continuation_token` to get the next page; set exactly when `is_truncated`.
+    pub next_continuation_token: Option<String>,
+}
+
+impl ObjectListing {
+    /// Keys plus common prefixes returned (S3's `KeyCount`).
+    pub fn key_count(&self) -> usize {
+        self.objects.len() + self.common_prefixes.len()
+    }
+}

@@ -1,0 +1,167 @@
+//! Input validation shared by every backend: bucket names, object keys, part numbers, upload ids, stripes
+//! and nodes. Pure checks that return `InvalidArgument` (or the S3-mandated not-found error); they must not
+//! read or change stored state.
+
+use std::collections::BTreeSet;
+
+use crate::error::{MetaError, Result};
+use crate::types::{NodeInfo, StripeMeta};
+
+/// Longest object key S3 accepts, in UTF-8 bytes.
+pub const MAX_KEY_BYTES: usize = 1024;
+/// Highest multipart part number S3 accepts.
+pub const MAX_PART_NUMBER: u16 = 10_000;
+/// Longest config name accepted, in bytes.
+pub const MAX_CONFIG_NAME_BYTES: usize = 256;
+/// Most units a stripe may have. Writing a stripe also rewrites its node index (at most 2 · units keys plus
+/// the record) in one etcd transaction, and etcd allows 128 operations per transaction by default.
+pub const MAX_STRIPE_UNITS: usize = 63;
+
+/// Checks an S3 bucket name: 3–63 characters of lower-case letters, digits, `.` and `-`, starting and ending
+/// with a letter or digit, no `..`, not shaped like an IPv4 address, no reserved prefix or suffix.
+pub fn bucket_name(name: &str) -> Result<()> {
+    let invalid = |why: &str| Err(MetaError::InvalidArgument(format!("invalid bucket name {name:?}: {why}")));
+    if !(3..=63).contains(&name.len()) {
+        return invalid("must be 3 to 63 characters long");
+    }
+    if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-') {
+        return invalid("only lower-case letters, digits, '.' and '-' are allowed");
+    }
+    let first = name.as_bytes()[0];
+    let last = name.as_bytes()[name.len() - 1];
+    if !first.is_ascii_alphanumeric() || !last.is_ascii_alphanumeric() {
+        return invalid("must begin and end with a letter or digit");
+    }
+    if name.contains("..") {
+        return invalid("must not contain two adjacent periods");
+    }
+    if name.split('.').count() == 4 && name.split('.').all(|part| part.parse::<u8>().is_ok()) {
+        return invalid("must not be formatted as an IP address");
+    }
+    if name.starts_with("xn--") || name.starts_with("sthree-") || name.ends_with("-s3alias") {
+        return invalid("uses a reserved prefix or suffix");
+    }
+    Ok(())
+}
+
+/// Checks an object key: 1 to `MAX_KEY_BYTES` bytes of UTF-8 (a `&str` is UTF-8 already).
+pub fn object_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(MetaError::InvalidArgument("object key must not be empty".into()));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(MetaError::InvalidArgument(format!(
+            "object key is {} bytes long; the limit is {MAX_KEY_BYTES}",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a part number: `1..=MAX_PART_NUMBER`.
+pub fn part_number(part_number: u16) -> Result<()> {
+    if part_number == 0 || part_number > MAX_PART_NUMBER {
+        return Err(MetaError::InvalidArgument(format!("part number {part_number} is outside 1..={MAX_PART_NUMBER}")));
+    }
+    Ok(())
+}
+
+/// Checks an upload id's shape (16 lower-case hex digits, as the store allocates them). Any other string
+/// cannot name an upload, so it is `NoSuchUpload`, as S3 answers.
+pub fn upload_id(upload_id: &str) -> Result<()> {
+    if upload_id.len() == 16 && upload_id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(())
+    } else {
+        Err(MetaError::NoSuchUpload(upload_id.to_string()))
+    }
+}
+
+/// Checks a config name: 1 to `MAX_CONFIG_NAME_BYTES` bytes.
+pub fn config_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_CONFIG_NAME_BYTES {
+        return Err(MetaError::InvalidArgument(format!("config name must be 1 to {MAX_CONFIG_NAME_BYTES} bytes long")));
+    }
+    Ok(())
+}
+
+/// Checks a stripe: its code parses and is valid, the placement names one distinct node per unit, unit
+/// size is positive, and checksums (if any) number one per unit.
+pub fn stripe(stripe: &StripeMeta) -> Result<()> {
+    let invalid = |why: String| Err(MetaError::InvalidArgument(format!("stripe {}: {why}", stripe.id)));
+    let spec = match stripe.code_spec() {
+        Ok(spec) => spec,
+        Err(error) => return invalid(format!("bad code {:?}: {error}", stripe.code)),
+    };
+    if let Err(error) = spec.validate() {
+        return invalid(format!("bad code {:?}: {error}", stripe.code));
+    }
+    let units = spec.total_units();
+    if units > MAX_STRIPE_UNITS {
+        return invalid(format!("{units} units; at most {MAX_STRIPE_UNITS} are supported"));
+    }
+    if stripe.placement.len() != units {
+        return invalid(format!("placement names {} nodes; code {} has {units} units", stripe.placement.len(), spec));
+    }
+    let distinct: BTreeSet<_> = stripe.placement.iter().collect();
+    if distinct.len() != units {
+        return invalid("placement puts two units on one node".into());
+    }
+    if stripe.unit_bytes == 0 {
+        return invalid("unit size must be positive".into());
+    }
+    if let Some(checksums) = &stripe.unit_checksums
+        && checksums.len() != units
+    {
+        return invalid(format!("{} checksums for {units} units", checksums.len()));
+    }
+    Ok(())
+}
+
+/// Checks a node record: a non-empty address.
+pub fn node(node: &NodeInfo) -> Result<()> {
+    if node.address.trim().is_empty() {
+        return Err(MetaError::InvalidArgument(format!("node {}: empty address", node.id)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_names_follow_s3_rules() {
+        for good in ["abc", "my-bucket", "my.bucket.1", "a1b", &"a".repeat(63)] {
+            assert!(bucket_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "ab",
+            &"a".repeat(64),
+            "Abc",
+            "a_b",
+            "-ab",
+            "ab-",
+            ".ab",
+            "a..b",
+            "192.168.1.1",
+            "xn--ab",
+            "ab-s3alias",
+            "a b",
+        ] {
+            assert!(matches!(bucket_name(bad), Err(MetaError::InvalidArgument(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn keys_parts_and_upload_ids() {
+        assert!(object_key("a").is_ok());
+        assert!(object_key(&"é".repeat(512)).is_ok()); // 1024 bytes
+        assert!(object_key(&"é".repeat(513)).is_err());
+        assert!(object_key("").is_err());
+        assert!(part_number(1).is_ok() && part_number(10_000).is_ok());
+        assert!(part_number(0).is_err() && part_number(10_001).is_err());
+        assert!(upload_id("00000000000000ff").is_ok());
+        assert!(matches!(upload_id("../x"), Err(MetaError::NoSuchUpload(_))));
+        assert!(upload_id("00000000000000FF").is_err());
+    }
+}

@@ -1,0 +1,633 @@
+//! The conformance suite every `MetaStore` backend must pass: each case gets a fresh, empty store and
+//! checks one area of the contract (results, errors, atomicity, ordering). Owns no backend set-up.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use meta::{
+    BucketMeta, CompletedPart, CompositePiece, Layout, ListObjectsQuery, MetaError, MetaStore, NodeId, NodeInfo,
+    NodeState, ObjectMeta, PartMeta, StripeId, StripeMeta, StripeSegment, StripeState, UploadMeta,
+};
+
+/// A conformance case: runs against a fresh store and panics on a violation.
+pub type Case = fn(Arc<dyn MetaStore>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+macro_rules! cases {
+    ($($name:ident),* $(,)?) => {
+        /// Every case, by name.
+        pub const CASES: &[(&str, Case)] = &[$((stringify!($name), |store| Box::pin($name(store)))),*];
+    };
+}
+
+cases!(
+    bucket_lifecycle,
+    bucket_not_empty_is_atomic,
+    objects,
+    listing_examples,
+    listing_matches_model,
+    stripe_ids_are_unique,
+    stripes_and_cas,
+    node_index,
+    nodes,
+    multipart,
+    config,
+);
+
+pub fn bucket(name: &str) -> BucketMeta {
+    BucketMeta { name: name.into(), created_ms: 1_700_000_000_000, region: Some("us-east-1".into()), owner: None }
+}
+
+pub fn object(size_bytes: u64, stripe: u64) -> ObjectMeta {
+    ObjectMeta {
+        size_bytes,
+        etag: format!("etag-{size_bytes}-{stripe}"),
+        content_type: Some("application/octet-stream".into()),
+        user_metadata: BTreeMap::from([("color".to_string(), "blue".to_string())]),
+        last_modified_ms: 1_700_000_000_001,
+        layout: Layout::Packed { stripe: StripeId(stripe), unit: 2, offset_bytes: 4096, length_bytes: size_bytes },
+    }
+}
+
+pub fn stripe(id: StripeId, nodes: [u32; 9]) -> StripeMeta {
+    StripeMeta {
+        id,
+        code: "rs-6-3".into(),
+        unit_bytes: 1 << 20,
+        placement: nodes.iter().map(|&n| NodeId(n)).collect(),
+        state: StripeState::Open,
+        unit_checksums: None,
+        version: 0,
+    }
+}
+
+fn node(id: u32) -> NodeInfo {
+    NodeInfo {
+        id: NodeId(id),
+        address: format!("127.0.0.1:{}", 7000 + id),
+        rack: format!("rack-{}", id % 3),
+        capacity_bytes: 1 << 40,
+        state: NodeState::Up,
+        last_heartbeat_ms: 0,
+    }
+}
+
+fn is_invalid<T: std::fmt::Debug>(result: Result<T, MetaError>) -> bool {
+    matches!(result, Err(MetaError::InvalidArgument(_)))
+}
+
+async fn bucket_lifecycle(store: Arc<dyn MetaStore>) {
+    for name in ["b-two", "a-one", "c.three"] {
+        store.create_bucket(bucket(name)).await.unwrap();
+    }
+    assert_eq!(store.create_bucket(bucket("a-one")).await, Err(MetaError::BucketAlreadyExists("a-one".into())));
+    let names: Vec<String> = store.list_buckets().await.unwrap().into_iter().map(|b| b.name).collect();
+    assert_eq!(names, ["a-one", "b-two", "c.three"]);
+    assert_eq!(store.get_bucket("b-two").await.unwrap(), bucket("b-two"));
+    for bad in ["ab", "Upper", "under_score", "192.168.0.1", "-dash"] {
+        assert!(is_invalid(store.create_bucket(bucket(bad)).await), "{bad}");
+    }
+    assert_eq!(store.list_buckets().await.unwrap().len(), 3, "invalid names change nothing");
+    assert_eq!(store.get_bucket("nope-nope").await, Err(MetaError::NoSuchBucket("nope-nope".into())));
+    store.delete_bucket("b-two").await.unwrap();
+    assert_eq!(store.get_bucket("b-two").await, Err(MetaError::NoSuchBucket("b-two".into())));
+    assert_eq!(store.delete_bucket("b-two").await, Err(MetaError::NoSuchBucket("b-two".into())));
+    // A deleted name can be used again.
+    store.create_bucket(bucket("b-two")).await.unwrap();
+}
+
+async fn bucket_not_empty_is_atomic(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("full")).await.unwrap();
+    store.put_object("full", "k", object(1, 1)).await.unwrap();
+    assert_eq!(store.delete_bucket("full").await, Err(MetaError::BucketNotEmpty("full".into())));
+    assert!(store.get_object("full", "k").await.is_ok(), "a refused delete changes nothing");
+    store.delete_object("full", "k").await.unwrap();
+    let upload = store.create_multipart(upload("full", "big")).await.unwrap();
+    assert_eq!(store.delete_bucket("full").await, Err(MetaError::BucketNotEmpty("full".into())));
+    store.abort_multipart("full", "big", &upload.upload_id).await.unwrap();
+    store.delete_bucket("full").await.unwrap();
+
+    // Race a put into the bucket against its deletion: exactly one may win, and a won delete never leaves
+    // an object behind (a re-created bucket with the same name is empty).
+    for round in 0..12 {
+        store.create_bucket(bucket("racing")).await.unwrap();
+        let (putter, deleter) = (Arc::clone(&store), Arc::clone(&store));
+        let key = format!("key-{round}");
+        let put = tokio::spawn(async move { putter.put_object("racing", &key, object(1, 1)).await });
+        let delete = tokio::spawn(async move { deleter.delete_bucket("racing").await });
+        let (put, delete) = (put.await.unwrap(), delete.await.unwrap());
+        match (&put, &delete) {
+            (Ok(None), Err(MetaError::BucketNotEmpty(_))) => {
+                store.delete_object("racing", &format!("key-{round}")).await.unwrap();
+                store.delete_bucket("racing").await.unwrap();
+            }
+            (Err(MetaError::NoSuchBucket(_)), Ok(())) => {}
+            other => panic!("round {round}: impossible outcome {other:?}"),
+        }
+        store.create_bucket(bucket("racing")).await.unwrap();
+        assert_eq!(store.list_objects("racing", &ListObjectsQuery::default()).await.unwrap().key_count(), 0);
+        store.delete_bucket("racing").await.unwrap();
+    }
+}
+
+async fn objects(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("objs")).await.unwrap();
+    assert_eq!(store.put_object("objs", "a/b.txt", object(10, 1)).await.unwrap(), None);
+    assert_eq!(store.get_object("objs", "a/b.txt").await.unwrap(), object(10, 1));
+    // Overwrite returns the previous version so its layout can be collected.
+    let striped = ObjectMeta {
+        layout: Layout::Striped {
+            segments: vec![
+                StripeSegment { stripe: StripeId(7), unit_bytes: 100, object_offset_bytes: 0, length_bytes: 600 },
+                StripeSegment { stripe: StripeId(8), unit_bytes: 10, object_offset_bytes: 600, length_bytes: 5 },
+            ],
+        },
+        ..object(605, 0)
+    };
+    assert_eq!(store.put_object("objs", "a/b.txt", striped.clone()).await.unwrap(), Some(object(10, 1)));
+    assert_eq!(store.get_object("objs", "a/b.txt").await.unwrap(), striped);
+    assert_eq!(striped.layout.stripes(), [StripeId(7), StripeId(8)]);
+    assert_eq!(store.delete_object("objs", "a/b.txt").await.unwrap(), Some(striped));
+    assert_eq!(store.delete_object("objs", "a/b.txt").await.unwrap(), None, "deleting an absent key succeeds");
+    assert!(matches!(store.get_object("objs", "a/b.txt").await, Err(MetaError::NoSuchKey { .. })));
+    assert!(matches!(store.get_object("nobucket", "k").await, Err(MetaError::NoSuchBucket(_))));
+    assert!(matches!(store.put_object("nobucket", "k", object(1, 1)).await, Err(MetaError::NoSuchBucket(_))));
+    assert!(matches!(store.delete_object("nobucket", "k").await, Err(MetaError::NoSuchBucket(_))));
+    // Key limits: 1024 bytes of UTF-8 is the maximum.
+    let longest = "é".repeat(512);
+    store.put_object("objs", &longest, object(1, 1)).await.unwrap();
+    assert!(is_invalid(store.put_object("objs", &format!("{longest}x"), object(1, 1)).await));
+    assert!(is_invalid(store.put_object("objs", "", object(1, 1)).await));
+    let listed = store.list_objects("objs", &ListObjectsQuery::default()).await.unwrap();
+    assert_eq!(listed.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), [longest.as_str()]);
+    // Composite layouts (completed multipart uploads) round-trip too.
+    let composite = ObjectMeta {
+        layout: Layout::Composite {
+            pieces: vec![
+                CompositePiece { object_offset_bytes: 0, length_bytes: 605, layout: object(605, 3).layout },
+                CompositePiece { object_offset_bytes: 605, length_bytes: 5, layout: object(5, 4).layout },
+            ],
+        },
+        ..object(610, 0)
+    };
+    store.put_object("objs", "composite", composite.clone()).await.unwrap();
+    assert_eq!(store.get_object("objs", "composite").await.unwrap(), composite);
+    assert_eq!(composite.layout.stripes(), [StripeId(3), StripeId(4)]);
+}
+
+fn listed_keys(listing: &meta::ObjectListing) -> Vec<&str> {
+    listing.objects.iter().map(|o| o.key.as_str()).collect()
+}
+
+fn query(prefix: &str, delimiter: Option<&str>, max_keys: usize) -> ListObjectsQuery {
+    ListObjectsQuery { prefix: prefix.into(), delimiter: delimiter.map(Into::into), max_keys, ..Default::default() }
+}
+
+async fn listing_examples(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("photos")).await.unwrap();
+    for key in ["2024/jan/a.jpg", "2024/jan/b.jpg", "2024/feb/c.jpg", "2025/x.jpg", "readme", "2024/top.jpg"] {
+        store.put_object("photos", key, object(1, 1)).await.unwrap();
+    }
+    let page = store.list_objects("photos", &query("", Some("/"), 1000)).await.unwrap();
+    assert_eq!(listed_keys(&page), ["readme"]);
+    assert_eq!(page.common_prefixes, ["2024/", "2025/"]);
+    assert!(!page.is_truncated && page.next_continuation_token.is_none());
+
+    let page = store.list_objects("photos", &query("2024/", Some("/"), 1000)).await.unwrap();
+    assert_eq!(listed_keys(&page), ["2024/top.jpg"]);
+    assert_eq!(page.common_prefixes, ["2024/feb/", "2024/jan/"]);
+
+    // Pagination over common prefixes and keys mixed: one entry per page.
+    let mut seen = Vec::new();
+    let mut token = None;
+    for _ in 0..10 {
+        let q = ListObjectsQuery { continuation_token: token.clone(), ..query("2024/", Some("/"), 1) };
+        let page = store.list_objects("photos", &q).await.unwrap();
+        assert_eq!(page.key_count(), 1);
+        seen.extend(page.common_prefixes.iter().cloned());
+        seen.extend(page.objects.iter().map(|o| o.key.clone()));
+        assert_eq!(page.is_truncated, page.next_continuation_token.is_some());
+        token = page.next_continuation_token;
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen, ["2024/feb/", "2024/jan/", "2024/top.jpg"]);
+
+    // max-keys 0: nothing, not truncated (as S3 answers).
+    let page = store.list_objects("photos", &query("", None, 0)).await.unwrap();
+    assert_eq!(page.key_count(), 0);
+    assert!(!page.is_truncated);
+    // start-after, and a continuation token wins over it.
+    let q = ListObjectsQuery { start_after: Some("2024/jan/a.jpg".into()), ..query("", None, 2) };
+    let page = store.list_objects("photos", &q).await.unwrap();
+    assert_eq!(listed_keys(&page), ["2024/jan/b.jpg", "2024/top.jpg"]);
+    let q = ListObjectsQuery { continuation_token: page.next_continuation_token.clone(), ..q };
+    assert_eq!(listed_keys(&store.list_objects("photos", &q).await.unwrap()), ["2025/x.jpg", "readme"]);
+    // start-after inside a rolled-up prefix still returns the prefix (later keys roll up into it).
+    let q = ListObjectsQuery { start_after: Some("2024/feb/c.jpg".into()), ..query("", Some("/"), 1000) };
+    let page = store.list_objects("photos", &q).await.unwrap();
+    assert_eq!(page.common_prefixes, ["2024/", "2025/"]);
+    // A multi-character delimiter, and one that never occurs.
+    let page = store.list_objects("photos", &query("", Some("/jan/"), 1000)).await.unwrap();
+    assert_eq!(page.common_prefixes, ["2024/jan/"]);
+    let page = store.list_objects("photos", &query("", Some("|"), 1000)).await.unwrap();
+    assert_eq!(page.key_count(), 6);
+    // Bad tokens are rejected; missing buckets are NoSuchBucket.
+    let q = ListObjectsQuery { continuation_token: Some("not a token".into()), ..Default::default() };
+    assert!(is_invalid(store.list_objects("photos", &q).await));
+    assert!(matches!(store.list_objects("nobucket", &q).await, Err(MetaError::NoSuchBucket(_))));
+    // A bucket whose name extends another's does not leak into its listing.
+    store.create_bucket(bucket("photos-2")).await.unwrap();
+    store.put_object("photos-2", "other", object(1, 1)).await.unwrap();
+    assert_eq!(store.list_objects("photos", &query("", None, 1000)).await.unwrap().key_count(), 6);
+}
+
+/// S3 ListObjectsV2 by definition, on a sorted key list: all entries (keys and deduplicated common
+/// prefixes) after `start_after`, in order.
+fn model_entries(keys: &BTreeSet<String>, prefix: &str, delimiter: Option<&str>, start_after: &str) -> Vec<String> {
+    let mut entries: Vec<String> = Vec::new();
+    for key in keys.iter().filter(|k| k.starts_with(prefix) && k.as_str() > start_after) {
+        let entry = match delimiter.and_then(|d| key[prefix.len()..].find(d).map(|at| (d, at))) {
+            Some((d, at)) => format!("{}/CP", &key[..prefix.len() + at + d.len()]),
+            None => key.clone(),
+        };
+        if entries.last() != Some(&entry) {
+            entries.push(entry);
+        }
+    }
+    entries
+}
+
+async fn listing_matches_model(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("model")).await.unwrap();
+    let keys: BTreeSet<String> = [
+        "a",
+        "a/",
+        "a//b",
+        "a/b",
+        "a/b/c",
+        "a/b/d",
+        "a/c",
+        "a0",
+        "a.b",
+        "a--b--c",
+        "a--d",
+        "b",
+        "/leading",
+        "//",
+        "dir/",
+        "dir/sub/",
+        "dir/sub/file",
+        "é",
+        "é/ü",
+        "日本/語",
+        "日本/語/x",
+        "😀",
+        "😀/😀",
+        "z/z/z/z",
+        "zz",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    for key in &keys {
+        store.put_object("model", key, object(1, 1)).await.unwrap();
+    }
+    let prefixes = ["", "a", "a/", "a/b", "d", "日", "😀", "zz", "/", "nothing"];
+    let delimiters = [None, Some("/"), Some("--"), Some("b")];
+    for prefix in prefixes {
+        for delimiter in delimiters {
+            for start_after in [None, Some("a/b"), Some("é")] {
+                let expected = model_entries(&keys, prefix, delimiter, start_after.unwrap_or(""));
+                for max_keys in [1, 3, 1000] {
+                    let mut got = Vec::new();
+                    let mut token: Option<String> = None;
+                    let pages_needed = expected.len().div_ceil(max_keys).max(1);
+                    for page_index in 0..pages_needed {
+                        let q = ListObjectsQuery {
+                            prefix: prefix.into(),
+                            delimiter: delimiter.map(Into::into),
+                            start_after: start_after.map(Into::into),
+                            continuation_token: token.clone(),
+                            max_keys,
+                        };
+                        let page = store.list_objects("model", &q).await.unwrap();
+                        let context =
+                            format!("{prefix:?} {delimiter:?} {start_after:?} max {max_keys} page {page_index}");
+                        let mut entries: Vec<String> = page.objects.iter().map(|o| o.key.clone()).collect();
+                        entries.extend(page.common_prefixes.iter().map(|cp| format!("{cp}/CP")));
+                        entries.sort_by(|a, b| a.trim_end_matches("/CP").cmp(b.trim_end_matches("/CP")));
+                        let last_page = page_index + 1 == pages_needed;
+                        assert_eq!(page.is_truncated, !last_page, "{context}");
+                        assert_eq!(page.next_continuation_token.is_some(), page.is_truncated, "{context}");
+                        assert!(entries.len() == max_keys || last_page, "{context}: short page");
+                        got.extend(entries);
+                        token = page.next_continuation_token;
+                    }
+                    assert_eq!(got, expected, "{prefix:?} {delimiter:?} {start_after:?} max {max_keys}");
+                }
+            }
+        }
+    }
+}
+
+async fn stripe_ids_are_unique(store: Arc<dyn MetaStore>) {
+    let mut ids = BTreeSet::new();
+    let mut last = StripeId(0);
+    for _ in 0..20 {
+        let id = store.allocate_stripe_id().await.unwrap();
+        assert!(id > last, "ids increase");
+        last = id;
+        ids.insert(id);
+    }
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { store.allocate_stripe_id().await.unwrap() })
+        })
+        .collect();
+    for task in tasks {
+        assert!(ids.insert(task.await.unwrap()), "duplicate stripe id");
+    }
+    assert_eq!(ids.len(), 84);
+}
+
+async fn stripes_and_cas(store: Arc<dyn MetaStore>) {
+    let id = store.allocate_stripe_id().await.unwrap();
+    let created = store.create_stripe(stripe(id, [1, 2, 3, 4, 5, 6, 7, 8, 9])).await.unwrap();
+    assert_eq!(created.version, 1);
+    assert_eq!(store.get_stripe(id).await.unwrap(), created);
+    assert!(matches!(store.create_stripe(stripe(id, [1, 2, 3, 4, 5, 6, 7, 8, 9])).await, Err(MetaError::Conflict(_))));
+    // Move unit 0 from node 1 to node 10 and seal.
+    let mut moved = created.clone();
+    moved.placement[0] = NodeId(10);
+    moved.state = StripeState::Sealed;
+    moved.unit_checksums = Some(vec![7; 9]);
+    let updated = store.update_stripe(id, 1, moved.clone()).await.unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(updated.placement[0], NodeId(10));
+    assert_eq!(store.get_stripe(id).await.unwrap(), updated);
+    // A stale version loses and changes nothing.
+    assert!(matches!(store.update_stripe(id, 1, created.clone()).await, Err(MetaError::Conflict(_))));
+    assert_eq!(store.get_stripe(id).await.unwrap(), updated);
+    // Two concurrent updates from the same version: exactly one wins.
+    let results: Vec<_> = [11u32, 12]
+        .into_iter()
+        .map(|node| {
+            let (store, mut next) = (Arc::clone(&store), updated.clone());
+            next.placement[1] = NodeId(node);
+            tokio::spawn(async move { store.update_stripe(id, 2, next).await })
+        })
+        .collect();
+    let mut wins = 0;
+    for task in results {
+        match task.await.unwrap() {
+            Ok(stripe) => {
+                wins += 1;
+                assert_eq!(stripe.version, 3);
+            }
+            Err(MetaError::Conflict(_)) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(wins, 1);
+    // Bad stripes are refused.
+    let bad_code = StripeMeta { code: "rs-x".into(), ..stripe(StripeId(999), [1, 2, 3, 4, 5, 6, 7, 8, 9]) };
+    assert!(is_invalid(store.create_stripe(bad_code).await));
+    assert!(is_invalid(store.create_stripe(stripe(StripeId(999), [1, 1, 3, 4, 5, 6, 7, 8, 9])).await));
+    let short = StripeMeta { placement: vec![NodeId(1)], ..stripe(StripeId(999), [1, 2, 3, 4, 5, 6, 7, 8, 9]) };
+    assert!(is_invalid(store.create_stripe(short).await));
+    let wrong_checksums =
+        StripeMeta { unit_checksums: Some(vec![1]), ..stripe(StripeId(999), [1, 2, 3, 4, 5, 6, 7, 8, 9]) };
+    assert!(is_invalid(store.create_stripe(wrong_checksums).await));
+    assert!(is_invalid(store.update_stripe(id, 3, stripe(StripeId(id.0 + 1), [1, 2, 3, 4, 5, 6, 7, 8, 9])).await));
+    assert_eq!(store.get_stripe(StripeId(999)).await, Err(MetaError::NoSuchStripe(999)));
+    assert!(matches!(
+        store.update_stripe(StripeId(999), 1, stripe(StripeId(999), [1, 2, 3, 4, 5, 6, 7, 8, 9])).await,
+        Err(MetaError::NoSuchStripe(999))
+    ));
+    let lrc = StripeMeta { code: "lrc-6-2-2".into(), ..stripe(StripeId(1000), [1, 2, 3, 4, 5, 6, 7, 8, 9]) };
+    assert!(is_invalid(store.create_stripe(lrc.clone()).await), "lrc-6-2-2 has 10 units");
+    let lrc = StripeMeta { placement: (1..=10).map(NodeId).collect(), ..lrc };
+    store.create_stripe(lrc).await.unwrap();
+    // Delete returns the stripe; afterwards it is gone.
+    let deleted = store.delete_stripe(id).await.unwrap();
+    assert_eq!(deleted.version, 3);
+    assert_eq!(store.get_stripe(id).await, Err(MetaError::NoSuchStripe(id.0)));
+    assert_eq!(store.delete_stripe(id).await, Err(MetaError::NoSuchStripe(id.0)));
+}
+
+async fn node_index(store: Arc<dyn MetaStore>) {
+    let mut ids = Vec::new();
+    for i in 0..30u32 {
+        let id = store.allocate_stripe_id().await.unwrap();
+        // Node 100 holds a unit of every third stripe; the others spread over nodes 1..=20.
+        let mut nodes = [0u32; 9];
+        for (unit, slot) in nodes.iter_mut().enumerate() {
+            *slot = 1 + (i + unit as u32) % 20;
+        }
+        if i % 3 == 0 {
+            nodes[4] = 100;
+        }
+        store.create_stripe(stripe(id, nodes)).await.unwrap();
+        ids.push((id, nodes));
+    }
+    let on_100: Vec<StripeId> = ids.iter().filter(|(_, n)| n.contains(&100)).map(|(id, _)| *id).collect();
+    assert_eq!(store.stripes_on_node(NodeId(100), None, 1000).await.unwrap(), on_100);
+    // Paged through the index.
+    let first = store.stripes_on_node(NodeId(100), None, 4).await.unwrap();
+    let rest = store.stripes_on_node(NodeId(100), first.last().copied(), 1000).await.unwrap();
+    assert_eq!([first, rest].concat(), on_100);
+    for node in 1..=20u32 {
+        let expected: Vec<StripeId> = ids.iter().filter(|(_, n)| n.contains(&node)).map(|(id, _)| *id).collect();
+        assert_eq!(store.stripes_on_node(NodeId(node), None, 1000).await.unwrap(), expected, "node {node}");
+    }
+    // Moving a unit off node 100 updates the index in the same transaction; so does a delete.
+    let (moved, _) = ids[0];
+    let mut current = store.get_stripe(moved).await.unwrap();
+    current.placement[4] = NodeId(200);
+    store.update_stripe(moved, current.version, current).await.unwrap();
+    assert_eq!(store.stripes_on_node(NodeId(200), None, 10).await.unwrap(), [moved]);
+    assert!(!store.stripes_on_node(NodeId(100), None, 1000).await.unwrap().contains(&moved));
+    let (deleted, nodes) = ids[3];
+    store.delete_stripe(deleted).await.unwrap();
+    for node in nodes {
+        assert!(!store.stripes_on_node(NodeId(node), None, 1000).await.unwrap().contains(&deleted));
+    }
+    assert!(store.stripes_on_node(NodeId(555), None, 10).await.unwrap().is_empty());
+    // list_stripes pages through everything, ascending.
+    let all = store.list_stripes(None, 1000).await.unwrap();
+    assert_eq!(all.len(), 29);
+    assert!(all.windows(2).all(|pair| pair[0].id < pair[1].id));
+    let page = store.list_stripes(Some(all[9].id), 5).await.unwrap();
+    assert_eq!(page, all[10..15]);
+}
+
+async fn nodes(store: Arc<dyn MetaStore>) {
+    for id in [3, 1, 2] {
+        store.register_node(node(id)).await.unwrap();
+    }
+    let listed: Vec<u32> = store.list_nodes().await.unwrap().iter().map(|n| n.id.0).collect();
+    assert_eq!(listed, [1, 2, 3]);
+    assert_eq!(store.get_node(NodeId(2)).await.unwrap(), node(2));
+    assert_eq!(store.heartbeat(NodeId(2), 5000).await.unwrap().last_heartbeat_ms, 5000);
+    assert_eq!(store.heartbeat(NodeId(2), 4000).await.unwrap().last_heartbeat_ms, 5000, "never backwards");
+    assert_eq!(store.set_node_state(NodeId(2), NodeState::Draining).await.unwrap().state, NodeState::Draining);
+    let stored = store.get_node(NodeId(2)).await.unwrap();
+    assert_eq!((stored.state, stored.last_heartbeat_ms), (NodeState::Draining, 5000));
+    // Re-registering replaces the record (a node restarted on a new port).
+    let moved = NodeInfo { address: "127.0.0.1:9999".into(), ..node(2) };
+    store.register_node(moved.clone()).await.unwrap();
+    assert_eq!(store.get_node(NodeId(2)).await.unwrap(), moved);
+    assert_eq!(store.get_node(NodeId(9)).await, Err(MetaError::NoSuchNode(9)));
+    assert_eq!(store.heartbeat(NodeId(9), 1).await, Err(MetaError::NoSuchNode(9)));
+    assert_eq!(store.set_node_state(NodeId(9), NodeState::Down).await, Err(MetaError::NoSuchNode(9)));
+    assert!(is_invalid(store.register_node(NodeInfo { address: " ".into(), ..node(9) }).await));
+    // Concurrent heartbeats and a state change on one node: every read-modify-write lands.
+    let beats: Vec<_> = (1..=10u64)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { store.heartbeat(NodeId(3), 10_000 + i).await.unwrap() })
+        })
+        .collect();
+    let state = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { store.set_node_state(NodeId(3), NodeState::Down).await.unwrap() })
+    };
+    for beat in beats {
+        beat.await.unwrap();
+    }
+    state.await.unwrap();
+    let stored = store.get_node(NodeId(3)).await.unwrap();
+    assert_eq!((stored.state, stored.last_heartbeat_ms), (NodeState::Down, 10_010));
+}
+
+pub fn upload(bucket: &str, key: &str) -> UploadMeta {
+    UploadMeta {
+        upload_id: "ignored".into(),
+        bucket: bucket.into(),
+        key: key.into(),
+        initiated_ms: 1_700_000_000_000,
+        content_type: Some("video/mp4".into()),
+        user_metadata: BTreeMap::from([("k".to_string(), "v".to_string())]),
+    }
+}
+
+fn part(part_number: u16, etag: &str) -> PartMeta {
+    PartMeta {
+        part_number,
+        size_bytes: 5 << 20,
+        etag: etag.into(),
+        last_modified_ms: 1_700_000_000_002,
+        layout: object(5 << 20, u64::from(part_number)).layout,
+    }
+}
+
+fn completed(pairs: &[(u16, &str)]) -> Vec<CompletedPart> {
+    pairs.iter().map(|&(part_number, etag)| CompletedPart { part_number, etag: etag.into() }).collect()
+}
+
+async fn multipart(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("mpu")).await.unwrap();
+    let first = store.create_multipart(upload("mpu", "video.mp4")).await.unwrap();
+    let second = store.create_multipart(upload("mpu", "video.mp4")).await.unwrap();
+    let other = store.create_multipart(upload("mpu", "audio/a.mp3")).await.unwrap();
+    assert_ne!(first.upload_id, second.upload_id);
+    assert_eq!(first.upload_id.len(), 16);
+    assert_eq!(store.get_multipart("mpu", "video.mp4", &first.upload_id).await.unwrap(), first);
+    assert!(matches!(store.create_multipart(upload("nobucket", "k")).await, Err(MetaError::NoSuchBucket(_))));
+
+    let listed: Vec<(String, String)> =
+        store.list_uploads("mpu", "").await.unwrap().into_iter().map(|u| (u.key, u.upload_id)).collect();
+    assert_eq!(
+        listed,
+        [
+            ("audio/a.mp3".to_string(), other.upload_id.clone()),
+            ("video.mp4".to_string(), first.upload_id.clone()),
+            ("video.mp4".to_string(), second.upload_id.clone())
+        ]
+    );
+    assert_eq!(store.list_uploads("mpu", "audio/").await.unwrap(), std::slice::from_ref(&other));
+
+    let id = first.upload_id.clone();
+    for (number, etag) in [(3, "e3"), (1, "e1"), (2, "e2-old")] {
+        assert_eq!(store.put_part("mpu", "video.mp4", &id, part(number, etag)).await.unwrap(), None);
+    }
+    assert_eq!(store.put_part("mpu", "video.mp4", &id, part(2, "e2")).await.unwrap(), Some(part(2, "e2-old")));
+    let parts = store.list_parts("mpu", "video.mp4", &id).await.unwrap();
+    assert_eq!(
+        parts.iter().map(|p| (p.part_number, p.etag.as_str())).collect::<Vec<_>>(),
+        [(1, "e1"), (2, "e2"), (3, "e3")]
+    );
+    // Part numbers and upload ids are checked.
+    assert!(is_invalid(store.put_part("mpu", "video.mp4", &id, part(0, "x")).await));
+    assert!(is_invalid(store.put_part("mpu", "video.mp4", &id, part(10_001, "x")).await));
+    store.put_part("mpu", "video.mp4", &second.upload_id, part(10_000, "max")).await.unwrap();
+    assert!(matches!(
+        store.put_part("mpu", "video.mp4", "ffffffffffffffff", part(1, "x")).await,
+        Err(MetaError::NoSuchUpload(_))
+    ));
+    assert!(matches!(
+        store.put_part("mpu", "video.mp4", "garbage/../x", part(1, "x")).await,
+        Err(MetaError::NoSuchUpload(_))
+    ));
+    assert!(matches!(store.put_part("mpu", "wrong-key", &id, part(1, "x")).await, Err(MetaError::NoSuchUpload(_))));
+
+    // Failed completions change nothing.
+    let final_object = ObjectMeta { size_bytes: 10 << 20, etag: "combined-2".into(), ..object(10 << 20, 0) };
+    let result = store
+        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "e1"), (2, "wrong")]), final_object.clone())
+        .await;
+    assert!(matches!(result, Err(MetaError::InvalidPart { part_number: 2, .. })), "{result:?}");
+    let result = store
+        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "e1"), (4, "e4")]), final_object.clone())
+        .await;
+    assert!(matches!(result, Err(MetaError::InvalidPart { part_number: 4, .. })), "{result:?}");
+    let result = store
+        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(2, "e2"), (1, "e1")]), final_object.clone())
+        .await;
+    assert_eq!(result, Err(MetaError::InvalidPartOrder));
+    assert!(is_invalid(store.complete_multipart("mpu", "video.mp4", &id, &[], final_object.clone()).await));
+    assert_eq!(store.list_parts("mpu", "video.mp4", &id).await.unwrap().len(), 3);
+    assert!(matches!(store.get_object("mpu", "video.mp4").await, Err(MetaError::NoSuchKey { .. })));
+
+    // An existing object is replaced and returned; unused part 3 comes back for collection.
+    store.put_object("mpu", "video.mp4", object(1, 1)).await.unwrap();
+    let done = store
+        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "\"e1\""), (2, "e2")]), final_object.clone())
+        .await
+        .unwrap();
+    assert_eq!(done.previous, Some(object(1, 1)));
+    assert_eq!(done.parts.iter().map(|p| p.part_number).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(store.get_object("mpu", "video.mp4").await.unwrap(), final_object);
+    assert!(matches!(store.list_parts("mpu", "video.mp4", &id).await, Err(MetaError::NoSuchUpload(_))));
+    assert!(matches!(
+        store.complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "e1")]), final_object.clone()).await,
+        Err(MetaError::NoSuchUpload(_))
+    ));
+    assert!(matches!(store.put_part("mpu", "video.mp4", &id, part(5, "late")).await, Err(MetaError::NoSuchUpload(_))));
+
+    // Abort returns the parts and removes the upload; aborting twice is NoSuchUpload.
+    let aborted = store.abort_multipart("mpu", "video.mp4", &second.upload_id).await.unwrap();
+    assert_eq!(aborted, [part(10_000, "max")]);
+    assert!(matches!(
+        store.abort_multipart("mpu", "video.mp4", &second.upload_id).await,
+        Err(MetaError::NoSuchUpload(_))
+    ));
+    assert_eq!(store.list_uploads("mpu", "").await.unwrap(), std::slice::from_ref(&other));
+    store.abort_multipart("mpu", "audio/a.mp3", &other.upload_id).await.unwrap();
+    store.delete_object("mpu", "video.mp4").await.unwrap();
+    store.delete_bucket("mpu").await.unwrap();
+}
+
+async fn config(store: Arc<dyn MetaStore>) {
+    assert_eq!(store.get_config("policy").await.unwrap(), None);
+    store.put_config("policy", "lmlf").await.unwrap();
+    assert_eq!(store.get_config("policy").await.unwrap().as_deref(), Some("lmlf"));
+    store.put_config("policy", "{\"name\": \"opt-lazy\"}").await.unwrap();
+    assert_eq!(store.get_config("policy").await.unwrap().as_deref(), Some("{\"name\": \"opt-lazy\"}"));
+    assert!(is_invalid(store.put_config("", "x").await));
+    assert!(is_invalid(store.get_config(&"n".repeat(257)).await));
+}
