@@ -10,6 +10,8 @@ use bench::{CodecBenchConfig, Timing, parse_byte_size, run_codec_bench};
 use clap::{Args, Parser, Subcommand};
 use codec::CodeSpec;
 use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// lowtail: an erasure-coded object store scheduled for low median and tail
@@ -32,6 +34,35 @@ enum Command {
     /// environment variable LOWTAIL_ENGINE (an engine name) overrides it. The
     /// chosen engine is marked with `*`.
     Engines,
+    /// Run one storage node: a checksummed unit store behind a byte-measured FCFS queue, served over
+    /// authenticated gRPC, until Ctrl-C or SIGTERM.
+    ///
+    /// Settings come from --config (TOML; every field and the service-model knobs are documented in
+    /// crates/node/README.md), then the flags below override them. The cluster secret can also come
+    /// from the environment variable LOWTAIL_CLUSTER_SECRET, which keeps it out of `ps`.
+    Node(NodeArgs),
+}
+
+#[derive(Debug, Args)]
+struct NodeArgs {
+    /// TOML configuration file; without one, the defaults plus the flags below.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// This node's id in the cluster.
+    #[arg(long, value_name = "N")]
+    node_id: Option<u32>,
+    /// Address the gRPC server listens on (port 0 picks a free one; the log says which).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Address of the Prometheus /metrics endpoint.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// Directory holding this node's units.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// The cluster secret every request must carry.
+    #[arg(long, value_name = "SECRET", env = "LOWTAIL_CLUSTER_SECRET", hide_env_values = true)]
+    secret: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,7 +120,54 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(BenchCommand::Codec(args)) => bench_codec(args),
         Command::Engines => print_stdout(&render_engine_listing(&engine_listing()?)),
+        Command::Node(args) => run_node(args),
     }
+}
+
+fn run_node(args: NodeArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => node::NodeConfig::from_toml_file(path)?,
+        None => node::NodeConfig::default(),
+    };
+    config.node_id = args.node_id.unwrap_or(config.node_id);
+    config.listen_addr = args.listen.unwrap_or(config.listen_addr);
+    config.metrics_addr = args.metrics.or(config.metrics_addr);
+    config.data_dir = args.data_dir.unwrap_or(config.data_dir);
+    config.cluster_secret = args.secret.unwrap_or(config.cluster_secret);
+    config.validate()?;
+    init_logging();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(node::run(config, shutdown_signal())).context("node failed")
+}
+
+/// Structured logs on stderr; `RUST_LOG` filters them (default: info).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A second initialisation (impossible in this binary) would only keep the first subscriber.
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Completes on Ctrl-C or SIGTERM, the two ways a node is asked to stop.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => {
+                // Without a SIGTERM handler Ctrl-C still works; SIGTERM then kills as it would anyway.
+                let _ = interrupt.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
 }
 
 fn bench_codec(args: CodecArgs) -> anyhow::Result<()> {

@@ -61,6 +61,14 @@ impl Default for NodeConfig {
 }
 
 impl NodeConfig {
+    /// Reads a TOML file (missing fields take their defaults, unknown ones are refused). Does not
+    /// validate: callers apply command-line overrides first, then [`NodeConfig::validate`].
+    pub fn from_toml_file(path: &std::path::Path) -> Result<NodeConfig, NodeError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| NodeError::InvalidArgument(format!("cannot read node config {}: {e}", path.display())))?;
+        toml::from_str(&text).map_err(|e| NodeError::InvalidArgument(format!("node config {}: {e}", path.display())))
+    }
+
     /// Checks the configuration; a node never starts with one that fails.
     pub fn validate(&self) -> Result<(), NodeError> {
         let bad = |what: &str| Err(NodeError::InvalidArgument(format!("node config: {what}")));
@@ -105,6 +113,19 @@ mod tests {
         assert!(config.service_model.enabled && config.service_model.replace_real_io);
         config.validate().unwrap();
         assert!(toml::from_str::<NodeConfig>("bogus = 1").is_err(), "unknown fields are refused");
+    }
+
+    #[test]
+    fn toml_file_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        let missing = NodeConfig::from_toml_file(&path).unwrap_err().to_string();
+        assert!(missing.contains("node.toml"), "{missing}");
+        std::fs::write(&path, "workers = \"many\"").unwrap();
+        let bad = NodeConfig::from_toml_file(&path).unwrap_err().to_string();
+        assert!(bad.contains("node.toml") && bad.contains("workers"), "{bad}");
+        std::fs::write(&path, "node_id = 7\ncluster_secret = \"s\"").unwrap();
+        assert_eq!(NodeConfig::from_toml_file(&path).unwrap().node_id, 7);
     }
 
     #[test]
