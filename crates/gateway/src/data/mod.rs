@@ -1,0 +1,64 @@
+//! The seam between the S3 layer and the erasure-coded data path: [`ObjectData`] stores and reads
+//! object bytes and says where they live as a [`meta::Layout`]; the S3 layer records that layout in
+//! the metadata store. Neither side knows the other's internals.
+//!
+//! Must not: touch object metadata (keys, buckets, ETags): that is the S3 layer's, through
+//! [`meta::MetaStore`].
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use meta::Layout;
+use std::ops::Range;
+
+/// What can go wrong storing or reading object bytes. The S3 layer maps these onto S3 errors
+/// (`Unavailable` → 503 SlowDown / ServiceUnavailable, `InvalidRange` → 416, the rest → 500).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataError {
+    /// Too few nodes are up to place or read the data (more than the code tolerates are down).
+    #[error("not enough storage nodes available: {0}")]
+    Unavailable(String),
+    /// The requested byte range is not within the object.
+    #[error("range {start}..{end} is outside an object of {size} bytes")]
+    InvalidRange {
+        /// First byte asked for.
+        start: u64,
+        /// One past the last byte asked for.
+        end: u64,
+        /// Object size.
+        size: u64,
+    },
+    /// The object is larger than this gateway accepts in one write.
+    #[error("object of {size} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// Bytes offered.
+        size: u64,
+        /// Most accepted.
+        limit: u64,
+    },
+    /// The data cannot be rebuilt from what survives (more losses than the code corrects).
+    #[error("data lost: {0}")]
+    Lost(String),
+    /// Metadata (stripe records) could not be read or written.
+    #[error("metadata: {0}")]
+    Meta(String),
+    /// Anything else, with context.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Stores and reads object bytes. Implementations: the erasure-coded store over storage nodes, and
+/// an in-memory one for tests of the layers above.
+#[async_trait]
+pub trait ObjectData: Send + Sync {
+    /// Stores `body` and returns where it lives. When this returns Ok the bytes survive the loss of
+    /// any m storage nodes (any decodable pattern for LRC): an acknowledged write is never lost.
+    async fn write(&self, body: Bytes) -> Result<Layout, DataError>;
+
+    /// Reads bytes `range` (within `0..size` of the object) of the object stored at `layout`,
+    /// through a degraded read when a unit's node is down, slow or returns a corrupt unit.
+    async fn read(&self, layout: &Layout, range: Range<u64>) -> Result<Bytes, DataError>;
+
+    /// Frees the space of a layout that no object references any more (after an overwrite, delete or
+    /// aborted upload). Packed objects only mark their bytes dead until the stripe is compacted.
+    async fn release(&self, layout: &Layout) -> Result<(), DataError>;
+}

@@ -1,0 +1,12 @@
+//! lowtail's gateway: the S3 API in front of the erasure-coded data path.
+//!
+//! Layers, top down (each may call only the ones below it):
+//! - `s3`: the S3 protocol (through the `s3s` crate), authentication, and the mapping of S3
+//!   operations onto metadata ([`meta::MetaStore`]) and object bytes ([`data::ObjectData`]).
+//! - [`data`]: where object bytes live: placement, striped and packed layouts, normal and degraded
+//!   reads, release of dead layouts; repair and membership beside it.
+//!
+//! Must not: embed policy decisions in S3 handlers (handlers call the data path, which asks the
+//! policy), or hold object bytes anywhere but on storage nodes once a write is acknowledged.
+
+pub mod data;
