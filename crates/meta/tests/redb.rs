@@ -101,3 +101,14 @@ async fn crash_loses_nothing_acknowledged() {
     // Each acknowledged write also allocated a stripe id; none is handed out again.
     assert!(store.allocate_stripe_id().await.unwrap() > StripeId(last + 1));
 }
+
+/// Callers on a current-thread runtime (tokio's test default) work too: redb transactions run on the
+/// blocking pool and never need the runtime's drivers.
+#[tokio::test]
+async fn works_on_a_current_thread_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path()).unwrap();
+    store.create_bucket(conformance::bucket("single")).await.unwrap();
+    store.put_object("single", "k", conformance::object(1, 1)).await.unwrap();
+    assert_eq!(store.list_objects("single", &ListObjectsQuery::default()).await.unwrap().key_count(), 1);
+}
