@@ -1,0 +1,107 @@
+//! `cluster.json`: what a running local cluster looks like from outside (S3 endpoint, credentials,
+//! and every process with its pid, ports and data directory), so tools and tests can find the
+//! cluster and kill individual nodes. Rewritten on every start (pids change); private (it holds the
+//! credentials).
+//!
+//! Must not: be read back by the launcher to make decisions; `cluster.toml` is the state.
+
+use crate::state::write_private;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The whole file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// S3 endpoint URL, e.g. `http://127.0.0.1:9000`.
+    pub endpoint: String,
+    /// Region to sign for.
+    pub region: String,
+    /// S3 access key id.
+    pub access_key: String,
+    /// S3 secret access key.
+    pub secret_key: String,
+    /// Code of new stripes.
+    pub code: String,
+    /// The cluster directory.
+    pub dir: PathBuf,
+    /// The gateway, when it is running.
+    pub gateway: Option<GatewayEntry>,
+    /// Every node.
+    pub nodes: Vec<NodeEntry>,
+}
+
+/// The gateway's entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayEntry {
+    /// Process id (the `lowtail up` process, which runs the gateway).
+    pub pid: u32,
+    /// S3 endpoint URL.
+    pub endpoint: String,
+    /// Prometheus metrics URL.
+    pub metrics: String,
+}
+
+/// A node's entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEntry {
+    /// Node id.
+    pub id: u32,
+    /// Process id.
+    pub pid: u32,
+    /// Rack.
+    pub rack: String,
+    /// gRPC address.
+    pub rpc_addr: String,
+    /// Prometheus metrics URL.
+    pub metrics: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// Log file.
+    pub log: PathBuf,
+}
+
+impl Manifest {
+    /// Writes the manifest to `path` (mode 0600, atomically).
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        write_private(path, &serde_json::to_string_pretty(self)?)
+    }
+
+    /// Reads a manifest (for tools and tests).
+    pub fn read(path: &Path) -> anyhow::Result<Manifest> {
+        let text = std::fs::read_to_string(path)?;
+        Ok(serde_json::from_str(&text)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_privately() {
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join("cluster.json");
+        let manifest = Manifest {
+            endpoint: "http://127.0.0.1:9000".into(),
+            region: "us-east-1".into(),
+            access_key: "a".into(),
+            secret_key: "s".into(),
+            code: "rs-6-3".into(),
+            dir: temp.path().to_path_buf(),
+            gateway: None,
+            nodes: vec![NodeEntry {
+                id: 0,
+                pid: 42,
+                rack: "rack-0".into(),
+                rpc_addr: "127.0.0.1:1".into(),
+                metrics: "http://127.0.0.1:2/metrics".into(),
+                data_dir: temp.path().join("n"),
+                log: temp.path().join("l"),
+            }],
+        };
+        manifest.write(&path).unwrap();
+        assert_eq!(Manifest::read(&path).unwrap(), manifest);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o077, 0);
+    }
+}

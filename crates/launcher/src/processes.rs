@@ -1,0 +1,131 @@
+//! Storage nodes as child processes: each runs `lowtail node` with its own config file, data
+//! directory and log file, gets the cluster secret through its environment (never on the command
+//! line, where `ps` would show it), and is stopped with SIGTERM, then SIGKILL if it will not go.
+//!
+//! Must not: restart nodes that die. A node killed on purpose (a failure test, an operator) stays down
+//! until the next `lowtail up`, as a real failure would; the gateway's membership notices.
+
+use crate::state::{ClusterDir, NodeSlot};
+use anyhow::{Context, bail};
+use node::{NodeClient, NodeConfig};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a node gets to answer its first probe.
+pub const NODE_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a node gets to stop after SIGTERM before it is killed.
+pub const NODE_STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A running node process.
+#[derive(Debug)]
+pub struct NodeProcess {
+    /// The node's slot (id, rack, ports).
+    pub slot: NodeSlot,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+    /// Its log file.
+    pub log: PathBuf,
+    child: Child,
+}
+
+impl NodeProcess {
+    /// Writes the node's config file and starts `binary node --config FILE` (binary is the `lowtail`
+    /// executable). Returns once the process exists; [`NodeProcess::wait_ready`] waits for it to serve.
+    pub fn spawn(
+        binary: &Path,
+        dir: &ClusterDir,
+        slot: &NodeSlot,
+        secret: &str,
+        configure: impl FnOnce(&mut NodeConfig),
+    ) -> anyhow::Result<NodeProcess> {
+        let data_dir = dir.node_dir(slot.id);
+        let log = dir.node_log(slot.id);
+        std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+        std::fs::create_dir_all(log.parent().expect("logs live in a directory"))?;
+        let mut config = NodeConfig {
+            node_id: slot.id,
+            listen_addr: SocketAddr::from(([127, 0, 0, 1], slot.rpc_port)),
+            metrics_addr: Some(SocketAddr::from(([127, 0, 0, 1], slot.metrics_port))),
+            data_dir: data_dir.clone(),
+            ..NodeConfig::default()
+        };
+        configure(&mut config);
+        // The secret travels in the environment; the file on disk holds everything else.
+        let config_file = data_dir.join("node.toml");
+        std::fs::write(&config_file, toml::to_string_pretty(&config)?)
+            .with_context(|| format!("cannot write {}", config_file.display()))?;
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("cannot open {}", log.display()))?;
+        let child = Command::new(binary)
+            .arg("node")
+            .arg("--config")
+            .arg(&config_file)
+            .env("LOWTAIL_CLUSTER_SECRET", secret)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .with_context(|| format!("cannot start {} node", binary.display()))?;
+        Ok(NodeProcess { slot: slot.clone(), data_dir, log, child })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The node's RPC address.
+    pub fn rpc_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.slot.rpc_port))
+    }
+
+    /// Waits until the node answers a probe; fails if the process exits first or the timeout passes,
+    /// pointing at the node's log.
+    pub async fn wait_ready(&mut self, secret: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + NODE_START_TIMEOUT;
+        let address = self.rpc_addr().to_string();
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!("node {} exited with {status} while starting; see {}", self.slot.id, self.log.display());
+            }
+            if let Ok(client) = NodeClient::connect(&address, secret).await
+                && client.probe().await.is_ok()
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!("node {} did not answer within {NODE_START_TIMEOUT:?}; see {}", self.slot.id, self.log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM, then SIGKILL after [`NODE_STOP_TIMEOUT`]. A node that already exited is fine.
+    pub async fn stop(mut self) {
+        if !self.is_running() {
+            return;
+        }
+        // SAFETY: kill(2) on our own child's pid with a valid signal.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + NODE_STOP_TIMEOUT;
+        while Instant::now() < deadline {
+            if !self.is_running() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tracing::warn!(node = self.slot.id, "node did not stop after SIGTERM; killing it");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
