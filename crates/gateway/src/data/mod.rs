@@ -10,6 +10,17 @@ use bytes::Bytes;
 use meta::Layout;
 use std::ops::Range;
 
+pub mod cluster;
+pub mod config;
+pub mod erasure;
+pub mod membership;
+pub mod placement;
+pub mod plan;
+pub mod stripe_io;
+
+pub use config::{DataConfig, MembershipConfig, RepairConfig};
+pub use erasure::ErasureData;
+
 /// What can go wrong storing or reading object bytes. The S3 layer maps these onto S3 errors
 /// (`Unavailable` → 503 SlowDown / ServiceUnavailable, `InvalidRange` → 416, the rest → 500).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,72 @@
+//! `ClusterView`: the storage nodes as the data path sees them: their records from the
+//! [`meta::MetaStore`] and one lazily connected [`NodeClient`] per node, carrying the cluster secret.
+//! Owns connection reuse; must not decide placement, retries or degraded reads.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use meta::{MetaStore, NodeId, NodeInfo};
+use node::{ClientError, NodeClient};
+
+use super::DataError;
+
+/// Node records and clients. Cheap to share behind an `Arc`.
+pub struct ClusterView {
+    meta: Arc<dyn MetaStore>,
+    secret: String,
+    rpc_timeout: Duration,
+    /// node → (address it was connected to, client). A changed address reconnects.
+    clients: Mutex<HashMap<NodeId, (String, NodeClient)>>,
+}
+
+impl std::fmt::Debug for ClusterView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterView").field("rpc_timeout", &self.rpc_timeout).finish_non_exhaustive()
+    }
+}
+
+impl ClusterView {
+    /// A view over `meta`'s nodes, connecting with `secret`; every call is limited to `rpc_timeout`.
+    pub fn new(meta: Arc<dyn MetaStore>, secret: impl Into<String>, rpc_timeout: Duration) -> Self {
+        Self { meta, secret: secret.into(), rpc_timeout, clients: Mutex::new(HashMap::new()) }
+    }
+
+    /// The metadata store.
+    pub fn meta(&self) -> &Arc<dyn MetaStore> {
+        &self.meta
+    }
+
+    /// Every registered node, by id.
+    pub async fn nodes(&self) -> Result<Vec<NodeInfo>, DataError> {
+        self.meta.list_nodes().await.map_err(|e| DataError::Meta(e.to_string()))
+    }
+
+    /// Every registered node keyed by id.
+    pub async fn node_map(&self) -> Result<HashMap<NodeId, NodeInfo>, DataError> {
+        Ok(self.nodes().await?.into_iter().map(|n| (n.id, n)).collect())
+    }
+
+    /// A client of `node`, connecting on first use (the connection is then shared and reconnects by
+    /// itself after the node restarts).
+    pub async fn client(&self, node: &NodeInfo) -> Result<NodeClient, ClientError> {
+        if let Some((address, client)) = self.lock().get(&node.id)
+            && *address == node.address
+        {
+            return Ok(client.clone());
+        }
+        // Connect outside the lock: a race only makes one spare connection, which is dropped.
+        let client = NodeClient::connect(&node.address, &self.secret).await?.with_timeout(self.rpc_timeout);
+        self.lock().insert(node.id, (node.address.clone(), client.clone()));
+        Ok(client)
+    }
+
+    /// Forgets the connection to `node` (after its address changed or it was removed).
+    pub fn forget(&self, node: NodeId) {
+        self.lock().remove(&node);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, (String, NodeClient)>> {
+        self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}

@@ -1,0 +1,144 @@
+//! `DataConfig`: every knob of the erasure-coded data path (code, unit size, timeouts, placement,
+//! membership and repair), serde/TOML-friendly with documented defaults. Owns validation; must not
+//! start anything or touch the network.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::DataError;
+
+/// Configuration of the erasure-coded data path. Every field has a default except `cluster_secret`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataConfig {
+    /// Code of new stripes in `codec::CodeSpec` form. Default `rs-6-3`.
+    pub code: String,
+    /// Unit size of full stripes of striped objects. Default 1 MiB. The last stripe of an object
+    /// uses `ceil(rest / k)` rounded up to 64 bytes instead, so small objects waste little space.
+    pub unit_bytes: u64,
+    /// How long a data-unit read may take before a degraded read is started beside it ("Normal"
+    /// policy of Hu et al.). Default 500 ms.
+    pub degraded_read_timeout_ms: u64,
+    /// Limit on every other node call (writes, recovery-set reads, deletes). Default 30 s.
+    pub node_rpc_timeout_ms: u64,
+    /// Largest object one write accepts. Default 5 GiB (S3's single-PUT limit).
+    pub max_object_bytes: u64,
+    /// Most unit reads one object read keeps in flight. Default 32.
+    pub max_parallel_unit_reads: usize,
+    /// Extra placements tried for a unit whose write failed before the write fails. Default 3.
+    pub write_retries: u32,
+    /// Place one unit per rack (fails when there are fewer Up racks than units). Default false:
+    /// random balanced placement over nodes.
+    pub rack_aware: bool,
+    /// Seed of the placement tie-break; `None` (default) seeds from the OS. Tests fix it.
+    pub placement_seed: Option<u64>,
+    /// Shared secret of the storage nodes' RPC. Required.
+    pub cluster_secret: String,
+    /// Failure detection.
+    pub membership: MembershipConfig,
+    /// Rebuilding lost units.
+    pub repair: RepairConfig,
+}
+
+/// Failure detection by probing every node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MembershipConfig {
+    /// Time between probe rounds; also each probe's timeout. Default 1 s.
+    pub probe_interval_ms: u64,
+    /// Consecutive failed probes after which a node is marked Down. Default 3.
+    pub down_after_probes: u32,
+}
+
+/// The repair service.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RepairConfig {
+    /// How long a node must stay Down before its units are rebuilt elsewhere (a restart within
+    /// the grace costs nothing). Default 60 s.
+    pub grace_ms: u64,
+    /// Time between repair scans. Default 1 s.
+    pub scan_interval_ms: u64,
+    /// Stripes rebuilt at once. Default 2.
+    pub max_concurrent_stripes: usize,
+    /// Bytes per second repair may read from nodes (sources of rebuilt units), so client reads keep
+    /// most of the disks. Default 64 MiB/s.
+    pub max_read_bytes_per_s: u64,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            code: "rs-6-3".into(),
+            unit_bytes: 1 << 20,
+            degraded_read_timeout_ms: 500,
+            node_rpc_timeout_ms: 30_000,
+            max_object_bytes: 5 << 30,
+            max_parallel_unit_reads: 32,
+            write_retries: 3,
+            rack_aware: false,
+            placement_seed: None,
+            cluster_secret: String::new(),
+            membership: MembershipConfig::default(),
+            repair: RepairConfig::default(),
+        }
+    }
+}
+
+impl Default for MembershipConfig {
+    fn default() -> Self {
+        Self { probe_interval_ms: 1000, down_after_probes: 3 }
+    }
+}
+
+impl Default for RepairConfig {
+    fn default() -> Self {
+        Self { grace_ms: 60_000, scan_interval_ms: 1000, max_concurrent_stripes: 2, max_read_bytes_per_s: 64 << 20 }
+    }
+}
+
+/// Largest unit the data path writes (the node's default `max_unit_bytes` is 256 MiB).
+pub const MAX_UNIT_BYTES: u64 = 64 << 20;
+
+impl DataConfig {
+    /// The parsed code.
+    pub fn code_spec(&self) -> Result<codec::CodeSpec, DataError> {
+        self.code.parse().map_err(|e| DataError::Internal(format!("data config: code {:?}: {e}", self.code)))
+    }
+
+    /// Checks the configuration; the data path never starts with one that fails.
+    pub fn validate(&self) -> Result<(), DataError> {
+        let bad = |what: String| Err(DataError::Internal(format!("data config: {what}")));
+        self.code_spec()?;
+        if self.unit_bytes == 0 || !self.unit_bytes.is_multiple_of(64) || self.unit_bytes > MAX_UNIT_BYTES {
+            return bad(format!("unit_bytes must be a positive multiple of 64 up to {MAX_UNIT_BYTES}"));
+        }
+        if self.cluster_secret.is_empty() {
+            return bad("cluster_secret must be set".into());
+        }
+        if self.degraded_read_timeout_ms == 0 || self.node_rpc_timeout_ms == 0 {
+            return bad("timeouts must be positive".into());
+        }
+        if self.max_parallel_unit_reads == 0 || self.repair.max_concurrent_stripes == 0 {
+            return bad("max_parallel_unit_reads and repair.max_concurrent_stripes must be positive".into());
+        }
+        if self.membership.probe_interval_ms == 0 || self.membership.down_after_probes == 0 {
+            return bad("membership.probe_interval_ms and down_after_probes must be positive".into());
+        }
+        if self.repair.scan_interval_ms == 0 || self.repair.max_read_bytes_per_s == 0 {
+            return bad("repair.scan_interval_ms and max_read_bytes_per_s must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// `degraded_read_timeout_ms` as a duration.
+    pub fn degraded_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.degraded_read_timeout_ms)
+    }
+
+    /// `node_rpc_timeout_ms` as a duration.
+    pub fn node_rpc_timeout(&self) -> Duration {
+        Duration::from_millis(self.node_rpc_timeout_ms)
+    }
+}

@@ -1,0 +1,309 @@
+//! `StripeIo`: unit-level I/O shared by the write and read paths and by repair: reading a unit
+//! range from its node, the "Normal" degraded read (start a recovery-set read when the data unit's
+//! node is Down, returns a corrupt unit, fails or is slower than the timeout; keep whichever answer
+//! comes first and drop the other), gateway-side decoding, unit writes and deletes, the placer, and
+//! the counters. Must not choose which units to read (that is [`super::plan`]) or touch object
+//! metadata.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use codec::ErasureCode;
+use codec::engine::{Coefficients, Mode};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta};
+
+use super::cluster::ClusterView;
+use super::config::DataConfig;
+use super::placement::Placer;
+use super::{DataError, plan};
+
+/// Most corrupt-unit reports kept for repair; later ones are dropped (the node's own list of corrupt
+/// units still has them, and repair polls it).
+pub const MAX_CORRUPT_REPORTS: usize = 10_000;
+
+/// Node records keyed by id, as read once per operation.
+pub type NodeMap = HashMap<NodeId, NodeInfo>;
+
+/// Counters of the data path (also exported through the `metrics` crate).
+#[derive(Debug, Default)]
+pub struct DataCounters {
+    /// Unit ranges served through a recovery set instead of their own unit.
+    pub degraded_reads: AtomicU64,
+    /// Corrupt units reported by nodes.
+    pub corrupt_units: AtomicU64,
+    /// Unit writes that failed and were placed elsewhere.
+    pub write_retries: AtomicU64,
+}
+
+/// Shared unit I/O; see the module documentation.
+pub struct StripeIo {
+    cluster: Arc<ClusterView>,
+    config: DataConfig,
+    placer: Mutex<Placer>,
+    codes: Mutex<HashMap<String, Arc<dyn ErasureCode>>>,
+    corrupt_reports: Mutex<BTreeSet<(StripeId, u16)>>,
+    counters: DataCounters,
+}
+
+impl std::fmt::Debug for StripeIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StripeIo").field("config", &self.config).field("counters", &self.counters).finish()
+    }
+}
+
+impl StripeIo {
+    /// Unit I/O over `cluster` with `config` (validated by the caller).
+    pub fn new(cluster: Arc<ClusterView>, config: DataConfig) -> Self {
+        let placer = Placer::new(config.rack_aware, config.placement_seed);
+        Self {
+            cluster,
+            config,
+            placer: Mutex::new(placer),
+            codes: Mutex::new(HashMap::new()),
+            corrupt_reports: Mutex::new(BTreeSet::new()),
+            counters: DataCounters::default(),
+        }
+    }
+
+    /// The cluster view.
+    pub fn cluster(&self) -> &Arc<ClusterView> {
+        &self.cluster
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DataConfig {
+        &self.config
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &DataCounters {
+        &self.counters
+    }
+
+    /// The placer (short critical sections only: never held across an await).
+    pub fn placer(&self) -> MutexGuard<'_, Placer> {
+        self.placer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The built code named `name` (cached: building inverts matrices).
+    pub fn code(&self, name: &str) -> Result<Arc<dyn ErasureCode>, DataError> {
+        let mut codes = self.codes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(code) = codes.get(name) {
+            return Ok(Arc::clone(code));
+        }
+        let spec: codec::CodeSpec = name.parse().map_err(|e| DataError::Internal(format!("code {name:?}: {e}")))?;
+        let code: Arc<dyn ErasureCode> =
+            Arc::from(spec.build().map_err(|e| DataError::Internal(format!("code {name:?}: {e}")))?);
+        codes.insert(name.to_string(), Arc::clone(&code));
+        Ok(code)
+    }
+
+    /// A stripe's record.
+    pub async fn stripe(&self, id: StripeId) -> Result<StripeMeta, DataError> {
+        self.cluster.meta().get_stripe(id).await.map_err(|e| match e {
+            MetaError::NoSuchStripe(_) => DataError::Lost(format!("stripe {id} has no record")),
+            other => DataError::Meta(other.to_string()),
+        })
+    }
+
+    /// Records that `unit` of `stripe` failed its checksum on its node, for repair.
+    pub fn report_corrupt(&self, stripe: StripeId, unit: u16, node: NodeId) {
+        tracing::warn!(%stripe, unit, %node, "corrupt unit reported by its node; scheduled for repair");
+        self.counters.corrupt_units.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("lowtail_gateway_corrupt_units_total").increment(1);
+        let mut reports = self.corrupt_reports.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if reports.len() < MAX_CORRUPT_REPORTS {
+            reports.insert((stripe, unit));
+        }
+    }
+
+    /// Takes every pending corrupt-unit report.
+    pub fn take_corrupt_reports(&self) -> Vec<(StripeId, u16)> {
+        let mut reports = self.corrupt_reports.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::mem::take(&mut *reports).into_iter().collect()
+    }
+
+    /// Corrupt-unit reports not yet taken by repair.
+    pub fn pending_corrupt_reports(&self) -> usize {
+        self.corrupt_reports.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+    }
+
+    /// Reads `length` bytes at `offset` of `unit` of `stripe` from the unit's node. A corrupt unit is
+    /// reported; every failure comes back as a message (the caller reads elsewhere).
+    pub async fn read_unit(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        unit: usize,
+        offset: u64,
+        length: u64,
+    ) -> Result<Bytes, String> {
+        let node_id = stripe.placement[unit];
+        let node = nodes.get(&node_id).ok_or_else(|| format!("node {node_id} is not registered"))?;
+        let client = self.cluster.client(node).await.map_err(|e| e.to_string())?;
+        let unit_index = u16::try_from(unit).map_err(|_| format!("unit index {unit} too large"))?;
+        match client.read_range(stripe.id.0, unit_index, offset, length).await {
+            Ok((data, _timing)) => Ok(data),
+            Err(error) => {
+                if error.is_corrupt() {
+                    self.report_corrupt(stripe.id, unit_index, node_id);
+                }
+                Err(format!("unit {}/{unit} on node {node_id}: {error}", stripe.id))
+            }
+        }
+    }
+
+    /// Bytes `offset .. offset + length` of data unit `unit`: from the unit itself, or through a
+    /// degraded read when its node is Down, it fails, or it has not answered within the degraded
+    /// read timeout (then both race and the loser is dropped, which cancels it on its node).
+    pub async fn read_data_range(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        unit: usize,
+        offset: u64,
+        length: u64,
+    ) -> Result<Bytes, DataError> {
+        let node_up = nodes.get(&stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
+        if node_up {
+            let primary = self.read_unit(nodes, stripe, unit, offset, length);
+            tokio::pin!(primary);
+            tokio::select! {
+                result = &mut primary => match result {
+                    Ok(data) => return Ok(data),
+                    Err(error) => tracing::info!(%error, "unit read failed; reading degraded"),
+                },
+                () = tokio::time::sleep(self.config.degraded_read_timeout()) => {
+                    tracing::debug!(stripe = %stripe.id, unit, "unit read is slow; racing a degraded read");
+                    self.count_degraded();
+                    let degraded = self.rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new());
+                    tokio::pin!(degraded);
+                    return tokio::select! {
+                        result = &mut primary => match result {
+                            Ok(data) => Ok(data),
+                            Err(_) => degraded.await,
+                        },
+                        result = &mut degraded => match result {
+                            Ok(data) => Ok(data),
+                            Err(degraded_error) => primary.await.map_err(|_| degraded_error),
+                        },
+                    };
+                }
+            }
+        }
+        self.count_degraded();
+        self.rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new()).await
+    }
+
+    fn count_degraded(&self) {
+        self.counters.degraded_reads.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("lowtail_gateway_degraded_reads_total").increment(1);
+    }
+
+    /// Rebuilds bytes `offset .. offset + length` of unit `target` from a recovery set chosen by
+    /// [`plan::recovery_units`], never reading `target` or a unit in `failed`. A source that fails
+    /// is added to `failed` and the plan is redone; the others still in flight are dropped.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn rebuild_range(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        target: usize,
+        offset: u64,
+        length: u64,
+        mut failed: BTreeSet<usize>,
+    ) -> Result<Bytes, DataError> {
+        failed.insert(target);
+        // Every retry marks one more unit failed, so the loop ends within n rounds.
+        for _round in 0..stripe.placement.len() {
+            let readable = plan::readable_units(&stripe.placement, nodes, &failed);
+            let Some(sources) = plan::recovery_units(code, &readable, target) else {
+                return Err(DataError::Lost(format!(
+                    "unit {}/{target}: units {failed:?} unreadable, too few left to decode",
+                    stripe.id
+                )));
+            };
+            let mut reads: FuturesUnordered<_> =
+                sources
+                    .iter()
+                    .enumerate()
+                    .map(|(slot, &unit)| async move {
+                        (slot, unit, self.read_unit(nodes, stripe, unit, offset, length).await)
+                    })
+                    .collect();
+            let mut buffers = vec![Bytes::new(); sources.len()];
+            let mut source_failed = None;
+            while let Some((slot, unit, result)) = reads.next().await {
+                match result {
+                    Ok(data) => buffers[slot] = data,
+                    Err(error) => {
+                        tracing::info!(%error, "recovery-set read failed; choosing another set");
+                        source_failed = Some(unit);
+                        break;
+                    }
+                }
+            }
+            drop(reads);
+            match source_failed {
+                Some(unit) => {
+                    failed.insert(unit);
+                }
+                None => return decode(code, target, &sources, &buffers),
+            }
+        }
+        Err(DataError::Lost(format!("unit {}/{target}: no recovery set could be read", stripe.id)))
+    }
+
+    /// Writes a unit to `node`; returns once it is durable there.
+    pub async fn write_unit(&self, node: &NodeInfo, stripe: StripeId, unit: usize, data: Bytes) -> Result<(), String> {
+        let client = self.cluster.client(node).await.map_err(|e| format!("node {}: {e}", node.id))?;
+        let unit_index = u16::try_from(unit).map_err(|_| format!("unit index {unit} too large"))?;
+        client.write_unit(stripe.0, unit_index, data).await.map(|_| ()).map_err(|e| format!("node {}: {e}", node.id))
+    }
+
+    /// Deletes a unit from `node`, logging (not returning) failures: space on a dead node is
+    /// reclaimed when it is wiped or its orphans collected.
+    pub async fn delete_unit_best_effort(&self, node: &NodeInfo, stripe: StripeId, unit: usize) {
+        let Ok(unit_index) = u16::try_from(unit) else { return };
+        let result = match self.cluster.client(node).await {
+            Ok(client) => client.delete_unit(stripe.0, unit_index).await.map(|_| ()),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = result {
+            tracing::warn!(%stripe, unit, node = %node.id, %error, "could not delete unit; it is orphaned");
+        }
+    }
+
+    /// Deletes units `(unit, node)` of `stripe` in parallel, best effort.
+    pub async fn delete_units_best_effort(&self, nodes: &NodeMap, stripe: StripeId, units: &[(usize, NodeId)]) {
+        let mut deletes: FuturesUnordered<_> = units
+            .iter()
+            .filter_map(|(unit, node)| nodes.get(node).map(|info| self.delete_unit_best_effort(info, stripe, *unit)))
+            .collect();
+        while deletes.next().await.is_some() {}
+    }
+}
+
+/// `target = Σ c_j · sources_j` with the codec's repair coefficients, over equally long buffers.
+pub fn decode(code: &dyn ErasureCode, target: usize, sources: &[usize], buffers: &[Bytes]) -> Result<Bytes, DataError> {
+    assert_eq!(sources.len(), buffers.len(), "one buffer per source");
+    let length = buffers.first().map_or(0, Bytes::len);
+    assert!(buffers.iter().all(|b| b.len() == length), "recovery-set buffers of one length");
+    let coefficients = code
+        .repair_coefficients(target, sources)
+        .map_err(|e| DataError::Internal(format!("repair coefficients of unit {target} from {sources:?}: {e}")))?;
+    if length == 0 {
+        return Ok(Bytes::new());
+    }
+    let mut output = vec![0u8; length];
+    let slices: Vec<&[u8]> = buffers.iter().map(|b| b.as_ref()).collect();
+    let coefficients = Coefficients::new(1, sources.len(), coefficients);
+    codec::engine::best().combine(&coefficients, &slices, &mut [output.as_mut_slice()], Mode::Overwrite);
+    Ok(Bytes::from(output))
+}
