@@ -19,6 +19,8 @@ use meta::{Layout, MetaError, MetaStore, NodeId, NodeState, StripeId, StripeMeta
 
 use super::cluster::ClusterView;
 use super::config::DataConfig;
+use super::membership::{BackgroundTask, Membership};
+use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
 use super::{DataError, ObjectData};
 
@@ -390,5 +392,44 @@ impl ObjectData for ErasureData {
             self.delete_stripe(stripe).await?;
         }
         Ok(())
+    }
+}
+
+/// The data path with membership and repair running beside it (what `lowtail gateway` holds).
+#[derive(Debug)]
+pub struct RunningData {
+    /// The data path (hand clones to the S3 layer).
+    pub data: ErasureData,
+    /// The failure detector.
+    pub membership: Arc<Membership>,
+    /// The repair service.
+    pub repair: Arc<RepairService>,
+    tasks: Vec<BackgroundTask>,
+}
+
+impl RunningData {
+    /// Repair progress, for `lowtail admin status`.
+    pub fn repair_status(&self) -> RepairStatus {
+        self.repair.status()
+    }
+
+    /// Stops membership and repair (the data path itself keeps working).
+    pub async fn shutdown(self) {
+        for task in self.tasks {
+            task.shutdown().await;
+        }
+    }
+}
+
+impl ErasureData {
+    /// [`ErasureData::new`] plus the membership and repair background tasks.
+    pub async fn start(config: DataConfig, meta: Arc<dyn MetaStore>) -> Result<RunningData, DataError> {
+        let membership_config = config.membership.clone();
+        let repair_config = config.repair.clone();
+        let data = Self::new(config, meta).await?;
+        let membership = Arc::new(Membership::new(Arc::clone(data.io.cluster()), membership_config));
+        let repair = Arc::new(RepairService::new(Arc::clone(&data.io), repair_config));
+        let tasks = vec![Arc::clone(&membership).spawn(), Arc::clone(&repair).spawn()];
+        Ok(RunningData { data, membership, repair, tasks })
     }
 }

@@ -16,6 +16,7 @@ pub mod erasure;
 pub mod membership;
 pub mod placement;
 pub mod plan;
+pub mod repair;
 pub mod stripe_io;
 
 pub use config::{DataConfig, MembershipConfig, RepairConfig};

@@ -45,7 +45,7 @@ pub struct StripeIo {
     config: DataConfig,
     placer: Mutex<Placer>,
     codes: Mutex<HashMap<String, Arc<dyn ErasureCode>>>,
-    corrupt_reports: Mutex<BTreeSet<(StripeId, u16)>>,
+    corrupt_reports: Mutex<BTreeSet<(StripeId, u16, NodeId)>>,
     counters: DataCounters,
 }
 
@@ -117,12 +117,12 @@ impl StripeIo {
         metrics::counter!("lowtail_gateway_corrupt_units_total").increment(1);
         let mut reports = self.corrupt_reports.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if reports.len() < MAX_CORRUPT_REPORTS {
-            reports.insert((stripe, unit));
+            reports.insert((stripe, unit, node));
         }
     }
 
-    /// Takes every pending corrupt-unit report.
-    pub fn take_corrupt_reports(&self) -> Vec<(StripeId, u16)> {
+    /// Takes every pending corrupt-unit report: (stripe, unit, node that holds the corrupt copy).
+    pub fn take_corrupt_reports(&self) -> Vec<(StripeId, u16, NodeId)> {
         let mut reports = self.corrupt_reports.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         std::mem::take(&mut *reports).into_iter().collect()
     }

@@ -1,0 +1,323 @@
+//! The repair service: rebuilds the units of nodes that stayed Down longer than the grace period,
+//! and units reported corrupt, onto other Up nodes that hold no unit of the stripe (read a recovery
+//! set, decode at the gateway, write, then compare-and-swap the stripe's placement). Paced (stripes
+//! at once, source bytes per second) so client reads keep the disks. Progress is exported as
+//! metrics and through [`RepairService::status`]. Must not serve client reads or change object
+//! metadata; it only moves units and updates stripe placements.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::{StreamExt, stream};
+use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId};
+use serde::Serialize;
+
+use super::DataError;
+use super::config::RepairConfig;
+use super::membership::BackgroundTask;
+use super::stripe_io::{NodeMap, StripeIo};
+
+/// Stripe ids read per page of a node's index.
+const STRIPE_PAGE: usize = 256;
+/// Compare-and-swap attempts per stripe before it is left for the next scan.
+const CAS_ATTEMPTS: usize = 3;
+/// Most stripes one scan takes on; the rest wait for the next scan.
+const MAX_STRIPES_PER_SCAN: usize = 100_000;
+
+/// Repair progress, for `lowtail admin status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RepairStatus {
+    /// Stripes whose lost units were all rebuilt, since start.
+    pub stripes_repaired: u64,
+    /// Units rebuilt, since start.
+    pub units_repaired: u64,
+    /// Bytes of units rebuilt, since start.
+    pub bytes_repaired: u64,
+    /// Stripe repairs that failed (retried at the next scan), since start.
+    pub stripe_failures: u64,
+    /// Stripes the current scan still has to repair.
+    pub stripes_remaining: u64,
+    /// Down nodes still within the grace period.
+    pub nodes_in_grace: Vec<NodeId>,
+    /// Down nodes past the grace period whose units are being rebuilt.
+    pub nodes_repairing: Vec<NodeId>,
+}
+
+#[derive(Debug, Default)]
+struct Progress {
+    stripes: AtomicU64,
+    units: AtomicU64,
+    bytes: AtomicU64,
+    failures: AtomicU64,
+    remaining: AtomicU64,
+}
+
+/// The repair service; see the module documentation.
+#[derive(Debug)]
+pub struct RepairService {
+    io: Arc<StripeIo>,
+    config: RepairConfig,
+    /// When this gateway first saw each node Down.
+    down_since: Mutex<HashMap<NodeId, Instant>>,
+    /// Earliest time the next paced read may start.
+    next_read_at: tokio::sync::Mutex<Instant>,
+    progress: Progress,
+    nodes_repairing: Mutex<Vec<NodeId>>,
+}
+
+impl RepairService {
+    /// A repair service over the data path's unit I/O.
+    pub fn new(io: Arc<StripeIo>, config: RepairConfig) -> Self {
+        Self {
+            io,
+            config,
+            down_since: Mutex::new(HashMap::new()),
+            next_read_at: tokio::sync::Mutex::new(Instant::now()),
+            progress: Progress::default(),
+            nodes_repairing: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Progress so far.
+    pub fn status(&self) -> RepairStatus {
+        let grace = Duration::from_millis(self.config.grace_ms);
+        let mut nodes_in_grace: Vec<NodeId> =
+            lock(&self.down_since).iter().filter(|(_, since)| since.elapsed() < grace).map(|(node, _)| *node).collect();
+        nodes_in_grace.sort();
+        RepairStatus {
+            stripes_repaired: self.progress.stripes.load(Ordering::Relaxed),
+            units_repaired: self.progress.units.load(Ordering::Relaxed),
+            bytes_repaired: self.progress.bytes.load(Ordering::Relaxed),
+            stripe_failures: self.progress.failures.load(Ordering::Relaxed),
+            stripes_remaining: self.progress.remaining.load(Ordering::Relaxed),
+            nodes_in_grace,
+            nodes_repairing: lock(&self.nodes_repairing).clone(),
+        }
+    }
+
+    /// Runs scans every `scan_interval_ms` until the returned task is stopped.
+    pub fn spawn(self: Arc<Self>) -> BackgroundTask {
+        let interval = Duration::from_millis(self.config.scan_interval_ms);
+        BackgroundTask::spawn("repair", move |mut stop| async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    _ = stop.changed() => return,
+                }
+                let scan = self.scan();
+                tokio::select! {
+                    result = scan => if let Err(error) = result {
+                        tracing::warn!(%error, "repair scan failed");
+                    },
+                    _ = stop.changed() => return,
+                }
+            }
+        })
+    }
+
+    /// One pass: notes newly Down nodes, rebuilds every stripe with a unit on a node Down for longer
+    /// than the grace period, and every unit reported corrupt (by reads or by the nodes' stats).
+    pub async fn scan(&self) -> Result<(), DataError> {
+        let nodes = self.io.cluster().node_map().await?;
+        let due = self.nodes_past_grace(&nodes);
+        *lock(&self.nodes_repairing) = due.clone();
+        // stripe → units known corrupt on the node that holds them.
+        let mut work: BTreeMap<StripeId, Vec<(u16, NodeId)>> = BTreeMap::new();
+        for node in &due {
+            let mut after = None;
+            while work.len() < MAX_STRIPES_PER_SCAN {
+                let page = self
+                    .io
+                    .cluster()
+                    .meta()
+                    .stripes_on_node(*node, after, STRIPE_PAGE)
+                    .await
+                    .map_err(|e| DataError::Meta(e.to_string()))?;
+                let Some(last) = page.last() else { break };
+                after = Some(*last);
+                page.into_iter().for_each(|id| {
+                    work.entry(id).or_default();
+                });
+            }
+        }
+        for (stripe, unit, node) in self.corrupt_units(&nodes).await {
+            work.entry(stripe).or_default().push((unit, node));
+        }
+        self.progress.remaining.store(work.len() as u64, Ordering::Relaxed);
+        metrics::gauge!("lowtail_gateway_repair_stripes_remaining").set(work.len() as f64);
+        let nodes = &nodes;
+        let mut repairs = stream::iter(
+            work.into_iter()
+                .map(|(stripe, corrupt)| async move { (stripe, self.repair_stripe(nodes, stripe, &corrupt).await) }),
+        )
+        .buffer_unordered(self.config.max_concurrent_stripes);
+        while let Some((stripe, result)) = repairs.next().await {
+            self.progress.remaining.fetch_sub(1, Ordering::Relaxed);
+            metrics::gauge!("lowtail_gateway_repair_stripes_remaining").decrement(1.0);
+            if let Err(error) = result {
+                self.progress.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%stripe, %error, "stripe repair failed; retried at the next scan");
+            }
+        }
+        Ok(())
+    }
+
+    fn nodes_past_grace(&self, nodes: &NodeMap) -> Vec<NodeId> {
+        let grace = Duration::from_millis(self.config.grace_ms);
+        let mut down_since = lock(&self.down_since);
+        down_since.retain(|node, _| nodes.get(node).is_some_and(|n| n.state == NodeState::Down));
+        let now = Instant::now();
+        for node in nodes.values().filter(|n| n.state == NodeState::Down) {
+            down_since.entry(node.id).or_insert(now);
+        }
+        let mut due: Vec<NodeId> =
+            down_since.iter().filter(|(_, since)| now.duration_since(**since) >= grace).map(|(n, _)| *n).collect();
+        due.sort();
+        due
+    }
+
+    /// Corrupt units reported by reads, plus those the Up nodes list in their stats.
+    async fn corrupt_units(&self, nodes: &NodeMap) -> BTreeSet<(StripeId, u16, NodeId)> {
+        let mut found: BTreeSet<(StripeId, u16, NodeId)> = self.io.take_corrupt_reports().into_iter().collect();
+        for node in nodes.values().filter(|n| n.state == NodeState::Up) {
+            let Ok(client) = self.io.cluster().client(node).await else { continue };
+            match client.stats().await {
+                Ok(stats) => found.extend(
+                    stats
+                        .corrupt_units
+                        .iter()
+                        .filter_map(|u| u16::try_from(u.unit).ok().map(|unit| (StripeId(u.stripe), unit, node.id))),
+                ),
+                Err(error) => tracing::debug!(node = %node.id, %error, "no stats for corrupt units"),
+            }
+        }
+        found
+    }
+
+    /// Waits until `bytes` more source bytes fit the read budget.
+    async fn pace(&self, bytes: u64) {
+        let cost = Duration::from_secs_f64(bytes as f64 / self.config.max_read_bytes_per_s as f64);
+        let start = {
+            let mut next = self.next_read_at.lock().await;
+            let start = (*next).max(Instant::now());
+            *next = start + cost;
+            start
+        };
+        tokio::time::sleep_until(start.into()).await;
+    }
+
+    /// Rebuilds every unit of `id` whose node is not Up, or which is listed in `corrupt` as corrupt
+    /// on the node that still holds it, onto new nodes; returns how many units were rebuilt.
+    pub async fn repair_stripe(
+        &self,
+        nodes: &NodeMap,
+        id: StripeId,
+        corrupt: &[(u16, NodeId)],
+    ) -> Result<usize, DataError> {
+        let meta = self.io.cluster().meta();
+        let node_list: Vec<NodeInfo> = nodes.values().cloned().collect();
+        for _attempt in 0..CAS_ATTEMPTS {
+            let stripe = match meta.get_stripe(id).await {
+                Ok(stripe) => stripe,
+                // Released meanwhile: nothing left to protect.
+                Err(MetaError::NoSuchStripe(_)) => return Ok(0),
+                Err(error) => return Err(DataError::Meta(error.to_string())),
+            };
+            let lost: Vec<usize> = (0..stripe.placement.len())
+                .filter(|&unit| {
+                    let node = stripe.placement[unit];
+                    !nodes.get(&node).is_some_and(|n| n.state == NodeState::Up)
+                        || corrupt.iter().any(|&(u, on)| usize::from(u) == unit && on == node)
+                })
+                .collect();
+            if lost.is_empty() {
+                return Ok(0);
+            }
+            let code = self.io.code(&stripe.code)?;
+            let lost_nodes: Vec<NodeId> = lost.iter().map(|&u| stripe.placement[u]).collect();
+            let peers: Vec<NodeId> =
+                (0..stripe.placement.len()).filter(|u| !lost.contains(u)).map(|u| stripe.placement[u]).collect();
+            let targets = self
+                .io
+                .placer()
+                .place(&node_list, lost.len(), &lost_nodes, &peers)
+                .map_err(|e| DataError::Unavailable(e.to_string()))?;
+            let failed: BTreeSet<usize> = lost.iter().copied().collect();
+            let mut written: Vec<(usize, NodeId)> = Vec::new();
+            let mut outcome = Ok(());
+            for (&unit, &target) in lost.iter().zip(&targets) {
+                self.pace(stripe.unit_bytes * code.data_units() as u64).await;
+                let rebuilt = match self
+                    .io
+                    .rebuild_range(nodes, &stripe, code.as_ref(), unit, 0, stripe.unit_bytes, failed.clone())
+                    .await
+                {
+                    Ok(rebuilt) => rebuilt,
+                    Err(error) => {
+                        outcome = Err(error);
+                        break;
+                    }
+                };
+                if let Err(error) = self.io.write_unit(&nodes[&target], id, unit, rebuilt).await {
+                    outcome = Err(DataError::Unavailable(error));
+                    break;
+                }
+                written.push((unit, target));
+            }
+            let mut updated = stripe.clone();
+            for &(unit, target) in &written {
+                updated.placement[unit] = target;
+            }
+            let result = match outcome {
+                Ok(()) => meta.update_stripe(id, stripe.version, updated).await.map_err(|e| match e {
+                    MetaError::Conflict(why) => DataError::Meta(format!("conflict: {why}")),
+                    other => DataError::Meta(other.to_string()),
+                }),
+                Err(error) => Err(error),
+            };
+            match result {
+                Ok(stored) => {
+                    assert_eq!(stored.placement.iter().collect::<BTreeSet<_>>().len(), stored.placement.len());
+                    {
+                        let mut placer = self.io.placer();
+                        lost_nodes.iter().for_each(|node| placer.adjust(*node, -1));
+                    }
+                    // Old copies on live nodes (corrupt ones) are dropped; dead nodes' are orphans.
+                    let stale: Vec<(usize, NodeId)> = lost
+                        .iter()
+                        .map(|&u| (u, stripe.placement[u]))
+                        .filter(|(_, node)| nodes.get(node).is_some_and(|n| n.state == NodeState::Up))
+                        .collect();
+                    self.io.delete_units_best_effort(nodes, id, &stale).await;
+                    let bytes = stripe.unit_bytes * lost.len() as u64;
+                    self.progress.stripes.fetch_add(1, Ordering::Relaxed);
+                    self.progress.units.fetch_add(lost.len() as u64, Ordering::Relaxed);
+                    self.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
+                    metrics::counter!("lowtail_gateway_repair_stripes_total").increment(1);
+                    metrics::counter!("lowtail_gateway_repair_units_total").increment(lost.len() as u64);
+                    metrics::counter!("lowtail_gateway_repair_bytes_total").increment(bytes);
+                    tracing::info!(stripe = %id, units = ?lost, to = ?targets, "stripe repaired");
+                    return Ok(lost.len());
+                }
+                Err(error) => {
+                    // Undo: the new copies are unreferenced.
+                    self.io.delete_units_best_effort(nodes, id, &written).await;
+                    {
+                        let mut placer = self.io.placer();
+                        targets.iter().for_each(|node| placer.adjust(*node, -1));
+                    }
+                    if !matches!(&error, DataError::Meta(why) if why.starts_with("conflict")) {
+                        return Err(error);
+                    }
+                }
+            }
+        }
+        Err(DataError::Meta(format!("stripe {id}: placement kept changing during repair")))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,180 @@
+//! Failures on real storage nodes: m nodes down (reads degrade, writes continue), a slow node
+//! (degraded read after the timeout), a corrupt unit (served degraded, reported, repaired),
+//! membership noticing a dead node, and repair restoring full redundancy so m more losses are
+//! survivable. RS(6,3) and LRC(6,2,2).
+
+mod data_support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use data_support::{TestCluster, pattern};
+use gateway::data::membership::Membership;
+use gateway::data::repair::RepairService;
+use gateway::data::{ErasureData, MembershipConfig, ObjectData, RepairConfig};
+use meta::{Layout, NodeId, NodeState};
+use node::ServiceModel;
+
+async fn write_objects(data: &ErasureData, seed: u64) -> Vec<(Bytes, Layout)> {
+    let mut objects = Vec::new();
+    for (i, size) in [1usize, 100 << 10, (5 << 20) + 17].into_iter().enumerate() {
+        let body = pattern(size, seed + i as u64);
+        let layout = data.write(body.clone()).await.unwrap();
+        objects.push((body, layout));
+    }
+    objects
+}
+
+async fn assert_readable(data: &ErasureData, objects: &[(Bytes, Layout)], what: &str) {
+    for (body, layout) in objects {
+        let read = data.read(layout, 0..body.len() as u64).await.unwrap();
+        assert!(read == *body, "{what}: {} B object read back identical", body.len());
+        let mid = body.len() as u64 / 3;
+        let part = data.read(layout, mid..body.len() as u64).await.unwrap();
+        assert!(part == body.slice(mid as usize..), "{what}: ranged read");
+    }
+}
+
+async fn lose_m_then_repair_then_lose_m_more(code: &str, m: usize) {
+    let mut cluster = TestCluster::start(13, 13).await;
+    let mut config = cluster.config(code);
+    config.repair = RepairConfig { grace_ms: 0, ..Default::default() };
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data, 10).await;
+    for i in 0..m {
+        cluster.kill(i).await;
+    }
+    assert_readable(&data, &objects, "m nodes down").await;
+    assert!(data.io().counters().degraded_reads.load(Ordering::Relaxed) > 0);
+    let more = write_objects(&data, 20).await;
+    assert_readable(&data, &more, "written with m nodes down").await;
+
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    let status = repair.status();
+    assert!(status.stripes_repaired > 0 && status.stripe_failures == 0, "{status:?}");
+    let dead: BTreeSet<NodeId> = (0..m).map(|i| NodeId(i as u32)).collect();
+    for stripe in cluster.meta.list_stripes(None, 1000).await.unwrap() {
+        assert!(stripe.placement.iter().all(|node| !dead.contains(node)), "stripe {} still on a dead node", stripe.id);
+        assert_eq!(stripe.placement.iter().collect::<BTreeSet<_>>().len(), stripe.placement.len());
+    }
+    for i in m..2 * m {
+        cluster.kill(i).await;
+    }
+    assert_readable(&data, &objects, "2m nodes down after repair").await;
+    assert_readable(&data, &more, "2m nodes down after repair").await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rs_survives_m_losses_and_repair_restores_redundancy() {
+    lose_m_then_repair_then_lose_m_more("rs-6-3", 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lrc_survives_losses_and_repair_restores_redundancy() {
+    // LRC(6,2,2) decodes every 3-loss pattern.
+    lose_m_then_repair_then_lose_m_more("lrc-6-2-2", 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unannounced_dead_nodes_are_read_around_and_noticed_by_membership() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data, 30).await;
+    // Stopped but still Up in the metadata: reads fail over on the connection error.
+    cluster.stop(0).await;
+    cluster.stop(1).await;
+    assert_readable(&data, &objects, "dead but not yet Down").await;
+    let membership = Membership::new(
+        Arc::clone(data.io().cluster()),
+        MembershipConfig { probe_interval_ms: 200, down_after_probes: 2 },
+    );
+    membership.probe_round(1).await.unwrap();
+    assert_eq!(cluster.node_info(0).await.state, NodeState::Up, "one miss is not enough");
+    let round = membership.probe_round(2).await.unwrap();
+    let mut marked = round.marked_down.clone();
+    marked.sort();
+    assert_eq!(marked, vec![NodeId(0), NodeId(1)]);
+    assert_eq!(cluster.node_info(0).await.state, NodeState::Down);
+    assert_eq!(cluster.node_info(1).await.state, NodeState::Down);
+    assert_eq!(cluster.node_info(2).await.last_heartbeat_ms, 2, "answering nodes get heartbeats");
+    assert_readable(&data, &objects, "two Down").await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_node_is_read_around_after_the_timeout() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern(60_000, 5);
+    let layout = data.write(body.clone()).await.unwrap();
+    let Layout::Striped { segments } = &layout else { panic!() };
+    let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
+    let slow = stripe.placement[0].0 as usize;
+    let model = ServiceModel { enabled: true, overhead_us: 5_000_000, ..Default::default() };
+    cluster.client(slow).await.set_service_model(&model).await.unwrap();
+    let started = Instant::now();
+    let read = data.read(&layout, 0..body.len() as u64).await.unwrap();
+    let took = started.elapsed();
+    assert!(read == body);
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(3), "took {took:?}");
+    assert!(data.io().counters().degraded_reads.load(Ordering::Relaxed) >= 1);
+    cluster.client(slow).await.set_service_model(&ServiceModel::default()).await.unwrap();
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_unit_is_served_degraded_reported_and_repaired() {
+    let cluster = TestCluster::start(10, 10).await;
+    let config = cluster.config("rs-6-3");
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern(300_000, 6);
+    let layout = data.write(body.clone()).await.unwrap();
+    let Layout::Striped { segments } = &layout else { panic!() };
+    let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
+    let holder = stripe.placement[1].0 as usize;
+    cluster.corrupt_unit(holder, stripe.id.0, 1);
+    let read = data.read(&layout, 0..body.len() as u64).await.unwrap();
+    assert!(read == body, "corrupt unit read around");
+    assert_eq!(data.io().counters().corrupt_units.load(Ordering::Relaxed), 1);
+    assert_eq!(data.io().pending_corrupt_reports(), 1);
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    assert_eq!(repair.status().units_repaired, 1, "{:?}", repair.status());
+    let repaired = cluster.meta.get_stripe(stripe.id).await.unwrap();
+    assert_ne!(repaired.placement[1], stripe.placement[1], "unit moved off the corrupting node");
+    let degraded_before = data.io().counters().degraded_reads.load(Ordering::Relaxed);
+    let read = data.read(&layout, 0..body.len() as u64).await.unwrap();
+    assert!(read == body);
+    assert_eq!(data.io().counters().degraded_reads.load(Ordering::Relaxed), degraded_before, "normal read again");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_services_repair_after_the_grace_period() {
+    let mut cluster = TestCluster::start(11, 11).await;
+    let mut config = cluster.config("rs-6-3");
+    config.membership = MembershipConfig { probe_interval_ms: 100, down_after_probes: 2 };
+    config.repair = RepairConfig { grace_ms: 500, scan_interval_ms: 100, ..Default::default() };
+    let running = ErasureData::start(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&running.data, 40).await;
+    cluster.stop(3).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let stripes = cluster.meta.stripes_on_node(NodeId(3), None, 10).await.unwrap();
+        if stripes.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "repair did not finish: {:?}", running.repair_status());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(cluster.node_info(3).await.state, NodeState::Down);
+    assert!(running.repair_status().units_repaired > 0);
+    assert_readable(&running.data, &objects, "after background repair").await;
+    running.shutdown().await;
+    cluster.shutdown().await;
+}
