@@ -6,13 +6,12 @@
 //! Must not: be reachable on a CPU without GFNI, AVX-512F and AVX-512BW
 //! (only [`GfniAvx512::new`] constructs it, after checking).
 
-use super::{
-    AFFINE_MATRICES, Coefficients, Engine, EngineKind, MAX_GROUP_OUTPUTS, Mode, Pointers, combine_tail, for_each_group,
-    group_columns, single_tail,
-};
+use super::simd::Kernel;
+use super::{EngineKind, MAX_GROUP_OUTPUTS, Mode};
 use std::arch::x86_64::*;
 
-const VECTOR_BYTES: usize = 64;
+/// Bytes per kernel step.
+const STEP_BYTES: usize = 64;
 
 /// Proof that this CPU has GFNI and AVX-512BW (see the module documentation).
 #[derive(Clone, Copy, Debug)]
@@ -28,75 +27,32 @@ impl GfniAvx512 {
     }
 }
 
-impl Engine for GfniAvx512 {
-    fn kind(&self) -> EngineKind {
-        EngineKind::GfniAvx512
+impl Kernel for GfniAvx512 {
+    const KIND: EngineKind = EngineKind::GfniAvx512;
+    const STEP_BYTES: usize = STEP_BYTES;
+    const STREAM_ALIGNMENT: Option<usize> = Some(64);
+    type Table = u64;
+
+    fn tables(coeffs: &super::Coefficients) -> &[u64] {
+        coeffs.affine_matrices()
     }
 
-    fn combine_unchecked(&self, coeffs: &Coefficients, sources: &[&[u8]], outputs: &mut [&mut [u8]], mode: Mode) {
-        let len = sources[0].len();
-        let simd_len = len - len % VECTOR_BYTES;
-        let pointers = Pointers::new(sources, outputs);
-        let stream = pointers.streaming(len, mode, VECTOR_BYTES);
-        for_each_group(simd_len, outputs.len(), |first, count, start, end| {
-            let columns = group_columns(coeffs.affine_matrices(), sources.len(), first, count);
-            let outs = &pointers.outputs[first..first + count];
-            // SAFETY: `self` exists only if the CPU has the features; the
-            // engine contract guarantees equal slice lengths ≥ `end`.
-            unsafe { group(&columns, &pointers.sources, outs, start, end, mode, stream) }
-        });
-        combine_tail(coeffs, sources, outputs, mode, simd_len);
+    fn table(c: u8) -> u64 {
+        super::AFFINE_MATRICES[c as usize]
     }
 
-    fn mul_slice(&self, c: u8, src: &[u8], dst: &mut [u8]) {
-        self.single(c, src, dst, Mode::Overwrite);
-    }
-
-    fn mul_add_slice(&self, c: u8, src: &[u8], dst: &mut [u8]) {
-        self.single(c, src, dst, Mode::Accumulate);
-    }
-}
-
-impl GfniAvx512 {
-    fn single(&self, c: u8, src: &[u8], dst: &mut [u8], mode: Mode) {
-        assert_eq!(src.len(), dst.len(), "slice lengths differ");
-        let simd_len = src.len() - src.len() % VECTOR_BYTES;
-        if simd_len > 0 {
-            let mut column = [0u64; MAX_GROUP_OUTPUTS];
-            column[0] = AFFINE_MATRICES[c as usize];
-            // SAFETY: CPU support checked at construction; lengths checked above.
-            unsafe { group(&[column], &[src.as_ptr()], &[dst.as_mut_ptr()], 0, simd_len, mode, false) }
-        }
-        single_tail(c, src, dst, mode, simd_len);
-    }
-}
-
-/// Dispatches a group of 1..=4 outputs to its monomorphised kernel.
-///
-/// # Safety
-/// The CPU has GFNI + AVX-512BW; every pointer addresses at least `end`
-/// bytes; `end - start` is a multiple of 64; `columns` has one entry per
-/// source; with `stream`, every output pointer is 64-byte aligned.
-unsafe fn group(
-    columns: &[[u64; MAX_GROUP_OUTPUTS]],
-    sources: &[*const u8],
-    outputs: &[*mut u8],
-    start: usize,
-    end: usize,
-    mode: Mode,
-    stream: bool,
-) {
-    debug_assert_eq!((end - start) % VECTOR_BYTES, 0);
-    debug_assert_eq!(columns.len(), sources.len());
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        match outputs.len() {
-            1 => kernel::<1>(columns, sources, outputs, start, end, mode, stream),
-            2 => kernel::<2>(columns, sources, outputs, start, end, mode, stream),
-            3 => kernel::<3>(columns, sources, outputs, start, end, mode, stream),
-            4 => kernel::<4>(columns, sources, outputs, start, end, mode, stream),
-            _ => unreachable!("output groups hold 1 to 4 outputs"),
-        }
+    unsafe fn run<const N: usize>(
+        &self,
+        columns: &[[u64; MAX_GROUP_OUTPUTS]],
+        sources: &[*const u8],
+        outputs: &[*mut u8],
+        start: usize,
+        end: usize,
+        mode: Mode,
+        stream: bool,
+    ) {
+        // SAFETY: `self` proves the CPU features; the rest is the caller's contract.
+        unsafe { kernel::<N>(columns, sources, outputs, start, end, mode, stream) }
     }
 }
 
@@ -155,7 +111,7 @@ unsafe fn kernel<const N: usize>(
                 }
             }
         }
-        offset += VECTOR_BYTES;
+        offset += STEP_BYTES;
     }
     if stream {
         // Non-temporal stores are weakly ordered: fence before anyone reads the outputs.

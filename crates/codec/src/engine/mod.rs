@@ -27,6 +27,8 @@ mod gfni_avx512;
 mod portable;
 mod reference;
 #[cfg(all(feature = "simd", target_arch = "x86_64"))]
+mod simd;
+#[cfg(all(feature = "simd", target_arch = "x86_64"))]
 mod ssse3;
 
 pub use portable::Portable;
@@ -222,111 +224,10 @@ pub(crate) fn blocks(len: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..len).step_by(BLOCK_BYTES).map(move |start| (start, (start + BLOCK_BYTES).min(len)))
 }
 
-/// Calls `kernel(first_output, output_count, start, end)` for every cache
-/// block of `[0, simd_len)` and every group of at most [`MAX_GROUP_OUTPUTS`]
-/// outputs: the loop structure every SIMD engine shares.
-#[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
-pub(crate) fn for_each_group(simd_len: usize, output_count: usize, mut kernel: impl FnMut(usize, usize, usize, usize)) {
-    if output_count <= MAX_GROUP_OUTPUTS {
-        // One group reads every source once whatever the block size, so
-        // blocking would only add calls.
-        if simd_len > 0 {
-            kernel(0, output_count, 0, simd_len);
-        }
-        return;
-    }
-    for (start, end) in blocks(simd_len) {
-        let mut first = 0;
-        while first < output_count {
-            let count = (output_count - first).min(MAX_GROUP_OUTPUTS);
-            kernel(first, count, start, end);
-            first += count;
-        }
-    }
-}
-
-/// Raw pointers to the sources and outputs of one combine call, so a kernel
-/// can address any (output, source, offset) without re-borrowing slices.
-/// Valid while the borrowed slices are; all slices have one length.
-#[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
-pub(crate) struct Pointers {
-    pub(crate) sources: Vec<*const u8>,
-    pub(crate) outputs: Vec<*mut u8>,
-}
-
-#[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
-impl Pointers {
-    pub(crate) fn new(sources: &[&[u8]], outputs: &mut [&mut [u8]]) -> Pointers {
-        Pointers {
-            sources: sources.iter().map(|s| s.as_ptr()).collect(),
-            outputs: outputs.iter_mut().map(|o| o.as_mut_ptr()).collect(),
-        }
-    }
-
-    /// Whether a call should write its outputs with non-temporal stores: long
-    /// outputs that are overwritten (not read) and aligned for the store width.
-    pub(crate) fn streaming(&self, len: usize, mode: Mode, store_alignment: usize) -> bool {
-        mode == Mode::Overwrite
-            && len >= STREAMING_STORE_MIN_BYTES
-            && self.outputs.iter().all(|p| (*p as usize).is_multiple_of(store_alignment))
-    }
-}
-
-/// The coefficients of one output group rearranged source-major and padded to
-/// [`MAX_GROUP_OUTPUTS`]: entry j holds the per-output values for source j, so
-/// a kernel walks one array in step with the sources, with no index arithmetic.
-#[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
-pub(crate) fn group_columns<T: Copy + Default>(
-    per_coefficient: &[T],
-    source_count: usize,
-    first: usize,
-    count: usize,
-) -> Vec<[T; MAX_GROUP_OUTPUTS]> {
-    debug_assert!(count <= MAX_GROUP_OUTPUTS);
-    (0..source_count)
-        .map(|j| {
-            let mut column = [T::default(); MAX_GROUP_OUTPUTS];
-            for (i, slot) in column.iter_mut().take(count).enumerate() {
-                *slot = per_coefficient[(first + i) * source_count + j];
-            }
-            column
-        })
-        .collect()
-}
-
 /// Outputs at least this long, 64-byte aligned and overwritten, are written
 /// with non-temporal stores: they will not be read again soon, and streaming
 /// them skips the read-for-ownership that costs memory bandwidth.
 pub const STREAMING_STORE_MIN_BYTES: usize = 512 * 1024;
-
-/// The byte-at-a-time tail every SIMD engine finishes with: `[from, len)`.
-#[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
-pub(crate) fn combine_tail(
-    coeffs: &Coefficients,
-    sources: &[&[u8]],
-    outputs: &mut [&mut [u8]],
-    mode: Mode,
-    from: usize,
-) {
-    for (i, out) in outputs.iter_mut().enumerate() {
-        for p in from..out.len() {
-            let mut acc = if mode == Mode::Accumulate { out[p] } else { 0 };
-            for (j, src) in sources.iter().enumerate() {
-                acc ^= gf::MUL_TABLE[coeffs.get(i, j) as usize][src[p] as usize];
-            }
-            out[p] = acc;
-        }
-    }
-}
-
-/// The byte-at-a-time tail of `mul_slice` / `mul_add_slice`: `[from, len)`.
-#[cfg_attr(not(all(feature = "simd", target_arch = "x86_64")), allow(dead_code))]
-pub(crate) fn single_tail(c: u8, src: &[u8], dst: &mut [u8], mode: Mode, from: usize) {
-    let row = &gf::MUL_TABLE[c as usize];
-    for (d, &s) in dst[from..].iter_mut().zip(&src[from..]) {
-        *d = if mode == Mode::Accumulate { *d ^ row[s as usize] } else { row[s as usize] };
-    }
-}
 
 /// Constructs the engine of `kind` if this CPU (and this build) supports it.
 pub fn by_kind(kind: EngineKind) -> Option<&'static dyn Engine> {

@@ -5,13 +5,11 @@
 //! Must not: be reachable on a CPU without SSSE3 (only [`Ssse3::new`]
 //! constructs it, after checking).
 
-use super::{
-    Coefficients, Engine, EngineKind, MAX_GROUP_OUTPUTS, Mode, NIBBLE_TABLES, Pointers, combine_tail, for_each_group,
-    group_columns, single_tail,
-};
+use super::simd::Kernel;
+use super::{EngineKind, MAX_GROUP_OUTPUTS, Mode};
 use std::arch::x86_64::*;
 
-/// Bytes per kernel step: two 128-bit registers per output.
+/// Bytes per kernel step.
 const STEP_BYTES: usize = 32;
 
 /// Proof that this CPU has SSSE3 (see the module documentation).
@@ -25,72 +23,33 @@ impl Ssse3 {
     }
 }
 
-impl Engine for Ssse3 {
-    fn kind(&self) -> EngineKind {
-        EngineKind::Ssse3
+impl Kernel for Ssse3 {
+    const KIND: EngineKind = EngineKind::Ssse3;
+    const STEP_BYTES: usize = STEP_BYTES;
+    const STREAM_ALIGNMENT: Option<usize> = None;
+    type Table = [u8; 32];
+
+    fn tables(coeffs: &super::Coefficients) -> &[[u8; 32]] {
+        coeffs.nibble_tables()
     }
 
-    fn combine_unchecked(&self, coeffs: &Coefficients, sources: &[&[u8]], outputs: &mut [&mut [u8]], mode: Mode) {
-        let len = sources[0].len();
-        let simd_len = len - len % STEP_BYTES;
-        let pointers = Pointers::new(sources, outputs);
-        for_each_group(simd_len, outputs.len(), |first, count, start, end| {
-            let columns = group_columns(coeffs.nibble_tables(), sources.len(), first, count);
-            let outs = &pointers.outputs[first..first + count];
-            // SAFETY: `self` exists only if the CPU has SSSE3; the engine
-            // contract guarantees equal slice lengths ≥ `end`.
-            unsafe { group(&columns, &pointers.sources, outs, start, end, mode) }
-        });
-        combine_tail(coeffs, sources, outputs, mode, simd_len);
+    fn table(c: u8) -> [u8; 32] {
+        super::NIBBLE_TABLES[c as usize]
     }
 
-    fn mul_slice(&self, c: u8, src: &[u8], dst: &mut [u8]) {
-        self.single(c, src, dst, Mode::Overwrite);
-    }
-
-    fn mul_add_slice(&self, c: u8, src: &[u8], dst: &mut [u8]) {
-        self.single(c, src, dst, Mode::Accumulate);
-    }
-}
-
-impl Ssse3 {
-    fn single(&self, c: u8, src: &[u8], dst: &mut [u8], mode: Mode) {
-        assert_eq!(src.len(), dst.len(), "slice lengths differ");
-        let simd_len = src.len() - src.len() % STEP_BYTES;
-        if simd_len > 0 {
-            let mut column = [[0u8; 32]; MAX_GROUP_OUTPUTS];
-            column[0] = NIBBLE_TABLES[c as usize];
-            // SAFETY: CPU support checked at construction; lengths checked above.
-            unsafe { group(&[column], &[src.as_ptr()], &[dst.as_mut_ptr()], 0, simd_len, mode) }
-        }
-        single_tail(c, src, dst, mode, simd_len);
-    }
-}
-
-/// Dispatches a group of 1..=4 outputs to its monomorphised kernel.
-///
-/// # Safety
-/// The CPU has SSSE3; every pointer addresses at least `end` bytes;
-/// `end - start` is a multiple of 32; `columns` has one entry per source.
-unsafe fn group(
-    columns: &[[[u8; 32]; MAX_GROUP_OUTPUTS]],
-    sources: &[*const u8],
-    outputs: &[*mut u8],
-    start: usize,
-    end: usize,
-    mode: Mode,
-) {
-    debug_assert_eq!((end - start) % STEP_BYTES, 0);
-    debug_assert_eq!(columns.len(), sources.len());
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        match outputs.len() {
-            1 => kernel::<1>(columns, sources, outputs, start, end, mode),
-            2 => kernel::<2>(columns, sources, outputs, start, end, mode),
-            3 => kernel::<3>(columns, sources, outputs, start, end, mode),
-            4 => kernel::<4>(columns, sources, outputs, start, end, mode),
-            _ => unreachable!("output groups hold 1 to 4 outputs"),
-        }
+    unsafe fn run<const N: usize>(
+        &self,
+        columns: &[[[u8; 32]; MAX_GROUP_OUTPUTS]],
+        sources: &[*const u8],
+        outputs: &[*mut u8],
+        start: usize,
+        end: usize,
+        mode: Mode,
+        stream: bool,
+    ) {
+        debug_assert!(!stream, "SSSE3 has no streaming stores here (STREAM_ALIGNMENT is None)");
+        // SAFETY: `self` proves the CPU features; the rest is the caller's contract.
+        unsafe { kernel::<N>(columns, sources, outputs, start, end, mode) }
     }
 }
 
