@@ -10,3 +10,4 @@
 //! policy), or hold object bytes anywhere but on storage nodes once a write is acknowledged.
 
 pub mod data;
+pub mod s3;

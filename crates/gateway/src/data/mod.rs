@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod config;
 pub mod erasure;
 pub mod membership;
+pub mod memory;
 pub mod placement;
 pub mod plan;
 pub mod repair;

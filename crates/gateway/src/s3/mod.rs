@@ -1,0 +1,89 @@
+//! The S3 API: the `s3s` protocol layer (XML, routing, SigV4 header and presigned-URL authentication)
+//! in front of [`LowtailS3`], which maps S3 operations onto object metadata ([`meta::MetaStore`]) and
+//! object bytes ([`crate::data::ObjectData`]); and the HTTP server that serves it.
+//!
+//! Must not: hand-write S3 XML or signature checks (that is `s3s`'s), reach storage nodes or stripes
+//! except through `ObjectData`, or make policy decisions. `docs/s3.md` lists the supported operations,
+//! limits and error codes.
+
+mod auth;
+mod conditions;
+mod errors;
+mod listing;
+mod server;
+mod service;
+
+use std::sync::Arc;
+
+use meta::MetaStore;
+use s3s::service::{S3Service, S3ServiceBuilder};
+
+use crate::data::ObjectData;
+
+pub use auth::CredentialTable;
+pub use server::{DRAIN_TIMEOUT, serve};
+pub use service::{LowtailS3, REQUEST_SECONDS_METRIC};
+
+/// S3's smallest part size for every part of a multipart upload but the last.
+pub const S3_MIN_PART_BYTES: u64 = 5 << 20;
+/// Default largest PutObject body or upload part (each is held in memory while it is written).
+pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 1 << 30;
+
+/// Settings of the S3 layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Options {
+    /// Largest PutObject body or UploadPart body accepted (EntityTooLarge beyond). Multipart objects
+    /// may be larger: up to 10 000 parts of this size.
+    pub max_object_bytes: u64,
+    /// Smallest size of every part but the last in CompleteMultipartUpload (EntityTooSmall below).
+    pub min_part_bytes: u64,
+    /// Region reported for buckets created without a location constraint.
+    pub region: String,
+    /// Domain for virtual-hosted-style requests (`bucket.DOMAIN/key`); path style always works.
+    pub virtual_host_domain: Option<String>,
+}
+
+impl Default for S3Options {
+    fn default() -> Self {
+        S3Options {
+            max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
+            min_part_bytes: S3_MIN_PART_BYTES,
+            region: "us-east-1".to_string(),
+            virtual_host_domain: None,
+        }
+    }
+}
+
+/// An error building the service from its settings.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// `virtual_host_domain` is not a valid domain.
+    #[error("invalid virtual host domain {domain:?}: {reason}")]
+    InvalidDomain {
+        /// The domain given.
+        domain: String,
+        /// Why it was refused.
+        reason: String,
+    },
+}
+
+/// The S3 service over `meta` and `data`, accepting requests signed (SigV4 headers or presigned URLs)
+/// with one of the `(access key, secret key)` pairs in `credentials`. Unsigned requests and requests
+/// signed with unknown keys are refused with 403; with no credentials every request is refused.
+pub fn build_service(
+    meta: Arc<dyn MetaStore>,
+    data: Arc<dyn ObjectData>,
+    credentials: Vec<(String, String)>,
+    options: S3Options,
+) -> Result<S3Service, BuildError> {
+    let domain = options.virtual_host_domain.clone();
+    let mut builder = S3ServiceBuilder::new(LowtailS3::new(meta, data, options));
+    // With an auth provider set, s3s's default access check refuses anonymous requests.
+    builder.set_auth(CredentialTable::new(credentials));
+    if let Some(domain) = domain {
+        let host = s3s::host::SingleDomain::new(&domain)
+            .map_err(|error| BuildError::InvalidDomain { domain: domain.clone(), reason: error.to_string() })?;
+        builder.set_host(host);
+    }
+    Ok(builder.build())
+}

@@ -1,0 +1,989 @@
+//! `LowtailS3`: the S3 operations (through `s3s::S3`) mapped onto object metadata
+//! ([`meta::MetaStore`]) and object bytes ([`ObjectData`]). Owns the S3 semantics: ETags, conditional
+//! requests, ranges, listings, multipart rules, the order of data writes, metadata commits and
+//! releases, and the per-operation latency metric.
+//!
+//! Must not: touch storage nodes or stripes directly (only through `ObjectData`), decide placement or
+//! any other policy, or change anything when it answers with an error (data written for a request
+//! that then fails is released).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use md5::{Digest, Md5};
+use meta::validate::{MAX_KEY_BYTES, MAX_PART_NUMBER};
+use meta::{
+    BucketMeta, CompletedPart, CompositePiece, Layout, ListObjectsQuery, MAX_LIST_KEYS, MetaError, MetaStore,
+    ObjectListing, ObjectMeta, PartMeta, UploadMeta,
+};
+use s3s::dto::*;
+use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use tracing::Instrument;
+
+use super::S3Options;
+use super::conditions::{self, Conditions, Precondition};
+use super::errors::{from_data, from_meta, s3};
+use super::listing::{page_uploads, start_after_marker, url_encode};
+use crate::data::ObjectData;
+
+/// Name of the request latency histogram (seconds), labelled by `operation` and `outcome`.
+pub const REQUEST_SECONDS_METRIC: &str = "lowtail_s3_request_seconds";
+/// Most keys one DeleteObjects request may name (S3's limit).
+const MAX_DELETE_KEYS: usize = 1000;
+
+/// The S3 service: S3 semantics over a metadata store and an object data store.
+pub struct LowtailS3 {
+    meta: Arc<dyn MetaStore>,
+    data: Arc<dyn ObjectData>,
+    options: S3Options,
+}
+
+impl std::fmt::Debug for LowtailS3 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LowtailS3").field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+impl LowtailS3 {
+    /// A service storing metadata in `meta` and object bytes in `data`.
+    pub fn new(meta: Arc<dyn MetaStore>, data: Arc<dyn ObjectData>, options: S3Options) -> Self {
+        LowtailS3 { meta, data, options }
+    }
+
+    /// Frees a layout nothing references any more. A failure leaks space but loses no data, so it is
+    /// logged rather than failing a request whose change is already committed.
+    async fn release(&self, layout: &Layout) {
+        if let Err(error) = self.data.release(layout).await {
+            tracing::warn!(%error, "could not release an unreferenced layout; its space leaks");
+        }
+    }
+
+    /// Reads the request body into memory, refusing more than `max_object_bytes` with EntityTooLarge.
+    async fn collect_body(&self, body: Option<StreamingBlob>, content_length: Option<i64>) -> S3Result<Bytes> {
+        let limit = self.options.max_object_bytes;
+        let too_large = |size: u64| {
+            s3(S3ErrorCode::EntityTooLarge, format!("the body of {size} bytes exceeds the limit of {limit}"))
+        };
+        let declared = content_length.and_then(|length| u64::try_from(length).ok());
+        if let Some(declared) = declared
+            && declared > limit
+        {
+            return Err(too_large(declared));
+        }
+        let Some(mut body) = body else { return Ok(Bytes::new()) };
+        let mut collected = BytesMut::with_capacity(usize::try_from(declared.unwrap_or(0)).unwrap_or(0));
+        // Ends with the stream; the limit check stops a body that never ends.
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|error| match error.downcast::<S3Error>() {
+                Ok(error) => *error,
+                Err(error) => s3(S3ErrorCode::IncompleteBody, format!("reading the request body: {error}")),
+            })?;
+            let size = collected.len() as u64 + chunk.len() as u64;
+            if size > limit {
+                return Err(too_large(size));
+            }
+            collected.extend_from_slice(&chunk);
+        }
+        if let Some(declared) = declared
+            && declared != collected.len() as u64
+        {
+            return Err(s3(S3ErrorCode::IncompleteBody, "the body is shorter than its Content-Length"));
+        }
+        Ok(collected.freeze())
+    }
+
+    /// The object's metadata, with conditional headers checked (412 / 304).
+    async fn object_for_read(&self, bucket: &str, key: &str, conditions: &Conditions<'_>) -> S3Result<ObjectMeta> {
+        check_key(key)?;
+        let object = self.meta.get_object(bucket, key).await.map_err(from_meta)?;
+        match conditions::evaluate(conditions, &object.etag, object.last_modified_ms) {
+            Precondition::Proceed => Ok(object),
+            Precondition::Failed => Err(s3(S3ErrorCode::PreconditionFailed, "a precondition does not hold")),
+            Precondition::NotModified => {
+                let mut error = S3Error::new(S3ErrorCode::NotModified);
+                let mut headers = hyper::HeaderMap::new();
+                if let Ok(value) = hyper::header::HeaderValue::from_str(&format!("\"{}\"", object.etag)) {
+                    headers.insert(hyper::header::ETAG, value);
+                }
+                error.set_headers(headers);
+                Err(error)
+            }
+        }
+    }
+
+    async fn list_v2(&self, bucket: &str, query: &ListObjectsQuery) -> S3Result<ObjectListing> {
+        self.meta.list_objects(bucket, query).await.map_err(from_meta)
+    }
+}
+
+/// Runs one operation inside a tracing span and records its latency in the request histogram.
+async fn observe<T>(operation: &'static str, work: impl Future<Output = S3Result<T>>) -> S3Result<T> {
+    let started = Instant::now();
+    let result = work.instrument(tracing::info_span!("s3", operation)).await;
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(error) if error.status_code().is_some_and(|status| status.is_server_error()) => "server_error",
+        Err(_) => "client_error",
+    };
+    metrics::histogram!(REQUEST_SECONDS_METRIC, "operation" => operation, "outcome" => outcome)
+        .record(started.elapsed().as_secs_f64());
+    if let Err(error) = &result {
+        tracing::debug!(operation, code = error.code().as_str(), message = error.message(), "request failed");
+    }
+    result
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_millis() as u64).unwrap_or(0)
+}
+
+fn timestamp(ms: u64) -> Timestamp {
+    Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+fn check_key(key: &str) -> S3Result<()> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(s3(
+            S3ErrorCode::KeyTooLongError,
+            format!("the key is {} bytes; the limit is {MAX_KEY_BYTES}", key.len()),
+        ));
+    }
+    if key.is_empty() {
+        return Err(s3(S3ErrorCode::InvalidArgument, "the object key must not be empty"));
+    }
+    Ok(())
+}
+
+fn md5_hex(body: &[u8]) -> String {
+    hex::encode(Md5::digest(body))
+}
+
+/// Checks a client's `Content-MD5` (base64 of the binary MD5) against the body's MD5.
+fn check_content_md5(content_md5: Option<&str>, etag: &str) -> S3Result<()> {
+    let Some(content_md5) = content_md5 else { return Ok(()) };
+    let declared = base64::engine::general_purpose::STANDARD
+        .decode(content_md5.trim())
+        .map_err(|_| s3(S3ErrorCode::InvalidDigest, "Content-MD5 is not base64"))?;
+    if hex::encode(declared) != etag {
+        return Err(s3(S3ErrorCode::BadDigest, "the Content-MD5 does not match the body"));
+    }
+    Ok(())
+}
+
+/// `x-amz-meta-*` names lower-cased, as HTTP header names are case-insensitive.
+fn user_metadata(metadata: Option<Metadata>) -> std::collections::BTreeMap<String, String> {
+    metadata.unwrap_or_default().into_iter().map(|(name, value)| (name.to_ascii_lowercase(), value)).collect()
+}
+
+fn output_metadata(object: &ObjectMeta) -> Option<Metadata> {
+    (!object.user_metadata.is_empty()).then(|| object.user_metadata.clone().into_iter().collect())
+}
+
+fn max_keys(requested: Option<i32>) -> S3Result<usize> {
+    match requested {
+        None => Ok(MAX_LIST_KEYS),
+        Some(value) if value < 0 => Err(s3(S3ErrorCode::InvalidArgument, "max-keys must not be negative")),
+        Some(value) => Ok((value as usize).min(MAX_LIST_KEYS)),
+    }
+}
+
+/// Encodes a key, prefix or marker for a listing answer.
+type Encode = fn(&str) -> String;
+
+/// Whether the client asked for `encoding-type=url`, and the function that encodes accordingly.
+fn encoder(encoding_type: &Option<EncodingType>) -> S3Result<(bool, Encode)> {
+    match encoding_type.as_ref().map(EncodingType::as_str) {
+        None => Ok((false, str::to_string)),
+        Some(EncodingType::URL) => Ok((true, url_encode)),
+        Some(other) => Err(s3(S3ErrorCode::InvalidArgument, format!("unknown encoding type {other:?}"))),
+    }
+}
+
+fn owner(credentials: Option<&s3s::auth::Credentials>) -> Option<Owner> {
+    credentials.map(|credentials| Owner {
+        display_name: Some(credentials.access_key.clone()),
+        id: Some(credentials.access_key.clone()),
+    })
+}
+
+fn listed_object(key: String, object: &ObjectMeta, owner: Option<Owner>) -> Object {
+    Object {
+        key: Some(key),
+        size: Some(object.size_bytes as i64),
+        e_tag: Some(ETag::Strong(object.etag.clone())),
+        last_modified: Some(timestamp(object.last_modified_ms)),
+        storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
+        owner,
+        ..Default::default()
+    }
+}
+
+fn common_prefixes(prefixes: &[String], encode: Encode) -> Option<CommonPrefixList> {
+    (!prefixes.is_empty())
+        .then(|| prefixes.iter().map(|prefix| CommonPrefix { prefix: Some(encode(prefix)) }).collect())
+}
+
+/// The v1 / ListObjectVersions next marker: the last entry of the page, key or common prefix.
+fn last_entry(listing: &ObjectListing) -> Option<String> {
+    let last_key = listing.objects.last().map(|object| object.key.clone());
+    let last_prefix = listing.common_prefixes.last().cloned();
+    last_key.max(last_prefix)
+}
+
+/// The ETag of a completed multipart upload: MD5 of the parts' binary MD5s, then `-` and the count.
+fn multipart_etag(part_etags: &[&str]) -> S3Result<String> {
+    let mut hasher = Md5::new();
+    for etag in part_etags {
+        let binary = hex::decode(etag).map_err(|_| s3(S3ErrorCode::InternalError, "a stored part ETag is not hex"))?;
+        hasher.update(binary);
+    }
+    Ok(format!("{}-{}", hex::encode(hasher.finalize()), part_etags.len()))
+}
+
+fn part_number(number: i32) -> S3Result<u16> {
+    u16::try_from(number).ok().filter(|number| (1..=MAX_PART_NUMBER).contains(number)).ok_or_else(|| {
+        s3(S3ErrorCode::InvalidArgument, format!("part number must be an integer between 1 and {MAX_PART_NUMBER}"))
+    })
+}
+
+#[async_trait::async_trait]
+impl S3 for LowtailS3 {
+    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        observe("ListBuckets", async {
+            let buckets = self.meta.list_buckets().await.map_err(from_meta)?;
+            let prefix = req.input.prefix.unwrap_or_default();
+            let buckets = buckets
+                .into_iter()
+                .filter(|bucket| bucket.name.starts_with(&prefix))
+                .map(|bucket| Bucket {
+                    name: Some(bucket.name),
+                    creation_date: Some(timestamp(bucket.created_ms)),
+                    bucket_region: Some(bucket.region.unwrap_or_else(|| self.options.region.clone())),
+                })
+                .collect();
+            let output = ListBucketsOutput {
+                buckets: Some(buckets),
+                owner: owner(req.credentials.as_ref()),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+        observe("CreateBucket", async {
+            let name = req.input.bucket;
+            meta::validate::bucket_name(&name)
+                .map_err(|error| s3(S3ErrorCode::InvalidBucketName, error.to_string()))?;
+            let region = req
+                .input
+                .create_bucket_configuration
+                .and_then(|configuration| configuration.location_constraint)
+                .map(|constraint| constraint.as_str().to_string())
+                .filter(|region| !region.is_empty());
+            let requester = req.credentials.as_ref().map(|credentials| credentials.access_key.clone());
+            let bucket = BucketMeta { name: name.clone(), created_ms: now_ms(), region, owner: requester.clone() };
+            match self.meta.create_bucket(bucket).await {
+                Ok(()) => {}
+                Err(MetaError::BucketAlreadyExists(_)) => {
+                    let existing = self.meta.get_bucket(&name).await.map_err(from_meta)?;
+                    let code = if existing.owner == requester {
+                        S3ErrorCode::BucketAlreadyOwnedByYou
+                    } else {
+                        S3ErrorCode::BucketAlreadyExists
+                    };
+                    return Err(s3(code, format!("bucket {name} already exists")));
+                }
+                Err(error) => return Err(from_meta(error)),
+            }
+            let output = CreateBucketOutput { location: Some(format!("/{name}")) };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+        observe("DeleteBucket", async {
+            self.meta.delete_bucket(&req.input.bucket).await.map_err(from_meta)?;
+            Ok(S3Response::new(DeleteBucketOutput::default()))
+        })
+        .await
+    }
+
+    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+        observe("HeadBucket", async {
+            let bucket = self.meta.get_bucket(&req.input.bucket).await.map_err(from_meta)?;
+            let region = bucket.region.unwrap_or_else(|| self.options.region.clone());
+            Ok(S3Response::new(HeadBucketOutput { bucket_region: Some(region), ..Default::default() }))
+        })
+        .await
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        observe("GetBucketLocation", async {
+            let bucket = self.meta.get_bucket(&req.input.bucket).await.map_err(from_meta)?;
+            // S3 answers an empty constraint for us-east-1.
+            let location_constraint =
+                bucket.region.filter(|region| region != "us-east-1").map(BucketLocationConstraint::from);
+            Ok(S3Response::new(GetBucketLocationOutput { location_constraint }))
+        })
+        .await
+    }
+
+    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        observe("PutObject", async {
+            let input = req.input;
+            check_key(&input.key)?;
+            // Before reading the body, so a request into a missing bucket writes no data.
+            self.meta.get_bucket(&input.bucket).await.map_err(from_meta)?;
+            if input.if_match.is_some() || input.if_none_match.is_some() {
+                // Conditional writes: checked before the write, not atomically with the commit.
+                let existing = match self.meta.get_object(&input.bucket, &input.key).await {
+                    Ok(object) => Some(object),
+                    Err(MetaError::NoSuchKey { .. }) => None,
+                    Err(error) => return Err(from_meta(error)),
+                };
+                let holds = match (&existing, &input.if_match, &input.if_none_match) {
+                    (None, Some(_), _) => return Err(s3(S3ErrorCode::NoSuchKey, "the object does not exist")),
+                    (Some(object), Some(condition), _) if !conditions::etag_matches(condition, &object.etag) => false,
+                    (Some(object), _, Some(condition)) => !conditions::etag_matches(condition, &object.etag),
+                    _ => true,
+                };
+                if !holds {
+                    return Err(s3(S3ErrorCode::PreconditionFailed, "a precondition does not hold"));
+                }
+            }
+            let body = self.collect_body(input.body, input.content_length).await?;
+            let etag = md5_hex(&body);
+            check_content_md5(input.content_md5.as_deref(), &etag)?;
+            let size_bytes = body.len() as u64;
+            let layout = self.data.write(body).await.map_err(from_data)?;
+            let object = ObjectMeta {
+                size_bytes,
+                etag: etag.clone(),
+                content_type: input.content_type,
+                user_metadata: user_metadata(input.metadata),
+                last_modified_ms: now_ms(),
+                layout: layout.clone(),
+            };
+            match self.meta.put_object(&input.bucket, &input.key, object).await {
+                Ok(previous) => {
+                    // Only now is the old version unreferenced.
+                    if let Some(previous) = previous {
+                        self.release(&previous.layout).await;
+                    }
+                }
+                Err(error) => {
+                    self.release(&layout).await;
+                    return Err(from_meta(error));
+                }
+            }
+            let output = PutObjectOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+        observe("GetObject", async {
+            let input = &req.input;
+            let conditions = Conditions {
+                if_match: input.if_match.as_ref(),
+                if_none_match: input.if_none_match.as_ref(),
+                if_modified_since: input.if_modified_since.as_ref(),
+                if_unmodified_since: input.if_unmodified_since.as_ref(),
+            };
+            let object = self.object_for_read(&input.bucket, &input.key, &conditions).await?;
+            let size = object.size_bytes;
+            let (range, content_range) = match &input.range {
+                None => (0..size, None),
+                Some(requested) => {
+                    let range = requested.check(size).map_err(|_| {
+                        s3(
+                            S3ErrorCode::InvalidRange,
+                            format!("the range is not satisfiable for an object of {size} bytes"),
+                        )
+                    })?;
+                    let content_range = format!("bytes {}-{}/{size}", range.start, range.end - 1);
+                    (range, Some(content_range))
+                }
+            };
+            let length = range.end - range.start;
+            let body = if length == 0 {
+                Bytes::new()
+            } else {
+                self.data.read(&object.layout, range).await.map_err(from_data)?
+            };
+            if body.len() as u64 != length {
+                return Err(s3(S3ErrorCode::InternalError, "the data path returned the wrong number of bytes"));
+            }
+            let output = GetObjectOutput {
+                body: Some(StreamingBlob::from(s3s::Body::from(body))),
+                content_length: Some(length as i64),
+                content_range,
+                accept_ranges: Some("bytes".into()),
+                e_tag: Some(ETag::Strong(object.etag.clone())),
+                last_modified: Some(timestamp(object.last_modified_ms)),
+                metadata: output_metadata(&object),
+                content_type: object.content_type.clone(),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+        observe("HeadObject", async {
+            let input = &req.input;
+            let conditions = Conditions {
+                if_match: input.if_match.as_ref(),
+                if_none_match: input.if_none_match.as_ref(),
+                if_modified_since: input.if_modified_since.as_ref(),
+                if_unmodified_since: input.if_unmodified_since.as_ref(),
+            };
+            let object = self.object_for_read(&input.bucket, &input.key, &conditions).await?;
+            let size = object.size_bytes;
+            let (length, content_range) = match &input.range {
+                None => (size, None),
+                Some(requested) => {
+                    let range = requested.check(size).map_err(|_| {
+                        s3(
+                            S3ErrorCode::InvalidRange,
+                            format!("the range is not satisfiable for an object of {size} bytes"),
+                        )
+                    })?;
+                    (range.end - range.start, Some(format!("bytes {}-{}/{size}", range.start, range.end - 1)))
+                }
+            };
+            let partial = content_range.is_some();
+            let output = HeadObjectOutput {
+                content_length: Some(length as i64),
+                content_range,
+                accept_ranges: Some("bytes".into()),
+                e_tag: Some(ETag::Strong(object.etag.clone())),
+                last_modified: Some(timestamp(object.last_modified_ms)),
+                metadata: output_metadata(&object),
+                content_type: object.content_type.clone(),
+                ..Default::default()
+            };
+            let mut response = S3Response::new(output);
+            if partial {
+                response.status = Some(hyper::StatusCode::PARTIAL_CONTENT);
+            }
+            Ok(response)
+        })
+        .await
+    }
+
+    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+        observe("DeleteObject", async {
+            check_key(&req.input.key)?;
+            let removed = self.meta.delete_object(&req.input.bucket, &req.input.key).await.map_err(from_meta)?;
+            if let Some(removed) = removed {
+                self.release(&removed.layout).await;
+            }
+            Ok(S3Response::new(DeleteObjectOutput::default()))
+        })
+        .await
+    }
+
+    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        observe("DeleteObjects", async {
+            let input = req.input;
+            if input.delete.objects.len() > MAX_DELETE_KEYS {
+                return Err(s3(S3ErrorCode::MalformedXML, format!("at most {MAX_DELETE_KEYS} keys per request")));
+            }
+            self.meta.get_bucket(&input.bucket).await.map_err(from_meta)?;
+            let quiet = input.delete.quiet.unwrap_or(false);
+            let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+            for identifier in input.delete.objects {
+                let outcome = match check_key(&identifier.key) {
+                    Ok(()) => self.meta.delete_object(&input.bucket, &identifier.key).await.map_err(from_meta),
+                    Err(error) => Err(error),
+                };
+                match outcome {
+                    Ok(removed) => {
+                        if let Some(removed) = removed {
+                            self.release(&removed.layout).await;
+                        }
+                        if !quiet {
+                            deleted.push(DeletedObject {
+                                key: Some(identifier.key),
+                                version_id: identifier.version_id,
+                                ..Default::default()
+                            });
+                        }
+                    }
+                    Err(error) => errors.push(Error {
+                        code: Some(error.code().as_str().to_string()),
+                        message: error.message().map(str::to_string),
+                        key: Some(identifier.key),
+                        version_id: identifier.version_id,
+                    }),
+                }
+            }
+            let output = DeleteObjectsOutput {
+                deleted: (!deleted.is_empty()).then_some(deleted),
+                errors: (!errors.is_empty()).then_some(errors),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+        observe("ListObjects", async {
+            let input = req.input;
+            let (encoded, encode) = encoder(&input.encoding_type)?;
+            let prefix = input.prefix.unwrap_or_default();
+            let max_keys = max_keys(input.max_keys)?;
+            let query = ListObjectsQuery {
+                prefix: prefix.clone(),
+                delimiter: input.delimiter.clone(),
+                start_after: input
+                    .marker
+                    .as_deref()
+                    .map(|marker| start_after_marker(&prefix, input.delimiter.as_deref(), marker)),
+                continuation_token: None,
+                max_keys,
+            };
+            let listing = self.list_v2(&input.bucket, &query).await?;
+            let next_marker =
+                if listing.is_truncated { last_entry(&listing).map(|marker| encode(&marker)) } else { None };
+            let contents =
+                listing.objects.iter().map(|listed| listed_object(encode(&listed.key), &listed.meta, None)).collect();
+            let output = ListObjectsOutput {
+                name: Some(input.bucket),
+                prefix: Some(encode(&prefix)),
+                marker: Some(input.marker.as_deref().map(encode).unwrap_or_default()),
+                max_keys: Some(max_keys as i32),
+                is_truncated: Some(listing.is_truncated),
+                contents: Some(contents),
+                common_prefixes: common_prefixes(&listing.common_prefixes, encode),
+                delimiter: input.delimiter.as_deref().map(encode),
+                next_marker,
+                encoding_type: encoded.then(|| EncodingType::from_static(EncodingType::URL)),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+        observe("ListObjectsV2", async {
+            let input = req.input;
+            let (encoded, encode) = encoder(&input.encoding_type)?;
+            let prefix = input.prefix.unwrap_or_default();
+            let max_keys = max_keys(input.max_keys)?;
+            let query = ListObjectsQuery {
+                prefix: prefix.clone(),
+                delimiter: input.delimiter.clone(),
+                start_after: input.start_after.clone(),
+                continuation_token: input.continuation_token.clone(),
+                max_keys,
+            };
+            let listing = self.list_v2(&input.bucket, &query).await?;
+            let owner = if input.fetch_owner.unwrap_or(false) { owner(req.credentials.as_ref()) } else { None };
+            let contents = listing
+                .objects
+                .iter()
+                .map(|listed| listed_object(encode(&listed.key), &listed.meta, owner.clone()))
+                .collect();
+            let output = ListObjectsV2Output {
+                name: Some(input.bucket),
+                prefix: Some(encode(&prefix)),
+                max_keys: Some(max_keys as i32),
+                key_count: Some(listing.key_count() as i32),
+                continuation_token: input.continuation_token,
+                is_truncated: Some(listing.is_truncated),
+                next_continuation_token: listing.next_continuation_token.clone(),
+                contents: Some(contents),
+                common_prefixes: common_prefixes(&listing.common_prefixes, encode),
+                delimiter: input.delimiter.as_deref().map(encode),
+                start_after: input.start_after.as_deref().map(encode),
+                encoding_type: encoded.then(|| EncodingType::from_static(EncodingType::URL)),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        observe("ListObjectVersions", async {
+            let input = req.input;
+            let (encoded, encode) = encoder(&input.encoding_type)?;
+            let prefix = input.prefix.unwrap_or_default();
+            let max_keys = max_keys(input.max_keys)?;
+            // Buckets are unversioned: every object is its only ("null") version, so the version id
+            // marker adds nothing to the key marker.
+            let query = ListObjectsQuery {
+                prefix: prefix.clone(),
+                delimiter: input.delimiter.clone(),
+                start_after: input
+                    .key_marker
+                    .as_deref()
+                    .filter(|marker| !marker.is_empty())
+                    .map(|marker| start_after_marker(&prefix, input.delimiter.as_deref(), marker)),
+                continuation_token: None,
+                max_keys,
+            };
+            let listing = self.list_v2(&input.bucket, &query).await?;
+            let owner = owner(req.credentials.as_ref());
+            let versions = listing
+                .objects
+                .iter()
+                .map(|listed| ObjectVersion {
+                    key: Some(encode(&listed.key)),
+                    version_id: Some("null".into()),
+                    is_latest: Some(true),
+                    size: Some(listed.meta.size_bytes as i64),
+                    e_tag: Some(ETag::Strong(listed.meta.etag.clone())),
+                    last_modified: Some(timestamp(listed.meta.last_modified_ms)),
+                    storage_class: Some(ObjectVersionStorageClass::from_static(ObjectVersionStorageClass::STANDARD)),
+                    owner: owner.clone(),
+                    ..Default::default()
+                })
+                .collect();
+            let next_key_marker =
+                if listing.is_truncated { last_entry(&listing).map(|marker| encode(&marker)) } else { None };
+            let output = ListObjectVersionsOutput {
+                name: Some(input.bucket),
+                prefix: Some(encode(&prefix)),
+                key_marker: Some(input.key_marker.as_deref().map(encode).unwrap_or_default()),
+                version_id_marker: Some(input.version_id_marker.unwrap_or_default()),
+                max_keys: Some(max_keys as i32),
+                is_truncated: Some(listing.is_truncated),
+                next_version_id_marker: next_key_marker.as_ref().map(|_| "null".to_string()),
+                next_key_marker,
+                versions: Some(versions),
+                common_prefixes: common_prefixes(&listing.common_prefixes, encode),
+                delimiter: input.delimiter.as_deref().map(encode),
+                encoding_type: encoded.then(|| EncodingType::from_static(EncodingType::URL)),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        observe("CreateMultipartUpload", async {
+            let input = req.input;
+            check_key(&input.key)?;
+            let upload = UploadMeta {
+                upload_id: String::new(),
+                bucket: input.bucket.clone(),
+                key: input.key.clone(),
+                initiated_ms: now_ms(),
+                content_type: input.content_type,
+                user_metadata: user_metadata(input.metadata),
+            };
+            let upload = self.meta.create_multipart(upload).await.map_err(from_meta)?;
+            let output = CreateMultipartUploadOutput {
+                bucket: Some(input.bucket),
+                key: Some(input.key),
+                upload_id: Some(upload.upload_id),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        observe("UploadPart", async {
+            let input = req.input;
+            check_key(&input.key)?;
+            let number = part_number(input.part_number)?;
+            // Before reading the body, so a part for a missing upload writes no data.
+            self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            let body = self.collect_body(input.body, input.content_length).await?;
+            let etag = md5_hex(&body);
+            check_content_md5(input.content_md5.as_deref(), &etag)?;
+            let size_bytes = body.len() as u64;
+            let layout = self.data.write(body).await.map_err(from_data)?;
+            let part = PartMeta {
+                part_number: number,
+                size_bytes,
+                etag: etag.clone(),
+                last_modified_ms: now_ms(),
+                layout: layout.clone(),
+            };
+            match self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await {
+                Ok(replaced) => {
+                    if let Some(replaced) = replaced {
+                        self.release(&replaced.layout).await;
+                    }
+                }
+                Err(error) => {
+                    self.release(&layout).await;
+                    return Err(from_meta(error));
+                }
+            }
+            Ok(S3Response::new(UploadPartOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
+        })
+        .await
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        observe("CompleteMultipartUpload", async {
+            let input = req.input;
+            check_key(&input.key)?;
+            let named = input.multipart_upload.and_then(|upload| upload.parts).unwrap_or_default();
+            if named.is_empty() {
+                return Err(s3(S3ErrorCode::MalformedXML, "the completion names no parts"));
+            }
+            let mut requested = Vec::with_capacity(named.len());
+            for part in &named {
+                let number = part_number(part.part_number.unwrap_or(0))?;
+                let etag = part.e_tag.as_ref().map(|etag| etag.value().to_string()).unwrap_or_default();
+                requested.push(CompletedPart { part_number: number, etag });
+            }
+            if requested.windows(2).any(|pair| pair[0].part_number >= pair[1].part_number) {
+                return Err(from_meta(MetaError::InvalidPartOrder));
+            }
+            let upload =
+                self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            let stored = self.meta.list_parts(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            let mut pieces = Vec::with_capacity(requested.len());
+            let mut used: Vec<&PartMeta> = Vec::with_capacity(requested.len());
+            let mut offset_bytes = 0u64;
+            for (index, wanted) in requested.iter().enumerate() {
+                let part = stored
+                    .iter()
+                    .find(|part| part.part_number == wanted.part_number && part.etag == wanted.etag)
+                    .ok_or_else(|| {
+                        s3(
+                            S3ErrorCode::InvalidPart,
+                            format!("part {} was not uploaded with that ETag", wanted.part_number),
+                        )
+                    })?;
+                let is_last = index + 1 == requested.len();
+                if !is_last && part.size_bytes < self.options.min_part_bytes {
+                    return Err(s3(
+                        S3ErrorCode::EntityTooSmall,
+                        format!(
+                            "part {} is {} bytes; every part but the last needs {}",
+                            part.part_number, part.size_bytes, self.options.min_part_bytes
+                        ),
+                    ));
+                }
+                pieces.push(CompositePiece {
+                    object_offset_bytes: offset_bytes,
+                    length_bytes: part.size_bytes,
+                    layout: part.layout.clone(),
+                });
+                offset_bytes += part.size_bytes;
+                used.push(part);
+            }
+            let etag = multipart_etag(&used.iter().map(|part| part.etag.as_str()).collect::<Vec<_>>())?;
+            let object = ObjectMeta {
+                size_bytes: offset_bytes,
+                etag: etag.clone(),
+                content_type: upload.content_type,
+                user_metadata: upload.user_metadata,
+                last_modified_ms: now_ms(),
+                layout: Layout::Composite { pieces },
+            };
+            let completion = self
+                .meta
+                .complete_multipart(&input.bucket, &input.key, &input.upload_id, &requested, object)
+                .await
+                .map_err(from_meta)?;
+            // Parts the object does not reference are garbage now (the store removed their records).
+            for part in &completion.parts {
+                let referenced =
+                    used.iter().any(|used| used.part_number == part.part_number && used.layout == part.layout);
+                if !referenced {
+                    self.release(&part.layout).await;
+                }
+            }
+            if let Some(previous) = completion.previous {
+                self.release(&previous.layout).await;
+            }
+            let output = CompleteMultipartUploadOutput {
+                bucket: Some(input.bucket.clone()),
+                key: Some(input.key.clone()),
+                e_tag: Some(ETag::Strong(etag)),
+                location: Some(format!("/{}/{}", input.bucket, input.key)),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        observe("AbortMultipartUpload", async {
+            let input = req.input;
+            let parts =
+                self.meta.abort_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            for part in &parts {
+                self.release(&part.layout).await;
+            }
+            Ok(S3Response::new(AbortMultipartUploadOutput::default()))
+        })
+        .await
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        observe("ListMultipartUploads", async {
+            let input = req.input;
+            let (encoded, encode) = encoder(&input.encoding_type)?;
+            let prefix = input.prefix.unwrap_or_default();
+            let max_uploads = max_keys(input.max_uploads)?;
+            let uploads = self.meta.list_uploads(&input.bucket, &prefix).await.map_err(from_meta)?;
+            let page = page_uploads(
+                uploads,
+                &prefix,
+                input.delimiter.as_deref(),
+                input.key_marker.as_deref().filter(|marker| !marker.is_empty()),
+                input.upload_id_marker.as_deref().filter(|marker| !marker.is_empty()),
+                max_uploads,
+            );
+            let owner = owner(req.credentials.as_ref());
+            let uploads = page
+                .uploads
+                .iter()
+                .map(|upload| MultipartUpload {
+                    key: Some(encode(&upload.key)),
+                    upload_id: Some(upload.upload_id.clone()),
+                    initiated: Some(timestamp(upload.initiated_ms)),
+                    storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+                    owner: owner.clone(),
+                    initiator: owner
+                        .as_ref()
+                        .map(|owner| Initiator { display_name: owner.display_name.clone(), id: owner.id.clone() }),
+                    ..Default::default()
+                })
+                .collect();
+            let output = ListMultipartUploadsOutput {
+                bucket: Some(input.bucket),
+                prefix: Some(encode(&prefix)),
+                delimiter: input.delimiter.as_deref().map(encode),
+                key_marker: Some(input.key_marker.as_deref().map(encode).unwrap_or_default()),
+                upload_id_marker: Some(input.upload_id_marker.unwrap_or_default()),
+                max_uploads: Some(max_uploads as i32),
+                is_truncated: Some(page.is_truncated),
+                next_key_marker: page.next_key_marker.as_deref().map(encode),
+                next_upload_id_marker: page.next_upload_id_marker,
+                uploads: Some(uploads),
+                common_prefixes: common_prefixes(&page.common_prefixes, encode),
+                encoding_type: encoded.then(|| EncodingType::from_static(EncodingType::URL)),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        observe("ListParts", async {
+            let input = req.input;
+            let max_parts = max_keys(input.max_parts)?;
+            let marker = input.part_number_marker.unwrap_or(0).max(0);
+            self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            let stored = self.meta.list_parts(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            let mut after_marker = stored.into_iter().filter(|part| i32::from(part.part_number) > marker).peekable();
+            let mut parts = Vec::new();
+            // At most max_parts (≤ 1000) rounds.
+            while parts.len() < max_parts {
+                let Some(part) = after_marker.next() else { break };
+                parts.push(part);
+            }
+            let is_truncated = after_marker.peek().is_some();
+            let next_part_number_marker = parts.last().map(|part| i32::from(part.part_number));
+            let owner = owner(req.credentials.as_ref());
+            let output = ListPartsOutput {
+                bucket: Some(input.bucket),
+                key: Some(input.key),
+                upload_id: Some(input.upload_id),
+                part_number_marker: Some(marker),
+                next_part_number_marker,
+                max_parts: Some(max_parts as i32),
+                is_truncated: Some(is_truncated),
+                storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+                initiator: owner
+                    .as_ref()
+                    .map(|owner| Initiator { display_name: owner.display_name.clone(), id: owner.id.clone() }),
+                owner,
+                parts: Some(
+                    parts
+                        .iter()
+                        .map(|part| Part {
+                            part_number: Some(i32::from(part.part_number)),
+                            e_tag: Some(ETag::Strong(part.etag.clone())),
+                            size: Some(part.size_bytes as i64),
+                            last_modified: Some(timestamp(part.last_modified_ms)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multipart_etag_is_md5_of_binary_md5s() {
+        let first = md5_hex(b"hello ");
+        let second = md5_hex(b"world");
+        let mut concatenated = hex::decode(&first).unwrap();
+        concatenated.extend(hex::decode(&second).unwrap());
+        let expected = format!("{}-2", md5_hex(&concatenated));
+        assert_eq!(multipart_etag(&[&first, &second]).unwrap(), expected);
+    }
+
+    #[test]
+    fn content_md5_is_checked() {
+        let etag = md5_hex(b"abc");
+        let good = base64::engine::general_purpose::STANDARD.encode(Md5::digest(b"abc"));
+        assert!(check_content_md5(Some(&good), &etag).is_ok());
+        assert!(check_content_md5(None, &etag).is_ok());
+        let bad = base64::engine::general_purpose::STANDARD.encode(Md5::digest(b"abd"));
+        assert_eq!(*check_content_md5(Some(&bad), &etag).unwrap_err().code(), S3ErrorCode::BadDigest);
+        assert_eq!(*check_content_md5(Some("%%%"), &etag).unwrap_err().code(), S3ErrorCode::InvalidDigest);
+    }
+
+    #[test]
+    fn keys_and_part_numbers_are_checked() {
+        assert_eq!(*check_key(&"k".repeat(1025)).unwrap_err().code(), S3ErrorCode::KeyTooLongError);
+        assert!(check_key(&"k".repeat(1024)).is_ok());
+        assert!(part_number(0).is_err() && part_number(10_001).is_err() && part_number(-1).is_err());
+        assert_eq!(part_number(10_000).unwrap(), 10_000);
+    }
+}

@@ -1,0 +1,462 @@
+//! End-to-end tests of the S3 API: a real server on 127.0.0.1 (redb metadata, in-memory object bytes)
+//! driven by `aws-sdk-s3` over plain HTTP, plus raw HTTP for presigned URLs and unsigned requests.
+
+mod s3_common;
+
+use std::time::{Duration, SystemTime};
+
+use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::primitives::{ByteStream, DateTime};
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Delete, ObjectIdentifier};
+use bytes::Bytes;
+use gateway::s3::S3Options;
+use s3_common::*;
+
+type Client = aws_sdk_s3::Client;
+
+async fn put(client: &Client, bucket: &str, key: &str, body: Vec<u8>) -> String {
+    let output = client.put_object().bucket(bucket).key(key).body(ByteStream::from(body)).send().await.expect("put");
+    output.e_tag().expect("etag").to_string()
+}
+
+async fn get(client: &Client, bucket: &str, key: &str) -> Vec<u8> {
+    let output = client.get_object().bucket(bucket).key(key).send().await.expect("get");
+    output.body.collect().await.expect("body").into_bytes().to_vec()
+}
+
+async fn get_range(client: &Client, bucket: &str, key: &str, range: &str) -> (Option<String>, Vec<u8>) {
+    let output = client.get_object().bucket(bucket).key(key).range(range).send().await.expect("ranged get");
+    let content_range = output.content_range().map(str::to_string);
+    (content_range, output.body.collect().await.expect("body").into_bytes().to_vec())
+}
+
+async fn keys_v2(client: &Client, bucket: &str) -> Vec<String> {
+    let output = client.list_objects_v2().bucket(bucket).send().await.expect("list");
+    output.contents().iter().filter_map(|object| object.key().map(str::to_string)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_lifecycle_and_error_codes() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("alpha").send().await.expect("create");
+    client.head_bucket().bucket("alpha").send().await.expect("head");
+    let buckets = client.list_buckets().send().await.expect("list buckets");
+    assert_eq!(buckets.buckets().iter().filter_map(|bucket| bucket.name()).collect::<Vec<_>>(), vec!["alpha"]);
+    let location = client.get_bucket_location().bucket("alpha").send().await.expect("location");
+    assert!(location.location_constraint().is_none_or(|constraint| constraint.as_str().is_empty()));
+
+    let again = client.create_bucket().bucket("alpha").send().await.unwrap_err();
+    assert_eq!(failure(&again), (409, "BucketAlreadyOwnedByYou".into()));
+    let bad_name = client.create_bucket().bucket("Bad_Name").send().await.unwrap_err();
+    assert_eq!(failure(&bad_name), (400, "InvalidBucketName".into()));
+
+    put(&client, "alpha", "k", b"v".to_vec()).await;
+    let not_empty = client.delete_bucket().bucket("alpha").send().await.unwrap_err();
+    assert_eq!(failure(&not_empty), (409, "BucketNotEmpty".into()));
+    let missing_key = client.get_object().bucket("alpha").key("nope").send().await.unwrap_err();
+    assert_eq!(failure(&missing_key), (404, "NoSuchKey".into()));
+    let missing_bucket = client.get_object().bucket("nowhere").key("k").send().await.unwrap_err();
+    assert_eq!(failure(&missing_bucket), (404, "NoSuchBucket".into()));
+    let missing_bucket =
+        client.put_object().bucket("nowhere").key("k").body(ByteStream::from_static(b"x")).send().await;
+    assert_eq!(failure(&missing_bucket.unwrap_err()), (404, "NoSuchBucket".into()));
+    let missing_list = client.list_objects_v2().bucket("nowhere").send().await.unwrap_err();
+    assert_eq!(failure(&missing_list), (404, "NoSuchBucket".into()));
+
+    client.delete_object().bucket("alpha").key("k").send().await.expect("delete");
+    // Deleting an absent key succeeds, as in S3.
+    client.delete_object().bucket("alpha").key("k").send().await.expect("delete again");
+    client.delete_bucket().bucket("alpha").send().await.expect("delete bucket");
+    let gone = client.head_bucket().bucket("alpha").send().await.unwrap_err();
+    assert_eq!(failure(&gone).0, 404);
+    assert_eq!(server.data.live_stripes(), 0, "deleted objects are released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_of_every_size_round_trip_and_overwrites_release() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("sizes").send().await.expect("create");
+    for (size, seed) in [(0usize, 1u8), (1, 2), (5 << 20, 3), (21 << 20, 4)] {
+        let body = pattern(size, seed);
+        let key = format!("object-{size}");
+        let etag = put(&client, "sizes", &key, body.clone()).await;
+        assert_eq!(etag, format!("\"{}\"", md5_hex(&body)), "ETag is the quoted MD5");
+        let read = get(&client, "sizes", &key).await;
+        assert!(read == body, "bytes of a {size}-byte object differ");
+        let head = client.head_object().bucket("sizes").key(&key).send().await.expect("head");
+        assert_eq!(head.content_length(), Some(size as i64));
+        assert_eq!(head.e_tag(), Some(etag.as_str()));
+    }
+
+    // Content-Type and user metadata round trip, through GET and HEAD.
+    client
+        .put_object()
+        .bucket("sizes")
+        .key("typed")
+        .content_type("text/plain; charset=utf-8")
+        .metadata("Colour", "blue")
+        .metadata("owner-id", "42")
+        .body(ByteStream::from_static(b"hello"))
+        .send()
+        .await
+        .expect("put with metadata");
+    let got = client.get_object().bucket("sizes").key("typed").send().await.expect("get");
+    assert_eq!(got.content_type(), Some("text/plain; charset=utf-8"));
+    let metadata = got.metadata().expect("metadata");
+    assert_eq!(metadata.get("colour").map(String::as_str), Some("blue"));
+    assert_eq!(metadata.get("owner-id").map(String::as_str), Some("42"));
+    let head = client.head_object().bucket("sizes").key("typed").send().await.expect("head");
+    assert_eq!(head.metadata().and_then(|m| m.get("colour")).map(String::as_str), Some("blue"));
+
+    // An overwrite releases the old bytes once the new version is committed.
+    let before = server.data.live_bytes();
+    put(&client, "sizes", &format!("object-{}", 5 << 20), b"small now".to_vec()).await;
+    assert_eq!(server.data.live_bytes(), before - (5 << 20) + 9);
+    assert_eq!(get(&client, "sizes", &format!("object-{}", 5 << 20)).await, b"small now");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranged_reads() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("ranges").send().await.expect("create");
+    let body = pattern(3 << 20, 7);
+    put(&client, "ranges", "r", body.clone()).await;
+    let size = body.len();
+    let (range, bytes) = get_range(&client, "ranges", "r", "bytes=0-0").await;
+    assert_eq!((range.as_deref(), bytes.as_slice()), (Some(format!("bytes 0-0/{size}").as_str()), &body[..1]));
+    let (range, bytes) = get_range(&client, "ranges", "r", "bytes=-100").await;
+    assert_eq!(range, Some(format!("bytes {}-{}/{size}", size - 100, size - 1)));
+    assert_eq!(bytes, &body[size - 100..]);
+    // Across a segment boundary (segments are 1 MiB).
+    let (start, end) = ((1 << 20) - 10, (2 << 20) + 10);
+    let (_, bytes) = get_range(&client, "ranges", "r", &format!("bytes={start}-{end}")).await;
+    assert_eq!(bytes, &body[start..=end]);
+    let (range, bytes) = get_range(&client, "ranges", "r", &format!("bytes={}-", size - 5)).await;
+    assert_eq!((range, bytes.as_slice()), (Some(format!("bytes {}-{}/{size}", size - 5, size - 1)), &body[size - 5..]));
+    // A last byte past the end is clamped, as in S3.
+    let (_, bytes) = get_range(&client, "ranges", "r", &format!("bytes={}-{}", size - 2, size + 100)).await;
+    assert_eq!(bytes, &body[size - 2..]);
+    let past_end = client.get_object().bucket("ranges").key("r").range(format!("bytes={size}-")).send().await;
+    assert_eq!(failure(&past_end.unwrap_err()), (416, "InvalidRange".into()));
+    put(&client, "ranges", "empty", Vec::new()).await;
+    let on_empty = client.get_object().bucket("ranges").key("empty").range("bytes=0-0").send().await;
+    assert_eq!(failure(&on_empty.unwrap_err()).0, 416);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_requests() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("cond").send().await.expect("create");
+    let etag = put(&client, "cond", "c", b"conditional".to_vec()).await;
+    let past = DateTime::from(SystemTime::now() - Duration::from_secs(3600));
+    let future = DateTime::from(SystemTime::now() + Duration::from_secs(3600));
+
+    let get = || client.get_object().bucket("cond").key("c");
+    get().if_match(&etag).send().await.expect("If-Match with the ETag");
+    assert_eq!(failure(&get().if_match("\"0000\"").send().await.unwrap_err()).0, 412);
+    assert_eq!(failure(&get().if_none_match(&etag).send().await.unwrap_err()).0, 304);
+    get().if_none_match("\"0000\"").send().await.expect("If-None-Match with another ETag");
+    assert_eq!(failure(&get().if_modified_since(future).send().await.unwrap_err()).0, 304);
+    get().if_modified_since(past).send().await.expect("modified since an hour ago");
+    assert_eq!(failure(&get().if_unmodified_since(past).send().await.unwrap_err()).0, 412);
+    get().if_unmodified_since(future).send().await.expect("unmodified since");
+    // HEAD obeys the same conditions.
+    let head = || client.head_object().bucket("cond").key("c");
+    assert_eq!(failure(&head().if_none_match(&etag).send().await.unwrap_err()).0, 304);
+    assert_eq!(failure(&head().if_match("\"0000\"").send().await.unwrap_err()).0, 412);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_v1_v2_and_versions() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("lists").send().await.expect("create");
+    let keys = ["a/1", "a/2", "a/b/3", "b", "c/1", "c/2", "d"];
+    for key in keys {
+        put(&client, "lists", key, key.as_bytes().to_vec()).await;
+    }
+    assert_eq!(keys_v2(&client, "lists").await, keys);
+
+    // Prefix and delimiter.
+    let output = client.list_objects_v2().bucket("lists").prefix("a/").delimiter("/").send().await.expect("list");
+    let listed: Vec<_> = output.contents().iter().filter_map(|o| o.key()).collect();
+    let prefixes: Vec<_> = output.common_prefixes().iter().filter_map(|p| p.prefix()).collect();
+    assert_eq!((listed, prefixes), (vec!["a/1", "a/2"], vec!["a/b/"]));
+    assert_eq!(output.contents()[0].size(), Some(3));
+
+    // v2 pagination with a delimiter: entries are keys and common prefixes, two per page.
+    let mut entries = Vec::new();
+    let mut token: Option<String> = None;
+    for _page in 0..10 {
+        let output = client
+            .list_objects_v2()
+            .bucket("lists")
+            .delimiter("/")
+            .max_keys(2)
+            .set_continuation_token(token.clone())
+            .send()
+            .await
+            .expect("page");
+        entries.extend(output.contents().iter().filter_map(|o| o.key().map(str::to_string)));
+        entries.extend(output.common_prefixes().iter().filter_map(|p| p.prefix().map(str::to_string)));
+        token = output.next_continuation_token().map(str::to_string);
+        if !output.is_truncated().unwrap_or(false) {
+            break;
+        }
+    }
+    entries.sort();
+    assert_eq!(entries, vec!["a/", "b", "c/", "d"]);
+    let after = client.list_objects_v2().bucket("lists").start_after("c/1").send().await.expect("start after");
+    assert_eq!(after.contents().iter().filter_map(|o| o.key()).collect::<Vec<_>>(), vec!["c/2", "d"]);
+
+    // v1 with markers, with and without a delimiter.
+    for delimiter in [None, Some("/")] {
+        let mut entries = Vec::new();
+        let mut marker: Option<String> = None;
+        for _page in 0..10 {
+            let output = client
+                .list_objects()
+                .bucket("lists")
+                .set_delimiter(delimiter.map(str::to_string))
+                .max_keys(2)
+                .set_marker(marker.clone())
+                .send()
+                .await
+                .expect("v1 page");
+            entries.extend(output.contents().iter().filter_map(|o| o.key().map(str::to_string)));
+            entries.extend(output.common_prefixes().iter().filter_map(|p| p.prefix().map(str::to_string)));
+            marker = output.next_marker().map(str::to_string);
+            if !output.is_truncated().unwrap_or(false) {
+                break;
+            }
+        }
+        entries.sort();
+        let expected: Vec<&str> = if delimiter.is_some() { vec!["a/", "b", "c/", "d"] } else { keys.to_vec() };
+        assert_eq!(entries, expected, "v1 with delimiter {delimiter:?}");
+    }
+
+    // ListObjectVersions on an unversioned bucket: each object once, version "null", latest.
+    let versions = client.list_object_versions().bucket("lists").prefix("c/").send().await.expect("versions");
+    let listed: Vec<_> = versions
+        .versions()
+        .iter()
+        .map(|version| (version.key().unwrap_or(""), version.version_id().unwrap_or(""), version.is_latest()))
+        .collect();
+    assert_eq!(listed, vec![("c/1", "null", Some(true)), ("c/2", "null", Some(true))]);
+    let paged = client.list_object_versions().bucket("lists").max_keys(3).send().await.expect("versions page");
+    assert_eq!(paged.is_truncated(), Some(true));
+    assert_eq!(paged.next_key_marker(), Some("a/b/3"));
+    let rest = client.list_object_versions().bucket("lists").key_marker("a/b/3").send().await.expect("rest");
+    assert_eq!(rest.versions().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_uploads() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("multi").send().await.expect("create");
+    let parts = [pattern(5 << 20, 1), pattern(5 << 20, 2), pattern(1 << 20, 3)];
+    let created = client.create_multipart_upload().bucket("multi").key("big").content_type("application/x-test").send();
+    let upload_id = created.await.expect("create upload").upload_id().expect("id").to_string();
+    let mut completed = Vec::new();
+    for (index, part) in parts.iter().enumerate() {
+        let number = index as i32 + 1;
+        let output = client
+            .upload_part()
+            .bucket("multi")
+            .key("big")
+            .upload_id(&upload_id)
+            .part_number(number)
+            .body(ByteStream::from(part.clone()))
+            .send()
+            .await
+            .expect("upload part");
+        assert_eq!(output.e_tag(), Some(format!("\"{}\"", md5_hex(part)).as_str()));
+        completed.push(CompletedPart::builder().part_number(number).e_tag(output.e_tag().unwrap()).build());
+    }
+    // A fourth part the completion will not name: released on completion.
+    let extra = client.upload_part().bucket("multi").key("big").upload_id(&upload_id).part_number(4);
+    extra.body(ByteStream::from_static(b"never used")).send().await.expect("extra part");
+
+    let uploads = client.list_multipart_uploads().bucket("multi").send().await.expect("list uploads");
+    assert_eq!(uploads.uploads().iter().filter_map(|u| u.upload_id()).collect::<Vec<_>>(), vec![upload_id.as_str()]);
+    let listed = client.list_parts().bucket("multi").key("big").upload_id(&upload_id).send().await.expect("parts");
+    let sizes: Vec<_> = listed.parts().iter().map(|part| (part.part_number(), part.size())).collect();
+    assert_eq!(
+        sizes,
+        vec![(Some(1), Some(5 << 20)), (Some(2), Some(5 << 20)), (Some(3), Some(1 << 20)), (Some(4), Some(10))]
+    );
+    let page =
+        client.list_parts().bucket("multi").key("big").upload_id(&upload_id).max_parts(2).send().await.expect("page");
+    assert_eq!((page.parts().len(), page.is_truncated(), page.next_part_number_marker()), (2, Some(true), Some("2")));
+
+    // Out of order → InvalidPartOrder; a wrong ETag → InvalidPart.
+    let reversed =
+        CompletedMultipartUpload::builder().set_parts(Some(completed.iter().rev().cloned().collect())).build();
+    let complete = || client.complete_multipart_upload().bucket("multi").key("big").upload_id(&upload_id);
+    assert_eq!(
+        failure(&complete().multipart_upload(reversed).send().await.unwrap_err()),
+        (400, "InvalidPartOrder".into())
+    );
+    let wrong = CompletedMultipartUpload::builder()
+        .parts(CompletedPart::builder().part_number(1).e_tag("\"00000000000000000000000000000000\"").build())
+        .build();
+    assert_eq!(failure(&complete().multipart_upload(wrong).send().await.unwrap_err()), (400, "InvalidPart".into()));
+
+    let upload = CompletedMultipartUpload::builder().set_parts(Some(completed)).build();
+    let done = complete().multipart_upload(upload).send().await.expect("complete");
+    let etag = done.e_tag().expect("etag").to_string();
+    assert!(etag.ends_with("-3\""), "{etag}");
+    let whole: Vec<u8> = parts.concat();
+    assert!(get(&client, "multi", "big").await == whole, "completed object bytes differ");
+    let head = client.head_object().bucket("multi").key("big").send().await.expect("head");
+    assert_eq!(
+        (head.content_length(), head.e_tag(), head.content_type()),
+        (Some(whole.len() as i64), Some(etag.as_str()), Some("application/x-test"))
+    );
+    let (_, bytes) = get_range(&client, "multi", "big", &format!("bytes={}-{}", (5 << 20) - 3, (5 << 20) + 3)).await;
+    assert_eq!(bytes, &whole[(5 << 20) - 3..=(5 << 20) + 3]);
+    assert_eq!(server.data.live_bytes(), whole.len() as u64, "the unnamed part was released");
+    let after = client.list_multipart_uploads().bucket("multi").send().await.expect("list uploads");
+    assert!(after.uploads().is_empty());
+
+    // Abort releases the parts; the upload is gone afterwards.
+    let aborted = client.create_multipart_upload().bucket("multi").key("gone").send().await.expect("create");
+    let aborted_id = aborted.upload_id().unwrap().to_string();
+    client
+        .upload_part()
+        .bucket("multi")
+        .key("gone")
+        .upload_id(&aborted_id)
+        .part_number(1)
+        .body(ByteStream::from_static(b"x"))
+        .send()
+        .await
+        .expect("part");
+    client.abort_multipart_upload().bucket("multi").key("gone").upload_id(&aborted_id).send().await.expect("abort");
+    assert_eq!(server.data.live_bytes(), whole.len() as u64);
+    let listed = client.list_parts().bucket("multi").key("gone").upload_id(&aborted_id).send().await.unwrap_err();
+    assert_eq!(failure(&listed), (404, "NoSuchUpload".into()));
+
+    // A part below 5 MiB that is not the last → EntityTooSmall.
+    let small = client.create_multipart_upload().bucket("multi").key("small").send().await.expect("create");
+    let small_id = small.upload_id().unwrap().to_string();
+    let mut small_parts = Vec::new();
+    for number in 1..=2 {
+        let output = client.upload_part().bucket("multi").key("small").upload_id(&small_id).part_number(number);
+        let output = output.body(ByteStream::from(pattern(1024, number as u8))).send().await.expect("part");
+        small_parts.push(CompletedPart::builder().part_number(number).e_tag(output.e_tag().unwrap()).build());
+    }
+    let upload = CompletedMultipartUpload::builder().set_parts(Some(small_parts)).build();
+    let too_small =
+        client.complete_multipart_upload().bucket("multi").key("small").upload_id(&small_id).multipart_upload(upload);
+    assert_eq!(failure(&too_small.send().await.unwrap_err()), (400, "EntityTooSmall".into()));
+    let missing = client.upload_part().bucket("multi").key("small").upload_id("0000000000000000").part_number(1);
+    assert_eq!(
+        failure(&missing.body(ByteStream::from_static(b"x")).send().await.unwrap_err()),
+        (404, "NoSuchUpload".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_delete() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("del").send().await.expect("create");
+    for key in ["x", "y", "z"] {
+        put(&client, "del", key, key.as_bytes().to_vec()).await;
+    }
+    let identifiers = |keys: &[&str]| {
+        keys.iter().map(|key| ObjectIdentifier::builder().key(*key).build().expect("identifier")).collect::<Vec<_>>()
+    };
+    let delete = Delete::builder().set_objects(Some(identifiers(&["x", "absent"]))).build().expect("delete");
+    let output = client.delete_objects().bucket("del").delete(delete).send().await.expect("delete objects");
+    let mut deleted: Vec<_> = output.deleted().iter().filter_map(|d| d.key()).collect();
+    deleted.sort();
+    assert_eq!(deleted, vec!["absent", "x"]);
+    assert!(output.errors().is_empty());
+    let quiet = Delete::builder().set_objects(Some(identifiers(&["y", "z"]))).quiet(true).build().expect("delete");
+    let output = client.delete_objects().bucket("del").delete(quiet).send().await.expect("quiet delete");
+    assert!(output.deleted().is_empty() && output.errors().is_empty());
+    assert!(keys_v2(&client, "del").await.is_empty());
+    assert_eq!(server.data.live_stripes(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presigned_urls() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("signed").send().await.expect("create");
+    let expires = PresigningConfig::expires_in(Duration::from_secs(300)).expect("config");
+    let put_request =
+        client.put_object().bucket("signed").key("p").presigned(expires.clone()).await.expect("presign put");
+    let headers: Vec<(String, String)> =
+        put_request.headers().map(|(name, value)| (name.to_string(), value.to_string())).collect();
+    let (status, _, _) = raw_request("PUT", put_request.uri(), &headers, Bytes::from_static(b"presigned body")).await;
+    assert_eq!(status, 200);
+    let get_request = client.get_object().bucket("signed").key("p").presigned(expires).await.expect("presign get");
+    let (status, _, body) = raw_request("GET", get_request.uri(), &[], Bytes::new()).await;
+    assert_eq!((status, body.as_ref()), (200, b"presigned body".as_ref()));
+    // A tampered signature is refused.
+    let tampered = get_request.uri().replace("/signed/p?", "/signed/other?");
+    let (status, _, _) = raw_request("GET", &tampered, &[], Bytes::new()).await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_credentials_and_unsigned_requests_change_nothing() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("safe").send().await.expect("create");
+    put(&client, "safe", "k", b"original".to_vec()).await;
+
+    let wrong_secret = client_with(&server.endpoint, ACCESS_KEY, "not-the-secret");
+    let error = wrong_secret.put_object().bucket("safe").key("k").body(ByteStream::from_static(b"evil")).send().await;
+    assert_eq!(failure(&error.unwrap_err()), (403, "SignatureDoesNotMatch".into()));
+    let error = wrong_secret.create_bucket().bucket("intruder").send().await.unwrap_err();
+    assert_eq!(failure(&error).0, 403);
+    let error = wrong_secret.delete_object().bucket("safe").key("k").send().await.unwrap_err();
+    assert_eq!(failure(&error).0, 403);
+    let unknown_key = client_with(&server.endpoint, "nobody", SECRET_KEY);
+    let error = unknown_key.get_object().bucket("safe").key("k").send().await.unwrap_err();
+    assert_eq!(failure(&error), (403, "InvalidAccessKeyId".into()));
+
+    let url = format!("{}/safe/k", server.endpoint);
+    let (status, _, body) = raw_request("PUT", &url, &[], Bytes::from_static(b"anonymous")).await;
+    assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
+    let (status, _, _) = raw_request("GET", &url, &[], Bytes::new()).await;
+    assert_eq!(status, 403);
+    let (status, _, _) = raw_request("PUT", &format!("{}/anonymous-bucket", server.endpoint), &[], Bytes::new()).await;
+    assert_eq!(status, 403);
+
+    assert_eq!(get(&client, "safe", "k").await, b"original");
+    let buckets = client.list_buckets().send().await.expect("list");
+    assert_eq!(buckets.buckets().iter().filter_map(|bucket| bucket.name()).collect::<Vec<_>>(), vec!["safe"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_s3_errors() {
+    let server = start_with(S3Options { max_object_bytes: 1 << 20, ..S3Options::default() }).await;
+    let client = client(&server);
+    client.create_bucket().bucket("limits").send().await.expect("create");
+    let long_key = "k".repeat(1025);
+    let error = client.put_object().bucket("limits").key(&long_key).body(ByteStream::from_static(b"x")).send().await;
+    assert_eq!(failure(&error.unwrap_err()), (400, "KeyTooLongError".into()));
+    put(&client, "limits", &"k".repeat(1024), b"longest key".to_vec()).await;
+    let error =
+        client.put_object().bucket("limits").key("big").body(ByteStream::from(pattern((1 << 20) + 1, 0))).send().await;
+    assert_eq!(failure(&error.unwrap_err()), (400, "EntityTooLarge".into()));
+    let error = client.list_objects_v2().bucket("limits").continuation_token("not-hex").send().await.unwrap_err();
+    assert_eq!(failure(&error), (400, "InvalidArgument".into()));
+
+    // The data path being unavailable is a 503 and changes nothing.
+    server.data.set_unavailable(true);
+    let error = client.put_object().bucket("limits").key("u").body(ByteStream::from_static(b"x")).send().await;
+    assert_eq!(failure(&error.unwrap_err()), (503, "ServiceUnavailable".into()));
+    server.data.set_unavailable(false);
+    assert_eq!(keys_v2(&client, "limits").await, vec!["k".repeat(1024)]);
+}
