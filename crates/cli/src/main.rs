@@ -41,6 +41,68 @@ enum Command {
     /// crates/node/README.md), then the flags below override them. The cluster secret can also come
     /// from the environment variable LOWTAIL_CLUSTER_SECRET, which keeps it out of `ps`.
     Node(NodeArgs),
+    /// Start a whole local cluster: storage nodes as separate processes, the gateway and the embedded
+    /// metadata store, on loopback, with all data under --dir. Prints the S3 endpoint and credentials.
+    ///
+    /// The first start chooses the cluster's secret, S3 credentials and ports and keeps them in
+    /// DIR/cluster.toml; starting again on the same directory keeps every object. DIR/cluster.json
+    /// lists the endpoint, credentials and every node's pid, ports and data directory. Ctrl-C stops
+    /// everything cleanly.
+    Up(UpArgs),
+    /// Run one gateway (S3 API, data path, membership, repair) from a TOML config, until Ctrl-C or
+    /// SIGTERM. Several gateways can serve one cluster through the etcd metadata backend.
+    Gateway(GatewayArgs),
+    /// Operate a running cluster.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[derive(Debug, Args)]
+struct UpArgs {
+    /// Directory holding the whole cluster (created on first start).
+    #[arg(long, value_name = "DIR", default_value = "lowtail-data")]
+    dir: PathBuf,
+    /// TOML file with nodes, code, racks, s3_listen, [data] and [service_model] (see docs/cluster.md).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Storage nodes to start (default 9, or the config file's).
+    #[arg(long, value_name = "N")]
+    nodes: Option<usize>,
+    /// Code of new stripes, e.g. rs-6-3 or lrc-6-2-2 (default rs-6-3, or the config file's).
+    #[arg(long, value_name = "CODE")]
+    code: Option<CodeSpec>,
+    /// S3 address (default 127.0.0.1:9000 when free; kept across restarts).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Racks to spread the nodes over, round robin (0 = one per node).
+    #[arg(long, value_name = "N")]
+    racks: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+struct GatewayArgs {
+    /// TOML configuration (see docs/cluster.md).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Nodes and their states, and repair progress, as the running gateway sees them.
+    Status(AdminStatusArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminStatusArgs {
+    /// Cluster directory of a `lowtail up` cluster (its cluster.json names the gateway).
+    #[arg(long, value_name = "DIR", default_value = "lowtail-data", conflicts_with = "gateway")]
+    dir: PathBuf,
+    /// The gateway's HTTP endpoint instead, e.g. http://127.0.0.1:9100.
+    #[arg(long, value_name = "URL")]
+    gateway: Option<String>,
+    /// Print the raw JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -121,7 +183,63 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Codec(args)) => bench_codec(args),
         Command::Engines => print_stdout(&render_engine_listing(&engine_listing()?)),
         Command::Node(args) => run_node(args),
+        Command::Up(args) => run_up(args),
+        Command::Gateway(args) => run_gateway(args),
+        Command::Admin(AdminCommand::Status(args)) => admin_status(args),
     }
+}
+
+fn run_up(args: UpArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => launcher::UpConfig::from_toml_file(path)?,
+        None => launcher::UpConfig::default(),
+    };
+    config.nodes = args.nodes.unwrap_or(config.nodes);
+    config.racks = args.racks.unwrap_or(config.racks);
+    config.s3_listen = args.listen.or(config.s3_listen);
+    let code: CodeSpec = match args.code {
+        Some(code) => code,
+        None => config.code.parse().context("config: code")?,
+    };
+    config.code = code.to_string();
+    let options = launcher::UpOptions {
+        dir: args.dir,
+        nodes: config.nodes,
+        code,
+        s3_listen: config.s3_listen,
+        racks: config.racks,
+    };
+    let binary = std::env::current_exe().context("cannot find the lowtail executable to start nodes with")?;
+    init_logging();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let cluster = launcher::up(&options, &config, &binary).await?;
+        print_stdout(&cluster.manifest().summary())?;
+        shutdown_signal().await;
+        eprintln!("lowtail: stopping the gateway and {} nodes", cluster.manifest().nodes.len());
+        cluster.shutdown().await;
+        Ok(())
+    })
+}
+
+fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
+    let config = gateway::process::GatewayConfig::from_toml_file(&args.config)?;
+    config.validate()?;
+    init_logging();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(gateway::process::run(config, shutdown_signal()))
+}
+
+fn admin_status(args: AdminStatusArgs) -> anyhow::Result<()> {
+    let base = match args.gateway {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => launcher::admin::gateway_http_from_dir(&args.dir)?,
+    };
+    let status = launcher::admin::fetch_status(&base)?;
+    if args.json {
+        return print_stdout(&format!("{}\n", serde_json::to_string_pretty(&status)?));
+    }
+    print_stdout(&launcher::admin::render_status(&status)?)
 }
 
 fn run_node(args: NodeArgs) -> anyhow::Result<()> {

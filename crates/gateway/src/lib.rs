@@ -10,4 +10,5 @@
 //! policy), or hold object bytes anywhere but on storage nodes once a write is acknowledged.
 
 pub mod data;
+pub mod process;
 pub mod s3;

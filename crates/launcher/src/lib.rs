@@ -8,10 +8,13 @@
 //!
 //! Must not: implement node or gateway behaviour; it starts them and stops them.
 
+pub mod admin;
 pub mod manifest;
 pub mod processes;
 pub mod state;
+pub mod up;
 
 pub use manifest::{GatewayEntry, Manifest, NodeEntry};
 pub use processes::NodeProcess;
 pub use state::{ClusterDir, ClusterState, NodeSlot, UpOptions};
+pub use up::{LocalCluster, UpConfig, up};

@@ -66,6 +66,34 @@ impl Manifest {
         write_private(path, &serde_json::to_string_pretty(self)?)
     }
 
+    /// What `lowtail up` prints once the cluster serves: endpoint, credentials, and how to use them.
+    pub fn summary(&self) -> String {
+        let mut text = format!(
+            "lowtail is up: {} nodes, {}, data in {}\n\n  S3 endpoint   {}   (region {})\n  access key    {}\n  secret key    {}\n  cluster.json  {}\n",
+            self.nodes.len(),
+            self.code,
+            self.dir.display(),
+            self.endpoint,
+            self.region,
+            self.access_key,
+            self.secret_key,
+            self.dir.join("cluster.json").display(),
+        );
+        if let Some(gateway) = &self.gateway {
+            text.push_str(&format!("  metrics       {}\n", gateway.metrics));
+        }
+        text.push_str(&format!(
+            "\nTry it:\n  export AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY={} AWS_DEFAULT_REGION={}\n  aws --endpoint-url {} s3 mb s3://demo\n  aws --endpoint-url {} s3 cp README.md s3://demo/\n\nCtrl-C stops everything; `lowtail up --dir {}` starts it again with all its data.\n",
+            self.access_key,
+            self.secret_key,
+            self.region,
+            self.endpoint,
+            self.endpoint,
+            self.dir.display(),
+        ));
+        text
+    }
+
     /// Reads a manifest (for tools and tests).
     pub fn read(path: &Path) -> anyhow::Result<Manifest> {
         let text = std::fs::read_to_string(path)?;

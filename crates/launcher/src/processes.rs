@@ -27,7 +27,18 @@ pub struct NodeProcess {
     pub data_dir: PathBuf,
     /// Its log file.
     pub log: PathBuf,
+    /// Where the node reports the addresses it bound.
+    address_file: PathBuf,
+    /// gRPC and metrics addresses, known once [`NodeProcess::wait_ready`] returned.
+    addresses: Option<(SocketAddr, Option<SocketAddr>)>,
     child: Child,
+}
+
+/// The node's address file, as `node` writes it.
+#[derive(serde::Deserialize)]
+struct BoundAddresses {
+    rpc_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
 }
 
 impl NodeProcess {
@@ -44,11 +55,20 @@ impl NodeProcess {
         let log = dir.node_log(slot.id);
         std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
         std::fs::create_dir_all(log.parent().expect("logs live in a directory"))?;
+        let address_file = data_dir.join("address.json");
+        // A file left by an earlier run would name ports the new process does not hold.
+        match std::fs::remove_file(&address_file) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error).with_context(|| format!("cannot remove {}", address_file.display())),
+        }
+        let loopback_any_port = SocketAddr::from(([127, 0, 0, 1], 0));
         let mut config = NodeConfig {
             node_id: slot.id,
-            listen_addr: SocketAddr::from(([127, 0, 0, 1], slot.rpc_port)),
-            metrics_addr: Some(SocketAddr::from(([127, 0, 0, 1], slot.metrics_port))),
+            listen_addr: loopback_any_port,
+            metrics_addr: Some(loopback_any_port),
             data_dir: data_dir.clone(),
+            address_file: Some(address_file.clone()),
             ..NodeConfig::default()
         };
         configure(&mut config);
@@ -71,7 +91,7 @@ impl NodeProcess {
             .stderr(log_file)
             .spawn()
             .with_context(|| format!("cannot start {} node", binary.display()))?;
-        Ok(NodeProcess { slot: slot.clone(), data_dir, log, child })
+        Ok(NodeProcess { slot: slot.clone(), data_dir, log, address_file, addresses: None, child })
     }
 
     /// The process id.
@@ -79,21 +99,33 @@ impl NodeProcess {
         self.child.id()
     }
 
-    /// The node's RPC address.
-    pub fn rpc_addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.slot.rpc_port))
+    /// The node's RPC address (known once [`NodeProcess::wait_ready`] returned).
+    pub fn rpc_addr(&self) -> Option<SocketAddr> {
+        self.addresses.map(|(rpc, _)| rpc)
     }
 
-    /// Waits until the node answers a probe; fails if the process exits first or the timeout passes,
-    /// pointing at the node's log.
+    /// The node's metrics address (known once [`NodeProcess::wait_ready`] returned).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.addresses.and_then(|(_, metrics)| metrics)
+    }
+
+    /// Waits until the node has reported its addresses and answers a probe; fails if the process
+    /// exits first or the timeout passes, pointing at the node's log.
     pub async fn wait_ready(&mut self, secret: &str) -> anyhow::Result<()> {
         let deadline = Instant::now() + NODE_START_TIMEOUT;
-        let address = self.rpc_addr().to_string();
         loop {
             if let Some(status) = self.child.try_wait()? {
                 bail!("node {} exited with {status} while starting; see {}", self.slot.id, self.log.display());
             }
-            if let Ok(client) = NodeClient::connect(&address, secret).await
+            if self.addresses.is_none()
+                && let Ok(text) = std::fs::read_to_string(&self.address_file)
+            {
+                let bound: BoundAddresses = serde_json::from_str(&text)
+                    .with_context(|| format!("node {} wrote a bad {}", self.slot.id, self.address_file.display()))?;
+                self.addresses = Some((bound.rpc_addr, bound.metrics_addr));
+            }
+            if let Some((rpc_addr, _)) = self.addresses
+                && let Ok(client) = NodeClient::connect(&rpc_addr.to_string(), secret).await
                 && client.probe().await.is_ok()
             {
                 return Ok(());

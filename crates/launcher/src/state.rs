@@ -30,17 +30,15 @@ pub struct UpOptions {
     pub racks: usize,
 }
 
-/// One node's fixed identity and ports.
+/// One node's fixed identity. Its ports are chosen by the kernel at every start (the node binds
+/// port 0 and reports what it got), so no start can race another process for a port picked in
+/// advance; the gateway learns the addresses when the nodes are registered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSlot {
     /// Node id.
     pub id: u32,
     /// Rack name, for rack-aware placement.
     pub rack: String,
-    /// gRPC port on 127.0.0.1.
-    pub rpc_port: u16,
-    /// Prometheus metrics port on 127.0.0.1.
-    pub metrics_port: u16,
 }
 
 /// Everything chosen on first start (see the module documentation).
@@ -56,10 +54,8 @@ pub struct ClusterState {
     pub region: String,
     /// Code of new stripes, `codec::CodeSpec` form.
     pub code: String,
-    /// S3 endpoint address.
+    /// S3 endpoint address (port 0: a new free port at every start, for tests).
     pub s3_listen: SocketAddr,
-    /// Gateway metrics port on 127.0.0.1.
-    pub gateway_metrics_port: u16,
     /// The nodes.
     pub nodes: Vec<NodeSlot>,
 }
@@ -157,16 +153,7 @@ fn new_state(options: &UpOptions) -> anyhow::Result<ClusterState> {
         None => SocketAddr::from(([127, 0, 0, 1], free_port()?)),
     };
     let racks = if options.racks == 0 { options.nodes } else { options.racks };
-    let nodes = (0..options.nodes)
-        .map(|i| {
-            Ok(NodeSlot {
-                id: i as u32,
-                rack: format!("rack-{}", i % racks),
-                rpc_port: free_port()?,
-                metrics_port: free_port()?,
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let nodes = (0..options.nodes).map(|i| NodeSlot { id: i as u32, rack: format!("rack-{}", i % racks) }).collect();
     Ok(ClusterState {
         cluster_secret: random_token(32),
         access_key: format!("LT{}", random_token(18).to_uppercase()),
@@ -174,7 +161,6 @@ fn new_state(options: &UpOptions) -> anyhow::Result<ClusterState> {
         region: "us-east-1".to_string(),
         code: options.code.to_string(),
         s3_listen,
-        gateway_metrics_port: free_port()?,
         nodes,
     })
 }
@@ -225,10 +211,6 @@ mod tests {
         let first = dir.load_or_create(&options(dir.root(), 9)).unwrap();
         assert_eq!(first.nodes.len(), 9);
         assert_eq!(first.nodes[4].rack, "rack-1");
-        let mut ports: Vec<u16> = first.nodes.iter().flat_map(|n| [n.rpc_port, n.metrics_port]).collect();
-        ports.sort_unstable();
-        ports.dedup();
-        assert_eq!(ports.len(), 18, "every port distinct");
         let again = dir.load_or_create(&options(dir.root(), 9)).unwrap();
         assert_eq!(first, again, "a restart keeps secrets, credentials and ports");
         use std::os::unix::fs::PermissionsExt;

@@ -35,6 +35,10 @@ pub struct NodeConfig {
     pub read_chunk_bytes: usize,
     /// Emulated service model; off by default.
     pub service_model: ServiceModel,
+    /// When set, the node writes the addresses it bound (`{"rpc_addr": .., "metrics_addr": ..}`,
+    /// JSON) to this file once it listens, so a launcher can use port 0 and learn the real ports
+    /// without racing other processes for a port it picked in advance. Absent by default.
+    pub address_file: Option<PathBuf>,
 }
 
 /// Hard ceiling on `workers`; more would not behave like a disk and only cost memory.
@@ -56,6 +60,7 @@ impl Default for NodeConfig {
             max_unit_bytes: 256 << 20,
             read_chunk_bytes: 1 << 20,
             service_model: ServiceModel::default(),
+            address_file: None,
         }
     }
 }

@@ -128,6 +128,9 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
         Some(listener) => Some(listener.local_addr().map_err(|e| NodeError::io("metrics listener", e))?),
         None => None,
     };
+    if let Some(path) = &config.address_file {
+        write_address_file(path, rpc_addr, metrics_addr)?;
+    }
     // From here on nothing can fail: start the tasks.
     metrics::handle();
     let workers = scheduler.spawn_workers(config.workers);
@@ -164,6 +167,21 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
         workers,
         background,
     })
+}
+
+/// Writes the bound addresses atomically (temp file + rename), so a reader never sees half a file.
+fn write_address_file(
+    path: &std::path::Path,
+    rpc_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+) -> Result<(), NodeError> {
+    let body = format!(
+        "{{\"rpc_addr\": \"{rpc_addr}\", \"metrics_addr\": {}}}\n",
+        metrics_addr.map_or("null".to_string(), |a| format!("\"{a}\""))
+    );
+    let temp = path.with_extension("tmp");
+    std::fs::write(&temp, body).map_err(|e| NodeError::io(&temp, e))?;
+    std::fs::rename(&temp, path).map_err(|e| NodeError::io(path, e))
 }
 
 /// Serves `config` until `shutdown` completes, then drains cleanly. This is what `lowtail node`

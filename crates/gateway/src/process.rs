@@ -1,0 +1,252 @@
+//! One gateway process: its configuration (TOML, documented defaults), the metadata backend it
+//! opens, the erasure-coded data path with membership and repair, the S3 server, and an HTTP
+//! endpoint with Prometheus metrics (`GET /metrics`) and the cluster status (`GET /admin/status`,
+//! JSON, what `lowtail admin status` prints).
+//!
+//! Must not: handle S3 requests or move data itself; it wires the layers that do and stops them in
+//! order (S3 first, so no request is cut off mid-write; then background services).
+
+use crate::data::erasure::{ErasureData, RunningData};
+use crate::data::repair::RepairStatus;
+use crate::data::{DataConfig, ObjectData};
+use crate::s3::{S3Options, build_service, serve};
+use meta::{MetaStore, NodeInfo};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// An S3 access key pair.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credential {
+    /// Access key id.
+    pub access_key: String,
+    /// Secret access key.
+    pub secret_key: String,
+}
+
+/// Where the metadata lives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "backend", rename_all = "lowercase", deny_unknown_fields)]
+pub enum MetaConfig {
+    /// The embedded store (redb) in a directory: one gateway, nothing to install.
+    Embedded {
+        /// Directory of the database file.
+        dir: PathBuf,
+    },
+    /// etcd, shared by several gateways.
+    Etcd {
+        /// Client URLs, e.g. `http://127.0.0.1:2379`.
+        endpoints: Vec<String>,
+        /// Key prefix of this cluster.
+        prefix: String,
+    },
+}
+
+impl Default for MetaConfig {
+    fn default() -> Self {
+        MetaConfig::Embedded { dir: PathBuf::from("lowtail-meta") }
+    }
+}
+
+/// Everything a gateway is started with.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// S3 endpoint address. Default `127.0.0.1:9000`.
+    pub s3_listen: SocketAddr,
+    /// Address of `GET /metrics` and `GET /admin/status`; absent = no endpoint.
+    pub http_listen: Option<SocketAddr>,
+    /// Accepted S3 key pairs (at least one).
+    pub credentials: Vec<Credential>,
+    /// Region buckets report. Default `us-east-1`.
+    pub region: String,
+    /// Largest PutObject body or upload part, bytes. Default 1 GiB (bodies are held in memory while
+    /// they are encoded).
+    pub max_object_bytes: u64,
+    /// Metadata backend. Default: embedded in `lowtail-meta`.
+    pub meta: MetaConfig,
+    /// The data path: code, unit size, timeouts, membership, repair, cluster secret.
+    pub data: DataConfig,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            s3_listen: SocketAddr::from(([127, 0, 0, 1], 9000)),
+            http_listen: None,
+            credentials: Vec::new(),
+            region: "us-east-1".to_string(),
+            max_object_bytes: crate::s3::DEFAULT_MAX_OBJECT_BYTES,
+            meta: MetaConfig::default(),
+            data: DataConfig::default(),
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// Reads a TOML file; missing fields take their defaults, unknown ones are refused.
+    pub fn from_toml_file(path: &std::path::Path) -> anyhow::Result<GatewayConfig> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read gateway config {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("gateway config {}: {e}", path.display()))
+    }
+
+    /// Checks what can be checked before anything starts.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.credentials.is_empty(), "gateway config: at least one S3 credential is needed");
+        for credential in &self.credentials {
+            anyhow::ensure!(
+                !credential.access_key.is_empty() && credential.secret_key.len() >= 8,
+                "gateway config: access keys must be non-empty and secret keys at least 8 characters"
+            );
+        }
+        anyhow::ensure!(self.max_object_bytes > 0, "gateway config: max_object_bytes must be positive");
+        anyhow::ensure!(!self.data.cluster_secret.is_empty(), "gateway config: data.cluster_secret must be set");
+        Ok(())
+    }
+}
+
+/// Opens the configured metadata backend.
+pub async fn open_meta(config: &MetaConfig) -> anyhow::Result<Arc<dyn MetaStore>> {
+    Ok(match config {
+        MetaConfig::Embedded { dir } => Arc::new(
+            meta::RedbStore::open(dir)
+                .map_err(|e| anyhow::anyhow!("cannot open the metadata store in {}: {e}", dir.display()))?,
+        ),
+        MetaConfig::Etcd { endpoints, prefix } => Arc::new(
+            meta::EtcdStore::connect(endpoints, prefix)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot connect to etcd at {endpoints:?}: {e}"))?,
+        ),
+    })
+}
+
+/// The cluster as `GET /admin/status` reports it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterStatus {
+    /// Every registered node with its state.
+    pub nodes: Vec<NodeInfo>,
+    /// Repair progress.
+    pub repair: RepairStatus,
+}
+
+/// A gateway that is serving.
+pub struct RunningGateway {
+    s3_addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
+    meta: Arc<dyn MetaStore>,
+    data: RunningData,
+    stop_s3: oneshot::Sender<()>,
+    s3_server: JoinHandle<()>,
+    stop_http: Option<oneshot::Sender<()>>,
+    http_server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl RunningGateway {
+    /// The S3 endpoint's bound address.
+    pub fn s3_addr(&self) -> SocketAddr {
+        self.s3_addr
+    }
+
+    /// The metrics / admin endpoint's bound address, when configured.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// The cluster's state now.
+    pub async fn status(&self) -> anyhow::Result<ClusterStatus> {
+        cluster_status(&*self.meta, &self.data).await
+    }
+
+    /// Stops the S3 server (letting in-flight requests finish), then membership and repair.
+    pub async fn shutdown(self) {
+        let _ = self.stop_s3.send(());
+        if let Err(error) = self.s3_server.await {
+            tracing::warn!(%error, "S3 server task failed");
+        }
+        if let Some(stop) = self.stop_http {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.http_server {
+            let _ = server.await;
+        }
+        self.data.shutdown().await;
+    }
+}
+
+async fn cluster_status(meta: &dyn MetaStore, data: &RunningData) -> anyhow::Result<ClusterStatus> {
+    let nodes = meta.list_nodes().await.map_err(|e| anyhow::anyhow!("listing nodes: {e}"))?;
+    Ok(ClusterStatus { nodes, repair: data.repair_status() })
+}
+
+/// Starts a gateway over an open metadata store: data path (with membership and repair), S3
+/// server, and the HTTP endpoint. Returns once every listener is bound.
+pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::Result<RunningGateway> {
+    config.validate()?;
+    let data = ErasureData::start(config.data.clone(), Arc::clone(&meta))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot start the data path: {e}"))?;
+    let object_data: Arc<dyn ObjectData> = Arc::new(data.data.clone());
+    let credentials = config.credentials.iter().map(|c| (c.access_key.clone(), c.secret_key.clone())).collect();
+    let options =
+        S3Options { max_object_bytes: config.max_object_bytes, region: config.region.clone(), ..S3Options::default() };
+    let service = build_service(Arc::clone(&meta), object_data, credentials, options)?;
+    let s3_listener = TcpListener::bind(config.s3_listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen for S3 on {}: {e}", config.s3_listen))?;
+    let s3_addr = s3_listener.local_addr()?;
+    let (stop_s3, stopped_s3) = oneshot::channel::<()>();
+    let s3_server = tokio::spawn(serve(s3_listener, service, async {
+        let _ = stopped_s3.await;
+    }));
+
+    let (mut stop_http, mut http_server, mut http_addr) = (None, None, None);
+    if let Some(listen) = config.http_listen {
+        let listener =
+            TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("cannot listen for HTTP on {listen}: {e}"))?;
+        http_addr = Some(listener.local_addr()?);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let status_meta = Arc::clone(&meta);
+        let repair = Arc::clone(&data.repair);
+        let metrics = node::metrics::handle();
+        let app = axum::Router::new()
+            .route("/metrics", axum::routing::get(move || std::future::ready(metrics.render())))
+            .route(
+                "/admin/status",
+                axum::routing::get(move || {
+                    let meta = Arc::clone(&status_meta);
+                    let repair = Arc::clone(&repair);
+                    async move {
+                        match meta.list_nodes().await {
+                            Ok(nodes) => Ok(axum::Json(ClusterStatus { nodes, repair: repair.status() })),
+                            Err(error) => Err((axum::http::StatusCode::SERVICE_UNAVAILABLE, error.to_string())),
+                        }
+                    }
+                }),
+            );
+        http_server = Some(tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        }));
+        stop_http = Some(stop);
+    }
+    tracing::info!(%s3_addr, ?http_addr, code = %config.data.code, "gateway serving");
+    Ok(RunningGateway { s3_addr, http_addr, meta, data, stop_s3, s3_server, stop_http, http_server })
+}
+
+/// Opens the metadata store, starts the gateway, serves until `shutdown` completes, then stops it.
+pub async fn run(config: GatewayConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let meta = open_meta(&config.meta).await?;
+    let gateway = start(config, meta).await?;
+    shutdown.await;
+    gateway.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! `lowtail admin`: asks a running gateway (found through `cluster.json`, or given by address) for
+//! the cluster's state and renders it for people.
+//!
+//! Must not: open the metadata store itself: the running gateway holds it (the embedded store admits
+//! one process), and asking the gateway shows what the gateway believes.
+
+use crate::manifest::Manifest;
+use anyhow::{Context, bail};
+use serde_json::Value;
+use std::path::Path;
+
+/// The gateway's HTTP endpoint (`http://host:port`) from the manifest of a cluster directory.
+pub fn gateway_http_from_dir(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("cluster.json");
+    let manifest =
+        Manifest::read(&path).with_context(|| format!("no running cluster described by {}", path.display()))?;
+    let gateway = manifest.gateway.context("cluster.json names no gateway")?;
+    Ok(gateway.metrics.trim_end_matches("/metrics").to_string())
+}
+
+/// `GET {base}/admin/status`, as JSON.
+pub fn fetch_status(base: &str) -> anyhow::Result<Value> {
+    let url = format!("{base}/admin/status");
+    let body = ureq::get(&url)
+        .call()
+        .with_context(|| format!("cannot reach the gateway at {url}; is the cluster running?"))?
+        .body_mut()
+        .read_to_string()
+        .context("reading the gateway's answer")?;
+    serde_json::from_str(&body).with_context(|| format!("the gateway at {url} did not answer JSON"))
+}
+
+/// Renders a status answer as a short report: nodes by state, then repair progress.
+pub fn render_status(status: &Value) -> anyhow::Result<String> {
+    let Some(nodes) = status["nodes"].as_array() else { bail!("status has no node list: {status}") };
+    let mut text = String::new();
+    let up = nodes.iter().filter(|n| n["state"] == "Up").count();
+    text.push_str(&format!("nodes: {} registered, {up} up\n", nodes.len()));
+    for node in nodes {
+        text.push_str(&format!(
+            "  node {:>3}  {:<8} {:<22} rack {}\n",
+            node["id"],
+            node["state"].as_str().unwrap_or("?"),
+            node["address"].as_str().unwrap_or("?"),
+            node["rack"].as_str().unwrap_or("?"),
+        ));
+    }
+    text.push_str("repair:\n");
+    if let Some(repair) = status["repair"].as_object() {
+        for (name, value) in repair {
+            text.push_str(&format!("  {name}: {value}\n"));
+        }
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_nodes_and_repair() {
+        let status = serde_json::json!({
+            "nodes": [
+                {"id": 0, "state": "Up", "address": "127.0.0.1:1", "rack": "r0"},
+                {"id": 1, "state": "Down", "address": "127.0.0.1:2", "rack": "r1"}
+            ],
+            "repair": {"units_repaired": 3}
+        });
+        let text = render_status(&status).unwrap();
+        assert!(text.contains("2 registered, 1 up"), "{text}");
+        assert!(text.contains("Down") && text.contains("units_repaired: 3"), "{text}");
+        assert!(render_status(&serde_json::json!({})).is_err());
+    }
+
+    #[test]
+    fn a_missing_cluster_is_a_clear_error() {
+        let temp = tempfile::tempdir().unwrap();
+        let error = gateway_http_from_dir(temp.path()).unwrap_err().to_string();
+        assert!(error.contains("cluster.json"), "{error}");
+    }
+}

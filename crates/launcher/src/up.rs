@@ -1,0 +1,191 @@
+//! `lowtail up`: the whole local cluster in one call. Chooses or reloads the cluster's state, starts
+//! every node as a child process and waits until each answers, registers them in the embedded
+//! metadata store, starts the gateway in this process, and writes `cluster.json`.
+//!
+//! Must not: keep anything in memory that a restart would need: everything lives under the
+//! directory, so `lowtail up` on the same directory finds every object again.
+
+use crate::manifest::{GatewayEntry, Manifest, NodeEntry};
+use crate::processes::NodeProcess;
+use crate::state::{ClusterDir, ClusterState, UpOptions};
+use anyhow::Context;
+use gateway::data::DataConfig;
+use gateway::data::membership::{register_node, unix_now_ms};
+use gateway::process::{Credential, GatewayConfig, MetaConfig, RunningGateway};
+use meta::{MetaStore, NodeId};
+use node::ServiceModel;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+/// `lowtail up`'s configuration file (TOML). Command-line flags override its top-level fields.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpConfig {
+    /// Storage nodes. Default 9.
+    pub nodes: usize,
+    /// Code of new stripes. Default `rs-6-3`.
+    pub code: String,
+    /// Racks the nodes are spread over, round robin; 0 (the default) = one rack per node.
+    pub racks: usize,
+    /// S3 address; absent = 127.0.0.1:9000 when free, else a free port (kept across restarts).
+    pub s3_listen: Option<SocketAddr>,
+    /// The gateway's data path (unit size, timeouts, membership, repair). `code` and
+    /// `cluster_secret` here are ignored: the cluster's own are used.
+    pub data: DataConfig,
+    /// Service-model emulation applied to every node (off by default); see the node's README.
+    pub service_model: ServiceModel,
+}
+
+impl Default for UpConfig {
+    fn default() -> Self {
+        UpConfig {
+            nodes: 9,
+            code: "rs-6-3".to_string(),
+            racks: 0,
+            s3_listen: None,
+            data: DataConfig::default(),
+            service_model: ServiceModel::default(),
+        }
+    }
+}
+
+impl UpConfig {
+    /// Reads a TOML file; missing fields take their defaults, unknown ones are refused.
+    pub fn from_toml_file(path: &Path) -> anyhow::Result<UpConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("{}", path.display()))
+    }
+}
+
+/// A running local cluster.
+pub struct LocalCluster {
+    dir: ClusterDir,
+    manifest: Manifest,
+    nodes: Vec<NodeProcess>,
+    gateway: RunningGateway,
+}
+
+impl LocalCluster {
+    /// What `cluster.json` says.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The cluster directory.
+    pub fn dir(&self) -> &ClusterDir {
+        &self.dir
+    }
+
+    /// The gateway running in this process.
+    pub fn gateway(&self) -> &RunningGateway {
+        &self.gateway
+    }
+
+    /// Stops the gateway (in-flight requests finish first), then every node.
+    pub async fn shutdown(self) {
+        self.gateway.shutdown().await;
+        let stops: Vec<_> = self.nodes.into_iter().map(NodeProcess::stop).collect();
+        for stop in stops {
+            stop.await;
+        }
+    }
+}
+
+/// Starts (or restarts) the cluster in `options.dir`; `binary` is the `lowtail` executable the
+/// nodes run as.
+pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow::Result<LocalCluster> {
+    let dir = ClusterDir::new(&options.dir);
+    let state = dir.load_or_create(options)?;
+    let mut nodes = Vec::with_capacity(state.nodes.len());
+    for slot in &state.nodes {
+        let model = config.service_model.clone();
+        let node = NodeProcess::spawn(binary, &dir, slot, &state.cluster_secret, |node_config| {
+            node_config.service_model = model;
+        });
+        match node {
+            Ok(node) => nodes.push(node),
+            Err(error) => {
+                stop_all(nodes).await;
+                return Err(error);
+            }
+        }
+    }
+    for node in &mut nodes {
+        if let Err(error) = node.wait_ready(&state.cluster_secret).await {
+            stop_all(nodes).await;
+            return Err(error);
+        }
+    }
+    match start_gateway(&dir, &state, config, &nodes).await {
+        Ok((gateway, manifest)) => Ok(LocalCluster { dir, manifest, nodes, gateway }),
+        Err(error) => {
+            stop_all(nodes).await;
+            Err(error)
+        }
+    }
+}
+
+async fn stop_all(nodes: Vec<NodeProcess>) {
+    for node in nodes {
+        node.stop().await;
+    }
+}
+
+async fn start_gateway(
+    dir: &ClusterDir,
+    state: &ClusterState,
+    config: &UpConfig,
+    nodes: &[NodeProcess],
+) -> anyhow::Result<(RunningGateway, Manifest)> {
+    let meta_config = MetaConfig::Embedded { dir: dir.meta_dir() };
+    let meta: Arc<dyn MetaStore> = gateway::process::open_meta(&meta_config).await?;
+    for node in nodes {
+        let address = node.rpc_addr().context("a ready node has an address")?.to_string();
+        register_node(&*meta, NodeId(node.slot.id), &address, &node.slot.rack, 0, unix_now_ms())
+            .await
+            .with_context(|| format!("cannot register node {}", node.slot.id))?;
+    }
+    let mut data = config.data.clone();
+    data.code = state.code.clone();
+    data.cluster_secret = state.cluster_secret.clone();
+    let gateway_config = GatewayConfig {
+        s3_listen: state.s3_listen,
+        http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        credentials: vec![Credential { access_key: state.access_key.clone(), secret_key: state.secret_key.clone() }],
+        region: state.region.clone(),
+        meta: meta_config,
+        data,
+        ..GatewayConfig::default()
+    };
+    let gateway = gateway::process::start(gateway_config, meta).await?;
+    let endpoint = format!("http://{}", gateway.s3_addr());
+    let manifest = Manifest {
+        endpoint: endpoint.clone(),
+        region: state.region.clone(),
+        access_key: state.access_key.clone(),
+        secret_key: state.secret_key.clone(),
+        code: state.code.clone(),
+        dir: dir.root().to_path_buf(),
+        gateway: Some(GatewayEntry {
+            pid: std::process::id(),
+            endpoint,
+            metrics: gateway.http_addr().map(|a| format!("http://{a}/metrics")).unwrap_or_default(),
+        }),
+        nodes: nodes
+            .iter()
+            .map(|node| NodeEntry {
+                id: node.slot.id,
+                pid: node.pid(),
+                rack: node.slot.rack.clone(),
+                rpc_addr: node.rpc_addr().map(|a| a.to_string()).unwrap_or_default(),
+                metrics: node.metrics_addr().map(|a| format!("http://{a}/metrics")).unwrap_or_default(),
+                data_dir: node.data_dir.clone(),
+                log: node.log.clone(),
+            })
+            .collect(),
+    };
+    manifest.write(&dir.manifest_file())?;
+    Ok((gateway, manifest))
+}
