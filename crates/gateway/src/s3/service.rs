@@ -145,6 +145,16 @@ fn timestamp(ms: u64) -> Timestamp {
     Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
 }
 
+/// The bytes a GET or HEAD returns and, for a ranged request, its Content-Range header.
+fn resolve_range(requested: Option<&s3s::dto::Range>, size: u64) -> S3Result<(std::ops::Range<u64>, Option<String>)> {
+    let Some(requested) = requested else { return Ok((0..size, None)) };
+    let range = requested.check(size).map_err(|_| {
+        s3(S3ErrorCode::InvalidRange, format!("the range is not satisfiable for an object of {size} bytes"))
+    })?;
+    let content_range = format!("bytes {}-{}/{size}", range.start, range.end - 1);
+    Ok((range, Some(content_range)))
+}
+
 fn check_key(key: &str) -> S3Result<()> {
     if key.len() > MAX_KEY_BYTES {
         return Err(s3(
@@ -402,20 +412,7 @@ impl S3 for LowtailS3 {
                 if_unmodified_since: input.if_unmodified_since.as_ref(),
             };
             let object = self.object_for_read(&input.bucket, &input.key, &conditions).await?;
-            let size = object.size_bytes;
-            let (range, content_range) = match &input.range {
-                None => (0..size, None),
-                Some(requested) => {
-                    let range = requested.check(size).map_err(|_| {
-                        s3(
-                            S3ErrorCode::InvalidRange,
-                            format!("the range is not satisfiable for an object of {size} bytes"),
-                        )
-                    })?;
-                    let content_range = format!("bytes {}-{}/{size}", range.start, range.end - 1);
-                    (range, Some(content_range))
-                }
-            };
+            let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
             let length = range.end - range.start;
             let body = if length == 0 {
                 Bytes::new()
@@ -451,19 +448,8 @@ impl S3 for LowtailS3 {
                 if_unmodified_since: input.if_unmodified_since.as_ref(),
             };
             let object = self.object_for_read(&input.bucket, &input.key, &conditions).await?;
-            let size = object.size_bytes;
-            let (length, content_range) = match &input.range {
-                None => (size, None),
-                Some(requested) => {
-                    let range = requested.check(size).map_err(|_| {
-                        s3(
-                            S3ErrorCode::InvalidRange,
-                            format!("the range is not satisfiable for an object of {size} bytes"),
-                        )
-                    })?;
-                    (range.end - range.start, Some(format!("bytes {}-{}/{size}", range.start, range.end - 1)))
-                }
-            };
+            let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
+            let length = range.end - range.start;
             let partial = content_range.is_some();
             let output = HeadObjectOutput {
                 content_length: Some(length as i64),
