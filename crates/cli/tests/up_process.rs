@@ -1,6 +1,7 @@
 //! `lowtail up` as a user runs it: a real process that starts 9 node processes and the gateway, a
-//! real S3 client (the AWS SDK for Rust) against it, m = 3 nodes killed with SIGKILL, a clean stop on
-//! SIGINT (Ctrl-C), and a restart on the same directory that still serves every object.
+//! real S3 client (the AWS SDK for Rust) against it, m = 3 nodes killed with SIGKILL (reads and
+//! writes go on), a clean stop on SIGINT (Ctrl-C), and a restart on the same directory that still
+//! serves every object.
 
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
@@ -100,6 +101,25 @@ async fn up_serves_s3_survives_m_failures_and_restarts_with_its_data() {
     for (key, bytes) in &objects {
         assert!(get(&s3, key).await == *bytes, "{key} differs with 3 nodes killed");
     }
+    // Writes go on once membership has marked the killed nodes Down (three missed probes, a second
+    // apart): the new stripes are written degraded.
+    let written_degraded = pseudo_random(2 << 20, 99);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let put = s3
+            .put_object()
+            .bucket("demo")
+            .key("written-with-3-down")
+            .body(ByteStream::from(written_degraded.clone()))
+            .send()
+            .await;
+        if put.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "writes did not resume with 3 nodes down: {put:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(get(&s3, "written-with-3-down").await == written_degraded);
     interrupt(up);
 
     let mut up = start_up(&dir);
@@ -108,7 +128,8 @@ async fn up_serves_s3_survives_m_failures_and_restarts_with_its_data() {
     for (key, bytes) in &objects {
         assert!(get(&s3, key).await == *bytes, "{key} differs after a restart");
     }
+    assert!(get(&s3, "written-with-3-down").await == written_degraded, "degraded write after a restart");
     let listed = s3.list_objects_v2().bucket("demo").send().await.unwrap();
-    assert_eq!(listed.key_count(), Some(objects.len() as i32));
+    assert_eq!(listed.key_count(), Some(objects.len() as i32 + 1));
     interrupt(up);
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use data_support::{TestCluster, pattern, ranges};
 use gateway::data::{DataError, ErasureData, ObjectData};
-use meta::Layout;
+use meta::{Layout, NodeId};
+use std::sync::atomic::Ordering;
 
 const SIZES: [usize; 5] = [0, 1, 100 << 10, (5 << 20) + 17, 20 << 20];
 
@@ -42,22 +43,40 @@ async fn lrc_6_2_2_round_trips() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn too_few_up_nodes_is_unavailable_and_leaves_nothing() {
+async fn writes_go_on_degraded_with_nodes_down_and_stop_below_k() {
     let mut cluster = TestCluster::start(9, 9).await;
     let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
     let layout = data.write(pattern(1000, 1)).await.unwrap();
     data.release(&layout).await.unwrap();
     assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "release dropped the stripe");
+
+    // One node Down with only n nodes: the stripe is written degraded, its last parity unit recorded
+    // on the Down node (where repair will rebuild it), and reads back.
     cluster.kill(4).await;
-    let err = data.write(pattern(1000, 2)).await.unwrap_err();
-    assert!(matches!(err, DataError::Unavailable(_)), "{err}");
-    assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
-    // A node that is Up in the metadata but dead: unit writes fail, no replacement exists.
+    let body = pattern(100_000, 2);
+    let degraded = data.write(body.clone()).await.unwrap();
+    assert!(data.read(&degraded, 0..body.len() as u64).await.unwrap() == body);
+    let stripes = cluster.meta.list_stripes(None, 10).await.unwrap();
+    assert_eq!(stripes.len(), 1);
+    assert_eq!(stripes[0].placement[8], NodeId(4), "the unwritten parity unit is recorded on the Down node");
+    assert_eq!(cluster.meta.stripes_on_node(NodeId(4), None, 10).await.unwrap(), vec![stripes[0].id]);
+    assert_eq!(data.io().counters().degraded_writes.load(Ordering::Relaxed), 1);
+    data.release(&degraded).await.unwrap();
+
+    // A node that is Up in the metadata but dead: its unit write fails and no replacement exists.
     cluster.stop(5).await;
     let err = data.write(pattern(1000, 3)).await.unwrap_err();
     assert!(matches!(err, DataError::Unavailable(_)), "{err}");
     assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
-    for i in [0, 1, 2, 3, 6, 7, 8] {
+
+    // Fewer than k nodes up: refused before anything is written.
+    for i in [6, 7, 8] {
+        cluster.kill(i).await;
+    }
+    let err = data.write(pattern(1000, 4)).await.unwrap_err();
+    assert!(matches!(err, DataError::Unavailable(_)), "{err}");
+    assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
+    for i in [0, 1, 2, 3] {
         let units = cluster.client(i).await.list_units(None, 0).await.unwrap().units;
         assert!(units.is_empty(), "node {i} keeps no half-written unit: {units:?}");
     }

@@ -83,6 +83,11 @@ impl ClientError {
     pub fn is_corrupt(&self) -> bool {
         self.code() == Some(Code::DataLoss)
     }
+
+    /// Whether the node does not hold the unit asked for.
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(Code::NotFound)
+    }
 }
 
 /// Adds the cluster secret to every request.

@@ -129,12 +129,48 @@ impl ErasureData {
     /// Writes the n units of a new stripe to n distinct Up nodes (a unit whose write fails is
     /// placed elsewhere, at most `write_retries` more rounds), then records the stripe. On failure
     /// the units written are deleted and nothing references them.
+    ///
+    /// With fewer than n nodes up (but at least k), the stripe is written *degraded*: the data units
+    /// and as many parity units as there are Up nodes are written, and the remaining parity units are
+    /// recorded on distinct Down nodes without being written. The stripe then tolerates exactly as
+    /// many further failures as the cluster has left before losing m nodes in all, so an
+    /// acknowledged object still survives any m failures counted from a healthy cluster; and repair
+    /// rebuilds those units when it rebuilds everything else those Down nodes held.
     async fn write_stripe(&self, units: Vec<Bytes>, unit_bytes: u64) -> Result<StripeMeta, DataError> {
         let n = units.len();
+        let k = self.code.data_units();
         let nodes: NodeMap = self.io.cluster().node_map().await?;
         let node_list: Vec<_> = nodes.values().cloned().collect();
-        let mut placement =
-            self.io.placer().place(&node_list, n, &[], &[]).map_err(|e| DataError::Unavailable(e.to_string()))?;
+        let up = node_list.iter().filter(|node| node.state == NodeState::Up).count();
+        let written_now = n.min(up);
+        if written_now < k {
+            return Err(DataError::Unavailable(format!("{up} storage nodes up, a stripe needs at least {k}")));
+        }
+        let mut placement = self
+            .io
+            .placer()
+            .place(&node_list, written_now, &[], &[])
+            .map_err(|e| DataError::Unavailable(e.to_string()))?;
+        if written_now < n {
+            let mut down: Vec<NodeId> =
+                node_list.iter().filter(|node| node.state == NodeState::Down).map(|node| node.id).collect();
+            down.sort();
+            down.truncate(n - written_now);
+            if down.len() < n - written_now {
+                self.forget_placement(&placement);
+                return Err(DataError::Unavailable(format!(
+                    "{up} storage nodes up and {} down: a stripe needs {n} distinct nodes",
+                    down.len()
+                )));
+            }
+            let mut placer = self.io.placer();
+            down.iter().for_each(|&node| placer.adjust(node, 1));
+            drop(placer);
+            placement.extend(down);
+            self.io.counters().degraded_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            metrics::counter!("lowtail_gateway_degraded_writes_total").increment(1);
+        }
+        debug_assert_eq!(placement.len(), n);
         let meta = self.io.cluster().meta();
         let id = match meta.allocate_stripe_id().await {
             Ok(id) => id,
@@ -143,9 +179,10 @@ impl ErasureData {
                 return Err(DataError::Meta(error.to_string()));
             }
         };
-        let mut pending: Vec<usize> = (0..n).collect();
+        // Units written_now..n (parity only) stay unwritten on their Down nodes.
+        let mut pending: Vec<usize> = (0..written_now).collect();
         let mut failed_nodes: Vec<NodeId> = Vec::new();
-        let mut written = vec![false; n];
+        let mut written: Vec<bool> = (0..n).map(|unit| unit >= written_now).collect();
         let retries = self.io.config().write_retries;
         let mut round = 0;
         while !pending.is_empty() {
@@ -190,7 +227,7 @@ impl ErasureData {
                 }
                 Err(why) => {
                     let done: Vec<(usize, NodeId)> =
-                        (0..n).filter(|&u| written[u]).map(|u| (u, placement[u])).collect();
+                        (0..written_now).filter(|&u| written[u]).map(|u| (u, placement[u])).collect();
                     self.io.delete_units_best_effort(&nodes, id, &done).await;
                     self.forget_placement(&done.iter().map(|(_, node)| *node).collect::<Vec<_>>());
                     return Err(DataError::Unavailable(format!("stripe {id}: {why}")));
@@ -198,7 +235,7 @@ impl ErasureData {
             }
             round += 1;
         }
-        assert!(written.iter().all(|w| *w), "every unit durable before the stripe is recorded");
+        assert!(written.iter().all(|w| *w), "every unit on an Up node durable before the stripe is recorded");
         let stripe = StripeMeta {
             id,
             code: self.code_name.clone(),
@@ -313,15 +350,15 @@ impl ObjectData for ErasureData {
         if body.is_empty() {
             return Ok(Layout::Striped { segments: Vec::new() });
         }
-        let n = self.code.total_units();
+        let k = self.code.data_units();
         let up = self.io.cluster().nodes().await?.iter().filter(|node| node.state == NodeState::Up).count();
-        if up < n {
+        if up < k {
             return Err(DataError::Unavailable(format!(
-                "{up} storage nodes up, a stripe of {} needs {n}",
+                "{up} storage nodes up, a stripe of {} needs at least {k}",
                 self.code_name
             )));
         }
-        let k = self.code.data_units() as u64;
+        let k = k as u64;
         let unit_bytes = self.io.config().unit_bytes;
         let stripe_bytes = k * unit_bytes;
         let mut segments: Vec<StripeSegment> = Vec::new();

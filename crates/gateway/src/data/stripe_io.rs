@@ -37,6 +37,9 @@ pub struct DataCounters {
     pub corrupt_units: AtomicU64,
     /// Unit writes that failed and were placed elsewhere.
     pub write_retries: AtomicU64,
+    /// Stripes written while fewer than n nodes were up: their missing parity units are recorded on
+    /// Down nodes, where repair rebuilds them like every other unit of a Down node.
+    pub degraded_writes: AtomicU64,
 }
 
 /// Shared unit I/O; see the module documentation.
@@ -149,7 +152,10 @@ impl StripeIo {
         match client.read_range(stripe.id.0, unit_index, offset, length).await {
             Ok((data, _timing)) => Ok(data),
             Err(error) => {
-                if error.is_corrupt() {
+                // A corrupt unit, or one its node does not have (written while the node was down,
+                // and the node came back before repair moved the unit): either way the copy must be
+                // rebuilt, which is what a corrupt report asks repair to do.
+                if error.is_corrupt() || error.is_not_found() {
                     self.report_corrupt(stripe.id, unit_index, node_id);
                 }
                 Err(format!("unit {}/{unit} on node {node_id}: {error}", stripe.id))
