@@ -2,8 +2,8 @@
 //!
 //! Owns: the run protocol (calibrate, warm up, time several runs on the
 //! thread CPU clock, report the median), aligned buffers, the codec
-//! benchmark matrix with its memory ceiling and baseline, and the rendering
-//! of results as tables and JSON.
+//! benchmark matrix with its memory ceiling and baseline, the S3 load
+//! benchmark against a cluster, and the rendering of results as tables and JSON.
 //!
 //! Must not: print (the CLI decides where output goes), or report a figure
 //! for output it has not verified.
@@ -16,9 +16,11 @@ pub mod cpu_time;
 pub mod engines;
 pub mod measure;
 pub mod report;
+pub mod s3_bench;
 pub mod stats;
 
 pub use aligned::AlignedBuf;
 pub use byte_size::{format_byte_size, parse_byte_size};
 pub use codec_bench::{CodecBenchConfig, CodecBenchReport, CodecRow, Op, run_codec_bench};
 pub use measure::{Measurement, Timing, measure};
+pub use s3_bench::{ClusterSource, S3BenchConfig, S3BenchReport, S3Op, S3Row, run_s3_bench};

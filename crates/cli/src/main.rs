@@ -6,7 +6,8 @@
 
 use anyhow::Context;
 use bench::engines::{engine_listing, render_engine_listing, select_engine};
-use bench::{CodecBenchConfig, Timing, parse_byte_size, run_codec_bench};
+use bench::s3_bench::{ClusterSource, QUICK_PHASE_DURATION, S3BenchConfig};
+use bench::{CodecBenchConfig, Timing, parse_byte_size, run_codec_bench, run_s3_bench};
 use clap::{Args, Parser, Subcommand};
 use codec::CodeSpec;
 use std::io::Write;
@@ -143,6 +144,45 @@ enum BenchCommand {
     /// fields code, k, m, unit_bytes, op ("encode" | "decode"), lost, gbps,
     /// engine, ceiling_gbps, and baseline_gbps on encode rows.
     Codec(CodecArgs),
+    /// S3 PUT and GET throughput and p50/p99 latency against a cluster, with the AWS SDK for Rust.
+    ///
+    /// Without --cluster it starts a fresh local cluster (9 nodes, rs-6-3, as `lowtail up` does) in a
+    /// temporary directory and stops it afterwards; with --cluster DIR/cluster.json it measures that
+    /// running cluster (objects are left in the bucket lowtail-bench under a prefix of their own).
+    ///
+    /// For every object size: a PUT phase (--concurrency clients writing new keys of random bytes back
+    /// to back for --duration-s seconds), then a GET phase reading random keys of those just written;
+    /// every GET's length is checked, and the bytes of every 50th. Requests are not retried: failures
+    /// are counted in the `errors` column, and any makes the command exit non-zero after printing.
+    ///
+    /// With --json, stdout is exactly one JSON array of objects with the fields op ("put" | "get"),
+    /// object_bytes, requests, errors, ops_per_s, mb_per_s, p50_ms, p99_ms, max_ms, concurrency.
+    S3(S3Args),
+}
+
+#[derive(Debug, Args)]
+struct S3Args {
+    /// The cluster.json of a running cluster (written by `lowtail up`) instead of a fresh cluster.
+    #[arg(long, value_name = "FILE")]
+    cluster: Option<PathBuf>,
+    /// Object sizes, comma-separated, with an optional B, KiB, MiB or GiB suffix.
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', default_value = "4KiB,1MiB", value_parser = parse_byte_size)]
+    sizes: Vec<usize>,
+    /// Requests in flight (closed loop).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    concurrency: u32,
+    /// Seconds each phase runs (default 10, or 2 with --quick).
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u32).range(1..=3600))]
+    duration_s: Option<u32>,
+    /// A fast smoke run: 2 s phases instead of 10 s.
+    #[arg(long)]
+    quick: bool,
+    /// Seed of the object contents and of the GET key choice.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Print a JSON array on stdout instead of a table (and no progress bar).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -181,6 +221,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(BenchCommand::Codec(args)) => bench_codec(args),
+        Command::Bench(BenchCommand::S3(args)) => bench_s3(args),
         Command::Engines => print_stdout(&render_engine_listing(&engine_listing()?)),
         Command::Node(args) => run_node(args),
         Command::Up(args) => run_up(args),
@@ -303,6 +344,32 @@ fn bench_codec(args: CodecArgs) -> anyhow::Result<()> {
     let report = run_codec_bench(&config).context("codec benchmark failed")?;
     let text = if args.json { bench::report::render_json(&report) } else { bench::report::render_table(&report) };
     print_stdout(&format!("{text}\n"))
+}
+
+fn bench_s3(args: S3Args) -> anyhow::Result<()> {
+    let cluster = match args.cluster {
+        Some(path) => ClusterSource::Manifest(path),
+        None => ClusterSource::Fresh(
+            std::env::current_exe().context("cannot find the lowtail executable to start nodes with")?,
+        ),
+    };
+    let mut config = S3BenchConfig::new(cluster);
+    config.object_sizes_bytes = args.sizes;
+    config.concurrency = args.concurrency as usize;
+    config.seed = args.seed;
+    config.show_progress = !args.json;
+    if args.quick {
+        config.phase_duration = QUICK_PHASE_DURATION;
+    }
+    if let Some(seconds) = args.duration_s {
+        config.phase_duration = std::time::Duration::from_secs(u64::from(seconds));
+    }
+    let report = run_s3_bench(&config).context("S3 benchmark failed")?;
+    let text = if args.json { bench::s3_bench::render_json(&report) } else { bench::s3_bench::render_table(&report) };
+    print_stdout(&format!("{text}\n"))?;
+    let errors = report.total_errors();
+    anyhow::ensure!(errors == 0, "{errors} S3 requests failed (see the errors column)");
+    Ok(())
 }
 
 /// Writes to stdout, turning a closed pipe into an error instead of a panic.
