@@ -133,3 +133,65 @@ async fn up_serves_s3_survives_m_failures_and_restarts_with_its_data() {
     assert_eq!(listed.key_count(), Some(objects.len() as i32 + 1));
     interrupt(up);
 }
+
+/// A writer PUTs objects back to back while a node is SIGKILLed and then `lowtail up` itself (the
+/// gateway, with the nodes it started left running as orphans) is SIGKILLed mid-write. A restart on
+/// the same directory stops the orphans and serves every object whose PUT was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_killing_a_node_and_the_gateway_mid_write() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("cluster");
+    let mut up = start_up(&dir);
+    let manifest = wait_for_manifest(&dir, &mut up);
+    let s3 = client(&manifest);
+    s3.create_bucket().bucket("demo").send().await.unwrap();
+
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn({
+        let (s3, acknowledged, stop) = (s3.clone(), Arc::clone(&acknowledged), Arc::clone(&stop));
+        async move {
+            for i in 0..100_000u32 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let body = ByteStream::from(pseudo_random(64 << 10, i));
+                let put = s3.put_object().bucket("demo").key(format!("w-{i}")).body(body).send().await;
+                if put.is_ok() {
+                    acknowledged.lock().unwrap().push(i);
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    signal(manifest.nodes[0].pid, libc::SIGKILL);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    signal(up.id(), libc::SIGKILL);
+    up.wait().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(acknowledged.len() >= 5, "the writer got only {} PUTs through", acknowledged.len());
+
+    let orphans: Vec<u32> = manifest.nodes[1..].iter().map(|node| node.pid).collect();
+    assert!(orphans.iter().all(|&pid| launcher::processes::command_line(pid).is_some()), "orphans still run");
+    let mut up = start_up(&dir);
+    let restarted = wait_for_manifest(&dir, &mut up);
+    for pid in orphans {
+        assert!(
+            launcher::processes::command_line(pid).is_none_or(|args| !args.iter().any(|a| a == b"node")),
+            "node process {pid} from the killed run was not stopped"
+        );
+    }
+    let s3 = client(&restarted);
+    for i in &acknowledged {
+        assert!(get(&s3, &format!("w-{i}")).await == pseudo_random(64 << 10, *i), "acknowledged w-{i} lost");
+    }
+    interrupt(up);
+}

@@ -13,6 +13,39 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Stops node processes a previous `lowtail up` on the same directory left running (it was killed
+/// before it could stop them): two processes on one data directory would corrupt it. A pid counts as
+/// such a node only while its command line is `lowtail node --config <this directory's node.toml>`,
+/// so a pid reused by an unrelated process is left alone.
+pub fn stop_leftover_nodes(dir: &ClusterDir, previous: &crate::manifest::Manifest) {
+    for node in &previous.nodes {
+        let config_file = dir.node_dir(node.id).join("node.toml");
+        let Some(args) = command_line(node.pid) else { continue };
+        let is_our_node = args.iter().any(|a| a == b"node")
+            && args.iter().any(|a| a.as_slice() == config_file.as_os_str().as_encoded_bytes());
+        if !is_our_node {
+            continue;
+        }
+        tracing::warn!(node = node.id, pid = node.pid, "stopping a node left running by an earlier lowtail up");
+        // SAFETY: kill(2) with a pid whose command line we just checked, and valid signals.
+        unsafe { libc::kill(node.pid as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + NODE_STOP_TIMEOUT;
+        while Path::new(&format!("/proc/{}", node.pid)).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if Path::new(&format!("/proc/{}", node.pid)).exists() {
+            // SAFETY: as above.
+            unsafe { libc::kill(node.pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
+/// The arguments of a running process, or `None` when there is no such process.
+pub fn command_line(pid: u32) -> Option<Vec<Vec<u8>>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(<[u8]>::to_vec).collect())
+}
+
 /// How long a node gets to answer its first probe.
 pub const NODE_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a node gets to stop after SIGTERM before it is killed.
