@@ -1,0 +1,212 @@
+//! Plans: what a policy decides and an executor carries out. A plan is data.
+//!
+//! Must not: hold executor state (queues, timers) or policy state.
+
+use crate::ids::NodeId;
+use serde::{Deserialize, Serialize};
+
+/// Why a task is part of a plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum TaskRole {
+    /// The normal read of the original unit.
+    Normal = 0,
+    /// A read of a recovery-set unit, launched up front (a proactive
+    /// degraded read).
+    Degraded = 1,
+    /// A read of a recovery-set unit launched only when the normal read
+    /// times out ([`Quorum::NormalThenFallback`]).
+    Fallback = 2,
+}
+
+/// One read task: a byte range of one unit on one node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedTask {
+    /// The node to read from.
+    pub node: NodeId,
+    /// The unit index within the stripe.
+    pub unit: u8,
+    /// Byte offset within the unit.
+    pub offset: u64,
+    /// Bytes to read.
+    pub length: u64,
+    /// Why the task is in the plan.
+    pub role: TaskRole,
+}
+
+/// When a read is complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum Quorum {
+    /// Every launched task must finish (a normal read of one task, or a
+    /// degraded read of a whole recovery set).
+    All,
+    /// Done when any `k` tasks finished; the others run to completion.
+    AnyK {
+        /// Tasks needed.
+        k: u16,
+    },
+    /// Done when the first `k` tasks finished; the others are cancelled
+    /// (removed from their queues if they have not started).
+    FirstKOfN {
+        /// Tasks needed.
+        k: u16,
+    },
+    /// The `Normal` task runs; if it has not finished `timeout_ns` after
+    /// dispatch, the `Fallback` tasks are launched. Done when the normal
+    /// task or every fallback task finished; the losing side is cancelled.
+    /// This is the Normal policy of Hu et al. (degraded read on timeout).
+    NormalThenFallback {
+        /// Time from dispatch to launching the fallback.
+        timeout_ns: u64,
+    },
+}
+
+/// Where decoding happens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecodeAt {
+    /// No decoding: the normal read returns the bytes.
+    None,
+    /// The frontend gathers the recovery set and decodes.
+    Gateway,
+}
+
+/// How a degraded read's units travel to the decoder. Only `Gateway` is
+/// executed today; the others are the methods of the APLS paper, named here
+/// so that plans keep one shape when they arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "method", rename_all = "snake_case")]
+pub enum ReconstructionTopology {
+    /// Every unit is sent to the frontend, which decodes.
+    Gateway,
+    /// A starter node gathers all units and decodes (traditional repair).
+    Traditional {
+        /// Packet size in bytes.
+        packet_bytes: u32,
+    },
+    /// Partial-parallel repair: partial sums combined in a tree.
+    Ppr {
+        /// Packet size in bytes.
+        packet_bytes: u32,
+    },
+    /// ECPipe: a pipeline of helpers, packet by packet.
+    Ecpipe {
+        /// Packet size in bytes.
+        packet_bytes: u32,
+    },
+    /// APLS: all survivors, packet-level reconstruction lists.
+    Apls {
+        /// Packet size in bytes.
+        packet_bytes: u32,
+    },
+}
+
+/// A read plan: tasks, the quorum rule, and how decoding happens.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadPlan {
+    /// The tasks. Under [`Quorum::NormalThenFallback`] the first task is
+    /// the normal read and the rest are the fallback recovery set.
+    pub tasks: Vec<PlannedTask>,
+    /// When the read is complete.
+    pub quorum: Quorum,
+    /// Where decoding happens when the data come from a recovery set.
+    pub decode: DecodeAt,
+    /// How recovery-set units reach the decoder.
+    pub topology: ReconstructionTopology,
+}
+
+impl ReadPlan {
+    /// A normal read of one task.
+    pub fn normal(task: PlannedTask) -> ReadPlan {
+        debug_assert_eq!(task.role, TaskRole::Normal);
+        ReadPlan {
+            tasks: vec![task],
+            quorum: Quorum::All,
+            decode: DecodeAt::None,
+            topology: ReconstructionTopology::Gateway,
+        }
+    }
+
+    /// A proactive degraded read of a whole recovery set, decoded at the
+    /// frontend.
+    pub fn degraded(tasks: Vec<PlannedTask>) -> ReadPlan {
+        debug_assert!(tasks.iter().all(|t| t.role == TaskRole::Degraded));
+        ReadPlan { tasks, quorum: Quorum::All, decode: DecodeAt::Gateway, topology: ReconstructionTopology::Gateway }
+    }
+
+    /// Whether the plan reads a recovery set up front.
+    pub fn is_proactive_degraded(&self) -> bool {
+        self.tasks.iter().any(|t| t.role == TaskRole::Degraded)
+    }
+
+    /// Bytes the plan reads if every task launched runs to completion
+    /// (fallback tasks included).
+    pub fn bytes_if_all_run(&self) -> u64 {
+        self.tasks.iter().map(|t| t.length).sum()
+    }
+
+    /// Checks the plan's shape: at least one task, a quorum that can be met,
+    /// and the normal-then-fallback layout. Returns what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.tasks.is_empty() {
+            return Err("plan has no task".into());
+        }
+        let n = self.tasks.len();
+        match self.quorum {
+            Quorum::All => {
+                if self.tasks.iter().any(|t| t.role == TaskRole::Fallback) {
+                    return Err("fallback tasks need the normal_then_fallback quorum".into());
+                }
+            }
+            Quorum::AnyK { k } | Quorum::FirstKOfN { k } => {
+                if k == 0 || k as usize > n {
+                    return Err(format!("quorum of {k} among {n} tasks"));
+                }
+            }
+            Quorum::NormalThenFallback { .. } => {
+                if self.tasks[0].role != TaskRole::Normal || n < 2 {
+                    return Err("normal_then_fallback needs the normal task first and a fallback set".into());
+                }
+                if self.tasks[1..].iter().any(|t| t.role != TaskRole::Fallback) {
+                    return Err("normal_then_fallback: every task after the first must be a fallback".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One unit write of a write plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitWrite {
+    /// The node written.
+    pub node: NodeId,
+    /// The unit index within the stripe.
+    pub unit: u8,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// When a write is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case")]
+pub enum AckRule {
+    /// After every unit write is durable.
+    AllN,
+    /// After `k` unit writes are durable; the rest complete in the
+    /// background and are tracked until durable.
+    KWithBackground {
+        /// Writes needed before the acknowledgement.
+        k: u16,
+    },
+}
+
+/// A write plan: unit writes and the acknowledgement rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WritePlan {
+    /// The unit writes.
+    pub writes: Vec<UnitWrite>,
+    /// When the client is acknowledged.
+    pub ack: AckRule,
+}

@@ -1,0 +1,311 @@
+//! The one record schema: what every executor emits per request, and the
+//! compact log that holds millions of them.
+//!
+//! Owns: [`RequestRecord`] and [`TaskRecord`] (the schema), [`Record`] (one
+//! request with its tasks, the unit of export and of the live executor),
+//! [`RecordLog`] (requests plus one flat arena of tasks: no allocation per
+//! request). Must not: hold anything an executor knows that a live system
+//! could not measure; every table and plot is computed from these fields.
+//!
+//! Stability: fields are only ever added, never renamed (reports and scripts
+//! read them). Times are nanoseconds of the executor's clock; [`crate::NEVER`]
+//! marks a moment that was never reached.
+
+use crate::NEVER;
+use crate::ids::{FrontendId, NodeId, ObjectId, PartitionId, RequestId};
+use crate::plan::TaskRole;
+use serde::{Deserialize, Serialize};
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Outcome {
+    /// The bytes were returned.
+    Ok = 0,
+    /// The request could not be served (no decodable set of units answered).
+    Failed = 1,
+}
+
+/// The per-request part of a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// The request.
+    pub request: RequestId,
+    /// The frontend that served it.
+    pub frontend: FrontendId,
+    /// The object read.
+    pub object: ObjectId,
+    /// Its data partition.
+    pub partition: PartitionId,
+    /// Bytes requested.
+    pub bytes: u64,
+    /// Arrival at the frontend (timestamp A of Hu et al.).
+    pub arrival_ns: u64,
+    /// When the controller started deciding (after queueing at the frontend).
+    pub decision_start_ns: u64,
+    /// When the controller sent the tasks (timestamp B).
+    pub decision_end_ns: u64,
+    /// When the frontend had the requested bytes (timestamp E).
+    pub completion_ns: u64,
+    /// Queue probes the controller sent for this request.
+    pub probes: u32,
+    /// Whether the bytes came from a recovery set (a degraded read),
+    /// whether proactive or after a timeout.
+    pub degraded: bool,
+    /// Whether the normal read timed out and a fallback was launched.
+    pub timed_out: bool,
+    /// How the request ended.
+    pub outcome: Outcome,
+}
+
+impl RequestRecord {
+    /// Request latency: arrival to completion (what the paper's tables
+    /// report).
+    #[inline]
+    pub fn latency_ns(&self) -> u64 {
+        debug_assert!(self.completion_ns >= self.arrival_ns);
+        self.completion_ns - self.arrival_ns
+    }
+
+    /// Controller processing time: queueing at the frontend plus deciding
+    /// (the paper's "controller processing time").
+    #[inline]
+    pub fn controller_ns(&self) -> u64 {
+        debug_assert!(self.decision_end_ns >= self.arrival_ns);
+        self.decision_end_ns - self.arrival_ns
+    }
+}
+
+/// One task of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// The node that held the task.
+    pub node: NodeId,
+    /// The unit index within the stripe.
+    pub unit: u8,
+    /// Why the task was planned.
+    pub role: TaskRole,
+    /// Whether the executor cancelled it before it finished.
+    pub cancelled: bool,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Entered the node's queue (timestamp C).
+    pub enqueue_ns: u64,
+    /// Service started (timestamp D); [`NEVER`] if cancelled while waiting.
+    pub start_ns: u64,
+    /// Service ended (finished, or aborted when cancelled in service);
+    /// [`NEVER`] if it never started.
+    pub finish_ns: u64,
+}
+
+impl TaskRecord {
+    /// Waiting time in the node's queue, if the task started.
+    #[inline]
+    pub fn waiting_ns(&self) -> Option<u64> {
+        (self.start_ns != NEVER).then(|| self.start_ns - self.enqueue_ns)
+    }
+
+    /// Task latency (enqueue to finish) of a task that ran to completion.
+    #[inline]
+    pub fn latency_ns(&self) -> Option<u64> {
+        (!self.cancelled && self.finish_ns != NEVER).then(|| self.finish_ns - self.enqueue_ns)
+    }
+
+    /// Time the node spent serving the task, if it started.
+    #[inline]
+    pub fn service_ns(&self) -> Option<u64> {
+        (self.start_ns != NEVER && self.finish_ns != NEVER).then(|| self.finish_ns - self.start_ns)
+    }
+}
+
+/// One request with its tasks: the unit of export (one JSON line per
+/// request) and what a live executor emits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The request part.
+    #[serde(flatten)]
+    pub request: RequestRecord,
+    /// Its tasks, in plan order.
+    pub tasks: Vec<TaskRecord>,
+}
+
+/// A borrowed record out of a [`RecordLog`].
+#[derive(Clone, Copy, Debug)]
+pub struct RecordRef<'a> {
+    /// The request part.
+    pub request: &'a RequestRecord,
+    /// Its tasks, in plan order.
+    pub tasks: &'a [TaskRecord],
+}
+
+impl RecordRef<'_> {
+    /// An owned copy.
+    pub fn to_record(&self) -> Record {
+        Record { request: *self.request, tasks: self.tasks.to_vec() }
+    }
+}
+
+/// Records of a run: requests, and every task in one flat arena. About 100
+/// bytes per request plus 40 per task.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordLog {
+    requests: Vec<RequestRecord>,
+    /// `task_starts[i]..task_starts[i + 1]` are the tasks of request `i`;
+    /// one more entry than `requests`.
+    task_starts: Vec<u32>,
+    tasks: Vec<TaskRecord>,
+}
+
+impl RecordLog {
+    /// An empty log.
+    pub fn new() -> RecordLog {
+        RecordLog { requests: Vec::new(), task_starts: vec![0], tasks: Vec::new() }
+    }
+
+    /// An empty log with room for `requests` requests and `tasks` tasks.
+    pub fn with_capacity(requests: usize, tasks: usize) -> RecordLog {
+        let mut task_starts = Vec::with_capacity(requests + 1);
+        task_starts.push(0);
+        RecordLog { requests: Vec::with_capacity(requests), task_starts, tasks: Vec::with_capacity(tasks) }
+    }
+
+    /// Appends one request and its tasks.
+    pub fn push(&mut self, request: RequestRecord, tasks: &[TaskRecord]) {
+        if self.task_starts.is_empty() {
+            self.task_starts.push(0);
+        }
+        self.tasks.extend_from_slice(tasks);
+        let end = u32::try_from(self.tasks.len()).expect("more than 4 G task records in one log");
+        self.requests.push(request);
+        self.task_starts.push(end);
+        debug_assert_eq!(self.task_starts.len(), self.requests.len() + 1);
+    }
+
+    /// Appends an owned record.
+    pub fn push_record(&mut self, record: &Record) {
+        self.push(record.request, &record.tasks);
+    }
+
+    /// Requests in the log.
+    pub fn len(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Whether the log is empty.
+    pub fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
+
+    /// Record `index` (in log order).
+    pub fn get(&self, index: usize) -> RecordRef<'_> {
+        let start = self.task_starts[index] as usize;
+        let end = self.task_starts[index + 1] as usize;
+        RecordRef { request: &self.requests[index], tasks: &self.tasks[start..end] }
+    }
+
+    /// Every record, in log order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = RecordRef<'_>> + '_ {
+        (0..self.requests.len()).map(move |i| self.get(i))
+    }
+
+    /// The request parts only (cheap scans for latency tables).
+    pub fn requests(&self) -> &[RequestRecord] {
+        &self.requests
+    }
+
+    /// Every task of every request, in log order.
+    pub fn all_tasks(&self) -> &[TaskRecord] {
+        &self.tasks
+    }
+
+    /// Bytes of heap the log holds (for measuring memory per request).
+    pub fn heap_bytes(&self) -> usize {
+        self.requests.capacity() * size_of::<RequestRecord>()
+            + self.task_starts.capacity() * size_of::<u32>()
+            + self.tasks.capacity() * size_of::<TaskRecord>()
+    }
+
+    /// The same records ordered by request id (executors emit a record when
+    /// its last task resolves, which is not arrival order).
+    pub fn sorted_by_request(&self) -> RecordLog {
+        let mut order: Vec<usize> = (0..self.requests.len()).collect();
+        order.sort_by_key(|&i| self.requests[i].request);
+        let mut sorted = RecordLog::with_capacity(self.requests.len(), self.tasks.len());
+        for i in order {
+            let record = self.get(i);
+            sorted.push(*record.request, record.tasks);
+        }
+        sorted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(id: u64) -> RequestRecord {
+        RequestRecord {
+            request: RequestId(id),
+            frontend: FrontendId(0),
+            object: ObjectId(7),
+            partition: PartitionId(3),
+            bytes: 100,
+            arrival_ns: 10,
+            decision_start_ns: 12,
+            decision_end_ns: 15,
+            completion_ns: 40,
+            probes: 2,
+            degraded: false,
+            timed_out: false,
+            outcome: Outcome::Ok,
+        }
+    }
+
+    fn task(node: u32, cancelled: bool) -> TaskRecord {
+        TaskRecord {
+            node: NodeId(node),
+            unit: 0,
+            role: TaskRole::Normal,
+            cancelled,
+            bytes: 100,
+            enqueue_ns: 16,
+            start_ns: if cancelled { NEVER } else { 20 },
+            finish_ns: if cancelled { NEVER } else { 30 },
+        }
+    }
+
+    #[test]
+    fn log_keeps_tasks_with_their_request_and_sorts() {
+        let mut log = RecordLog::new();
+        log.push(request(2), &[task(1, false), task(2, true)]);
+        log.push(request(1), &[task(3, false)]);
+        assert_eq!(log.len(), 2);
+        assert_eq!(log.get(0).tasks.len(), 2);
+        let sorted = log.sorted_by_request();
+        assert_eq!(sorted.get(0).request.request, RequestId(1));
+        assert_eq!(sorted.get(0).tasks[0].node, NodeId(3));
+        assert_eq!(sorted.get(1).tasks[1].waiting_ns(), None);
+        assert_eq!(sorted.get(1).tasks[0].latency_ns(), Some(14));
+        assert_eq!(sorted.get(1).request.latency_ns(), 30);
+    }
+
+    #[test]
+    fn records_round_trip_through_json() {
+        let record = Record { request: request(5), tasks: vec![task(1, false), task(2, true)] };
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(text.contains("\"arrival_ns\":10"), "{text}");
+        let back: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, record);
+        let mut log = RecordLog::new();
+        log.push_record(&record);
+        let back: RecordLog = serde_json::from_str(&serde_json::to_string(&log).unwrap()).unwrap();
+        assert_eq!(back, log);
+    }
+
+    #[test]
+    fn records_stay_compact() {
+        assert!(size_of::<TaskRecord>() <= 40, "{}", size_of::<TaskRecord>());
+        assert!(size_of::<RequestRecord>() <= 96, "{}", size_of::<RequestRecord>());
+    }
+}
