@@ -170,7 +170,7 @@ impl Placement {
         if (node_count as usize) < total_units {
             return Err(LayoutError::TooFewNodes { node_count, units: total_units });
         }
-        if nodes.is_empty() || nodes.len() % total_units != 0 {
+        if nodes.is_empty() || !nodes.len().is_multiple_of(total_units) {
             let stripes = nodes.len() / total_units;
             return Err(LayoutError::WrongLength {
                 got: nodes.len(),
