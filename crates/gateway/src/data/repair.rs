@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, stream};
-use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId};
+use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeState};
 use serde::Serialize;
 
 use super::DataError;
@@ -225,6 +225,12 @@ impl RepairService {
                 Err(MetaError::NoSuchStripe(_)) => return Ok(0),
                 Err(error) => return Err(DataError::Meta(error.to_string())),
             };
+            if stripe.state == StripeState::Open {
+                // An open (packing) stripe has no units yet, only replicas of its objects on m + 1
+                // nodes; its packer seals it within `packed.seal_after_ms`, replacing Down nodes,
+                // and a later scan repairs the sealed stripe if it still needs it.
+                return Ok(0);
+            }
             let lost: Vec<usize> = (0..stripe.placement.len())
                 .filter(|&unit| {
                     let node = stripe.placement[unit];
