@@ -1,0 +1,68 @@
+//! lowtail's scheduling policies: given a view of the cluster, the current
+//! time and a seeded random source, return a plan. This crate is the
+//! sans-I/O core of the system (like quinn-proto): the simulator and the
+//! live gateway are two shells around the same policy values.
+//!
+//! Owns: the [`ClusterView`] and [`ReadPolicy`] interfaces, the seven read
+//! policies of Hu et al. (SoCC '17) for RS and LRC codes ([`read`]), their
+//! configuration ([`PolicyKind`], [`PolicySettings`]), and placement
+//! ([`placement`]).
+//! Must not: do I/O, read a clock, spawn threads, or draw from an unseeded
+//! random source. Time and randomness come in as arguments, so a policy
+//! given the same view, time and seed makes the same decision. A tidy test
+//! (`tests/tidy.rs`) enforces this for every crate of the spine.
+
+pub mod placement;
+pub mod read;
+
+pub use read::{PolicyKind, PolicySettings, build_read_policy};
+
+use model::{CodeLayout, NodeId, Placement, QueueState, ReadPlan, ReadRequest};
+use rand::RngCore;
+
+/// What a policy may know about the cluster. Executors implement it: the
+/// simulator over its modelled nodes, the gateway over RPCs. Every
+/// [`ClusterView::probe`] is a queue probe that the executor counts (and, in
+/// the simulator, charges a round trip for).
+pub trait ClusterView {
+    /// Which node holds each unit of each stripe.
+    fn placement(&self) -> &Placement;
+    /// The code with its recovery sets.
+    fn layout(&self) -> &CodeLayout;
+    /// Processing rate S_j of a node in bytes per second (heterogeneous
+    /// clusters differ per node).
+    fn node_rate_bytes_per_s(&self, node: NodeId) -> f64;
+    /// Frontends sharing the cluster (a lazy policy that sees only its own
+    /// frontend's requests scales its demand estimate by this).
+    fn frontend_count(&self) -> u32;
+    /// Probes a node's queue now. Counted by the executor.
+    fn probe(&mut self, node: NodeId) -> QueueState;
+}
+
+/// A read policy: one instance per frontend controller.
+pub trait ReadPolicy {
+    /// Canonical name (`lmlf-pw2`), as in configs and reports.
+    fn name(&self) -> &'static str;
+
+    /// Decides how to serve `request` at time `now_ns`. Probes go through
+    /// `view`; randomness comes only from `rng`.
+    fn plan(
+        &mut self,
+        view: &mut dyn ClusterView,
+        now_ns: u64,
+        request: &ReadRequest,
+        rng: &mut dyn RngCore,
+    ) -> ReadPlan;
+
+    /// How often the executor must call [`ReadPolicy::refresh`] (lazy
+    /// policies), or `None`.
+    fn refresh_period_ns(&self) -> Option<u64> {
+        None
+    }
+
+    /// Periodic hook of lazy policies: refresh the queue table (through
+    /// probes, counted) and any statistics-based table.
+    fn refresh(&mut self, view: &mut dyn ClusterView, now_ns: u64, rng: &mut dyn RngCore) {
+        let _ = (view, now_ns, rng);
+    }
+}

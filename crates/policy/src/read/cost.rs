@@ -1,0 +1,65 @@
+//! The per-option costs of Hu et al. section 2.4, and the plan builders all
+//! read policies share.
+//!
+//! Must not: probe (callers pass queue sizes in).
+
+use model::{Placement, PlannedTask, ReadPlan, ReadRequest, RecoverySet, TaskRole, UnitLocation};
+use rand::{Rng, RngCore};
+
+/// Marginal load of one task of `bytes` on a node with queue `queue_bytes`
+/// and rate `rate`: D·(Q + D/2) / S, equation (6) (and each term of (7)).
+#[inline]
+pub fn marginal_load(bytes: f64, queue_bytes: f64, rate: f64) -> f64 {
+    bytes * (queue_bytes + 0.5 * bytes) / rate
+}
+
+/// Estimated latency of one task: (Q + D) / S (LLF).
+#[inline]
+pub fn task_latency(bytes: f64, queue_bytes: f64, rate: f64) -> f64 {
+    (queue_bytes + bytes) / rate
+}
+
+/// The recovery set a sampled policy uses: the local group when the code has
+/// one, else a uniformly random set (RS). Returns its index.
+pub fn sampled_set(sets: &[RecoverySet], rng: &mut dyn RngCore) -> usize {
+    assert!(!sets.is_empty());
+    if sets[0].local { 0 } else { rng.random_range(0..sets.len()) }
+}
+
+/// The normal task of a request.
+pub fn normal_task(placement: &Placement, location: UnitLocation, request: &ReadRequest) -> PlannedTask {
+    PlannedTask {
+        node: placement.node_of(location.stripe, location.unit),
+        unit: location.unit,
+        offset: request.offset,
+        length: request.length,
+        role: TaskRole::Normal,
+    }
+}
+
+/// The tasks reading `set` for a request, with `role`.
+pub fn set_tasks<'a>(
+    placement: &'a Placement,
+    location: UnitLocation,
+    request: &'a ReadRequest,
+    set: &'a RecoverySet,
+    role: TaskRole,
+) -> impl Iterator<Item = PlannedTask> + 'a {
+    set.units.iter().map(move |&unit| PlannedTask {
+        node: placement.node_of(location.stripe, unit),
+        unit,
+        offset: request.offset,
+        length: request.length,
+        role,
+    })
+}
+
+/// A proactive degraded read of `set`.
+pub fn degraded_plan(
+    placement: &Placement,
+    location: UnitLocation,
+    request: &ReadRequest,
+    set: &RecoverySet,
+) -> ReadPlan {
+    ReadPlan::degraded(set_tasks(placement, location, request, set, TaskRole::Degraded).collect())
+}

@@ -1,0 +1,79 @@
+//! LMLF-Lazy (Hu et al. section 3.1): least marginal load first over a queue
+//! table that the executor refreshes every T by probing every node.
+//!
+//! Must not: probe per request, or update the table with its own decisions
+//! between refreshes (staleness is the behaviour the paper measures).
+
+use super::cost::{degraded_plan, marginal_load, normal_task};
+use crate::{ClusterView, ReadPolicy};
+use model::{NodeId, ReadPlan, ReadRequest};
+use rand::RngCore;
+
+/// The LMLF-Lazy policy.
+#[derive(Clone, Debug)]
+pub struct LmlfLazy {
+    period_ns: u64,
+    /// Queue bytes per node at the last refresh (all zero before the first).
+    queue_table: Vec<f64>,
+}
+
+impl LmlfLazy {
+    /// LMLF over a table refreshed every `period_ns`.
+    pub fn new(period_ns: u64) -> LmlfLazy {
+        assert!(period_ns > 0);
+        LmlfLazy { period_ns, queue_table: Vec::new() }
+    }
+}
+
+/// Probes every node into `table` (the lazy policies' refresh).
+pub(super) fn refresh_queue_table(view: &mut dyn ClusterView, table: &mut Vec<f64>) {
+    let nodes = view.placement().node_count();
+    table.clear();
+    for node in 0..nodes {
+        table.push(view.probe(NodeId(node)).bytes as f64);
+    }
+}
+
+impl ReadPolicy for LmlfLazy {
+    fn name(&self) -> &'static str {
+        "lmlf-lazy"
+    }
+
+    fn plan(
+        &mut self,
+        view: &mut dyn ClusterView,
+        _now_ns: u64,
+        request: &ReadRequest,
+        _rng: &mut dyn RngCore,
+    ) -> ReadPlan {
+        let placement = view.placement();
+        if self.queue_table.len() != placement.node_count() as usize {
+            self.queue_table = vec![0.0; placement.node_count() as usize];
+        }
+        let location = placement.locate(request.partition);
+        let bytes = request.length as f64;
+        let cost_of =
+            |node: NodeId| marginal_load(bytes, self.queue_table[node.index()], view.node_rate_bytes_per_s(node));
+        let normal_cost = cost_of(placement.node_of(location.stripe, location.unit));
+        let sets = view.layout().recovery_sets(location.unit);
+        let mut best: Option<(usize, f64)> = None;
+        for (index, set) in sets.iter().enumerate() {
+            let cost: f64 = set.units.iter().map(|&u| cost_of(placement.node_of(location.stripe, u))).sum();
+            if cost < normal_cost && best.is_none_or(|(_, b)| cost < b) {
+                best = Some((index, cost));
+            }
+        }
+        match best {
+            None => ReadPlan::normal(normal_task(placement, location, request)),
+            Some((index, _)) => degraded_plan(placement, location, request, &sets[index]),
+        }
+    }
+
+    fn refresh_period_ns(&self) -> Option<u64> {
+        Some(self.period_ns)
+    }
+
+    fn refresh(&mut self, view: &mut dyn ClusterView, _now_ns: u64, _rng: &mut dyn RngCore) {
+        refresh_queue_table(view, &mut self.queue_table);
+    }
+}

@@ -1,0 +1,198 @@
+//! Opt-Lazy (Hu et al. sections 2.3 and 3.1): every T, probe every node,
+//! take the per-partition demand of the last T, solve problem (1) and keep
+//! the resulting load-direction table; direct each request at random by it.
+//!
+//! Must not: probe per request; solve on the request path.
+
+use super::cost::{degraded_plan, normal_task, sampled_set};
+use super::lazy::refresh_queue_table;
+use crate::{ClusterView, ReadPolicy};
+use model::{NodeId, ReadPlan, ReadRequest};
+use optimize::{LoadDirectionProblem, Objective, SolveLimits};
+use rand::{Rng, RngCore};
+
+/// Marks the normal read in a direction entry.
+const NORMAL: u16 = u16::MAX;
+
+/// The Opt-Lazy policy.
+#[derive(Clone, Debug)]
+pub struct OptLazy {
+    period_ns: u64,
+    objective: Objective,
+    all_combinations: bool,
+    queue_table: Vec<f64>,
+    /// Bytes requested per partition since the last refresh (own frontend).
+    demand_bytes: Vec<f64>,
+    /// `entry_starts[p]..entry_starts[p+1]`: partition p's directions;
+    /// empty means "normal read".
+    entry_starts: Vec<u32>,
+    /// (recovery set index or [`NORMAL`], cumulative probability).
+    entries: Vec<(u16, f64)>,
+    /// Statistics of the last solve, for tests and reports.
+    last_solve: Option<SolveSummary>,
+}
+
+/// What the last refresh's solve did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SolveSummary {
+    /// Partitions with demand in the problem.
+    pub partitions: usize,
+    /// Sweeps the solver used.
+    pub sweeps: u32,
+    /// The final duality gap relative to the objective.
+    pub relative_gap: f64,
+}
+
+impl OptLazy {
+    /// Opt-Lazy refreshed every `period_ns`.
+    pub fn new(period_ns: u64, objective: Objective, all_combinations: bool) -> OptLazy {
+        assert!(period_ns > 0);
+        OptLazy {
+            period_ns,
+            objective,
+            all_combinations,
+            queue_table: Vec::new(),
+            demand_bytes: Vec::new(),
+            entry_starts: Vec::new(),
+            entries: Vec::new(),
+            last_solve: None,
+        }
+    }
+
+    /// The last solve's statistics.
+    pub fn last_solve(&self) -> Option<SolveSummary> {
+        self.last_solve
+    }
+
+    /// Probability of serving partition `partition` by the normal read.
+    pub fn normal_probability(&self, partition: u32) -> f64 {
+        let p = partition as usize;
+        if p + 1 >= self.entry_starts.len() {
+            return 1.0;
+        }
+        let entries = &self.entries[self.entry_starts[p] as usize..self.entry_starts[p + 1] as usize];
+        if entries.is_empty() {
+            return 1.0;
+        }
+        let mut previous = 0.0;
+        let mut normal = 0.0;
+        for &(option, cumulative) in entries {
+            if option == NORMAL {
+                normal += cumulative - previous;
+            }
+            previous = cumulative;
+        }
+        normal
+    }
+}
+
+impl ReadPolicy for OptLazy {
+    fn name(&self) -> &'static str {
+        "opt-lazy"
+    }
+
+    fn plan(
+        &mut self,
+        view: &mut dyn ClusterView,
+        _now_ns: u64,
+        request: &ReadRequest,
+        rng: &mut dyn RngCore,
+    ) -> ReadPlan {
+        let placement = view.placement();
+        let partitions = placement.partition_count() as usize;
+        if self.demand_bytes.len() != partitions {
+            self.demand_bytes = vec![0.0; partitions];
+        }
+        self.demand_bytes[request.partition.index()] += request.length as f64;
+        let location = placement.locate(request.partition);
+        let p = request.partition.index();
+        if p + 1 < self.entry_starts.len() {
+            let entries = &self.entries[self.entry_starts[p] as usize..self.entry_starts[p + 1] as usize];
+            if !entries.is_empty() {
+                let draw: f64 = rng.random::<f64>() * entries.last().unwrap().1;
+                let chosen =
+                    entries.iter().find(|(_, cumulative)| draw < *cumulative).unwrap_or(entries.last().unwrap()).0;
+                if chosen != NORMAL {
+                    let set = &view.layout().recovery_sets(location.unit)[chosen as usize];
+                    return degraded_plan(placement, location, request, set);
+                }
+            }
+        }
+        ReadPlan::normal(normal_task(placement, location, request))
+    }
+
+    fn refresh_period_ns(&self) -> Option<u64> {
+        Some(self.period_ns)
+    }
+
+    fn refresh(&mut self, view: &mut dyn ClusterView, _now_ns: u64, rng: &mut dyn RngCore) {
+        refresh_queue_table(view, &mut self.queue_table);
+        let placement = view.placement();
+        let layout = view.layout();
+        let node_count = placement.node_count() as usize;
+        let partitions = placement.partition_count() as usize;
+        if self.demand_bytes.len() != partitions {
+            self.demand_bytes = vec![0.0; partitions];
+        }
+        let rates: Vec<f64> = (0..node_count as u32).map(|j| view.node_rate_bytes_per_s(NodeId(j))).collect();
+        let mean_rate = rates.iter().sum::<f64>() / node_count as f64;
+        let relative_rates: Vec<f64> = rates.iter().map(|r| r / mean_rate).collect();
+        let scale = view.frontend_count().max(1) as f64;
+        let mut problem = LoadDirectionProblem::new(&self.queue_table, &relative_rates);
+        // (partition, set indices of its options after the normal one)
+        let mut chosen_sets: Vec<(usize, Vec<u16>)> = Vec::new();
+        let mut option_nodes: Vec<Vec<u32>> = Vec::new();
+        for (partition, &demand) in self.demand_bytes.iter().enumerate() {
+            if demand <= 0.0 {
+                continue;
+            }
+            let location = placement.locate(model::PartitionId(partition as u32));
+            let sets = layout.recovery_sets(location.unit);
+            let set_indices: Vec<u16> = if self.all_combinations {
+                (0..sets.len() as u16).collect()
+            } else {
+                vec![sampled_set(sets, rng) as u16]
+            };
+            option_nodes.clear();
+            option_nodes.push(vec![placement.node_of(location.stripe, location.unit).0]);
+            for &index in &set_indices {
+                option_nodes.push(
+                    sets[index as usize].units.iter().map(|&u| placement.node_of(location.stripe, u).0).collect(),
+                );
+            }
+            problem.add_partition(demand * scale, option_nodes.iter().map(|o| o.as_slice()));
+            chosen_sets.push((partition, set_indices));
+        }
+        let solution = problem.solve(self.objective, SolveLimits::default());
+        self.last_solve = Some(SolveSummary {
+            partitions: problem.partition_count(),
+            sweeps: solution.sweeps,
+            relative_gap: if solution.objective > 0.0 { solution.gap / solution.objective } else { 0.0 },
+        });
+        // Rebuild the direction table.
+        self.entry_starts.clear();
+        self.entries.clear();
+        self.entry_starts.push(0);
+        let mut next = chosen_sets.iter().enumerate().peekable();
+        for partition in 0..partitions {
+            if let Some((row, (p, set_indices))) = next.peek()
+                && *p == partition
+            {
+                let options = problem.options_of(*row);
+                let mut cumulative = 0.0;
+                for (position, option) in options.enumerate() {
+                    let weight = solution.weights[option];
+                    if weight <= 0.0 {
+                        continue;
+                    }
+                    cumulative += weight;
+                    let id = if position == 0 { NORMAL } else { set_indices[position - 1] };
+                    self.entries.push((id, cumulative));
+                }
+                next.next();
+            }
+            self.entry_starts.push(self.entries.len() as u32);
+        }
+        self.demand_bytes.iter_mut().for_each(|d| *d = 0.0);
+    }
+}

@@ -1,0 +1,141 @@
+//! Per-request optimal decisions (Hu et al. sections 2.4 and 2.5): probe the
+//! nodes concerned, then pick the normal read or the recovery set of least
+//! cost. LLF minimises the estimated request latency (the ℓ∞ objective of
+//! problem (1) for one request); LMLF minimises the marginal load (its ℓ2
+//! objective). Full probing asks every node of the stripe; power-of-two
+//! sampling asks the original node and one sampled recovery set.
+//!
+//! Must not: keep state between requests beyond scratch buffers.
+
+use super::cost::{degraded_plan, marginal_load, normal_task, sampled_set, task_latency};
+use crate::{ClusterView, ReadPolicy};
+use model::{ReadPlan, ReadRequest, RecoverySet, UnitLocation};
+use rand::RngCore;
+
+/// What a per-request decision minimises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Criterion {
+    /// Estimated request latency: the normal task's (Q + D) / S, or the
+    /// slowest task of a recovery set.
+    Latency,
+    /// Marginal load: Σ over the plan's tasks of D·(Q + D/2) / S.
+    MarginalLoad,
+}
+
+/// Which options a per-request decision probes and compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probing {
+    /// Every node of the stripe; every recovery set.
+    Full,
+    /// The original node and one sampled recovery set.
+    PowerOfTwo,
+}
+
+/// LLF, LMLF, LLF-PW2 and LMLF-PW2.
+#[derive(Clone, Debug)]
+pub struct PerRequest {
+    criterion: Criterion,
+    probing: Probing,
+    /// Scratch: probed queue bytes and rate per unit of the stripe.
+    queue_by_unit: Vec<f64>,
+    rate_by_unit: Vec<f64>,
+}
+
+impl PerRequest {
+    /// A per-request policy.
+    pub fn new(criterion: Criterion, probing: Probing) -> PerRequest {
+        PerRequest { criterion, probing, queue_by_unit: Vec::new(), rate_by_unit: Vec::new() }
+    }
+
+    fn probe_unit(&mut self, view: &mut dyn ClusterView, location: UnitLocation, unit: u8) {
+        let node = view.placement().node_of(location.stripe, unit);
+        self.queue_by_unit[unit as usize] = view.probe(node).bytes as f64;
+        self.rate_by_unit[unit as usize] = view.node_rate_bytes_per_s(node);
+    }
+
+    fn set_cost(&self, set: &RecoverySet, bytes: f64) -> f64 {
+        let terms = set.units.iter().map(|&u| {
+            let (q, s) = (self.queue_by_unit[u as usize], self.rate_by_unit[u as usize]);
+            match self.criterion {
+                Criterion::Latency => task_latency(bytes, q, s),
+                Criterion::MarginalLoad => marginal_load(bytes, q, s),
+            }
+        });
+        match self.criterion {
+            Criterion::Latency => terms.fold(0.0, f64::max),
+            Criterion::MarginalLoad => terms.sum(),
+        }
+    }
+}
+
+impl ReadPolicy for PerRequest {
+    fn name(&self) -> &'static str {
+        match (self.criterion, self.probing) {
+            (Criterion::Latency, Probing::Full) => "llf",
+            (Criterion::MarginalLoad, Probing::Full) => "lmlf",
+            (Criterion::Latency, Probing::PowerOfTwo) => "llf-pw2",
+            (Criterion::MarginalLoad, Probing::PowerOfTwo) => "lmlf-pw2",
+        }
+    }
+
+    fn plan(
+        &mut self,
+        view: &mut dyn ClusterView,
+        _now_ns: u64,
+        request: &ReadRequest,
+        rng: &mut dyn RngCore,
+    ) -> ReadPlan {
+        let location = view.placement().locate(request.partition);
+        let n = view.layout().total_units();
+        self.queue_by_unit.clear();
+        self.queue_by_unit.resize(n, f64::NAN);
+        self.rate_by_unit.clear();
+        self.rate_by_unit.resize(n, f64::NAN);
+        // Which sets to compare: all of them, or one sampled set.
+        let set_count = view.layout().recovery_sets(location.unit).len();
+        let candidates = match self.probing {
+            Probing::Full => 0..set_count,
+            Probing::PowerOfTwo => {
+                let chosen = sampled_set(view.layout().recovery_sets(location.unit), rng);
+                chosen..chosen + 1
+            }
+        };
+        // Probe: the whole stripe, or the original node and the sampled set.
+        match self.probing {
+            Probing::Full => {
+                for unit in 0..n as u8 {
+                    self.probe_unit(view, location, unit);
+                }
+            }
+            Probing::PowerOfTwo => {
+                self.probe_unit(view, location, location.unit);
+                let units = view.layout().recovery_sets(location.unit)[candidates.start].units.clone();
+                for unit in units {
+                    self.probe_unit(view, location, unit);
+                }
+            }
+        }
+        let bytes = request.length as f64;
+        let (q, s) = (self.queue_by_unit[location.unit as usize], self.rate_by_unit[location.unit as usize]);
+        let normal_cost = match self.criterion {
+            Criterion::Latency => task_latency(bytes, q, s),
+            Criterion::MarginalLoad => marginal_load(bytes, q, s),
+        };
+        let sets = view.layout().recovery_sets(location.unit);
+        let mut best: Option<(usize, f64)> = None;
+        for index in candidates {
+            let cost = self.set_cost(&sets[index], bytes);
+            debug_assert!(!cost.is_nan(), "every unit of a candidate set was probed");
+            if cost < normal_cost && best.is_none_or(|(_, b)| cost < b) {
+                best = Some((index, cost));
+            }
+        }
+        let placement = view.placement();
+        match best {
+            None => ReadPlan::normal(normal_task(placement, location, request)),
+            Some((index, _)) => {
+                degraded_plan(placement, location, request, &view.layout().recovery_sets(location.unit)[index])
+            }
+        }
+    }
+}

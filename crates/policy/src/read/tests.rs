@@ -1,0 +1,225 @@
+//! Policy tests over a fake view with fixed queues.
+
+use super::*;
+use crate::{ClusterView, placement};
+use codec::CodeSpec;
+use model::{
+    CodeLayout, NodeId, ObjectId, PartitionId, Placement, QueueState, Quorum, ReadRequest, RequestId, TaskRole,
+};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+struct FakeView {
+    placement: Placement,
+    layout: CodeLayout,
+    queues: Vec<u64>,
+    probes: u32,
+}
+
+impl FakeView {
+    fn new(spec: CodeSpec) -> FakeView {
+        let placement = placement::balanced_random(spec, 20, 4, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
+        FakeView { placement, layout: CodeLayout::new(spec).unwrap(), queues: vec![0; 20], probes: 0 }
+    }
+
+    fn node_of_partition(&self, partition: u32, unit: u8) -> NodeId {
+        let location = self.placement.locate(PartitionId(partition));
+        self.placement.node_of(location.stripe, unit)
+    }
+}
+
+impl ClusterView for FakeView {
+    fn placement(&self) -> &Placement {
+        &self.placement
+    }
+    fn layout(&self) -> &CodeLayout {
+        &self.layout
+    }
+    fn node_rate_bytes_per_s(&self, _node: NodeId) -> f64 {
+        1e6
+    }
+    fn frontend_count(&self) -> u32 {
+        1
+    }
+    fn probe(&mut self, node: NodeId) -> QueueState {
+        self.probes += 1;
+        QueueState { bytes: self.queues[node.index()], tasks: 1 }
+    }
+}
+
+fn request(partition: u32, length: u64) -> ReadRequest {
+    ReadRequest {
+        id: RequestId(1),
+        object: ObjectId(9),
+        partition: PartitionId(partition),
+        offset: 100,
+        length,
+        arrival_ns: 0,
+    }
+}
+
+const RS: CodeSpec = CodeSpec::Rs { k: 6, m: 3 };
+const LRC: CodeSpec = CodeSpec::Lrc { k: 6, l: 2, r: 2 };
+
+#[test]
+fn names_round_trip() {
+    for kind in PolicyKind::ALL {
+        assert_eq!(kind.name().parse::<PolicyKind>().unwrap(), kind);
+        assert_eq!(build_read_policy(kind, &PolicySettings::default()).name(), kind.name());
+    }
+    assert!("lmlf_pw2".parse::<PolicyKind>().is_err());
+}
+
+#[test]
+fn idle_cluster_reads_normally_everywhere() {
+    for spec in [RS, LRC] {
+        for kind in PolicyKind::ALL {
+            let mut view = FakeView::new(spec);
+            let mut policy = build_read_policy(kind, &PolicySettings::default());
+            let plan = policy.plan(&mut view, 0, &request(3, 1000), &mut ChaCha8Rng::seed_from_u64(2));
+            plan.validate().unwrap();
+            assert_eq!(plan.tasks[0].role, TaskRole::Normal, "{kind} on {spec}");
+            assert_eq!(plan.tasks[0].node, view.node_of_partition(3, 3));
+            assert_eq!((plan.tasks[0].offset, plan.tasks[0].length), (100, 1000));
+        }
+    }
+}
+
+#[test]
+fn normal_carries_timeout_and_fallback_set() {
+    let mut view = FakeView::new(LRC);
+    let mut policy = build_read_policy(PolicyKind::Normal, &PolicySettings::default());
+    let plan = policy.plan(&mut view, 0, &request(1, 10), &mut ChaCha8Rng::seed_from_u64(2));
+    assert_eq!(plan.quorum, Quorum::NormalThenFallback { timeout_ns: 1_000_000_000 });
+    // LRC: the fallback is the local group of unit 1: units 0, 2 and local parity 6.
+    let units: Vec<u8> = plan.tasks[1..].iter().map(|t| t.unit).collect();
+    assert_eq!(units, vec![0, 2, 6]);
+    assert_eq!(view.probes, 0);
+}
+
+#[test]
+fn probe_counts_follow_the_paper() {
+    let cases = [
+        (RS, PolicyKind::Llf, 9),
+        (RS, PolicyKind::Lmlf, 9),
+        (RS, PolicyKind::LmlfPw2, 7),
+        (RS, PolicyKind::LlfPw2, 7),
+    ];
+    let cases = cases.into_iter().chain([(LRC, PolicyKind::LmlfPw2, 4), (LRC, PolicyKind::Lmlf, 10)]);
+    for (spec, kind, probes) in cases {
+        let mut view = FakeView::new(spec);
+        let mut policy = build_read_policy(kind, &PolicySettings::default());
+        policy.plan(&mut view, 0, &request(0, 10), &mut ChaCha8Rng::seed_from_u64(2));
+        assert_eq!(view.probes, probes, "{kind} on {spec}");
+    }
+    let mut view = FakeView::new(RS);
+    let mut lazy = build_read_policy(PolicyKind::LmlfLazy, &PolicySettings::default());
+    lazy.plan(&mut view, 0, &request(0, 10), &mut ChaCha8Rng::seed_from_u64(2));
+    assert_eq!(view.probes, 0);
+    lazy.refresh(&mut view, 0, &mut ChaCha8Rng::seed_from_u64(2));
+    assert_eq!(view.probes, 20);
+}
+
+#[test]
+fn hot_original_node_triggers_a_degraded_read_and_lmlf_is_more_reluctant_than_llf() {
+    let mut view = FakeView::new(RS);
+    let hot = view.node_of_partition(0, 0);
+    // The original node's queue is 3 KB. A 1 KB read: LLF compares 4 KB with
+    // 1 KB elsewhere; LMLF compares 1000·3500 with 6·1000·500 = 3.0 M < 3.5 M.
+    view.queues[hot.index()] = 3000;
+    for (kind, degraded) in [(PolicyKind::Llf, true), (PolicyKind::Lmlf, true)] {
+        let plan = build_read_policy(kind, &PolicySettings::default()).plan(
+            &mut view,
+            0,
+            &request(0, 1000),
+            &mut ChaCha8Rng::seed_from_u64(2),
+        );
+        assert_eq!(plan.is_proactive_degraded(), degraded, "{kind}");
+        assert!(plan.tasks.iter().all(|t| t.node != hot));
+    }
+    // 2.4 KB queue: LMLF: 1000·2900 = 2.9 M < 3.0 M, so normal; LLF still degraded.
+    view.queues[hot.index()] = 2400;
+    let llf = build_read_policy(PolicyKind::Llf, &PolicySettings::default()).plan(
+        &mut view,
+        0,
+        &request(0, 1000),
+        &mut ChaCha8Rng::seed_from_u64(2),
+    );
+    let lmlf = build_read_policy(PolicyKind::Lmlf, &PolicySettings::default()).plan(
+        &mut view,
+        0,
+        &request(0, 1000),
+        &mut ChaCha8Rng::seed_from_u64(2),
+    );
+    assert!(llf.is_proactive_degraded());
+    assert!(!lmlf.is_proactive_degraded());
+}
+
+#[test]
+fn full_probing_avoids_a_loaded_helper() {
+    let mut view = FakeView::new(RS);
+    let original = view.node_of_partition(0, 0);
+    view.queues[original.index()] = 100_000;
+    let busy_helper = view.node_of_partition(0, 7);
+    view.queues[busy_helper.index()] = 50_000;
+    let plan = build_read_policy(PolicyKind::Lmlf, &PolicySettings::default()).plan(
+        &mut view,
+        0,
+        &request(0, 1000),
+        &mut ChaCha8Rng::seed_from_u64(2),
+    );
+    assert!(plan.is_proactive_degraded());
+    assert_eq!(plan.tasks.len(), 6);
+    assert!(plan.tasks.iter().all(|t| t.node != busy_helper));
+}
+
+#[test]
+fn same_view_time_and_seed_give_the_same_decision() {
+    for spec in [RS, LRC] {
+        for kind in PolicyKind::ALL {
+            let decide = |seed: u64| {
+                let mut view = FakeView::new(spec);
+                for (i, q) in view.queues.iter_mut().enumerate() {
+                    *q = (i as u64 * 7919) % 5000;
+                }
+                let mut policy = build_read_policy(kind, &PolicySettings::default());
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                let mut plans = Vec::new();
+                for round in 0..50u32 {
+                    if round % 10 == 0 {
+                        policy.refresh(&mut view, round as u64, &mut rng);
+                    }
+                    plans.push(policy.plan(
+                        &mut view,
+                        round as u64,
+                        &request(round % 24, 500 + round as u64),
+                        &mut rng,
+                    ));
+                }
+                (plans, view.probes)
+            };
+            assert_eq!(decide(5), decide(5), "{kind} on {spec}");
+        }
+    }
+}
+
+#[test]
+fn opt_lazy_spreads_a_hot_partition_by_its_table() {
+    let mut view = FakeView::new(RS);
+    let mut policy = OptLazy::new(1, optimize::Objective::L2, false);
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    // Partition 0 is hot: 100 requests of 10 KB in the last period.
+    for _ in 0..100 {
+        policy.plan(&mut view, 0, &request(0, 10_000), &mut rng);
+    }
+    policy.refresh(&mut view, 1, &mut rng);
+    let summary = policy.last_solve().unwrap();
+    assert_eq!(summary.partitions, 1);
+    // Optimum: x·1 MB on the original = (1-x)·1 MB on each of 6 helpers ⇒ x = 6/7.
+    let normal = policy.normal_probability(0);
+    assert!((normal - 6.0 / 7.0).abs() < 1e-6, "{normal}");
+    let degraded =
+        (0..7000).filter(|_| policy.plan(&mut view, 2, &request(0, 10_000), &mut rng).is_proactive_degraded()).count();
+    assert!((800..1200).contains(&degraded), "{degraded} of 7000, expected about 1000");
+    assert_eq!(policy.normal_probability(5), 1.0);
+}
