@@ -3,79 +3,11 @@
 //! writes go on), a clean stop on SIGINT (Ctrl-C), and a restart on the same directory that still
 //! serves every object.
 
-use aws_sdk_s3::config::{Credentials, Region};
+mod common;
+
 use aws_sdk_s3::primitives::ByteStream;
-use launcher::Manifest;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use common::{client, get, interrupt, pseudo_random, signal, start_up, wait_for_manifest};
 use std::time::{Duration, Instant};
-
-fn start_up(dir: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_lowtail"))
-        .args(["up", "--nodes", "9", "--code", "rs-6-3", "--listen", "127.0.0.1:0"])
-        .arg("--dir")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("lowtail runs")
-}
-
-/// Waits (at most 60 s) until `cluster.json` names a gateway in the process `up`.
-fn wait_for_manifest(dir: &Path, up: &mut Child) -> Manifest {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(up.try_wait().unwrap().is_none(), "lowtail up exited while starting");
-        if let Ok(manifest) = Manifest::read(&dir.join("cluster.json"))
-            && manifest.gateway.as_ref().is_some_and(|g| g.pid == up.id())
-        {
-            return manifest;
-        }
-        assert!(Instant::now() < deadline, "cluster did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn signal(pid: u32, signal: libc::c_int) {
-    // SAFETY: kill(2) with a pid this test started and a valid signal.
-    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0);
-}
-
-/// SIGINT, then waits (at most 60 s) for a clean exit.
-fn interrupt(mut up: Child) {
-    signal(up.id(), libc::SIGINT);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = up.try_wait().unwrap() {
-            assert!(status.success(), "lowtail up exited with {status}");
-            return;
-        }
-        assert!(Instant::now() < deadline, "lowtail up did not stop on SIGINT");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn client(manifest: &Manifest) -> aws_sdk_s3::Client {
-    let credentials = Credentials::new(&manifest.access_key, &manifest.secret_key, None, None, "test");
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version_latest()
-        .region(Region::new(manifest.region.clone()))
-        .endpoint_url(&manifest.endpoint)
-        .credentials_provider(credentials)
-        .force_path_style(true)
-        .http_client(aws_smithy_http_client::Builder::new().build_http())
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
-
-async fn get(client: &aws_sdk_s3::Client, key: &str) -> Vec<u8> {
-    let object = client.get_object().bucket("demo").key(key).send().await.unwrap();
-    object.body.collect().await.unwrap().into_bytes().to_vec()
-}
-
-fn pseudo_random(len: usize, seed: u32) -> Vec<u8> {
-    (0..len as u32).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8).collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_serves_s3_survives_m_failures_and_restarts_with_its_data() {

@@ -245,11 +245,9 @@ impl RepairService {
             let lost_nodes: Vec<NodeId> = lost.iter().map(|&u| stripe.placement[u]).collect();
             let peers: Vec<NodeId> =
                 (0..stripe.placement.len()).filter(|u| !lost.contains(u)).map(|u| stripe.placement[u]).collect();
-            let targets = self
-                .io
-                .placer()
-                .place(&node_list, lost.len(), &lost_nodes, &peers)
-                .map_err(|e| DataError::Unavailable(e.to_string()))?;
+            let targets = self.choose_targets(nodes, &node_list, &stripe, &lost, &lost_nodes, &peers)?;
+            // Units rebuilt on a new node (the others are corrupt copies rewritten where they are).
+            let moved = |unit: usize, target: NodeId| stripe.placement[unit] != target;
             let failed: BTreeSet<usize> = lost.iter().copied().collect();
             let mut written: Vec<(usize, NodeId)> = Vec::new();
             let mut outcome = Ok(());
@@ -288,12 +286,18 @@ impl RepairService {
                     assert_eq!(stored.placement.iter().collect::<BTreeSet<_>>().len(), stored.placement.len());
                     {
                         let mut placer = self.io.placer();
-                        lost_nodes.iter().for_each(|node| placer.adjust(*node, -1));
+                        lost.iter()
+                            .zip(&targets)
+                            .filter(|&(&unit, &target)| moved(unit, target))
+                            .for_each(|(&unit, _)| placer.adjust(stripe.placement[unit], -1));
                     }
-                    // Old copies on live nodes (corrupt ones) are dropped; dead nodes' are orphans.
+                    // Old copies of moved units on live nodes (corrupt ones) are dropped; dead
+                    // nodes' are orphans. A copy rewritten in place is the new copy: it stays.
                     let stale: Vec<(usize, NodeId)> = lost
                         .iter()
-                        .map(|&u| (u, stripe.placement[u]))
+                        .zip(&targets)
+                        .filter(|&(&unit, &target)| moved(unit, target))
+                        .map(|(&u, _)| (u, stripe.placement[u]))
                         .filter(|(_, node)| nodes.get(node).is_some_and(|n| n.state == NodeState::Up))
                         .collect();
                     self.io.delete_units_best_effort(nodes, id, &stale).await;
@@ -308,11 +312,17 @@ impl RepairService {
                     return Ok(lost.len());
                 }
                 Err(error) => {
-                    // Undo: the new copies are unreferenced.
-                    self.io.delete_units_best_effort(nodes, id, &written).await;
+                    // Undo: the new copies on new nodes are unreferenced. A copy rewritten in
+                    // place is kept: it replaced the corrupt one, and the placement still names it.
+                    let unreferenced: Vec<(usize, NodeId)> =
+                        written.iter().copied().filter(|&(unit, target)| moved(unit, target)).collect();
+                    self.io.delete_units_best_effort(nodes, id, &unreferenced).await;
                     {
                         let mut placer = self.io.placer();
-                        targets.iter().for_each(|node| placer.adjust(*node, -1));
+                        lost.iter()
+                            .zip(&targets)
+                            .filter(|&(&unit, &target)| moved(unit, target))
+                            .for_each(|(_, &target)| placer.adjust(target, -1));
                     }
                     if !matches!(&error, DataError::Meta(why) if why.starts_with("conflict")) {
                         return Err(error);
@@ -321,6 +331,39 @@ impl RepairService {
             }
         }
         Err(DataError::Meta(format!("stripe {id}: placement kept changing during repair")))
+    }
+
+    /// A target node per lost unit: new Up nodes holding no unit of the stripe. When there are not
+    /// enough of those (a cluster of exactly n nodes has none), a corrupt unit on an Up node is
+    /// rewritten on its own node instead (the node's store replaces the bad file and forgets it was
+    /// corrupt), so only units of nodes that are not Up need new homes.
+    fn choose_targets(
+        &self,
+        nodes: &NodeMap,
+        node_list: &[NodeInfo],
+        stripe: &meta::StripeMeta,
+        lost: &[usize],
+        lost_nodes: &[NodeId],
+        peers: &[NodeId],
+    ) -> Result<Vec<NodeId>, DataError> {
+        let is_up = |unit: usize| nodes.get(&stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
+        let mut placer = self.io.placer();
+        let everywhere = match placer.place(node_list, lost.len(), lost_nodes, peers) {
+            Ok(targets) => return Ok(targets),
+            Err(error) => error,
+        };
+        let must_move: Vec<usize> = lost.iter().copied().filter(|&unit| !is_up(unit)).collect();
+        if must_move.len() == lost.len() {
+            return Err(DataError::Unavailable(everywhere.to_string()));
+        }
+        let mut moved = placer
+            .place(node_list, must_move.len(), lost_nodes, peers)
+            .map_err(|e| DataError::Unavailable(e.to_string()))?
+            .into_iter();
+        Ok(lost
+            .iter()
+            .map(|&unit| if is_up(unit) { stripe.placement[unit] } else { moved.next().expect("one per unit to move") })
+            .collect())
     }
 }
 

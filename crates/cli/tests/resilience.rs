@@ -1,0 +1,333 @@
+//! Failure tests of a whole cluster through real processes and a real S3 client (the AWS SDK for
+//! Rust), as issue 3 asks:
+//!
+//! - RS(6,3) and LRC(6,2,2): m nodes SIGKILLed in the middle of a concurrent PUT/GET workload; every
+//!   acknowledged object reads back identical; once repair has finished, m more nodes are killed and
+//!   every object still reads back byte for byte (redundancy was really restored).
+//! - A unit flipped on disk: the GET is served by a degraded read, the corruption is counted and the
+//!   unit rewritten with the right bytes by repair, and the next GET reads it without decoding.
+//!
+//! Membership and repair run with short intervals (through `lowtail up --config`) so each test takes
+//! seconds, and every wait is a bounded poll of the gateway's state, never a fixed sleep.
+
+mod common;
+
+use aws_sdk_s3::primitives::ByteStream;
+use common::{
+    admin_status, client, interrupt, kill_and_wait, metric, poll, pseudo_random, start_up_with, try_get,
+    wait_for_manifest,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Unit size of full stripes: small, so a few MiB span several stripes.
+const UNIT_BYTES: usize = 256 << 10;
+
+/// `up.toml` for fast failure detection and repair: a node is Down after two missed probes half a
+/// second apart, and rebuilt elsewhere two seconds later, without a pacing limit worth the name.
+fn write_up_config(dir: &Path, nodes: usize, code: &str) -> PathBuf {
+    let text = format!(
+        r#"nodes = {nodes}
+code = "{code}"
+
+[data]
+unit_bytes = {UNIT_BYTES}
+degraded_read_timeout_ms = 500
+
+[data.membership]
+probe_interval_ms = 500
+down_after_probes = 2
+
+[data.repair]
+grace_ms = 2000
+scan_interval_ms = 300
+max_concurrent_stripes = 4
+max_read_bytes_per_s = 1073741824
+"#
+    );
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("up.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// An object the test wrote and was acknowledged: its bytes are `pseudo_random(len, seed)`.
+#[derive(Clone, Copy, Debug)]
+struct Expected {
+    len: usize,
+    seed: u32,
+}
+
+type Acknowledged = Arc<Mutex<BTreeMap<String, Expected>>>;
+
+/// Reads every acknowledged object and panics naming the first that differs or fails.
+async fn verify_all(s3: &aws_sdk_s3::Client, objects: &BTreeMap<String, Expected>, when: &str) {
+    for (key, expected) in objects {
+        match try_get(s3, "demo", key).await {
+            Ok(bytes) => assert!(
+                bytes == pseudo_random(expected.len, expected.seed),
+                "{key} ({} bytes) reads back different {when} (got {} bytes)",
+                expected.len,
+                bytes.len()
+            ),
+            Err(error) => panic!("{key} ({} bytes) unreadable {when}: {error}", expected.len),
+        }
+    }
+}
+
+/// What the concurrent readers saw.
+#[derive(Default)]
+struct ReadLog {
+    reads: u64,
+    failures: Vec<String>,
+}
+
+/// Waits until repair has rebuilt everything the `dead` nodes held: they are Down and past the
+/// grace period, no scan has stripes left, and two status answers more than three scan intervals
+/// apart show the same repair counters (so at least one full scan found nothing to do). Returns the
+/// final status.
+async fn wait_for_repair(dir: &Path, dead: &[u32]) -> serde_json::Value {
+    let mut quiet_since: Option<(Instant, serde_json::Value)> = None;
+    poll("repair of the killed nodes' units", Duration::from_secs(90), || {
+        let status = admin_status(dir);
+        let repair = &status["repair"];
+        for id in dead {
+            let node = status["nodes"].as_array().unwrap().iter().find(|n| n["id"] == *id).unwrap();
+            if node["state"] != "Down" {
+                quiet_since = None;
+                return Err(format!("node {id} is {} yet", node["state"]));
+            }
+            if !repair["nodes_repairing"].as_array().unwrap().iter().any(|n| n == id) {
+                quiet_since = None;
+                return Err(format!("node {id} is not being repaired yet: {repair}"));
+            }
+        }
+        if repair["stripes_remaining"] != 0 {
+            quiet_since = None;
+            return Err(format!("stripes remain: {repair}"));
+        }
+        let counters = serde_json::json!([repair["stripes_repaired"], repair["stripe_failures"]]);
+        match &quiet_since {
+            Some((since, seen)) if *seen == counters && since.elapsed() > Duration::from_secs(1) => Ok(status),
+            Some((_, seen)) if *seen == counters => Err(format!("quiet for a moment only: {repair}")),
+            _ => {
+                quiet_since = Some((Instant::now(), counters));
+                Err(format!("repair still moving: {repair}"))
+            }
+        }
+    })
+    .await
+}
+
+/// Starts `nodes` nodes of `code`, runs two writers and two readers, SIGKILLs `m` nodes in the
+/// middle, checks every acknowledged object, waits for repair, kills `m` more and checks again.
+async fn kill_m_repair_kill_m_more(code: &str, nodes: usize, m: usize) {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("cluster");
+    let config = write_up_config(temp.path(), nodes, code);
+    let mut up = start_up_with(&dir, &["--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let manifest = wait_for_manifest(&dir, &mut up);
+    assert_eq!(manifest.nodes.len(), nodes);
+    assert_eq!(manifest.code, code);
+    let s3 = client(&manifest);
+    s3.create_bucket().bucket("demo").send().await.unwrap();
+
+    // Fixed objects: empty, tiny, small, one unit, and two spanning several stripes (a full
+    // stripe is 6 units of 256 KiB for both codes).
+    let acknowledged: Acknowledged = Arc::default();
+    for (i, len) in [0usize, 1, 5000, UNIT_BYTES, (3 << 20) + 1, 7 << 20].into_iter().enumerate() {
+        let seed = 7_000 + i as u32;
+        let key = format!("fixed-{i}");
+        s3.put_object().bucket("demo").key(&key).body(ByteStream::from(pseudo_random(len, seed))).send().await.unwrap();
+        acknowledged.lock().unwrap().insert(key, Expected { len, seed });
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(Mutex::new(ReadLog::default()));
+    let mut workers = Vec::new();
+    for writer in 0..2u32 {
+        let (s3, acknowledged, stop) = (s3.clone(), Arc::clone(&acknowledged), Arc::clone(&stop));
+        workers.push(tokio::spawn(async move {
+            const SIZES: [usize; 6] = [0, 1, 4096, 100_000, 1 << 20, (2 << 20) + 7];
+            for i in 0..1_000_000u32 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let expected =
+                    Expected { len: SIZES[(i as usize + writer as usize) % SIZES.len()], seed: writer << 24 | i };
+                let key = format!("w{writer}-{i}");
+                let body = ByteStream::from(pseudo_random(expected.len, expected.seed));
+                match s3.put_object().bucket("demo").key(&key).body(body).send().await {
+                    Ok(_) => {
+                        acknowledged.lock().unwrap().insert(key, expected);
+                    }
+                    // Not acknowledged: allowed while nodes die, never read back.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        }));
+    }
+    for reader in 0..2usize {
+        let (s3, acknowledged, stop, reads) =
+            (s3.clone(), Arc::clone(&acknowledged), Arc::clone(&stop), Arc::clone(&reads));
+        workers.push(tokio::spawn(async move {
+            for i in 0..1_000_000usize {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let (key, expected) = {
+                    let objects = acknowledged.lock().unwrap();
+                    let pick = (i * 7919 + reader * 104_729) % objects.len();
+                    let (key, expected) = objects.iter().nth(pick).unwrap();
+                    (key.clone(), *expected)
+                };
+                let outcome = try_get(&s3, "demo", &key).await;
+                let mut log = reads.lock().unwrap();
+                log.reads += 1;
+                match outcome {
+                    Ok(bytes) if bytes == pseudo_random(expected.len, expected.seed) => {}
+                    Ok(bytes) => log.failures.push(format!("{key}: {} bytes, wrong content", bytes.len())),
+                    Err(error) => log.failures.push(format!("{key}: {error}")),
+                }
+            }
+        }));
+    }
+
+    let count = || acknowledged.lock().unwrap().len();
+    let before_kill = poll("PUTs before the kill", Duration::from_secs(60), || {
+        let n = count();
+        if n >= 16 { Ok(n) } else { Err(format!("{n} acknowledged")) }
+    })
+    .await;
+    let first: Vec<u32> = manifest.nodes[..m].iter().map(|n| n.id).collect();
+    for node in &manifest.nodes[..m] {
+        kill_and_wait(node.pid);
+    }
+    // The workload goes on until the writers got well past the failure (Down marking included).
+    poll("PUTs after the kill", Duration::from_secs(60), || {
+        let n = count();
+        if n >= before_kill + 20 { Ok(()) } else { Err(format!("{} acknowledged since the kill", n - before_kill)) }
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for worker in workers {
+        tokio::time::timeout(Duration::from_secs(60), worker).await.expect("workers stop").unwrap();
+    }
+    let log = std::mem::take(&mut *reads.lock().unwrap());
+    assert!(log.reads > 0, "the readers read nothing");
+    assert!(
+        log.failures.is_empty(),
+        "{} of {} GETs failed while {m} nodes died: {:?}",
+        log.failures.len(),
+        log.reads,
+        log.failures
+    );
+    let objects = acknowledged.lock().unwrap().clone();
+    verify_all(&s3, &objects, &format!("with nodes {first:?} killed")).await;
+
+    let status = wait_for_repair(&dir, &first).await;
+    assert!(status["repair"]["units_repaired"].as_u64().unwrap() > 0, "nothing was repaired: {status}");
+
+    let second: Vec<u32> = manifest.nodes[m..2 * m].iter().map(|n| n.id).collect();
+    for node in &manifest.nodes[m..2 * m] {
+        kill_and_wait(node.pid);
+    }
+    verify_all(&s3, &objects, &format!("after repair, with nodes {first:?} and then {second:?} killed")).await;
+    println!("{code}: {} objects, {} GETs during the workload, repair: {}", objects.len(), log.reads, status["repair"]);
+    interrupt(up);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rs_6_3_survives_m_kills_under_load_repairs_and_survives_m_more() {
+    // 12 nodes: after 3 die, the 9 left can hold every stripe's 9 units again.
+    kill_m_repair_kill_m_more("rs-6-3", 12, 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lrc_6_2_2_survives_m_kills_under_load_repairs_and_survives_m_more() {
+    // LRC(6,2,2) decodes any 3 lost units (r + 1); 13 nodes leave 10 for its 10 units after 3 die.
+    kill_m_repair_kill_m_more("lrc-6-2-2", 13, 3).await;
+}
+
+/// Every unit file `<stripe>-<unit>.unit` under the nodes' data directories: (stripe, unit, path).
+fn unit_files(manifest: &launcher::Manifest) -> Vec<(u64, u16, PathBuf)> {
+    let mut files = Vec::new();
+    for node in &manifest.nodes {
+        let Ok(entries) = std::fs::read_dir(node.data_dir.join("units")) else { continue };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".unit")) else {
+                continue;
+            };
+            let (stripe, unit) = name.split_once('-').expect("unit files are named <stripe>-<unit>.unit");
+            files.push((stripe.parse().unwrap(), unit.parse().unwrap(), path));
+        }
+    }
+    files
+}
+
+/// The payload of a unit file: the bytes after its header, before the checksum table.
+fn unit_payload(path: &Path, len: usize) -> Vec<u8> {
+    let bytes = std::fs::read(path).unwrap();
+    let start = node::store::HEADER_BYTES as usize;
+    bytes[start..start + len].to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_corrupted_on_disk_is_read_degraded_and_repaired() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("cluster");
+    // The default shape: RS(6,3) on exactly 9 nodes, so no spare node to move the unit to.
+    let config = write_up_config(temp.path(), 9, "rs-6-3");
+    let mut up = start_up_with(&dir, &["--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let manifest = wait_for_manifest(&dir, &mut up);
+    let metrics = manifest.gateway.as_ref().unwrap().metrics.clone();
+    let s3 = client(&manifest);
+    s3.create_bucket().bucket("demo").send().await.unwrap();
+    // One stripe (less than 6 units of 256 KiB), unit size 100 032 bytes: two checksum blocks each.
+    let object = pseudo_random(600_000, 42);
+    s3.put_object().bucket("demo").key("victim").body(ByteStream::from(object.clone())).send().await.unwrap();
+    let files = unit_files(&manifest);
+    assert_eq!(files.len(), 9, "one stripe of 9 units: {files:?}");
+    let stripe = files[0].0;
+    assert!(files.iter().all(|(s, _, _)| *s == stripe));
+    let unit_len = 600_000usize.div_ceil(6).div_ceil(64) * 64;
+    let (_, _, victim) = files.iter().find(|(_, unit, _)| *unit == 0).unwrap().clone();
+    assert!(unit_payload(&victim, unit_len) == object[..unit_len], "unit 0 holds the object's first bytes");
+
+    // Flip bytes in the second checksum block of data unit 0.
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let at = node::store::HEADER_BYTES as usize + 70_000;
+    bytes[at..at + 8].iter_mut().for_each(|b| *b ^= 0x5a);
+    std::fs::write(&victim, &bytes).unwrap();
+
+    let corrupt_before = metric(&metrics, "lowtail_gateway_corrupt_units_total");
+    let degraded_before = metric(&metrics, "lowtail_gateway_degraded_reads_total");
+    assert!(try_get(&s3, "demo", "victim").await.unwrap() == object, "the corrupt unit was served");
+    assert!(metric(&metrics, "lowtail_gateway_corrupt_units_total") > corrupt_before, "corruption not reported");
+    assert!(metric(&metrics, "lowtail_gateway_degraded_reads_total") > degraded_before, "not a degraded read");
+
+    // Repair rewrites unit 0 with the right bytes (wherever it puts it), and no bad copy stays.
+    poll("repair of the corrupt unit", Duration::from_secs(60), || {
+        let copies: Vec<PathBuf> =
+            unit_files(&manifest).into_iter().filter(|(s, u, _)| *s == stripe && *u == 0).map(|(_, _, p)| p).collect();
+        let good = copies.iter().filter(|p| unit_payload(p, unit_len) == object[..unit_len]).count();
+        let repaired = admin_status(&dir)["repair"]["units_repaired"].as_u64().unwrap();
+        if copies.len() == 1 && good == 1 && repaired >= 1 {
+            Ok(())
+        } else {
+            Err(format!("{} copies of unit 0, {good} good, {repaired} units repaired", copies.len()))
+        }
+    })
+    .await;
+
+    let degraded_before = metric(&metrics, "lowtail_gateway_degraded_reads_total");
+    let corrupt_before = metric(&metrics, "lowtail_gateway_corrupt_units_total");
+    assert!(try_get(&s3, "demo", "victim").await.unwrap() == object, "the repaired object differs");
+    assert_eq!(metric(&metrics, "lowtail_gateway_degraded_reads_total"), degraded_before, "still read degraded");
+    assert_eq!(metric(&metrics, "lowtail_gateway_corrupt_units_total"), corrupt_before, "still corrupt");
+    interrupt(up);
+}
