@@ -91,6 +91,29 @@ struct GatewayArgs {
 enum AdminCommand {
     /// Nodes and their states, and repair progress, as the running gateway sees them.
     Status(AdminStatusArgs),
+    /// Register a storage node (started with `lowtail node`) in the metadata store of a gateway
+    /// config, so every gateway sharing that store places units on it. `lowtail up` does this itself.
+    ///
+    /// The node must answer a probe with the config's data.cluster_secret first. Registering a known
+    /// id again updates its address and rack.
+    AddNode(AdminAddNodeArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminAddNodeArgs {
+    /// A gateway's TOML configuration: its [meta] section says where to register, and its
+    /// data.cluster_secret is what the node must accept.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The node's id (its node_id).
+    #[arg(long, value_name = "N")]
+    id: u32,
+    /// The node's RPC address as gateways reach it, e.g. 10.0.0.7:7000.
+    #[arg(long, value_name = "HOST:PORT")]
+    address: String,
+    /// The node's rack, for rack-aware placement (default rack-<id>).
+    #[arg(long, value_name = "NAME")]
+    rack: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -227,6 +250,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Up(args) => run_up(args),
         Command::Gateway(args) => run_gateway(args),
         Command::Admin(AdminCommand::Status(args)) => admin_status(args),
+        Command::Admin(AdminCommand::AddNode(args)) => admin_add_node(args),
     }
 }
 
@@ -281,6 +305,14 @@ fn admin_status(args: AdminStatusArgs) -> anyhow::Result<()> {
         return print_stdout(&format!("{}\n", serde_json::to_string_pretty(&status)?));
     }
     print_stdout(&launcher::admin::render_status(&status)?)
+}
+
+fn admin_add_node(args: AdminAddNodeArgs) -> anyhow::Result<()> {
+    let config = gateway::process::GatewayConfig::from_toml_file(&args.config)?;
+    let rack = args.rack.unwrap_or_else(|| format!("rack-{}", args.id));
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let node = runtime.block_on(launcher::admin::add_node(&config, args.id, &args.address, &rack))?;
+    print_stdout(&format!("registered node {} at {} in rack {} ({:?})\n", node.id, node.address, node.rack, node.state))
 }
 
 fn run_node(args: NodeArgs) -> anyhow::Result<()> {

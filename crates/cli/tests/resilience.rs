@@ -331,3 +331,183 @@ async fn a_unit_corrupted_on_disk_is_read_degraded_and_repaired() {
     assert_eq!(metric(&metrics, "lowtail_gateway_corrupt_units_total"), corrupt_before, "still corrupt");
     interrupt(up);
 }
+
+#[path = "../../meta/tests/common/etcd_server.rs"]
+mod etcd_server;
+
+/// Child processes killed (and reaped) when the test ends, even when it fails.
+struct Processes(Vec<(String, std::process::Child)>);
+
+impl Processes {
+    /// Panics with the process's log when `name` has exited.
+    fn assert_running(&mut self, name: &str, log: &Path) {
+        let (_, child) = self.0.iter_mut().find(|(n, _)| n == name).unwrap();
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("{name} exited with {status}: {}", std::fs::read_to_string(log).unwrap_or_default());
+        }
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// Two `lowtail gateway` processes share one cluster (six `lowtail node` processes, RS(4,2)) through
+/// a real etcd; nodes are registered with `lowtail admin add-node`. Objects written through one
+/// gateway are read, listed and deleted through the other, byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_share_one_cluster_through_etcd() {
+    let Some(etcd) = etcd_server::EtcdServer::start("two_gateways_share_one_cluster_through_etcd") else { return };
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let binary = env!("CARGO_BIN_EXE_lowtail");
+    let secret = "resilience-test-cluster-secret";
+    let mut processes = Processes(Vec::new());
+
+    let mut node_logs = Vec::new();
+    for id in 0..6u32 {
+        let dir = root.join(format!("node-{id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("node.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "node_id = {id}\nlisten_addr = \"127.0.0.1:0\"\ndata_dir = \"{}\"\naddress_file = \"{}\"\n",
+                dir.join("data").display(),
+                dir.join("address.json").display()
+            ),
+        )
+        .unwrap();
+        let log = dir.join("node.log");
+        let child = std::process::Command::new(binary)
+            .args(["node", "--config"])
+            .arg(&config)
+            .env("LOWTAIL_CLUSTER_SECRET", secret)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        processes.0.push((format!("node-{id}"), child));
+        node_logs.push((dir, log));
+    }
+
+    let gateway_config = |name: &str, s3: std::net::SocketAddr, http: std::net::SocketAddr| {
+        let path = root.join(format!("gateway-{name}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                r#"s3_listen = "{s3}"
+http_listen = "{http}"
+credentials = [{{ access_key = "shared-access", secret_key = "shared-secret-key" }}]
+
+[meta]
+backend = "etcd"
+endpoints = ["{}"]
+prefix = "/lowtail/resilience"
+
+[data]
+code = "rs-4-2"
+cluster_secret = "{secret}"
+membership.probe_interval_ms = 500
+"#,
+                etcd.endpoint
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let (s3_a, s3_b) = (free_addr(), free_addr());
+    let config_a = gateway_config("a", s3_a, free_addr());
+    let config_b = gateway_config("b", s3_b, free_addr());
+
+    for (id, (dir, log)) in node_logs.iter().enumerate() {
+        let address_file = dir.join("address.json");
+        let address = poll("node address file", Duration::from_secs(30), || {
+            processes.assert_running(&format!("node-{id}"), log);
+            let text = std::fs::read_to_string(&address_file).map_err(|e| e.to_string())?;
+            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            Ok(value["rpc_addr"].as_str().unwrap().to_string())
+        })
+        .await;
+        let output = std::process::Command::new(binary)
+            .args(["admin", "add-node", "--config"])
+            .arg(&config_a)
+            .args(["--id", &id.to_string(), "--address", &address])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "add-node {id}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    // A node that does not know the cluster secret is refused.
+    let refused = std::process::Command::new(binary)
+        .args(["admin", "add-node", "--config"])
+        .arg(&config_a)
+        .args(["--id", "99", "--address", &free_addr().to_string()])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success(), "a node that does not answer was registered");
+
+    for (name, config) in [("gateway-a", &config_a), ("gateway-b", &config_b)] {
+        let log = root.join(format!("{name}.log"));
+        let child = std::process::Command::new(binary)
+            .args(["gateway", "--config"])
+            .arg(config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        processes.0.push((name.to_string(), child));
+    }
+    let a = common::client_for(&format!("http://{s3_a}"), "us-east-1", "shared-access", "shared-secret-key");
+    let b = common::client_for(&format!("http://{s3_b}"), "us-east-1", "shared-access", "shared-secret-key");
+    for (name, client) in [("gateway-a", &a), ("gateway-b", &b)] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while client.list_buckets().send().await.is_err() {
+            processes.assert_running(name, &root.join(format!("{name}.log")));
+            assert!(Instant::now() < deadline, "{name} does not serve S3");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    a.create_bucket().bucket("shared").send().await.unwrap();
+    let buckets = b.list_buckets().send().await.unwrap();
+    assert!(buckets.buckets().iter().any(|bucket| bucket.name() == Some("shared")), "B does not see A's bucket");
+    let sizes = [0usize, 1, 100_000, (3 << 20) + 5];
+    for (i, &len) in sizes.iter().enumerate() {
+        let body = ByteStream::from(pseudo_random(len, 500 + i as u32));
+        a.put_object().bucket("shared").key(format!("from-a/{i}")).body(body).send().await.unwrap();
+    }
+    for (i, &len) in sizes.iter().enumerate() {
+        let bytes = try_get(&b, "shared", &format!("from-a/{i}")).await.unwrap();
+        assert!(bytes == pseudo_random(len, 500 + i as u32), "from-a/{i} reads back different through B");
+    }
+    let listed = b.list_objects_v2().bucket("shared").prefix("from-a/").send().await.unwrap();
+    let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    assert_eq!(keys, ["from-a/0", "from-a/1", "from-a/2", "from-a/3"]);
+
+    // Written through B, read through A; then deleted through B, gone for A too.
+    let body = pseudo_random(2 << 20, 77);
+    b.put_object().bucket("shared").key("from-b").body(ByteStream::from(body.clone())).send().await.unwrap();
+    assert!(try_get(&a, "shared", "from-b").await.unwrap() == body, "from-b reads back different through A");
+    b.delete_object().bucket("shared").key("from-a/2").send().await.unwrap();
+    let gone = try_get(&a, "shared", "from-a/2").await.unwrap_err();
+    assert!(gone.contains("NoSuchKey"), "A still serves an object B deleted: {gone}");
+    let listed = a.list_objects_v2().bucket("shared").send().await.unwrap();
+    let keys: Vec<&str> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    assert_eq!(keys, ["from-a/0", "from-a/1", "from-a/3", "from-b"]);
+    for i in [0usize, 1, 3] {
+        let bytes = try_get(&a, "shared", &format!("from-a/{i}")).await.unwrap();
+        assert!(bytes == pseudo_random(sizes[i], 500 + i as u32), "from-a/{i} differs after the delete");
+    }
+    for name in ["gateway-a", "gateway-b"] {
+        processes.assert_running(name, &root.join(format!("{name}.log")));
+    }
+}

@@ -1,8 +1,11 @@
 //! `lowtail admin`: asks a running gateway (found through `cluster.json`, or given by address) for
-//! the cluster's state and renders it for people.
+//! the cluster's state and renders it for people; and registers storage nodes of a cluster that was
+//! not started by `lowtail up` (`lowtail admin add-node`), in the metadata store a gateway config
+//! names, after checking that the node answers with the cluster secret.
 //!
-//! Must not: open the metadata store itself: the running gateway holds it (the embedded store admits
-//! one process), and asking the gateway shows what the gateway believes.
+//! Must not: open the metadata store for status: the running gateway holds it (the embedded store
+//! admits one process), and asking the gateway shows what the gateway believes. Registration does
+//! open the store (etcd is shared; an embedded store held by a running gateway refuses, clearly).
 
 use crate::manifest::Manifest;
 use anyhow::{Context, bail};
@@ -28,6 +31,36 @@ pub fn fetch_status(base: &str) -> anyhow::Result<Value> {
         .read_to_string()
         .context("reading the gateway's answer")?;
     serde_json::from_str(&body).with_context(|| format!("the gateway at {url} did not answer JSON"))
+}
+
+/// How long `add_node` waits for the node to answer its probe.
+pub const ADD_NODE_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Registers storage node `id` at `address` in rack `rack` (as Up) in the metadata store of
+/// `gateway` (a gateway's config: its `[meta]` and `data.cluster_secret`), once the node answers a
+/// probe with that secret, so a typo or a wrong secret is refused instead of being marked Down
+/// later. Registering a known id again updates its address and rack. Returns the stored record.
+pub async fn add_node(
+    gateway: &gateway::process::GatewayConfig,
+    id: u32,
+    address: &str,
+    rack: &str,
+) -> anyhow::Result<meta::NodeInfo> {
+    anyhow::ensure!(!gateway.data.cluster_secret.is_empty(), "the gateway config has no data.cluster_secret");
+    let probe = async {
+        let client = node::NodeClient::connect(address, &gateway.data.cluster_secret).await?;
+        client.probe().await
+    };
+    match tokio::time::timeout(ADD_NODE_PROBE_TIMEOUT, probe).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => bail!("node {id} at {address} does not answer with the cluster secret: {error}"),
+        Err(_) => bail!("node {id} at {address} did not answer within {ADD_NODE_PROBE_TIMEOUT:?}"),
+    }
+    let store = gateway::process::open_meta(&gateway.meta).await?;
+    let now = gateway::data::membership::unix_now_ms();
+    gateway::data::membership::register_node(&*store, meta::NodeId(id), address, rack, 0, now)
+        .await
+        .with_context(|| format!("cannot register node {id}"))
 }
 
 /// Renders a status answer as a short report: nodes by state, then repair progress.
