@@ -52,6 +52,8 @@ async fn lose_m_then_repair_then_lose_m_more(code: &str, m: usize) {
     let more = write_objects(&data, 20).await;
     assert_readable(&data, &more, "written with m nodes down").await;
 
+    // Open packing stripes are sealed (onto Up nodes) by their packer, not rebuilt by repair.
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
     let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
     repair.scan().await.unwrap();
     let status = repair.status();
@@ -110,7 +112,7 @@ async fn unannounced_dead_nodes_are_read_around_and_noticed_by_membership() {
 async fn slow_node_is_read_around_after_the_timeout() {
     let cluster = TestCluster::start(9, 9).await;
     let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
-    let body = pattern(60_000, 5);
+    let body = pattern(200_000, 5); // above the packing limit: striped
     let layout = data.write(body.clone()).await.unwrap();
     let Layout::Striped { segments } = &layout else { panic!() };
     let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
@@ -142,6 +144,8 @@ async fn corrupt_unit_is_served_degraded_reported_and_repaired() {
     assert!(read == body, "corrupt unit read around");
     assert_eq!(data.io().counters().corrupt_units.load(Ordering::Relaxed), 1);
     assert_eq!(data.io().pending_corrupt_reports(), 1);
+    // Open packing stripes are sealed (onto Up nodes) by their packer, not rebuilt by repair.
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
     let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
     repair.scan().await.unwrap();
     assert_eq!(repair.status().units_repaired, 1, "{:?}", repair.status());

@@ -1,20 +1,26 @@
 //! Erasure-coded writes and reads over real storage nodes: sizes from 0 B to 20 MiB with RS(6,3)
-//! and LRC(6,2,2), whole and ranged reads, invalid ranges, too few nodes.
+//! and LRC(6,2,2), whole and ranged reads, invalid ranges, too few nodes. Packing is off here:
+//! these are the striped layout's tests (`data_packed.rs` has the packed layout's).
 
 mod data_support;
 
 use std::sync::Arc;
 
 use data_support::{TestCluster, pattern, ranges};
-use gateway::data::{DataError, ErasureData, ObjectData};
+use gateway::data::{DataConfig, DataError, ErasureData, ObjectData};
 use meta::{Layout, NodeId};
 use std::sync::atomic::Ordering;
+
+fn striped_only(mut config: DataConfig) -> DataConfig {
+    config.packed.max_object_bytes = 0;
+    config
+}
 
 const SIZES: [usize; 5] = [0, 1, 100 << 10, (5 << 20) + 17, 20 << 20];
 
 async fn round_trips(code: &str) {
     let cluster = TestCluster::start(12, 12).await;
-    let data = ErasureData::new(cluster.config(code), Arc::clone(&cluster.meta)).await.unwrap();
+    let data = ErasureData::new(striped_only(cluster.config(code)), Arc::clone(&cluster.meta)).await.unwrap();
     for (seed, size) in SIZES.into_iter().enumerate() {
         let body = pattern(size, seed as u64);
         let layout = data.write(body.clone()).await.unwrap();
@@ -45,7 +51,7 @@ async fn lrc_6_2_2_round_trips() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_go_on_degraded_with_nodes_down_and_stop_below_k() {
     let mut cluster = TestCluster::start(9, 9).await;
-    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let data = ErasureData::new(striped_only(cluster.config("rs-6-3")), Arc::clone(&cluster.meta)).await.unwrap();
     let layout = data.write(pattern(1000, 1)).await.unwrap();
     data.release(&layout).await.unwrap();
     assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "release dropped the stripe");

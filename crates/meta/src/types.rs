@@ -56,6 +56,11 @@ pub enum Layout {
         offset_bytes: u64,
         /// Object length.
         length_bytes: u64,
+        /// While the stripe is open (not yet parity-encoded), the object's bytes also live as unit
+        /// `replica_unit` of the stripe on the data unit's node and on every parity node (a 16-byte
+        /// header, then the object); reads use those copies until the stripe is sealed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replica_unit: Option<u16>,
     },
     /// A large object cut into stripes of k data units each; `segments` in object order cover the object
     /// without gaps. A zero-byte object has no segments.

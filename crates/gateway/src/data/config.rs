@@ -39,6 +39,27 @@ pub struct DataConfig {
     pub membership: MembershipConfig,
     /// Rebuilding lost units.
     pub repair: RepairConfig,
+    /// The packed layout of small objects.
+    pub packed: PackedConfig,
+    /// This gateway's name, unique among the gateways of a cluster: it owns the stripes it opens
+    /// for packing, and after a restart it seals the ones it left open. Default `gateway`.
+    pub gateway_id: String,
+}
+
+/// The packed layout: objects up to `max_object_bytes` are appended into the data units of a
+/// shared open stripe and replicated to every parity node until the stripe is sealed (encoded).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PackedConfig {
+    /// Largest object packed; larger ones are striped. 0 turns packing off. Default 64 KiB (at
+    /// most `unit_bytes`): above that a stripe of its own wastes little and reads in parallel.
+    pub max_object_bytes: u64,
+    /// An open stripe is sealed this long after it was opened even when not full, so replicas do
+    /// not cost (m+1)x storage for long. Default 5 s.
+    pub seal_after_ms: u64,
+    /// Full stripes being sealed at once; while this many are, small objects are striped instead
+    /// (bounds the gateway memory held for sealing at `k * unit_bytes` each). Default 4.
+    pub max_sealing_stripes: usize,
 }
 
 /// Failure detection by probing every node.
@@ -82,7 +103,15 @@ impl Default for DataConfig {
             cluster_secret: String::new(),
             membership: MembershipConfig::default(),
             repair: RepairConfig::default(),
+            packed: PackedConfig::default(),
+            gateway_id: "gateway".into(),
         }
+    }
+}
+
+impl Default for PackedConfig {
+    fn default() -> Self {
+        Self { max_object_bytes: 64 << 10, seal_after_ms: 5000, max_sealing_stripes: 4 }
     }
 }
 
@@ -128,6 +157,21 @@ impl DataConfig {
         }
         if self.repair.scan_interval_ms == 0 || self.repair.max_read_bytes_per_s == 0 {
             return bad("repair.scan_interval_ms and max_read_bytes_per_s must be positive".into());
+        }
+        if self.packed.max_object_bytes > self.unit_bytes {
+            return bad(format!(
+                "packed.max_object_bytes ({}) must not exceed unit_bytes ({})",
+                self.packed.max_object_bytes, self.unit_bytes
+            ));
+        }
+        if self.packed.seal_after_ms == 0 || self.packed.max_sealing_stripes == 0 {
+            return bad("packed.seal_after_ms and packed.max_sealing_stripes must be positive".into());
+        }
+        if self.gateway_id.is_empty()
+            || self.gateway_id.len() > 64
+            || !self.gateway_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return bad(format!("gateway_id {:?} must be 1-64 characters of [A-Za-z0-9_-]", self.gateway_id));
         }
         Ok(())
     }

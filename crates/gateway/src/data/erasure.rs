@@ -5,8 +5,9 @@
 //! touch object metadata (keys, buckets), decide which units a degraded read uses (that is
 //! [`super::plan`]) or keep object bytes after a write is acknowledged.
 //!
-//! Small objects are written the same way as large ones, as one stripe whose unit size is the
-//! object split k ways (rounded up to 64 bytes): true packing into shared open stripes is not built.
+//! Objects up to `packed.max_object_bytes` go to the [`Packer`] (appended into a shared open
+//! stripe); when it refuses (packing off, a replica node down, too many seals pending) they are
+//! written like large ones, as one stripe whose unit size is the object split k ways.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -20,12 +21,18 @@ use meta::{Layout, MetaError, MetaStore, NodeId, NodeState, StripeId, StripeMeta
 use super::cluster::ClusterView;
 use super::config::DataConfig;
 use super::membership::{BackgroundTask, Membership};
+use super::packed::{PackRefused, Packer};
 use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
 use super::{DataError, ObjectData};
 
 /// Alignment of the unit size of an object's last stripe (the codec kernels' step).
 pub const UNIT_ALIGN_BYTES: u64 = 64;
+
+/// How often the packer checks its open stripe's age and retries failed seals.
+const PACKER_TICK: std::time::Duration = std::time::Duration::from_millis(200);
+/// How long shutdown waits for open stripes to be sealed.
+const SHUTDOWN_SEAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Stripes read per page when the placer's unit counts are loaded at start.
 const STRIPE_PAGE: usize = 512;
@@ -38,6 +45,7 @@ pub struct ErasureData {
     io: Arc<StripeIo>,
     code: Arc<dyn ErasureCode>,
     code_name: String,
+    packer: Arc<Packer>,
 }
 
 impl std::fmt::Debug for ErasureData {
@@ -69,7 +77,8 @@ impl ErasureData {
         let code_name = config.code_spec()?.to_string();
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name)?;
-        let data = Self { io, code, code_name };
+        let packer = Packer::new(Arc::clone(&io), Arc::clone(&code), code_name.clone());
+        let data = Self { io, code, code_name, packer };
         data.count_existing_units().await?;
         Ok(data)
     }
@@ -91,6 +100,11 @@ impl ErasureData {
         Ok(())
     }
 
+    /// The packer of small objects.
+    pub fn packer(&self) -> &Arc<Packer> {
+        &self.packer
+    }
+
     /// The shared unit I/O (counters, corrupt reports, cluster view), for membership and repair.
     pub fn io(&self) -> &Arc<StripeIo> {
         &self.io
@@ -106,24 +120,10 @@ impl ErasureData {
             .map(|i| {
                 let start = (i * unit_len).min(chunk.len());
                 let end = ((i + 1) * unit_len).min(chunk.len());
-                if end - start == unit_len {
-                    chunk.slice(start..end)
-                } else {
-                    let mut padded = vec![0u8; unit_len];
-                    padded[..end - start].copy_from_slice(&chunk[start..end]);
-                    Bytes::from(padded)
-                }
+                chunk.slice(start..end)
             })
             .collect();
-        let mut parity = vec![vec![0u8; unit_len]; self.code.parity_units()];
-        {
-            let data_slices: Vec<&[u8]> = data.iter().map(|b| b.as_ref()).collect();
-            let mut parity_slices: Vec<&mut [u8]> = parity.iter_mut().map(|p| p.as_mut_slice()).collect();
-            self.code
-                .encode(&data_slices, &mut parity_slices)
-                .map_err(|e| DataError::Internal(format!("encode: {e}")))?;
-        }
-        Ok(data.into_iter().chain(parity.into_iter().map(Bytes::from)).collect())
+        encode_units(self.code.as_ref(), data, unit_bytes)
     }
 
     /// Writes the n units of a new stripe to n distinct Up nodes (a unit whose write fails is
@@ -157,7 +157,7 @@ impl ErasureData {
             down.sort();
             down.truncate(n - written_now);
             if down.len() < n - written_now {
-                self.forget_placement(&placement);
+                forget_placement(&self.io, &placement);
                 return Err(DataError::Unavailable(format!(
                     "{up} storage nodes up and {} down: a stripe needs {n} distinct nodes",
                     down.len()
@@ -175,67 +175,11 @@ impl ErasureData {
         let id = match meta.allocate_stripe_id().await {
             Ok(id) => id,
             Err(error) => {
-                self.forget_placement(&placement);
+                forget_placement(&self.io, &placement);
                 return Err(DataError::Meta(error.to_string()));
             }
         };
-        // Units written_now..n (parity only) stay unwritten on their Down nodes.
-        let mut pending: Vec<usize> = (0..written_now).collect();
-        let mut failed_nodes: Vec<NodeId> = Vec::new();
-        let mut written: Vec<bool> = (0..n).map(|unit| unit >= written_now).collect();
-        let retries = self.io.config().write_retries;
-        let mut round = 0;
-        while !pending.is_empty() {
-            let results = futures_util::future::join_all(pending.iter().map(|&unit| {
-                let node = &nodes[&placement[unit]];
-                self.io.write_unit(node, id, unit, units[unit].clone())
-            }))
-            .await;
-            let mut still_pending = Vec::new();
-            for (&unit, result) in pending.iter().zip(results) {
-                match result {
-                    Ok(()) => written[unit] = true,
-                    Err(error) => {
-                        tracing::warn!(stripe = %id, unit, %error, "unit write failed");
-                        failed_nodes.push(placement[unit]);
-                        still_pending.push(unit);
-                    }
-                }
-            }
-            pending = still_pending;
-            if pending.is_empty() {
-                break;
-            }
-            let replacement = if round < retries {
-                let peers: Vec<NodeId> = (0..n).filter(|u| !pending.contains(u)).map(|u| placement[u]).collect();
-                let mut placer = self.io.placer();
-                pending.iter().for_each(|&unit| placer.adjust(placement[unit], -1));
-                placer.place(&node_list, pending.len(), &failed_nodes, &peers).map_err(|e| e.to_string())
-            } else {
-                pending.iter().for_each(|&unit| self.io.placer().adjust(placement[unit], -1));
-                Err(format!("unit writes still failing after {retries} retries"))
-            };
-            match replacement {
-                Ok(replacement) => {
-                    self.io
-                        .counters()
-                        .write_retries
-                        .fetch_add(pending.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                    for (&unit, node) in pending.iter().zip(replacement) {
-                        placement[unit] = node;
-                    }
-                }
-                Err(why) => {
-                    let done: Vec<(usize, NodeId)> =
-                        (0..written_now).filter(|&u| written[u]).map(|u| (u, placement[u])).collect();
-                    self.io.delete_units_best_effort(&nodes, id, &done).await;
-                    self.forget_placement(&done.iter().map(|(_, node)| *node).collect::<Vec<_>>());
-                    return Err(DataError::Unavailable(format!("stripe {id}: {why}")));
-                }
-            }
-            round += 1;
-        }
-        assert!(written.iter().all(|w| *w), "every unit on an Up node durable before the stripe is recorded");
+        let placement = write_units(&self.io, &nodes, &node_list, id, &units, placement, written_now).await?;
         let stripe = StripeMeta {
             id,
             code: self.code_name.clone(),
@@ -250,15 +194,10 @@ impl ErasureData {
             Err(error) => {
                 let all: Vec<(usize, NodeId)> = placement.iter().copied().enumerate().collect();
                 self.io.delete_units_best_effort(&nodes, id, &all).await;
-                self.forget_placement(&placement);
+                forget_placement(&self.io, &placement);
                 Err(DataError::Meta(error.to_string()))
             }
         }
-    }
-
-    fn forget_placement(&self, placement: &[NodeId]) {
-        let mut placer = self.io.placer();
-        placement.iter().for_each(|node| placer.adjust(*node, -1));
     }
 
     /// Deletes a stripe's record, then its units (best effort). An absent stripe is not an error.
@@ -270,7 +209,7 @@ impl ErasureData {
             Err(MetaError::NoSuchStripe(_)) => return Ok(()),
             Err(error) => return Err(DataError::Meta(error.to_string())),
         };
-        self.forget_placement(&stripe.placement);
+        forget_placement(&self.io, &stripe.placement);
         let nodes = self.io.cluster().node_map().await?;
         let all: Vec<(usize, NodeId)> = stripe.placement.iter().copied().enumerate().collect();
         self.io.delete_units_best_effort(&nodes, id, &all).await;
@@ -325,12 +264,131 @@ impl ErasureData {
     }
 }
 
+/// Zero-pads `data` (k data units, each at most `unit_bytes` long) to `unit_bytes` and appends the
+/// parity units: the n units of a stripe.
+pub(super) fn encode_units(code: &dyn ErasureCode, data: Vec<Bytes>, unit_bytes: u64) -> Result<Vec<Bytes>, DataError> {
+    let unit_len = usize::try_from(unit_bytes).map_err(|_| DataError::Internal("unit too large".into()))?;
+    assert_eq!(data.len(), code.data_units(), "one buffer per data unit");
+    let data: Vec<Bytes> = data
+        .into_iter()
+        .map(|unit| {
+            assert!(unit.len() <= unit_len, "a data unit longer than the stripe's unit size");
+            if unit.len() == unit_len {
+                unit
+            } else {
+                let mut padded = vec![0u8; unit_len];
+                padded[..unit.len()].copy_from_slice(&unit);
+                Bytes::from(padded)
+            }
+        })
+        .collect();
+    let mut parity = vec![vec![0u8; unit_len]; code.parity_units()];
+    {
+        let data_slices: Vec<&[u8]> = data.iter().map(|b| b.as_ref()).collect();
+        let mut parity_slices: Vec<&mut [u8]> = parity.iter_mut().map(|p| p.as_mut_slice()).collect();
+        code.encode(&data_slices, &mut parity_slices).map_err(|e| DataError::Internal(format!("encode: {e}")))?;
+    }
+    Ok(data.into_iter().chain(parity.into_iter().map(Bytes::from)).collect())
+}
+
+/// Undoes the placer's count of `placement` (units that will not exist after all).
+pub(super) fn forget_placement(io: &StripeIo, placement: &[NodeId]) {
+    let mut placer = io.placer();
+    placement.iter().for_each(|node| placer.adjust(*node, -1));
+}
+
+/// Writes `units[0..written_now]` of stripe `id` to their nodes in `placement` (already counted by
+/// the placer) in parallel; a unit whose write fails is placed on another node, at most
+/// `write_retries` more rounds. Returns the placement the units ended up on. On failure every unit
+/// written is deleted again and the placement is forgotten, so nothing is left behind.
+pub(super) async fn write_units(
+    io: &StripeIo,
+    nodes: &NodeMap,
+    node_list: &[meta::NodeInfo],
+    id: StripeId,
+    units: &[Bytes],
+    mut placement: Vec<NodeId>,
+    written_now: usize,
+) -> Result<Vec<NodeId>, DataError> {
+    let n = units.len();
+    assert_eq!(placement.len(), n, "one node per unit");
+    assert!(written_now <= n);
+    // Units written_now..n (parity only) stay unwritten on their Down nodes.
+    let mut pending: Vec<usize> = (0..written_now).collect();
+    let mut failed_nodes: Vec<NodeId> = Vec::new();
+    let mut written: Vec<bool> = (0..n).map(|unit| unit >= written_now).collect();
+    let retries = io.config().write_retries;
+    let mut round = 0;
+    while !pending.is_empty() {
+        let current = &placement;
+        let results = futures_util::future::join_all(pending.iter().map(|&unit| async move {
+            match nodes.get(&current[unit]) {
+                Some(node) => io.write_unit(node, id, unit, units[unit].clone()).await,
+                None => Err(format!("node {} is not registered", current[unit])),
+            }
+        }))
+        .await;
+        let mut still_pending = Vec::new();
+        for (&unit, result) in pending.iter().zip(results) {
+            match result {
+                Ok(()) => written[unit] = true,
+                Err(error) => {
+                    tracing::warn!(stripe = %id, unit, %error, "unit write failed");
+                    failed_nodes.push(placement[unit]);
+                    still_pending.push(unit);
+                }
+            }
+        }
+        pending = still_pending;
+        if pending.is_empty() {
+            break;
+        }
+        let replacement = if round < retries {
+            let peers: Vec<NodeId> = (0..n).filter(|u| !pending.contains(u)).map(|u| placement[u]).collect();
+            let mut placer = io.placer();
+            pending.iter().for_each(|&unit| placer.adjust(placement[unit], -1));
+            placer.place(node_list, pending.len(), &failed_nodes, &peers).map_err(|e| e.to_string())
+        } else {
+            pending.iter().for_each(|&unit| io.placer().adjust(placement[unit], -1));
+            Err(format!("unit writes still failing after {retries} retries"))
+        };
+        match replacement {
+            Ok(replacement) => {
+                io.counters().write_retries.fetch_add(pending.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                for (&unit, node) in pending.iter().zip(replacement) {
+                    placement[unit] = node;
+                }
+            }
+            Err(why) => {
+                let done: Vec<(usize, NodeId)> =
+                    (0..written_now).filter(|&u| written[u]).map(|u| (u, placement[u])).collect();
+                io.delete_units_best_effort(nodes, id, &done).await;
+                let others: Vec<NodeId> = (0..n).filter(|u| !pending.contains(u)).map(|u| placement[u]).collect();
+                forget_placement(io, &others);
+                return Err(DataError::Unavailable(format!("stripe {id}: {why}")));
+            }
+        }
+        round += 1;
+    }
+    assert!(written.iter().all(|w| *w), "every unit on an Up node durable before the stripe is recorded");
+    Ok(placement)
+}
+
 /// Size of the object stored at `layout`.
 pub fn layout_size(layout: &Layout) -> u64 {
     match layout {
         Layout::Packed { length_bytes, .. } => *length_bytes,
         Layout::Striped { segments } => segments.last().map_or(0, |s| s.object_offset_bytes + s.length_bytes),
         Layout::Composite { pieces } => pieces.last().map_or(0, |p| p.object_offset_bytes + p.length_bytes),
+    }
+}
+
+/// The stripes a layout owns outright (those of its striped parts, not packed stripes it shares).
+fn striped_stripes(layout: &Layout) -> Vec<StripeId> {
+    match layout {
+        Layout::Packed { .. } => Vec::new(),
+        Layout::Striped { .. } => layout.stripes(),
+        Layout::Composite { pieces } => pieces.iter().flat_map(|piece| striped_stripes(&piece.layout)).collect(),
     }
 }
 
@@ -349,6 +407,15 @@ impl ObjectData for ErasureData {
         }
         if body.is_empty() {
             return Ok(Layout::Striped { segments: Vec::new() });
+        }
+        if size <= self.io.config().packed.max_object_bytes {
+            match self.packer.write(&body).await {
+                Ok(layout) => return Ok(layout),
+                Err(PackRefused::NotNow(why)) => tracing::debug!(%why, "object striped instead of packed"),
+                Err(PackRefused::Failed(error)) => {
+                    tracing::info!(%error, "packing failed; object striped instead");
+                }
+            }
         }
         let k = self.code.data_units();
         let up = self.io.cluster().nodes().await?.iter().filter(|node| node.state == NodeState::Up).count();
@@ -418,14 +485,15 @@ impl ObjectData for ErasureData {
                 }
                 Ok(out.freeze())
             }
-            Layout::Packed { .. } => {
-                Err(DataError::Internal("packed layouts are not written by the erasure-coded store yet".into()))
+            Layout::Packed { stripe, unit, offset_bytes, replica_unit, .. } => {
+                self.packer.read(*stripe, *unit, *offset_bytes, *replica_unit, range).await
             }
         }
     }
 
     async fn release(&self, layout: &Layout) -> Result<(), DataError> {
-        for stripe in layout.stripes() {
+        // A packed object's stripe holds other objects: its bytes just become dead.
+        for stripe in striped_stripes(layout) {
             self.delete_stripe(stripe).await?;
         }
         Ok(())
@@ -450,10 +518,14 @@ impl RunningData {
         self.repair.status()
     }
 
-    /// Stops membership and repair (the data path itself keeps working).
+    /// Stops membership, repair and the packer's timer, then seals the open stripes (bounded: an
+    /// open stripe left behind is sealed from its replicas by the next start).
     pub async fn shutdown(self) {
         for task in self.tasks {
             task.shutdown().await;
+        }
+        if let Err(error) = self.data.packer.flush(SHUTDOWN_SEAL_TIMEOUT).await {
+            tracing::warn!(%error, "open stripes left to be sealed at the next start");
         }
     }
 }
@@ -464,9 +536,23 @@ impl ErasureData {
         let membership_config = config.membership.clone();
         let repair_config = config.repair.clone();
         let data = Self::new(config, meta).await?;
+        match data.packer.recover().await {
+            Ok(0) => {}
+            Ok(stripes) => tracing::info!(stripes, "sealing open stripes left by the previous run"),
+            Err(error) => tracing::warn!(%error, "open stripes of the previous run not recovered yet"),
+        }
         let membership = Arc::new(Membership::new(Arc::clone(data.io.cluster()), membership_config));
         let repair = Arc::new(RepairService::new(Arc::clone(&data.io), repair_config));
-        let tasks = vec![Arc::clone(&membership).spawn(), Arc::clone(&repair).spawn()];
+        let packer = Arc::clone(&data.packer);
+        let packer_task = BackgroundTask::spawn("packer", move |mut stop| async move {
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    () = tokio::time::sleep(PACKER_TICK) => packer.tick().await,
+                }
+            }
+        });
+        let tasks = vec![Arc::clone(&membership).spawn(), Arc::clone(&repair).spawn(), packer_task];
         Ok(RunningData { data, membership, repair, tasks })
     }
 }

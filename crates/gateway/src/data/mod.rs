@@ -15,12 +15,13 @@ pub mod config;
 pub mod erasure;
 pub mod membership;
 pub mod memory;
+pub mod packed;
 pub mod placement;
 pub mod plan;
 pub mod repair;
 pub mod stripe_io;
 
-pub use config::{DataConfig, MembershipConfig, RepairConfig};
+pub use config::{DataConfig, MembershipConfig, PackedConfig, RepairConfig};
 pub use erasure::ErasureData;
 
 /// What can go wrong storing or reading object bytes. The S3 layer maps these onto S3 errors

@@ -46,7 +46,13 @@ pub fn object(size_bytes: u64, stripe: u64) -> ObjectMeta {
         content_type: Some("application/octet-stream".into()),
         user_metadata: BTreeMap::from([("color".to_string(), "blue".to_string())]),
         last_modified_ms: 1_700_000_000_001,
-        layout: Layout::Packed { stripe: StripeId(stripe), unit: 2, offset_bytes: 4096, length_bytes: size_bytes },
+        layout: Layout::Packed {
+            stripe: StripeId(stripe),
+            unit: 2,
+            offset_bytes: 4096,
+            length_bytes: size_bytes,
+            replica_unit: None,
+        },
     }
 }
 

@@ -1,0 +1,673 @@
+//! The packed layout: small objects appended into the data units of a shared *open* stripe, as the
+//! partitions of Windows Azure Storage pack small blobs, instead of each paying for a stripe of its
+//! own (n unit files, n node writes and n reads' worth of per-task overhead for a few KiB).
+//!
+//! Life of an open stripe:
+//! 1. **Open.** The packer places n nodes, records the stripe `Open` (with the full unit size as
+//!    its capacity) and lists it under this gateway's name in the metadata store, so a restart
+//!    finds it again.
+//! 2. **Append.** An object goes into the least-filled data unit it fits in. Before the write is
+//!    acknowledged its bytes are durable as a *replica unit* (unit index `0x8000 | seq`, a header
+//!    naming the data unit and offset, then the bytes) on the data unit's node and on every parity
+//!    node: m + 1 copies on distinct nodes for RS, so an acknowledged object survives any m
+//!    failures (n − k + 1 for LRC, which survives more than any pattern the code decodes). The
+//!    gateway keeps the data units' bytes in memory. A read of an object in an open stripe reads
+//!    any replica.
+//! 3. **Seal.** When no object fits any more, or `seal_after_ms` after opening, the stripe is taken
+//!    out of service, in-flight appends are awaited, the data units are cut to their fullest fill
+//!    (rounded to 64 bytes), encoded, written as ordinary units (nodes that are down are replaced),
+//!    and the record flips to `Sealed`; only then are the replicas deleted. Reads then go to the
+//!    data unit, degraded like any other stripe.
+//! 4. **Recovery.** After a crash, the open stripes this gateway had listed are rebuilt from their
+//!    replicas (every parity node holds all of them, each with its header) and sealed.
+//!
+//! A replica write that fails (a node is down) closes the stripe for appends and sends it to be
+//! sealed; the object is then written striped by the caller instead. Deleted packed objects leave
+//! dead bytes in their stripe: compaction is not built.
+//!
+//! Must not: touch object metadata, or acknowledge an object before all its replicas are durable.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use codec::ErasureCode;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use meta::{Layout, MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta, StripeState};
+use tokio::sync::{Mutex, OwnedRwLockReadGuard, RwLock};
+use tokio::time::Instant;
+
+use super::DataError;
+use super::erasure::{UNIT_ALIGN_BYTES, encode_units, forget_placement, write_units};
+use super::stripe_io::{NodeMap, StripeIo};
+
+/// Unit indexes at or above this are replica units of an open stripe, not stripe units.
+pub const REPLICA_UNIT_BASE: u16 = 0x8000;
+/// Most objects (replica units) one open stripe takes.
+pub const MAX_OBJECTS_PER_STRIPE: u16 = 0x7fff;
+/// Bytes before the object in a replica unit: magic, data unit, offset within it, object length.
+pub const REPLICA_HEADER_BYTES: u64 = 24;
+const REPLICA_MAGIC: u32 = 0x4c54_5052; // "LTPR"
+/// Prefix of the metadata config entry listing a gateway's open stripes.
+const REGISTRY_PREFIX: &str = "packed-open/";
+/// Units listed per page when replicas are looked up on a node.
+const LIST_PAGE: u32 = 1024;
+/// Reads of an open stripe's object retried after the stripe was sealed under them.
+const READ_ATTEMPTS: usize = 3;
+
+/// Where one acknowledged replica lives in the stripe's data units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ReplicaHeader {
+    unit: u16,
+    offset: u64,
+    length: u64,
+}
+
+impl ReplicaHeader {
+    fn encode(&self, body: &[u8]) -> Bytes {
+        let mut out = BytesMut::with_capacity(REPLICA_HEADER_BYTES as usize + body.len());
+        out.put_u32_le(REPLICA_MAGIC);
+        out.put_u16_le(self.unit);
+        out.put_u16_le(0);
+        out.put_u64_le(self.offset);
+        out.put_u64_le(self.length);
+        out.extend_from_slice(body);
+        out.freeze()
+    }
+
+    fn decode(bytes: &[u8]) -> Option<(Self, &[u8])> {
+        if bytes.len() < REPLICA_HEADER_BYTES as usize {
+            return None;
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        if u32_at(0) != REPLICA_MAGIC {
+            return None;
+        }
+        let header = Self { unit: u16::from_le_bytes([bytes[4], bytes[5]]), offset: u64_at(8), length: u64_at(16) };
+        let body = &bytes[REPLICA_HEADER_BYTES as usize..];
+        (body.len() as u64 == header.length).then_some((header, body))
+    }
+}
+
+/// The nodes holding the replicas of an object appended to data unit `unit`: the unit's own node
+/// first (where a sealed read will go), then every parity node.
+fn replica_nodes(stripe: &StripeMeta, k: usize, unit: usize) -> Vec<NodeId> {
+    std::iter::once(stripe.placement[unit]).chain(stripe.placement[k..].iter().copied()).collect()
+}
+
+/// A stripe taking appends.
+struct OpenStripe {
+    /// The record as stored (`Open`, capacity `unit_bytes`, its version for the seal's CAS).
+    stripe: StripeMeta,
+    /// Bytes of each data unit so far (fill = length).
+    units: Vec<BytesMut>,
+    /// Replica units written or being written: seq → data unit.
+    replicas: BTreeMap<u16, u16>,
+    /// Appends hold a read guard until their replicas are written; sealing takes the write side.
+    in_flight: Arc<RwLock<()>>,
+    opened_at: Instant,
+}
+
+impl OpenStripe {
+    /// The least-filled data unit with room for `length` more bytes.
+    fn unit_for(&self, length: u64) -> Option<usize> {
+        let capacity = self.stripe.unit_bytes;
+        (0..self.units.len())
+            .filter(|&u| self.units[u].len() as u64 + length <= capacity)
+            .min_by_key(|&u| (self.units[u].len(), u))
+    }
+}
+
+struct PackerState {
+    open: Option<OpenStripe>,
+    /// Stripes closed for appends whose seal has not succeeded yet (retried by `tick`).
+    unsealed: Vec<OpenStripe>,
+    /// Seals running now.
+    sealing: usize,
+    /// Every stripe this gateway must seal (open, unsealed or sealing), as listed in the registry.
+    registered: Vec<StripeId>,
+}
+
+/// Why an object could not be packed; the caller stripes it instead.
+#[derive(Debug)]
+pub enum PackRefused {
+    /// Packing is off, the object is too large, or too many stripes are sealing.
+    NotNow(String),
+    /// The open stripe could not take it (a replica write failed); the stripe is being sealed.
+    Failed(DataError),
+}
+
+/// Status of the packer, for `lowtail admin status`.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct PackedStatus {
+    /// Bytes appended to the open stripe's data units.
+    pub open_bytes: u64,
+    /// Objects in the open stripe.
+    pub open_objects: u64,
+    /// Stripes closed for appends and not yet sealed (sealing or waiting for a retry).
+    pub unsealed_stripes: usize,
+}
+
+/// The packer of one gateway. Shared by `Arc`; its background tick seals stripes on time.
+pub struct Packer {
+    io: Arc<StripeIo>,
+    code: Arc<dyn ErasureCode>,
+    code_name: String,
+    state: Mutex<PackerState>,
+    me: Weak<Packer>,
+}
+
+impl std::fmt::Debug for Packer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packer").field("code", &self.code_name).finish_non_exhaustive()
+    }
+}
+
+fn meta_error(error: MetaError) -> DataError {
+    DataError::Meta(error.to_string())
+}
+
+impl Packer {
+    /// A packer writing stripes of `code` through `io`.
+    pub fn new(io: Arc<StripeIo>, code: Arc<dyn ErasureCode>, code_name: String) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            io,
+            code,
+            code_name,
+            state: Mutex::new(PackerState { open: None, unsealed: Vec::new(), sealing: 0, registered: Vec::new() }),
+            me: me.clone(),
+        })
+    }
+
+    fn registry_key(&self) -> String {
+        format!("{REGISTRY_PREFIX}{}", self.io.config().gateway_id)
+    }
+
+    async fn save_registry(&self, registered: &[StripeId]) -> Result<(), DataError> {
+        let ids: Vec<u64> = registered.iter().map(|id| id.0).collect();
+        let value = serde_json::to_string(&ids).map_err(|e| DataError::Internal(e.to_string()))?;
+        self.io.cluster().meta().put_config(&self.registry_key(), &value).await.map_err(meta_error)
+    }
+
+    /// Current status.
+    pub async fn status(&self) -> PackedStatus {
+        let state = self.state.lock().await;
+        PackedStatus {
+            open_bytes: state.open.as_ref().map_or(0, |o| o.units.iter().map(|u| u.len() as u64).sum()),
+            open_objects: state.open.as_ref().map_or(0, |o| o.replicas.len() as u64),
+            unsealed_stripes: state.unsealed.len() + state.sealing,
+        }
+    }
+
+    /// Packs `body` (non-empty, at most `packed.max_object_bytes`). Returns its layout once every
+    /// replica is durable.
+    pub async fn write(&self, body: &Bytes) -> Result<Layout, PackRefused> {
+        let config = self.io.config();
+        let length = body.len() as u64;
+        if length == 0 || length > config.packed.max_object_bytes {
+            return Err(PackRefused::NotNow(format!("{length} bytes is not packed")));
+        }
+        let k = self.code.data_units();
+        let (stripe, unit, offset, seq, guard) = {
+            let mut state = self.state.lock().await;
+            let fits = state.open.as_ref().is_some_and(|open| {
+                open.replicas.len() < usize::from(MAX_OBJECTS_PER_STRIPE) && open.unit_for(length).is_some()
+            });
+            if !fits {
+                if let Some(full) = state.open.take() {
+                    self.send_to_seal(&mut state, full);
+                }
+                if state.sealing + state.unsealed.len() >= config.packed.max_sealing_stripes {
+                    return Err(PackRefused::NotNow("too many stripes are being sealed".into()));
+                }
+                let open = self.open_stripe(&mut state).await.map_err(PackRefused::NotNow)?;
+                state.open = Some(open);
+            }
+            let open = state.open.as_mut().expect("an open stripe");
+            let unit = open.unit_for(length).expect("a fresh stripe fits any packable object");
+            let offset = open.units[unit].len() as u64;
+            open.units[unit].extend_from_slice(body);
+            let seq = REPLICA_UNIT_BASE + open.replicas.len() as u16;
+            open.replicas.insert(seq, unit as u16);
+            let guard: OwnedRwLockReadGuard<()> =
+                Arc::clone(&open.in_flight).try_read_owned().expect("only a seal takes the write side, after removal");
+            (open.stripe.clone(), unit, offset, seq, guard)
+        };
+        let header = ReplicaHeader { unit: unit as u16, offset, length };
+        let replica = header.encode(body);
+        let result = self.write_replicas(&stripe, k, unit, seq, replica).await;
+        drop(guard);
+        match result {
+            Ok(()) => Ok(Layout::Packed {
+                stripe: stripe.id,
+                unit: unit as u16,
+                offset_bytes: offset,
+                length_bytes: length,
+                replica_unit: Some(seq),
+            }),
+            Err(error) => {
+                // The stripe's replica nodes are not all writable: no more appends to it.
+                let mut state = self.state.lock().await;
+                if state.open.as_ref().is_some_and(|open| open.stripe.id == stripe.id) {
+                    let broken = state.open.take().expect("checked");
+                    self.send_to_seal(&mut state, broken);
+                }
+                Err(PackRefused::Failed(error))
+            }
+        }
+    }
+
+    async fn write_replicas(
+        &self,
+        stripe: &StripeMeta,
+        k: usize,
+        unit: usize,
+        seq: u16,
+        replica: Bytes,
+    ) -> Result<(), DataError> {
+        let nodes = self.io.cluster().node_map().await?;
+        let targets = replica_nodes(stripe, k, unit);
+        let writes = targets.iter().map(|node_id| {
+            let replica = replica.clone();
+            let nodes = &nodes;
+            async move {
+                match nodes.get(node_id) {
+                    Some(node) if node.state == NodeState::Up => {
+                        self.io.write_unit(node, stripe.id, usize::from(seq), replica).await
+                    }
+                    _ => Err(format!("node {node_id} is not up")),
+                }
+            }
+        });
+        let results = futures_util::future::join_all(writes).await;
+        match results.into_iter().find_map(Result::err) {
+            None => Ok(()),
+            Some(error) => Err(DataError::Unavailable(format!("replica of stripe {}: {error}", stripe.id))),
+        }
+    }
+
+    /// Places, registers and records a new open stripe. Needs n Up nodes (with fewer, small objects
+    /// are striped, which can write degraded).
+    async fn open_stripe(&self, state: &mut PackerState) -> Result<OpenStripe, String> {
+        let config = self.io.config();
+        let n = self.code.total_units();
+        let k = self.code.data_units();
+        let nodes = self.io.cluster().nodes().await.map_err(|e| e.to_string())?;
+        let up = nodes.iter().filter(|node| node.state == NodeState::Up).count();
+        if up < n {
+            return Err(format!("{up} storage nodes up; an open stripe needs {n}"));
+        }
+        let placement = self.io.placer().place(&nodes, n, &[], &[]).map_err(|e| e.to_string())?;
+        let meta = self.io.cluster().meta();
+        let created = async {
+            let id = meta.allocate_stripe_id().await.map_err(meta_error)?;
+            // Registered before it exists: a crash in between leaves a name that recovery drops,
+            // never an open stripe nobody will seal.
+            let mut registered = state.registered.clone();
+            registered.push(id);
+            self.save_registry(&registered).await?;
+            state.registered = registered;
+            let record = StripeMeta {
+                id,
+                code: self.code_name.clone(),
+                unit_bytes: config.unit_bytes,
+                placement: placement.clone(),
+                state: StripeState::Open,
+                unit_checksums: None,
+                version: 0,
+            };
+            meta.create_stripe(record).await.map_err(meta_error)
+        }
+        .await;
+        match created {
+            Ok(stripe) => {
+                metrics::counter!("lowtail_gateway_packed_stripes_opened_total").increment(1);
+                let unit_capacity = usize::try_from(config.unit_bytes).unwrap_or(usize::MAX);
+                Ok(OpenStripe {
+                    stripe,
+                    units: (0..k).map(|_| BytesMut::with_capacity(unit_capacity.min(1 << 20))).collect(),
+                    replicas: BTreeMap::new(),
+                    in_flight: Arc::new(RwLock::new(())),
+                    opened_at: Instant::now(),
+                })
+            }
+            Err(error) => {
+                forget_placement(&self.io, &placement);
+                Err(error.to_string())
+            }
+        }
+    }
+
+    /// Starts sealing `stripe` in the background.
+    fn send_to_seal(&self, state: &mut PackerState, stripe: OpenStripe) {
+        let Some(me) = self.me.upgrade() else { return };
+        state.sealing += 1;
+        tokio::spawn(async move {
+            let id = stripe.stripe.id;
+            let result = me.seal(&stripe).await;
+            let mut state = me.state.lock().await;
+            state.sealing -= 1;
+            match result {
+                Ok(()) => {
+                    state.registered.retain(|registered| *registered != id);
+                    let registered = state.registered.clone();
+                    if let Err(error) = me.save_registry(&registered).await {
+                        // Harmless: recovery finds the stripe sealed and only cleans up.
+                        tracing::warn!(stripe = %id, %error, "could not update the open-stripe registry");
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(stripe = %id, %error, "sealing failed; replicas keep the objects safe, retrying");
+                    state.unsealed.push(stripe);
+                }
+            }
+        });
+    }
+
+    /// Encodes and writes the stripe's units, flips its record to Sealed and deletes the replicas.
+    async fn seal(&self, open: &OpenStripe) -> Result<(), DataError> {
+        // Appends still writing replicas finish first: their bytes are already in `units`.
+        let _no_appends = Arc::clone(&open.in_flight).write_owned().await;
+        let meta = self.io.cluster().meta();
+        let nodes = self.io.cluster().node_map().await?;
+        let id = open.stripe.id;
+        if open.replicas.is_empty() {
+            match meta.delete_stripe(id).await {
+                Ok(_) | Err(MetaError::NoSuchStripe(_)) => {}
+                Err(error) => return Err(meta_error(error)),
+            }
+            forget_placement(&self.io, &open.stripe.placement);
+            return Ok(());
+        }
+        let fill = open.units.iter().map(|u| u.len() as u64).max().unwrap_or(0);
+        let unit_bytes = fill.div_ceil(UNIT_ALIGN_BYTES).max(1) * UNIT_ALIGN_BYTES;
+        let data: Vec<Bytes> = open.units.iter().map(|u| Bytes::copy_from_slice(u)).collect();
+        let units = encode_units(self.code.as_ref(), data, unit_bytes)?;
+        let node_list: Vec<NodeInfo> = nodes.values().cloned().collect();
+        let current = meta.get_stripe(id).await.map_err(meta_error)?;
+        if current.state == StripeState::Sealed {
+            self.delete_replicas(&nodes, &current, open.replicas.iter().map(|(&seq, &unit)| (seq, unit))).await;
+            return Ok(());
+        }
+        // Nodes that went down since opening are replaced before writing (counted by the placer).
+        let mut placement = current.placement.clone();
+        let lost: Vec<usize> = (0..placement.len())
+            .filter(|&u| !nodes.get(&placement[u]).is_some_and(|node| node.state == NodeState::Up))
+            .collect();
+        if !lost.is_empty() {
+            let lost_nodes: Vec<NodeId> = lost.iter().map(|&u| placement[u]).collect();
+            let peers: Vec<NodeId> = (0..placement.len()).filter(|u| !lost.contains(u)).map(|u| placement[u]).collect();
+            let replacement = self
+                .io
+                .placer()
+                .place(&node_list, lost.len(), &lost_nodes, &peers)
+                .map_err(|e| DataError::Unavailable(format!("sealing stripe {id}: {e}")))?;
+            let mut placer = self.io.placer();
+            lost_nodes.iter().for_each(|node| placer.adjust(*node, -1));
+            drop(placer);
+            for (&unit, node) in lost.iter().zip(replacement) {
+                placement[unit] = node;
+            }
+        }
+        let n = units.len();
+        let placement = match write_units(&self.io, &nodes, &node_list, id, &units, placement, n).await {
+            Ok(placement) => placement,
+            Err(error) => {
+                // write_units forgot the placement; the open record still holds its nodes.
+                let mut placer = self.io.placer();
+                current.placement.iter().for_each(|node| placer.adjust(*node, 1));
+                return Err(error);
+            }
+        };
+        let sealed =
+            StripeMeta { unit_bytes, placement: placement.clone(), state: StripeState::Sealed, ..current.clone() };
+        if let Err(error) = meta.update_stripe(id, current.version, sealed).await {
+            let all: Vec<(usize, NodeId)> = placement.iter().copied().enumerate().collect();
+            // The units are not referenced by a sealed record; the replicas still are.
+            self.io.delete_units_best_effort(&nodes, id, &all).await;
+            return Err(meta_error(error));
+        }
+        metrics::counter!("lowtail_gateway_packed_stripes_sealed_total").increment(1);
+        tracing::debug!(stripe = %id, objects = open.replicas.len(), unit_bytes, "packed stripe sealed");
+        self.delete_replicas(&nodes, &current, open.replicas.iter().map(|(&seq, &unit)| (seq, unit))).await;
+        Ok(())
+    }
+
+    async fn delete_replicas(&self, nodes: &NodeMap, open: &StripeMeta, replicas: impl Iterator<Item = (u16, u16)>) {
+        let k = self.code.data_units();
+        let mut deletes: Vec<(usize, NodeId)> = Vec::new();
+        for (seq, unit) in replicas {
+            for node in replica_nodes(open, k, usize::from(unit)) {
+                deletes.push((usize::from(seq), node));
+            }
+        }
+        self.io.delete_units_best_effort(nodes, open.id, &deletes).await;
+    }
+
+    /// Bytes `range` of a packed object in stripe `stripe_id`.
+    pub async fn read(
+        &self,
+        stripe_id: StripeId,
+        unit: u16,
+        offset: u64,
+        replica_unit: Option<u16>,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, DataError> {
+        let length = range.end - range.start;
+        for _attempt in 0..READ_ATTEMPTS {
+            let stripe = self.io.stripe(stripe_id).await?;
+            let code = self.io.code(&stripe.code)?;
+            let nodes = self.io.cluster().node_map().await?;
+            if stripe.state == StripeState::Sealed {
+                let unit = usize::from(unit);
+                if unit >= code.data_units() || offset + range.end > stripe.unit_bytes {
+                    return Err(DataError::Internal(format!(
+                        "packed object outside data unit {unit} of stripe {stripe_id}"
+                    )));
+                }
+                return self
+                    .io
+                    .read_data_range(&nodes, &stripe, code.as_ref(), unit, offset + range.start, length)
+                    .await;
+            }
+            let seq = replica_unit
+                .ok_or_else(|| DataError::Internal(format!("object in open stripe {stripe_id} has no replica unit")))?;
+            let targets: Vec<&NodeInfo> = replica_nodes(&stripe, code.data_units(), usize::from(unit))
+                .iter()
+                .filter_map(|node_id| nodes.get(node_id).filter(|node| node.state == NodeState::Up))
+                .collect();
+            let mut last_error = String::from("no replica node is up");
+            for (i, node) in targets.iter().enumerate() {
+                let read = async {
+                    let client = self.io.cluster().client(node).await.map_err(|e| e.to_string())?;
+                    client
+                        .read_range(stripe_id.0, seq, REPLICA_HEADER_BYTES + range.start, length)
+                        .await
+                        .map(|(bytes, _timing)| bytes)
+                        .map_err(|e| e.to_string())
+                };
+                // A slow replica is abandoned after the degraded-read timeout for the next one
+                // (the "Normal" policy), except the last, which gets the whole RPC timeout.
+                let result = if i + 1 < targets.len() {
+                    tokio::time::timeout(self.io.config().degraded_read_timeout(), read)
+                        .await
+                        .unwrap_or_else(|_| Err("slower than the degraded-read timeout".into()))
+                } else {
+                    read.await
+                };
+                match result {
+                    Ok(bytes) => return Ok(bytes),
+                    Err(error) => last_error = format!("replica {seq} on node {}: {error}", node.id),
+                }
+            }
+            tracing::info!(stripe = %stripe_id, %last_error, "no replica answered; the stripe may have been sealed");
+        }
+        Err(DataError::Unavailable(format!("object in open stripe {stripe_id}: no replica could be read")))
+    }
+
+    /// Seals the open stripe if it is older than `seal_after_ms`, and retries failed seals.
+    pub async fn tick(&self) {
+        let seal_after = Duration::from_millis(self.io.config().packed.seal_after_ms);
+        let mut state = self.state.lock().await;
+        if state.open.as_ref().is_some_and(|open| open.opened_at.elapsed() >= seal_after) {
+            let due = state.open.take().expect("checked");
+            self.send_to_seal(&mut state, due);
+        }
+        for stripe in std::mem::take(&mut state.unsealed) {
+            self.send_to_seal(&mut state, stripe);
+        }
+    }
+
+    /// Closes the open stripe for appends and waits (bounded) until every seal has finished.
+    pub async fn flush(&self, timeout: Duration) -> Result<(), DataError> {
+        let deadline = Instant::now() + timeout;
+        {
+            let mut state = self.state.lock().await;
+            if let Some(open) = state.open.take() {
+                self.send_to_seal(&mut state, open);
+            }
+        }
+        loop {
+            {
+                let mut state = self.state.lock().await;
+                if state.sealing == 0 && state.unsealed.is_empty() {
+                    return Ok(());
+                }
+                for stripe in std::mem::take(&mut state.unsealed) {
+                    self.send_to_seal(&mut state, stripe);
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(DataError::Unavailable("open stripes could not be sealed in time".into()));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Finds the open stripes this gateway left behind (a crash or kill) and seals them from their
+    /// replicas. A stripe that cannot be rebuilt now (no parity node up) stays registered and is
+    /// retried by `tick`.
+    pub async fn recover(&self) -> Result<usize, DataError> {
+        let meta = self.io.cluster().meta();
+        let Some(value) = meta.get_config(&self.registry_key()).await.map_err(meta_error)? else { return Ok(0) };
+        let ids: Vec<u64> = serde_json::from_str(&value)
+            .map_err(|e| DataError::Internal(format!("open-stripe registry {:?}: {e}", self.registry_key())))?;
+        let mut state = self.state.lock().await;
+        state.registered = ids.iter().map(|&id| StripeId(id)).collect();
+        let mut recovered = 0;
+        for id in ids.into_iter().map(StripeId) {
+            let stripe = match meta.get_stripe(id).await {
+                Ok(stripe) => stripe,
+                Err(MetaError::NoSuchStripe(_)) => {
+                    state.registered.retain(|r| *r != id);
+                    continue;
+                }
+                Err(error) => return Err(meta_error(error)),
+            };
+            match self.rebuild_open(&stripe).await {
+                Ok(open) => {
+                    recovered += 1;
+                    self.send_to_seal(&mut state, open);
+                }
+                Err(error) => {
+                    tracing::warn!(stripe = %id, %error, "open stripe left by a previous run not rebuilt yet");
+                }
+            }
+        }
+        let registered = state.registered.clone();
+        self.save_registry(&registered).await?;
+        Ok(recovered)
+    }
+
+    /// An open stripe's data units, rebuilt from the replicas on its nodes (any replica found on
+    /// any node; acknowledged ones are on every parity node).
+    async fn rebuild_open(&self, stripe: &StripeMeta) -> Result<OpenStripe, DataError> {
+        let code = self.io.code(&stripe.code)?;
+        let k = code.data_units();
+        let nodes = self.io.cluster().node_map().await?;
+        let mut units: Vec<BytesMut> = (0..k).map(|_| BytesMut::new()).collect();
+        let mut replicas: BTreeMap<u16, u16> = BTreeMap::new();
+        let parity_up =
+            stripe.placement[k..].iter().any(|node| nodes.get(node).is_some_and(|n| n.state == NodeState::Up));
+        if !parity_up && stripe.state == StripeState::Open {
+            return Err(DataError::Unavailable(format!("no parity node of open stripe {} is up", stripe.id)));
+        }
+        let mut lookups: FuturesUnordered<_> = stripe
+            .placement
+            .iter()
+            .filter_map(|node| nodes.get(node).filter(|n| n.state == NodeState::Up))
+            .map(|node| self.replicas_on(node, stripe.id))
+            .collect();
+        let mut found: BTreeMap<u16, Vec<(NodeInfo, u64)>> = BTreeMap::new();
+        while let Some(result) = lookups.next().await {
+            if let Ok((node, listed)) = result {
+                for (seq, len) in listed {
+                    found.entry(seq).or_default().push((node.clone(), len));
+                }
+            }
+        }
+        drop(lookups);
+        for (seq, holders) in found {
+            let mut body = None;
+            for (node, len) in holders {
+                let Ok(client) = self.io.cluster().client(&node).await else { continue };
+                if let Ok((bytes, _)) = client.read_range(stripe.id.0, seq, 0, len).await {
+                    body = Some(bytes);
+                    break;
+                }
+            }
+            let Some(bytes) = body else { continue };
+            let Some((header, object)) = ReplicaHeader::decode(&bytes) else {
+                tracing::warn!(stripe = %stripe.id, seq, "replica unit with a bad header ignored");
+                continue;
+            };
+            let unit = usize::from(header.unit);
+            if unit >= k || header.offset + header.length > stripe.unit_bytes {
+                tracing::warn!(stripe = %stripe.id, seq, "replica unit outside the stripe ignored");
+                continue;
+            }
+            let end = (header.offset + header.length) as usize;
+            if units[unit].len() < end {
+                units[unit].resize(end, 0);
+            }
+            units[unit][header.offset as usize..end].copy_from_slice(object);
+            replicas.insert(seq, header.unit);
+        }
+        Ok(OpenStripe {
+            stripe: stripe.clone(),
+            units,
+            replicas,
+            in_flight: Arc::new(RwLock::new(())),
+            opened_at: Instant::now(),
+        })
+    }
+
+    /// The replica units of `stripe` on `node`, with their lengths.
+    async fn replicas_on(&self, node: &NodeInfo, stripe: StripeId) -> Result<(NodeInfo, Vec<(u16, u64)>), DataError> {
+        let client = self.io.cluster().client(node).await.map_err(|e| DataError::Unavailable(e.to_string()))?;
+        let mut after = (stripe.0, REPLICA_UNIT_BASE - 1);
+        let mut seqs = Vec::new();
+        // At most MAX_OBJECTS_PER_STRIPE replicas, so the pages are bounded.
+        for _page in 0..=(usize::from(MAX_OBJECTS_PER_STRIPE) / LIST_PAGE as usize + 1) {
+            let listing =
+                client.list_units(Some(after), LIST_PAGE).await.map_err(|e| DataError::Unavailable(e.to_string()))?;
+            let mut last = None;
+            for unit in &listing.units {
+                if unit.stripe != stripe.0 {
+                    return Ok((node.clone(), seqs));
+                }
+                let seq =
+                    u16::try_from(unit.unit).map_err(|_| DataError::Internal("unit index over 16 bits".into()))?;
+                seqs.push((seq, unit.len));
+                last = Some(seq);
+            }
+            match last {
+                Some(seq) if listing.units.len() == LIST_PAGE as usize => after = (stripe.0, seq),
+                _ => return Ok((node.clone(), seqs)),
+            }
+        }
+        Ok((node.clone(), seqs))
+    }
+}

@@ -1,0 +1,212 @@
+//! The packed layout on real storage nodes: small objects share an open stripe, are read from
+//! their replicas while it is open and from the data unit once sealed; an open stripe survives m
+//! failures and is sealed onto Up nodes; a gateway killed with open stripes seals them from the
+//! replicas at its next start; releasing a packed object keeps its neighbours; a replica node that
+//! does not answer sends the object to the striped path.
+
+mod data_support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use data_support::{TestCluster, pattern};
+use futures_util::future::join_all;
+use gateway::data::packed::REPLICA_UNIT_BASE;
+use gateway::data::{DataConfig, ErasureData, ObjectData};
+use meta::{Layout, StripeId, StripeMeta, StripeState};
+
+const FLUSH: Duration = Duration::from_secs(30);
+
+/// Sizes from 1 byte to the packing limit.
+fn sizes(count: usize) -> Vec<usize> {
+    (0..count).map(|i| [1, 17, 100, 4096, 4097, 20_000, 65_536][i % 7]).collect()
+}
+
+async fn write_all(data: &ErasureData, count: usize, seed: u64) -> Vec<(Bytes, Layout)> {
+    let bodies: Vec<Bytes> =
+        sizes(count).into_iter().enumerate().map(|(i, len)| pattern(len, seed + i as u64)).collect();
+    let layouts = join_all(bodies.iter().map(|body| data.write(body.clone()))).await;
+    bodies.into_iter().zip(layouts).map(|(body, layout)| (body, layout.unwrap())).collect()
+}
+
+async fn assert_readable(data: &ErasureData, objects: &[(Bytes, Layout)], what: &str) {
+    for (i, (body, layout)) in objects.iter().enumerate() {
+        let read = data.read(layout, 0..body.len() as u64).await.unwrap_or_else(|e| panic!("{what}: object {i}: {e}"));
+        assert!(read == *body, "{what}: object {i} ({} B) read back identical", body.len());
+        let (a, b) = (body.len() as u64 / 3, body.len() as u64 * 2 / 3);
+        let part = data.read(layout, a..b).await.unwrap();
+        assert!(part == body.slice(a as usize..b as usize), "{what}: object {i}: ranged read");
+    }
+}
+
+fn packed_stripes(objects: &[(Bytes, Layout)]) -> BTreeSet<StripeId> {
+    objects
+        .iter()
+        .map(|(_, layout)| match layout {
+            Layout::Packed { stripe, replica_unit, .. } => {
+                assert!(replica_unit.is_some(), "a packed object names its replica unit");
+                *stripe
+            }
+            other => panic!("small object not packed: {other:?}"),
+        })
+        .collect()
+}
+
+async fn stripe(cluster: &TestCluster, id: StripeId) -> StripeMeta {
+    cluster.meta.get_stripe(id).await.unwrap()
+}
+
+/// Replica units (unit index ≥ 0x8000) still stored on the live nodes.
+async fn replicas_left(cluster: &TestCluster) -> usize {
+    let mut found = 0;
+    for i in 0..cluster.nodes.len() {
+        if cluster.nodes[i].is_none() {
+            continue;
+        }
+        let listing = cluster.client(i).await.list_units(None, 10_000).await.unwrap();
+        found += listing.units.iter().filter(|unit| unit.unit >= u32::from(REPLICA_UNIT_BASE)).count();
+    }
+    found
+}
+
+fn config(cluster: &TestCluster, code: &str) -> DataConfig {
+    let mut config = cluster.config(code);
+    // Small stripes so a few hundred objects fill several.
+    config.unit_bytes = 256 << 10;
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_objects_share_stripes_and_read_the_same_before_and_after_sealing() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(config(&cluster, "rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_all(&data, 140, 1).await;
+    let stripes = packed_stripes(&objects);
+    // 140 objects of ~2.3 MB in 1.5 MiB stripes: a handful of stripes, not 140.
+    assert!((2..=6).contains(&stripes.len()), "{} stripes", stripes.len());
+    assert_readable(&data, &objects, "open or sealing").await;
+
+    data.packer().flush(FLUSH).await.unwrap();
+    for &id in &stripes {
+        let sealed = stripe(&cluster, id).await;
+        assert_eq!(sealed.state, StripeState::Sealed, "stripe {id}");
+        assert!(sealed.unit_bytes <= 256 << 10 && sealed.unit_bytes.is_multiple_of(64));
+    }
+    assert_readable(&data, &objects, "sealed").await;
+    assert_eq!(replicas_left(&cluster).await, 0, "replicas are dropped after sealing");
+
+    // A later write opens a new stripe; the old ones are untouched.
+    let more = write_all(&data, 5, 500).await;
+    assert!(packed_stripes(&more).is_disjoint(&stripes));
+    assert_readable(&data, &more, "after sealing").await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_stripe_survives_m_failures_and_seals_onto_up_nodes() {
+    let mut cluster = TestCluster::start(12, 12).await;
+    let data = ErasureData::new(config(&cluster, "rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_all(&data, 20, 7).await;
+    let stripes = packed_stripes(&objects);
+    assert_eq!(stripes.len(), 1);
+    let id = *stripes.first().unwrap();
+    let open = stripe(&cluster, id).await;
+    assert_eq!(open.state, StripeState::Open);
+    // The worst case: every parity node (each holds a replica of every object).
+    let parity_nodes: Vec<usize> = open.placement[6..].iter().map(|node| node.0 as usize).collect();
+    for &i in &parity_nodes {
+        cluster.kill(i).await;
+    }
+    assert_readable(&data, &objects, "open stripe, its 3 parity nodes down").await;
+
+    data.packer().flush(FLUSH).await.unwrap();
+    let sealed = stripe(&cluster, id).await;
+    assert_eq!(sealed.state, StripeState::Sealed);
+    for node in &sealed.placement {
+        assert!(!parity_nodes.contains(&(node.0 as usize)), "sealed onto a Down node {node}");
+    }
+    assert_readable(&data, &objects, "sealed onto Up nodes").await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_killed_with_open_stripes_seals_them_at_its_next_start() {
+    let cluster = TestCluster::start(9, 9).await;
+    let config = config(&cluster, "rs-6-3");
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_all(&data, 30, 11).await;
+    let stripes = packed_stripes(&objects);
+    // "Crash": the gateway's memory is gone, nothing was sealed.
+    drop(data);
+    for &id in &stripes {
+        assert_eq!(stripe(&cluster, id).await.state, StripeState::Open);
+    }
+
+    let running = ErasureData::start(config, Arc::clone(&cluster.meta)).await.unwrap();
+    assert_readable(&running.data, &objects, "after restart").await;
+    let deadline = Instant::now() + FLUSH;
+    for &id in &stripes {
+        while stripe(&cluster, id).await.state != StripeState::Sealed {
+            assert!(Instant::now() < deadline, "stripe {id} not sealed by the restarted gateway");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert_readable(&running.data, &objects, "sealed from the replicas").await;
+    let registry = cluster.meta.get_config("packed-open/gateway").await.unwrap();
+    assert_eq!(registry.as_deref(), Some("[]"), "the sealed stripes leave the open-stripe registry");
+    running.shutdown().await;
+    assert_eq!(replicas_left(&cluster).await, 0);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_stripes_are_sealed_after_the_timeout_and_lrc_packs_too() {
+    let cluster = TestCluster::start(10, 10).await;
+    let mut config = config(&cluster, "lrc-6-2-2");
+    config.packed.seal_after_ms = 200;
+    let running = ErasureData::start(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_all(&running.data, 10, 21).await;
+    let stripes = packed_stripes(&objects);
+    let deadline = Instant::now() + FLUSH;
+    for &id in &stripes {
+        while stripe(&cluster, id).await.state != StripeState::Sealed {
+            assert!(Instant::now() < deadline, "stripe {id} not sealed after the timeout");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert_readable(&running.data, &objects, "lrc, sealed").await;
+    running.shutdown().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_a_packed_object_keeps_its_neighbours() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(config(&cluster, "rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_all(&data, 10, 31).await;
+    data.release(&objects[0].1).await.unwrap();
+    assert_readable(&data, &objects[1..], "neighbours of a released object, open").await;
+    data.packer().flush(FLUSH).await.unwrap();
+    data.release(&objects[1].1).await.unwrap();
+    assert_readable(&data, &objects[2..], "neighbours of a released object, sealed").await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswering_replica_node_sends_the_object_to_the_striped_path() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let data = ErasureData::new(config(&cluster, "rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let first = write_all(&data, 1, 41).await;
+    let id = *packed_stripes(&first).first().unwrap();
+    let open = stripe(&cluster, id).await;
+    // Stopped but still Up in the metadata: membership has not noticed yet.
+    cluster.stop(open.placement[8].0 as usize).await;
+    let body = pattern(3000, 42);
+    let layout = data.write(body.clone()).await.unwrap();
+    assert!(matches!(layout, Layout::Striped { .. }), "{layout:?}");
+    assert_readable(&data, &[(body, layout)], "striped fallback").await;
+    assert_readable(&data, &first, "object of the broken stripe").await;
+    cluster.shutdown().await;
+}
