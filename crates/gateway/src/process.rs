@@ -8,6 +8,7 @@
 
 use crate::data::erasure::{ErasureData, RunningData};
 use crate::data::repair::RepairStatus;
+use crate::data::packed::PackedStatus;
 use crate::data::{DataConfig, ObjectData};
 use crate::s3::{S3Options, build_service, serve};
 use meta::{MetaStore, NodeInfo};
@@ -107,6 +108,11 @@ impl GatewayConfig {
         }
         anyhow::ensure!(self.max_object_bytes > 0, "gateway config: max_object_bytes must be positive");
         anyhow::ensure!(!self.data.cluster_secret.is_empty(), "gateway config: data.cluster_secret must be set");
+        // Two gateways with one name would seal each other's open packing stripes.
+        anyhow::ensure!(
+            !matches!(self.meta, MetaConfig::Etcd { .. }) || self.data.gateway_id.is_some(),
+            "gateway config: data.gateway_id must be set (unique per gateway) when gateways share etcd"
+        );
         Ok(())
     }
 }
@@ -133,6 +139,8 @@ pub struct ClusterStatus {
     pub nodes: Vec<NodeInfo>,
     /// Repair progress.
     pub repair: RepairStatus,
+    /// The packer's open stripe and pending seals.
+    pub packed: PackedStatus,
 }
 
 /// A gateway that is serving.
@@ -181,7 +189,7 @@ impl RunningGateway {
 
 async fn cluster_status(meta: &dyn MetaStore, data: &RunningData) -> anyhow::Result<ClusterStatus> {
     let nodes = meta.list_nodes().await.map_err(|e| anyhow::anyhow!("listing nodes: {e}"))?;
-    Ok(ClusterStatus { nodes, repair: data.repair_status() })
+    Ok(ClusterStatus { nodes, repair: data.repair_status(), packed: data.data.packer().status().await })
 }
 
 /// Starts a gateway over an open metadata store: data path (with membership and repair), S3
@@ -213,6 +221,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         let (stop, stopped) = oneshot::channel::<()>();
         let status_meta = Arc::clone(&meta);
         let repair = Arc::clone(&data.repair);
+        let packer = Arc::clone(data.data.packer());
         let metrics = node::metrics::handle();
         let app = axum::Router::new()
             .route("/metrics", axum::routing::get(move || std::future::ready(metrics.render())))
@@ -221,9 +230,14 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                 axum::routing::get(move || {
                     let meta = Arc::clone(&status_meta);
                     let repair = Arc::clone(&repair);
+                    let packer = Arc::clone(&packer);
                     async move {
                         match meta.list_nodes().await {
-                            Ok(nodes) => Ok(axum::Json(ClusterStatus { nodes, repair: repair.status() })),
+                            Ok(nodes) => Ok(axum::Json(ClusterStatus {
+                                nodes,
+                                repair: repair.status(),
+                                packed: packer.status().await,
+                            })),
                             Err(error) => Err((axum::http::StatusCode::SERVICE_UNAVAILABLE, error.to_string())),
                         }
                     }

@@ -41,9 +41,11 @@ pub struct DataConfig {
     pub repair: RepairConfig,
     /// The packed layout of small objects.
     pub packed: PackedConfig,
-    /// This gateway's name, unique among the gateways of a cluster: it owns the stripes it opens
-    /// for packing, and after a restart it seals the ones it left open. Default `gateway`.
-    pub gateway_id: String,
+    /// This gateway's name, unique among the gateways of a cluster and kept across restarts: it
+    /// owns the stripes it opens for packing, and after a restart it seals the ones it left open.
+    /// Unset means `gateway`, which is right for the one gateway of an embedded metadata store;
+    /// gateways sharing etcd must each set their own (`lowtail gateway` refuses to start without).
+    pub gateway_id: Option<String>,
 }
 
 /// The packed layout: objects up to `max_object_bytes` are appended into the data units of a
@@ -104,7 +106,7 @@ impl Default for DataConfig {
             membership: MembershipConfig::default(),
             repair: RepairConfig::default(),
             packed: PackedConfig::default(),
-            gateway_id: "gateway".into(),
+            gateway_id: None,
         }
     }
 }
@@ -126,6 +128,9 @@ impl Default for RepairConfig {
         Self { grace_ms: 60_000, scan_interval_ms: 1000, max_concurrent_stripes: 2, max_read_bytes_per_s: 64 << 20 }
     }
 }
+
+/// The name of a gateway whose `gateway_id` is unset.
+pub const DEFAULT_GATEWAY_ID: &str = "gateway";
 
 /// Largest unit the data path writes (the node's default `max_unit_bytes` is 256 MiB).
 pub const MAX_UNIT_BYTES: u64 = 64 << 20;
@@ -167,13 +172,16 @@ impl DataConfig {
         if self.packed.seal_after_ms == 0 || self.packed.max_sealing_stripes == 0 {
             return bad("packed.seal_after_ms and packed.max_sealing_stripes must be positive".into());
         }
-        if self.gateway_id.is_empty()
-            || self.gateway_id.len() > 64
-            || !self.gateway_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return bad(format!("gateway_id {:?} must be 1-64 characters of [A-Za-z0-9_-]", self.gateway_id));
+        let id = self.gateway_id();
+        if id.is_empty() || id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            return bad(format!("gateway_id {id:?} must be 1-64 characters of [A-Za-z0-9_-]"));
         }
         Ok(())
+    }
+
+    /// `gateway_id`, or `gateway` when unset.
+    pub fn gateway_id(&self) -> &str {
+        self.gateway_id.as_deref().unwrap_or(DEFAULT_GATEWAY_ID)
     }
 
     /// `degraded_read_timeout_ms` as a duration.

@@ -182,7 +182,7 @@ impl Packer {
     }
 
     fn registry_key(&self) -> String {
-        format!("{REGISTRY_PREFIX}{}", self.io.config().gateway_id)
+        format!("{REGISTRY_PREFIX}{}", self.io.config().gateway_id())
     }
 
     async fn save_registry(&self, registered: &[StripeId]) -> Result<(), DataError> {
