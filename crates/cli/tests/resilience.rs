@@ -417,6 +417,7 @@ prefix = "/lowtail/resilience"
 [data]
 code = "rs-4-2"
 cluster_secret = "{secret}"
+gateway_id = "{name}"
 membership.probe_interval_ms = 500
 "#,
                 etcd.endpoint
