@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 async fn up_serves_s3_survives_m_failures_and_restarts_with_its_data() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("cluster");
-    let objects: Vec<(String, Vec<u8>)> = [0usize, 1, 5000, 3 << 20, 9 << 20]
+    let objects: Vec<(String, Vec<u8>)> = [0usize, 1, 5000, 3 << 20, 9 << 20, 64 << 20]
         .iter()
         .enumerate()
         .map(|(i, &len)| (format!("object-{i}"), pseudo_random(len, i as u32)))

@@ -520,7 +520,9 @@ impl Packer {
         }
     }
 
-    /// Closes the open stripe for appends and waits (bounded) until every seal has finished.
+    /// Closes the open stripe for appends, seals it and every stripe whose seal failed before, and
+    /// waits (bounded) for the outcome: an error when a seal failed (the stripe stays open and
+    /// registered, safe in its replicas, for the next tick or start).
     pub async fn flush(&self, timeout: Duration) -> Result<(), DataError> {
         let deadline = Instant::now() + timeout;
         {
@@ -528,15 +530,18 @@ impl Packer {
             if let Some(open) = state.open.take() {
                 self.send_to_seal(&mut state, open);
             }
+            for stripe in std::mem::take(&mut state.unsealed) {
+                self.send_to_seal(&mut state, stripe);
+            }
         }
         loop {
             {
-                let mut state = self.state.lock().await;
-                if state.sealing == 0 && state.unsealed.is_empty() {
-                    return Ok(());
-                }
-                for stripe in std::mem::take(&mut state.unsealed) {
-                    self.send_to_seal(&mut state, stripe);
+                let state = self.state.lock().await;
+                if state.sealing == 0 {
+                    return match state.unsealed.len() {
+                        0 => Ok(()),
+                        left => Err(DataError::Unavailable(format!("{left} open stripes could not be sealed"))),
+                    };
                 }
             }
             if Instant::now() >= deadline {
