@@ -1,0 +1,162 @@
+//! The simulation config (`lowtail sim --config FILE`): cluster, code,
+//! frontends, policies, workload and seed, as TOML.
+//!
+//! Defaults model the paper's testbed (90 storage nodes, RS(6,3), 2004 data
+//! partitions, a peak hour) with a service model chosen so that the skewed
+//! workload makes hot spots (see the crate doc). Must not: run anything.
+
+use codec::CodeSpec;
+use model::NANOS_PER_SECOND;
+use policy::{PolicyKind, PolicySettings};
+use serde::{Deserialize, Serialize};
+use workload::WorkloadConfig;
+
+/// A bad config.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A field out of range or inconsistent with another.
+    #[error("config: {0}")]
+    Invalid(String),
+    /// The workload could not be built.
+    #[error(transparent)]
+    Workload(#[from] workload::WorkloadError),
+}
+
+/// Storage nodes and the network.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// Storage nodes (paper: 90).
+    pub nodes: u32,
+    /// Fixed cost of every task on a node, µs (seek, request handling).
+    pub task_overhead_us: u64,
+    /// Node processing rate in bytes per second (S_j).
+    pub rate_bytes_per_s: u64,
+    /// Mean of an extra exponential service delay per task, µs (the Δ+Exp
+    /// model; 0 = deterministic service).
+    pub exp_mean_us: u64,
+    /// Heterogeneity: each node's rate is multiplied by a factor drawn
+    /// uniformly from [1 - spread, 1 + spread] (0 = homogeneous).
+    pub rate_spread: f64,
+    /// One-way network latency between a frontend and a node, µs.
+    pub network_latency_us: u64,
+    /// Whether a cancelled task that is already in service is aborted (the
+    /// node frees at once) or runs to its end. Waiting tasks are always
+    /// removed from the queue.
+    pub cancel_in_service: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> ClusterConfig {
+        ClusterConfig {
+            nodes: 90,
+            task_overhead_us: 4000,
+            rate_bytes_per_s: 5_000_000,
+            exp_mean_us: 0,
+            rate_spread: 0.0,
+            network_latency_us: 250,
+            cancel_in_service: false,
+        }
+    }
+}
+
+/// Frontends (controllers).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FrontendConfig {
+    /// Frontends; 0 means the paper's choice per policy (8 for per-request
+    /// probing policies, 3 for Normal and the lazy ones).
+    pub count: u16,
+    /// Controller time per decision, µs (table look-ups, bookkeeping).
+    pub decision_us: u64,
+    /// Round trip of a batch of parallel queue probes, µs.
+    pub probe_rtt_us: u64,
+    /// Controller time per probe sent, µs.
+    pub per_probe_us: u64,
+}
+
+impl Default for FrontendConfig {
+    fn default() -> FrontendConfig {
+        FrontendConfig { count: 0, decision_us: 50, probe_rtt_us: 500, per_probe_us: 20 }
+    }
+}
+
+/// A whole simulation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Seed of every random choice (placement, workload, frontends, service).
+    pub seed: u64,
+    /// The code, by canonical name (`rs-6-3`, `lrc-6-2-2`).
+    pub code: String,
+    /// Policies to run, each on the same workload and placement.
+    pub policies: Vec<PolicyKind>,
+    /// Cluster and service model.
+    pub cluster: ClusterConfig,
+    /// Frontends.
+    pub frontends: FrontendConfig,
+    /// Policy parameters.
+    pub policy: PolicySettings,
+    /// The workload.
+    pub workload: WorkloadConfig,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            seed: 1,
+            code: "rs-6-3".into(),
+            policies: PolicyKind::ALL.to_vec(),
+            cluster: ClusterConfig::default(),
+            frontends: FrontendConfig::default(),
+            policy: PolicySettings::default(),
+            workload: WorkloadConfig::default(),
+        }
+    }
+}
+
+pub(crate) fn us(value: u64) -> u64 {
+    value.saturating_mul(NANOS_PER_SECOND / 1_000_000)
+}
+
+impl SimConfig {
+    /// The code.
+    pub fn code_spec(&self) -> Result<CodeSpec, ConfigError> {
+        self.code.parse::<CodeSpec>().map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+
+    /// Frontends used for `policy`.
+    pub fn frontends_for(&self, policy: PolicyKind) -> u16 {
+        if self.frontends.count == 0 { policy.paper_frontends() } else { self.frontends.count }
+    }
+
+    /// Checks every field; the message names the field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |s: String| Err(ConfigError::Invalid(s));
+        let spec = self.code_spec()?;
+        if (self.cluster.nodes as usize) < spec.total_units() {
+            return invalid(format!(
+                "cluster.nodes = {} cannot hold the {} units of a {spec} stripe",
+                self.cluster.nodes,
+                spec.total_units()
+            ));
+        }
+        if self.cluster.rate_bytes_per_s == 0 {
+            return invalid("cluster.rate_bytes_per_s must be positive".into());
+        }
+        if !(0.0..1.0).contains(&self.cluster.rate_spread) {
+            return invalid("cluster.rate_spread must be in [0, 1)".into());
+        }
+        let partitions = self.workload.partitions();
+        if partitions == 0 || !(partitions as usize).is_multiple_of(spec.data_units()) {
+            return invalid(format!(
+                "workload partitions = {partitions} must be a positive multiple of k = {} of {spec}",
+                spec.data_units()
+            ));
+        }
+        if self.policies.is_empty() {
+            return invalid("policies is empty".into());
+        }
+        Ok(())
+    }
+}

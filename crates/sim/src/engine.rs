@@ -1,0 +1,726 @@
+//! The discrete-event engine: frontends that ask a policy for plans, storage
+//! nodes with FCFS queues measured in bytes, a network with a fixed one-way
+//! latency, quorums, timeouts and cancellation. It emits `model` records.
+//!
+//! Event flow of one request: arrival → (queue at its frontend) → decision
+//! (the policy runs at its start; probes see the queues of that instant) →
+//! tasks reach their nodes one network latency after the decision ends →
+//! FCFS service → results reach the frontend one latency after service ends →
+//! the quorum completes the request and unneeded tasks are cancelled (the
+//! cancel reaches the node one latency later). A record is emitted once every
+//! task of the request is resolved (finished or cancelled).
+//!
+//! Must not: contain policy logic (plans come from `policy`), read a clock,
+//! or draw from anything but the seeded streams it owns.
+
+use model::{
+    CodeLayout, FrontendId, NEVER, NodeId, Outcome, Placement, QueueState, Quorum, ReadPlan, ReadRequest, RecordLog,
+    RequestRecord, TaskRecord, TaskRole,
+};
+use policy::{ClusterView, ReadPolicy};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Most requests waiting at one frontend; beyond it the run is refused as
+/// overloaded rather than letting memory grow without bound.
+pub const FRONTEND_QUEUE_MAX: usize = 4_000_000;
+/// Most events one run may process (a guard against a livelock bug).
+pub const EVENTS_MAX: u64 = 2_000_000_000;
+
+/// Node service model.
+#[derive(Clone, Debug)]
+pub struct NodeModel {
+    /// Fixed cost per task.
+    pub overhead_ns: u64,
+    /// Rate per node, bytes per second.
+    pub rates_bytes_per_s: Vec<f64>,
+    /// Mean of the extra exponential delay (0: none).
+    pub exp_mean_ns: u64,
+    /// Whether cancelling an in-service task aborts it.
+    pub cancel_in_service: bool,
+}
+
+/// Frontend model.
+#[derive(Clone, Debug)]
+pub struct FrontendModel {
+    /// Frontends.
+    pub count: u16,
+    /// Controller time per decision.
+    pub decision_ns: u64,
+    /// Round trip of a probe batch (charged once if the decision probes).
+    pub probe_rtt_ns: u64,
+    /// Controller time per probe.
+    pub per_probe_ns: u64,
+}
+
+/// Everything the engine needs besides the requests and the policies.
+pub struct EngineSetup<'a> {
+    /// Where units live.
+    pub placement: &'a Placement,
+    /// The code's recovery sets.
+    pub layout: &'a CodeLayout,
+    /// Nodes.
+    pub nodes: NodeModel,
+    /// Frontends.
+    pub frontends: FrontendModel,
+    /// One-way network latency.
+    pub network_latency_ns: u64,
+    /// Seed of the engine's own streams.
+    pub seed: u64,
+}
+
+/// What a run produced.
+#[derive(Clone, Debug)]
+pub struct EngineOutput {
+    /// One record per request, ordered by request id.
+    pub records: RecordLog,
+    /// Service time spent per node.
+    pub node_busy_ns: Vec<u64>,
+    /// Probes sent by the lazy policies' periodic refreshes (per-request
+    /// probes are in the records).
+    pub refresh_probes: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Time of the last event.
+    pub end_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Event {
+    DecisionDone { frontend: u16 },
+    TaskArrive { task: u32 },
+    TaskFinish { node: u32, task: u32, generation: u32 },
+    ResultArrive { task: u32 },
+    Timeout { request: u32, generation: u32 },
+    CancelArrive { task: u32 },
+    Refresh { frontend: u16 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Scheduled {
+    time_ns: u64,
+    sequence: u64,
+    event: Event,
+}
+
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // BinaryHeap is a max-heap: reverse to pop the earliest, then the
+        // first scheduled (sequence numbers are unique, so this is total).
+        (other.time_ns, other.sequence).cmp(&(self.time_ns, self.sequence))
+    }
+}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TaskState {
+    /// Planned as a fallback, not launched.
+    Dormant,
+    /// On its way to the node.
+    InFlight,
+    Waiting,
+    InService,
+    /// Service ended; result on its way or delivered.
+    Finished,
+    Cancelled,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Task {
+    request: u32,
+    node: u32,
+    unit: u8,
+    role: TaskRole,
+    state: TaskState,
+    /// Cancel asked while in flight: drop it on arrival.
+    cancel_requested: bool,
+    /// Whether the task sits in its node's queue deque (cancelled waiting
+    /// tasks stay there until the node skips them).
+    queued: bool,
+    /// Bumped when the slot is reused, so stale events are recognised.
+    generation: u32,
+    bytes: u64,
+    enqueue_ns: u64,
+    start_ns: u64,
+    finish_ns: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Active {
+    request: ReadRequest,
+    frontend: u16,
+    decision_start_ns: u64,
+    decision_end_ns: u64,
+    completion_ns: u64,
+    probes: u32,
+    quorum: Quorum,
+    tasks: Vec<u32>,
+    results: u16,
+    fallback_results: u16,
+    fallback_launched: bool,
+    degraded: bool,
+    completed: bool,
+    unresolved: u16,
+    /// Bumped when the slot is reused, so stale timeouts are recognised.
+    generation: u32,
+}
+
+struct Frontend {
+    queue: VecDeque<(ReadRequest, u64)>,
+    /// The request being decided: (slot, plan) until the decision ends.
+    deciding: Option<(u32, ReadPlan)>,
+    rng: ChaCha8Rng,
+}
+
+struct Node {
+    queue: VecDeque<u32>,
+    in_service: Option<u32>,
+    queued_bytes: u64,
+    queued_tasks: u32,
+    busy_ns: u64,
+    rng: ChaCha8Rng,
+}
+
+/// The view policies get: placement, code and the nodes' queues, counting
+/// probes.
+struct View<'a> {
+    placement: &'a Placement,
+    layout: &'a CodeLayout,
+    nodes: &'a [Node],
+    rates: &'a [f64],
+    frontends: u32,
+    probes: u32,
+}
+
+impl ClusterView for View<'_> {
+    fn placement(&self) -> &Placement {
+        self.placement
+    }
+    fn layout(&self) -> &CodeLayout {
+        self.layout
+    }
+    fn node_rate_bytes_per_s(&self, node: NodeId) -> f64 {
+        self.rates[node.index()]
+    }
+    fn frontend_count(&self) -> u32 {
+        self.frontends
+    }
+    fn probe(&mut self, node: NodeId) -> QueueState {
+        self.probes += 1;
+        let node = &self.nodes[node.index()];
+        QueueState { bytes: node.queued_bytes, tasks: node.queued_tasks }
+    }
+}
+
+fn stream(seed: u64, tag: u64, index: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ tag.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    rng.set_stream(index);
+    rng
+}
+
+/// The engine's state.
+pub struct Engine<'a> {
+    setup: EngineSetup<'a>,
+    policies: Vec<Box<dyn ReadPolicy>>,
+    events: BinaryHeap<Scheduled>,
+    sequence: u64,
+    now_ns: u64,
+    frontends: Vec<Frontend>,
+    nodes: Vec<Node>,
+    tasks: Vec<Task>,
+    free_tasks: Vec<u32>,
+    active: Vec<Active>,
+    free_active: Vec<u32>,
+    records: RecordLog,
+    refresh_probes: u64,
+    events_done: u64,
+    assign_rng: ChaCha8Rng,
+    task_scratch: Vec<TaskRecord>,
+}
+
+impl<'a> Engine<'a> {
+    /// An engine with one policy instance per frontend.
+    pub fn new(setup: EngineSetup<'a>, policies: Vec<Box<dyn ReadPolicy>>) -> Engine<'a> {
+        let frontend_count = setup.frontends.count as usize;
+        assert!(frontend_count > 0, "at least one frontend");
+        assert_eq!(policies.len(), frontend_count, "one policy instance per frontend");
+        let node_count = setup.placement.node_count() as usize;
+        assert_eq!(setup.nodes.rates_bytes_per_s.len(), node_count, "one rate per node");
+        assert!(setup.nodes.rates_bytes_per_s.iter().all(|&r| r > 0.0 && r.is_finite()));
+        let seed = setup.seed;
+        let frontends = (0..frontend_count)
+            .map(|f| Frontend { queue: VecDeque::new(), deciding: None, rng: stream(seed, 1, f as u64) })
+            .collect();
+        let nodes = (0..node_count)
+            .map(|n| Node {
+                queue: VecDeque::new(),
+                in_service: None,
+                queued_bytes: 0,
+                queued_tasks: 0,
+                busy_ns: 0,
+                rng: stream(seed, 2, n as u64),
+            })
+            .collect();
+        Engine {
+            setup,
+            policies,
+            events: BinaryHeap::new(),
+            sequence: 0,
+            now_ns: 0,
+            frontends,
+            nodes,
+            tasks: Vec::new(),
+            free_tasks: Vec::new(),
+            active: Vec::new(),
+            free_active: Vec::new(),
+            records: RecordLog::new(),
+            refresh_probes: 0,
+            events_done: 0,
+            assign_rng: stream(seed, 3, 0),
+            task_scratch: Vec::new(),
+        }
+    }
+
+    fn schedule(&mut self, time_ns: u64, event: Event) {
+        debug_assert!(time_ns >= self.now_ns, "no event in the past");
+        self.sequence += 1;
+        self.events.push(Scheduled { time_ns, sequence: self.sequence, event });
+    }
+
+    /// Runs every request (sorted by arrival) to its record.
+    pub fn run(mut self, requests: &[ReadRequest]) -> EngineOutput {
+        self.records = RecordLog::with_capacity(requests.len(), requests.len() * 2);
+        // Lazy policies: the first refresh at time 0, then every period.
+        for frontend in 0..self.frontends.len() {
+            if self.policies[frontend].refresh_period_ns().is_some() {
+                self.schedule(0, Event::Refresh { frontend: frontend as u16 });
+            }
+        }
+        let last_arrival = requests.last().map_or(0, |r| r.arrival_ns);
+        let mut next_arrival = 0usize;
+        loop {
+            let arrival_due = requests.get(next_arrival).map(|r| r.arrival_ns);
+            let event_due = self.events.peek().map(|s| s.time_ns);
+            // Arrivals go first at equal times (they were "scheduled" first).
+            match (arrival_due, event_due) {
+                (None, None) => break,
+                (Some(a), e) if e.is_none_or(|e| a <= e) => {
+                    let request = requests[next_arrival];
+                    assert!(request.arrival_ns >= self.now_ns, "requests must be sorted by arrival");
+                    self.now_ns = request.arrival_ns;
+                    next_arrival += 1;
+                    self.arrive(request);
+                }
+                _ => {
+                    let scheduled = self.events.pop().expect("peeked");
+                    self.now_ns = scheduled.time_ns;
+                    // Refreshes stop once every request has arrived and
+                    // nothing else is pending, so the run ends.
+                    if let Event::Refresh { .. } = scheduled.event
+                        && next_arrival == requests.len()
+                        && self.now_ns > last_arrival
+                        && self.active.len() == self.free_active.len()
+                    {
+                        continue;
+                    }
+                    self.handle(scheduled.event);
+                }
+            }
+            self.events_done += 1;
+            assert!(self.events_done < EVENTS_MAX, "event bound reached: livelock?");
+        }
+        assert_eq!(self.records.len(), requests.len(), "every request has a record");
+        EngineOutput {
+            records: self.records.sorted_by_request(),
+            node_busy_ns: self.nodes.iter().map(|n| n.busy_ns).collect(),
+            refresh_probes: self.refresh_probes,
+            events: self.events_done,
+            end_ns: self.now_ns,
+        }
+    }
+
+    fn arrive(&mut self, request: ReadRequest) {
+        let frontend = self.assign_rng.random_range(0..self.frontends.len());
+        let queue = &mut self.frontends[frontend].queue;
+        assert!(
+            queue.len() < FRONTEND_QUEUE_MAX,
+            "frontend {frontend} has {FRONTEND_QUEUE_MAX} requests waiting: overloaded"
+        );
+        queue.push_back((request, self.now_ns));
+        if self.frontends[frontend].deciding.is_none() {
+            self.start_decision(frontend);
+        }
+    }
+
+    fn start_decision(&mut self, frontend: usize) {
+        let Some((request, _queued_at)) = self.frontends[frontend].queue.pop_front() else { return };
+        let mut view = View {
+            placement: self.setup.placement,
+            layout: self.setup.layout,
+            nodes: &self.nodes,
+            rates: &self.setup.nodes.rates_bytes_per_s,
+            frontends: self.frontends.len() as u32,
+            probes: 0,
+        };
+        let plan = self.policies[frontend].plan(&mut view, self.now_ns, &request, &mut self.frontends[frontend].rng);
+        let probes = view.probes;
+        debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
+        let model = &self.setup.frontends;
+        let mut decision_ns = model.decision_ns + u64::from(probes) * model.per_probe_ns;
+        if probes > 0 {
+            decision_ns += model.probe_rtt_ns;
+        }
+        let slot = self.free_active.pop().unwrap_or_else(|| {
+            self.active.push(Active {
+                request,
+                frontend: 0,
+                decision_start_ns: 0,
+                decision_end_ns: 0,
+                completion_ns: 0,
+                probes: 0,
+                quorum: Quorum::All,
+                tasks: Vec::new(),
+                results: 0,
+                fallback_results: 0,
+                fallback_launched: false,
+                degraded: false,
+                completed: false,
+                unresolved: 0,
+                generation: 0,
+            });
+            (self.active.len() - 1) as u32
+        });
+        let active = &mut self.active[slot as usize];
+        active.request = request;
+        active.frontend = frontend as u16;
+        active.decision_start_ns = self.now_ns;
+        active.decision_end_ns = self.now_ns + decision_ns;
+        active.completion_ns = NEVER;
+        active.probes = probes;
+        active.quorum = plan.quorum;
+        active.tasks.clear();
+        active.results = 0;
+        active.fallback_results = 0;
+        active.fallback_launched = false;
+        active.degraded = false;
+        active.completed = false;
+        active.unresolved = 0;
+        active.generation = active.generation.wrapping_add(1);
+        self.frontends[frontend].deciding = Some((slot, plan));
+        self.schedule(self.now_ns + decision_ns, Event::DecisionDone { frontend: frontend as u16 });
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::DecisionDone { frontend } => self.decision_done(frontend as usize),
+            Event::TaskArrive { task } => self.task_arrive(task),
+            Event::TaskFinish { node, task, generation } => self.task_finish(node, task, generation),
+            Event::ResultArrive { task } => self.result_arrive(task),
+            Event::Timeout { request, generation } => self.timeout(request, generation),
+            Event::CancelArrive { task } => self.cancel_arrive(task),
+            Event::Refresh { frontend } => self.refresh(frontend as usize),
+        }
+    }
+
+    fn refresh(&mut self, frontend: usize) {
+        let mut view = View {
+            placement: self.setup.placement,
+            layout: self.setup.layout,
+            nodes: &self.nodes,
+            rates: &self.setup.nodes.rates_bytes_per_s,
+            frontends: self.frontends.len() as u32,
+            probes: 0,
+        };
+        self.policies[frontend].refresh(&mut view, self.now_ns, &mut self.frontends[frontend].rng);
+        self.refresh_probes += u64::from(view.probes);
+        let period = self.policies[frontend].refresh_period_ns().expect("only lazy policies are refreshed");
+        assert!(period > 0);
+        self.schedule(self.now_ns + period, Event::Refresh { frontend: frontend as u16 });
+    }
+
+    fn decision_done(&mut self, frontend: usize) {
+        let (slot, plan) = self.frontends[frontend].deciding.take().expect("a decision was running");
+        for planned in &plan.tasks {
+            let task = Task {
+                request: slot,
+                node: planned.node.0,
+                unit: planned.unit,
+                role: planned.role,
+                state: if planned.role == TaskRole::Fallback { TaskState::Dormant } else { TaskState::InFlight },
+                cancel_requested: false,
+                queued: false,
+                generation: 0,
+                bytes: planned.length,
+                enqueue_ns: NEVER,
+                start_ns: NEVER,
+                finish_ns: NEVER,
+            };
+            let index = match self.free_tasks.pop() {
+                Some(index) => {
+                    let generation = self.tasks[index as usize].generation.wrapping_add(1);
+                    self.tasks[index as usize] = Task { generation, ..task };
+                    index
+                }
+                None => {
+                    self.tasks.push(task);
+                    (self.tasks.len() - 1) as u32
+                }
+            };
+            self.active[slot as usize].tasks.push(index);
+            if planned.role != TaskRole::Fallback {
+                self.active[slot as usize].unresolved += 1;
+                self.schedule(self.now_ns + self.setup.network_latency_ns, Event::TaskArrive { task: index });
+            }
+        }
+        if let Quorum::NormalThenFallback { timeout_ns } = plan.quorum {
+            let generation = self.active[slot as usize].generation;
+            self.schedule(self.now_ns + timeout_ns, Event::Timeout { request: slot, generation });
+        }
+        self.start_decision(frontend);
+    }
+
+    fn task_arrive(&mut self, index: u32) {
+        let now = self.now_ns;
+        let task = &mut self.tasks[index as usize];
+        debug_assert_eq!(task.state, TaskState::InFlight);
+        task.enqueue_ns = now;
+        if task.cancel_requested {
+            // Cancelled on the way: the node drops it on arrival.
+            task.state = TaskState::Cancelled;
+            let request = task.request;
+            self.resolve(request);
+            return;
+        }
+        task.state = TaskState::Waiting;
+        task.queued = true;
+        let node = &mut self.nodes[task.node as usize];
+        node.queued_bytes += task.bytes;
+        node.queued_tasks += 1;
+        node.queue.push_back(index);
+        let node_index = task.node;
+        if self.nodes[node_index as usize].in_service.is_none() {
+            self.start_next(node_index);
+        }
+    }
+
+    fn service_ns(&mut self, node: u32, bytes: u64) -> u64 {
+        let model = &self.setup.nodes;
+        let rate = model.rates_bytes_per_s[node as usize];
+        let mut ns = model.overhead_ns + (bytes as f64 * 1e9 / rate).round() as u64;
+        if model.exp_mean_ns > 0 {
+            let u: f64 = self.nodes[node as usize].rng.random();
+            ns += (-(1.0 - u).ln() * model.exp_mean_ns as f64).round() as u64;
+        }
+        ns
+    }
+
+    fn start_next(&mut self, node_index: u32) {
+        debug_assert!(self.nodes[node_index as usize].in_service.is_none());
+        while let Some(index) = self.nodes[node_index as usize].queue.pop_front() {
+            self.tasks[index as usize].queued = false;
+            if self.tasks[index as usize].state != TaskState::Waiting {
+                // Cancelled while waiting (lazily removed); free the slot if
+                // its request's record is already out.
+                debug_assert_eq!(self.tasks[index as usize].state, TaskState::Cancelled);
+                if self.tasks[index as usize].request == u32::MAX {
+                    self.free_tasks.push(index);
+                }
+                continue;
+            }
+            let bytes = self.tasks[index as usize].bytes;
+            let service = self.service_ns(node_index, bytes);
+            let task = &mut self.tasks[index as usize];
+            task.state = TaskState::InService;
+            task.start_ns = self.now_ns;
+            self.nodes[node_index as usize].in_service = Some(index);
+            let generation = task.generation;
+            self.schedule(self.now_ns + service, Event::TaskFinish { node: node_index, task: index, generation });
+            return;
+        }
+    }
+
+    fn task_finish(&mut self, node_index: u32, index: u32, generation: u32) {
+        let node = &mut self.nodes[node_index as usize];
+        if node.in_service != Some(index) || self.tasks[index as usize].generation != generation {
+            // The task was aborted by a cancel; its finish event is stale.
+            return;
+        }
+        let task = &mut self.tasks[index as usize];
+        debug_assert_eq!(task.state, TaskState::InService);
+        task.state = TaskState::Finished;
+        task.finish_ns = self.now_ns;
+        node.in_service = None;
+        node.busy_ns += self.now_ns - task.start_ns;
+        node.queued_bytes -= task.bytes;
+        node.queued_tasks -= 1;
+        self.schedule(self.now_ns + self.setup.network_latency_ns, Event::ResultArrive { task: index });
+        self.start_next(node_index);
+    }
+
+    fn result_arrive(&mut self, index: u32) {
+        let task = self.tasks[index as usize];
+        let slot = task.request;
+        let active = &mut self.active[slot as usize];
+        if !active.completed {
+            let complete = match active.quorum {
+                Quorum::All => {
+                    active.results += 1;
+                    active.results as usize == active.tasks.len()
+                }
+                Quorum::AnyK { k } | Quorum::FirstKOfN { k } => {
+                    active.results += 1;
+                    active.results >= k
+                }
+                Quorum::NormalThenFallback { .. } => {
+                    if task.role == TaskRole::Normal {
+                        true
+                    } else {
+                        active.fallback_results += 1;
+                        active.fallback_results as usize == active.tasks.len() - 1
+                    }
+                }
+            };
+            if complete {
+                active.completed = true;
+                active.completion_ns = self.now_ns;
+                active.degraded = match active.quorum {
+                    Quorum::NormalThenFallback { .. } => task.role == TaskRole::Fallback,
+                    _ => active.tasks.iter().any(|&t| self.tasks[t as usize].role != TaskRole::Normal),
+                };
+                let cancel = !matches!(active.quorum, Quorum::AnyK { .. } | Quorum::All);
+                if cancel {
+                    let tasks = active.tasks.clone();
+                    for t in tasks {
+                        self.cancel(t);
+                    }
+                }
+            }
+        }
+        self.resolve(slot);
+    }
+
+    /// Sends a cancel for a task that may still be pending.
+    fn cancel(&mut self, index: u32) {
+        let latency = self.setup.network_latency_ns;
+        let task = &mut self.tasks[index as usize];
+        match task.state {
+            TaskState::Dormant | TaskState::Finished | TaskState::Cancelled => {}
+            TaskState::InFlight => task.cancel_requested = true,
+            TaskState::Waiting | TaskState::InService => {
+                self.schedule(self.now_ns + latency, Event::CancelArrive { task: index });
+            }
+        }
+    }
+
+    fn cancel_arrive(&mut self, index: u32) {
+        let now = self.now_ns;
+        let task = &mut self.tasks[index as usize];
+        let node_index = task.node;
+        match task.state {
+            TaskState::Waiting => {
+                task.state = TaskState::Cancelled;
+                task.cancel_requested = true;
+                let node = &mut self.nodes[node_index as usize];
+                node.queued_bytes -= task.bytes;
+                node.queued_tasks -= 1;
+                let request = task.request;
+                self.resolve(request);
+            }
+            TaskState::InService if self.setup.nodes.cancel_in_service => {
+                task.state = TaskState::Cancelled;
+                task.cancel_requested = true;
+                task.finish_ns = now;
+                let node = &mut self.nodes[node_index as usize];
+                node.busy_ns += now - task.start_ns;
+                node.queued_bytes -= task.bytes;
+                node.queued_tasks -= 1;
+                node.in_service = None;
+                let request = task.request;
+                self.resolve(request);
+                self.start_next(node_index);
+            }
+            // Finished meanwhile, or runs to its end: resolved by its result.
+            _ => {}
+        }
+    }
+
+    fn timeout(&mut self, slot: u32, generation: u32) {
+        let active = &mut self.active[slot as usize];
+        // A stale timeout of an earlier request in a reused slot, or one
+        // whose request is already served, does nothing.
+        if active.generation != generation || active.completed || active.fallback_launched {
+            return;
+        }
+        let normal = self.tasks[active.tasks[0] as usize];
+        if matches!(normal.state, TaskState::Finished | TaskState::Cancelled) {
+            return;
+        }
+        active.fallback_launched = true;
+        let tasks = active.tasks.clone();
+        for &t in &tasks[1..] {
+            let task = &mut self.tasks[t as usize];
+            debug_assert_eq!(task.state, TaskState::Dormant);
+            task.state = TaskState::InFlight;
+            self.active[slot as usize].unresolved += 1;
+            self.schedule(self.now_ns + self.setup.network_latency_ns, Event::TaskArrive { task: t });
+        }
+    }
+
+    /// Called when a task of `slot` finished (result delivered) or was
+    /// cancelled: emits the record once everything is settled.
+    fn resolve(&mut self, slot: u32) {
+        let active = &mut self.active[slot as usize];
+        debug_assert!(active.unresolved > 0);
+        active.unresolved -= 1;
+        if active.unresolved > 0 || !active.completed {
+            return;
+        }
+        self.task_scratch.clear();
+        for &t in &active.tasks {
+            let task = self.tasks[t as usize];
+            if task.state != TaskState::Dormant {
+                self.task_scratch.push(TaskRecord {
+                    node: NodeId(task.node),
+                    unit: task.unit,
+                    role: task.role,
+                    cancelled: task.state == TaskState::Cancelled,
+                    bytes: task.bytes,
+                    enqueue_ns: task.enqueue_ns,
+                    start_ns: task.start_ns,
+                    finish_ns: task.finish_ns,
+                });
+            }
+            // A cancelled waiting task may still sit in a node's queue (lazy
+            // removal): its slot is reused only after the node skips it.
+            if !task.queued {
+                self.free_tasks.push(t);
+            } else {
+                self.tasks[t as usize].request = u32::MAX;
+            }
+        }
+        let record = RequestRecord {
+            request: active.request.id,
+            frontend: FrontendId(active.frontend),
+            object: active.request.object,
+            partition: active.request.partition,
+            bytes: active.request.length,
+            arrival_ns: active.request.arrival_ns,
+            decision_start_ns: active.decision_start_ns,
+            decision_end_ns: active.decision_end_ns,
+            completion_ns: active.completion_ns,
+            probes: active.probes,
+            degraded: active.degraded,
+            timed_out: active.fallback_launched,
+            outcome: Outcome::Ok,
+        };
+        self.records.push(record, &self.task_scratch);
+        self.free_active.push(slot);
+    }
+}
