@@ -1,0 +1,144 @@
+//! The engine against queueing theory: M/M/1 and M/D/1 mean waiting times
+//! within 2 % of the formulas, and an (n, k) fork-join with cancellation
+//! between its known bounds. Fixed seeds, long runs.
+
+use codec::CodeSpec;
+use model::{
+    CodeLayout, NodeId, ObjectId, PartitionId, Placement, PlannedTask, Quorum, ReadPlan, ReadRequest, RequestId,
+    TaskRole,
+};
+use policy::{ClusterView, ReadPolicy};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sim::{Engine, EngineSetup, FrontendModel, NodeModel};
+
+/// Sends every request to nodes 0..fan_out, done at the first `k`.
+struct Direct {
+    fan_out: u32,
+    k: u16,
+}
+
+impl ReadPolicy for Direct {
+    fn name(&self) -> &'static str {
+        "direct"
+    }
+    fn plan(
+        &mut self,
+        _view: &mut dyn ClusterView,
+        _now_ns: u64,
+        request: &ReadRequest,
+        _rng: &mut dyn RngCore,
+    ) -> ReadPlan {
+        let task = |node: u32| PlannedTask {
+            node: NodeId(node),
+            unit: node as u8,
+            offset: 0,
+            length: request.length,
+            role: TaskRole::Normal,
+        };
+        if self.fan_out == 1 {
+            return ReadPlan::normal(task(0));
+        }
+        let mut plan = ReadPlan::normal(task(0));
+        plan.tasks = (0..self.fan_out).map(task).collect();
+        plan.quorum = Quorum::FirstKOfN { k: self.k };
+        plan
+    }
+}
+
+fn poisson_requests(count: usize, rate_per_ns: f64, seed: u64) -> Vec<ReadRequest> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut time = 0.0f64;
+    (0..count)
+        .map(|i| {
+            let u: f64 = rng.random();
+            time += -(1.0 - u).ln() / rate_per_ns;
+            ReadRequest {
+                id: RequestId(i as u64),
+                object: ObjectId(0),
+                partition: PartitionId(0),
+                offset: 0,
+                length: 1,
+                arrival_ns: time as u64,
+            }
+        })
+        .collect()
+}
+
+/// Runs `requests` on `nodes` nodes with the given service model; returns
+/// the records.
+fn run(
+    nodes: u32,
+    fan_out: u32,
+    k: u16,
+    overhead_ns: u64,
+    exp_mean_ns: u64,
+    requests: &[ReadRequest],
+) -> model::RecordLog {
+    let spec = CodeSpec::Rs { k: 1, m: nodes as usize - 1 };
+    let placement = Placement::new(spec, nodes, (0..nodes).map(NodeId).collect()).unwrap();
+    let layout = CodeLayout::new(spec).unwrap();
+    let setup = EngineSetup {
+        placement: &placement,
+        layout: &layout,
+        // Bytes cost nothing: service is the overhead plus the exponential.
+        nodes: NodeModel {
+            overhead_ns,
+            rates_bytes_per_s: vec![1e18; nodes as usize],
+            exp_mean_ns,
+            cancel_in_service: true,
+        },
+        frontends: FrontendModel { count: 1, decision_ns: 0, probe_rtt_ns: 0, per_probe_ns: 0 },
+        network_latency_ns: 0,
+        seed: 11,
+    };
+    Engine::new(setup, vec![Box::new(Direct { fan_out, k })]).run(requests).records
+}
+
+fn mean_waiting_ns(records: &model::RecordLog) -> f64 {
+    let waits: Vec<u64> = records.all_tasks().iter().filter_map(|t| t.waiting_ns()).collect();
+    waits.iter().map(|&w| w as f64).sum::<f64>() / waits.len() as f64
+}
+
+#[test]
+fn mm1_mean_waiting_time_matches_the_formula() {
+    // λ = 0.5 per ms, μ = 1 per ms: Wq = ρ / (μ - λ) = 1 ms.
+    let requests = poisson_requests(2_000_000, 0.5e-6, 1);
+    let records = run(2, 1, 1, 0, 1_000_000, &requests);
+    let measured = mean_waiting_ns(&records);
+    let expected = 1_000_000.0;
+    assert!((measured / expected - 1.0).abs() < 0.02, "M/M/1 Wq = {measured} ns, formula {expected} ns");
+}
+
+#[test]
+fn md1_mean_waiting_time_matches_the_formula() {
+    // λ = 0.6 per ms, D = 1 ms: Wq = ρ D / (2 (1 - ρ)) = 0.75 ms.
+    let requests = poisson_requests(1_000_000, 0.6e-6, 2);
+    let records = run(2, 1, 1, 1_000_000, 0, &requests);
+    let measured = mean_waiting_ns(&records);
+    let expected = 0.6 * 1_000_000.0 / (2.0 * 0.4);
+    assert!((measured / expected - 1.0).abs() < 0.02, "M/D/1 Wq = {measured} ns, formula {expected} ns");
+    // Service is exactly D for every task.
+    assert!(records.all_tasks().iter().all(|t| t.service_ns() == Some(1_000_000)));
+}
+
+#[test]
+fn fork_join_with_cancellation_is_within_its_bounds() {
+    // (n, k) = (4, 2), exponential service μ = 1 per ms, λ = 0.8 per ms.
+    // Joshi, Liu and Soljanin (2014): Σ_{j<k} 1/((n-j)μ - λ) ≤ E[T] ≤ the
+    // split-merge system's M/G/1 sojourn with S = X_(k:n).
+    let (n, k, mu, lambda) = (4.0f64, 2.0f64, 1.0f64, 0.8f64);
+    let requests = poisson_requests(400_000, lambda * 1e-6, 3);
+    let records = run(4, 4, 2, 0, 1_000_000, &requests);
+    let mean_ms = records.requests().iter().map(|r| r.latency_ns() as f64).sum::<f64>() / records.len() as f64 / 1e6;
+    let lower: f64 = (0..k as usize).map(|j| 1.0 / ((n - j as f64) * mu - lambda)).sum();
+    let service_mean: f64 = (0..k as usize).map(|j| 1.0 / ((n - j as f64) * mu)).sum();
+    let service_var: f64 = (0..k as usize).map(|j| (1.0 / ((n - j as f64) * mu)).powi(2)).sum();
+    let second_moment = service_var + service_mean * service_mean;
+    let upper = service_mean + lambda * second_moment / (2.0 * (1.0 - lambda * service_mean));
+    assert!(lower <= mean_ms && mean_ms <= upper, "E[T] = {mean_ms} ms outside [{lower}, {upper}]");
+    // Exactly k tasks of each request ran to completion; the others were cancelled.
+    for record in records.iter().take(10_000) {
+        assert_eq!(record.tasks.iter().filter(|t| !t.cancelled).count(), 2);
+    }
+}

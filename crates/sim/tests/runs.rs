@@ -1,0 +1,125 @@
+//! Whole runs: determinism, config parsing, and the behaviour of plans
+//! (timeouts, cancellation) at small scale.
+
+use policy::PolicyKind;
+use sim::{Cluster, SimConfig};
+use workload::{WasLikeConfig, WorkloadConfig};
+
+fn small(seed: u64) -> SimConfig {
+    SimConfig {
+        seed,
+        workload: WorkloadConfig::WasLike(WasLikeConfig {
+            objects: 60_000,
+            partitions: 120,
+            duration_s: 20.0,
+            rate_per_s: 300.0,
+            ..WasLikeConfig::default()
+        }),
+        cluster: sim::ClusterConfig { nodes: 20, ..sim::ClusterConfig::default() },
+        ..SimConfig::default()
+    }
+}
+
+#[test]
+fn same_seed_gives_identical_records_and_another_seed_differs() {
+    for policy in PolicyKind::ALL {
+        let config = SimConfig { policies: vec![policy], ..small(5) };
+        let first = sim::run_config(&config).unwrap();
+        let second = sim::run_config(&config).unwrap();
+        assert_eq!(first[0].records, second[0].records, "{policy}");
+        let json = |c: &SimConfig| serde_json::to_string(&sim::run_config(c).unwrap()[0].row()).unwrap();
+        assert_eq!(json(&config), json(&config));
+        let other = sim::run_config(&SimConfig { policies: vec![policy], ..small(6) }).unwrap();
+        assert_ne!(first[0].records, other[0].records, "{policy}");
+    }
+}
+
+#[test]
+fn every_request_gets_a_complete_record() {
+    let config = small(3);
+    let workload = config.workload.build(config.seed).unwrap();
+    let cluster = Cluster::build(&config, workload.partitions).unwrap();
+    for policy in PolicyKind::ALL {
+        let output = sim::run(&config, &cluster, policy, &workload);
+        assert_eq!(output.records.len(), workload.requests.len());
+        for (record, request) in output.records.iter().zip(&workload.requests) {
+            let r = record.request;
+            assert_eq!(r.request, request.id);
+            assert!(
+                r.arrival_ns <= r.decision_start_ns
+                    && r.decision_start_ns <= r.decision_end_ns
+                    && r.decision_end_ns < r.completion_ns
+            );
+            assert!(!record.tasks.is_empty());
+            for task in record.tasks {
+                assert!(task.enqueue_ns >= r.decision_end_ns);
+                if let Some(latency) = task.latency_ns() {
+                    assert!(
+                        task.enqueue_ns + latency <= r.completion_ns
+                            || r.degraded != (task.role == model::TaskRole::Normal)
+                    );
+                }
+            }
+            assert_eq!(
+                r.degraded,
+                record.tasks.iter().any(|t| t.role != model::TaskRole::Normal && !t.cancelled)
+                    && (r.timed_out || record.tasks.len() > 1)
+            );
+        }
+        let summary = output.summary();
+        assert!(summary.load > 0.0 && summary.load < 1.0, "{policy}: load {}", summary.load);
+    }
+}
+
+#[test]
+fn normal_times_out_into_a_degraded_read_under_overload() {
+    // A 5 ms timeout and a heavy load: some normal reads time out, the
+    // fallback wins some races, and losing tasks are cancelled.
+    let mut config = SimConfig { policies: vec![PolicyKind::Normal], ..small(4) };
+    config.policy.normal_timeout_ms = 5;
+    let output = &sim::run_config(&config).unwrap()[0];
+    let timed_out = output.records.requests().iter().filter(|r| r.timed_out).count();
+    let degraded = output.records.requests().iter().filter(|r| r.degraded).count();
+    assert!(timed_out > 0 && degraded > 0 && degraded <= timed_out, "{timed_out} timed out, {degraded} degraded");
+    assert!(output.records.all_tasks().iter().any(|t| t.cancelled));
+    for record in output.records.iter().filter(|r| r.request.timed_out) {
+        assert!(record.request.latency_ns() >= 5_000_000);
+    }
+}
+
+#[test]
+fn config_parses_from_toml_and_refuses_unknown_fields() {
+    let text = r#"
+        seed = 7
+        code = "lrc-6-2-2"
+        policies = ["normal", "lmlf-pw2", "opt-lazy"]
+
+        [cluster]
+        nodes = 90
+        task_overhead_us = 4000
+        rate_bytes_per_s = 5000000
+
+        [frontends]
+        count = 0
+
+        [policy]
+        opt_lazy_period_ms = 4000
+        opt_lazy_objective = "l2"
+
+        [workload]
+        kind = "was_like"
+        rate_per_s = 600.0
+        zipf_exponent = 1.1
+    "#;
+    let config: SimConfig = toml::from_str(text).unwrap();
+    config.validate().unwrap();
+    assert_eq!(config.policies, vec![PolicyKind::Normal, PolicyKind::LmlfPw2, PolicyKind::OptLazy]);
+    assert_eq!(config.frontends_for(PolicyKind::LmlfPw2), 8);
+    assert!(toml::from_str::<SimConfig>("seed = 1\nsed = 2\n").is_err());
+    assert!(toml::from_str::<SimConfig>("[cluster]\nnode = 3\n").is_err());
+    let bad = SimConfig { code: "rs-6".into(), ..SimConfig::default() };
+    assert!(bad.validate().is_err());
+    let bad =
+        SimConfig { cluster: sim::ClusterConfig { nodes: 5, ..sim::ClusterConfig::default() }, ..SimConfig::default() };
+    assert!(bad.validate().unwrap_err().to_string().contains("cluster.nodes"));
+}
