@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 /// Unit size of full stripes: small, so a few MiB span several stripes.
 const UNIT_BYTES: usize = 256 << 10;
 
-/// `up.toml` for fast failure detection and repair: a node is Down after two missed probes half a
-/// second apart, and rebuilt elsewhere two seconds later, without a pacing limit worth the name.
+/// `up.toml` for fast failure detection and repair: a node is Down after two missed probes a second
+/// apart (a probe's timeout is the interval: shorter ones time out on a loaded machine), and rebuilt elsewhere two seconds later, without a pacing limit worth the name.
 fn write_up_config(dir: &Path, nodes: usize, code: &str) -> PathBuf {
     let text = format!(
         r#"nodes = {nodes}
@@ -38,7 +38,7 @@ unit_bytes = {UNIT_BYTES}
 degraded_read_timeout_ms = 500
 
 [data.membership]
-probe_interval_ms = 500
+probe_interval_ms = 1000
 down_after_probes = 2
 
 [data.repair]
@@ -65,8 +65,12 @@ type Acknowledged = Arc<Mutex<BTreeMap<String, Expected>>>;
 
 /// Reads every acknowledged object and panics naming the first that differs or fails.
 async fn verify_all(s3: &aws_sdk_s3::Client, objects: &BTreeMap<String, Expected>, when: &str) {
+    verify_all_in(s3, "demo", objects, when).await;
+}
+
+async fn verify_all_in(s3: &aws_sdk_s3::Client, bucket: &str, objects: &BTreeMap<String, Expected>, when: &str) {
     for (key, expected) in objects {
-        match try_get(s3, "demo", key).await {
+        match try_get(s3, bucket, key).await {
             Ok(bytes) => assert!(
                 bytes == pseudo_random(expected.len, expected.seed),
                 "{key} ({} bytes) reads back different {when} (got {} bytes)",
@@ -89,10 +93,10 @@ struct ReadLog {
 /// grace period, no scan has stripes left, and two status answers more than three scan intervals
 /// apart show the same repair counters (so at least one full scan found nothing to do). Returns the
 /// final status.
-async fn wait_for_repair(dir: &Path, dead: &[u32]) -> serde_json::Value {
+async fn wait_for_repair(status_of: impl Fn() -> serde_json::Value, dead: &[u32]) -> serde_json::Value {
     let mut quiet_since: Option<(Instant, serde_json::Value)> = None;
     poll("repair of the killed nodes' units", Duration::from_secs(90), || {
-        let status = admin_status(dir);
+        let status = status_of();
         let repair = &status["repair"];
         for id in dead {
             let node = status["nodes"].as_array().unwrap().iter().find(|n| n["id"] == *id).unwrap();
@@ -228,7 +232,7 @@ async fn kill_m_repair_kill_m_more(code: &str, nodes: usize, m: usize) {
     let objects = acknowledged.lock().unwrap().clone();
     verify_all(&s3, &objects, &format!("with nodes {first:?} killed")).await;
 
-    let status = wait_for_repair(&dir, &first).await;
+    let status = wait_for_repair(|| admin_status(&dir), &first).await;
     assert!(status["repair"]["units_repaired"].as_u64().unwrap() > 0, "nothing was repaired: {status}");
 
     let second: Vec<u32> = manifest.nodes[m..2 * m].iter().map(|n| n.id).collect();
@@ -262,12 +266,25 @@ fn unit_files(manifest: &launcher::Manifest) -> Vec<(u64, u16, PathBuf)> {
             let Some(name) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".unit")) else {
                 continue;
             };
-            let (stripe, unit) = name.split_once('-').expect("unit files are named <stripe>-<unit>.unit");
-            files.push((stripe.parse().unwrap(), unit.parse().unwrap(), path));
+            let (stripe, unit) = parse_unit_name(name);
+            files.push((stripe, unit, path));
         }
     }
     files
 }
+
+/// (stripe, unit) of a unit file's stem, named `<stripe:016x>-<unit:04x>` by the node's store.
+fn parse_unit_name(stem: &str) -> (u64, u16) {
+    let (stripe, unit) = stem.split_once('-').expect("unit files are named <stripe>-<unit>.unit");
+    let parsed = (u64::from_str_radix(stripe, 16), u16::from_str_radix(unit, 16));
+    match parsed {
+        (Ok(stripe), Ok(unit)) => (stripe, unit),
+        _ => panic!("unit file {stem}.unit is not named <stripe:hex>-<unit:hex>"),
+    }
+}
+
+/// Replica units of open packing stripes (index 0x8000 and up) are not stripe units.
+const FIRST_REPLICA_UNIT: u16 = 0x8000;
 
 /// The payload of a unit file: the bytes after its header, before the checksum table.
 fn unit_payload(path: &Path, len: usize) -> Vec<u8> {
@@ -361,9 +378,11 @@ fn free_addr() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
-/// Two `lowtail gateway` processes share one cluster (six `lowtail node` processes, RS(4,2)) through
+/// Two `lowtail gateway` processes share one cluster (eight `lowtail node` processes, RS(4,2)) through
 /// a real etcd; nodes are registered with `lowtail admin add-node`. Objects written through one
-/// gateway are read, listed and deleted through the other, byte for byte.
+/// gateway are read, listed and deleted through the other, byte for byte. Then a node dies: both
+/// gateways notice it and repair, and afterwards every stripe has all its units on live nodes, so
+/// m = 2 more nodes can die and every object still reads back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gateways_share_one_cluster_through_etcd() {
     let Some(etcd) = etcd_server::EtcdServer::start("two_gateways_share_one_cluster_through_etcd") else { return };
@@ -374,7 +393,7 @@ async fn two_gateways_share_one_cluster_through_etcd() {
     let mut processes = Processes(Vec::new());
 
     let mut node_logs = Vec::new();
-    for id in 0..6u32 {
+    for id in 0..8u32 {
         let dir = root.join(format!("node-{id}"));
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("node.toml");
@@ -419,6 +438,10 @@ code = "rs-4-2"
 cluster_secret = "{secret}"
 gateway_id = "{name}"
 membership.probe_interval_ms = 500
+membership.down_after_probes = 2
+repair.grace_ms = 1000
+repair.scan_interval_ms = 300
+packed.seal_after_ms = 300
 "#,
                 etcd.endpoint
             ),
@@ -426,9 +449,9 @@ membership.probe_interval_ms = 500
         .unwrap();
         path
     };
-    let (s3_a, s3_b) = (free_addr(), free_addr());
-    let config_a = gateway_config("a", s3_a, free_addr());
-    let config_b = gateway_config("b", s3_b, free_addr());
+    let (s3_a, s3_b, http_a, http_b) = (free_addr(), free_addr(), free_addr(), free_addr());
+    let config_a = gateway_config("a", s3_a, http_a);
+    let config_b = gateway_config("b", s3_b, http_b);
 
     for (id, (dir, log)) in node_logs.iter().enumerate() {
         let address_file = dir.join("address.json");
@@ -508,6 +531,52 @@ membership.probe_interval_ms = 500
         let bytes = try_get(&a, "shared", &format!("from-a/{i}")).await.unwrap();
         assert!(bytes == pseudo_random(sizes[i], 500 + i as u32), "from-a/{i} differs after the delete");
     }
+
+    // More stripes, written through both gateways, so repair has work for both.
+    let mut objects: BTreeMap<String, Expected> = BTreeMap::new();
+    for i in [0usize, 1, 3] {
+        objects.insert(format!("from-a/{i}"), Expected { len: sizes[i], seed: 500 + i as u32 });
+    }
+    objects.insert("from-b".into(), Expected { len: 2 << 20, seed: 77 });
+    for i in 0..12u32 {
+        let expected = Expected { len: 300_000 + i as usize, seed: 900 + i };
+        let client = if i % 2 == 0 { &a } else { &b };
+        let body = ByteStream::from(pseudo_random(expected.len, expected.seed));
+        client.put_object().bucket("shared").key(format!("more-{i}")).body(body).send().await.unwrap();
+        objects.insert(format!("more-{i}"), expected);
+    }
+
+    // Node 0 dies; both gateways mark it Down and repair its units once the grace period is over.
+    {
+        let (_, node) = processes.0.iter_mut().find(|(name, _)| name == "node-0").unwrap();
+        node.kill().unwrap();
+        node.wait().unwrap();
+    }
+    for http in [http_a, http_b] {
+        wait_for_repair(|| common::admin_status_at(&format!("http://{http}")), &[0]).await;
+    }
+    // Every stripe still referenced has its 6 units on the 7 live nodes.
+    let mut units: BTreeMap<u64, Vec<u16>> = BTreeMap::new();
+    for (dir, _) in &node_logs[1..] {
+        for entry in std::fs::read_dir(dir.join("data").join("units")).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if let Some(stem) = name.strip_suffix(".unit") {
+                let (stripe, unit) = parse_unit_name(stem);
+                if unit < FIRST_REPLICA_UNIT {
+                    units.entry(stripe).or_default().push(unit);
+                }
+            }
+        }
+    }
+    let incomplete: Vec<_> = units.iter().filter(|(_, units)| units.len() != 6).collect();
+    assert!(incomplete.is_empty(), "stripes missing units on live nodes after repair: {incomplete:?}");
+
+    for name in ["node-1", "node-2"] {
+        let (_, node) = processes.0.iter_mut().find(|(n, _)| n == name).unwrap();
+        node.kill().unwrap();
+        node.wait().unwrap();
+    }
+    verify_all_in(&b, "shared", &objects, "through B with node 0 repaired and nodes 1 and 2 killed").await;
     for name in ["gateway-a", "gateway-b"] {
         processes.assert_running(name, &root.join(format!("{name}.log")));
     }

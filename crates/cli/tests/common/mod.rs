@@ -117,9 +117,18 @@ pub fn pseudo_random(len: usize, seed: u32) -> Vec<u8> {
 
 /// The gateway's `GET /admin/status` as `lowtail admin status --json --dir DIR` prints it.
 pub fn admin_status(dir: &Path) -> serde_json::Value {
+    admin_status_with(&["--dir", dir.to_str().expect("a UTF-8 temporary path")])
+}
+
+/// `lowtail admin status --json --gateway URL`: the gateway's HTTP endpoint given directly.
+pub fn admin_status_at(gateway_http: &str) -> serde_json::Value {
+    admin_status_with(&["--gateway", gateway_http])
+}
+
+fn admin_status_with(target: &[&str]) -> serde_json::Value {
     let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
-        .args(["admin", "status", "--json", "--dir"])
-        .arg(dir)
+        .args(["admin", "status", "--json"])
+        .args(target)
         .output()
         .expect("lowtail runs");
     assert!(output.status.success(), "admin status failed: {}", String::from_utf8_lossy(&output.stderr));

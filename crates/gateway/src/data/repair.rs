@@ -314,8 +314,16 @@ impl RepairService {
                 Err(error) => {
                     // Undo: the new copies on new nodes are unreferenced. A copy rewritten in
                     // place is kept: it replaced the corrupt one, and the placement still names it.
-                    let unreferenced: Vec<(usize, NodeId)> =
-                        written.iter().copied().filter(|&(unit, target)| moved(unit, target)).collect();
+                    // Another gateway repairing the same stripe may have won the compare-and-swap
+                    // with a copy on the same node: unit files are named by (stripe, unit) only, so
+                    // deleting "ours" would delete its referenced copy. Keep what the stored
+                    // placement names.
+                    let current = meta.get_stripe(id).await.map(|s| s.placement).unwrap_or_default();
+                    let unreferenced: Vec<(usize, NodeId)> = written
+                        .iter()
+                        .copied()
+                        .filter(|&(unit, target)| moved(unit, target) && current.get(unit) != Some(&target))
+                        .collect();
                     self.io.delete_units_best_effort(nodes, id, &unreferenced).await;
                     {
                         let mut placer = self.io.placer();
