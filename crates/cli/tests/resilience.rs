@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 const UNIT_BYTES: usize = 256 << 10;
 
 /// `up.toml` for fast failure detection and repair: a node is Down after two missed probes a second
-/// apart (a probe's timeout is the interval: shorter ones time out on a loaded machine), and rebuilt elsewhere two seconds later, without a pacing limit worth the name.
+/// apart (a probe's timeout is the interval: shorter ones time out on a loaded machine), and
+/// rebuilt elsewhere two seconds later, without a pacing limit worth the name.
 fn write_up_config(dir: &Path, nodes: usize, code: &str) -> PathBuf {
     let text = format!(
         r#"nodes = {nodes}
