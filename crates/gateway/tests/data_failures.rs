@@ -182,3 +182,26 @@ async fn background_services_repair_after_the_grace_period() {
     running.shutdown().await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_node_wrongly_marked_down_is_read_when_nothing_else_decodes() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data, 60).await;
+    for i in 0..3 {
+        cluster.kill(i).await;
+    }
+    // A fourth node is alive but Down in the metadata (a probe timed out on a loaded machine):
+    // only by reading it anyway can the stripes still be decoded.
+    cluster.meta.set_node_state(NodeId(3), NodeState::Down).await.unwrap();
+    assert_readable(&data, &objects, "3 nodes dead and a live one marked Down").await;
+    // A fourth node really dead as well is data loss, reported as such.
+    cluster.kill(3).await;
+    // (Six data units on nine nodes: some data unit of every stripe is on a dead node.)
+    let (body, layout) = &objects[2];
+    let error = data.read(layout, 0..body.len() as u64).await.unwrap_err();
+    assert!(matches!(error, gateway::data::DataError::Lost(_)), "{error}");
+    cluster.shutdown().await;
+}

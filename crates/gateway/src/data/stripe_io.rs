@@ -203,7 +203,14 @@ impl StripeIo {
             }
         }
         self.count_degraded();
-        self.rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new()).await
+        match self.rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new()).await {
+            // The unit's node may be Down only because a probe timed out: ask it before giving up.
+            Err(DataError::Lost(why)) => self
+                .read_unit(nodes, stripe, unit, offset, length)
+                .await
+                .map_err(|error| DataError::Lost(format!("{why}; the unit itself is unreadable too: {error}"))),
+            other => other,
+        }
     }
 
     fn count_degraded(&self) {
@@ -229,7 +236,15 @@ impl StripeIo {
         // Every retry marks one more unit failed, so the loop ends within n rounds.
         for _round in 0..stripe.placement.len() {
             let readable = plan::readable_units(&stripe.placement, nodes, &failed);
-            let Some(sources) = plan::recovery_units(code, &readable, target) else {
+            // Membership can mark a slow but live node Down (a probe timed out on a loaded
+            // machine). Before declaring data lost, units on Down nodes that have not failed in
+            // this read are tried too: a dead node refuses quickly and lands in `failed`, so
+            // this costs at most one more round per such node.
+            let sources = plan::recovery_units(code, &readable, target).or_else(|| {
+                let not_failed: Vec<bool> = (0..stripe.placement.len()).map(|unit| !failed.contains(&unit)).collect();
+                plan::recovery_units(code, &not_failed, target)
+            });
+            let Some(sources) = sources else {
                 return Err(DataError::Lost(format!(
                     "unit {}/{target}: units {failed:?} unreadable, too few left to decode",
                     stripe.id
