@@ -156,6 +156,10 @@ def test_object_raw_get_x_amz_expires_out_max_range():
     assert res.status == 403
 
 
+@pytest.mark.xfail(
+    reason="a negative X-Amz-Expires is 400 InvalidRequest (s3s 0.14 cannot parse it; AWS also answers 400, "
+    "AuthorizationQueryParametersError); ceph/s3-tests expects RGW's 403"
+)
 def test_object_raw_get_x_amz_expires_out_positive_range():
     bucket_name = get_new_bucket()
     client = get_client()
@@ -166,6 +170,10 @@ def test_object_raw_get_x_amz_expires_out_positive_range():
     assert res.status == 403
 
 
+@pytest.mark.xfail(
+    reason="a negative X-Amz-Expires is 400 InvalidRequest (s3s 0.14 cannot parse it; AWS also answers 400, "
+    "AuthorizationQueryParametersError); ceph/s3-tests expects RGW's 403"
+)
 def test_object_raw_put_authenticated_expired():
     bucket_name = get_new_bucket()
     client = get_client()
@@ -176,6 +184,19 @@ def test_object_raw_put_authenticated_expired():
     res = _raw("PUT", url, body=b"foo")
     assert res.status == 403
     # lowtail: nothing was written.
+    assert _get_body(client.get_object(Bucket=bucket_name, Key="foo")) == ""
+
+
+@pytest.mark.lowtail
+def test_object_raw_put_presigned_negative_expiry():
+    # What lowtail answers instead of upstream's 403: a client error, and nothing is written.
+    bucket_name = get_new_bucket()
+    client = get_client()
+    client.put_object(Bucket=bucket_name, Key="foo")
+    params = {"Bucket": bucket_name, "Key": "foo"}
+    url = client.generate_presigned_url(ClientMethod="put_object", Params=params, ExpiresIn=-1000, HttpMethod="PUT")
+    res = _raw("PUT", url, body=b"foo")
+    assert res.status == 400
     assert _get_body(client.get_object(Bucket=bucket_name, Key="foo")) == ""
 
 

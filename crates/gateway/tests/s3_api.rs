@@ -460,3 +460,89 @@ async fn bad_input_gets_s3_errors() {
     server.data.set_unavailable(false);
     assert_eq!(keys_v2(&client, "limits").await, vec!["k".repeat(1024)]);
 }
+
+/// Gaps the S3 compatibility suite (tests/s3compat) found: an empty delimiter is no delimiter and is
+/// not echoed, ListObjects v1 names owners and returns its Prefix unencoded, a Content-MD5 that is
+/// not 16 bytes is InvalidDigest, and labels may not start or end with a hyphen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compatibility_fixes_from_s3_tests() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("compat").send().await.expect("create");
+    for key in ["a b/1", "c"] {
+        put(&client, "compat", key, b"x".to_vec()).await;
+    }
+
+    let v2 = client.list_objects_v2().bucket("compat").delimiter("").send().await.expect("list v2");
+    assert_eq!(v2.delimiter(), None);
+    assert!(v2.common_prefixes().is_empty());
+    assert_eq!(v2.contents().len(), 2);
+    let v1 = client.list_objects().bucket("compat").delimiter("").send().await.expect("list v1");
+    assert_eq!(v1.delimiter(), None);
+    assert_eq!(v1.contents().len(), 2);
+    let owner = v1.contents()[0].owner().expect("v1 lists owners");
+    assert_eq!(owner.id(), Some(ACCESS_KEY));
+
+    let encoded = client
+        .list_objects()
+        .bucket("compat")
+        .prefix("a b/")
+        .encoding_type(aws_sdk_s3::types::EncodingType::Url)
+        .send()
+        .await
+        .expect("list v1 url");
+    assert_eq!(encoded.prefix(), Some("a b/"));
+    assert_eq!(encoded.contents()[0].key(), Some("a%20b/1"));
+
+    let error = client
+        .put_object()
+        .bucket("compat")
+        .key("md5")
+        .content_md5("YWJyYWNhZGFicmE=")
+        .body(ByteStream::from_static(b"bar"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(failure(&error), (400, "InvalidDigest".into()));
+
+    for name in ["foo.-bar", "foo-.bar"] {
+        let error = client.create_bucket().bucket(name).send().await.unwrap_err();
+        assert_eq!(failure(&error), (400, "InvalidBucketName".into()), "{name}");
+    }
+}
+
+/// The HTTP framing `serve` adds: a request id in a header and in error documents, 206 for a ranged
+/// HEAD, and `Connection: close` when an answer leaves the request body unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_ids_ranged_head_and_unread_bodies() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("framing").send().await.expect("create");
+    put(&client, "framing", "k", b"testcontent".to_vec()).await;
+    let expires = PresigningConfig::expires_in(Duration::from_secs(300)).expect("config");
+
+    let head = client.head_object().bucket("framing").key("k").presigned(expires.clone()).await.expect("presign");
+    let range = vec![("range".to_string(), "bytes=4-7".to_string())];
+    let (status, headers, _) = raw_request("HEAD", head.uri(), &range, Bytes::new()).await;
+    assert_eq!(status, 206);
+    assert_eq!(headers.get("content-range").and_then(|v| v.to_str().ok()), Some("bytes 4-7/11"));
+    let (status, _, _) = raw_request("HEAD", head.uri(), &[], Bytes::new()).await;
+    assert_eq!(status, 200);
+
+    let missing = client.get_object().bucket("framing").key("missing").presigned(expires).await.expect("presign");
+    let (status, headers, body) = raw_request("GET", missing.uri(), &[], Bytes::new()).await;
+    assert_eq!(status, 404);
+    let id = headers.get("x-amz-request-id").and_then(|v| v.to_str().ok()).expect("request id").to_string();
+    assert!(String::from_utf8_lossy(&body).contains(&format!("<RequestId>{id}</RequestId>")), "{body:?}");
+    let (_, again, _) = raw_request("GET", missing.uri(), &[], Bytes::new()).await;
+    assert_ne!(again.get("x-amz-request-id").and_then(|v| v.to_str().ok()), Some(id.as_str()), "ids are unique");
+
+    // Refused before its body is read: the client is told the connection ends.
+    let url = format!("{}/framing/k", server.endpoint);
+    let (status, headers, _) = raw_request("PUT", &url, &[], Bytes::from(vec![7u8; 64 << 10])).await;
+    assert_eq!(status, 403);
+    assert_eq!(headers.get("connection").and_then(|v| v.to_str().ok()), Some("close"));
+    let (status, headers, _) = raw_request("GET", &url, &[], Bytes::new()).await;
+    assert_eq!(status, 403);
+    assert_eq!(headers.get("connection"), None, "nothing unread, the connection stays open");
+}

@@ -1,11 +1,16 @@
 //! The access keys the S3 API accepts: a fixed table from configuration, consulted by `s3s` while it
-//! verifies SigV4 signatures (headers and presigned URLs). Owns the lookup only; it must not verify
-//! signatures itself (that is `s3s`'s) or log secrets.
+//! verifies SigV4 signatures (headers and presigned URLs); and the access rule applied after a
+//! signature is verified (signed requests only, presigned URLs valid for 1 s to 7 days). Owns the
+//! lookup and that rule only; it must not verify signatures itself (that is `s3s`'s) or log secrets.
 
 use std::collections::HashMap;
 
+use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::{S3ErrorCode, S3Result};
+
+/// The longest validity of a presigned URL (SigV4's limit: 7 days).
+pub const MAX_PRESIGNED_EXPIRES_SECS: i64 = 7 * 24 * 3600;
 
 /// Access key → secret key.
 pub struct CredentialTable {
@@ -35,5 +40,48 @@ impl S3Auth for CredentialTable {
         self.secrets.get(access_key).cloned().ok_or_else(|| {
             s3s::S3Error::with_message(S3ErrorCode::InvalidAccessKeyId, "the access key is not known to this gateway")
         })
+    }
+}
+
+/// Who may do what: any request signed with a known key, which `s3s` has verified by the time this
+/// runs. Anonymous requests are refused (as `s3s`'s default check does), and so are presigned URLs
+/// whose `X-Amz-Expires` is outside 1 s to 7 days, which `s3s` 0.14 accepts.
+#[derive(Debug, Default)]
+pub struct SignedOnly;
+
+#[async_trait::async_trait]
+impl S3Access for SignedOnly {
+    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        if cx.credentials().is_none() {
+            return Err(s3s::S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required"));
+        }
+        if let Some(expires) = presigned_expires(cx.uri().query().unwrap_or("")) {
+            let valid = expires.parse::<i64>().is_ok_and(|secs| (1..=MAX_PRESIGNED_EXPIRES_SECS).contains(&secs));
+            if !valid {
+                return Err(s3s::S3Error::with_message(
+                    S3ErrorCode::AccessDenied,
+                    format!("X-Amz-Expires must be between 1 and {MAX_PRESIGNED_EXPIRES_SECS} seconds"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The raw `X-Amz-Expires` value of a query string, if present.
+fn presigned_expires(query: &str) -> Option<&str> {
+    query.split('&').find_map(|pair| pair.strip_prefix("X-Amz-Expires="))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_expiry_of_a_presigned_query() {
+        let query = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=609901&X-Amz-Signature=ab";
+        assert_eq!(presigned_expires(query), Some("609901"));
+        assert_eq!(presigned_expires("list-type=2&prefix=X-Amz-Expires%3D1"), None);
+        assert_eq!(presigned_expires(""), None);
     }
 }

@@ -78,8 +78,9 @@ pub fn build_service(
 ) -> Result<S3Service, BuildError> {
     let domain = options.virtual_host_domain.clone();
     let mut builder = S3ServiceBuilder::new(LowtailS3::new(meta, data, options));
-    // With an auth provider set, s3s's default access check refuses anonymous requests.
     builder.set_auth(CredentialTable::new(credentials));
+    // Runs only because an auth provider is set (s3s skips access checks without one).
+    builder.set_access(auth::SignedOnly);
     if let Some(domain) = domain {
         let host = s3s::host::SingleDomain::new(&domain)
             .map_err(|error| BuildError::InvalidDomain { domain: domain.clone(), reason: error.to_string() })?;

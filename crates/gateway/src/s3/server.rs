@@ -1,19 +1,117 @@
 //! The HTTP/1.1 server in front of the S3 service: accepts connections until told to stop, then lets
-//! requests in flight finish (up to `DRAIN_TIMEOUT`). Owns connections only; it must not look into
-//! requests (that is `s3s`'s and the service's).
+//! requests in flight finish (up to `DRAIN_TIMEOUT`). Owns connections and the HTTP framing around
+//! each exchange: a request id per request (the `x-amz-request-id` header, and the id error documents
+//! carry), `Connection: close` when an answer leaves part of the request body unread, and the 206
+//! status of a ranged HEAD. It must not parse S3 requests or write S3 XML (that is `s3s`'s) nor decide
+//! an operation's outcome (that is the service's).
 
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+use hyper::header::{CONNECTION, CONTENT_RANGE, HeaderValue};
+use hyper::{Method, StatusCode};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use s3s::service::S3Service;
+use s3s::{HttpError, HttpResponse};
 use tokio::net::TcpListener;
 
 /// How long `serve` waits, after shutdown is signalled, for open connections to finish.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause after a failed accept (out of file descriptors, ...), so the loop does not spin.
 const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(100);
+/// The response header that names the request (S3's).
+const REQUEST_ID_HEADER: &str = "x-amz-request-id";
+
+tokio::task_local! {
+    /// The id of the request whose answer the current task is computing.
+    static REQUEST_ID: String;
+}
+
+/// The id of the request being served on this task, for error documents; `None` outside `serve`.
+pub fn current_request_id() -> Option<String> {
+    REQUEST_ID.try_with(String::clone).ok()
+}
+
+/// Request ids: a per-process random tag and a counter, so ids are unique within a process and
+/// unlikely to repeat across gateways or restarts.
+struct RequestIds {
+    tag: u32,
+    next: AtomicU64,
+}
+
+impl RequestIds {
+    fn new() -> Self {
+        RequestIds { tag: rand::random(), next: AtomicU64::new(1) }
+    }
+
+    fn next(&self) -> String {
+        format!("{:08X}{:012X}", self.tag, self.next.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// A request body that records whether it was read to its end.
+struct TrackedBody {
+    inner: Incoming,
+    finished: Arc<AtomicBool>,
+}
+
+impl HttpBody for TrackedBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.finished.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Serves one request: assigns its id, runs the S3 service with the id in scope, and fixes up the
+/// HTTP framing of the answer.
+async fn handle(
+    service: S3Service,
+    ids: Arc<RequestIds>,
+    request: hyper::Request<Incoming>,
+) -> Result<HttpResponse, HttpError> {
+    let id = ids.next();
+    let is_head = request.method() == Method::HEAD;
+    let finished = Arc::new(AtomicBool::new(request.body().is_end_stream()));
+    let tracked = Arc::clone(&finished);
+    let request = request.map(|inner| s3s::Body::http_body(TrackedBody { inner, finished: tracked }));
+    let mut response = REQUEST_ID.scope(id.clone(), service.call(request)).await?;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    // An answer given before the body was read (a refused upload, an unknown bucket) leaves the rest
+    // of the body on the connection; hyper then closes it, and a client that was not told so would
+    // send its next request into a closed connection.
+    if !finished.load(Ordering::Relaxed) {
+        response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    // s3s 0.14 always answers HeadObject with 200; a ranged HEAD is partial content, as its
+    // Content-Range says.
+    if is_head && response.status() == StatusCode::OK && response.headers().contains_key(CONTENT_RANGE) {
+        *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+    }
+    Ok(response)
+}
 
 /// Serves `service` on `listener` until `shutdown` completes, then stops accepting, waits up to
 /// `DRAIN_TIMEOUT` for requests in flight, and returns.
@@ -22,13 +120,18 @@ pub async fn serve(listener: TcpListener, service: S3Service, shutdown: impl Fut
     let mut http = hyper::server::conn::http1::Builder::new();
     // Clients that keep a connection open but send nothing must not hold it forever.
     http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(Duration::from_secs(60));
+    let ids = Arc::new(RequestIds::new());
     tokio::pin!(shutdown);
     // Runs until shutdown: a server's accept loop is bounded by its lifetime, not by a count.
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let connection = http.serve_connection(TokioIo::new(stream), service.clone());
+                    let (service, ids) = (service.clone(), Arc::clone(&ids));
+                    let per_request = hyper::service::service_fn(move |request| {
+                        handle(service.clone(), Arc::clone(&ids), request)
+                    });
+                    let connection = http.serve_connection(TokioIo::new(stream), per_request);
                     let connection = graceful.watch(connection);
                     tokio::spawn(async move {
                         if let Err(error) = connection.await {

@@ -131,10 +131,17 @@ async fn observe<T>(operation: &'static str, work: impl Future<Output = S3Result
     };
     metrics::histogram!(REQUEST_SECONDS_METRIC, "operation" => operation, "outcome" => outcome)
         .record(started.elapsed().as_secs_f64());
-    if let Err(error) = &result {
-        tracing::debug!(operation, code = error.code().as_str(), message = error.message(), "request failed");
+    match result {
+        Err(mut error) => {
+            tracing::debug!(operation, code = error.code().as_str(), message = error.message(), "request failed");
+            // The error document names the request, as its x-amz-request-id header does.
+            if let Some(id) = super::server::current_request_id() {
+                error.set_request_id(id);
+            }
+            Err(error)
+        }
+        ok => ok,
     }
-    result
 }
 
 fn now_ms() -> u64 {
@@ -168,6 +175,19 @@ fn check_key(key: &str) -> S3Result<()> {
     Ok(())
 }
 
+/// S3's bucket naming rules: the metadata store's, and that no label starts or ends with a hyphen
+/// (`a.-b`, `a-.b`), which the store's check lets through.
+fn check_bucket_name(name: &str) -> S3Result<()> {
+    meta::validate::bucket_name(name).map_err(|error| s3(S3ErrorCode::InvalidBucketName, error.to_string()))?;
+    if name.contains(".-") || name.contains("-.") {
+        return Err(s3(
+            S3ErrorCode::InvalidBucketName,
+            format!("invalid bucket name {name:?}: a label must not begin or end with a hyphen"),
+        ));
+    }
+    Ok(())
+}
+
 fn md5_hex(body: &[u8]) -> String {
     hex::encode(Md5::digest(body))
 }
@@ -178,6 +198,10 @@ fn check_content_md5(content_md5: Option<&str>, etag: &str) -> S3Result<()> {
     let declared = base64::engine::general_purpose::STANDARD
         .decode(content_md5.trim())
         .map_err(|_| s3(S3ErrorCode::InvalidDigest, "Content-MD5 is not base64"))?;
+    // Not the 16 bytes of an MD5 at all: S3 calls that an invalid digest, not a mismatch.
+    if declared.len() != 16 {
+        return Err(s3(S3ErrorCode::InvalidDigest, "Content-MD5 is not a 128-bit digest"));
+    }
     if hex::encode(declared) != etag {
         return Err(s3(S3ErrorCode::BadDigest, "the Content-MD5 does not match the body"));
     }
@@ -230,6 +254,12 @@ fn listed_object(key: String, object: &ObjectMeta, owner: Option<Owner>) -> Obje
         owner,
         ..Default::default()
     }
+}
+
+/// A listing's delimiter: an empty one is no delimiter, and is neither applied nor echoed (S3 answers
+/// without a `Delimiter` element then).
+fn delimiter(requested: Option<String>) -> Option<String> {
+    requested.filter(|delimiter| !delimiter.is_empty())
 }
 
 fn common_prefixes(prefixes: &[String], encode: Encode) -> Option<CommonPrefixList> {
@@ -288,8 +318,7 @@ impl S3 for LowtailS3 {
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
         observe("CreateBucket", async {
             let name = req.input.bucket;
-            meta::validate::bucket_name(&name)
-                .map_err(|error| s3(S3ErrorCode::InvalidBucketName, error.to_string()))?;
+            check_bucket_name(&name)?;
             let region = req
                 .input
                 .create_bucket_configuration
@@ -450,7 +479,8 @@ impl S3 for LowtailS3 {
             let object = self.object_for_read(&input.bucket, &input.key, &conditions).await?;
             let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
             let length = range.end - range.start;
-            let partial = content_range.is_some();
+            // A ranged HEAD answers 206; s3s 0.14 ignores a status set here for HeadObject, so
+            // `server` sets it from the Content-Range header.
             let output = HeadObjectOutput {
                 content_length: Some(length as i64),
                 content_range,
@@ -461,11 +491,7 @@ impl S3 for LowtailS3 {
                 content_type: object.content_type.clone(),
                 ..Default::default()
             };
-            let mut response = S3Response::new(output);
-            if partial {
-                response.status = Some(hyper::StatusCode::PARTIAL_CONTENT);
-            }
-            Ok(response)
+            Ok(S3Response::new(output))
         })
         .await
     }
@@ -529,7 +555,8 @@ impl S3 for LowtailS3 {
 
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
         observe("ListObjects", async {
-            let input = req.input;
+            let mut input = req.input;
+            input.delimiter = delimiter(input.delimiter.take());
             let (encoded, encode) = encoder(&input.encoding_type)?;
             let prefix = input.prefix.unwrap_or_default();
             let max_keys = max_keys(input.max_keys)?;
@@ -546,11 +573,18 @@ impl S3 for LowtailS3 {
             let listing = self.list_v2(&input.bucket, &query).await?;
             let next_marker =
                 if listing.is_truncated { last_entry(&listing).map(|marker| encode(&marker)) } else { None };
-            let contents =
-                listing.objects.iter().map(|listed| listed_object(encode(&listed.key), &listed.meta, None)).collect();
+            // ListObjects v1 always names each object's owner (v2 only with fetch-owner).
+            let owner = owner(req.credentials.as_ref());
+            let contents = listing
+                .objects
+                .iter()
+                .map(|listed| listed_object(encode(&listed.key), &listed.meta, owner.clone()))
+                .collect();
             let output = ListObjectsOutput {
                 name: Some(input.bucket),
-                prefix: Some(encode(&prefix)),
+                // Not encoded: clients (botocore) decode a v1 answer's Marker, NextMarker, Delimiter,
+                // keys and common prefixes, but not its Prefix, so S3 returns it as sent.
+                prefix: Some(prefix.clone()),
                 marker: Some(input.marker.as_deref().map(encode).unwrap_or_default()),
                 max_keys: Some(max_keys as i32),
                 is_truncated: Some(listing.is_truncated),
@@ -568,7 +602,8 @@ impl S3 for LowtailS3 {
 
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
         observe("ListObjectsV2", async {
-            let input = req.input;
+            let mut input = req.input;
+            input.delimiter = delimiter(input.delimiter.take());
             let (encoded, encode) = encoder(&input.encoding_type)?;
             let prefix = input.prefix.unwrap_or_default();
             let max_keys = max_keys(input.max_keys)?;
@@ -611,7 +646,8 @@ impl S3 for LowtailS3 {
         req: S3Request<ListObjectVersionsInput>,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
         observe("ListObjectVersions", async {
-            let input = req.input;
+            let mut input = req.input;
+            input.delimiter = delimiter(input.delimiter.take());
             let (encoded, encode) = encoder(&input.encoding_type)?;
             let prefix = input.prefix.unwrap_or_default();
             let max_keys = max_keys(input.max_keys)?;
@@ -841,7 +877,8 @@ impl S3 for LowtailS3 {
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         observe("ListMultipartUploads", async {
-            let input = req.input;
+            let mut input = req.input;
+            input.delimiter = delimiter(input.delimiter.take());
             let (encoded, encode) = encoder(&input.encoding_type)?;
             let prefix = input.prefix.unwrap_or_default();
             let max_uploads = max_keys(input.max_uploads)?;
@@ -963,6 +1000,18 @@ mod tests {
         let bad = base64::engine::general_purpose::STANDARD.encode(Md5::digest(b"abd"));
         assert_eq!(*check_content_md5(Some(&bad), &etag).unwrap_err().code(), S3ErrorCode::BadDigest);
         assert_eq!(*check_content_md5(Some("%%%"), &etag).unwrap_err().code(), S3ErrorCode::InvalidDigest);
+        // base64 of "abracadabra": 11 bytes, no digest.
+        assert_eq!(*check_content_md5(Some("YWJyYWNhZGFicmE="), &etag).unwrap_err().code(), S3ErrorCode::InvalidDigest);
+    }
+
+    #[test]
+    fn bucket_names_are_checked() {
+        for bad in ["foo.-bar", "foo-.bar", "foo..bar", "foo-", "ab", "Foo"] {
+            assert_eq!(*check_bucket_name(bad).unwrap_err().code(), S3ErrorCode::InvalidBucketName, "{bad}");
+        }
+        for good in ["foo-bar.baz", "a1.b2-c3", "abc"] {
+            assert!(check_bucket_name(good).is_ok(), "{good}");
+        }
     }
 
     #[test]
