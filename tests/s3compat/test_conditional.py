@@ -178,7 +178,8 @@ def test_put_object_ifmatch_overwrite_existed_good():
 
 @pytest.mark.xfail(
     reason="lowtail answers as AWS does (404 NoSuchKey for If-Match on a missing key); "
-    "ceph/s3-tests expects 412 and marks the case fails_on_aws"
+    "ceph/s3-tests expects 412 and marks the case fails_on_aws",
+    strict=True,
 )
 def test_put_object_ifmatch_nonexisted_failed():
     bucket_name = get_new_bucket()

@@ -410,7 +410,7 @@ def test_upload_part_invalid_number():
         assert _get_status_and_error_code(e.response) == (400, "InvalidArgument")
 
 
-@pytest.mark.xfail(reason="GetObject partNumber is not implemented (docs/s3.md lists it as NotImplemented)")
+@pytest.mark.xfail(reason="GetObject partNumber is not implemented (docs/s3.md lists it as NotImplemented)", strict=True)
 def test_multipart_get_part():
     bucket_name = get_new_bucket()
     client = get_client()

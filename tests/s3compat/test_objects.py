@@ -83,7 +83,7 @@ def test_object_write_check_etag():
     assert response["ETag"] == '"37b51d194a7513e45b56f6524f2d51f2"'
 
 
-@pytest.mark.xfail(reason="Cache-Control is not stored: meta::ObjectMeta has no field for it (docs/s3-tests.md)")
+@pytest.mark.xfail(reason="Cache-Control is not stored: meta::ObjectMeta has no field for it (docs/s3-tests.md)", strict=True)
 def test_object_write_cache_control():
     bucket_name = get_new_bucket()
     client = get_client()
@@ -93,7 +93,7 @@ def test_object_write_cache_control():
     assert response["ResponseMetadata"]["HTTPHeaders"]["cache-control"] == cache_control
 
 
-@pytest.mark.xfail(reason="Expires is not stored: meta::ObjectMeta has no field for it (docs/s3-tests.md)")
+@pytest.mark.xfail(reason="Expires is not stored: meta::ObjectMeta has no field for it (docs/s3-tests.md)", strict=True)
 def test_object_write_expires():
     bucket_name = get_new_bucket()
     client = get_client()
@@ -296,7 +296,8 @@ def test_object_set_get_metadata_overwrite_to_empty():
 
 @pytest.mark.xfail(
     reason="as AWS does, a non-ASCII metadata value comes back RFC 2047 encoded (=?UTF-8?B?...?=); "
-    "upstream marks this case fails_on_rgw"
+    "upstream marks this case fails_on_rgw",
+    strict=True,
 )
 def test_object_set_get_unicode_metadata():
     bucket_name = get_new_bucket()
