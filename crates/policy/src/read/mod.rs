@@ -30,13 +30,20 @@
 //!   executor's periodic hook and not adjusted by the frontend's own
 //!   decisions in between: the paper's LMLF-Lazy "suffers from race
 //!   conditions since queue status is not up-to-date", which is the point.
-//! - *Opt-Lazy demand* D_i is the bytes requested from partition i during the
-//!   last period T (so that D and Q are both bytes, as problem (1) adds them),
-//!   counted by each frontend over its own requests and multiplied by the
-//!   number of frontends (requests reach frontends uniformly at random, so
-//!   this is an unbiased estimate of the total and every frontend computes a
-//!   "separate yet nearly identical" table, as in the paper). The sampled
-//!   combination of a partition is drawn afresh at each refresh. Before the
+//! - *Opt-Lazy demand* D_i is a rate, as in the paper's section 2.3 ("the
+//!   instantaneous total request size per second for objects in partition
+//!   i"): the bytes requested from partition i during the last period T,
+//!   divided by T, counted by each frontend over its own requests and
+//!   multiplied by the number of frontends (requests reach frontends
+//!   uniformly at random, so this is an unbiased estimate of the total and
+//!   every frontend computes a "separate yet nearly identical" table, as in
+//!   the paper). The queue table Q is in bytes, so F(L + Q) weighs one second
+//!   of directed demand against the standing queue, whatever T is. (Counting
+//!   the bytes of the whole period instead weighed Q T times less: the
+//!   optimum then tolerated a standing backlog on a hot node of about the
+//!   summed demand of T seconds on its recovery set, which grew with load.)
+//!   The sampled combination of a partition is drawn afresh at each
+//!   refresh. Before the
 //!   first refresh every request is a normal read.
 
 mod cost;

@@ -137,7 +137,11 @@ impl ReadPolicy for OptLazy {
         let rates: Vec<f64> = (0..node_count as u32).map(|j| view.node_rate_bytes_per_s(NodeId(j))).collect();
         let mean_rate = rates.iter().sum::<f64>() / node_count as f64;
         let relative_rates: Vec<f64> = rates.iter().map(|r| r / mean_rate).collect();
-        let scale = view.frontend_count().max(1) as f64;
+        // D_i of problem (1) is a rate, "the instantaneous total request size
+        // per second" (section 2.3): bytes of the last T over T, times the
+        // frontends (each sees a uniform share of the requests).
+        let period_s = self.period_ns as f64 / model::NANOS_PER_SECOND as f64;
+        let scale = view.frontend_count().max(1) as f64 / period_s;
         let mut problem = LoadDirectionProblem::new(&self.queue_table, &relative_rates);
         // (partition, set indices of its options after the normal one)
         let mut chosen_sets: Vec<(usize, Vec<u16>)> = Vec::new();

@@ -223,3 +223,32 @@ fn opt_lazy_spreads_a_hot_partition_by_its_table() {
     assert!((800..1200).contains(&degraded), "{degraded} of 7000, expected about 1000");
     assert_eq!(policy.normal_probability(5), 1.0);
 }
+
+#[test]
+fn opt_lazy_demand_is_a_rate_so_the_table_does_not_depend_on_the_period() {
+    // Problem (1) adds D_i, "the total request size per second" (section
+    // 2.3), to queues in bytes. Counting the bytes of the last T instead made
+    // the queue weigh T times less, so a longer period left a standing
+    // backlog on hot nodes (Opt-Lazy fell behind LMLF-Lazy at high load).
+    let hot_partition = 0;
+    let mut tables = Vec::new();
+    for period_s in [1u64, 4] {
+        let mut view = FakeView::new(RS);
+        let hot = view.node_of_partition(hot_partition, 0);
+        view.queues[hot.index()] = 1_000_000;
+        let period_ns = period_s * model::NANOS_PER_SECOND;
+        let mut policy = OptLazy::new(period_ns, optimize::Objective::L2, false);
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        // 2 MB/s of demand for partition 0 during the period.
+        for _ in 0..200 * period_s {
+            policy.plan(&mut view, 0, &request(hot_partition, 10_000), &mut rng);
+        }
+        policy.refresh(&mut view, period_ns, &mut rng);
+        tables.push(policy.normal_probability(hot_partition));
+    }
+    // Optimum with D = 2 MB/s, Q = 1 MB on the original node and idle
+    // helpers: Q + x·D = 6·(1 - x)·D ⇒ x = 11/14, whatever the period.
+    for normal in tables {
+        assert!((normal - 11.0 / 14.0).abs() < 1e-6, "{normal}");
+    }
+}

@@ -1,0 +1,82 @@
+//! A latency-vs-load sweep of the Hu et al. experiment: every policy of the
+//! paper on RS(6,3) and LRC(6,2,2) at several request rates, one table row
+//! per (rate, code, policy). Each rate has its own workload from one seed.
+//!
+//! `cargo run --release -p sim --example sweep -- [rates,comma,separated] [duration_s] [seed] [codes] [policies]`
+//! e.g. `-- 100,200,400 600 1 rs-6-3,lrc-6-2-2 normal,lmlf-pw2`
+
+use policy::PolicyKind;
+use sim::{Cluster, SimConfig};
+use workload::{WasLikeConfig, WorkloadConfig};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or_else(|| default.to_string());
+    let rates: Vec<f64> =
+        arg(1, "100,200,300,400,500,600,700,800").split(',').map(|r| r.parse().expect("a rate")).collect();
+    let duration: f64 = arg(2, "600").parse().expect("a duration");
+    let seed: u64 = arg(3, "1").parse().expect("a seed");
+    let codes: Vec<String> = arg(4, "rs-6-3,lrc-6-2-2").split(',').map(String::from).collect();
+    let chosen = arg(5, "all");
+    println!(
+        "{:>6} {:<10} {:<10} {:>3} {:>6} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>9} {:>6}",
+        "rate", "code", "policy", "fe", "load", "mean", "median", "p95", "p99", "max", "task", "probes/s", "degr"
+    );
+    for &rate in &rates {
+        let mut config = SimConfig { seed, ..SimConfig::default() };
+        let mut was = WasLikeConfig { rate_per_s: rate, duration_s: duration, ..WasLikeConfig::default() };
+        // Model overrides for exploring (environment, all optional).
+        let env = |name: &str| std::env::var(name).ok().map(|v| v.parse::<f64>().expect("a number"));
+        if let Some(v) = env("SWEEP_NODE_RATE") {
+            config.cluster.rate_bytes_per_s = v as u64;
+        }
+        if let Some(v) = env("SWEEP_OVERHEAD_US") {
+            config.cluster.task_overhead_us = v as u64;
+        }
+        if let Some(v) = env("SWEEP_PROBE_US") {
+            config.frontends.per_probe_us = v as u64;
+        }
+        if let Some(v) = env("SWEEP_MAX_BYTES") {
+            was.sizes.max_bytes = v as u64;
+        }
+        if let Some(v) = env("SWEEP_ZIPF") {
+            was.zipf_exponent = v;
+        }
+        if std::env::var("SWEEP_ZIPF_OVER").is_ok_and(|v| v == "partitions") {
+            was.zipf_over = workload::ZipfOver::Partitions;
+        }
+        config.workload = WorkloadConfig::WasLike(was);
+        let workload = config.workload.build(seed).expect("workload");
+        for code in &codes {
+            config.code = code.clone();
+            let all: Vec<PolicyKind> =
+                if code.starts_with("lrc") { PolicyKind::PAPER_LRC.to_vec() } else { PolicyKind::ALL.to_vec() };
+            let policies: Vec<PolicyKind> = if chosen == "all" {
+                all
+            } else {
+                chosen.split(',').map(|p| p.parse().expect("a policy")).filter(|p| all.contains(p)).collect()
+            };
+            let cluster = Cluster::build(&config, workload.partitions).expect("cluster");
+            for policy in policies {
+                let output = sim::run(&config, &cluster, policy, &workload);
+                let s = output.summary();
+                println!(
+                    "{:>6} {:<10} {:<10} {:>3} {:>6.3} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>7.3} {:>8.4} {:>9.1} {:>6.3}",
+                    rate,
+                    code,
+                    policy.name(),
+                    output.frontends,
+                    s.load,
+                    s.mean,
+                    s.median,
+                    s.p95,
+                    s.p99,
+                    s.max,
+                    s.task_mean,
+                    s.probes_per_s,
+                    s.degraded_fraction
+                );
+            }
+        }
+    }
+}
