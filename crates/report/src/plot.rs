@@ -183,6 +183,8 @@ impl Figure for CdfFigure {
 }
 
 impl CdfFigure {
+    /// Draws on an x axis built from `x_spec`; values below `x_floor` (the
+    /// zeros of a log axis) are drawn at the floor and the label says so.
     fn draw_on<DB, X>(&self, root: &DrawingArea<DB, Shift>, x_spec: X, x_floor: f64) -> anyhow::Result<()>
     where
         DB: DrawingBackend,
@@ -190,6 +192,12 @@ impl CdfFigure {
         X: AsRangedCoord<Value = f64>,
         X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
     {
+        let floored = self.series.iter().any(|s| s.points.iter().any(|p| p.0 < x_floor));
+        let x_label = if floored {
+            format!("{} (values of 0 drawn at the left edge)", self.x_label)
+        } else {
+            self.x_label.clone()
+        };
         let mut chart = ChartBuilder::on(root)
             .caption(&self.title, caption_style())
             .margin(16)
@@ -198,8 +206,10 @@ impl CdfFigure {
             .build_cartesian_2d(x_spec, 0.0..1.0f64)?;
         chart
             .configure_mesh()
-            .x_desc(&self.x_label)
+            .x_desc(x_label)
             .y_desc(&self.y_label)
+            // Few enough labels that a log axis's 0.08 and 0.09 do not collide.
+            .x_labels(8)
             .x_label_formatter(&|v| tick(*v))
             .y_label_formatter(&|v| tick(*v))
             .label_style(label_style())

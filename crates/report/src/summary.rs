@@ -42,6 +42,10 @@ pub struct RunInfo {
     pub servers_per_node: u32,
     /// The run's seed.
     pub seed: u64,
+    /// Probes sent by periodic refreshes (the queue table of the lazy
+    /// policies), which no request record carries; added to the requests'
+    /// probes for probes per second. 0 for per-request probing.
+    pub refresh_probes: u64,
     /// Offered load the run was configured for (a utilisation level), if any.
     pub offered_load: Option<f64>,
     /// Configured arrival rate (requests per second), if any.
@@ -64,6 +68,7 @@ impl RunInfo {
             node_count,
             servers_per_node: 1,
             seed,
+            refresh_probes: 0,
             offered_load: None,
             arrival_rate_per_s: None,
             window_ns: None,
@@ -101,7 +106,8 @@ pub struct Summary {
     pub degraded: u64,
     /// Requests whose normal read timed out.
     pub timed_out: u64,
-    /// Queue probes sent, in total.
+    /// Queue probes sent, in total: the requests' probes plus
+    /// [`RunInfo::refresh_probes`].
     pub probes: u64,
     /// First to last arrival, in seconds; `None` without requests.
     pub arrival_span_s: Option<f64>,
@@ -278,7 +284,7 @@ pub(crate) fn summarize_samples(log: &RecordLog, run: &RunInfo, samples: &Sample
     let failed = requests.iter().filter(|r| r.outcome == Outcome::Failed).count() as u64;
     let degraded = requests.iter().filter(|r| r.degraded).count() as u64;
     let timed_out = requests.iter().filter(|r| r.timed_out).count() as u64;
-    let probes: u64 = requests.iter().map(|r| u64::from(r.probes)).sum();
+    let probes: u64 = requests.iter().map(|r| u64::from(r.probes)).sum::<u64>() + run.refresh_probes;
     let first_arrival_ns = requests.iter().map(|r| r.arrival_ns).min();
     let last_arrival_ns = requests.iter().map(|r| r.arrival_ns).max();
     let arrival_span = first_arrival_ns.zip(last_arrival_ns);

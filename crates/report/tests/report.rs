@@ -115,6 +115,10 @@ fn summary_matches_hand_computed_values() {
 
     // 7 probes over the 40 ms arrival span.
     assert_eq!(summary.probes_per_s, Some(175.0));
+    // Periodic refresh probes, carried by no request, come in with the run.
+    let mut lazy = info("rs-6-3", "lmlf-lazy");
+    lazy.refresh_probes = 13;
+    assert_eq!(summarize(&hand_log(), &lazy).probes_per_s, Some(500.0));
     assert_eq!(summary.degraded_fraction, Some(0.25));
     assert_eq!(summary.timed_out_fraction, Some(0.25));
 }
