@@ -235,8 +235,11 @@ pub fn write_experiment(out_dir: &Path, experiment: &Experiment<'_>) -> anyhow::
     for section in &sections {
         let summaries: Vec<&Summary> = section.runs.iter().map(|run| &run.summary).collect();
         let caption = table_caption(section.code);
+        let detail = detail_caption(section.code);
         tables_markdown.push_str(&format!("\n## {caption}\n\n{}", table::markdown_table(&summaries)));
+        tables_markdown.push_str(&format!("\n### {detail}\n\n{}", table::detail_markdown_table(&summaries)));
         tables_text.push_str(&format!("{caption}\n{}\n\n", table::text_table(&summaries)));
+        tables_text.push_str(&format!("{detail}\n{}\n\n", table::detail_text_table(&summaries)));
     }
     write_file(out_dir, "tables.md", &tables_markdown, &mut written)?;
     write_file(out_dir, "tables.txt", &tables_text, &mut written)?;
@@ -299,6 +302,10 @@ fn policy_order(runs: &[RunResult]) -> Vec<&str> {
 
 fn colour_of(policy_order: &[&str], policy: &str) -> usize {
     policy_order.iter().position(|&p| p == policy).unwrap_or(policy_order.len())
+}
+
+pub(crate) fn detail_caption(code: &str) -> String {
+    format!("Task, waiting and controller latency (seconds) and node load, {code}")
 }
 
 pub(crate) fn table_caption(code: &str) -> String {

@@ -7,7 +7,7 @@
 //! (it shows exactly the [`PlotRef`]s the plot step returned), and it reads
 //! the folder only to link record CSVs that exist.
 
-use crate::experiment::{CodeSection, Experiment, PlotRef, table_caption};
+use crate::experiment::{CodeSection, Experiment, PlotRef, detail_caption, table_caption};
 use crate::records::record_file_names;
 use crate::table;
 use std::fmt::Write as _;
@@ -100,30 +100,9 @@ pub(crate) fn page(out_dir: &Path, experiment: &Experiment<'_>, sections: &[Code
 fn section_html(html: &mut String, section: &CodeSection<'_>) {
     let code = escape(section.code);
     let _ = writeln!(html, "<section id=\"code-{code}\">\n<h2>{code}</h2>");
-    let _ = writeln!(html, "<table>\n<caption>{}</caption>\n<thead><tr>", escape(&table_caption(section.code)));
-    for column in table::header() {
-        let _ = write!(html, "<th>{}</th>", escape(column));
-    }
-    html.push_str("</tr></thead>\n<tbody>\n");
     let summaries: Vec<_> = section.runs.iter().map(|run| &run.summary).collect();
-    for row in table::rows(&summaries) {
-        html.push_str("<tr>");
-        for cell in row {
-            let _ = write!(html, "<td>{}</td>", escape(&cell));
-        }
-        html.push_str("</tr>\n");
-    }
-    html.push_str("</tbody>\n</table>\n");
-    html.push_str("<p>Utilisation (mean node busy fraction over the run window) per policy: ");
-    let loads: Vec<String> = section
-        .runs
-        .iter()
-        .map(|run| {
-            format!("{} {}", escape(&run.summary.run.policy), table::format_number(run.summary.utilisation_mean))
-        })
-        .collect();
-    html.push_str(&loads.join(", "));
-    html.push_str(".</p>\n");
+    table_html(html, &table_caption(section.code), table::header(), table::rows(&summaries));
+    table_html(html, &detail_caption(section.code), table::detail_header(), table::detail_rows(&summaries));
 
     let (load_plots, other_plots): (Vec<&PlotRef>, Vec<&PlotRef>) = section.plots.iter().partition(|plot| plot.load);
     for plot in other_plots {
@@ -137,6 +116,22 @@ fn section_html(html: &mut String, section: &CodeSection<'_>) {
         html.push_str("</div>\n");
     }
     html.push_str("</section>\n");
+}
+
+fn table_html(html: &mut String, caption: &str, header: &[&str], rows: Vec<Vec<String>>) {
+    let _ = writeln!(html, "<table>\n<caption>{}</caption>\n<thead><tr>", escape(caption));
+    for column in header {
+        let _ = write!(html, "<th>{}</th>", escape(column));
+    }
+    html.push_str("</tr></thead>\n<tbody>\n");
+    for row in rows {
+        html.push_str("<tr>");
+        for cell in row {
+            let _ = write!(html, "<td>{}</td>", escape(&cell));
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</tbody>\n</table>\n");
 }
 
 fn figure_html(html: &mut String, plot: &PlotRef) {

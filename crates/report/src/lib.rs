@@ -25,4 +25,4 @@ pub use experiment::{Experiment, Metric, MetricCurves, RunResult, SweepPoint, Wr
 pub use records::{RecordFiles, record_file_names, write_records_csv};
 pub use stats::{BoxStats, LatencyStats, Sample};
 pub use summary::{NodeLoad, RunInfo, Summary, SummaryRow, summarize};
-pub use table::{markdown_table, text_table};
+pub use table::{detail_markdown_table, detail_text_table, markdown_table, text_table};

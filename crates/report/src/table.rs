@@ -3,8 +3,11 @@
 //! per second and the fraction of degraded reads; as Markdown and as plain
 //! text.
 //!
-//! Owns: [`markdown_table`], [`text_table`] and the number formats they
-//! share. Must not: compute statistics (they come from [`Summary`]).
+//! Also a detail table of what the papers show only in figures (task,
+//! waiting and controller latency, node load).
+//!
+//! Owns: [`markdown_table`], [`text_table`], their detail counterparts and
+//! the number formats they share. Must not: compute statistics (they come from [`Summary`]).
 
 use crate::summary::Summary;
 use comfy_table::presets::ASCII_MARKDOWN;
@@ -41,12 +44,12 @@ pub(crate) fn format_number(value: Option<f64>) -> String {
 }
 
 /// The table's cells, one row per summary.
-pub(crate) fn rows(summaries: &[&Summary]) -> Vec<[String; 12]> {
+pub(crate) fn rows(summaries: &[&Summary]) -> Vec<Vec<String>> {
     summaries
         .iter()
         .map(|summary| {
             let latency = summary.request_latency.as_ref();
-            [
+            vec![
                 summary.run.policy.clone(),
                 summary.requests.to_string(),
                 format_number(latency.map(|s| s.mean_s)),
@@ -65,37 +68,102 @@ pub(crate) fn rows(summaries: &[&Summary]) -> Vec<[String; 12]> {
 }
 
 /// Column headers, shared with the HTML table.
-pub(crate) fn header() -> [&'static str; 12] {
-    HEADER
+pub(crate) fn header() -> &'static [&'static str] {
+    &HEADER
 }
 
-/// The table as GitHub-flavoured Markdown (numbers right-aligned).
-pub fn markdown_table(summaries: &[&Summary]) -> String {
-    let mut text = format!("| {} |\n", HEADER.join(" | "));
+const DETAIL_HEADER: [&str; 12] = [
+    "policy",
+    "task mean (s)",
+    "task median (s)",
+    "task p95 (s)",
+    "task p99 (s)",
+    "waiting mean (s)",
+    "waiting p99 (s)",
+    "controller mean (s)",
+    "controller p99 (s)",
+    "timed out",
+    "load mean",
+    "load max",
+];
+
+/// Headers of the detail table: what the papers show in figures rather than
+/// tables (task, waiting and controller latency, node load).
+pub(crate) fn detail_header() -> &'static [&'static str] {
+    &DETAIL_HEADER
+}
+
+/// The detail table's cells, one row per summary.
+pub(crate) fn detail_rows(summaries: &[&Summary]) -> Vec<Vec<String>> {
+    summaries
+        .iter()
+        .map(|summary| {
+            let task = summary.task_latency.as_ref();
+            let waiting = summary.waiting.as_ref();
+            let controller = summary.controller.as_ref();
+            vec![
+                summary.run.policy.clone(),
+                format_number(task.map(|s| s.mean_s)),
+                format_number(task.map(|s| s.median_s)),
+                format_number(task.map(|s| s.p95_s)),
+                format_number(task.map(|s| s.p99_s)),
+                format_number(waiting.map(|s| s.mean_s)),
+                format_number(waiting.map(|s| s.p99_s)),
+                format_number(controller.map(|s| s.mean_s)),
+                format_number(controller.map(|s| s.p99_s)),
+                format_number(summary.timed_out_fraction),
+                format_number(summary.utilisation_mean),
+                format_number(summary.utilisation_max),
+            ]
+        })
+        .collect()
+}
+
+fn markdown(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut text = format!("| {} |\n", header.join(" | "));
     text.push_str("|:---|");
-    text.push_str(&"---:|".repeat(HEADER.len() - 1));
+    text.push_str(&"---:|".repeat(header.len() - 1));
     text.push('\n');
-    for row in rows(summaries) {
+    for row in rows {
         text.push_str(&format!("| {} |\n", row.join(" | ")));
     }
     text
 }
 
-/// The table as plain text for a terminal (ASCII borders, no colours, a
-/// fixed width so output does not depend on the terminal).
-pub fn text_table(summaries: &[&Summary]) -> String {
+fn plain(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut table = Table::new();
     table.load_preset(ASCII_MARKDOWN);
-    table.set_header(HEADER);
-    for row in rows(summaries) {
+    table.set_header(header);
+    for row in rows {
         table.add_row(row);
     }
-    for index in 1..HEADER.len() {
+    for index in 1..header.len() {
         if let Some(column) = table.column_mut(index) {
             column.set_cell_alignment(CellAlignment::Right);
         }
     }
     table.to_string()
+}
+
+/// The paper's table as GitHub-flavoured Markdown (numbers right-aligned).
+pub fn markdown_table(summaries: &[&Summary]) -> String {
+    markdown(&HEADER, rows(summaries))
+}
+
+/// The paper's table as plain text for a terminal (ASCII borders, no
+/// colours, a fixed width so output does not depend on the terminal).
+pub fn text_table(summaries: &[&Summary]) -> String {
+    plain(&HEADER, rows(summaries))
+}
+
+/// The detail table (task, waiting, controller latency, load) as Markdown.
+pub fn detail_markdown_table(summaries: &[&Summary]) -> String {
+    markdown(&DETAIL_HEADER, detail_rows(summaries))
+}
+
+/// The detail table as plain text.
+pub fn detail_text_table(summaries: &[&Summary]) -> String {
+    plain(&DETAIL_HEADER, detail_rows(summaries))
 }
 
 #[cfg(test)]

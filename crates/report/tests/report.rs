@@ -341,6 +341,7 @@ fn summary_json_is_one_row_per_run() {
     let tables = fs::read_to_string(dir.path().join("tables.md")).unwrap();
     assert_eq!(tables.matches("\n## ").count(), 2, "{tables}");
     assert!(tables.contains("| lmlf-pw2 | 300 |"), "{tables}");
+    assert_eq!(tables.matches("\n### Task, waiting and controller latency").count(), 2, "{tables}");
     let text = fs::read_to_string(dir.path().join("tables.txt")).unwrap();
     assert!(text.contains("probes/s") && text.contains("opt-lazy"), "{text}");
 }
