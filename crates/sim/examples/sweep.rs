@@ -60,6 +60,14 @@ fn main() {
             for policy in policies {
                 let output = sim::run(&config, &cluster, policy, &workload);
                 let s = output.summary();
+                if std::env::var("SWEEP_HASH").is_ok() {
+                    // FNV-1a of the records as JSON: compares runs byte for byte.
+                    let bytes = serde_json::to_vec(&output.records).expect("records serialise");
+                    let hash = bytes
+                        .iter()
+                        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+                    println!("records {policy} {code} {rate}: {hash:016x} ({} events)", output.events);
+                }
                 println!(
                     "{:>6} {:<10} {:<10} {:>3} {:>6.3} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>7.3} {:>8.4} {:>9.1} {:>6.3}",
                     rate,

@@ -230,6 +230,12 @@ pub struct Engine<'a> {
     setup: EngineSetup<'a>,
     policies: Vec<Box<dyn ReadPolicy>>,
     events: BinaryHeap<Scheduled>,
+    /// Events due one network latency after they were scheduled (task and
+    /// cancel arrivals, results): with a constant latency they are due in
+    /// the order they are scheduled, so a FIFO holds them instead of the
+    /// heap. The next event is the earlier of the two heads by (time,
+    /// sequence): the same total order as one heap.
+    in_flight: VecDeque<Scheduled>,
     sequence: u64,
     now_ns: u64,
     frontends: Vec<Frontend>,
@@ -243,6 +249,17 @@ pub struct Engine<'a> {
     events_done: u64,
     assign_rng: ChaCha8Rng,
     task_scratch: Vec<TaskRecord>,
+    /// Whether request ids are `0..len` in arrival order, so records can be
+    /// written in id order as they complete (else: sorted at the end).
+    dense_ids: bool,
+    /// The id of the next record to append to the log.
+    next_record: u64,
+    /// Records completed ahead of `next_record`, at `id - next_record`.
+    /// Requests complete in nearly arrival order, so this stays short (about
+    /// the rate times the latency spread).
+    pending: VecDeque<Option<(RequestRecord, Vec<TaskRecord>)>>,
+    /// Task vectors of emitted pending records, for reuse.
+    task_vec_pool: Vec<Vec<TaskRecord>>,
 }
 
 impl<'a> Engine<'a> {
@@ -272,6 +289,7 @@ impl<'a> Engine<'a> {
             setup,
             policies,
             events: BinaryHeap::new(),
+            in_flight: VecDeque::new(),
             sequence: 0,
             now_ns: 0,
             frontends,
@@ -285,6 +303,10 @@ impl<'a> Engine<'a> {
             events_done: 0,
             assign_rng: stream(seed, 3, 0),
             task_scratch: Vec::new(),
+            dense_ids: true,
+            next_record: 0,
+            pending: VecDeque::new(),
+            task_vec_pool: Vec::new(),
         }
     }
 
@@ -294,9 +316,44 @@ impl<'a> Engine<'a> {
         self.events.push(Scheduled { time_ns, sequence: self.sequence, event });
     }
 
+    /// Schedules `event` one network latency from now (see `in_flight`).
+    fn schedule_after_latency(&mut self, event: Event) {
+        self.sequence += 1;
+        let time_ns = self.now_ns + self.setup.network_latency_ns;
+        debug_assert!(self.in_flight.back().is_none_or(|last| last.time_ns <= time_ns), "FIFO order");
+        self.in_flight.push_back(Scheduled { time_ns, sequence: self.sequence, event });
+    }
+
+    /// Takes the next scheduled event: the earlier head of the heap and the
+    /// in-flight FIFO.
+    fn pop_event(&mut self) -> Option<Scheduled> {
+        match (self.events.peek(), self.in_flight.front()) {
+            (None, None) => None,
+            (Some(_), None) => self.events.pop(),
+            (None, Some(_)) => self.in_flight.pop_front(),
+            (Some(heap), Some(fifo)) => {
+                if (fifo.time_ns, fifo.sequence) < (heap.time_ns, heap.sequence) {
+                    self.in_flight.pop_front()
+                } else {
+                    self.events.pop()
+                }
+            }
+        }
+    }
+
+    fn next_event_time(&self) -> Option<u64> {
+        match (self.events.peek(), self.in_flight.front()) {
+            (None, None) => None,
+            (Some(h), None) => Some(h.time_ns),
+            (None, Some(f)) => Some(f.time_ns),
+            (Some(h), Some(f)) => Some(h.time_ns.min(f.time_ns)),
+        }
+    }
+
     /// Runs every request (sorted by arrival) to its record.
     pub fn run(mut self, requests: &[ReadRequest]) -> EngineOutput {
         self.records = RecordLog::with_capacity(requests.len(), requests.len() * 2);
+        self.dense_ids = requests.iter().enumerate().all(|(index, r)| r.id.0 == index as u64);
         // Lazy policies: the first refresh at time 0, then every period.
         for frontend in 0..self.frontends.len() {
             if self.policies[frontend].refresh_period_ns().is_some() {
@@ -307,7 +364,7 @@ impl<'a> Engine<'a> {
         let mut next_arrival = 0usize;
         loop {
             let arrival_due = requests.get(next_arrival).map(|r| r.arrival_ns);
-            let event_due = self.events.peek().map(|s| s.time_ns);
+            let event_due = self.next_event_time();
             // Arrivals go first at equal times (they were "scheduled" first).
             match (arrival_due, event_due) {
                 (None, None) => break,
@@ -319,7 +376,7 @@ impl<'a> Engine<'a> {
                     self.arrive(request);
                 }
                 _ => {
-                    let scheduled = self.events.pop().expect("peeked");
+                    let scheduled = self.pop_event().expect("peeked");
                     self.now_ns = scheduled.time_ns;
                     // Refreshes stop once every request has arrived and
                     // nothing else is pending, so the run ends.
@@ -337,8 +394,10 @@ impl<'a> Engine<'a> {
             assert!(self.events_done < EVENTS_MAX, "event bound reached: livelock?");
         }
         assert_eq!(self.records.len(), requests.len(), "every request has a record");
+        assert!(self.pending.is_empty(), "every pending record was written");
+        let records = if self.dense_ids { self.records } else { self.records.sorted_by_request() };
         EngineOutput {
-            records: self.records.sorted_by_request(),
+            records,
             node_busy_ns: self.nodes.iter().map(|n| n.busy_ns).collect(),
             refresh_probes: self.refresh_probes,
             events: self.events_done,
@@ -476,7 +535,7 @@ impl<'a> Engine<'a> {
             self.active[slot as usize].tasks.push(index);
             if planned.role != TaskRole::Fallback {
                 self.active[slot as usize].unresolved += 1;
-                self.schedule(self.now_ns + self.setup.network_latency_ns, Event::TaskArrive { task: index });
+                self.schedule_after_latency(Event::TaskArrive { task: index });
             }
         }
         if let Quorum::NormalThenFallback { timeout_ns } = plan.quorum {
@@ -560,7 +619,7 @@ impl<'a> Engine<'a> {
         node.busy_ns += self.now_ns - task.start_ns;
         node.queued_bytes -= task.bytes;
         node.queued_tasks -= 1;
-        self.schedule(self.now_ns + self.setup.network_latency_ns, Event::ResultArrive { task: index });
+        self.schedule_after_latency(Event::ResultArrive { task: index });
         self.start_next(node_index);
     }
 
@@ -596,8 +655,10 @@ impl<'a> Engine<'a> {
                 };
                 let cancel = !matches!(active.quorum, Quorum::AnyK { .. } | Quorum::All);
                 if cancel {
-                    let tasks = active.tasks.clone();
-                    for t in tasks {
+                    // By position: `cancel` needs `self` mutably, and the
+                    // list does not change while a request is active.
+                    for position in 0..active.tasks.len() {
+                        let t = self.active[slot as usize].tasks[position];
                         self.cancel(t);
                     }
                 }
@@ -608,13 +669,12 @@ impl<'a> Engine<'a> {
 
     /// Sends a cancel for a task that may still be pending.
     fn cancel(&mut self, index: u32) {
-        let latency = self.setup.network_latency_ns;
         let task = &mut self.tasks[index as usize];
         match task.state {
             TaskState::Dormant | TaskState::Finished | TaskState::Cancelled => {}
             TaskState::InFlight => task.cancel_requested = true,
             TaskState::Waiting | TaskState::InService => {
-                self.schedule(self.now_ns + latency, Event::CancelArrive { task: index });
+                self.schedule_after_latency(Event::CancelArrive { task: index });
             }
         }
     }
@@ -663,13 +723,13 @@ impl<'a> Engine<'a> {
             return;
         }
         active.fallback_launched = true;
-        let tasks = active.tasks.clone();
-        for &t in &tasks[1..] {
+        for position in 1..active.tasks.len() {
+            let t = self.active[slot as usize].tasks[position];
             let task = &mut self.tasks[t as usize];
             debug_assert_eq!(task.state, TaskState::Dormant);
             task.state = TaskState::InFlight;
             self.active[slot as usize].unresolved += 1;
-            self.schedule(self.now_ns + self.setup.network_latency_ns, Event::TaskArrive { task: t });
+            self.schedule_after_latency(Event::TaskArrive { task: t });
         }
     }
 
@@ -720,7 +780,40 @@ impl<'a> Engine<'a> {
             timed_out: active.fallback_launched,
             outcome: Outcome::Ok,
         };
-        self.records.push(record, &self.task_scratch);
         self.free_active.push(slot);
+        self.write_record(record);
+    }
+
+    /// Appends `record` (tasks in `task_scratch`) to the log in request-id
+    /// order: at once if it is the next one, else parked in `pending`.
+    fn write_record(&mut self, record: RequestRecord) {
+        if !self.dense_ids {
+            self.records.push(record, &self.task_scratch);
+            return;
+        }
+        let id = record.request.0;
+        debug_assert!(id >= self.next_record, "one record per request");
+        if id > self.next_record {
+            let offset = (id - self.next_record) as usize;
+            if self.pending.len() <= offset {
+                self.pending.resize(offset + 1, None);
+            }
+            let mut tasks = self.task_vec_pool.pop().unwrap_or_default();
+            tasks.clear();
+            tasks.extend_from_slice(&self.task_scratch);
+            debug_assert!(self.pending[offset].is_none());
+            self.pending[offset] = Some((record, tasks));
+            return;
+        }
+        self.records.push(record, &self.task_scratch);
+        self.next_record += 1;
+        self.pending.pop_front();
+        // Bounded by the pending records: each pass writes one.
+        while let Some(Some(_)) = self.pending.front() {
+            let (record, tasks) = self.pending.pop_front().flatten().expect("checked");
+            self.records.push(record, &tasks);
+            self.next_record += 1;
+            self.task_vec_pool.push(tasks);
+        }
     }
 }

@@ -15,13 +15,15 @@ pub struct LmlfLazy {
     period_ns: u64,
     /// Queue bytes per node at the last refresh (all zero before the first).
     queue_table: Vec<f64>,
+    /// Scratch: marginal load of the request on each unit's node.
+    cost_by_unit: Vec<f64>,
 }
 
 impl LmlfLazy {
     /// LMLF over a table refreshed every `period_ns`.
     pub fn new(period_ns: u64) -> LmlfLazy {
         assert!(period_ns > 0);
-        LmlfLazy { period_ns, queue_table: Vec::new() }
+        LmlfLazy { period_ns, queue_table: Vec::new(), cost_by_unit: Vec::new() }
     }
 }
 
@@ -52,13 +54,23 @@ impl ReadPolicy for LmlfLazy {
         }
         let location = placement.locate(request.partition);
         let bytes = request.length as f64;
-        let cost_of =
-            |node: NodeId| marginal_load(bytes, self.queue_table[node.index()], view.node_rate_bytes_per_s(node));
-        let normal_cost = cost_of(placement.node_of(location.stripe, location.unit));
+        // The marginal load of each unit's node once, then sums per set (the
+        // same terms in the same order as summing per set directly).
+        let units = view.layout().total_units();
+        self.cost_by_unit.clear();
+        for unit in 0..units as u8 {
+            let node = placement.node_of(location.stripe, unit);
+            self.cost_by_unit.push(marginal_load(
+                bytes,
+                self.queue_table[node.index()],
+                view.node_rate_bytes_per_s(node),
+            ));
+        }
+        let normal_cost = self.cost_by_unit[location.unit as usize];
         let sets = view.layout().recovery_sets(location.unit);
         let mut best: Option<(usize, f64)> = None;
         for (index, set) in sets.iter().enumerate() {
-            let cost: f64 = set.units.iter().map(|&u| cost_of(placement.node_of(location.stripe, u))).sum();
+            let cost: f64 = set.units.iter().map(|&u| self.cost_by_unit[u as usize]).sum();
             if cost < normal_cost && best.is_none_or(|(_, b)| cost < b) {
                 best = Some((index, cost));
             }
