@@ -56,6 +56,72 @@ enum Command {
     /// Operate a running cluster.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Run a simulation config: every policy it names on one workload and one cluster, in virtual
+    /// time, deterministically for its seed; writes summary.json, tables, plots and report.html.
+    ///
+    /// The config is TOML (documented in docs/simulator.md; examples in examples/): seed, code,
+    /// policies, [cluster] (nodes and their service model), [frontends], [policy] and [workload]
+    /// (the WAS-like generator or a trace file).
+    Sim(SimArgs),
+    /// Reproduce a paper's evaluation and write its results folder.
+    #[command(subcommand)]
+    Experiment(ExperimentCommand),
+}
+
+#[derive(Debug, Args)]
+struct SimArgs {
+    /// The simulation config (TOML).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Results folder (created; files of the same names are replaced).
+    #[arg(long, value_name = "DIR", default_value = "sim-results")]
+    out: PathBuf,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Simulations run at once (each on one thread).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
+    /// Also write every run's records as CSV under DIR/records (one row per request, one per task).
+    #[arg(long)]
+    records: bool,
+    /// Write SVG plots only (no PNG copies).
+    #[arg(long)]
+    no_png: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ExperimentCommand {
+    /// Hu et al., SoCC '17 (proactive degraded reads): the seven read policies on RS(6,3) and the
+    /// paper's five on LRC(6,2,2) at the paper's scale (90 nodes, 2004 partitions, 12 M objects, a
+    /// peak hour), 3 or 8 frontends as in the paper, and a latency-vs-load sweep. Writes
+    /// summary.json, findings.json (the paper's claims, judged), tables, plots and report.html.
+    Hu2017(Hu2017Args),
+}
+
+#[derive(Debug, Args)]
+struct Hu2017Args {
+    /// Results folder (created; files of the same names are replaced).
+    #[arg(long, value_name = "DIR", default_value = "hu2017-results")]
+    out: PathBuf,
+    /// Two simulated minutes per run instead of a peak hour (seconds of wall time).
+    #[arg(long)]
+    quick: bool,
+    /// Seed of the workload and of every run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Headline arrival rate in requests per second (default 800: see docs/simulator.md). The sweep
+    /// runs at 1/8 to 9/8 of it.
+    #[arg(long, value_name = "REQ_PER_S")]
+    rate: Option<f64>,
+    /// Skip the latency-vs-load sweep.
+    #[arg(long)]
+    no_sweep: bool,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Debug, Args)]
@@ -251,7 +317,111 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gateway(args) => run_gateway(args),
         Command::Admin(AdminCommand::Status(args)) => admin_status(args),
         Command::Admin(AdminCommand::AddNode(args)) => admin_add_node(args),
+        Command::Sim(args) => run_sim(args),
+        Command::Experiment(ExperimentCommand::Hu2017(args)) => run_hu2017(args),
     }
+}
+
+/// A progress bar over `total` runs on stderr (hidden when stderr is not a terminal).
+fn runs_progress(total: usize, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{what} [{{bar:30}}] {{pos}}/{{len}} runs {{msg}} ({{elapsed}})"
+        ))
+        .expect("a valid progress template")
+        .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+/// One table per code, in order of first appearance.
+fn print_tables<'a>(summaries: impl Iterator<Item = &'a report::Summary>) {
+    let summaries: Vec<&report::Summary> = summaries.collect();
+    let mut codes: Vec<&str> = Vec::new();
+    for summary in &summaries {
+        if !codes.contains(&summary.run.code.as_str()) {
+            codes.push(&summary.run.code);
+        }
+    }
+    for code in codes {
+        let of_code: Vec<&report::Summary> = summaries.iter().copied().filter(|s| s.run.code == code).collect();
+        println!("{code}:");
+        println!("{}", report::text_table(&of_code).trim_end());
+        println!();
+    }
+}
+
+fn run_sim(args: SimArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.run.threads > 0, "--threads must be at least 1");
+    let config = experiment::simulate::read_config(&args.config)?;
+    let bar = runs_progress(config.policies.len(), "sim");
+    let options =
+        experiment::SimulateOptions { threads: args.run.threads, records_csv: args.run.records, png: !args.run.no_png };
+    let started = std::time::Instant::now();
+    let (runs, _files) = experiment::simulate(&config, &args.out, &options, &|progress| {
+        bar.set_position(progress.done as u64);
+        bar.set_message(progress.label);
+    })?;
+    bar.finish_and_clear();
+    print_tables(runs.iter().map(|run| &run.summary));
+    println!(
+        "{} runs in {:.1} s; results in {} (open report.html)",
+        runs.len(),
+        started.elapsed().as_secs_f64(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.run.threads > 0, "--threads must be at least 1");
+    if let Some(rate) = args.rate {
+        anyhow::ensure!(rate.is_finite() && rate > 0.0, "--rate must be a positive number of requests per second");
+    }
+    let options = experiment::Hu2017Options {
+        quick: args.quick,
+        seed: args.seed,
+        threads: args.run.threads,
+        records_csv: args.run.records,
+        png: !args.run.no_png,
+        sweep_factors: if args.no_sweep { Vec::new() } else { experiment::hu2017::SWEEP_FACTORS.to_vec() },
+        rate_per_s: args.rate,
+        ..experiment::Hu2017Options::default()
+    };
+    let runs: usize = experiment::hu2017::codes().iter().map(|(_, policies)| policies.len()).sum();
+    let bar = runs_progress(runs * (1 + options.sweep_factors.len()), "hu2017");
+    let started = std::time::Instant::now();
+    let outcome = experiment::hu2017::run(&options, &args.out, &|progress| {
+        bar.set_position(progress.done as u64);
+        bar.set_message(progress.label);
+    })?;
+    bar.finish_and_clear();
+    print_tables(outcome.runs.iter().map(|run| &run.summary));
+    for finding in &outcome.findings {
+        println!(
+            "[{}] {}: {} ({})",
+            if finding.holds { "holds" } else { "does not hold" },
+            finding.code,
+            finding.claim,
+            finding.measured
+        );
+    }
+    println!(
+        "{} headline runs of {} requests at {:.0} req/s and {} sweep runs in {:.1} s; results in {} (open report.html)",
+        outcome.runs.len(),
+        outcome.requests,
+        outcome.rate_per_s,
+        outcome.sweep.len(),
+        started.elapsed().as_secs_f64(),
+        args.out.display()
+    );
+    Ok(())
 }
 
 fn run_up(args: UpArgs) -> anyhow::Result<()> {

@@ -9,6 +9,7 @@ use std::path::Path;
 use anyhow::Context;
 use report::{Experiment, RunResult, WrittenFiles};
 use sim::{Cluster, SimConfig};
+use workload::WorkloadConfig;
 
 use crate::parallel::{Progress, run_parallel};
 use crate::{configured_rate, run_info};
@@ -30,11 +31,18 @@ impl Default for SimulateOptions {
     }
 }
 
-/// Reads a simulation config (TOML): a clear error names the file and the field.
+/// Reads a simulation config (TOML): a clear error names the file and the field. A relative trace
+/// path is taken from the config file's folder, so a config and its trace travel together.
 pub fn read_config(path: &Path) -> anyhow::Result<SimConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let config: SimConfig =
+    let mut config: SimConfig =
         toml::from_str(&text).with_context(|| format!("{} is not a valid simulation config", path.display()))?;
+    if let WorkloadConfig::Trace { path: trace, .. } = &mut config.workload
+        && trace.is_relative()
+        && let Some(folder) = path.parent()
+    {
+        *trace = folder.join(&*trace);
+    }
     config.validate().with_context(|| format!("{}", path.display()))?;
     Ok(config)
 }
@@ -84,4 +92,64 @@ pub fn simulate(
 
 fn policy_list(config: &SimConfig) -> String {
     config.policies.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn examples() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+    }
+
+    #[test]
+    fn every_example_config_reads_and_a_trace_path_is_taken_from_its_folder() {
+        let mut seen = 0;
+        for entry in std::fs::read_dir(examples()).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if name.starts_with("sim-") && name.ends_with(".toml") {
+                let config = read_config(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                if let WorkloadConfig::Trace { path: trace, .. } = &config.workload {
+                    assert!(trace.is_file(), "{} names {}", path.display(), trace.display());
+                }
+                seen += 1;
+            }
+        }
+        assert!(seen >= 3, "the example configs");
+    }
+
+    #[test]
+    fn bad_configs_are_refused_with_the_file_named() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("unknown.toml", "seed = 1\nsed = 2\n"),
+            ("nodes.toml", "[cluster]\nnodes = 0\n"),
+            ("policy.toml", "policies = [\"fastest\"]\n"),
+            ("trace.toml", "[workload]\nkind = \"trace\"\npath = \"missing.csv\"\npartitions = 6\n"),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let outcome = read_config(&path).and_then(|config| {
+                simulate(&config, &dir.path().join("out"), &SimulateOptions::default(), &|_| {}).map(|_| ())
+            });
+            let error = format!("{:#}", outcome.expect_err(name));
+            assert!(error.contains(name) || error.contains("missing.csv"), "{name}: {error}");
+        }
+        assert!(!dir.path().join("out").exists(), "nothing written for a bad config");
+    }
+
+    #[test]
+    fn a_trace_replays_through_every_policy_into_a_results_folder() {
+        let config = read_config(&examples().join("sim-trace.toml")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let options = SimulateOptions { png: false, records_csv: true, ..SimulateOptions::default() };
+        let (runs, files) = simulate(&config, dir.path(), &options, &|_| {}).unwrap();
+        assert_eq!(runs.len(), config.policies.len());
+        for run in &runs {
+            assert_eq!(run.summary.requests, 6000, "every line of the sample trace is a request");
+        }
+        assert!(files.files.iter().any(|f| f.ends_with("summary.json")));
+        assert!(dir.path().join("records").read_dir().unwrap().count() >= 2 * runs.len());
+    }
 }

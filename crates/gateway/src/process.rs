@@ -7,8 +7,8 @@
 //! order (S3 first, so no request is cut off mid-write; then background services).
 
 use crate::data::erasure::{ErasureData, RunningData};
-use crate::data::repair::RepairStatus;
 use crate::data::packed::PackedStatus;
+use crate::data::repair::RepairStatus;
 use crate::data::{DataConfig, ObjectData};
 use crate::s3::{S3Options, build_service, serve};
 use meta::{MetaStore, NodeInfo};
