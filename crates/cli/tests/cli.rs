@@ -74,11 +74,69 @@ fn engines_marks_one_chosen_engine() {
 
 #[test]
 fn every_command_explains_itself() {
-    for args in [&["--help"][..], &["bench", "--help"], &["bench", "codec", "--help"], &["engines", "--help"]] {
+    for args in [
+        &["--help"][..],
+        &["bench", "--help"],
+        &["bench", "codec", "--help"],
+        &["engines", "--help"],
+        &["sim", "--help"],
+        &["experiment", "hu2017", "--help"],
+    ] {
         let output = lowtail(args);
         assert!(output.status.success(), "{args:?}");
         assert!(!output.stdout.is_empty(), "{args:?}");
     }
     let help = String::from_utf8(lowtail(&["bench", "codec", "--help"]).stdout).unwrap();
     assert!(help.contains("--unit-sizes") && help.contains("ceiling"), "{help}");
+}
+
+fn examples(file: &str) -> String {
+    format!("{}/../../examples/{file}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn sim_runs_an_example_config_into_a_results_folder() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("results");
+    let output = lowtail(&["sim", "--config", &examples("sim-trace.toml"), "--out", dir.to_str().unwrap(), "--no-png"]);
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("rs-6-3") && text.contains("lmlf-pw2") && text.contains("report.html"), "{text}");
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let policies: Vec<&str> = rows.as_array().unwrap().iter().map(|row| row["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["normal", "lmlf", "lmlf-pw2"]);
+    assert!(dir.join("report.html").is_file() && dir.join("plots/rs-6-3-cdf-request.svg").is_file());
+
+    // A bad config: a clear error naming the field, non-zero exit, nothing written.
+    let bad = out.path().join("bad.toml");
+    std::fs::write(&bad, "policies = [\"fastest\"]\n").unwrap();
+    let nowhere = out.path().join("nowhere");
+    let output = lowtail(&["sim", "--config", bad.to_str().unwrap(), "--out", nowhere.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad.toml") && stderr.contains("fastest"), "{stderr}");
+    assert!(!nowhere.exists());
+}
+
+#[test]
+fn experiment_hu2017_quick_judges_the_papers_claims() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("hu2017");
+    let output =
+        lowtail(&["experiment", "hu2017", "--quick", "--no-sweep", "--no-png", "--out", dir.to_str().unwrap()]);
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 12, "7 policies on rs-6-3 and 5 on lrc-6-2-2");
+    for row in rows {
+        let frontends = row["frontends"].as_u64().unwrap();
+        let probing = ["llf", "lmlf", "llf-pw2", "lmlf-pw2"].contains(&row["policy"].as_str().unwrap());
+        assert_eq!(frontends, if probing { 8 } else { 3 }, "{row}");
+        assert!(row["requests"].as_u64().unwrap() > 50_000, "{row}");
+    }
+    let findings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("findings.json")).unwrap()).unwrap();
+    assert!(findings.as_array().unwrap().len() >= 8);
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("[holds]") || text.contains("[does not hold]"), "{text}");
 }

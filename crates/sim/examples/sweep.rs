@@ -59,7 +59,17 @@ fn main() {
             let cluster = Cluster::build(&config, workload.partitions).expect("cluster");
             for policy in policies {
                 let output = sim::run(&config, &cluster, policy, &workload);
-                let s = output.summary();
+                let mut info = report::RunInfo::new(
+                    &output.code,
+                    policy.name(),
+                    u32::from(output.frontends),
+                    config.cluster.nodes,
+                    seed,
+                );
+                info.refresh_probes = output.refresh_probes;
+                let summary = report::summarize(&output.records, &info);
+                let latency = summary.request_latency.expect("requests completed");
+                let task_mean = summary.task_latency.map_or(0.0, |t| t.mean_s);
                 if std::env::var("SWEEP_HASH").is_ok() {
                     // FNV-1a of the records as JSON: compares runs byte for byte.
                     let bytes = serde_json::to_vec(&output.records).expect("records serialise");
@@ -74,15 +84,15 @@ fn main() {
                     code,
                     policy.name(),
                     output.frontends,
-                    s.load,
-                    s.mean,
-                    s.median,
-                    s.p95,
-                    s.p99,
-                    s.max,
-                    s.task_mean,
-                    s.probes_per_s,
-                    s.degraded_fraction
+                    summary.utilisation_mean.unwrap_or(0.0),
+                    latency.mean_s,
+                    latency.median_s,
+                    latency.p95_s,
+                    latency.p99_s,
+                    latency.max_s,
+                    task_mean,
+                    summary.probes_per_s.unwrap_or(0.0),
+                    summary.degraded_fraction.unwrap_or(0.0)
                 );
             }
         }

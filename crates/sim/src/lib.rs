@@ -4,7 +4,8 @@
 //!
 //! Entry points: [`run`] (one policy on a prepared [`Cluster`] and
 //! [`workload::Workload`]) and [`run_config`] (every policy of a
-//! [`SimConfig`]). [`Summary`] gives the paper's table columns from records.
+//! [`SimConfig`]). Statistics are the `report` crate's, computed from the
+//! records a run returns.
 //!
 //! The service model (defaults of [`ClusterConfig`]): per task a 4 ms fixed
 //! cost plus bytes at 5 MB/s, FCFS, 250 µs one-way network latency; the
@@ -34,11 +35,9 @@
 
 mod config;
 mod engine;
-mod summary;
 
 pub use config::{ClusterConfig, ConfigError, FrontendConfig, SimConfig};
 pub use engine::{Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel};
-pub use summary::{Summary, quantile};
 
 use codec::CodeSpec;
 use config::us;
@@ -46,7 +45,6 @@ use model::{CodeLayout, Placement, RecordLog};
 use policy::{PolicyKind, build_read_policy};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
 use workload::Workload;
 
 /// The static part of a run: code layout, placement and node rates, built
@@ -103,32 +101,6 @@ pub struct RunOutput {
     pub refresh_probes: u64,
     /// Events the engine processed.
     pub events: u64,
-}
-
-impl RunOutput {
-    /// The table row of this run.
-    pub fn summary(&self) -> Summary {
-        Summary::from_records(&self.records, self.node_busy_ns.len() as u32, self.refresh_probes)
-    }
-
-    /// The `summary.json` row: code, policy and frontends with the summary.
-    pub fn row(&self) -> SummaryRow {
-        SummaryRow { code: self.code.clone(), policy: self.policy, frontends: self.frontends, summary: self.summary() }
-    }
-}
-
-/// One row of `summary.json`.
-#[derive(Clone, Debug, Serialize)]
-pub struct SummaryRow {
-    /// `rs-6-3`, `lrc-6-2-2`.
-    pub code: String,
-    /// The policy.
-    pub policy: PolicyKind,
-    /// Frontends used.
-    pub frontends: u16,
-    /// The statistics.
-    #[serde(flatten)]
-    pub summary: Summary,
 }
 
 /// Runs `policy` on `cluster` over `workload` with the models of `config`.
