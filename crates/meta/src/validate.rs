@@ -35,6 +35,10 @@ pub fn bucket_name(name: &str) -> Result<()> {
     if name.contains("..") {
         return invalid("must not contain two adjacent periods");
     }
+    // Every dot-separated label must begin and end with a letter or digit (a DNS name).
+    if name.contains(".-") || name.contains("-.") {
+        return invalid("a label must not begin or end with '-' next to a '.'");
+    }
     if name.split('.').count() == 4 && name.split('.').all(|part| part.parse::<u8>().is_ok()) {
         return invalid("must not be formatted as an IP address");
     }
@@ -135,6 +139,8 @@ mod tests {
             assert!(bucket_name(good).is_ok(), "{good}");
         }
         for bad in [
+            "foo.-bar",
+            "foo-.bar",
             "ab",
             &"a".repeat(64),
             "Abc",
