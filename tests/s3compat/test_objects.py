@@ -83,7 +83,6 @@ def test_object_write_check_etag():
     assert response["ETag"] == '"37b51d194a7513e45b56f6524f2d51f2"'
 
 
-@pytest.mark.xfail(reason="Cache-Control is not stored: meta::ObjectMeta has no field for it (docs/s3-tests.md)", strict=True)
 def test_object_write_cache_control():
     bucket_name = get_new_bucket()
     client = get_client()
@@ -93,7 +92,6 @@ def test_object_write_cache_control():
     assert response["ResponseMetadata"]["HTTPHeaders"]["cache-control"] == cache_control
 
 
-@pytest.mark.xfail(reason="Expires is not stored: meta::ObjectMeta has no field for it (docs/s3-tests.md)", strict=True)
 def test_object_write_expires():
     bucket_name = get_new_bucket()
     client = get_client()

@@ -546,3 +546,57 @@ async fn request_ids_ranged_head_and_unread_bodies() {
     assert_eq!(status, 403);
     assert_eq!(headers.get("connection"), None, "nothing unread, the connection stays open");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standard_headers_are_kept_with_the_object() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("headers").send().await.expect("create");
+    let expires = DateTime::from_secs(2_000_000_000);
+    client
+        .put_object()
+        .bucket("headers")
+        .key("page.html.gz")
+        .cache_control("public, max-age=14400")
+        .content_disposition("attachment; filename=\"page.html\"")
+        .content_encoding("gzip")
+        .content_language("de-CH")
+        .expires(expires)
+        .body(ByteStream::from_static(b"not really gzip"))
+        .send()
+        .await
+        .expect("put with headers");
+    let got = client.get_object().bucket("headers").key("page.html.gz").send().await.expect("get");
+    assert_eq!(got.cache_control(), Some("public, max-age=14400"));
+    assert_eq!(got.content_disposition(), Some("attachment; filename=\"page.html\""));
+    assert_eq!(got.content_encoding(), Some("gzip"));
+    assert_eq!(got.content_language(), Some("de-CH"));
+    #[allow(deprecated)]
+    let got_expires = got.expires().copied();
+    assert_eq!(got_expires, Some(expires));
+    let head = client.head_object().bucket("headers").key("page.html.gz").send().await.expect("head");
+    assert_eq!(head.cache_control(), Some("public, max-age=14400"));
+    assert_eq!(head.content_language(), Some("de-CH"));
+
+    // Set when the upload is created, kept by the object it completes.
+    let created = client.create_multipart_upload().bucket("headers").key("multi").cache_control("no-store").send();
+    let upload_id = created.await.expect("create upload").upload_id().expect("id").to_string();
+    let part = client.upload_part().bucket("headers").key("multi").upload_id(&upload_id).part_number(1);
+    let etag = part.body(ByteStream::from_static(b"one part")).send().await.expect("part").e_tag().unwrap().to_string();
+    client
+        .complete_multipart_upload()
+        .bucket("headers")
+        .key("multi")
+        .upload_id(&upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .parts(CompletedPart::builder().part_number(1).e_tag(etag).build())
+                .build(),
+        )
+        .send()
+        .await
+        .expect("complete");
+    let head = client.head_object().bucket("headers").key("multi").send().await.expect("head multipart");
+    assert_eq!(head.cache_control(), Some("no-store"));
+    assert_eq!(head.content_encoding(), None, "headers not sent are not invented");
+}

@@ -138,6 +138,9 @@ pub struct ObjectMeta {
     pub content_type: Option<String>,
     /// `x-amz-meta-*` user metadata, names lower-cased by the gateway.
     pub user_metadata: BTreeMap<String, String>,
+    /// Cache-Control, Content-Disposition, Content-Encoding, Content-Language and Expires as sent.
+    #[serde(default, skip_serializing_if = "ContentHeaders::is_empty")]
+    pub headers: ContentHeaders,
     /// Last modification time, unix milliseconds.
     pub last_modified_ms: u64,
     /// Where the bytes live.
@@ -225,6 +228,37 @@ pub struct UploadMeta {
     pub content_type: Option<String>,
     /// User metadata for the final object.
     pub user_metadata: BTreeMap<String, String>,
+    /// Standard headers for the final object.
+    #[serde(default, skip_serializing_if = "ContentHeaders::is_empty")]
+    pub headers: ContentHeaders,
+}
+
+/// The standard headers S3 keeps with an object and returns on GET and HEAD. Records written before
+/// these existed read back with none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContentHeaders {
+    /// Cache-Control.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<String>,
+    /// Content-Disposition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_disposition: Option<String>,
+    /// Content-Encoding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<String>,
+    /// Content-Language.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_language: Option<String>,
+    /// Expires, unix milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<u64>,
+}
+
+impl ContentHeaders {
+    /// Whether no header is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// One uploaded part.

@@ -138,6 +138,7 @@ mod tests {
             key: key.into(),
             initiated_ms: 0,
             content_type: None,
+            headers: Default::default(),
             user_metadata: BTreeMap::new(),
         }
     }

@@ -17,8 +17,8 @@ use futures_util::StreamExt;
 use md5::{Digest, Md5};
 use meta::validate::{MAX_KEY_BYTES, MAX_PART_NUMBER};
 use meta::{
-    BucketMeta, CompletedPart, CompositePiece, Layout, ListObjectsQuery, MAX_LIST_KEYS, MetaError, MetaStore,
-    ObjectListing, ObjectMeta, PartMeta, UploadMeta,
+    BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, ListObjectsQuery, MAX_LIST_KEYS, MetaError,
+    MetaStore, ObjectListing, ObjectMeta, PartMeta, UploadMeta,
 };
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
@@ -150,6 +150,12 @@ fn now_ms() -> u64 {
 
 fn timestamp(ms: u64) -> Timestamp {
     Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+/// Unix milliseconds of a client's timestamp (0 for one before 1970, which S3 clients do not send).
+fn timestamp_ms(time: Timestamp) -> u64 {
+    let time = time::OffsetDateTime::from(time);
+    u64::try_from(time.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
 }
 
 /// The bytes a GET or HEAD returns and, for a ranged request, its Content-Range header.
@@ -402,6 +408,13 @@ impl S3 for LowtailS3 {
                 etag: etag.clone(),
                 content_type: input.content_type,
                 user_metadata: user_metadata(input.metadata),
+                headers: ContentHeaders {
+                    cache_control: input.cache_control,
+                    content_disposition: input.content_disposition,
+                    content_encoding: input.content_encoding,
+                    content_language: input.content_language,
+                    expires_ms: input.expires.map(timestamp_ms),
+                },
                 last_modified_ms: now_ms(),
                 layout: layout.clone(),
             };
@@ -452,6 +465,11 @@ impl S3 for LowtailS3 {
                 last_modified: Some(timestamp(object.last_modified_ms)),
                 metadata: output_metadata(&object),
                 content_type: object.content_type.clone(),
+                cache_control: object.headers.cache_control.clone(),
+                content_disposition: object.headers.content_disposition.clone(),
+                content_encoding: object.headers.content_encoding.clone(),
+                content_language: object.headers.content_language.clone(),
+                expires: object.headers.expires_ms.map(timestamp),
                 ..Default::default()
             };
             Ok(S3Response::new(output))
@@ -481,6 +499,11 @@ impl S3 for LowtailS3 {
                 last_modified: Some(timestamp(object.last_modified_ms)),
                 metadata: output_metadata(&object),
                 content_type: object.content_type.clone(),
+                cache_control: object.headers.cache_control.clone(),
+                content_disposition: object.headers.content_disposition.clone(),
+                content_encoding: object.headers.content_encoding.clone(),
+                content_language: object.headers.content_language.clone(),
+                expires: object.headers.expires_ms.map(timestamp),
                 ..Default::default()
             };
             Ok(S3Response::new(output))
@@ -709,6 +732,13 @@ impl S3 for LowtailS3 {
                 initiated_ms: now_ms(),
                 content_type: input.content_type,
                 user_metadata: user_metadata(input.metadata),
+                headers: ContentHeaders {
+                    cache_control: input.cache_control,
+                    content_disposition: input.content_disposition,
+                    content_encoding: input.content_encoding,
+                    content_language: input.content_language,
+                    expires_ms: input.expires.map(timestamp_ms),
+                },
             };
             let upload = self.meta.create_multipart(upload).await.map_err(from_meta)?;
             let output = CreateMultipartUploadOutput {
@@ -817,6 +847,7 @@ impl S3 for LowtailS3 {
                 etag: etag.clone(),
                 content_type: upload.content_type,
                 user_metadata: upload.user_metadata,
+                headers: upload.headers,
                 last_modified_ms: now_ms(),
                 layout: Layout::Composite { pieces },
             };

@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use meta::{
-    BucketMeta, CompletedPart, CompositePiece, Layout, ListObjectsQuery, MetaError, MetaStore, NodeId, NodeInfo,
-    NodeState, ObjectMeta, PartMeta, StripeId, StripeMeta, StripeSegment, StripeState, UploadMeta,
+    BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, ListObjectsQuery, MetaError, MetaStore, NodeId,
+    NodeInfo, NodeState, ObjectMeta, PartMeta, StripeId, StripeMeta, StripeSegment, StripeState, UploadMeta,
 };
 
 /// A conformance case: runs against a fresh store and panics on a violation.
@@ -45,6 +45,11 @@ pub fn object(size_bytes: u64, stripe: u64) -> ObjectMeta {
         etag: format!("etag-{size_bytes}-{stripe}"),
         content_type: Some("application/octet-stream".into()),
         user_metadata: BTreeMap::from([("color".to_string(), "blue".to_string())]),
+        headers: ContentHeaders {
+            cache_control: Some("max-age=60".into()),
+            expires_ms: Some(1_800_000_000_000),
+            ..ContentHeaders::default()
+        },
         last_modified_ms: 1_700_000_000_001,
         layout: Layout::Packed {
             stripe: StripeId(stripe),
@@ -518,6 +523,7 @@ pub fn upload(bucket: &str, key: &str) -> UploadMeta {
         initiated_ms: 1_700_000_000_000,
         content_type: Some("video/mp4".into()),
         user_metadata: BTreeMap::from([("k".to_string(), "v".to_string())]),
+        headers: ContentHeaders { content_disposition: Some("attachment".into()), ..ContentHeaders::default() },
     }
 }
 
