@@ -17,6 +17,7 @@ pub mod engines;
 pub mod measure;
 pub mod report;
 pub mod s3_bench;
+pub mod s3_client;
 pub mod stats;
 
 pub use aligned::AlignedBuf;

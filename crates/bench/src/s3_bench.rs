@@ -10,10 +10,8 @@
 //! caller's).
 
 use crate::byte_size::format_byte_size;
+use crate::s3_client::{S3Endpoint, error_text, measurement_client};
 use anyhow::{Context, ensure};
-use aws_sdk_s3::config::retry::RetryConfig;
-use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation};
 use aws_sdk_s3::primitives::ByteStream;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use hdrhistogram::Histogram;
@@ -233,22 +231,7 @@ async fn run_async(config: &S3BenchConfig) -> anyhow::Result<S3BenchReport> {
 }
 
 fn client(manifest: &launcher::Manifest) -> aws_sdk_s3::Client {
-    let credentials = Credentials::new(&manifest.access_key, &manifest.secret_key, None, None, "lowtail-bench");
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version_latest()
-        .region(Region::new(manifest.region.clone()))
-        .endpoint_url(&manifest.endpoint)
-        .credentials_provider(credentials)
-        .force_path_style(true)
-        .http_client(aws_smithy_http_client::Builder::new().build_http())
-        // No retries: a retried request would be counted as one slow success instead of a failure.
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(TimeoutConfig::builder().operation_timeout(REQUEST_TIMEOUT).build())
-        // Client-side CRCs are the client's cost, not the store's; the GET check compares bytes.
-        .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
-        .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
+    measurement_client(&S3Endpoint::from_manifest(manifest), "lowtail-bench", REQUEST_TIMEOUT)
 }
 
 /// The content of object `index` of a run: regenerated for the GET check instead of kept, so a long
@@ -370,18 +353,6 @@ async fn get_and_check(phase: &Phase, key: &str, index: u64, sequence: u64) -> R
         return Err(format!("GET {key}: the bytes differ from those written"));
     }
     Ok(())
-}
-
-/// The SDK's error with its source chain (its `Display` alone often says only "service error").
-fn error_text(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 async fn ensure_bucket(s3: &aws_sdk_s3::Client) -> anyhow::Result<()> {

@@ -66,6 +66,89 @@ enum Command {
     /// Reproduce a paper's evaluation and write its results folder.
     #[command(subcommand)]
     Experiment(ExperimentCommand),
+    /// Replay a workload against running gateways as S3 GETs and write a results folder.
+    ///
+    /// Open loop by default (each request at its arrival time, latency from that time, at most
+    /// --max-in-flight at once); closed loop with --clients N. Loads the objects first (--prepare,
+    /// skipping those already present). Records are client-side, in the shared record schema; exits
+    /// non-zero after writing the results if any request failed. Documented in docs/load.md.
+    Load(Box<LoadArgs>),
+}
+
+#[derive(Debug, Args)]
+struct LoadArgs {
+    /// A running cluster, by the cluster.json `lowtail up` wrote (repeatable: one gateway each).
+    #[arg(long, value_name = "FILE")]
+    cluster: Vec<PathBuf>,
+    /// A gateway's S3 endpoint URL (repeatable), with --access-key and --secret-key.
+    #[arg(long, value_name = "URL")]
+    endpoint: Vec<String>,
+    /// Access key for --endpoint.
+    #[arg(long, value_name = "KEY")]
+    access_key: Option<String>,
+    /// Secret key for --endpoint.
+    #[arg(long, value_name = "KEY")]
+    secret_key: Option<String>,
+    /// Region for --endpoint.
+    #[arg(long, value_name = "REGION", default_value = "us-east-1")]
+    region: String,
+    /// A `lowtail sim` config: its [workload] and seed are used.
+    #[arg(long, value_name = "FILE", conflicts_with = "trace")]
+    config: Option<PathBuf>,
+    /// A trace of `time, object_id, size` lines (needs --partitions).
+    #[arg(long, value_name = "FILE", requires = "partitions")]
+    trace: Option<PathBuf>,
+    /// Data partitions the trace's objects are grouped into.
+    #[arg(long, value_name = "P")]
+    partitions: Option<u32>,
+    /// Seed of the workload and the object contents (default: the config's, else 1).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Span of the generator's arrivals, in seconds.
+    #[arg(long, value_name = "S")]
+    duration_s: Option<f64>,
+    /// The generator's arrival rate, requests per second.
+    #[arg(long, value_name = "PER_S")]
+    rate: Option<f64>,
+    /// A ~10 s run (10 s of arrivals at no more than 100 requests/s).
+    #[arg(long)]
+    quick: bool,
+    /// Multiply arrival times by this (> 1 slows the run down).
+    #[arg(long, value_name = "F")]
+    time_scale: Option<f64>,
+    /// Object sizes (and read lengths) are clamped to this many bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = load::source::DEFAULT_MAX_OBJECT_BYTES)]
+    max_object_bytes: u64,
+    /// The generator's object count is clamped to this.
+    #[arg(long, value_name = "N", default_value_t = load::source::DEFAULT_MAX_OBJECTS)]
+    max_objects: u64,
+    /// Open loop: most requests in flight (later ones wait; the wait counts in their latency).
+    #[arg(long, value_name = "N", default_value_t = load::executor::DEFAULT_MAX_IN_FLIGHT)]
+    max_in_flight: usize,
+    /// Closed loop with this many clients instead of the open loop.
+    #[arg(long, value_name = "N")]
+    clients: Option<usize>,
+    /// Closed loop: pause between a response and the client's next request, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 0, requires = "clients")]
+    think_ms: u64,
+    /// Bucket of the objects (created when missing).
+    #[arg(long, value_name = "NAME", default_value = load::objects::DEFAULT_BUCKET)]
+    bucket: String,
+    /// Do not load the objects first (they must be there already).
+    #[arg(long)]
+    no_prepare: bool,
+    /// Compare the bytes of every Nth request (every request has its length checked).
+    #[arg(long, value_name = "N", default_value_t = load::run::DEFAULT_VERIFY_EVERY)]
+    verify_every: u64,
+    /// Results folder (created; files of the same names are replaced).
+    #[arg(long, value_name = "DIR", default_value = "load-results")]
+    out: PathBuf,
+    /// Also write the records as CSV under DIR/records.
+    #[arg(long)]
+    records: bool,
+    /// Write SVG plots only (no PNGs).
+    #[arg(long)]
+    no_png: bool,
 }
 
 #[derive(Debug, Args)]
@@ -319,6 +402,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::AddNode(args)) => admin_add_node(args),
         Command::Sim(args) => run_sim(args),
         Command::Experiment(ExperimentCommand::Hu2017(args)) => run_hu2017(args),
+        Command::Load(args) => run_load(*args),
     }
 }
 
@@ -578,4 +662,75 @@ fn bench_s3(args: S3Args) -> anyhow::Result<()> {
 fn print_stdout(text: &str) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).context("cannot write to stdout")
+}
+
+fn run_load(args: LoadArgs) -> anyhow::Result<()> {
+    let (gateways, code, node_count) = load::run::resolve_gateways(
+        &args.cluster,
+        &args.endpoint,
+        args.access_key.as_deref(),
+        args.secret_key.as_deref(),
+        &args.region,
+    )?;
+    let source = match (args.config, args.trace, args.partitions) {
+        (Some(config), _, _) => load::WorkloadSource::Config(config),
+        (None, Some(path), Some(partitions)) => load::WorkloadSource::Trace { path, partitions },
+        (None, None, None) => load::WorkloadSource::Generator,
+        (None, _, _) => anyhow::bail!("--partitions goes with --trace"),
+    };
+    let mode = match args.clients {
+        Some(clients) => load::LoopMode::Closed { clients, think: std::time::Duration::from_millis(args.think_ms) },
+        None => load::LoopMode::Open { max_in_flight: args.max_in_flight },
+    };
+    let config = load::LoadConfig {
+        gateways,
+        code,
+        node_count,
+        source,
+        caps: load::LiveCaps {
+            seed: args.seed,
+            duration_s: args.duration_s,
+            rate_per_s: args.rate,
+            quick: args.quick,
+            max_object_bytes: args.max_object_bytes,
+            max_objects: args.max_objects,
+            time_scale: args.time_scale,
+        },
+        mode,
+        bucket: args.bucket,
+        prepare: !args.no_prepare,
+        verify_every: args.verify_every,
+        out_dir: args.out.clone(),
+        records_csv: args.records,
+        png: !args.no_png,
+        show_progress: true,
+    };
+    let outcome = load::run_load(&config)?;
+    let stats = &outcome.stats;
+    if let Some(prepared) = &stats.prepare {
+        println!(
+            "objects: {} read by the workload, {} uploaded, {} already present ({:.1} s)",
+            prepared.objects, prepared.uploaded, prepared.present, stats.prepare_s
+        );
+    }
+    print_tables(std::iter::once(&outcome.result.summary));
+    let row = outcome.result.summary.row();
+    let ms = |seconds: Option<f64>| seconds.map_or("-".to_owned(), |s| format!("{:.2} ms", s * 1e3));
+    println!(
+        "{} over {} gateway(s): {} requests in {:.1} s, p50 {}, p95 {}, p99 {}, {} failed; results in {} (open report.html)",
+        stats.mode,
+        stats.gateways.len(),
+        stats.requests,
+        stats.run_s,
+        ms(row.median),
+        ms(row.p95),
+        ms(row.p99),
+        stats.failed,
+        args.out.display()
+    );
+    for error in &stats.first_errors {
+        eprintln!("failure: {error}");
+    }
+    anyhow::ensure!(stats.failed == 0, "{} of {} requests failed", stats.failed, stats.requests);
+    Ok(())
 }
