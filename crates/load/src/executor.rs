@@ -26,9 +26,18 @@ pub const KEPT_ERRORS: usize = 5;
 /// Most requests in flight of an open loop unless told otherwise.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
-/// What one request's I/O returns: `Err` with a message when the request failed or returned wrong
-/// bytes.
-pub type FetchFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+/// How one request's I/O ended.
+#[derive(Debug)]
+pub struct Fetched {
+    /// When the last byte arrived (or the request failed): the record's completion, taken before
+    /// any check of the bytes so that checking is not charged to the store.
+    pub last_byte: Instant,
+    /// `Err` with a message when the request failed or returned wrong bytes.
+    pub outcome: Result<(), String>,
+}
+
+/// What one request's I/O resolves to.
+pub type FetchFuture = Pin<Box<dyn Future<Output = Fetched> + Send>>;
 
 /// The I/O of one request, sent to gateway `gateway` (an index into the run's gateways).
 pub trait Fetch: Send + Sync + 'static {
@@ -98,16 +107,11 @@ impl Tally {
     }
 
     /// Stores the record of `request`, which was scheduled at `arrival_ns` and sent at `sent_ns`.
-    fn finish(
-        &self,
-        request: &ReadRequest,
-        gateway: usize,
-        arrival_ns: u64,
-        sent_ns: u64,
-        outcome: Result<(), String>,
-    ) {
-        let completion_ns = self.now_ns().max(sent_ns);
-        let outcome = match outcome {
+    fn finish(&self, request: &ReadRequest, gateway: usize, arrival_ns: u64, sent_ns: u64, fetched: Fetched) {
+        let last_byte_ns = u64::try_from(fetched.last_byte.saturating_duration_since(self.start).as_nanos())
+            .expect("a run shorter than 584 years");
+        let completion_ns = last_byte_ns.max(sent_ns);
+        let outcome = match fetched.outcome {
             Ok(()) => Outcome::Ok,
             Err(message) => {
                 let mut kept = self.first_errors.lock().expect("no task panics holding the lock");
@@ -300,11 +304,12 @@ mod tests {
                 this.per_gateway.lock().unwrap()[gateway].push(request.id.0);
                 tokio::time::sleep(this.service).await;
                 this.in_flight.fetch_sub(1, Ordering::SeqCst);
-                if this.fail_odd && request.id.0 % 2 == 1 {
+                let outcome = if this.fail_odd && request.id.0 % 2 == 1 {
                     Err(format!("request {} failed", request.id.0))
                 } else {
                     Ok(())
-                }
+                };
+                Fetched { last_byte: Instant::now(), outcome }
             })
         }
     }

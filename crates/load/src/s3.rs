@@ -6,13 +6,14 @@
 //! `verify_every`-th request). Must not: retry (the clients have retries off), keep object bodies
 //! beyond the requests in flight, or decide when requests are sent (the executor does).
 
-use crate::executor::{Fetch, FetchFuture};
+use crate::executor::{Fetch, FetchFuture, Fetched};
 use crate::objects::{object_bytes, object_key};
 use aws_sdk_s3::primitives::ByteStream;
 use bench::s3_client::error_text;
 use futures_util::StreamExt;
 use model::{ObjectId, ReadRequest};
 use std::collections::BTreeMap;
+use tokio::time::Instant;
 
 /// Objects loaded at once by [`prepare`]: enough to keep a loopback cluster busy, few enough that
 /// bodies in memory stay under `PREPARE_CONCURRENCY × max_object_bytes`.
@@ -132,15 +133,22 @@ impl Fetch for S3Fetch {
             if request.length < object_size {
                 get = get.range(format!("bytes=0-{}", request.length - 1));
             }
-            let response = get.send().await.map_err(|error| format!("GET {key}: {}", error_text(&error)))?;
-            let body = response.body.collect().await.map_err(|error| format!("GET {key}: body: {error}"))?.into_bytes();
-            if body.len() as u64 != request.length {
-                return Err(format!("GET {key}: {} bytes, {} requested", body.len(), request.length));
-            }
-            if verify && body[..] != object_bytes(seed, request.object, request.length)[..] {
-                return Err(format!("GET {key}: the bytes differ from those loaded"));
-            }
-            Ok(())
+            let body = match get.send().await {
+                Ok(response) => response.body.collect().await.map_err(|error| format!("GET {key}: body: {error}")),
+                Err(error) => Err(format!("GET {key}: {}", error_text(&error))),
+            };
+            let last_byte = Instant::now();
+            let outcome = body.and_then(|body| {
+                let body = body.into_bytes();
+                if body.len() as u64 != request.length {
+                    return Err(format!("GET {key}: {} bytes, {} requested", body.len(), request.length));
+                }
+                if verify && body[..] != object_bytes(seed, request.object, request.length)[..] {
+                    return Err(format!("GET {key}: the bytes differ from those loaded"));
+                }
+                Ok(())
+            });
+            Fetched { last_byte, outcome }
         })
     }
 }
