@@ -36,7 +36,11 @@ impl S3Endpoint {
 
 /// A client of `endpoint` over plain HTTP; `app_name` labels the credentials, `request_timeout`
 /// turns a hung request into an error instead of a hung measurement.
-pub fn measurement_client(endpoint: &S3Endpoint, app_name: &'static str, request_timeout: Duration) -> aws_sdk_s3::Client {
+pub fn measurement_client(
+    endpoint: &S3Endpoint,
+    app_name: &'static str,
+    request_timeout: Duration,
+) -> aws_sdk_s3::Client {
     let credentials = Credentials::new(&endpoint.access_key, &endpoint.secret_key, None, None, app_name);
     let config = aws_sdk_s3::Config::builder()
         .behavior_version_latest()

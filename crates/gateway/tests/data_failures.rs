@@ -205,3 +205,44 @@ async fn a_live_node_wrongly_marked_down_is_read_when_nothing_else_decodes() {
     assert!(matches!(error, gateway::data::DataError::Lost(_)), "{error}");
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overloaded_live_nodes_make_a_read_unavailable_not_lost() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    config.degraded_read_timeout_ms = 100;
+    config.node_rpc_timeout_ms = 600;
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern(600_000, 8);
+    let layout = data.write(body.clone()).await.unwrap();
+    let Layout::Striped { segments } = &layout else { panic!("striped") };
+    let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
+    // Four live nodes (data units 0..4) answer far slower than the RPC timeout: every node is Up,
+    // nothing is lost, but no six units can be read in time.
+    let slow = ServiceModel { enabled: true, overhead_us: 3_000_000, ..Default::default() };
+    for unit in 0..4 {
+        cluster.client(stripe.placement[unit].0 as usize).await.set_service_model(&slow).await.unwrap();
+    }
+    let error = data.read(&layout, 0..100).await.unwrap_err();
+    assert!(matches!(error, gateway::data::DataError::Unavailable(_)), "{error}");
+    for unit in 0..4 {
+        let node = stripe.placement[unit].0 as usize;
+        cluster.client(node).await.set_service_model(&ServiceModel::default()).await.unwrap();
+    }
+    // Once the nodes keep up again, the same read succeeds: the data was never lost.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match data.read(&layout, 0..body.len() as u64).await {
+            Ok(read) => {
+                assert!(read == body);
+                break;
+            }
+            Err(error) => {
+                assert!(Instant::now() < deadline, "still failing: {error}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    cluster.shutdown().await;
+}

@@ -136,7 +136,7 @@ impl StripeIo {
     }
 
     /// Reads `length` bytes at `offset` of `unit` of `stripe` from the unit's node. A corrupt unit is
-    /// reported; every failure comes back as a message (the caller reads elsewhere).
+    /// reported; every failure comes back as a [`UnitReadError`] (the caller reads elsewhere).
     pub async fn read_unit(
         &self,
         nodes: &NodeMap,
@@ -144,21 +144,23 @@ impl StripeIo {
         unit: usize,
         offset: u64,
         length: u64,
-    ) -> Result<Bytes, String> {
+    ) -> Result<Bytes, UnitReadError> {
         let node_id = stripe.placement[unit];
-        let node = nodes.get(&node_id).ok_or_else(|| format!("node {node_id} is not registered"))?;
-        let client = self.cluster.client(node).await.map_err(|e| e.to_string())?;
-        let unit_index = u16::try_from(unit).map_err(|_| format!("unit index {unit} too large"))?;
+        let transient = |message: String| UnitReadError { message, gone: false };
+        let node = nodes.get(&node_id).ok_or_else(|| transient(format!("node {node_id} is not registered")))?;
+        let client = self.cluster.client(node).await.map_err(|e| transient(e.to_string()))?;
+        let unit_index = u16::try_from(unit).map_err(|_| transient(format!("unit index {unit} too large")))?;
         match client.read_range(stripe.id.0, unit_index, offset, length).await {
             Ok((data, _timing)) => Ok(data),
             Err(error) => {
                 // A corrupt unit, or one its node does not have (written while the node was down,
                 // and the node came back before repair moved the unit): either way the copy must be
                 // rebuilt, which is what a corrupt report asks repair to do.
-                if error.is_corrupt() || error.is_not_found() {
+                let gone = error.is_corrupt() || error.is_not_found();
+                if gone {
                     self.report_corrupt(stripe.id, unit_index, node_id);
                 }
-                Err(format!("unit {}/{unit} on node {node_id}: {error}", stripe.id))
+                Err(UnitReadError { message: format!("unit {}/{unit} on node {node_id}: {error}", stripe.id), gone })
             }
         }
     }
@@ -175,14 +177,25 @@ impl StripeIo {
         offset: u64,
         length: u64,
     ) -> Result<Bytes, DataError> {
+        // A live node holding the unit that failed only for now (timeout, refusal) means the data is
+        // there: a read that also cannot decode is then a 503 for the client to retry, not a loss.
+        let busy = |degraded_error: DataError, primary_error: &UnitReadError| match degraded_error {
+            DataError::Lost(why) if !primary_error.gone => {
+                DataError::Unavailable(format!("{why}; unit {unit}'s own node did not answer: {primary_error}; retry"))
+            }
+            other => other,
+        };
         let node_up = nodes.get(&stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
         if node_up {
             let primary = self.read_unit(nodes, stripe, unit, offset, length);
             tokio::pin!(primary);
-            tokio::select! {
+            let primary_error = tokio::select! {
                 result = &mut primary => match result {
                     Ok(data) => return Ok(data),
-                    Err(error) => tracing::info!(%error, "unit read failed; reading degraded"),
+                    Err(error) => {
+                        tracing::info!(%error, "unit read failed; reading degraded");
+                        error
+                    }
                 },
                 () = tokio::time::sleep(self.config.degraded_read_timeout()) => {
                     tracing::debug!(stripe = %stripe.id, unit, "unit read is slow; racing a degraded read");
@@ -192,23 +205,27 @@ impl StripeIo {
                     return tokio::select! {
                         result = &mut primary => match result {
                             Ok(data) => Ok(data),
-                            Err(_) => degraded.await,
+                            Err(primary_error) => degraded.await.map_err(|e| busy(e, &primary_error)),
                         },
                         result = &mut degraded => match result {
                             Ok(data) => Ok(data),
-                            Err(degraded_error) => primary.await.map_err(|_| degraded_error),
+                            Err(degraded_error) => primary.await.map_err(|e| busy(degraded_error, &e)),
                         },
                     };
                 }
-            }
+            };
+            self.count_degraded();
+            return self
+                .rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new())
+                .await
+                .map_err(|e| busy(e, &primary_error));
         }
         self.count_degraded();
         match self.rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new()).await {
             // The unit's node may be Down only because a probe timed out: ask it before giving up.
-            Err(DataError::Lost(why)) => self
-                .read_unit(nodes, stripe, unit, offset, length)
-                .await
-                .map_err(|error| DataError::Lost(format!("{why}; the unit itself is unreadable too: {error}"))),
+            Err(error @ (DataError::Lost(_) | DataError::Unavailable(_))) => {
+                self.read_unit(nodes, stripe, unit, offset, length).await.map_err(|_| error)
+            }
             other => other,
         }
     }
@@ -233,6 +250,7 @@ impl StripeIo {
         mut failed: BTreeSet<usize>,
     ) -> Result<Bytes, DataError> {
         failed.insert(target);
+        let mut busy: BTreeSet<usize> = BTreeSet::new();
         // Every retry marks one more unit failed, so the loop ends within n rounds.
         for _round in 0..stripe.placement.len() {
             let readable = plan::readable_units(&stripe.placement, nodes, &failed);
@@ -245,10 +263,7 @@ impl StripeIo {
                 plan::recovery_units(code, &not_failed, target)
             });
             let Some(sources) = sources else {
-                return Err(DataError::Lost(format!(
-                    "unit {}/{target}: units {failed:?} unreadable, too few left to decode",
-                    stripe.id
-                )));
+                return Err(undecodable(stripe.id, target, &failed, &busy));
             };
             let mut reads: FuturesUnordered<_> =
                 sources
@@ -265,6 +280,12 @@ impl StripeIo {
                     Ok(data) => buffers[slot] = data,
                     Err(error) => {
                         tracing::info!(%error, "recovery-set read failed; choosing another set");
+                        // A live node that did not answer (overloaded, restarting) still holds
+                        // its copy: running out of units then is a 503, not data loss.
+                        let node_up = nodes.get(&stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
+                        if !error.gone && node_up {
+                            busy.insert(unit);
+                        }
                         source_failed = Some(unit);
                         break;
                     }
@@ -278,7 +299,7 @@ impl StripeIo {
                 None => return decode(code, target, &sources, &buffers),
             }
         }
-        Err(DataError::Lost(format!("unit {}/{target}: no recovery set could be read", stripe.id)))
+        Err(undecodable(stripe.id, target, &failed, &busy))
     }
 
     /// Writes a unit to `node`; returns once it is durable there.
@@ -308,6 +329,35 @@ impl StripeIo {
             .filter_map(|(unit, node)| nodes.get(node).map(|info| self.delete_unit_best_effort(info, stripe, *unit)))
             .collect();
         while deletes.next().await.is_some() {}
+    }
+}
+
+/// Why a unit read failed, and whether the copy itself is gone (corrupt, or missing on its node).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitReadError {
+    /// What happened.
+    pub message: String,
+    /// The copy is corrupt or missing: asking again will not help. Otherwise the node did not
+    /// answer in time, refused, or was unreachable.
+    pub gone: bool,
+}
+
+impl std::fmt::Display for UnitReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The error of a read that found too few units: data loss only when every unit that failed is
+/// gone or on a node membership has marked Down; when some failed only because a live node did
+/// not answer, the data is there and the client should retry (503).
+fn undecodable(stripe: StripeId, target: usize, failed: &BTreeSet<usize>, busy: &BTreeSet<usize>) -> DataError {
+    if busy.is_empty() {
+        DataError::Lost(format!("unit {stripe}/{target}: units {failed:?} unreadable, too few left to decode"))
+    } else {
+        DataError::Unavailable(format!(
+            "unit {stripe}/{target}: units {busy:?} on live nodes did not answer (of {failed:?} unreadable); retry"
+        ))
     }
 }
 
