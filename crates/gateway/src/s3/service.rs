@@ -148,6 +148,43 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|elapsed| elapsed.as_millis() as u64).unwrap_or(0)
 }
 
+/// The standard headers of a PUT or CreateMultipartUpload input (distinct s3s types with the same
+/// field names), as the metadata store keeps them.
+macro_rules! content_headers {
+    ($input:expr) => {
+        ContentHeaders {
+            cache_control: $input.cache_control,
+            content_disposition: $input.content_disposition,
+            content_encoding: $input.content_encoding,
+            content_language: $input.content_language,
+            expires_ms: $input.expires.map(timestamp_ms),
+        }
+    };
+}
+
+/// What GET and HEAD both answer about an object (`$output` is `GetObjectOutput` or
+/// `HeadObjectOutput`: distinct s3s types with the same field names), plus `$extra` fields.
+macro_rules! object_answer {
+    ($output:ident, $object:expr, $length:expr, $content_range:expr, { $($field:ident: $value:expr),* $(,)? }) => {
+        $output {
+            $($field: $value,)*
+            content_length: Some($length as i64),
+            content_range: $content_range,
+            accept_ranges: Some("bytes".into()),
+            e_tag: Some(ETag::Strong($object.etag.clone())),
+            last_modified: Some(timestamp($object.last_modified_ms)),
+            metadata: output_metadata(&$object),
+            content_type: $object.content_type.clone(),
+            cache_control: $object.headers.cache_control.clone(),
+            content_disposition: $object.headers.content_disposition.clone(),
+            content_encoding: $object.headers.content_encoding.clone(),
+            content_language: $object.headers.content_language.clone(),
+            expires: $object.headers.expires_ms.map(timestamp),
+            ..Default::default()
+        }
+    };
+}
+
 fn timestamp(ms: u64) -> Timestamp {
     Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
 }
@@ -408,13 +445,7 @@ impl S3 for LowtailS3 {
                 etag: etag.clone(),
                 content_type: input.content_type,
                 user_metadata: user_metadata(input.metadata),
-                headers: ContentHeaders {
-                    cache_control: input.cache_control,
-                    content_disposition: input.content_disposition,
-                    content_encoding: input.content_encoding,
-                    content_language: input.content_language,
-                    expires_ms: input.expires.map(timestamp_ms),
-                },
+                headers: content_headers!(input),
                 last_modified_ms: now_ms(),
                 layout: layout.clone(),
             };
@@ -456,22 +487,9 @@ impl S3 for LowtailS3 {
             if body.len() as u64 != length {
                 return Err(s3(S3ErrorCode::InternalError, "the data path returned the wrong number of bytes"));
             }
-            let output = GetObjectOutput {
+            let output = object_answer!(GetObjectOutput, object, length, content_range, {
                 body: Some(StreamingBlob::from(s3s::Body::from(body))),
-                content_length: Some(length as i64),
-                content_range,
-                accept_ranges: Some("bytes".into()),
-                e_tag: Some(ETag::Strong(object.etag.clone())),
-                last_modified: Some(timestamp(object.last_modified_ms)),
-                metadata: output_metadata(&object),
-                content_type: object.content_type.clone(),
-                cache_control: object.headers.cache_control.clone(),
-                content_disposition: object.headers.content_disposition.clone(),
-                content_encoding: object.headers.content_encoding.clone(),
-                content_language: object.headers.content_language.clone(),
-                expires: object.headers.expires_ms.map(timestamp),
-                ..Default::default()
-            };
+            });
             Ok(S3Response::new(output))
         })
         .await
@@ -491,21 +509,7 @@ impl S3 for LowtailS3 {
             let length = range.end - range.start;
             // A ranged HEAD answers 206; s3s 0.14 ignores a status set here for HeadObject, so
             // `server` sets it from the Content-Range header.
-            let output = HeadObjectOutput {
-                content_length: Some(length as i64),
-                content_range,
-                accept_ranges: Some("bytes".into()),
-                e_tag: Some(ETag::Strong(object.etag.clone())),
-                last_modified: Some(timestamp(object.last_modified_ms)),
-                metadata: output_metadata(&object),
-                content_type: object.content_type.clone(),
-                cache_control: object.headers.cache_control.clone(),
-                content_disposition: object.headers.content_disposition.clone(),
-                content_encoding: object.headers.content_encoding.clone(),
-                content_language: object.headers.content_language.clone(),
-                expires: object.headers.expires_ms.map(timestamp),
-                ..Default::default()
-            };
+            let output = object_answer!(HeadObjectOutput, object, length, content_range, {});
             Ok(S3Response::new(output))
         })
         .await
@@ -732,13 +736,7 @@ impl S3 for LowtailS3 {
                 initiated_ms: now_ms(),
                 content_type: input.content_type,
                 user_metadata: user_metadata(input.metadata),
-                headers: ContentHeaders {
-                    cache_control: input.cache_control,
-                    content_disposition: input.content_disposition,
-                    content_encoding: input.content_encoding,
-                    content_language: input.content_language,
-                    expires_ms: input.expires.map(timestamp_ms),
-                },
+                headers: content_headers!(input),
             };
             let upload = self.meta.create_multipart(upload).await.map_err(from_meta)?;
             let output = CreateMultipartUploadOutput {
