@@ -162,6 +162,23 @@ macro_rules! content_headers {
     };
 }
 
+/// The object a GET or HEAD input (distinct s3s types with the same field names) names, once its
+/// conditional headers hold, with the byte range to answer and its Content-Range.
+macro_rules! read_target {
+    ($self:ident, $input:expr) => {{
+        let input = &$input;
+        let conditions = Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        };
+        let object = $self.object_for_read(&input.bucket, &input.key, &conditions).await?;
+        let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
+        (object, range, content_range)
+    }};
+}
+
 /// What GET and HEAD both answer about an object (`$output` is `GetObjectOutput` or
 /// `HeadObjectOutput`: distinct s3s types with the same field names), plus `$extra` fields.
 macro_rules! object_answer {
@@ -469,15 +486,7 @@ impl S3 for LowtailS3 {
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         observe("GetObject", async {
-            let input = &req.input;
-            let conditions = Conditions {
-                if_match: input.if_match.as_ref(),
-                if_none_match: input.if_none_match.as_ref(),
-                if_modified_since: input.if_modified_since.as_ref(),
-                if_unmodified_since: input.if_unmodified_since.as_ref(),
-            };
-            let object = self.object_for_read(&input.bucket, &input.key, &conditions).await?;
-            let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
+            let (object, range, content_range) = read_target!(self, req.input);
             let length = range.end - range.start;
             let body = if length == 0 {
                 Bytes::new()
@@ -497,15 +506,7 @@ impl S3 for LowtailS3 {
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         observe("HeadObject", async {
-            let input = &req.input;
-            let conditions = Conditions {
-                if_match: input.if_match.as_ref(),
-                if_none_match: input.if_none_match.as_ref(),
-                if_modified_since: input.if_modified_since.as_ref(),
-                if_unmodified_since: input.if_unmodified_since.as_ref(),
-            };
-            let object = self.object_for_read(&input.bucket, &input.key, &conditions).await?;
-            let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
+            let (object, range, content_range) = read_target!(self, req.input);
             let length = range.end - range.start;
             // A ranged HEAD answers 206; s3s 0.14 ignores a status set here for HeadObject, so
             // `server` sets it from the Content-Range header.
