@@ -192,6 +192,44 @@ impl Placement {
         Ok(Placement { node_count, data_units: spec.data_units(), total_units, nodes })
     }
 
+    /// A placement with no stripe yet, grown by [`Placement::push_stripe`]: a live executor learns
+    /// stripes as requests name them, where the simulator knows them all up front.
+    pub fn empty(spec: CodeSpec, node_count: u32) -> Result<Placement, LayoutError> {
+        let total_units = spec.total_units();
+        if (node_count as usize) < total_units {
+            return Err(LayoutError::TooFewNodes { node_count, units: total_units });
+        }
+        Ok(Placement { node_count, data_units: spec.data_units(), total_units, nodes: Vec::new() })
+    }
+
+    /// Appends a stripe on `nodes` (one per unit, distinct, in range) and returns its id.
+    pub fn push_stripe(&mut self, nodes: &[NodeId]) -> Result<StripeId, LayoutError> {
+        let stripe = self.stripe_count();
+        if nodes.len() != self.total_units {
+            return Err(LayoutError::WrongLength {
+                got: nodes.len(),
+                stripes: 1,
+                units: self.total_units,
+                want: self.total_units,
+            });
+        }
+        for (unit, node) in nodes.iter().enumerate() {
+            if node.0 >= self.node_count {
+                return Err(LayoutError::NodeOutOfRange { stripe, unit, node: node.0, node_count: self.node_count });
+            }
+            if nodes[..unit].contains(node) {
+                return Err(LayoutError::SharedNode { stripe, node: node.0 });
+            }
+        }
+        self.nodes.extend_from_slice(nodes);
+        Ok(StripeId(stripe))
+    }
+
+    /// Raises the node count (nodes joined); never lowers it, so every stripe stays in range.
+    pub fn grow_node_count(&mut self, node_count: u32) {
+        self.node_count = self.node_count.max(node_count);
+    }
+
     /// Nodes in the cluster.
     pub fn node_count(&self) -> u32 {
         self.node_count
@@ -277,5 +315,24 @@ mod tests {
         assert_eq!(placement.locate(PartitionId(3)), UnitLocation { stripe: StripeId(1), unit: 1 });
         assert_eq!(placement.node_of(StripeId(1), 0), NodeId(2));
         assert_eq!(placement.units_per_node(), vec![2, 2, 2]);
+    }
+
+    #[test]
+    fn an_empty_placement_grows_stripe_by_stripe_with_the_same_checks() {
+        let spec = CodeSpec::Rs { k: 2, m: 1 };
+        let ids = |v: &[u32]| v.iter().map(|&n| NodeId(n)).collect::<Vec<_>>();
+        let mut placement = Placement::empty(spec, 3).unwrap();
+        assert_eq!(placement.partition_count(), 0);
+        assert_eq!(placement.push_stripe(&ids(&[2, 0, 1])), Ok(StripeId(0)));
+        assert_eq!(placement.push_stripe(&ids(&[0, 0, 1])), Err(LayoutError::SharedNode { stripe: 1, node: 0 }));
+        assert!(matches!(placement.push_stripe(&ids(&[0, 1, 3])), Err(LayoutError::NodeOutOfRange { .. })));
+        assert!(matches!(placement.push_stripe(&ids(&[0, 1])), Err(LayoutError::WrongLength { .. })));
+        placement.grow_node_count(4);
+        placement.grow_node_count(2);
+        assert_eq!(placement.node_count(), 4);
+        assert_eq!(placement.push_stripe(&ids(&[0, 1, 3])), Ok(StripeId(1)));
+        assert_eq!(placement.partition_count(), 4);
+        assert_eq!(placement.locate(PartitionId(3)), UnitLocation { stripe: StripeId(1), unit: 1 });
+        assert!(matches!(Placement::empty(spec, 2), Err(LayoutError::TooFewNodes { .. })));
     }
 }

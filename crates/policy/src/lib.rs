@@ -54,6 +54,25 @@ pub trait ReadPolicy {
         rng: &mut dyn RngCore,
     ) -> ReadPlan;
 
+    /// The nodes [`ReadPolicy::plan`] will probe for `request`, in probe order, appended to
+    /// `targets`. Executors that cannot answer a probe synchronously (the live gateway) call this
+    /// with a copy of the random source they then pass to `plan`, send these probes in one parallel
+    /// round trip, and answer `plan`'s probes from the replies. The contract that makes this sound:
+    /// which nodes a policy probes depends only on the view's static facts, the request and the
+    /// random draws, never on probe answers, and `plan` given the same random state probes exactly
+    /// these nodes (a test checks it for every policy). Policies that do not probe per request add
+    /// nothing.
+    fn probe_targets(
+        &mut self,
+        view: &dyn ClusterView,
+        now_ns: u64,
+        request: &ReadRequest,
+        rng: &mut dyn RngCore,
+        targets: &mut Vec<NodeId>,
+    ) {
+        let _ = (view, now_ns, request, rng, targets);
+    }
+
     /// How often the executor must call [`ReadPolicy::refresh`] (lazy
     /// policies), or `None`.
     fn refresh_period_ns(&self) -> Option<u64> {

@@ -99,9 +99,10 @@ impl ReadPolicy for OptLazy {
         rng: &mut dyn RngCore,
     ) -> ReadPlan {
         let placement = view.placement();
+        // A live executor's placement grows as stripes are learnt: keep the demand counted so far.
         let partitions = placement.partition_count() as usize;
-        if self.demand_bytes.len() != partitions {
-            self.demand_bytes = vec![0.0; partitions];
+        if self.demand_bytes.len() < partitions {
+            self.demand_bytes.resize(partitions, 0.0);
         }
         self.demand_bytes[request.partition.index()] += request.length as f64;
         let location = placement.locate(request.partition);
@@ -131,8 +132,8 @@ impl ReadPolicy for OptLazy {
         let layout = view.layout();
         let node_count = placement.node_count() as usize;
         let partitions = placement.partition_count() as usize;
-        if self.demand_bytes.len() != partitions {
-            self.demand_bytes = vec![0.0; partitions];
+        if self.demand_bytes.len() < partitions {
+            self.demand_bytes.resize(partitions, 0.0);
         }
         let rates: Vec<f64> = (0..node_count as u32).map(|j| view.node_rate_bytes_per_s(NodeId(j))).collect();
         let mean_rate = rates.iter().sum::<f64>() / node_count as f64;

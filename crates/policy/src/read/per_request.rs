@@ -9,7 +9,7 @@
 
 use super::cost::{degraded_plan, marginal_load, normal_task, sampled_set, task_latency};
 use crate::{ClusterView, ReadPolicy};
-use model::{ReadPlan, ReadRequest, RecoverySet, UnitLocation};
+use model::{CodeLayout, NodeId, ReadPlan, ReadRequest, RecoverySet};
 use rand::RngCore;
 
 /// What a per-request decision minimises.
@@ -39,18 +39,38 @@ pub struct PerRequest {
     /// Scratch: probed queue bytes and rate per unit of the stripe.
     queue_by_unit: Vec<f64>,
     rate_by_unit: Vec<f64>,
+    probed_units: Vec<u8>,
 }
 
 impl PerRequest {
     /// A per-request policy.
     pub fn new(criterion: Criterion, probing: Probing) -> PerRequest {
-        PerRequest { criterion, probing, queue_by_unit: Vec::new(), rate_by_unit: Vec::new() }
+        PerRequest { criterion, probing, queue_by_unit: Vec::new(), rate_by_unit: Vec::new(), probed_units: Vec::new() }
     }
 
-    fn probe_unit(&mut self, view: &mut dyn ClusterView, location: UnitLocation, unit: u8) {
-        let node = view.placement().node_of(location.stripe, unit);
-        self.queue_by_unit[unit as usize] = view.probe(node).bytes as f64;
-        self.rate_by_unit[unit as usize] = view.node_rate_bytes_per_s(node);
+    /// The recovery sets this request compares (all, or one sampled: the only random draw) and
+    /// the units it probes, in probe order, into `units`.
+    fn candidates(
+        &self,
+        layout: &CodeLayout,
+        unit: u8,
+        rng: &mut dyn RngCore,
+        units: &mut Vec<u8>,
+    ) -> std::ops::Range<usize> {
+        let sets = layout.recovery_sets(unit);
+        units.clear();
+        match self.probing {
+            Probing::Full => {
+                units.extend(0..layout.total_units() as u8);
+                0..sets.len()
+            }
+            Probing::PowerOfTwo => {
+                let chosen = sampled_set(sets, rng);
+                units.push(unit);
+                units.extend_from_slice(&sets[chosen].units);
+                chosen..chosen + 1
+            }
+        }
     }
 
     fn set_cost(&self, set: &RecoverySet, bytes: f64) -> f64 {
@@ -78,6 +98,21 @@ impl ReadPolicy for PerRequest {
         }
     }
 
+    fn probe_targets(
+        &mut self,
+        view: &dyn ClusterView,
+        _now_ns: u64,
+        request: &ReadRequest,
+        rng: &mut dyn RngCore,
+        targets: &mut Vec<NodeId>,
+    ) {
+        let location = view.placement().locate(request.partition);
+        let mut units = std::mem::take(&mut self.probed_units);
+        self.candidates(view.layout(), location.unit, rng, &mut units);
+        targets.extend(units.iter().map(|&unit| view.placement().node_of(location.stripe, unit)));
+        self.probed_units = units;
+    }
+
     fn plan(
         &mut self,
         view: &mut dyn ClusterView,
@@ -91,30 +126,14 @@ impl ReadPolicy for PerRequest {
         self.queue_by_unit.resize(n, f64::NAN);
         self.rate_by_unit.clear();
         self.rate_by_unit.resize(n, f64::NAN);
-        // Which sets to compare: all of them, or one sampled set.
-        let set_count = view.layout().recovery_sets(location.unit).len();
-        let candidates = match self.probing {
-            Probing::Full => 0..set_count,
-            Probing::PowerOfTwo => {
-                let chosen = sampled_set(view.layout().recovery_sets(location.unit), rng);
-                chosen..chosen + 1
-            }
-        };
-        // Probe: the whole stripe, or the original node and the sampled set.
-        match self.probing {
-            Probing::Full => {
-                for unit in 0..n as u8 {
-                    self.probe_unit(view, location, unit);
-                }
-            }
-            Probing::PowerOfTwo => {
-                self.probe_unit(view, location, location.unit);
-                let units = view.layout().recovery_sets(location.unit)[candidates.start].units.clone();
-                for unit in units {
-                    self.probe_unit(view, location, unit);
-                }
-            }
+        let mut units = std::mem::take(&mut self.probed_units);
+        let candidates = self.candidates(view.layout(), location.unit, rng, &mut units);
+        for &unit in &units {
+            let node = view.placement().node_of(location.stripe, unit);
+            self.queue_by_unit[unit as usize] = view.probe(node).bytes as f64;
+            self.rate_by_unit[unit as usize] = view.node_rate_bytes_per_s(node);
         }
+        self.probed_units = units;
         let bytes = request.length as f64;
         let (q, s) = (self.queue_by_unit[location.unit as usize], self.rate_by_unit[location.unit as usize]);
         let normal_cost = match self.criterion {

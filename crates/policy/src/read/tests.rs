@@ -252,3 +252,61 @@ fn opt_lazy_demand_is_a_rate_so_the_table_does_not_depend_on_the_period() {
         assert!((normal - 11.0 / 14.0).abs() < 1e-6, "{normal}");
     }
 }
+
+/// A view that records which nodes are probed, in order.
+struct RecordingView {
+    inner: FakeView,
+    probed: Vec<NodeId>,
+}
+
+impl ClusterView for RecordingView {
+    fn placement(&self) -> &Placement {
+        self.inner.placement()
+    }
+    fn layout(&self) -> &CodeLayout {
+        self.inner.layout()
+    }
+    fn node_rate_bytes_per_s(&self, node: NodeId) -> f64 {
+        self.inner.node_rate_bytes_per_s(node)
+    }
+    fn frontend_count(&self) -> u32 {
+        1
+    }
+    fn probe(&mut self, node: NodeId) -> QueueState {
+        self.probed.push(node);
+        self.inner.probe(node)
+    }
+}
+
+/// The live gateway sends `probe_targets` in one round trip before `plan`: every policy must then
+/// probe exactly those nodes, in that order, whatever the queues say.
+#[test]
+fn plan_probes_exactly_the_announced_targets() {
+    use rand::RngCore;
+    for spec in [RS, LRC] {
+        for kind in PolicyKind::ALL {
+            let mut view = RecordingView { inner: FakeView::new(spec), probed: Vec::new() };
+            let mut policy = build_read_policy(kind, &PolicySettings::default());
+            let mut rng = ChaCha8Rng::seed_from_u64(7);
+            let mut saw_probes = false;
+            for round in 0..200u64 {
+                // Queues that change between rounds, so answers differ from request to request.
+                for (node, queue) in view.inner.queues.iter_mut().enumerate() {
+                    *queue = (rng.next_u64() % 4) * 1000 * (node as u64 % 3);
+                }
+                let partition = (round % u64::from(view.inner.placement.partition_count())) as u32;
+                let request = request(partition, 500 + round);
+                let mut targets = Vec::new();
+                policy.probe_targets(&view, round, &request, &mut rng.clone(), &mut targets);
+                view.probed.clear();
+                let plan = policy.plan(&mut view, round, &request, &mut rng);
+                plan.validate().unwrap();
+                assert_eq!(view.probed, targets, "{kind} on {spec}: round {round}");
+                saw_probes |= !targets.is_empty();
+            }
+            let probes_per_request =
+                matches!(kind, PolicyKind::Llf | PolicyKind::Lmlf | PolicyKind::LlfPw2 | PolicyKind::LmlfPw2);
+            assert_eq!(saw_probes, probes_per_request, "{kind} on {spec}");
+        }
+    }
+}
