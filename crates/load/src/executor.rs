@@ -132,6 +132,7 @@ impl Tally {
             decision_end_ns: sent_ns,
             completion_ns,
             probes: 0,
+            probe_wait_ns: 0,
             degraded: false,
             timed_out: false,
             outcome,

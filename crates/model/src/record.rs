@@ -50,6 +50,11 @@ pub struct RequestRecord {
     pub completion_ns: u64,
     /// Queue probes the controller sent for this request.
     pub probes: u32,
+    /// Part of the decision spent waiting for probe replies (the probe round trip), so the
+    /// controller's own processing is `decision_end_ns - decision_start_ns - probe_wait_ns`.
+    /// Zero when nothing was probed. Absent in records written before it existed.
+    #[serde(default)]
+    pub probe_wait_ns: u64,
     /// Whether the bytes came from a recovery set (a degraded read),
     /// whether proactive or after a timeout.
     pub degraded: bool,
@@ -66,6 +71,14 @@ impl RequestRecord {
     pub fn latency_ns(&self) -> u64 {
         debug_assert!(self.completion_ns >= self.arrival_ns);
         self.completion_ns - self.arrival_ns
+    }
+
+    /// The controller's own decision time: deciding, without queueing at
+    /// the frontend and without waiting for probe replies.
+    #[inline]
+    pub fn decision_compute_ns(&self) -> u64 {
+        debug_assert!(self.decision_end_ns >= self.decision_start_ns);
+        (self.decision_end_ns - self.decision_start_ns).saturating_sub(self.probe_wait_ns)
     }
 
     /// Controller processing time: queueing at the frontend plus deciding
@@ -256,6 +269,7 @@ mod tests {
             decision_end_ns: 15,
             completion_ns: 40,
             probes: 2,
+            probe_wait_ns: 0,
             degraded: false,
             timed_out: false,
             outcome: Outcome::Ok,

@@ -26,6 +26,7 @@ fn request(id: u64, arrival_ms: u64, decided_ms: u64, completion_ms: u64, probes
         decision_end_ns: decided_ms * MS,
         completion_ns: completion_ms * MS,
         probes,
+        probe_wait_ns: 0,
         degraded: false,
         timed_out: false,
         outcome: Outcome::Ok,

@@ -776,6 +776,7 @@ impl<'a> Engine<'a> {
             decision_end_ns: active.decision_end_ns,
             completion_ns: active.completion_ns,
             probes: active.probes,
+            probe_wait_ns: if active.probes > 0 { self.setup.frontends.probe_rtt_ns } else { 0 },
             degraded: active.degraded,
             timed_out: active.fallback_launched,
             outcome: Outcome::Ok,
