@@ -6,6 +6,7 @@
 //! Must not: handle S3 requests or move data itself; it wires the layers that do and stops them in
 //! order (S3 first, so no request is cut off mid-write; then background services).
 
+use crate::data::controller::{Controller, ControllerConfig};
 use crate::data::erasure::{ErasureData, RunningData};
 use crate::data::packed::PackedStatus;
 use crate::data::repair::RepairStatus;
@@ -73,6 +74,8 @@ pub struct GatewayConfig {
     pub meta: MetaConfig,
     /// The data path: code, unit size, timeouts, membership, repair, cluster secret.
     pub data: DataConfig,
+    /// The read controller: the policy reads follow, this gateway's frontend number, records.
+    pub controller: ControllerConfig,
 }
 
 impl Default for GatewayConfig {
@@ -85,6 +88,7 @@ impl Default for GatewayConfig {
             max_object_bytes: crate::s3::DEFAULT_MAX_OBJECT_BYTES,
             meta: MetaConfig::default(),
             data: DataConfig::default(),
+            controller: ControllerConfig::default(),
         }
     }
 }
@@ -149,6 +153,7 @@ pub struct RunningGateway {
     http_addr: Option<SocketAddr>,
     meta: Arc<dyn MetaStore>,
     data: RunningData,
+    controller: Arc<Controller>,
     stop_s3: oneshot::Sender<()>,
     s3_server: JoinHandle<()>,
     stop_http: Option<oneshot::Sender<()>>,
@@ -164,6 +169,11 @@ impl RunningGateway {
     /// The metrics / admin endpoint's bound address, when configured.
     pub fn http_addr(&self) -> Option<SocketAddr> {
         self.http_addr
+    }
+
+    /// The read controller.
+    pub fn controller(&self) -> &Arc<Controller> {
+        &self.controller
     }
 
     /// The cluster's state now.
@@ -196,9 +206,11 @@ async fn cluster_status(meta: &dyn MetaStore, data: &RunningData) -> anyhow::Res
 /// server, and the HTTP endpoint. Returns once every listener is bound.
 pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::Result<RunningGateway> {
     config.validate()?;
-    let data = ErasureData::start(config.data.clone(), Arc::clone(&meta))
+    let mut data = ErasureData::start(config.data.clone(), Arc::clone(&meta))
         .await
         .map_err(|e| anyhow::anyhow!("cannot start the data path: {e}"))?;
+    let controller =
+        data.start_controller(&config.controller).map_err(|e| anyhow::anyhow!("cannot start the controller: {e}"))?;
     let object_data: Arc<dyn ObjectData> = Arc::new(data.data.clone());
     let credentials = config.credentials.iter().map(|c| (c.access_key.clone(), c.secret_key.clone())).collect();
     let options =
@@ -243,6 +255,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                     }
                 }),
             );
+        let app = app.merge(admin_routes(Arc::clone(&controller), config.data.cluster_secret.clone()));
         http_server = Some(tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async {
@@ -252,8 +265,94 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         }));
         stop_http = Some(stop);
     }
-    tracing::info!(%s3_addr, ?http_addr, code = %config.data.code, "gateway serving");
-    Ok(RunningGateway { s3_addr, http_addr, meta, data, stop_s3, s3_server, stop_http, http_server })
+    tracing::info!(%s3_addr, ?http_addr, code = %config.data.code, policy = %config.controller.policy, "gateway serving");
+    Ok(RunningGateway { s3_addr, http_addr, meta, data, controller, stop_s3, s3_server, stop_http, http_server })
+}
+
+/// Header carrying the cluster secret on the admin calls that change or export state.
+pub const SECRET_HEADER: &str = "x-lowtail-secret";
+/// Header of `POST /admin/records/take` counting records dropped since the last take.
+pub const DROPPED_HEADER: &str = "x-lowtail-records-dropped";
+
+/// A policy switch as `PUT /admin/policy` takes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyChange {
+    policy: String,
+    settings: Option<policy::PolicySettings>,
+}
+
+/// `GET /admin/policy`; `PUT /admin/policy` and `POST /admin/records/take`, which need the cluster
+/// secret in [`SECRET_HEADER`] (the endpoint is plain HTTP: bind it to a private address).
+fn admin_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let secret = Arc::new(secret);
+    let authorized = |headers: &HeaderMap, secret: &str| {
+        headers.get(SECRET_HEADER).is_some_and(|v| constant_time_eq(v.as_bytes(), secret.as_bytes()))
+    };
+    let refused = || (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response();
+    let (get_controller, put_controller, take_controller) =
+        (Arc::clone(&controller), Arc::clone(&controller), controller);
+    let (put_secret, take_secret) = (Arc::clone(&secret), secret);
+    axum::Router::new()
+        .route(
+            "/admin/policy",
+            axum::routing::get(move || std::future::ready(axum::Json(get_controller.policy()))).put(
+                move |headers: HeaderMap, body: bytes::Bytes| {
+                    let response = if !authorized(&headers, &put_secret) {
+                        refused()
+                    } else {
+                        match serde_json::from_slice::<PolicyChange>(&body) {
+                            Err(error) => {
+                                (StatusCode::BAD_REQUEST, format!("bad policy change: {error}")).into_response()
+                            }
+                            Ok(change) => match change.policy.parse::<policy::PolicyKind>() {
+                                Err(error) => (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
+                                Ok(kind) => {
+                                    let settings = change.settings.unwrap_or(put_controller.policy().settings);
+                                    match put_controller.set_policy(kind, settings) {
+                                        Ok(state) => axum::Json(state).into_response(),
+                                        Err(error) => (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
+                                    }
+                                }
+                            },
+                        }
+                    };
+                    std::future::ready(response)
+                },
+            ),
+        )
+        .route(
+            "/admin/records/take",
+            axum::routing::post(move |headers: HeaderMap| {
+                let response = if !authorized(&headers, &take_secret) {
+                    refused()
+                } else {
+                    let (records, dropped) = take_controller.take_records();
+                    let mut body = Vec::with_capacity(records.len() * 256);
+                    for record in &records {
+                        // A record is plain data: serialising it cannot fail.
+                        serde_json::to_writer(&mut body, record).expect("record serialises");
+                        body.push(b'\n');
+                    }
+                    (
+                        [
+                            (axum::http::header::CONTENT_TYPE, "application/x-ndjson".to_string()),
+                            (axum::http::HeaderName::from_static(DROPPED_HEADER), dropped.to_string()),
+                        ],
+                        body,
+                    )
+                        .into_response()
+                };
+                std::future::ready(response)
+            }),
+        )
+}
+
+/// Compares secrets without leaking where they differ through timing.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Opens the metadata store, starts the gateway, serves until `shutdown` completes, then stops it.

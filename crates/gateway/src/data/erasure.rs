@@ -20,6 +20,7 @@ use meta::{Layout, MetaError, MetaStore, NodeId, NodeState, StripeId, StripeMeta
 
 use super::cluster::ClusterView;
 use super::config::DataConfig;
+use super::controller::{Controller, ControllerConfig};
 use super::membership::{BackgroundTask, Membership};
 use super::packed::{PackRefused, Packer};
 use super::repair::{RepairService, RepairStatus};
@@ -513,6 +514,16 @@ pub struct RunningData {
 }
 
 impl RunningData {
+    /// Attaches a read controller built from `config` (every data-unit read of a sealed stripe then
+    /// follows its policy) and starts its lazy-refresh task. Once per data path.
+    pub fn start_controller(&mut self, config: &ControllerConfig) -> Result<Arc<Controller>, DataError> {
+        let controller = Arc::new(Controller::new(config, &self.data.code_name)?);
+        self.data.io.attach_controller(Arc::clone(&controller))?;
+        let (refresher, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
+        self.tasks.push(BackgroundTask::spawn("controller-refresh", move |stop| refresher.run_refresh(io, stop)));
+        Ok(controller)
+    }
+
     /// Repair progress, for `lowtail admin status`.
     pub fn repair_status(&self) -> RepairStatus {
         self.repair.status()

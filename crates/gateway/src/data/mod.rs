@@ -12,6 +12,7 @@ use std::ops::Range;
 
 pub mod cluster;
 pub mod config;
+pub mod controller;
 pub mod erasure;
 pub mod membership;
 pub mod memory;

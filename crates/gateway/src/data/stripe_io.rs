@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use bytes::Bytes;
 use codec::ErasureCode;
@@ -18,6 +18,7 @@ use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta};
 
 use super::cluster::ClusterView;
 use super::config::DataConfig;
+use super::controller::Controller;
 use super::placement::Placer;
 use super::{DataError, plan};
 
@@ -50,6 +51,9 @@ pub struct StripeIo {
     codes: Mutex<HashMap<String, Arc<dyn ErasureCode>>>,
     corrupt_reports: Mutex<BTreeSet<(StripeId, u16, NodeId)>>,
     counters: DataCounters,
+    /// The read controller, once attached: data-unit reads of sealed stripes then follow its
+    /// policy. Without one they follow the built-in Normal read below.
+    controller: OnceLock<Arc<Controller>>,
 }
 
 impl std::fmt::Debug for StripeIo {
@@ -69,12 +73,24 @@ impl StripeIo {
             codes: Mutex::new(HashMap::new()),
             corrupt_reports: Mutex::new(BTreeSet::new()),
             counters: DataCounters::default(),
+            controller: OnceLock::new(),
         }
     }
 
     /// The cluster view.
     pub fn cluster(&self) -> &Arc<ClusterView> {
         &self.cluster
+    }
+
+    /// Routes data-unit reads through `controller` from now on. Once only: a second controller is
+    /// refused (it would split the records and the policy's state).
+    pub fn attach_controller(&self, controller: Arc<Controller>) -> Result<(), DataError> {
+        self.controller.set(controller).map_err(|_| DataError::Internal("a read controller is already attached".into()))
+    }
+
+    /// The attached read controller.
+    pub fn controller(&self) -> Option<&Arc<Controller>> {
+        self.controller.get()
     }
 
     /// The configuration.
@@ -145,13 +161,25 @@ impl StripeIo {
         offset: u64,
         length: u64,
     ) -> Result<Bytes, UnitReadError> {
+        self.read_unit_timed(nodes, stripe, unit, offset, length).await.map(|(data, _timing)| data)
+    }
+
+    /// [`StripeIo::read_unit`] with the node's timing of the task (for the controller's records).
+    pub async fn read_unit_timed(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        unit: usize,
+        offset: u64,
+        length: u64,
+    ) -> Result<(Bytes, node::TaskTiming), UnitReadError> {
         let node_id = stripe.placement[unit];
         let transient = |message: String| UnitReadError { message, gone: false };
         let node = nodes.get(&node_id).ok_or_else(|| transient(format!("node {node_id} is not registered")))?;
         let client = self.cluster.client(node).await.map_err(|e| transient(e.to_string()))?;
         let unit_index = u16::try_from(unit).map_err(|_| transient(format!("unit index {unit} too large")))?;
         match client.read_range(stripe.id.0, unit_index, offset, length).await {
-            Ok((data, _timing)) => Ok(data),
+            Ok(answer) => Ok(answer),
             Err(error) => {
                 // A corrupt unit, or one its node does not have (written while the node was down,
                 // and the node came back before repair moved the unit): either way the copy must be
@@ -165,10 +193,28 @@ impl StripeIo {
         }
     }
 
+    /// Bytes `offset .. offset + length` of data unit `unit`, as the attached controller's policy
+    /// plans (see [`Controller::read`]), or by [`StripeIo::read_data_range_robust`] without one.
+    pub async fn read_data_range(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        unit: usize,
+        offset: u64,
+        length: u64,
+    ) -> Result<Bytes, DataError> {
+        match self.controller.get() {
+            Some(controller) => controller.read(self, nodes, stripe, code, unit, offset, length).await,
+            None => self.read_data_range_robust(nodes, stripe, code, unit, offset, length).await,
+        }
+    }
+
     /// Bytes `offset .. offset + length` of data unit `unit`: from the unit itself, or through a
     /// degraded read when its node is Down, it fails, or it has not answered within the degraded
-    /// read timeout (then both race and the loser is dropped, which cancels it on its node).
-    pub async fn read_data_range(
+    /// read timeout (then both race and the loser is dropped, which cancels it on its node). The
+    /// robust read: it tries every decodable set, and units on Down nodes, before giving up.
+    pub async fn read_data_range_robust(
         &self,
         nodes: &NodeMap,
         stripe: &StripeMeta,

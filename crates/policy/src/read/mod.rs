@@ -181,7 +181,7 @@ fn ms_to_ns(ms: u64) -> u64 {
 }
 
 /// Builds one controller's instance of a policy.
-pub fn build_read_policy(kind: PolicyKind, settings: &PolicySettings) -> Box<dyn ReadPolicy> {
+pub fn build_read_policy(kind: PolicyKind, settings: &PolicySettings) -> Box<dyn ReadPolicy + Send> {
     match kind {
         PolicyKind::Normal => Box::new(Normal::new(ms_to_ns(settings.normal_timeout_ms))),
         PolicyKind::Llf => Box::new(PerRequest::new(Criterion::Latency, Probing::Full)),

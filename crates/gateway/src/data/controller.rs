@@ -1,0 +1,941 @@
+//! The read controller: the live executor of the policy layer. Every data-unit read of a sealed
+//! stripe goes through it: it asks the configured [`policy::ReadPolicy`] for a plan (sending the
+//! probes the policy announces in one parallel round trip, counted), carries the plan out over the
+//! storage nodes (a normal read, a proactive degraded read decoded here, or a normal read with a
+//! degraded read after a timeout), cancels the tasks that are no longer needed, and keeps one
+//! [`model::Record`] per read in the shared schema: gateway-side timestamps, per-task timings from
+//! the nodes mapped onto the gateway's clock. A background task refreshes the lazy policies' tables
+//! (probing every node, then the policy's own refresh, which for Opt-Lazy solves problem (1)).
+//!
+//! The policy values are the simulator's: this module only translates the store's stripes and nodes
+//! into the policy's dense ids (a placement that grows as stripes are read) and answers its view.
+//!
+//! Must not: decide anything a policy decides, hold a lock across an await, or lose availability:
+//! when a planned read cannot be completed (a node is Down, a unit is corrupt or missing) the read
+//! falls back to [`StripeIo`]'s robust degraded read, which the record marks as degraded.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use codec::ErasureCode;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use meta::{NodeState, StripeMeta};
+use model::{
+    CodeLayout, FrontendId, NEVER, ObjectId, Outcome, PartitionId, Placement, PlannedTask, QueueState, Quorum,
+    ReadPlan, ReadRequest, Record, RequestId, RequestRecord, TaskRecord, TaskRole,
+};
+use policy::{PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::DataError;
+use super::stripe_io::{NodeMap, StripeIo, decode};
+
+/// Most stripes the controller's placement holds; past it the placement and the policy's tables
+/// start afresh (bounds memory on a store with more stripes than any workload reads in a period).
+pub const MAX_CATALOG_STRIPES: usize = 1 << 20;
+/// Queue a probe that failed reports: an unreachable node looks so loaded no policy picks it.
+pub const UNREACHABLE_QUEUE_BYTES: u64 = 1 << 50;
+/// How often the refresh task wakes when the policy is not lazy (to notice a switch to one).
+const IDLE_REFRESH_CHECK: Duration = Duration::from_millis(500);
+/// Plans retried when the policy is switched between announcing probes and planning.
+const PLAN_ATTEMPTS: usize = 3;
+
+/// The `[controller]` section of a gateway's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ControllerConfig {
+    /// The read policy at start. Default `normal` (degraded read after a timeout).
+    pub policy: PolicyKind,
+    /// The policies' parameters (timeouts, lazy periods, Opt-Lazy objective).
+    pub settings: PolicySettings,
+    /// This gateway's frontend number in records. Default 0.
+    pub frontend_id: u16,
+    /// Gateways sharing the cluster: Opt-Lazy scales its own demand by it. Default 1.
+    pub frontend_count: u32,
+    /// Records kept until taken (`POST /admin/records/take`); later ones are counted and dropped.
+    /// Default 1,000,000 (about 200 MB at the worst).
+    pub max_records: usize,
+    /// Seed of the policy's random draws. Default 0 (with `frontend_id` mixed in).
+    pub seed: u64,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            policy: PolicyKind::Normal,
+            settings: PolicySettings::default(),
+            frontend_id: 0,
+            frontend_count: 1,
+            max_records: 1_000_000,
+            seed: 0,
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// Checks what can be checked before start.
+    pub fn validate(&self) -> Result<(), DataError> {
+        let bad = |why: &str| Err(DataError::Internal(format!("controller config: {why}")));
+        if self.frontend_count == 0 {
+            return bad("frontend_count must be at least 1");
+        }
+        if u32::from(self.frontend_id) >= self.frontend_count {
+            return bad("frontend_id must be below frontend_count");
+        }
+        validate_settings(&self.settings)
+    }
+}
+
+/// Checks policy parameters (zero periods or timeouts would make a policy spin or degrade always).
+pub fn validate_settings(settings: &PolicySettings) -> Result<(), DataError> {
+    if settings.normal_timeout_ms == 0 || settings.lmlf_lazy_period_ms == 0 || settings.opt_lazy_period_ms == 0 {
+        return Err(DataError::Internal(
+            "policy settings: normal_timeout_ms, lmlf_lazy_period_ms and opt_lazy_period_ms must be positive".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The policy a controller runs, as `GET /admin/policy` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyState {
+    /// The policy.
+    pub policy: PolicyKind,
+    /// Its parameters.
+    pub settings: PolicySettings,
+}
+
+/// Counters of the controller.
+#[derive(Debug, Default)]
+pub struct ControllerCounters {
+    /// Reads planned by the policy.
+    pub planned_reads: AtomicU64,
+    /// Probes sent for single requests.
+    pub request_probes: AtomicU64,
+    /// Probes sent by lazy refreshes.
+    pub refresh_probes: AtomicU64,
+    /// Planned reads that had to fall back to the robust degraded read.
+    pub fallbacks: AtomicU64,
+    /// Reads not planned (a stripe of another code, or a node not Up): the robust path served them.
+    pub bypassed: AtomicU64,
+    /// Records dropped because nobody took them.
+    pub dropped_records: AtomicU64,
+}
+
+/// The store's stripes and nodes in the policy's dense ids.
+struct Catalog {
+    code_name: String,
+    layout: CodeLayout,
+    placement: Placement,
+    /// Store stripe → (dense stripe, the store nodes it was registered with).
+    stripes: HashMap<u64, (model::StripeId, Vec<meta::NodeId>)>,
+    node_index: HashMap<meta::NodeId, model::NodeId>,
+    nodes: Vec<meta::NodeId>,
+    /// Service rate per dense node from the last probe (0 = not known yet).
+    rates: Vec<f64>,
+}
+
+impl Catalog {
+    fn new(code_name: &str) -> Result<Catalog, DataError> {
+        let spec: codec::CodeSpec =
+            code_name.parse().map_err(|e| DataError::Internal(format!("code {code_name:?}: {e}")))?;
+        let layout = CodeLayout::new(spec).map_err(|e| DataError::Internal(e.to_string()))?;
+        let placement =
+            Placement::empty(spec, spec.total_units() as u32).map_err(|e| DataError::Internal(e.to_string()))?;
+        Ok(Catalog {
+            code_name: code_name.to_string(),
+            layout,
+            placement,
+            stripes: HashMap::new(),
+            node_index: HashMap::new(),
+            nodes: Vec::new(),
+            rates: Vec::new(),
+        })
+    }
+
+    fn node(&mut self, id: meta::NodeId) -> model::NodeId {
+        if let Some(&dense) = self.node_index.get(&id) {
+            return dense;
+        }
+        let dense = model::NodeId(self.nodes.len() as u32);
+        self.nodes.push(id);
+        self.rates.push(0.0);
+        self.node_index.insert(id, dense);
+        self.placement.grow_node_count(self.nodes.len() as u32);
+        dense
+    }
+
+    /// The dense id of `stripe`, registering it (again, when repair moved a unit) as needed.
+    /// `None` when the catalog is full and must start afresh.
+    fn stripe(&mut self, stripe: &StripeMeta) -> Result<Option<model::StripeId>, DataError> {
+        if let Some((dense, nodes)) = self.stripes.get(&stripe.id.0)
+            && *nodes == stripe.placement
+        {
+            return Ok(Some(*dense));
+        }
+        if self.placement.stripe_count() as usize >= MAX_CATALOG_STRIPES {
+            return Ok(None);
+        }
+        let dense_nodes: Vec<model::NodeId> = stripe.placement.iter().map(|&n| self.node(n)).collect();
+        let dense = self.placement.push_stripe(&dense_nodes).map_err(|e| DataError::Internal(e.to_string()))?;
+        self.stripes.insert(stripe.id.0, (dense, stripe.placement.clone()));
+        Ok(Some(dense))
+    }
+
+    fn rate(&self, node: model::NodeId) -> f64 {
+        let rate = self.rates.get(node.index()).copied().unwrap_or(0.0);
+        if rate > 0.0 {
+            return rate;
+        }
+        // Unmeasured: the mean of the measured ones, so it neither attracts nor repels load.
+        let known: Vec<f64> = self.rates.iter().copied().filter(|r| *r > 0.0).collect();
+        if known.is_empty() { 1.0 } else { known.iter().sum::<f64>() / known.len() as f64 }
+    }
+}
+
+/// The policy's view of the cluster during one decision: the catalog plus the probe replies.
+struct LiveView<'a> {
+    catalog: &'a Catalog,
+    answers: &'a [(model::NodeId, QueueState)],
+    frontend_count: u32,
+    unanswered: u32,
+}
+
+impl policy::ClusterView for LiveView<'_> {
+    fn placement(&self) -> &Placement {
+        &self.catalog.placement
+    }
+    fn layout(&self) -> &CodeLayout {
+        &self.catalog.layout
+    }
+    fn node_rate_bytes_per_s(&self, node: model::NodeId) -> f64 {
+        self.catalog.rate(node)
+    }
+    fn frontend_count(&self) -> u32 {
+        self.frontend_count
+    }
+    fn probe(&mut self, node: model::NodeId) -> QueueState {
+        match self.answers.iter().find(|(n, _)| *n == node) {
+            Some((_, state)) => *state,
+            None => {
+                // A policy that probes what it did not announce breaks the contract of
+                // `ReadPolicy::probe_targets`; its test keeps this from happening.
+                self.unanswered += 1;
+                QueueState::default()
+            }
+        }
+    }
+}
+
+/// Everything behind the controller's one lock (held for microseconds, never across an await).
+struct State {
+    kind: PolicyKind,
+    settings: PolicySettings,
+    policy: Box<dyn ReadPolicy + Send>,
+    /// Bumped by every switch of policy and every catalog reset.
+    generation: u64,
+    catalog: Catalog,
+    rng: ChaCha8Rng,
+    next_request: u64,
+}
+
+/// One decided read: the plan and what the record needs.
+struct Decision {
+    plan: ReadPlan,
+    request: ReadRequest,
+    decision_start_ns: u64,
+    decision_end_ns: u64,
+    probes: u32,
+    probe_wait_ns: u64,
+    /// Dense node → store node, for the plan's tasks.
+    store_nodes: Vec<meta::NodeId>,
+}
+
+/// How one task ended.
+#[derive(Clone, Copy)]
+enum TaskEnd {
+    Done { timing: node::TaskTiming, sent_ns: u64, received_ns: u64 },
+    Failed,
+    Cancelled { sent_ns: u64 },
+    NotLaunched,
+}
+
+/// The live read controller; see the module documentation.
+pub struct Controller {
+    epoch: Instant,
+    frontend_id: u16,
+    frontend_count: u32,
+    max_records: usize,
+    state: Mutex<State>,
+    records: Mutex<VecDeque<Record>>,
+    counters: ControllerCounters,
+    switched: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller").field("policy", &self.policy()).field("counters", &self.counters).finish()
+    }
+}
+
+impl Controller {
+    /// A controller for stripes of code `code_name`.
+    pub fn new(config: &ControllerConfig, code_name: &str) -> Result<Controller, DataError> {
+        config.validate()?;
+        let catalog = Catalog::new(code_name)?;
+        let seed = config.seed ^ (u64::from(config.frontend_id) << 48);
+        Ok(Controller {
+            epoch: Instant::now(),
+            frontend_id: config.frontend_id,
+            frontend_count: config.frontend_count,
+            max_records: config.max_records,
+            state: Mutex::new(State {
+                kind: config.policy,
+                settings: config.settings,
+                policy: build_read_policy(config.policy, &config.settings),
+                generation: 0,
+                catalog,
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                next_request: 0,
+            }),
+            records: Mutex::new(VecDeque::new()),
+            counters: ControllerCounters::default(),
+            switched: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// Nanoseconds on the controller's clock (records use it).
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &ControllerCounters {
+        &self.counters
+    }
+
+    /// The policy running now.
+    pub fn policy(&self) -> PolicyState {
+        let state = self.lock();
+        PolicyState { policy: state.kind, settings: state.settings }
+    }
+
+    /// Switches the policy (its tables start empty; lazy ones are refreshed at once).
+    pub fn set_policy(&self, kind: PolicyKind, settings: PolicySettings) -> Result<PolicyState, DataError> {
+        validate_settings(&settings)?;
+        {
+            let mut state = self.lock();
+            state.kind = kind;
+            state.settings = settings;
+            state.policy = build_read_policy(kind, &settings);
+            state.generation += 1;
+        }
+        tracing::info!(policy = %kind, "read policy switched");
+        self.switched.notify_one();
+        Ok(PolicyState { policy: kind, settings })
+    }
+
+    /// Takes every record kept so far (completion order) and the count dropped since the last take.
+    pub fn take_records(&self) -> (Vec<Record>, u64) {
+        let records: Vec<Record> = std::mem::take(&mut *self.lock_records()).into();
+        (records, self.counters.dropped_records.swap(0, Ordering::Relaxed))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn lock_records(&self) -> MutexGuard<'_, VecDeque<Record>> {
+        self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn keep(&self, record: Record) {
+        let mut records = self.lock_records();
+        if records.len() >= self.max_records {
+            self.counters.dropped_records.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        records.push_back(record);
+    }
+
+    /// Bytes `offset .. offset + length` of data unit `unit` of sealed `stripe`, as the policy
+    /// plans. Reads the controller cannot plan (another code, a node not Up) take `io`'s robust
+    /// path unrecorded.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn read(
+        &self,
+        io: &StripeIo,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        unit: usize,
+        offset: u64,
+        length: u64,
+    ) -> Result<Bytes, DataError> {
+        let arrival_ns = self.now_ns();
+        let plannable = unit < code.data_units()
+            && unit <= usize::from(u8::MAX)
+            && stripe.placement.iter().all(|id| nodes.get(id).is_some_and(|n| n.state == NodeState::Up));
+        let decision = if plannable {
+            self.decide(io, nodes, stripe, unit, offset, length, arrival_ns).await.unwrap_or_else(|error| {
+                tracing::warn!(%error, "read not planned");
+                None
+            })
+        } else {
+            None
+        };
+        let Some(decision) = decision else {
+            self.counters.bypassed.fetch_add(1, Ordering::Relaxed);
+            return io.read_data_range_robust(nodes, stripe, code, unit, offset, length).await;
+        };
+        self.counters.planned_reads.fetch_add(1, Ordering::Relaxed);
+        metrics::histogram!("lowtail_controller_decision_seconds")
+            .record((decision.decision_end_ns - decision.decision_start_ns) as f64 / 1e9);
+        let mut ends = vec![TaskEnd::NotLaunched; decision.plan.tasks.len()];
+        let executed = self.execute(io, nodes, stripe, code, unit, &decision, &mut ends).await;
+        let (result, degraded, timed_out) = match executed {
+            Executed::Done { bytes, degraded, timed_out } => (Ok(bytes), degraded, timed_out),
+            Executed::Failed { timed_out } => {
+                // Availability first: the robust read tries every decodable set and Down nodes.
+                self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+                let result = io.read_data_range_robust(nodes, stripe, code, unit, offset, length).await;
+                (result, true, timed_out)
+            }
+        };
+        let completion_ns = self.now_ns();
+        let tasks = decision
+            .plan
+            .tasks
+            .iter()
+            .zip(&ends)
+            .map(|(task, end)| task_record(task, *end, decision.decision_end_ns))
+            .collect();
+        self.keep(Record {
+            request: RequestRecord {
+                request: decision.request.id,
+                frontend: FrontendId(self.frontend_id),
+                object: decision.request.object,
+                partition: decision.request.partition,
+                bytes: length,
+                arrival_ns,
+                decision_start_ns: decision.decision_start_ns,
+                decision_end_ns: decision.decision_end_ns,
+                completion_ns,
+                probes: decision.probes,
+                probe_wait_ns: decision.probe_wait_ns,
+                degraded,
+                timed_out,
+                outcome: if result.is_ok() { Outcome::Ok } else { Outcome::Failed },
+            },
+            tasks,
+        });
+        result
+    }
+
+    /// Plans a read: announced probes in one parallel round trip, then the policy's plan. `None`
+    /// when the catalog had to start afresh (the read is served unplanned).
+    #[allow(clippy::too_many_arguments)]
+    async fn decide(
+        &self,
+        io: &StripeIo,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        unit: usize,
+        offset: u64,
+        length: u64,
+        arrival_ns: u64,
+    ) -> Result<Option<Decision>, DataError> {
+        for _attempt in 0..PLAN_ATTEMPTS {
+            let decision_start_ns = self.now_ns();
+            // Phase 1: the request in dense ids and the probes the policy will make.
+            let (request, mut request_rng, targets, generation) = {
+                let mut state = self.lock();
+                let state = &mut *state;
+                let Some(dense) = state.catalog.stripe(stripe)? else {
+                    self.reset_catalog(state)?;
+                    return Ok(None);
+                };
+                let k = state.catalog.layout.data_units() as u32;
+                let id = RequestId(state.next_request);
+                state.next_request += 1;
+                let request = ReadRequest {
+                    id,
+                    // The controller reads unit ranges; the S3 key is the layer above's. The store's
+                    // stripe id names what was read.
+                    object: ObjectId(stripe.id.0),
+                    partition: PartitionId(dense.0 * k + unit as u32),
+                    offset,
+                    length,
+                    arrival_ns,
+                };
+                // One generator per request: concurrent decisions cannot shift each other's draws
+                // between announcing probes and planning.
+                let request_rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
+                let mut targets = Vec::new();
+                let view = LiveView {
+                    catalog: &state.catalog,
+                    answers: &[],
+                    frontend_count: self.frontend_count,
+                    unanswered: 0,
+                };
+                state.policy.probe_targets(&view, decision_start_ns, &request, &mut request_rng.clone(), &mut targets);
+                targets.dedup();
+                let store_targets: Vec<(model::NodeId, meta::NodeId)> =
+                    targets.iter().map(|&t| (t, state.catalog.nodes[t.index()])).collect();
+                (request, request_rng, store_targets, state.generation)
+            };
+            // Phase 2: the probes, in parallel, outside the lock.
+            let probe_sent_ns = self.now_ns();
+            let replies = self.probe_nodes(io, nodes, &targets).await;
+            let probe_wait_ns = if targets.is_empty() { 0 } else { self.now_ns() - probe_sent_ns };
+            self.counters.request_probes.fetch_add(targets.len() as u64, Ordering::Relaxed);
+            // Phase 3: the plan.
+            let mut state = self.lock();
+            if state.generation != generation {
+                continue;
+            }
+            let state = &mut *state;
+            let answers = record_rates(&mut state.catalog, &replies);
+            let mut view = LiveView {
+                catalog: &state.catalog,
+                answers: &answers,
+                frontend_count: self.frontend_count,
+                unanswered: 0,
+            };
+            let plan = state.policy.plan(&mut view, self.now_ns(), &request, &mut request_rng);
+            debug_assert_eq!(view.unanswered, 0, "{} probed a node it did not announce", state.policy.name());
+            debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
+            let store_nodes = plan.tasks.iter().map(|t| state.catalog.nodes[t.node.index()]).collect();
+            return Ok(Some(Decision {
+                plan,
+                request,
+                decision_start_ns,
+                decision_end_ns: self.now_ns(),
+                probes: targets.len() as u32,
+                probe_wait_ns,
+                store_nodes,
+            }));
+        }
+        Ok(None)
+    }
+
+    fn reset_catalog(&self, state: &mut State) -> Result<(), DataError> {
+        tracing::info!(stripes = MAX_CATALOG_STRIPES, "controller placement full; starting afresh");
+        state.catalog = Catalog::new(&state.catalog.code_name)?;
+        state.policy = build_read_policy(state.kind, &state.settings);
+        state.generation += 1;
+        Ok(())
+    }
+
+    /// Probes `targets` in parallel; a node that fails to answer reports [`UNREACHABLE_QUEUE_BYTES`].
+    async fn probe_nodes(
+        &self,
+        io: &StripeIo,
+        nodes: &NodeMap,
+        targets: &[(model::NodeId, meta::NodeId)],
+    ) -> Vec<(model::NodeId, Option<node::ProbeReply>)> {
+        let mut probes: FuturesUnordered<_> = targets
+            .iter()
+            .map(|&(dense, id)| async move {
+                let reply = match nodes.get(&id) {
+                    Some(info) => match io.cluster().client(info).await {
+                        Ok(client) => client.probe().await.ok(),
+                        Err(_) => None,
+                    },
+                    None => None,
+                };
+                (dense, reply)
+            })
+            .collect();
+        let mut replies = Vec::with_capacity(targets.len());
+        while let Some(reply) = probes.next().await {
+            replies.push(reply);
+        }
+        replies
+    }
+
+    /// Carries out `decision`'s plan; fills `ends` with what became of each task.
+    #[allow(clippy::too_many_arguments)]
+    async fn execute(
+        &self,
+        io: &StripeIo,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        target: usize,
+        decision: &Decision,
+        ends: &mut [TaskEnd],
+    ) -> Executed {
+        let plan = &decision.plan;
+        match plan.quorum {
+            Quorum::NormalThenFallback { timeout_ns } => {
+                self.normal_then_fallback(io, nodes, stripe, code, target, decision, timeout_ns, ends).await
+            }
+            // Every task of a normal read or a proactive degraded read; the first-k and any-k rules
+            // need a decodable subset, which `gather` checks as answers come.
+            Quorum::All | Quorum::AnyK { .. } | Quorum::FirstKOfN { .. } => {
+                let needed = match plan.quorum {
+                    Quorum::AnyK { k } | Quorum::FirstKOfN { k } => usize::from(k),
+                    _ => plan.tasks.len(),
+                };
+                let all: Vec<usize> = (0..plan.tasks.len()).collect();
+                match self.gather(io, nodes, stripe, code, target, decision, &all, needed, ends).await {
+                    Some((bytes, degraded)) => Executed::Done { bytes, degraded, timed_out: false },
+                    None => Executed::Failed { timed_out: false },
+                }
+            }
+        }
+    }
+
+    /// Reads the normal task; when it has not answered `timeout_ns` after dispatch (or failed),
+    /// reads the fallback set beside it; the first complete answer wins and the rest is dropped,
+    /// which cancels it on its node.
+    #[allow(clippy::too_many_arguments)]
+    async fn normal_then_fallback(
+        &self,
+        io: &StripeIo,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        target: usize,
+        decision: &Decision,
+        timeout_ns: u64,
+        ends: &mut [TaskEnd],
+    ) -> Executed {
+        let plan = &decision.plan;
+        let sent_ns = self.now_ns();
+        let primary = self.run_task(io, nodes, stripe, &plan.tasks[0], decision.store_nodes[0]);
+        tokio::pin!(primary);
+        let mut primary_done = false;
+        tokio::select! {
+            (end, bytes) = &mut primary => {
+                ends[0] = end;
+                primary_done = true;
+                if let Some(bytes) = bytes {
+                    return Executed::Done { bytes, degraded: false, timed_out: false };
+                }
+            }
+            () = tokio::time::sleep(Duration::from_nanos(timeout_ns)) => {}
+        }
+        let timed_out = !primary_done;
+        // The fallback set runs; the normal task races it while it is still out.
+        let fallback: Vec<usize> = (1..plan.tasks.len()).collect();
+        let mut fallback_ends = vec![TaskEnd::NotLaunched; plan.tasks.len()];
+        let outcome = {
+            let degraded =
+                self.gather(io, nodes, stripe, code, target, decision, &fallback, fallback.len(), &mut fallback_ends);
+            tokio::pin!(degraded);
+            if primary_done {
+                degraded.await
+            } else {
+                tokio::select! {
+                    (end, bytes) = &mut primary => {
+                        ends[0] = end;
+                        match bytes {
+                            Some(bytes) => Some((bytes, false)),
+                            None => degraded.await,
+                        }
+                    }
+                    result = &mut degraded => match result {
+                        Some(found) => {
+                            ends[0] = TaskEnd::Cancelled { sent_ns };
+                            Some(found)
+                        }
+                        None => {
+                            let (end, bytes) = primary.await;
+                            ends[0] = end;
+                            bytes.map(|b| (b, false))
+                        }
+                    },
+                }
+            }
+        };
+        ends[1..].copy_from_slice(&fallback_ends[1..]);
+        match outcome {
+            Some((bytes, degraded)) => Executed::Done { bytes, degraded, timed_out },
+            None => Executed::Failed { timed_out },
+        }
+    }
+
+    /// Launches tasks `launch` of the plan in parallel and returns the target's bytes once they are
+    /// decodable from the answers (the target itself, or `needed` answers that rebuild it), with
+    /// whether they were decoded. Unfinished tasks are dropped (cancelled on their nodes).
+    #[allow(clippy::too_many_arguments)]
+    async fn gather(
+        &self,
+        io: &StripeIo,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        target: usize,
+        decision: &Decision,
+        launch: &[usize],
+        needed: usize,
+        ends: &mut [TaskEnd],
+    ) -> Option<(Bytes, bool)> {
+        let plan = &decision.plan;
+        let sent_ns = self.now_ns();
+        for &i in launch {
+            ends[i] = TaskEnd::Cancelled { sent_ns };
+        }
+        let mut reads: FuturesUnordered<_> = launch
+            .iter()
+            .map(|&i| {
+                let read = self.run_task(io, nodes, stripe, &plan.tasks[i], decision.store_nodes[i]);
+                async move { (i, read.await) }
+            })
+            .collect();
+        let mut answered: Vec<(usize, Bytes)> = Vec::with_capacity(launch.len());
+        let mut failures = 0;
+        let mut result = None;
+        while let Some((i, (end, bytes))) = reads.next().await {
+            ends[i] = end;
+            let Some(bytes) = bytes else {
+                failures += 1;
+                if launch.len() - failures < needed {
+                    break;
+                }
+                continue;
+            };
+            let unit = usize::from(plan.tasks[i].unit);
+            if unit == target {
+                result = Some((bytes, false));
+                break;
+            }
+            answered.push((unit, bytes));
+            if answered.len() >= needed {
+                let mask: Vec<bool> =
+                    (0..stripe.placement.len()).map(|u| answered.iter().any(|(a, _)| *a == u)).collect();
+                if let Some(sources) = super::plan::recovery_units(code, &mask, target) {
+                    let buffers: Vec<Bytes> = sources
+                        .iter()
+                        .map(|s| answered.iter().find(|(a, _)| a == s).map(|(_, b)| b.clone()).unwrap_or_default())
+                        .collect();
+                    result = decode(code, target, &sources, &buffers).ok().map(|b| (b, true));
+                    break;
+                }
+            }
+        }
+        drop(reads);
+        result
+    }
+
+    /// One task: its bytes (None when it failed) and how it ended.
+    async fn run_task(
+        &self,
+        io: &StripeIo,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        task: &PlannedTask,
+        node: meta::NodeId,
+    ) -> (TaskEnd, Option<Bytes>) {
+        debug_assert_eq!(stripe.placement[usize::from(task.unit)], node, "plan and stripe agree on the node");
+        let sent_ns = self.now_ns();
+        match io.read_unit_timed(nodes, stripe, usize::from(task.unit), task.offset, task.length).await {
+            Ok((bytes, timing)) => (TaskEnd::Done { timing, sent_ns, received_ns: self.now_ns() }, Some(bytes)),
+            Err(_) => (TaskEnd::Failed, None),
+        }
+    }
+
+    /// The lazy policies' refresh loop: every period of the running policy, probe every node and
+    /// refresh (Opt-Lazy solves here, never on a request). Ends when `stop` changes.
+    pub async fn run_refresh(self: Arc<Self>, io: Arc<StripeIo>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            let period = self.lock().policy.refresh_period_ns();
+            if let Some(period_ns) = period {
+                if let Err(error) = self.refresh_once(&io).await {
+                    tracing::warn!(%error, "lazy policy refresh failed; keeping the old tables");
+                }
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    () = self.switched.notified() => {}
+                    () = tokio::time::sleep(Duration::from_nanos(period_ns)) => {}
+                }
+            } else {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    () = self.switched.notified() => {}
+                    () = tokio::time::sleep(IDLE_REFRESH_CHECK) => {}
+                }
+            }
+        }
+    }
+
+    /// One refresh: probes every registered node in parallel, then the policy's refresh.
+    pub async fn refresh_once(&self, io: &StripeIo) -> Result<(), DataError> {
+        let nodes = io.cluster().node_map().await?;
+        let mut ids: Vec<meta::NodeId> = nodes.keys().copied().collect();
+        ids.sort();
+        let (targets, generation) = {
+            let mut state = self.lock();
+            let targets: Vec<(model::NodeId, meta::NodeId)> =
+                ids.iter().map(|&id| (state.catalog.node(id), id)).collect();
+            (targets, state.generation)
+        };
+        let replies = self.probe_nodes(io, &nodes, &targets).await;
+        self.counters.refresh_probes.fetch_add(targets.len() as u64, Ordering::Relaxed);
+        let started = Instant::now();
+        let mut state = self.lock();
+        if state.generation != generation {
+            return Ok(());
+        }
+        let state = &mut *state;
+        let answers = record_rates(&mut state.catalog, &replies);
+        let mut view =
+            LiveView { catalog: &state.catalog, answers: &answers, frontend_count: self.frontend_count, unanswered: 0 };
+        let mut rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
+        state.policy.refresh(&mut view, self.now_ns(), &mut rng);
+        metrics::histogram!("lowtail_controller_refresh_seconds").record(started.elapsed().as_secs_f64());
+        Ok(())
+    }
+}
+
+/// What executing a plan came to.
+enum Executed {
+    Done { bytes: Bytes, degraded: bool, timed_out: bool },
+    Failed { timed_out: bool },
+}
+
+/// Queue states from probe replies (unreachable nodes look full), recording measured rates.
+fn record_rates(
+    catalog: &mut Catalog,
+    replies: &[(model::NodeId, Option<node::ProbeReply>)],
+) -> Vec<(model::NodeId, QueueState)> {
+    replies
+        .iter()
+        .map(|&(node, reply)| match reply {
+            Some(reply) => {
+                if reply.service_rate_bytes_per_s > 0.0
+                    && let Some(rate) = catalog.rates.get_mut(node.index())
+                {
+                    *rate = reply.service_rate_bytes_per_s;
+                }
+                let tasks = reply.queued_tasks.saturating_add(reply.in_service_tasks);
+                let state = QueueState {
+                    bytes: reply.queued_bytes.saturating_add(reply.in_service_bytes),
+                    tasks: u32::try_from(tasks).unwrap_or(u32::MAX),
+                };
+                (node, state)
+            }
+            None => (node, QueueState { bytes: UNREACHABLE_QUEUE_BYTES, tasks: u32::MAX }),
+        })
+        .collect()
+}
+
+/// A task's record. Node timestamps are on the node's clock; they are placed on the gateway's by
+/// splitting the time outside the node evenly between the way there and back (no clock sync needed;
+/// waiting and service durations are the node's own).
+fn task_record(task: &PlannedTask, end: TaskEnd, dispatched_ns: u64) -> TaskRecord {
+    let base = TaskRecord {
+        node: task.node,
+        unit: task.unit,
+        role: task.role,
+        cancelled: true,
+        bytes: task.length,
+        enqueue_ns: dispatched_ns,
+        start_ns: NEVER,
+        finish_ns: NEVER,
+    };
+    match end {
+        TaskEnd::Done { timing, sent_ns, received_ns } => {
+            let on_node_ns = timing.finish_ns.saturating_sub(timing.enqueue_ns);
+            let outside_ns = received_ns.saturating_sub(sent_ns).saturating_sub(on_node_ns);
+            let enqueue_ns = sent_ns + outside_ns / 2;
+            TaskRecord {
+                cancelled: false,
+                enqueue_ns,
+                start_ns: enqueue_ns + timing.start_ns.saturating_sub(timing.enqueue_ns),
+                finish_ns: enqueue_ns + on_node_ns,
+                ..base
+            }
+        }
+        TaskEnd::Cancelled { sent_ns } => TaskRecord { enqueue_ns: sent_ns, ..base },
+        TaskEnd::Failed | TaskEnd::NotLaunched => {
+            TaskRecord { enqueue_ns: dispatched_ns, cancelled: task.role != TaskRole::Fallback, ..base }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing(enqueue_ns: u64, start_ns: u64, finish_ns: u64) -> node::TaskTiming {
+        node::TaskTiming {
+            node_id: 3,
+            task_id: 1,
+            enqueue_ns,
+            start_ns,
+            finish_ns,
+            bytes: 100,
+            outcome: node::TaskOutcome::Ok,
+            bytes_ahead: 0,
+            emulated_service_ns: 0,
+        }
+    }
+
+    fn task() -> PlannedTask {
+        PlannedTask { node: model::NodeId(2), unit: 1, offset: 0, length: 100, role: TaskRole::Normal }
+    }
+
+    #[test]
+    fn node_timestamps_land_inside_the_round_trip_with_their_durations() {
+        // Sent at 1000, answered at 2000; on the node: 100 ns waiting, 500 ns service.
+        let end = TaskEnd::Done { timing: timing(5_000_000, 5_000_100, 5_000_600), sent_ns: 1000, received_ns: 2000 };
+        let record = task_record(&task(), end, 900);
+        assert!(!record.cancelled);
+        assert_eq!(record.enqueue_ns, 1200, "400 ns outside the node, half of it before");
+        assert_eq!(record.waiting_ns(), Some(100));
+        assert_eq!(record.service_ns(), Some(500));
+        assert_eq!(record.finish_ns, 1800);
+    }
+
+    #[test]
+    fn cancelled_and_failed_tasks_never_started() {
+        let record = task_record(&task(), TaskEnd::Cancelled { sent_ns: 50 }, 10);
+        assert!(record.cancelled && record.start_ns == NEVER && record.enqueue_ns == 50);
+        let record = task_record(&task(), TaskEnd::Failed, 10);
+        assert!(record.latency_ns().is_none());
+        let fallback = PlannedTask { role: TaskRole::Fallback, ..task() };
+        let record = task_record(&fallback, TaskEnd::NotLaunched, 10);
+        assert!(!record.cancelled && record.start_ns == NEVER, "a fallback never launched was not cancelled");
+    }
+
+    #[test]
+    fn unreachable_nodes_look_full_and_measured_rates_are_kept() {
+        let mut catalog = Catalog::new("rs-2-1").unwrap();
+        let a = catalog.node(meta::NodeId(7));
+        let b = catalog.node(meta::NodeId(9));
+        assert_eq!(catalog.node(meta::NodeId(7)), a, "a node keeps its dense id");
+        let reply = node::ProbeReply {
+            node_id: 7,
+            queued_bytes: 10,
+            queued_tasks: 1,
+            in_service_bytes: 5,
+            in_service_tasks: 1,
+            service_rate_bytes_per_s: 2e6,
+            overhead_us: 0,
+            now_ns: 0,
+        };
+        let answers = record_rates(&mut catalog, &[(a, Some(reply)), (b, None)]);
+        assert_eq!(answers[0].1, QueueState { bytes: 15, tasks: 2 });
+        assert_eq!(answers[1].1.bytes, UNREACHABLE_QUEUE_BYTES);
+        assert_eq!(catalog.rate(a), 2e6);
+        assert_eq!(catalog.rate(b), 2e6, "an unmeasured node takes the mean of the measured ones");
+    }
+
+    #[test]
+    fn config_refuses_inconsistent_frontends_and_zero_periods() {
+        assert!(ControllerConfig::default().validate().is_ok());
+        assert!(ControllerConfig { frontend_id: 1, ..Default::default() }.validate().is_err());
+        assert!(ControllerConfig { frontend_count: 0, ..Default::default() }.validate().is_err());
+        let settings = PolicySettings { opt_lazy_period_ms: 0, ..Default::default() };
+        assert!(ControllerConfig { settings, ..Default::default() }.validate().is_err());
+    }
+}

@@ -1,0 +1,232 @@
+//! The read controller on real storage nodes: every policy of Hu et al. serves every byte (packed
+//! and striped objects, RS and LRC) and records each read in the shared schema with the probes it
+//! announced; LMLF-PW2 reads around a node with a standing queue; Normal launches its degraded read
+//! after the timeout and cancels the loser; a planned read whose node died falls back and is still
+//! served; records are taken once and switching policy takes effect.
+
+mod data_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use data_support::{TestCluster, pattern};
+use gateway::data::controller::{Controller, ControllerConfig};
+use gateway::data::{ErasureData, ObjectData};
+use meta::Layout;
+use model::{NEVER, Outcome, Record, TaskRole};
+use node::ServiceModel;
+use policy::{PolicyKind, PolicySettings};
+
+/// Writes small (packed) and large (striped) objects and seals the packed stripes.
+async fn write_objects(data: &ErasureData) -> Vec<(Bytes, Layout)> {
+    let mut objects = Vec::new();
+    for (i, size) in [1usize, 3000, 40_000, 300_000].into_iter().enumerate() {
+        let body = pattern(size, 100 + i as u64);
+        let layout = data.write(body.clone()).await.unwrap();
+        objects.push((body, layout));
+    }
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    objects
+}
+
+async fn with_controller(data: &ErasureData, code: &str, policy: PolicyKind) -> Arc<Controller> {
+    let config = ControllerConfig { policy, ..Default::default() };
+    let controller = Arc::new(Controller::new(&config, code).unwrap());
+    data.io().attach_controller(Arc::clone(&controller)).unwrap();
+    controller
+}
+
+fn check_record_times(record: &Record) {
+    let r = &record.request;
+    assert!(r.arrival_ns <= r.decision_start_ns && r.decision_start_ns <= r.decision_end_ns);
+    assert!(r.decision_end_ns <= r.completion_ns, "{r:?}");
+    assert!(r.decision_end_ns - r.decision_start_ns >= r.probe_wait_ns);
+    for task in &record.tasks {
+        if !task.cancelled && task.start_ns != NEVER {
+            assert!(task.enqueue_ns <= task.start_ns && task.start_ns <= task.finish_ns, "{task:?}");
+        }
+    }
+}
+
+async fn every_policy_reads_every_byte(code: &str, nodes: usize, pw2_probes: u32) {
+    let cluster = TestCluster::start(nodes, nodes).await;
+    let data = ErasureData::new(cluster.config(code), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data).await;
+    let controller = with_controller(&data, code, PolicyKind::Normal).await;
+    for kind in PolicyKind::ALL {
+        controller.set_policy(kind, PolicySettings::default()).unwrap();
+        assert_eq!(controller.policy().policy, kind);
+        if matches!(kind, PolicyKind::LmlfLazy | PolicyKind::OptLazy) {
+            controller.refresh_once(data.io()).await.unwrap();
+        }
+        let mut reads = 0;
+        for (body, layout) in &objects {
+            let read = data.read(layout, 0..body.len() as u64).await.unwrap();
+            assert!(read == *body, "{kind} on {code}: {} B object read back identical", body.len());
+            if body.len() > 10 {
+                let (start, end) = (body.len() as u64 / 3, body.len() as u64 / 2);
+                let part = data.read(layout, start..end).await.unwrap();
+                assert!(part == body.slice(start as usize..end as usize), "{kind} on {code}: ranged read");
+            }
+            reads += 1;
+        }
+        let (records, dropped) = controller.take_records();
+        assert_eq!(dropped, 0);
+        assert!(records.len() >= reads, "{kind}: one record per unit range read at least");
+        for record in &records {
+            assert_eq!(record.request.outcome, Outcome::Ok);
+            check_record_times(record);
+            let expected_probes = match kind {
+                PolicyKind::LlfPw2 | PolicyKind::LmlfPw2 => pw2_probes,
+                PolicyKind::Llf | PolicyKind::Lmlf => nodes.min(if code.starts_with("rs") { 9 } else { 10 }) as u32,
+                _ => 0,
+            };
+            assert_eq!(record.request.probes, expected_probes, "{kind} on {code}");
+            assert!(!record.tasks.is_empty());
+        }
+        assert!(controller.take_records().0.is_empty(), "records are taken once");
+    }
+    assert!(controller.counters().refresh_probes.load(std::sync::atomic::Ordering::Relaxed) >= 2 * nodes as u64);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_policy_reads_every_byte_rs() {
+    every_policy_reads_every_byte("rs-6-3", 9, 7).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_policy_reads_every_byte_lrc() {
+    // PW2 on LRC probes the original node and its local group of three.
+    every_policy_reads_every_byte("lrc-6-2-2", 10, 4).await;
+}
+
+/// The node holding data unit 0 of a striped object's first stripe.
+async fn first_unit_node(cluster: &TestCluster, layout: &Layout) -> usize {
+    let Layout::Striped { segments } = layout else { panic!("expected a striped layout") };
+    let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
+    stripe.placement[0].0 as usize
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lmlf_pw2_reads_around_a_queue_and_normal_waits_for_its_timeout() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern(60_000, 7);
+    let layout = data.write(body.clone()).await.unwrap();
+    let hot = first_unit_node(&cluster, &layout).await;
+    // A standing queue: evenly spaced 1 MiB background tasks that each take as long as the gap, so
+    // the node is always busy and every probe sees at least one MiB.
+    let busy = ServiceModel {
+        enabled: true,
+        overhead_us: 40_000,
+        background_tasks_per_s: 25.0,
+        background_task_bytes: 1 << 20,
+        background_poisson: false,
+        ..Default::default()
+    };
+    cluster.client(hot).await.set_service_model(&busy).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let controller = with_controller(&data, "rs-6-3", PolicyKind::LmlfPw2).await;
+    let unit_bytes = 10_000; // 60,000 B over six data units
+    for _ in 0..10 {
+        let read = data.read(&layout, 0..unit_bytes).await.unwrap();
+        assert!(read == body.slice(..unit_bytes as usize));
+    }
+    let (records, _) = controller.take_records();
+    assert_eq!(records.len(), 10);
+    for record in &records {
+        assert!(record.request.degraded, "LMLF-PW2 reads around the queued node: {record:?}");
+        assert!(record.tasks.iter().all(|t| t.role == TaskRole::Degraded && t.node.0 != u32::MAX));
+        assert_eq!(record.request.probes, 7);
+        assert!(record.request.probe_wait_ns > 0);
+    }
+
+    // Normal with a short timeout: the normal task waits behind the queue, the fallback wins.
+    let settings = PolicySettings { normal_timeout_ms: 20, ..Default::default() };
+    controller.set_policy(PolicyKind::Normal, settings).unwrap();
+    let slow = ServiceModel { enabled: true, overhead_us: 2_000_000, ..Default::default() };
+    cluster.client(hot).await.set_service_model(&slow).await.unwrap();
+    let started = std::time::Instant::now();
+    let read = data.read(&layout, 0..unit_bytes).await.unwrap();
+    assert!(read == body.slice(..unit_bytes as usize));
+    assert!(started.elapsed() < Duration::from_secs(1), "the fallback did not wait for the slow node");
+    let (records, _) = controller.take_records();
+    let record = &records[0];
+    assert!(record.request.timed_out && record.request.degraded, "{record:?}");
+    assert_eq!(record.request.probes, 0);
+    assert!(record.tasks[0].cancelled, "the slow normal task was cancelled");
+    assert!(record.tasks[1..].iter().all(|t| t.role == TaskRole::Fallback && !t.cancelled && t.finish_ns != NEVER));
+    check_record_times(record);
+    cluster.client(hot).await.set_service_model(&ServiceModel::default()).await.unwrap();
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planned_read_whose_node_died_is_served_and_recorded_degraded() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern(60_000, 8);
+    let layout = data.write(body.clone()).await.unwrap();
+    let victim = first_unit_node(&cluster, &layout).await;
+    let controller = with_controller(&data, "rs-6-3", PolicyKind::LmlfLazy).await;
+    controller.refresh_once(data.io()).await.unwrap();
+    // Stopped but still Up in the metadata (membership has not noticed), and idle in the lazy
+    // table: LMLF-Lazy plans the normal read, which fails; the robust read serves it.
+    cluster.stop(victim).await;
+    let expect_degraded = |records: &[Record], what: &str| {
+        assert_eq!(records.len(), 1, "{what}");
+        let request = &records[0].request;
+        assert!(request.degraded && request.outcome == Outcome::Ok, "{what}: {request:?}");
+    };
+    let read = data.read(&layout, 0..10_000).await.unwrap();
+    assert!(read == body.slice(..10_000));
+    expect_degraded(&controller.take_records().0, "lmlf-lazy");
+    assert_eq!(controller.counters().fallbacks.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // Normal's own fallback set serves it, at once (the failure does not wait for the timeout).
+    controller.set_policy(PolicyKind::Normal, PolicySettings::default()).unwrap();
+    let started = std::time::Instant::now();
+    assert!(data.read(&layout, 0..10_000).await.unwrap() == body.slice(..10_000));
+    assert!(started.elapsed() < Duration::from_millis(900), "no wait for the 1 s timeout");
+    let records = controller.take_records().0;
+    expect_degraded(&records, "normal");
+    assert!(!records[0].request.timed_out);
+    // LMLF-PW2's probe of the dead node fails: it looks full, and the plan reads around it.
+    controller.set_policy(PolicyKind::LmlfPw2, PolicySettings::default()).unwrap();
+    assert!(data.read(&layout, 0..10_000).await.unwrap() == body.slice(..10_000));
+    let records = controller.take_records().0;
+    expect_degraded(&records, "lmlf-pw2");
+    assert!(records[0].tasks.iter().all(|t| t.role == TaskRole::Degraded));
+    assert_eq!(controller.counters().fallbacks.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // Once membership marks it Down, reads are not planned (the robust path serves them).
+    cluster.kill(victim).await;
+    let read = data.read(&layout, 0..body.len() as u64).await.unwrap();
+    assert!(read == body);
+    assert!(controller.counters().bypassed.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_beyond_the_limit_are_counted_and_dropped() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data).await;
+    let config = ControllerConfig { max_records: 2, ..Default::default() };
+    let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
+    data.io().attach_controller(Arc::clone(&controller)).unwrap();
+    assert!(data.io().attach_controller(Arc::clone(&controller)).is_err(), "one controller per data path");
+    for (body, layout) in &objects {
+        data.read(layout, 0..body.len() as u64).await.unwrap();
+    }
+    let (records, dropped) = controller.take_records();
+    assert_eq!(records.len(), 2);
+    assert!(dropped >= 2, "dropped {dropped}");
+    assert_eq!(controller.take_records().1, 0, "the count restarts after a take");
+    cluster.shutdown().await;
+}
