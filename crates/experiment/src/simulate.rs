@@ -9,7 +9,6 @@ use std::path::Path;
 use anyhow::Context;
 use report::{Experiment, RunResult, WrittenFiles};
 use sim::{Cluster, SimConfig};
-use workload::WorkloadConfig;
 
 use crate::parallel::{Progress, run_parallel};
 use crate::{configured_rate, run_info};
@@ -34,17 +33,7 @@ impl Default for SimulateOptions {
 /// Reads a simulation config (TOML): a clear error names the file and the field. A relative trace
 /// path is taken from the config file's folder, so a config and its trace travel together.
 pub fn read_config(path: &Path) -> anyhow::Result<SimConfig> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut config: SimConfig =
-        toml::from_str(&text).with_context(|| format!("{} is not a valid simulation config", path.display()))?;
-    if let WorkloadConfig::Trace { path: trace, .. } = &mut config.workload
-        && trace.is_relative()
-        && let Some(folder) = path.parent()
-    {
-        *trace = folder.join(&*trace);
-    }
-    config.validate().with_context(|| format!("{}", path.display()))?;
-    Ok(config)
+    Ok(SimConfig::from_toml_file(path)?)
 }
 
 /// Runs every policy of `config` and writes the results folder `out_dir`. Returns the runs'
@@ -97,6 +86,7 @@ fn policy_list(config: &SimConfig) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use workload::WorkloadConfig;
 
     fn examples() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")

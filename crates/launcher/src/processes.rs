@@ -1,16 +1,19 @@
-//! Storage nodes as child processes: each runs `lowtail node` with its own config file, data
-//! directory and log file, gets the cluster secret through its environment (never on the command
-//! line, where `ps` would show it), and is stopped with SIGTERM, then SIGKILL if it will not go.
+//! Storage nodes and gateways as child processes: a node runs `lowtail node` with its own config
+//! file, data directory and log file, and gets the cluster secret through its environment (never on
+//! the command line, where `ps` would show it); a gateway runs `lowtail gateway` with its config file
+//! (mode 0600: it holds the secrets). Both are [`Supervised`]: stopped with SIGTERM, then SIGKILL if
+//! they will not go, and killed if dropped while running.
 //!
 //! Must not: restart nodes that die. A node killed on purpose (a failure test, an operator) stays down
 //! until the next `lowtail up`, as a real failure would; the gateway's membership notices.
 
+use crate::child::{Lifetime, Supervised};
 use crate::state::{ClusterDir, NodeSlot};
 use anyhow::{Context, bail};
 use node::{NodeClient, NodeConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Stops node processes a previous `lowtail up` on the same directory left running (it was killed
@@ -64,7 +67,7 @@ pub struct NodeProcess {
     address_file: PathBuf,
     /// gRPC and metrics addresses, known once [`NodeProcess::wait_ready`] returned.
     addresses: Option<(SocketAddr, Option<SocketAddr>)>,
-    child: Child,
+    process: Supervised,
 }
 
 /// The node's address file, as `node` writes it.
@@ -82,6 +85,7 @@ impl NodeProcess {
         dir: &ClusterDir,
         slot: &NodeSlot,
         secret: &str,
+        lifetime: Lifetime,
         configure: impl FnOnce(&mut NodeConfig),
     ) -> anyhow::Result<NodeProcess> {
         let data_dir = dir.node_dir(slot.id);
@@ -109,27 +113,15 @@ impl NodeProcess {
         let config_file = data_dir.join("node.toml");
         std::fs::write(&config_file, toml::to_string_pretty(&config)?)
             .with_context(|| format!("cannot write {}", config_file.display()))?;
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .with_context(|| format!("cannot open {}", log.display()))?;
-        let child = Command::new(binary)
-            .arg("node")
-            .arg("--config")
-            .arg(&config_file)
-            .env("LOWTAIL_CLUSTER_SECRET", secret)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .with_context(|| format!("cannot start {} node", binary.display()))?;
-        Ok(NodeProcess { slot: slot.clone(), data_dir, log, address_file, addresses: None, child })
+        let mut command = Command::new(binary);
+        command.arg("node").arg("--config").arg(&config_file).env("LOWTAIL_CLUSTER_SECRET", secret);
+        let process = Supervised::spawn(command, &format!("node {}", slot.id), &log, lifetime)?;
+        Ok(NodeProcess { slot: slot.clone(), data_dir, log, address_file, addresses: None, process })
     }
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// The node's RPC address (known once [`NodeProcess::wait_ready`] returned).
@@ -147,8 +139,8 @@ impl NodeProcess {
     pub async fn wait_ready(&mut self, secret: &str) -> anyhow::Result<()> {
         let deadline = Instant::now() + NODE_START_TIMEOUT;
         loop {
-            if let Some(status) = self.child.try_wait()? {
-                bail!("node {} exited with {status} while starting; see {}", self.slot.id, self.log.display());
+            if !self.process.is_running() {
+                return Err(self.process.exited_error("while starting"));
             }
             if self.addresses.is_none()
                 && let Ok(text) = std::fs::read_to_string(&self.address_file)
@@ -172,25 +164,136 @@ impl NodeProcess {
 
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.process.is_running()
     }
 
     /// SIGTERM, then SIGKILL after [`NODE_STOP_TIMEOUT`]. A node that already exited is fine.
-    pub async fn stop(mut self) {
-        if !self.is_running() {
-            return;
-        }
-        // SAFETY: kill(2) on our own child's pid with a valid signal.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + NODE_STOP_TIMEOUT;
-        while Instant::now() < deadline {
-            if !self.is_running() {
-                return;
+    pub async fn stop(self) {
+        self.process.stop(NODE_STOP_TIMEOUT).await;
+    }
+}
+
+/// How long a gateway gets to listen after it started.
+pub const GATEWAY_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a gateway gets to drain and stop after SIGTERM before it is killed.
+pub const GATEWAY_STOP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A running `lowtail gateway` process.
+#[derive(Debug)]
+pub struct GatewayProcess {
+    /// Its name (`gateway_id` in its config).
+    pub name: String,
+    /// Its config file.
+    pub config_file: PathBuf,
+    /// The S3 endpoint.
+    pub s3_addr: SocketAddr,
+    /// The HTTP endpoint (`/metrics`, `/admin/...`).
+    pub http_addr: SocketAddr,
+    /// Whether this build's gateway config has a `[controller]` section (the gateway controller of
+    /// issue 5); without it the controller settings given to [`GatewayProcess::spawn`] were dropped.
+    pub has_controller: bool,
+    process: Supervised,
+}
+
+/// A loopback port the kernel just handed out. Another process could take it before the child
+/// binds it; the child then exits with a clear error and the caller may try again.
+pub fn free_loopback_addr() -> anyhow::Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free port on 127.0.0.1")?;
+    Ok(listener.local_addr()?)
+}
+
+impl GatewayProcess {
+    /// Writes `config` to `dir/gateway.toml` (mode 0600) with fresh loopback ports for S3 and HTTP,
+    /// and starts `binary gateway --config FILE`, its log in `dir/gateway.log`. `controller` holds
+    /// fields of the config's `[controller]` table (policy, frontend_id, ...), merged over the
+    /// defaults when this build's gateway has a controller section and ignored otherwise
+    /// ([`GatewayProcess::has_controller`] says which). Returns once the process exists;
+    /// [`GatewayProcess::wait_ready`] waits for it to listen.
+    pub fn spawn(
+        binary: &Path,
+        dir: &Path,
+        config: &gateway::process::GatewayConfig,
+        controller: &toml::Table,
+        lifetime: Lifetime,
+    ) -> anyhow::Result<GatewayProcess> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut config = config.clone();
+        config.s3_listen = free_loopback_addr()?;
+        let http_addr = free_loopback_addr()?;
+        config.http_listen = Some(http_addr);
+        let name = config.data.gateway_id().to_owned();
+        let toml::Value::Table(mut table) =
+            toml::Value::try_from(&config).context("the gateway config does not serialise")?
+        else {
+            bail!("the gateway config does not serialise to a table");
+        };
+        let has_controller = match table.get_mut("controller") {
+            Some(toml::Value::Table(section)) => {
+                section.extend(controller.iter().map(|(key, value)| (key.clone(), value.clone())));
+                true
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            _ => false,
+        };
+        let config_file = dir.join("gateway.toml");
+        crate::state::write_private(&config_file, &toml::to_string_pretty(&table)?)?;
+        let mut command = Command::new(binary);
+        command.arg("gateway").arg("--config").arg(&config_file);
+        let process = Supervised::spawn(command, &format!("gateway {name}"), &dir.join("gateway.log"), lifetime)?;
+        Ok(GatewayProcess { name, config_file, s3_addr: config.s3_listen, http_addr, has_controller, process })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// The S3 endpoint URL.
+    pub fn s3_url(&self) -> String {
+        format!("http://{}", self.s3_addr)
+    }
+
+    /// The HTTP endpoint's base URL (`/metrics`, `/admin/...` below it).
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.http_addr)
+    }
+
+    /// Waits until both endpoints accept connections (the gateway binds them once its data path
+    /// runs); fails, with the end of its log, if the process exits first or the timeout passes.
+    pub async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + GATEWAY_START_TIMEOUT;
+        loop {
+            if !self.process.is_running() {
+                return Err(self.process.exited_error("while starting"));
+            }
+            let s3 = tokio::net::TcpStream::connect(self.s3_addr).await;
+            let http = tokio::net::TcpStream::connect(self.http_addr).await;
+            if s3.is_ok() && http.is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{} did not listen within {GATEWAY_START_TIMEOUT:?}; see {}",
+                    self.process.name(),
+                    self.process.log().display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tracing::warn!(node = self.slot.id, "node did not stop after SIGTERM; killing it");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    }
+
+    /// Whether the process still runs.
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// An error saying the gateway ended, with the end of its log.
+    pub fn exited_error(&mut self, what: &str) -> anyhow::Error {
+        self.process.exited_error(what)
+    }
+
+    /// SIGTERM (the gateway drains S3 requests and seals its open stripes), then SIGKILL after
+    /// [`GATEWAY_STOP_TIMEOUT`].
+    pub async fn stop(self) {
+        self.process.stop(GATEWAY_STOP_TIMEOUT).await;
     }
 }

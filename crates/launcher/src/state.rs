@@ -172,7 +172,7 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-fn random_token(len: usize) -> String {
+pub(crate) fn random_token(len: usize) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut rng = rand::rng();
     (0..len).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()

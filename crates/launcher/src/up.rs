@@ -5,6 +5,7 @@
 //! Must not: keep anything in memory that a restart would need: everything lives under the
 //! directory, so `lowtail up` on the same directory finds every object again.
 
+use crate::child::Lifetime;
 use crate::manifest::{GatewayEntry, Manifest, NodeEntry};
 use crate::processes::NodeProcess;
 use crate::state::{ClusterDir, ClusterState, UpOptions};
@@ -114,7 +115,7 @@ pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow
     let mut nodes = Vec::with_capacity(state.nodes.len());
     for slot in &state.nodes {
         let model = config.service_model.clone();
-        let node = NodeProcess::spawn(binary, &dir, slot, &state.cluster_secret, |node_config| {
+        let node = NodeProcess::spawn(binary, &dir, slot, &state.cluster_secret, Lifetime::Detached, |node_config| {
             node_config.service_model = model;
         });
         match node {

@@ -135,7 +135,7 @@ pub fn build_live_workload(source: &WorkloadSource, caps: &LiveCaps) -> anyhow::
     caps.validate()?;
     let (config, seed, duration_default_s) = match source {
         WorkloadSource::Config(path) => {
-            let config = experiment::simulate::read_config(path)?;
+            let config = sim::SimConfig::from_toml_file(path)?;
             (config.workload, config.seed, None)
         }
         WorkloadSource::Trace { path, partitions } => {

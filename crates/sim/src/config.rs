@@ -20,6 +20,14 @@ pub enum ConfigError {
     /// The workload could not be built.
     #[error(transparent)]
     Workload(#[from] workload::WorkloadError),
+    /// A config file that could not be read, parsed or validated.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Storage nodes and the network.
@@ -120,6 +128,23 @@ pub(crate) fn us(value: u64) -> u64 {
 }
 
 impl SimConfig {
+    /// Reads a config file (TOML) and validates it: every error names the file. A relative trace
+    /// path is taken from the config file's folder, so a config and its trace travel together.
+    pub fn from_toml_file(path: &std::path::Path) -> Result<SimConfig, ConfigError> {
+        let file_error = |reason: String| ConfigError::File { path: path.display().to_string(), reason };
+        let text = std::fs::read_to_string(path).map_err(|e| file_error(format!("cannot read it: {e}")))?;
+        let mut config: SimConfig =
+            toml::from_str(&text).map_err(|e| file_error(format!("not a valid simulation config: {e}")))?;
+        if let WorkloadConfig::Trace { path: trace, .. } = &mut config.workload
+            && trace.is_relative()
+            && let Some(folder) = path.parent()
+        {
+            *trace = folder.join(&*trace);
+        }
+        config.validate().map_err(|e| file_error(e.to_string()))?;
+        Ok(config)
+    }
+
     /// The code.
     pub fn code_spec(&self) -> Result<CodeSpec, ConfigError> {
         self.code.parse::<CodeSpec>().map_err(|e| ConfigError::Invalid(e.to_string()))

@@ -1,0 +1,115 @@
+//! A single-member etcd for a throw-away cluster: the `etcd` binary (Debian package `etcd-server`)
+//! on free loopback ports with its data under a given directory, as a [`Supervised`] child.
+//!
+//! Owns: finding the binary, choosing ports (again when a port was taken before etcd bound it) and
+//! knowing when etcd serves. Must not: store anything in etcd (the gateways and the metadata crate
+//! do) or outlive its owner (it is stopped, or killed when dropped).
+
+use crate::child::{Lifetime, Supervised};
+use crate::processes::free_loopback_addr;
+use anyhow::{Context, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Overrides the etcd binary's path (then nothing else is searched), as the etcd tests do.
+pub const ETCD_BINARY_VAR: &str = "LOWTAIL_ETCD_BIN";
+/// How long etcd gets to serve after it started.
+pub const ETCD_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long etcd gets to stop after SIGTERM.
+pub const ETCD_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Starts tried when a port picked in advance was taken by someone else.
+const START_ATTEMPTS: usize = 3;
+/// What etcd logs once clients can connect.
+const READY_LINE: &str = "ready to serve client requests";
+
+/// The etcd binary: `$LOWTAIL_ETCD_BIN` when set, else `etcd` on the `PATH`, `/usr/bin` or
+/// `/usr/local/bin`; `None` when there is none.
+pub fn find_etcd_binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(ETCD_BINARY_VAR) {
+        return Some(PathBuf::from(path)).filter(|path| path.is_file());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/local/bin")])
+        .map(|dir| dir.join("etcd"))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A running etcd.
+#[derive(Debug)]
+pub struct EtcdProcess {
+    /// Its client URL, `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    process: Supervised,
+}
+
+impl EtcdProcess {
+    /// Starts `binary` with its data in `dir/data` and its log in `dir/etcd.log`, and waits until
+    /// it serves clients.
+    pub async fn start(binary: &Path, dir: &Path, lifetime: Lifetime) -> anyhow::Result<EtcdProcess> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut last_error = None;
+        for attempt in 0..START_ATTEMPTS {
+            let log = dir.join(format!("etcd-{attempt}.log"));
+            match Self::try_start(binary, dir, &log, lifetime).await {
+                Ok(etcd) => return Ok(etcd),
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(last_error.expect("at least one attempt"))
+    }
+
+    async fn try_start(binary: &Path, dir: &Path, log: &Path, lifetime: Lifetime) -> anyhow::Result<EtcdProcess> {
+        let client = format!("http://{}", free_loopback_addr()?);
+        let peer = format!("http://{}", free_loopback_addr()?);
+        let data = dir.join("data");
+        // A data directory of a failed attempt would hold another member's peer URL.
+        if data.exists() {
+            std::fs::remove_dir_all(&data).with_context(|| format!("cannot remove {}", data.display()))?;
+        }
+        let mut command = Command::new(binary);
+        command
+            .arg("--name=lowtail")
+            .arg(format!("--data-dir={}", data.display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=lowtail={peer}"));
+        let mut process = Supervised::spawn(command, "etcd", log, lifetime)?;
+        let deadline = Instant::now() + ETCD_START_TIMEOUT;
+        loop {
+            if !process.is_running() {
+                return Err(process.exited_error("while starting"));
+            }
+            if std::fs::read_to_string(log).is_ok_and(|text| text.contains(READY_LINE)) {
+                return Ok(EtcdProcess { endpoint: client, process });
+            }
+            if Instant::now() >= deadline {
+                bail!("etcd did not serve within {ETCD_START_TIMEOUT:?}; see {}", log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Whether the process still runs.
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// An error saying etcd ended, with the end of its log.
+    pub fn exited_error(&mut self, what: &str) -> anyhow::Error {
+        self.process.exited_error(what)
+    }
+
+    /// SIGTERM, then SIGKILL after [`ETCD_STOP_TIMEOUT`].
+    pub async fn stop(self) {
+        self.process.stop(ETCD_STOP_TIMEOUT).await;
+    }
+}
