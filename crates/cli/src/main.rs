@@ -246,6 +246,43 @@ enum AdminCommand {
     /// The node must answer a probe with the config's data.cluster_secret first. Registering a known
     /// id again updates its address and rack.
     AddNode(AdminAddNodeArgs),
+    /// Show or switch the read policy of running gateways (normal, llf, lmlf, llf-pw2, lmlf-pw2,
+    /// lmlf-lazy, opt-lazy). A switch takes effect at once for new reads; the policy's tables start
+    /// empty. It lasts until the gateway restarts (its config's [controller] policy then applies).
+    #[command(subcommand)]
+    Policy(AdminPolicyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminPolicyCommand {
+    /// Print each gateway's policy and settings.
+    Show(AdminPolicyTarget),
+    /// Switch every named gateway to POLICY.
+    Set(AdminPolicySetArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminPolicyTarget {
+    /// Cluster directory of a `lowtail up` cluster (its gateway, and its secret for switching).
+    #[arg(long, value_name = "DIR", default_value = "lowtail-data", conflicts_with = "gateway")]
+    dir: PathBuf,
+    /// A gateway's HTTP endpoint instead, e.g. http://127.0.0.1:9100; repeat for several gateways
+    /// (switching then needs LOWTAIL_CLUSTER_SECRET in the environment).
+    #[arg(long, value_name = "URL")]
+    gateway: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct AdminPolicySetArgs {
+    /// The policy.
+    #[arg(value_name = "POLICY")]
+    policy: String,
+    /// Policy settings as JSON, e.g. '{"normal_timeout_ms": 200}'; fields left out take their
+    /// defaults. Without it the gateway keeps its current settings.
+    #[arg(long, value_name = "JSON")]
+    settings: Option<String>,
+    #[command(flatten)]
+    target: AdminPolicyTarget,
 }
 
 #[derive(Debug, Args)]
@@ -400,6 +437,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gateway(args) => run_gateway(args),
         Command::Admin(AdminCommand::Status(args)) => admin_status(args),
         Command::Admin(AdminCommand::AddNode(args)) => admin_add_node(args),
+        Command::Admin(AdminCommand::Policy(command)) => admin_policy(command),
         Command::Sim(args) => run_sim(args),
         Command::Experiment(ExperimentCommand::Hu2017(args)) => run_hu2017(args),
         Command::Load(args) => run_load(*args),
@@ -559,6 +597,51 @@ fn admin_status(args: AdminStatusArgs) -> anyhow::Result<()> {
         return print_stdout(&format!("{}\n", serde_json::to_string_pretty(&status)?));
     }
     print_stdout(&launcher::admin::render_status(&status)?)
+}
+
+/// The gateways a policy command addresses, and how to get the secret a switch needs.
+fn policy_gateways(target: &AdminPolicyTarget) -> anyhow::Result<Vec<String>> {
+    if target.gateway.is_empty() {
+        return Ok(vec![launcher::admin::gateway_http_from_dir(&target.dir)?]);
+    }
+    Ok(target.gateway.iter().map(|url| url.trim_end_matches('/').to_string()).collect())
+}
+
+fn admin_policy(command: AdminPolicyCommand) -> anyhow::Result<()> {
+    match command {
+        AdminPolicyCommand::Show(target) => {
+            let mut text = String::new();
+            for base in policy_gateways(&target)? {
+                let state = launcher::admin::fetch_policy(&base)?;
+                text.push_str(&format!("{base}: {} {}\n", state["policy"].as_str().unwrap_or("?"), state["settings"]));
+            }
+            print_stdout(&text)
+        }
+        AdminPolicyCommand::Set(args) => {
+            // Checked here so a typo changes no gateway.
+            let kind: policy::PolicyKind = args.policy.parse()?;
+            let settings = match &args.settings {
+                Some(json) => {
+                    let settings: policy::PolicySettings =
+                        serde_json::from_str(json).with_context(|| format!("--settings {json:?}"))?;
+                    Some(serde_json::to_value(settings)?)
+                }
+                None => None,
+            };
+            let secret = if args.target.gateway.is_empty() {
+                launcher::admin::cluster_secret_from_dir(&args.target.dir)?
+            } else {
+                std::env::var("LOWTAIL_CLUSTER_SECRET")
+                    .context("set LOWTAIL_CLUSTER_SECRET to the cluster secret to switch gateways given by --gateway")?
+            };
+            let mut text = String::new();
+            for base in policy_gateways(&args.target)? {
+                let state = launcher::admin::set_policy(&base, &secret, kind.name(), settings.as_ref())?;
+                text.push_str(&format!("{base}: now {}\n", state["policy"].as_str().unwrap_or("?")));
+            }
+            print_stdout(&text)
+        }
+    }
 }
 
 fn admin_add_node(args: AdminAddNodeArgs) -> anyhow::Result<()> {

@@ -3,6 +3,9 @@
 //! not started by `lowtail up` (`lowtail admin add-node`), in the metadata store a gateway config
 //! names, after checking that the node answers with the cluster secret.
 //!
+//! `lowtail admin policy` shows and switches the read policy of running gateways through their
+//! HTTP endpoint (switching needs the cluster secret, read from the cluster directory's state).
+//!
 //! Must not: open the metadata store for status: the running gateway holds it (the embedded store
 //! admits one process), and asking the gateway shows what the gateway believes. Registration does
 //! open the store (etcd is shared; an embedded store held by a running gateway refuses, clearly).
@@ -63,6 +66,55 @@ pub async fn add_node(
         .with_context(|| format!("cannot register node {id}"))
 }
 
+/// The cluster secret of a `lowtail up` cluster, from its state file (`DIR/cluster.toml`).
+pub fn cluster_secret_from_dir(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("cluster.toml");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}: is {} a lowtail up cluster?", path.display(), dir.display()))?;
+    let state: toml::Table = toml::from_str(&text).with_context(|| format!("{} is not valid TOML", path.display()))?;
+    match state.get("cluster_secret").and_then(|v| v.as_str()) {
+        Some(secret) if !secret.is_empty() => Ok(secret.to_string()),
+        _ => bail!("{} has no cluster_secret", path.display()),
+    }
+}
+
+/// `GET {base}/admin/policy`: the policy a gateway runs, as JSON.
+pub fn fetch_policy(base: &str) -> anyhow::Result<Value> {
+    let url = format!("{base}/admin/policy");
+    let body = ureq::get(&url)
+        .call()
+        .with_context(|| format!("cannot reach the gateway at {url}; is it running?"))?
+        .body_mut()
+        .read_to_string()
+        .context("reading the gateway's answer")?;
+    serde_json::from_str(&body).with_context(|| format!("the gateway at {url} did not answer JSON"))
+}
+
+/// `PUT {base}/admin/policy`: switches a gateway's read policy to `policy` (a name such as
+/// `lmlf-pw2`), with `settings` (a `PolicySettings` object) or the gateway's current ones. Returns
+/// the new state; a refused change comes back as an error with the gateway's reason.
+pub fn set_policy(base: &str, secret: &str, policy: &str, settings: Option<&Value>) -> anyhow::Result<Value> {
+    let url = format!("{base}/admin/policy");
+    let mut change = serde_json::json!({ "policy": policy });
+    if let Some(settings) = settings {
+        change["settings"] = settings.clone();
+    }
+    let mut response = ureq::put(&url)
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .header(gateway::process::SECRET_HEADER, secret)
+        .content_type("application/json")
+        .send(change.to_string())
+        .with_context(|| format!("cannot reach the gateway at {url}; is it running?"))?;
+    let status = response.status();
+    let body = response.body_mut().read_to_string().context("reading the gateway's answer")?;
+    if !status.is_success() {
+        bail!("the gateway at {base} refused the policy change ({status}): {}", body.trim());
+    }
+    serde_json::from_str(&body).with_context(|| format!("the gateway at {url} did not answer JSON"))
+}
+
 /// Renders a status answer as a short report: nodes by state, then repair progress.
 pub fn render_status(status: &Value) -> anyhow::Result<String> {
     let Some(nodes) = status["nodes"].as_array() else { bail!("status has no node list: {status}") };
@@ -104,6 +156,17 @@ mod tests {
         assert!(text.contains("2 registered, 1 up"), "{text}");
         assert!(text.contains("Down") && text.contains("units_repaired: 3"), "{text}");
         assert!(render_status(&serde_json::json!({})).is_err());
+    }
+
+    #[test]
+    fn the_secret_comes_from_the_state_file_with_clear_errors() {
+        let temp = tempfile::tempdir().unwrap();
+        let error = cluster_secret_from_dir(temp.path()).unwrap_err().to_string();
+        assert!(error.contains("cluster.toml"), "{error}");
+        std::fs::write(temp.path().join("cluster.toml"), "code = \"rs-6-3\"\n").unwrap();
+        assert!(cluster_secret_from_dir(temp.path()).unwrap_err().to_string().contains("no cluster_secret"));
+        std::fs::write(temp.path().join("cluster.toml"), "cluster_secret = \"s3cr3t\"\n").unwrap();
+        assert_eq!(cluster_secret_from_dir(temp.path()).unwrap(), "s3cr3t");
     }
 
     #[test]

@@ -130,7 +130,8 @@ pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: 
         // The same engine streams for every policy: common random numbers.
         seed: config.seed,
     };
-    let policies = (0..frontends).map(|_| build_read_policy(policy, &config.policy)).collect();
+    let policies =
+        (0..frontends).map(|_| build_read_policy(policy, &config.policy) as Box<dyn policy::ReadPolicy>).collect();
     let output = Engine::new(setup, policies).run(&workload.requests);
     RunOutput {
         policy,

@@ -1,0 +1,92 @@
+//! `lowtail admin policy` against a running `lowtail up`: show the policy, switch it, refuse a bad
+//! name without changing anything, and see the switch in the records the gateway keeps (LMLF-PW2
+//! sends 1 + 6 probes per read on RS(6,3)); records are exported only with the cluster secret.
+
+mod common;
+
+use aws_sdk_s3::primitives::ByteStream;
+use common::{client, get, interrupt, pseudo_random, start_up, wait_for_manifest};
+use std::path::Path;
+use std::process::Command;
+
+fn lowtail_admin(dir: &Path, args: &[&str]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
+        .arg("admin")
+        .arg("policy")
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .expect("lowtail runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
+/// `POST /admin/records/take` with `secret`: (HTTP status, the records).
+fn take_records(gateway_http: &str, secret: &str) -> (u16, Vec<model::Record>) {
+    let mut response = ureq::post(&format!("{gateway_http}/admin/records/take"))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .header(gateway::process::SECRET_HEADER, secret)
+        .send_empty()
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_string().unwrap();
+    let records = if status == 200 {
+        body.lines().map(|line| serde_json::from_str(line).expect("a record per line")).collect()
+    } else {
+        Vec::new()
+    };
+    (status, records)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_policy_switches_the_gateway_and_records_show_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("cluster");
+    let mut up = start_up(&dir);
+    let manifest = wait_for_manifest(&dir, &mut up);
+    let gateway_http = launcher::admin::gateway_http_from_dir(&dir).unwrap();
+    let secret = launcher::admin::cluster_secret_from_dir(&dir).unwrap();
+    let s3 = client(&manifest);
+    s3.create_bucket().bucket("demo").send().await.unwrap();
+    // Striped (above the packing limit), so reads are planned at once without waiting for a seal.
+    let objects: Vec<(String, Vec<u8>)> =
+        (0..4).map(|i| (format!("object-{i}"), pseudo_random(200_000 + i * 1000, i as u32))).collect();
+    for (key, bytes) in &objects {
+        s3.put_object().bucket("demo").key(key).body(ByteStream::from(bytes.clone())).send().await.unwrap();
+    }
+
+    let (ok, text) = lowtail_admin(&dir, &["show"]);
+    assert!(ok && text.contains(": normal "), "{text}");
+    for (key, bytes) in &objects {
+        assert!(get(&s3, key).await == *bytes);
+    }
+    let (status, records) = take_records(&gateway_http, &secret);
+    assert_eq!(status, 200);
+    assert!(!records.is_empty() && records.iter().all(|r| r.request.probes == 0), "normal does not probe");
+
+    let (ok, text) = lowtail_admin(&dir, &["set", "lmlf_pw2"]);
+    assert!(!ok && text.contains("unknown policy"), "{text}");
+    let (ok, text) = lowtail_admin(&dir, &["set", "lmlf-pw2", "--settings", r#"{"normal_timeout_ms": 0}"#]);
+    assert!(!ok && text.contains("must be positive"), "{text}");
+    let (ok, text) = lowtail_admin(&dir, &["show"]);
+    assert!(ok && text.contains(": normal "), "refused changes change nothing: {text}");
+
+    let (ok, text) = lowtail_admin(&dir, &["set", "lmlf-pw2"]);
+    assert!(ok && text.contains("now lmlf-pw2"), "{text}");
+    for (key, bytes) in &objects {
+        assert!(get(&s3, key).await == *bytes, "{key} under lmlf-pw2");
+    }
+    let (status, _) = take_records(&gateway_http, "not-the-secret");
+    assert_eq!(status, 403);
+    let (status, records) = take_records(&gateway_http, &secret);
+    assert_eq!(status, 200);
+    assert!(!records.is_empty());
+    for record in &records {
+        assert_eq!(record.request.probes, 7, "LMLF-PW2 on RS(6,3): the original node and a set of six");
+        assert!(record.request.probe_wait_ns > 0 && record.request.completion_ns >= record.request.decision_end_ns);
+    }
+    interrupt(up);
+}
