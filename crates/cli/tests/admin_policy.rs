@@ -76,6 +76,7 @@ async fn admin_policy_switches_the_gateway_and_records_show_it() {
 
     let (ok, text) = lowtail_admin(&dir, &["set", "lmlf-pw2"]);
     assert!(ok && text.contains("now lmlf-pw2"), "{text}");
+    assert_eq!(common::admin_status(&dir)["policy"]["policy"], "lmlf-pw2", "admin status shows the policy");
     for (key, bytes) in &objects {
         assert!(get(&s3, key).await == *bytes, "{key} under lmlf-pw2");
     }

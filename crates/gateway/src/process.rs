@@ -6,7 +6,7 @@
 //! Must not: handle S3 requests or move data itself; it wires the layers that do and stops them in
 //! order (S3 first, so no request is cut off mid-write; then background services).
 
-use crate::data::controller::{Controller, ControllerConfig};
+use crate::data::controller::{Controller, ControllerConfig, PolicyState};
 use crate::data::erasure::{ErasureData, RunningData};
 use crate::data::packed::PackedStatus;
 use crate::data::repair::RepairStatus;
@@ -145,6 +145,8 @@ pub struct ClusterStatus {
     pub repair: RepairStatus,
     /// The packer's open stripe and pending seals.
     pub packed: PackedStatus,
+    /// The read policy the controller runs.
+    pub policy: PolicyState,
 }
 
 /// A gateway that is serving.
@@ -178,7 +180,7 @@ impl RunningGateway {
 
     /// The cluster's state now.
     pub async fn status(&self) -> anyhow::Result<ClusterStatus> {
-        cluster_status(&*self.meta, &self.data).await
+        cluster_status(&*self.meta, &self.data, &self.controller).await
     }
 
     /// Stops the S3 server (letting in-flight requests finish), then membership and repair.
@@ -197,9 +199,18 @@ impl RunningGateway {
     }
 }
 
-async fn cluster_status(meta: &dyn MetaStore, data: &RunningData) -> anyhow::Result<ClusterStatus> {
+async fn cluster_status(
+    meta: &dyn MetaStore,
+    data: &RunningData,
+    controller: &Controller,
+) -> anyhow::Result<ClusterStatus> {
     let nodes = meta.list_nodes().await.map_err(|e| anyhow::anyhow!("listing nodes: {e}"))?;
-    Ok(ClusterStatus { nodes, repair: data.repair_status(), packed: data.data.packer().status().await })
+    Ok(ClusterStatus {
+        nodes,
+        repair: data.repair_status(),
+        packed: data.data.packer().status().await,
+        policy: controller.policy(),
+    })
 }
 
 /// Starts a gateway over an open metadata store: data path (with membership and repair), S3
@@ -234,6 +245,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         let status_meta = Arc::clone(&meta);
         let repair = Arc::clone(&data.repair);
         let packer = Arc::clone(data.data.packer());
+        let status_controller = Arc::clone(&controller);
         let metrics = node::metrics::handle();
         let app = axum::Router::new()
             .route("/metrics", axum::routing::get(move || std::future::ready(metrics.render())))
@@ -243,12 +255,14 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                     let meta = Arc::clone(&status_meta);
                     let repair = Arc::clone(&repair);
                     let packer = Arc::clone(&packer);
+                    let policy = status_controller.policy();
                     async move {
                         match meta.list_nodes().await {
                             Ok(nodes) => Ok(axum::Json(ClusterStatus {
                                 nodes,
                                 repair: repair.status(),
                                 packed: packer.status().await,
+                                policy,
                             })),
                             Err(error) => Err((axum::http::StatusCode::SERVICE_UNAVAILABLE, error.to_string())),
                         }

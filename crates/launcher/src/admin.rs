@@ -130,6 +130,9 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
             node["rack"].as_str().unwrap_or("?"),
         ));
     }
+    if let Some(policy) = status["policy"]["policy"].as_str() {
+        text.push_str(&format!("read policy: {policy}\n"));
+    }
     text.push_str("repair:\n");
     if let Some(repair) = status["repair"].as_object() {
         for (name, value) in repair {
@@ -150,11 +153,13 @@ mod tests {
                 {"id": 0, "state": "Up", "address": "127.0.0.1:1", "rack": "r0"},
                 {"id": 1, "state": "Down", "address": "127.0.0.1:2", "rack": "r1"}
             ],
-            "repair": {"units_repaired": 3}
+            "repair": {"units_repaired": 3},
+            "policy": {"policy": "lmlf-pw2", "settings": {}}
         });
         let text = render_status(&status).unwrap();
         assert!(text.contains("2 registered, 1 up"), "{text}");
         assert!(text.contains("Down") && text.contains("units_repaired: 3"), "{text}");
+        assert!(text.contains("read policy: lmlf-pw2"), "{text}");
         assert!(render_status(&serde_json::json!({})).is_err());
     }
 
