@@ -203,6 +203,13 @@ struct Hu2017Args {
     /// Skip the latency-vs-load sweep.
     #[arg(long)]
     no_sweep: bool,
+    /// Run on a loopback cluster of real processes instead (etcd, 30 storage nodes with the service
+    /// model, 3 gateways): Normal, LLF-PW2, LMLF-PW2, LMLF-Lazy and Opt-Lazy on RS(6,3) and
+    /// LRC(6,2,2), a node made 10x slower during a run, and the simulator calibrated from the live
+    /// records on the identical configuration (sim_vs_live.html). Needs the etcd binary; about 15
+    /// minutes, --quick about 3 (docs/live-experiment.md).
+    #[arg(long)]
+    live: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -502,6 +509,9 @@ fn run_sim(args: SimArgs) -> anyhow::Result<()> {
 }
 
 fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
+    if args.live {
+        return run_hu2017_live(args);
+    }
     anyhow::ensure!(args.run.threads > 0, "--threads must be at least 1");
     if let Some(rate) = args.rate {
         anyhow::ensure!(rate.is_finite() && rate > 0.0, "--rate must be a positive number of requests per second");
@@ -525,15 +535,7 @@ fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
     })?;
     bar.finish_and_clear();
     print_tables(outcome.runs.iter().map(|run| &run.summary));
-    for finding in &outcome.findings {
-        println!(
-            "[{}] {}: {} ({})",
-            if finding.holds { "holds" } else { "does not hold" },
-            finding.code,
-            finding.claim,
-            finding.measured
-        );
-    }
+    print_findings(&outcome.findings);
     println!(
         "{} headline runs of {} requests at {:.0} req/s and {} sweep runs in {:.1} s; results in {} (open report.html)",
         outcome.runs.len(),
@@ -541,6 +543,63 @@ fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
         outcome.rate_per_s,
         outcome.sweep.len(),
         started.elapsed().as_secs_f64(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn print_findings(findings: &[experiment::Finding]) {
+    for finding in findings {
+        println!("[{}] {}: {} ({})", finding.verdict(), finding.code, finding.claim, finding.measured);
+    }
+}
+
+fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
+    let etcd_binary = launcher::find_etcd_binary().context(
+        "the live experiment needs the etcd binary (Debian: apt-get install etcd-server), on the PATH or in LOWTAIL_ETCD_BIN",
+    )?;
+    let options = experiment::live::LiveOptions {
+        quick: args.quick,
+        seed: args.seed,
+        binary: std::env::current_exe().context("cannot find the lowtail executable to start the cluster with")?,
+        etcd_binary,
+        work_dir: None,
+        threads: args.run.threads,
+        png: !args.run.no_png,
+        records_csv: args.run.records,
+        rate_per_s: args.rate,
+        duration_s: None,
+    };
+    let bar = runs_progress(options.steps(), "hu2017 live");
+    let outcome = experiment::live::run(&options, &args.out, &|progress| {
+        bar.set_position(progress.done as u64);
+        bar.set_message(progress.label);
+    })?;
+    bar.finish_and_clear();
+    print_tables(outcome.pairs.iter().map(|pair| &pair.live.summary));
+    for pair in &outcome.pairs {
+        let (live, sim) = (pair.live.summary.request_latency, pair.sim.summary.request_latency);
+        if let (Some(live), Some(sim)) = (live, sim) {
+            println!(
+                "{} {}: live p50/p95/p99 {:.1}/{:.1}/{:.1} ms, sim {:.1}/{:.1}/{:.1} ms",
+                pair.live.summary.run.code,
+                pair.live.summary.run.policy,
+                live.median_s * 1e3,
+                live.p95_s * 1e3,
+                live.p99_s * 1e3,
+                sim.median_s * 1e3,
+                sim.p95_s * 1e3,
+                sim.p99_s * 1e3
+            );
+        }
+    }
+    print_findings(&outcome.findings);
+    println!(
+        "{} live runs of {} requests at {:.0} req/s in {:.0} s; results in {} (open report.html and sim_vs_live.html)",
+        outcome.pairs.len(),
+        outcome.requests,
+        outcome.rate_per_s,
+        outcome.wall_s,
         args.out.display()
     );
     Ok(())

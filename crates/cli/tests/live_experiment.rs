@@ -81,3 +81,50 @@ async fn a_dropped_fleet_kills_its_processes() {
         assert!(!alive(pid), "process {pid} outlived the dropped fleet");
     }
 }
+
+/// `lowtail experiment hu2017 --live --quick`: two clusters of processes, five policies on each
+/// code, the slow-node runs and the simulator beside them. Checks the results folder's schema, not
+/// the findings (a debug build on a shared machine measures its own CPU as much as the policies).
+#[test]
+fn the_quick_live_experiment_writes_the_results_folder() {
+    let Some(_etcd) = etcd_or_skip("the_quick_live_experiment_writes_the_results_folder") else { return };
+    let out = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lowtail"))
+        .args(["experiment", "hu2017", "--live", "--quick", "--no-png", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("sim_vs_live.html"), "{stdout}");
+    let read_json = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out.path().join(name)).unwrap()).unwrap()
+    };
+    let rows = read_json("summary.json");
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 10, "5 policies on 2 codes");
+    for row in rows {
+        for field in
+            ["code", "policy", "requests", "median", "p95", "p99", "probes_per_s", "sim_median", "sim_p95", "sim_p99"]
+        {
+            assert!(row.get(field).is_some(), "summary row lacks {field}: {row}");
+        }
+        assert!(row["requests"].as_u64().unwrap() > 0, "{row}");
+        assert!(row["sim_p99"].as_f64().is_some(), "{row}");
+    }
+    let slow = read_json("slow_node.json");
+    let slow = slow.as_array().unwrap();
+    assert_eq!(slow.len(), 2, "normal and lmlf-pw2 with a slowed node");
+    for row in slow {
+        for field in ["code", "policy", "node", "factor", "healthy_p99", "slowed_p99", "ratio"] {
+            assert!(row.get(field).is_some(), "slow-node row lacks {field}: {row}");
+        }
+    }
+    assert!(!read_json("findings.json").as_array().unwrap().is_empty());
+    assert_eq!(read_json("calibration.json").as_array().unwrap().len(), 2);
+    assert_eq!(read_json("sim/summary.json").as_array().unwrap().len(), 10);
+    let report = std::fs::read_to_string(out.path().join("report.html")).unwrap();
+    assert!(report.contains("href=\"sim_vs_live.html\""), "report.html links the sim-vs-live page");
+    let page = std::fs::read_to_string(out.path().join("sim_vs_live.html")).unwrap();
+    assert!(page.contains("lmlf-pw2") && page.contains("sim/live p95"), "{page}");
+}

@@ -242,7 +242,7 @@ pub fn run(
 }
 
 /// Percentage change from `base` to `value` (negative = a cut).
-fn change(base: f64, value: f64) -> f64 {
+pub(crate) fn change(base: f64, value: f64) -> f64 {
     if base > 0.0 { (value / base - 1.0) * 100.0 } else { 0.0 }
 }
 
@@ -333,16 +333,28 @@ fn findings_text(findings: &[Finding], rate: f64, requests: usize, options: &Hu2
         options.seed,
         if options.quick { ", --quick: short runs, expect noise" } else { "" }
     );
+    append_findings(&mut text, findings);
+    text
+}
+
+/// Appends one paragraph per finding (`[holds] code: claim. Measured: ...`) to a report's findings.
+pub fn append_findings(text: &mut String, findings: &[Finding]) {
     for finding in findings {
         text.push_str(&format!(
             "\n\n[{}] {}: {}. Measured: {}.",
-            if finding.holds { "holds" } else { "does not hold" },
+            finding.verdict(),
             finding.code,
             finding.claim,
             finding.measured
         ));
     }
-    text
+}
+
+impl Finding {
+    /// `holds` or `does not hold`.
+    pub fn verdict(&self) -> &'static str {
+        if self.holds { "holds" } else { "does not hold" }
+    }
 }
 
 #[cfg(test)]

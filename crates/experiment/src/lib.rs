@@ -1,13 +1,16 @@
 //! Experiments: a configuration or a paper's evaluation run in the simulator and written as a
-//! results folder (`summary.json`, tables, plots, `report.html`) by the `report` crate.
+//! results folder (`summary.json`, tables, plots, `report.html`) by the `report` crate; and the
+//! live version of hu2017 ([`live`]), which drives a loopback cluster of real processes and sets
+//! the simulator beside it.
 //!
 //! Owns: the choice of runs (which codes, policies, loads and seeds), running independent runs on
 //! several threads with results in a fixed order (so output never depends on scheduling), and
 //! judging a paper's claims from the summaries. Must not: compute statistics itself (that is
-//! `report`, from records only), contain policy or executor logic, or read a clock (wall time is
-//! the caller's business; results depend only on the configuration and seed).
+//! `report`, from records only), contain policy or executor logic, or read a clock outside [`live`]
+//! (simulated results depend only on the configuration and seed; the live experiment measures).
 
 pub mod hu2017;
+pub mod live;
 pub mod parallel;
 pub mod simulate;
 

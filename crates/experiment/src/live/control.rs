@@ -1,0 +1,177 @@
+//! The gateways' controller endpoints as the experiment uses them: `GET` and `PUT /admin/policy`
+//! (switch every gateway's read policy) and `POST /admin/records/take` (the records of the reads
+//! since the last take, as JSON lines), with the cluster secret.
+//!
+//! Owns: the HTTP calls, their time limits and their errors, which name the gateway and say when it
+//! lacks the controller (a 404). Must not: retry a call (a failure ends the experiment with its
+//! reason) or interpret records (the caller renames and summarises them).
+
+use anyhow::{Context, bail};
+use model::Record;
+use policy::{PolicyKind, PolicySettings};
+use std::time::Duration;
+
+/// The header of the cluster secret (`gateway::process::SECRET_HEADER`).
+pub const SECRET_HEADER: &str = "x-lowtail-secret";
+/// The header counting dropped records (`gateway::process::DROPPED_HEADER`).
+pub const DROPPED_HEADER: &str = "x-lowtail-records-dropped";
+/// Time limit of one admin call; a take moves up to a run's records.
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest records body accepted (about 4 M records).
+pub const MAX_RECORDS_BODY_BYTES: u64 = 1 << 30;
+
+/// One gateway's admin endpoint.
+#[derive(Clone, Debug)]
+pub struct GatewayAdmin {
+    /// `http://host:port` of the gateway's HTTP endpoint.
+    pub base: String,
+    /// The cluster secret.
+    pub secret: String,
+}
+
+/// What a records take returned.
+#[derive(Debug)]
+pub struct Taken {
+    /// The records, in completion order.
+    pub records: Vec<Record>,
+    /// Records the gateway dropped because its buffer was full.
+    pub dropped: u64,
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().timeout_global(Some(ADMIN_TIMEOUT)).http_status_as_error(false).build().into()
+}
+
+impl GatewayAdmin {
+    fn check(&self, what: &str, response: &mut ureq::http::Response<ureq::Body>) -> anyhow::Result<String> {
+        let status = response.status().as_u16();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(MAX_RECORDS_BODY_BYTES)
+            .read_to_string()
+            .with_context(|| format!("reading the answer of {what} at {}", self.base))?;
+        match status {
+            200 => Ok(body),
+            404 => bail!(
+                "the gateway at {} has no {what} endpoint (404): it was built without the read controller, \
+                 which the live experiment needs",
+                self.base
+            ),
+            _ => bail!("{what} at {} answered {status}: {}", self.base, body.trim()),
+        }
+    }
+
+    /// The policy the gateway runs now (`GET /admin/policy`).
+    pub fn policy(&self) -> anyhow::Result<PolicyKind> {
+        let what = "GET /admin/policy";
+        let mut response = agent()
+            .get(format!("{}/admin/policy", self.base))
+            .call()
+            .with_context(|| format!("{what} at {}", self.base))?;
+        let body = self.check(what, &mut response)?;
+        let state: serde_json::Value =
+            serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer JSON", self.base))?;
+        let name =
+            state["policy"].as_str().with_context(|| format!("{what} at {} named no policy: {body}", self.base))?;
+        name.parse().map_err(|e| anyhow::anyhow!("{what} at {} named {name:?}: {e}", self.base))
+    }
+
+    /// Switches the gateway to `policy` with `settings` (`PUT /admin/policy`; the policy's tables
+    /// start afresh).
+    pub fn set_policy(&self, policy: PolicyKind, settings: &PolicySettings) -> anyhow::Result<()> {
+        let what = "PUT /admin/policy";
+        let body = serde_json::json!({ "policy": policy.name(), "settings": settings }).to_string();
+        let mut response = agent()
+            .put(format!("{}/admin/policy", self.base))
+            .header(SECRET_HEADER, &self.secret)
+            .content_type("application/json")
+            .send(body.as_str())
+            .with_context(|| format!("{what} at {}", self.base))?;
+        self.check(what, &mut response)?;
+        Ok(())
+    }
+
+    /// Takes the records the gateway holds (`POST /admin/records/take`), emptying its buffer.
+    pub fn take_records(&self) -> anyhow::Result<Taken> {
+        let what = "POST /admin/records/take";
+        let mut response = agent()
+            .post(format!("{}/admin/records/take", self.base))
+            .header(SECRET_HEADER, &self.secret)
+            .send_empty()
+            .with_context(|| format!("{what} at {}", self.base))?;
+        let dropped = match response.headers().get(DROPPED_HEADER) {
+            Some(value) => value
+                .to_str()
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .with_context(|| format!("{what} at {}: a malformed {DROPPED_HEADER} header", self.base))?,
+            None => 0,
+        };
+        let body = self.check(what, &mut response)?;
+        let records = parse_records(&body).with_context(|| format!("{what} at {}", self.base))?;
+        Ok(Taken { records, dropped })
+    }
+}
+
+/// Records as JSON lines (blank lines skipped); an error names the line.
+pub fn parse_records(text: &str) -> anyhow::Result<Vec<Record>> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(number, line)| serde_json::from_str(line).with_context(|| format!("record line {}", number + 1)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_lines_parse_and_a_bad_line_is_named() {
+        use model::{
+            FrontendId, NodeId, ObjectId, Outcome, PartitionId, RequestId, RequestRecord, TaskRecord, TaskRole,
+        };
+        let record = Record {
+            request: RequestRecord {
+                request: RequestId(3),
+                frontend: FrontendId(1),
+                object: ObjectId(9),
+                partition: PartitionId(4),
+                bytes: 100,
+                arrival_ns: 1,
+                decision_start_ns: 2,
+                decision_end_ns: 3,
+                completion_ns: 9,
+                probes: 2,
+                probe_wait_ns: 1,
+                degraded: false,
+                timed_out: false,
+                outcome: Outcome::Ok,
+            },
+            tasks: vec![TaskRecord {
+                node: NodeId(2),
+                unit: 1,
+                role: TaskRole::Normal,
+                cancelled: false,
+                bytes: 100,
+                enqueue_ns: 4,
+                start_ns: 5,
+                finish_ns: 8,
+            }],
+        };
+        let line = serde_json::to_string(&record).unwrap();
+        let records = parse_records(&format!("{line}\n\n{line}\n")).unwrap();
+        assert_eq!(records, vec![record.clone(), record]);
+        let error = format!("{:#}", parse_records(&format!("{line}\nnot json\n")).unwrap_err());
+        assert!(error.contains("record line 2"), "{error}");
+    }
+
+    #[test]
+    fn an_unreachable_gateway_is_an_error_naming_it() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let admin = GatewayAdmin { base: format!("http://{closed}"), secret: "s".into() };
+        let error = format!("{:#}", admin.policy().unwrap_err());
+        assert!(error.contains(&closed.to_string()), "{error}");
+    }
+}

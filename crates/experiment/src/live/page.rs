@@ -1,0 +1,251 @@
+//! The live experiment's results folder: the report crate's folder of the live runs (tables, plots,
+//! `report.html`, `summary.json` with `sim_median`, `sim_p95` and `sim_p99` added to each row), the
+//! simulator's own folder under `sim/`, `sim_vs_live.html` (linked from `report.html`), and
+//! `findings.json`, `slow_node.json`, `calibration.json`.
+//!
+//! Owns: the sim-vs-live page's markup and the extra JSON files. Must not: compute statistics (every
+//! number comes from a `report` summary or the calibration) or write a file outside the folder.
+
+use crate::live::{CodeRuns, LiveOptions, LiveOutcome, SlowNodeRow};
+use anyhow::Context;
+use report::{Experiment, RunInfo, RunResult};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The sim-vs-live page's file name.
+pub const PAGE: &str = "sim_vs_live.html";
+/// Where `report.html` gets its link to the page.
+const NAV_START: &str = "<nav><ul>\n";
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn json_file(dir: &Path, name: &str, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    std::fs::write(dir.join(name), text).with_context(|| format!("writing {}", dir.join(name).display()))
+}
+
+fn findings_text(outcome: &LiveOutcome, options: &LiveOptions) -> String {
+    let mut text = format!(
+        "Live: {} requests per run at {:.0} requests/s over {} gateways, seed {}{}; gateway-side records (arrival at the \
+         gateway to its last byte). The simulator replays the same sequence over the placement read back from etcd, \
+         calibrated from these records; see {PAGE}.",
+        outcome.requests,
+        outcome.rate_per_s,
+        super::GATEWAYS,
+        options.seed,
+        if options.quick { ", --quick: short runs, expect noise" } else { "" }
+    );
+    crate::hu2017::append_findings(&mut text, &outcome.findings);
+    text
+}
+
+/// Writes the whole folder.
+pub fn write(
+    out_dir: &Path,
+    options: &LiveOptions,
+    outcome: &LiveOutcome,
+    measured: &[CodeRuns],
+) -> anyhow::Result<()> {
+    let live: Vec<RunResult> = outcome.pairs.iter().map(|p| p.live.clone()).collect();
+    let sim: Vec<RunResult> = outcome.pairs.iter().map(|p| p.sim.clone()).collect();
+    let findings = findings_text(outcome, options);
+    report::write_experiment(
+        out_dir,
+        &Experiment {
+            title: "hu2017 live: the read policies of Hu et al. on a loopback cluster",
+            runs: &live,
+            sweep: &[],
+            sweep_x_label: "arrival rate (requests/s)",
+            findings: &findings,
+            log_x: true,
+            png: options.png,
+        },
+    )?;
+    report::write_experiment(
+        &out_dir.join("sim"),
+        &Experiment {
+            title: "hu2017 live: the simulator on the live cluster's configuration, calibrated from its records",
+            runs: &sim,
+            sweep: &[],
+            sweep_x_label: "arrival rate (requests/s)",
+            findings: "The identical configuration of the live runs (placement, request sequence, frontends) in the \
+                       simulator, its node and frontend models fitted on the live records (calibration.json).",
+            log_x: true,
+            png: options.png,
+        },
+    )?;
+    if options.records_csv {
+        for code_runs in measured {
+            for run in &code_runs.runs {
+                let mut log = model::RecordLog::with_capacity(run.records.len(), 0);
+                run.records.iter().for_each(|r| log.push_record(r));
+                let info = RunInfo::new(
+                    &code_runs.code,
+                    run.policy.name(),
+                    super::GATEWAYS as u32,
+                    super::NODES as u32,
+                    options.seed,
+                );
+                report::write_records_csv(&out_dir.join("records"), &info, &log)?;
+            }
+        }
+    }
+    add_sim_columns(out_dir, outcome)?;
+    json_file(out_dir, "findings.json", &outcome.findings)?;
+    json_file(out_dir, "slow_node.json", &outcome.slow_node)?;
+    let calibrations: Vec<serde_json::Value> =
+        outcome.calibrations.iter().map(|(code, c)| serde_json::json!({ "code": code, "calibration": c })).collect();
+    json_file(out_dir, "calibration.json", &calibrations)?;
+    std::fs::write(out_dir.join(PAGE), page(outcome, &findings)).with_context(|| format!("writing {PAGE}"))?;
+    link_page(out_dir)
+}
+
+/// `summary.json` rows get the simulator's `sim_median`, `sim_p95` and `sim_p99` (same unit as
+/// `median`, `p95` and `p99`).
+fn add_sim_columns(out_dir: &Path, outcome: &LiveOutcome) -> anyhow::Result<()> {
+    let path = out_dir.join("summary.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut rows: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_str(&text).with_context(|| format!("{} is not an array of rows", path.display()))?;
+    for row in &mut rows {
+        let pair = outcome.pairs.iter().find(|p| {
+            row.get("code").and_then(|c| c.as_str()) == Some(p.live.summary.run.code.as_str())
+                && row.get("policy").and_then(|c| c.as_str()) == Some(p.live.summary.run.policy.as_str())
+        });
+        let sim = pair.map(|p| p.sim.summary.row());
+        for (field, value) in [
+            ("sim_median", sim.as_ref().and_then(|s| s.median)),
+            ("sim_p95", sim.as_ref().and_then(|s| s.p95)),
+            ("sim_p99", sim.as_ref().and_then(|s| s.p99)),
+        ] {
+            row.insert(field.to_owned(), serde_json::to_value(value)?);
+        }
+    }
+    json_file(out_dir, "summary.json", &rows)
+}
+
+fn link_page(out_dir: &Path) -> anyhow::Result<()> {
+    let path = out_dir.join("report.html");
+    let html = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let at = html
+        .find(NAV_START)
+        .with_context(|| format!("{} has no navigation list to link {PAGE} from", path.display()))?;
+    let link = format!(
+        "<li><a href=\"{PAGE}\">simulator vs live</a></li>\n<li><a href=\"sim/report.html\">simulator report</a></li>\n"
+    );
+    let linked = format!("{}{link}{}", &html[..at + NAV_START.len()], &html[at + NAV_START.len()..]);
+    std::fs::write(&path, linked).with_context(|| format!("writing {}", path.display()))
+}
+
+fn ms(seconds: Option<f64>) -> String {
+    seconds.map_or_else(|| "–".to_owned(), |s| format!("{:.2}", s * 1e3))
+}
+
+fn ratio(sim: Option<f64>, live: Option<f64>) -> String {
+    match (sim, live) {
+        (Some(s), Some(l)) if l > 0.0 => format!("{:.2}", s / l),
+        _ => "–".to_owned(),
+    }
+}
+
+fn page(outcome: &LiveOutcome, findings: &str) -> String {
+    let mut html = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>hu2017: simulator vs live</title>\n\
+         <style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}table{border-collapse:collapse;\
+         margin:1em 0}th,td{border:1px solid #bbb;padding:.3em .6em}td{text-align:right}td:first-child{text-align:left}\
+         th{background:#eee}</style>\n</head>\n<body>\n<h1>hu2017: simulator vs live</h1>\n\
+         <p><a href=\"report.html\">live report</a> · <a href=\"sim/report.html\">simulator report</a></p>\n",
+    );
+    let mut codes: Vec<&str> = Vec::new();
+    for pair in &outcome.pairs {
+        if !codes.contains(&pair.live.summary.run.code.as_str()) {
+            codes.push(&pair.live.summary.run.code);
+        }
+    }
+    for code in codes {
+        let _ = writeln!(
+            html,
+            "<h2>{}</h2>\n<table>\n<tr><th>policy</th><th>live p50 ms</th><th>live p95 ms</th><th>live p99 ms</th>\
+             <th>sim p50 ms</th><th>sim p95 ms</th><th>sim p99 ms</th><th>sim/live p50</th><th>sim/live p95</th>\
+             <th>sim/live p99</th><th>decision p99 µs</th><th>client failures</th><th>records dropped</th></tr>",
+            escape(code)
+        );
+        for pair in outcome.pairs.iter().filter(|p| p.live.summary.run.code == code) {
+            let live = pair.live.summary.request_latency;
+            let sim = pair.sim.summary.request_latency;
+            let get = |l: Option<report::LatencyStats>, f: fn(&report::LatencyStats) -> f64| l.as_ref().map(f);
+            let (lm, l95, l99) = (get(live, |l| l.median_s), get(live, |l| l.p95_s), get(live, |l| l.p99_s));
+            let (sm, s95, s99) = (get(sim, |l| l.median_s), get(sim, |l| l.p95_s), get(sim, |l| l.p99_s));
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&pair.live.summary.run.policy),
+                ms(lm),
+                ms(l95),
+                ms(l99),
+                ms(sm),
+                ms(s95),
+                ms(s99),
+                ratio(sm, lm),
+                ratio(s95, l95),
+                ratio(s99, l99),
+                pair.decision_p99_s.map_or_else(|| "–".to_owned(), |s| format!("{:.1}", s * 1e6)),
+                pair.client_failed,
+                pair.dropped
+            );
+        }
+        html.push_str("</table>\n");
+        if let Some((_, c)) = outcome.calibrations.iter().find(|(c, _)| c == code) {
+            let _ = writeln!(
+                html,
+                "<p>Calibrated from {} live requests ({} finished tasks): per task {:.0} µs + bytes at {:.2} MB/s \
+                 (fit RMS {:.0} µs), one-way network {:.0} µs, decision {:.0} µs + {:.0} µs per probe, probe round trip \
+                 {:.0} µs.</p>",
+                c.requests,
+                c.tasks,
+                c.task_overhead_us,
+                c.rate_bytes_per_s / 1e6,
+                c.service_fit_rms_us,
+                c.network_latency_us,
+                c.decision_us,
+                c.per_probe_us,
+                c.probe_rtt_us
+            );
+        }
+    }
+    slow_table(&mut html, &outcome.slow_node);
+    html.push_str("<h2>Findings</h2>\n");
+    for paragraph in findings.split("\n\n") {
+        let _ = writeln!(html, "<p>{}</p>", escape(paragraph.trim()));
+    }
+    html.push_str("</body>\n</html>\n");
+    html
+}
+
+fn slow_table(html: &mut String, rows: &[SlowNodeRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    html.push_str(
+        "<h2>A node made slower during the run</h2>\n<table>\n<tr><th>code</th><th>policy</th><th>node</th>\
+         <th>slower by</th><th>from s</th><th>healthy p99 ms</th><th>slowed p99 ms</th><th>ratio</th></tr>\n",
+    );
+    for row in rows {
+        let _ = writeln!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}x</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&row.code),
+            escape(&row.policy),
+            row.node,
+            row.factor,
+            row.slowed_at_s,
+            ms(row.healthy_p99),
+            ms(row.slowed_p99),
+            row.ratio.map_or_else(|| "–".to_owned(), |r| format!("{r:.2}"))
+        );
+    }
+    html.push_str("</table>\n");
+}
