@@ -145,6 +145,8 @@ async fn lmlf_pw2_reads_around_a_queue_and_normal_waits_for_its_timeout() {
         assert_eq!(record.request.probes, 7);
         assert!(record.request.probe_wait_ns > 0);
     }
+    let degraded = data.io().counters().degraded_reads.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(degraded >= 10, "planned degraded reads are counted like the robust ones: {degraded}");
 
     // Normal with a short timeout: the normal task waits behind the queue, the fallback wins.
     let settings = PolicySettings { normal_timeout_ms: 20, ..Default::default() };

@@ -400,7 +400,12 @@ impl Controller {
         let mut ends = vec![TaskEnd::NotLaunched; decision.plan.tasks.len()];
         let executed = self.execute(io, nodes, stripe, code, unit, &decision, &mut ends).await;
         let (result, degraded, timed_out) = match executed {
-            Executed::Done { bytes, degraded, timed_out } => (Ok(bytes), degraded, timed_out),
+            Executed::Done { bytes, degraded, timed_out } => {
+                if degraded {
+                    io.count_degraded();
+                }
+                (Ok(bytes), degraded, timed_out)
+            }
             Executed::Failed { timed_out } => {
                 // Availability first: the robust read tries every decodable set and Down nodes.
                 self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);

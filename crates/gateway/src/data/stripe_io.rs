@@ -276,7 +276,8 @@ impl StripeIo {
         }
     }
 
-    fn count_degraded(&self) {
+    /// Counts a unit range served through a recovery set (counter and metric).
+    pub fn count_degraded(&self) {
         self.counters.degraded_reads.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("lowtail_gateway_degraded_reads_total").increment(1);
     }
