@@ -81,11 +81,15 @@ pub struct FrontendConfig {
     pub probe_rtt_us: u64,
     /// Controller time per probe sent, µs.
     pub per_probe_us: u64,
+    /// Whether a frontend waits out a decision's probe round trip before deciding the next request
+    /// (the paper's controller; default true) or decides on while the replies travel and dispatches
+    /// the plan when they are in (lowtail's gateway, whose probes are asynchronous).
+    pub probes_block_frontend: bool,
 }
 
 impl Default for FrontendConfig {
     fn default() -> FrontendConfig {
-        FrontendConfig { count: 0, decision_us: 50, probe_rtt_us: 500, per_probe_us: 20 }
+        FrontendConfig { count: 0, decision_us: 50, probe_rtt_us: 500, per_probe_us: 20, probes_block_frontend: true }
     }
 }
 

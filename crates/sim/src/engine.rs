@@ -53,6 +53,10 @@ pub struct FrontendModel {
     pub probe_rtt_ns: u64,
     /// Controller time per probe.
     pub per_probe_ns: u64,
+    /// Whether a frontend waits for a decision's probe replies before it starts the next decision
+    /// (one decision at a time, the paper's controller) or decides the next request meanwhile and
+    /// dispatches the plan when the replies are in (lowtail's gateway: probes are asynchronous).
+    pub probes_block_frontend: bool,
 }
 
 /// Everything the engine needs besides the requests and the policies.
@@ -89,13 +93,34 @@ pub struct EngineOutput {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
-    DecisionDone { frontend: u16 },
-    TaskArrive { task: u32 },
-    TaskFinish { node: u32, task: u32, generation: u32 },
-    ResultArrive { task: u32 },
-    Timeout { request: u32, generation: u32 },
-    CancelArrive { task: u32 },
-    Refresh { frontend: u16 },
+    DecisionDone {
+        frontend: u16,
+    },
+    /// A decision whose probes did not hold its frontend: its plan is dispatched now.
+    Dispatch {
+        request: u32,
+    },
+    TaskArrive {
+        task: u32,
+    },
+    TaskFinish {
+        node: u32,
+        task: u32,
+        generation: u32,
+    },
+    ResultArrive {
+        task: u32,
+    },
+    Timeout {
+        request: u32,
+        generation: u32,
+    },
+    CancelArrive {
+        task: u32,
+    },
+    Refresh {
+        frontend: u16,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,12 +195,15 @@ struct Active {
     unresolved: u16,
     /// Bumped when the slot is reused, so stale timeouts are recognised.
     generation: u32,
+    /// A plan decided but waiting for its probe replies (frontends that do not block on probes).
+    pending_plan: Option<ReadPlan>,
 }
 
 struct Frontend {
     queue: VecDeque<(ReadRequest, u64)>,
     /// The request being decided: (slot, plan) until the decision ends.
-    deciding: Option<(u32, ReadPlan)>,
+    /// The request being decided, with its plan unless the plan waits for probe replies.
+    deciding: Option<(u32, Option<ReadPlan>)>,
     rng: ChaCha8Rng,
 }
 
@@ -432,10 +460,10 @@ impl<'a> Engine<'a> {
         let probes = view.probes;
         debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
         let model = &self.setup.frontends;
-        let mut decision_ns = model.decision_ns + u64::from(probes) * model.per_probe_ns;
-        if probes > 0 {
-            decision_ns += model.probe_rtt_ns;
-        }
+        let compute_ns = model.decision_ns + u64::from(probes) * model.per_probe_ns;
+        let probe_wait_ns = if probes > 0 { model.probe_rtt_ns } else { 0 };
+        let overlapped = probe_wait_ns > 0 && !model.probes_block_frontend;
+        let decision_ns = compute_ns + probe_wait_ns;
         let slot = self.free_active.pop().unwrap_or_else(|| {
             self.active.push(Active {
                 request,
@@ -453,6 +481,7 @@ impl<'a> Engine<'a> {
                 completed: false,
                 unresolved: 0,
                 generation: 0,
+                pending_plan: None,
             });
             (self.active.len() - 1) as u32
         });
@@ -472,13 +501,22 @@ impl<'a> Engine<'a> {
         active.completed = false;
         active.unresolved = 0;
         active.generation = active.generation.wrapping_add(1);
-        self.frontends[frontend].deciding = Some((slot, plan));
-        self.schedule(self.now_ns + decision_ns, Event::DecisionDone { frontend: frontend as u16 });
+        if overlapped {
+            // The frontend is free once it has computed; the plan waits for the probe replies.
+            active.pending_plan = Some(plan);
+            self.frontends[frontend].deciding = Some((slot, None));
+            self.schedule(self.now_ns + decision_ns, Event::Dispatch { request: slot });
+            self.schedule(self.now_ns + compute_ns, Event::DecisionDone { frontend: frontend as u16 });
+        } else {
+            self.frontends[frontend].deciding = Some((slot, Some(plan)));
+            self.schedule(self.now_ns + decision_ns, Event::DecisionDone { frontend: frontend as u16 });
+        }
     }
 
     fn handle(&mut self, event: Event) {
         match event {
             Event::DecisionDone { frontend } => self.decision_done(frontend as usize),
+            Event::Dispatch { request } => self.dispatch_pending(request),
             Event::TaskArrive { task } => self.task_arrive(task),
             Event::TaskFinish { node, task, generation } => self.task_finish(node, task, generation),
             Event::ResultArrive { task } => self.result_arrive(task),
@@ -506,6 +544,19 @@ impl<'a> Engine<'a> {
 
     fn decision_done(&mut self, frontend: usize) {
         let (slot, plan) = self.frontends[frontend].deciding.take().expect("a decision was running");
+        if let Some(plan) = plan {
+            self.dispatch(slot, plan);
+        }
+        self.start_decision(frontend);
+    }
+
+    fn dispatch_pending(&mut self, slot: u32) {
+        let plan = self.active[slot as usize].pending_plan.take().expect("a plan waits for its probes");
+        self.dispatch(slot, plan);
+    }
+
+    /// Sends a decided plan's tasks (fallback tasks stay dormant until the timeout).
+    fn dispatch(&mut self, slot: u32, plan: ReadPlan) {
         for planned in &plan.tasks {
             let task = Task {
                 request: slot,
@@ -542,7 +593,6 @@ impl<'a> Engine<'a> {
             let generation = self.active[slot as usize].generation;
             self.schedule(self.now_ns + timeout_ns, Event::Timeout { request: slot, generation });
         }
-        self.start_decision(frontend);
     }
 
     fn task_arrive(&mut self, index: u32) {

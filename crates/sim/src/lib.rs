@@ -125,6 +125,7 @@ pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: 
             decision_ns: us(config.frontends.decision_us),
             probe_rtt_ns: us(config.frontends.probe_rtt_us),
             per_probe_ns: us(config.frontends.per_probe_us),
+            probes_block_frontend: config.frontends.probes_block_frontend,
         },
         network_latency_ns: us(config.cluster.network_latency_us),
         // The same engine streams for every policy: common random numbers.

@@ -76,6 +76,38 @@ fn every_request_gets_a_complete_record() {
     }
 }
 
+/// One frontend, a 20 ms probe round trip and 300 requests/s: a frontend that waits out each
+/// round trip can decide at most 50 requests/s and queues without bound, while one that decides on
+/// during the round trip (lowtail's gateway) delays each request by about the round trip only.
+#[test]
+fn a_frontend_that_does_not_wait_for_probe_replies_does_not_queue_behind_them() {
+    let controller_ms = |probes_block_frontend: bool| {
+        let mut config = SimConfig { policies: vec![PolicyKind::LmlfPw2], ..small(8) };
+        if let WorkloadConfig::WasLike(was) = &mut config.workload {
+            was.duration_s = 1.0;
+        }
+        config.frontends = sim::FrontendConfig {
+            count: 1,
+            decision_us: 50,
+            probe_rtt_us: 20_000,
+            per_probe_us: 0,
+            probes_block_frontend,
+        };
+        let output = &sim::run_config(&config).unwrap()[0];
+        let requests = output.records.requests();
+        for r in requests {
+            assert_eq!(r.probe_wait_ns, 20_000_000);
+            assert!(r.decision_end_ns - r.decision_start_ns >= r.probe_wait_ns);
+        }
+        let mean_ns = requests.iter().map(|r| r.controller_ns() as f64).sum::<f64>() / requests.len() as f64;
+        mean_ns / 1e6
+    };
+    let overlapped = controller_ms(false);
+    let blocking = controller_ms(true);
+    assert!((20.0..21.0).contains(&overlapped), "overlapped: {overlapped} ms");
+    assert!(blocking > 10.0 * overlapped, "blocking: {blocking} ms vs {overlapped} ms");
+}
+
 #[test]
 fn normal_times_out_into_a_degraded_read_under_overload() {
     // A 5 ms timeout and a heavy load: some normal reads time out, the

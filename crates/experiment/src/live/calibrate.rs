@@ -154,6 +154,8 @@ impl Calibration {
         config.frontends.decision_us = us(self.decision_us);
         config.frontends.per_probe_us = us(self.per_probe_us);
         config.frontends.probe_rtt_us = us(self.probe_rtt_us);
+        // The gateway decides on while probe replies travel: its frontend is not held by them.
+        config.frontends.probes_block_frontend = false;
     }
 }
 
