@@ -287,6 +287,8 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
 pub const SECRET_HEADER: &str = "x-lowtail-secret";
 /// Header of `POST /admin/records/take` counting records dropped since the last take.
 pub const DROPPED_HEADER: &str = "x-lowtail-records-dropped";
+/// Header of `POST /admin/records/take` counting lazy-refresh probes since the last take.
+pub const REFRESH_PROBES_HEADER: &str = "x-lowtail-refresh-probes";
 
 /// A policy switch as `PUT /admin/policy` takes it.
 #[derive(Debug, Deserialize)]
@@ -344,6 +346,7 @@ fn admin_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
                     refused()
                 } else {
                     let (records, dropped) = take_controller.take_records();
+                    let refresh_probes = take_controller.take_refresh_probes();
                     let mut body = Vec::with_capacity(records.len() * 256);
                     for record in &records {
                         // A record is plain data: serialising it cannot fail.
@@ -354,6 +357,7 @@ fn admin_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
                         [
                             (axum::http::header::CONTENT_TYPE, "application/x-ndjson".to_string()),
                             (axum::http::HeaderName::from_static(DROPPED_HEADER), dropped.to_string()),
+                            (axum::http::HeaderName::from_static(REFRESH_PROBES_HEADER), refresh_probes.to_string()),
                         ],
                         body,
                     )

@@ -58,7 +58,10 @@ async fn every_policy_reads_every_byte(code: &str, nodes: usize, pw2_probes: u32
         controller.set_policy(kind, PolicySettings::default()).unwrap();
         assert_eq!(controller.policy().policy, kind);
         if matches!(kind, PolicyKind::LmlfLazy | PolicyKind::OptLazy) {
+            controller.take_refresh_probes();
             controller.refresh_once(data.io()).await.unwrap();
+            assert_eq!(controller.take_refresh_probes(), nodes as u64, "a refresh probes every node once");
+            assert_eq!(controller.take_refresh_probes(), 0, "refresh probes are taken once");
         }
         let mut reads = 0;
         for (body, layout) in &objects {

@@ -15,6 +15,8 @@ use std::time::Duration;
 pub const SECRET_HEADER: &str = "x-lowtail-secret";
 /// The header counting dropped records (`gateway::process::DROPPED_HEADER`).
 pub const DROPPED_HEADER: &str = "x-lowtail-records-dropped";
+/// The header counting lazy-refresh probes (`gateway::process::REFRESH_PROBES_HEADER`).
+pub const REFRESH_PROBES_HEADER: &str = "x-lowtail-refresh-probes";
 /// Time limit of one admin call; a take moves up to a run's records.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest records body accepted (about 4 M records).
@@ -36,6 +38,8 @@ pub struct Taken {
     pub records: Vec<Record>,
     /// Records the gateway dropped because its buffer was full.
     pub dropped: u64,
+    /// Probes the gateway's lazy refreshes sent since the last take (in no record).
+    pub refresh_probes: u64,
 }
 
 fn agent() -> ureq::Agent {
@@ -100,17 +104,20 @@ impl GatewayAdmin {
             .header(SECRET_HEADER, &self.secret)
             .send_empty()
             .with_context(|| format!("{what} at {}", self.base))?;
-        let dropped = match response.headers().get(DROPPED_HEADER) {
-            Some(value) => value
-                .to_str()
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .with_context(|| format!("{what} at {}: a malformed {DROPPED_HEADER} header", self.base))?,
-            None => 0,
+        let count = |name: &str| -> anyhow::Result<u64> {
+            match response.headers().get(name) {
+                Some(value) => value
+                    .to_str()
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .with_context(|| format!("{what} at {}: a malformed {name} header", self.base)),
+                None => Ok(0),
+            }
         };
+        let (dropped, refresh_probes) = (count(DROPPED_HEADER)?, count(REFRESH_PROBES_HEADER)?);
         let body = self.check(what, &mut response)?;
         let records = parse_records(&body).with_context(|| format!("{what} at {}", self.base))?;
-        Ok(Taken { records, dropped })
+        Ok(Taken { records, dropped, refresh_probes })
     }
 }
 

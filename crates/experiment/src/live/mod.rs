@@ -472,7 +472,9 @@ async fn measure_on(
     let mut runs = Vec::new();
     for policy in POLICIES {
         let run = measure_policy(&replay, policy, None).await?;
-        let result = RunResult::from_log(&run.log, &info(policy));
+        let mut run_info = info(policy);
+        run_info.refresh_probes = run.refresh_probes;
+        let result = RunResult::from_log(&run.log, &run_info);
         step(format!("{code} {} live", policy.name()));
         runs.push(MeasuredRun {
             policy,
@@ -525,6 +527,8 @@ struct RawRun {
     log: RecordLog,
     client_failed: u64,
     dropped: u64,
+    /// Probes of the gateways' lazy refreshes during the run (in no record).
+    refresh_probes: u64,
 }
 
 /// One open-loop replay of the sequence under `policy` on every gateway; with `slow`, node `slow.0`
@@ -558,6 +562,7 @@ async fn measure_policy(
     }
     let taken = take_all(&clients.admins).await?;
     let dropped = taken.iter().map(|t| t.dropped).sum();
+    let refresh_probes = taken.iter().map(|t| t.refresh_probes).sum();
     let per_gateway: Vec<Vec<Record>> = taken.into_iter().map(|t| t.records).collect();
     let records = merge::merge(&per_gateway, &output.records, placement)?;
     let mut log = RecordLog::with_capacity(records.len(), records.len() * 2);
@@ -565,7 +570,7 @@ async fn measure_policy(
         log.push_record(record);
     }
     tokio::time::sleep(SETTLE).await;
-    Ok(RawRun { records, log, client_failed: output.failed, dropped })
+    Ok(RawRun { records, log, client_failed: output.failed, dropped, refresh_probes })
 }
 
 /// The node holding the data units the sequence reads most often (a hot spot: what a slow node

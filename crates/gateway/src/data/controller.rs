@@ -120,6 +120,8 @@ pub struct ControllerCounters {
     pub request_probes: AtomicU64,
     /// Probes sent by lazy refreshes.
     pub refresh_probes: AtomicU64,
+    /// Refresh probes since the last [`Controller::take_records`] (they belong to no record).
+    pub refresh_probes_untaken: AtomicU64,
     /// Planned reads that had to fall back to the robust degraded read.
     pub fallbacks: AtomicU64,
     /// Reads not planned (a stripe of another code, or a node not Up): the robust path served them.
@@ -345,6 +347,12 @@ impl Controller {
     pub fn take_records(&self) -> (Vec<Record>, u64) {
         let records: Vec<Record> = std::mem::take(&mut *self.lock_records()).into();
         (records, self.counters.dropped_records.swap(0, Ordering::Relaxed))
+    }
+
+    /// Probes the lazy refreshes sent since the last call: they load the nodes like per-request
+    /// probes but belong to no record, so reports add them to a run's probes per second.
+    pub fn take_refresh_probes(&self) -> u64 {
+        self.counters.refresh_probes_untaken.swap(0, Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -785,6 +793,7 @@ impl Controller {
         };
         let replies = self.probe_nodes(io, &nodes, &targets).await;
         self.counters.refresh_probes.fetch_add(targets.len() as u64, Ordering::Relaxed);
+        self.counters.refresh_probes_untaken.fetch_add(targets.len() as u64, Ordering::Relaxed);
         let started = Instant::now();
         let mut state = self.lock();
         if state.generation != generation {
