@@ -406,7 +406,8 @@ impl Controller {
         metrics::histogram!("lowtail_controller_decision_seconds")
             .record((decision.decision_end_ns - decision.decision_start_ns) as f64 / 1e9);
         let mut ends = vec![TaskEnd::NotLaunched; decision.plan.tasks.len()];
-        let executed = self.execute(io, nodes, stripe, code, unit, &decision, &mut ends).await;
+        let target = UnitRead { io, nodes, stripe, code, unit };
+        let executed = self.execute(&target, &decision, &mut ends).await;
         let (result, degraded, timed_out) = match executed {
             Executed::Done { bytes, degraded, timed_out } => {
                 if degraded {
@@ -574,21 +575,11 @@ impl Controller {
     }
 
     /// Carries out `decision`'s plan; fills `ends` with what became of each task.
-    #[allow(clippy::too_many_arguments)]
-    async fn execute(
-        &self,
-        io: &StripeIo,
-        nodes: &NodeMap,
-        stripe: &StripeMeta,
-        code: &dyn ErasureCode,
-        target: usize,
-        decision: &Decision,
-        ends: &mut [TaskEnd],
-    ) -> Executed {
+    async fn execute(&self, target: &UnitRead<'_>, decision: &Decision, ends: &mut [TaskEnd]) -> Executed {
         let plan = &decision.plan;
         match plan.quorum {
             Quorum::NormalThenFallback { timeout_ns } => {
-                self.normal_then_fallback(io, nodes, stripe, code, target, decision, timeout_ns, ends).await
+                self.normal_then_fallback(target, decision, timeout_ns, ends).await
             }
             // Every task of a normal read or a proactive degraded read; the first-k and any-k rules
             // need a decodable subset, which `gather` checks as answers come.
@@ -598,7 +589,7 @@ impl Controller {
                     _ => plan.tasks.len(),
                 };
                 let all: Vec<usize> = (0..plan.tasks.len()).collect();
-                match self.gather(io, nodes, stripe, code, target, decision, &all, needed, ends).await {
+                match self.gather(target, decision, &all, needed, ends).await {
                     Some((bytes, degraded)) => Executed::Done { bytes, degraded, timed_out: false },
                     None => Executed::Failed { timed_out: false },
                 }
@@ -609,21 +600,16 @@ impl Controller {
     /// Reads the normal task; when it has not answered `timeout_ns` after dispatch (or failed),
     /// reads the fallback set beside it; the first complete answer wins and the rest is dropped,
     /// which cancels it on its node.
-    #[allow(clippy::too_many_arguments)]
     async fn normal_then_fallback(
         &self,
-        io: &StripeIo,
-        nodes: &NodeMap,
-        stripe: &StripeMeta,
-        code: &dyn ErasureCode,
-        target: usize,
+        target: &UnitRead<'_>,
         decision: &Decision,
         timeout_ns: u64,
         ends: &mut [TaskEnd],
     ) -> Executed {
         let plan = &decision.plan;
         let sent_ns = self.now_ns();
-        let primary = self.run_task(io, nodes, stripe, &plan.tasks[0], decision.store_nodes[0]);
+        let primary = self.run_task(target, &plan.tasks[0], decision.store_nodes[0]);
         tokio::pin!(primary);
         let mut primary_done = false;
         tokio::select! {
@@ -641,8 +627,7 @@ impl Controller {
         let fallback: Vec<usize> = (1..plan.tasks.len()).collect();
         let mut fallback_ends = vec![TaskEnd::NotLaunched; plan.tasks.len()];
         let outcome = {
-            let degraded =
-                self.gather(io, nodes, stripe, code, target, decision, &fallback, fallback.len(), &mut fallback_ends);
+            let degraded = self.gather(target, decision, &fallback, fallback.len(), &mut fallback_ends);
             tokio::pin!(degraded);
             if primary_done {
                 degraded.await
@@ -679,20 +664,16 @@ impl Controller {
     /// Launches tasks `launch` of the plan in parallel and returns the target's bytes once they are
     /// decodable from the answers (the target itself, or `needed` answers that rebuild it), with
     /// whether they were decoded. Unfinished tasks are dropped (cancelled on their nodes).
-    #[allow(clippy::too_many_arguments)]
     async fn gather(
         &self,
-        io: &StripeIo,
-        nodes: &NodeMap,
-        stripe: &StripeMeta,
-        code: &dyn ErasureCode,
-        target: usize,
+        target: &UnitRead<'_>,
         decision: &Decision,
         launch: &[usize],
         needed: usize,
         ends: &mut [TaskEnd],
     ) -> Option<(Bytes, bool)> {
         let plan = &decision.plan;
+        let (stripe, code) = (target.stripe, target.code);
         let sent_ns = self.now_ns();
         for &i in launch {
             ends[i] = TaskEnd::Cancelled { sent_ns };
@@ -700,7 +681,7 @@ impl Controller {
         let mut reads: FuturesUnordered<_> = launch
             .iter()
             .map(|&i| {
-                let read = self.run_task(io, nodes, stripe, &plan.tasks[i], decision.store_nodes[i]);
+                let read = self.run_task(target, &plan.tasks[i], decision.store_nodes[i]);
                 async move { (i, read.await) }
             })
             .collect();
@@ -717,7 +698,7 @@ impl Controller {
                 continue;
             };
             let unit = usize::from(plan.tasks[i].unit);
-            if unit == target {
+            if unit == target.unit {
                 result = Some((bytes, false));
                 break;
             }
@@ -725,12 +706,12 @@ impl Controller {
             if answered.len() >= needed {
                 let mask: Vec<bool> =
                     (0..stripe.placement.len()).map(|u| answered.iter().any(|(a, _)| *a == u)).collect();
-                if let Some(sources) = super::plan::recovery_units(code, &mask, target) {
+                if let Some(sources) = super::plan::recovery_units(code, &mask, target.unit) {
                     let buffers: Vec<Bytes> = sources
                         .iter()
                         .map(|s| answered.iter().find(|(a, _)| a == s).map(|(_, b)| b.clone()).unwrap_or_default())
                         .collect();
-                    result = decode(code, target, &sources, &buffers).ok().map(|b| (b, true));
+                    result = decode(code, target.unit, &sources, &buffers).ok().map(|b| (b, true));
                     break;
                 }
             }
@@ -742,12 +723,11 @@ impl Controller {
     /// One task: its bytes (None when it failed) and how it ended.
     async fn run_task(
         &self,
-        io: &StripeIo,
-        nodes: &NodeMap,
-        stripe: &StripeMeta,
+        target: &UnitRead<'_>,
         task: &PlannedTask,
         node: meta::NodeId,
     ) -> (TaskEnd, Option<Bytes>) {
+        let UnitRead { io, nodes, stripe, .. } = *target;
         debug_assert_eq!(stripe.placement[usize::from(task.unit)], node, "plan and stripe agree on the node");
         let sent_ns = self.now_ns();
         match io.read_unit_timed(nodes, stripe, usize::from(task.unit), task.offset, task.length).await {
@@ -808,6 +788,17 @@ impl Controller {
         metrics::histogram!("lowtail_controller_refresh_seconds").record(started.elapsed().as_secs_f64());
         Ok(())
     }
+}
+
+/// The data-unit range a decision serves, with what its tasks need to read and decode.
+#[derive(Clone, Copy)]
+struct UnitRead<'a> {
+    io: &'a StripeIo,
+    nodes: &'a NodeMap,
+    stripe: &'a StripeMeta,
+    code: &'a dyn ErasureCode,
+    /// The data unit read (the decode target of a degraded read).
+    unit: usize,
 }
 
 /// What executing a plan came to.
