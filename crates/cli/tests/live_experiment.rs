@@ -114,7 +114,7 @@ fn the_quick_live_experiment_writes_the_results_folder() {
     }
     let slow = read_json("slow_node.json");
     let slow = slow.as_array().unwrap();
-    assert_eq!(slow.len(), 2, "normal and lmlf-pw2 with a slowed node");
+    assert_eq!(slow.len(), 3, "normal, lmlf-pw2 and llf-pw2 with a slowed node");
     for row in slow {
         for field in ["code", "policy", "node", "factor", "healthy_p99", "slowed_p99", "ratio"] {
             assert!(row.get(field).is_some(), "slow-node row lacks {field}: {row}");
