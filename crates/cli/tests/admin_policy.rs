@@ -1,11 +1,12 @@
-//! `lowtail admin policy` against a running `lowtail up`: show the policy, switch it, refuse a bad
+//! `lowtail admin policy` against a running `lowtail up` whose up.toml sets the controller: show the
+//! policy, switch it, refuse a bad
 //! name without changing anything, and see the switch in the records the gateway keeps (LMLF-PW2
 //! sends 1 + 6 probes per read on RS(6,3)); records are exported only with the cluster secret.
 
 mod common;
 
 use aws_sdk_s3::primitives::ByteStream;
-use common::{client, get, interrupt, pseudo_random, start_up, wait_for_manifest};
+use common::{client, get, interrupt, pseudo_random, start_up_with, wait_for_manifest};
 use std::path::Path;
 use std::process::Command;
 
@@ -45,7 +46,10 @@ fn take_records(gateway_http: &str, secret: &str) -> (u16, Vec<model::Record>) {
 async fn admin_policy_switches_the_gateway_and_records_show_it() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("cluster");
-    let mut up = start_up(&dir);
+    // The policy's settings come from up.toml's [controller] section.
+    let up_toml = temp.path().join("up.toml");
+    std::fs::write(&up_toml, "[controller]\npolicy = \"normal\"\nsettings = { normal_timeout_ms = 700 }\n").unwrap();
+    let mut up = start_up_with(&dir, &["--config", up_toml.to_str().unwrap()]);
     let manifest = wait_for_manifest(&dir, &mut up);
     let gateway_http = launcher::admin::gateway_http_from_dir(&dir).unwrap();
     let secret = launcher::admin::cluster_secret_from_dir(&dir).unwrap();
@@ -59,7 +63,7 @@ async fn admin_policy_switches_the_gateway_and_records_show_it() {
     }
 
     let (ok, text) = lowtail_admin(&dir, &["show"]);
-    assert!(ok && text.contains(": normal "), "{text}");
+    assert!(ok && text.contains(": normal ") && text.contains("\"normal_timeout_ms\":700"), "{text}");
     for (key, bytes) in &objects {
         assert!(get(&s3, key).await == *bytes);
     }

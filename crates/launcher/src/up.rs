@@ -11,6 +11,7 @@ use crate::processes::NodeProcess;
 use crate::state::{ClusterDir, ClusterState, UpOptions};
 use anyhow::Context;
 use gateway::data::DataConfig;
+use gateway::data::controller::ControllerConfig;
 use gateway::data::membership::{register_node, unix_now_ms};
 use gateway::process::{Credential, GatewayConfig, MetaConfig, RunningGateway};
 use meta::{MetaStore, NodeId};
@@ -37,6 +38,9 @@ pub struct UpConfig {
     pub data: DataConfig,
     /// Service-model emulation applied to every node (off by default); see the node's README.
     pub service_model: ServiceModel,
+    /// The gateway's read controller: the policy reads follow (default `normal`) and its settings;
+    /// see docs/controller.md. Switch a running cluster with `lowtail admin policy set`.
+    pub controller: ControllerConfig,
 }
 
 impl Default for UpConfig {
@@ -48,6 +52,7 @@ impl Default for UpConfig {
             s3_listen: None,
             data: DataConfig::default(),
             service_model: ServiceModel::default(),
+            controller: ControllerConfig::default(),
         }
     }
 }
@@ -171,6 +176,7 @@ async fn start_gateway(
         region: state.region.clone(),
         meta: meta_config,
         data,
+        controller: config.controller.clone(),
         ..GatewayConfig::default()
     };
     let gateway = gateway::process::start(gateway_config, meta).await?;
