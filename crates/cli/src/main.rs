@@ -667,24 +667,24 @@ fn policy_gateways(target: &AdminPolicyTarget) -> anyhow::Result<Vec<String>> {
 }
 
 fn admin_policy(command: AdminPolicyCommand) -> anyhow::Result<()> {
+    use launcher::gateway_admin::GatewayAdmin;
+    let mut text = String::new();
     match command {
         AdminPolicyCommand::Show(target) => {
-            let mut text = String::new();
+            // Reading the policy needs no secret.
             for base in policy_gateways(&target)? {
-                let state = launcher::admin::fetch_policy(&base)?;
-                text.push_str(&format!("{base}: {} {}\n", state["policy"].as_str().unwrap_or("?"), state["settings"]));
+                let state = GatewayAdmin { base: base.clone(), secret: String::new() }.policy()?;
+                text.push_str(&format!("{base}: {} {}\n", state.policy, serde_json::to_string(&state.settings)?));
             }
-            print_stdout(&text)
         }
         AdminPolicyCommand::Set(args) => {
             // Checked here so a typo changes no gateway.
             let kind: policy::PolicyKind = args.policy.parse()?;
             let settings = match &args.settings {
-                Some(json) => {
-                    let settings: policy::PolicySettings =
-                        serde_json::from_str(json).with_context(|| format!("--settings {json:?}"))?;
-                    Some(serde_json::to_value(settings)?)
-                }
+                Some(json) => Some(
+                    serde_json::from_str::<policy::PolicySettings>(json)
+                        .with_context(|| format!("--settings {json:?}"))?,
+                ),
                 None => None,
             };
             let secret = if args.target.gateway.is_empty() {
@@ -693,14 +693,14 @@ fn admin_policy(command: AdminPolicyCommand) -> anyhow::Result<()> {
                 std::env::var("LOWTAIL_CLUSTER_SECRET")
                     .context("set LOWTAIL_CLUSTER_SECRET to the cluster secret to switch gateways given by --gateway")?
             };
-            let mut text = String::new();
             for base in policy_gateways(&args.target)? {
-                let state = launcher::admin::set_policy(&base, &secret, kind.name(), settings.as_ref())?;
-                text.push_str(&format!("{base}: now {}\n", state["policy"].as_str().unwrap_or("?")));
+                let admin = GatewayAdmin { base: base.clone(), secret: secret.clone() };
+                let state = admin.set_policy(kind, settings.as_ref())?;
+                text.push_str(&format!("{base}: now {}\n", state.policy));
             }
-            print_stdout(&text)
         }
     }
+    print_stdout(&text)
 }
 
 fn admin_add_node(args: AdminAddNodeArgs) -> anyhow::Result<()> {

@@ -3,8 +3,8 @@
 //! not started by `lowtail up` (`lowtail admin add-node`), in the metadata store a gateway config
 //! names, after checking that the node answers with the cluster secret.
 //!
-//! `lowtail admin policy` shows and switches the read policy of running gateways through their
-//! HTTP endpoint (switching needs the cluster secret, read from the cluster directory's state).
+//! `lowtail admin policy` finds the gateways and the cluster secret (read from the cluster
+//! directory's state) for [`crate::gateway_admin::GatewayAdmin`], which makes the calls.
 //!
 //! Must not: open the metadata store for status: the running gateway holds it (the embedded store
 //! admits one process), and asking the gateway shows what the gateway believes. Registration does
@@ -76,43 +76,6 @@ pub fn cluster_secret_from_dir(dir: &Path) -> anyhow::Result<String> {
         Some(secret) if !secret.is_empty() => Ok(secret.to_string()),
         _ => bail!("{} has no cluster_secret", path.display()),
     }
-}
-
-/// `GET {base}/admin/policy`: the policy a gateway runs, as JSON.
-pub fn fetch_policy(base: &str) -> anyhow::Result<Value> {
-    let url = format!("{base}/admin/policy");
-    let body = ureq::get(&url)
-        .call()
-        .with_context(|| format!("cannot reach the gateway at {url}; is it running?"))?
-        .body_mut()
-        .read_to_string()
-        .context("reading the gateway's answer")?;
-    serde_json::from_str(&body).with_context(|| format!("the gateway at {url} did not answer JSON"))
-}
-
-/// `PUT {base}/admin/policy`: switches a gateway's read policy to `policy` (a name such as
-/// `lmlf-pw2`), with `settings` (a `PolicySettings` object) or the gateway's current ones. Returns
-/// the new state; a refused change comes back as an error with the gateway's reason.
-pub fn set_policy(base: &str, secret: &str, policy: &str, settings: Option<&Value>) -> anyhow::Result<Value> {
-    let url = format!("{base}/admin/policy");
-    let mut change = serde_json::json!({ "policy": policy });
-    if let Some(settings) = settings {
-        change["settings"] = settings.clone();
-    }
-    let mut response = ureq::put(&url)
-        .config()
-        .http_status_as_error(false)
-        .build()
-        .header(gateway::process::SECRET_HEADER, secret)
-        .content_type("application/json")
-        .send(change.to_string())
-        .with_context(|| format!("cannot reach the gateway at {url}; is it running?"))?;
-    let status = response.status();
-    let body = response.body_mut().read_to_string().context("reading the gateway's answer")?;
-    if !status.is_success() {
-        bail!("the gateway at {base} refused the policy change ({status}): {}", body.trim());
-    }
-    serde_json::from_str(&body).with_context(|| format!("the gateway at {url} did not answer JSON"))
 }
 
 /// Renders a status answer as a short report: nodes by state, then repair progress.

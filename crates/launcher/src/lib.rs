@@ -15,6 +15,7 @@ pub mod admin;
 pub mod child;
 pub mod etcd;
 pub mod fleet;
+pub mod gateway_admin;
 pub mod manifest;
 pub mod processes;
 pub mod state;

@@ -15,7 +15,6 @@
 //! reads clocks: it drives real processes.
 
 pub mod calibrate;
-pub mod control;
 pub mod merge;
 pub mod page;
 pub mod placement;
@@ -25,7 +24,7 @@ use crate::parallel::Progress;
 use anyhow::{Context, bail, ensure};
 use bench::s3_client::{S3Endpoint, measurement_client};
 use calibrate::Calibration;
-use control::GatewayAdmin;
+use launcher::gateway_admin::{GatewayAdmin, Taken};
 use launcher::{Fleet, FleetConfig};
 use load::executor::{LoopMode, execute};
 use load::objects::{object_key, object_sizes};
@@ -346,7 +345,7 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> anyhow::Result<T> + 
 }
 
 /// Every gateway's records, taken now.
-async fn take_all(admins: &[GatewayAdmin]) -> anyhow::Result<Vec<control::Taken>> {
+async fn take_all(admins: &[GatewayAdmin]) -> anyhow::Result<Vec<Taken>> {
     let mut taken = Vec::with_capacity(admins.len());
     for admin in admins {
         let admin = admin.clone();
@@ -358,7 +357,7 @@ async fn take_all(admins: &[GatewayAdmin]) -> anyhow::Result<Vec<control::Taken>
 async fn set_policy_everywhere(admins: &[GatewayAdmin], policy: PolicyKind) -> anyhow::Result<()> {
     for admin in admins {
         let admin = admin.clone();
-        blocking(move || admin.set_policy(policy, &PolicySettings::default())).await?;
+        blocking(move || admin.set_policy(policy, Some(&PolicySettings::default()))).await?;
     }
     Ok(())
 }

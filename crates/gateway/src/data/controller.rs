@@ -196,8 +196,8 @@ impl Catalog {
             return rate;
         }
         // Unmeasured: the mean of the measured ones, so it neither attracts nor repels load.
-        let known: Vec<f64> = self.rates.iter().copied().filter(|r| *r > 0.0).collect();
-        if known.is_empty() { 1.0 } else { known.iter().sum::<f64>() / known.len() as f64 }
+        let (sum, count) = self.rates.iter().filter(|r| **r > 0.0).fold((0.0, 0u32), |(s, c), r| (s + r, c + 1));
+        if count == 0 { 1.0 } else { sum / f64::from(count) }
     }
 }
 

@@ -1,22 +1,18 @@
-//! The gateways' controller endpoints as the experiment uses them: `GET` and `PUT /admin/policy`
-//! (switch every gateway's read policy) and `POST /admin/records/take` (the records of the reads
-//! since the last take, as JSON lines), with the cluster secret.
+//! The client of a gateway's controller endpoints, for `lowtail admin policy` and the live
+//! experiment: `GET` and `PUT /admin/policy` (show and switch the read policy) and `POST
+//! /admin/records/take` (the records of the reads since the last take, as JSON lines), with the
+//! cluster secret.
 //!
 //! Owns: the HTTP calls, their time limits and their errors, which name the gateway and say when it
 //! lacks the controller (a 404). Must not: retry a call (a failure ends the experiment with its
 //! reason) or interpret records (the caller renames and summarises them).
 
 use anyhow::{Context, bail};
+use gateway::data::controller::PolicyState;
+use gateway::process::{DROPPED_HEADER, REFRESH_PROBES_HEADER, SECRET_HEADER};
 use model::Record;
 use policy::{PolicyKind, PolicySettings};
 use std::time::Duration;
-
-/// The header of the cluster secret (`gateway::process::SECRET_HEADER`).
-pub const SECRET_HEADER: &str = "x-lowtail-secret";
-/// The header counting dropped records (`gateway::process::DROPPED_HEADER`).
-pub const DROPPED_HEADER: &str = "x-lowtail-records-dropped";
-/// The header counting lazy-refresh probes (`gateway::process::REFRESH_PROBES_HEADER`).
-pub const REFRESH_PROBES_HEADER: &str = "x-lowtail-refresh-probes";
 /// Time limit of one admin call; a take moves up to a run's records.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest records body accepted (about 4 M records).
@@ -58,42 +54,40 @@ impl GatewayAdmin {
         match status {
             200 => Ok(body),
             404 => bail!(
-                "the gateway at {} has no {what} endpoint (404): it was built without the read controller, \
-                 which the live experiment needs",
+                "the gateway at {} has no {what} endpoint (404): it was built without the read controller",
                 self.base
             ),
             _ => bail!("{what} at {} answered {status}: {}", self.base, body.trim()),
         }
     }
 
-    /// The policy the gateway runs now (`GET /admin/policy`).
-    pub fn policy(&self) -> anyhow::Result<PolicyKind> {
+    /// The policy the gateway runs now and its settings (`GET /admin/policy`).
+    pub fn policy(&self) -> anyhow::Result<PolicyState> {
         let what = "GET /admin/policy";
         let mut response = agent()
             .get(format!("{}/admin/policy", self.base))
             .call()
             .with_context(|| format!("{what} at {}", self.base))?;
         let body = self.check(what, &mut response)?;
-        let state: serde_json::Value =
-            serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer JSON", self.base))?;
-        let name =
-            state["policy"].as_str().with_context(|| format!("{what} at {} named no policy: {body}", self.base))?;
-        name.parse().map_err(|e| anyhow::anyhow!("{what} at {} named {name:?}: {e}", self.base))
+        serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer a policy: {body}", self.base))
     }
 
-    /// Switches the gateway to `policy` with `settings` (`PUT /admin/policy`; the policy's tables
-    /// start afresh).
-    pub fn set_policy(&self, policy: PolicyKind, settings: &PolicySettings) -> anyhow::Result<()> {
+    /// Switches the gateway to `policy` with `settings`, or with its current settings when `None`
+    /// (`PUT /admin/policy`; the policy's tables start afresh). Returns the gateway's new state.
+    pub fn set_policy(&self, policy: PolicyKind, settings: Option<&PolicySettings>) -> anyhow::Result<PolicyState> {
         let what = "PUT /admin/policy";
-        let body = serde_json::json!({ "policy": policy.name(), "settings": settings }).to_string();
+        let mut change = serde_json::json!({ "policy": policy.name() });
+        if let Some(settings) = settings {
+            change["settings"] = serde_json::to_value(settings)?;
+        }
         let mut response = agent()
             .put(format!("{}/admin/policy", self.base))
             .header(SECRET_HEADER, &self.secret)
             .content_type("application/json")
-            .send(body.as_str())
+            .send(change.to_string().as_str())
             .with_context(|| format!("{what} at {}", self.base))?;
-        self.check(what, &mut response)?;
-        Ok(())
+        let body = self.check(what, &mut response)?;
+        serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer a policy: {body}", self.base))
     }
 
     /// Takes the records the gateway holds (`POST /admin/records/take`), emptying its buffer.
