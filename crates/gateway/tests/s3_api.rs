@@ -254,6 +254,19 @@ async fn listings_v1_v2_and_versions() {
     assert_eq!(rest.versions().len(), 4);
 }
 
+/// GetBucketVersioning answers what S3 answers for a bucket whose versioning was never enabled (no
+/// `Status`), not NotImplemented: rclone's purge asks it first and logs an error on NotImplemented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_versioning_is_never_enabled() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("plain").send().await.expect("create");
+    let versioning = client.get_bucket_versioning().bucket("plain").send().await.expect("versioning");
+    assert_eq!((versioning.status(), versioning.mfa_delete()), (None, None));
+    let missing = client.get_bucket_versioning().bucket("nowhere").send().await.unwrap_err();
+    assert_eq!(failure(&missing), (404, "NoSuchBucket".into()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multipart_uploads() {
     let server = start().await;

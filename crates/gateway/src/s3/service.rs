@@ -429,6 +429,19 @@ impl S3 for LowtailS3 {
         .await
     }
 
+    /// Buckets are never versioned: S3's answer for a bucket whose versioning was never enabled, a
+    /// configuration without `Status` (clients such as rclone's purge ask before deleting).
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        observe("GetBucketVersioning", async {
+            self.meta.get_bucket(&req.input.bucket).await.map_err(from_meta)?;
+            Ok(S3Response::new(GetBucketVersioningOutput::default()))
+        })
+        .await
+    }
+
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         observe("PutObject", async {
             let input = req.input;
