@@ -183,6 +183,30 @@ enum ExperimentCommand {
     /// peak hour), 3 or 8 frontends as in the paper, and a latency-vs-load sweep. Writes
     /// summary.json, findings.json (the paper's claims, judged), tables, plots and report.html.
     Hu2017(Hu2017Args),
+    /// Fits the workload parameters Hu et al. do not publish (Zipf exponent of popularity and
+    /// arrival rate) to the paper's Normal rows, from Normal runs only, over a grid; prints the
+    /// grid and the best point, writes fit.json and plots/fit-loss.svg (docs/simulator.md).
+    #[command(name = "hu2017-fit")]
+    Hu2017Fit(Hu2017FitArgs),
+}
+
+#[derive(Debug, Args)]
+struct Hu2017FitArgs {
+    /// Results folder (created; fit.json and plots/fit-loss.* are replaced).
+    #[arg(long, value_name = "DIR", default_value = "hu2017-fit")]
+    out: PathBuf,
+    /// A 2 x 2 grid of 20-second runs instead of 5 x 8 of a simulated hour (about 7 minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Seed of the workloads and runs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Simulations run at once (each on one thread).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
+    /// Write the SVG plot only (no PNG copy).
+    #[arg(long)]
+    no_png: bool,
 }
 
 #[derive(Debug, Args)]
@@ -196,10 +220,13 @@ struct Hu2017Args {
     /// Seed of the workload and of every run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Headline arrival rate in requests per second (default 800: see docs/simulator.md). The sweep
-    /// runs at 1/8 to 9/8 of it.
+    /// Headline arrival rate in requests per second (default: the fitted one, see
+    /// docs/simulator.md). The sweep runs at 1/8 to 9/8 of it.
     #[arg(long, value_name = "REQ_PER_S")]
     rate: Option<f64>,
+    /// Zipf exponent of object popularity (default: the fitted one, see docs/simulator.md).
+    #[arg(long, value_name = "S")]
+    zipf: Option<f64>,
     /// Skip the latency-vs-load sweep.
     #[arg(long)]
     no_sweep: bool,
@@ -447,6 +474,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::Policy(command)) => admin_policy(command),
         Command::Sim(args) => run_sim(args),
         Command::Experiment(ExperimentCommand::Hu2017(args)) => run_hu2017(args),
+        Command::Experiment(ExperimentCommand::Hu2017Fit(args)) => run_hu2017_fit(args),
         Command::Load(args) => run_load(*args),
     }
 }
@@ -524,6 +552,7 @@ fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
         png: !args.run.no_png,
         sweep_factors: if args.no_sweep { Vec::new() } else { experiment::hu2017::SWEEP_FACTORS.to_vec() },
         rate_per_s: args.rate,
+        zipf_exponent: args.zipf,
         ..experiment::Hu2017Options::default()
     };
     let runs: usize = experiment::hu2017::codes().iter().map(|(_, policies)| policies.len()).sum();
@@ -546,6 +575,68 @@ fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
         args.out.display()
     );
     Ok(())
+}
+
+fn run_hu2017_fit(args: Hu2017FitArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.threads > 0, "--threads must be at least 1");
+    let options = experiment::fit::FitOptions {
+        png: !args.no_png,
+        ..experiment::fit::FitOptions::new(args.quick, args.seed, args.threads)
+    };
+    let bar = runs_progress(options.runs(), "hu2017-fit");
+    let started = std::time::Instant::now();
+    let outcome = experiment::fit::run_fit(&options, &args.out, &|progress| {
+        bar.set_position(progress.done as u64);
+        bar.set_message(progress.label);
+    })?;
+    bar.finish_and_clear();
+    let mut out = String::new();
+    for paper in &outcome.paper {
+        out.push_str(&format!(
+            "paper Normal {:<10} mean {:.3}  median {:.3}  p95 {:.3}  min {:.3} s\n",
+            paper.code, paper.mean_s, paper.median_s, paper.p95_s, paper.min_s
+        ));
+    }
+    out.push_str(&format!(
+        "{:>5} {:>6}  {:<10} {:>6} {:>8} {:>8} {:>8} {:>8}  {:>6} {:>6} {:>6}  {:>7}\n",
+        "zipf", "rate", "code", "load", "mean", "median", "p95", "min", "e_med", "e_p95", "e_mean", "loss"
+    ));
+    for (index, point) in outcome.points.iter().enumerate() {
+        for (row_index, row) in point.rows.iter().enumerate() {
+            let e = row.log_errors;
+            let loss = if row_index == 0 { format!("{:7.3}", point.loss) } else { String::new() };
+            let mark = if index == outcome.best && row_index == 0 { " <- best" } else { "" };
+            out.push_str(&format!(
+                "{:>5} {:>6.0}  {:<10} {:>6.3} {:>8.4} {:>8.4} {:>8.4} {:>8.4}  {:>6.2} {:>6.2} {:>6.2}  {:>7}{mark}\n",
+                point.zipf_exponent,
+                point.rate_per_s,
+                row.code,
+                row.load,
+                row.mean_s,
+                row.median_s,
+                row.p95_s,
+                row.min_s,
+                e[0],
+                e[1],
+                e[2],
+                loss
+            ));
+        }
+    }
+    let best = outcome.best_point();
+    out.push_str(&format!(
+        "best: Zipf {} at {:.0} requests/s (loss {:.3}); {} runs in {:.1} s; fit.json and plots/fit-loss.svg in {}\n\
+         run the experiment there: lowtail experiment hu2017 --zipf {} --rate {:.0}\n",
+        best.zipf_exponent,
+        best.rate_per_s,
+        best.loss,
+        options.runs(),
+        started.elapsed().as_secs_f64(),
+        args.out.display(),
+        best.zipf_exponent,
+        best.rate_per_s
+    ));
+    print_stdout(&out)
 }
 
 fn print_findings(findings: &[experiment::Finding]) {

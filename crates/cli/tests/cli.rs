@@ -81,6 +81,7 @@ fn every_command_explains_itself() {
         &["engines", "--help"],
         &["sim", "--help"],
         &["experiment", "hu2017", "--help"],
+        &["experiment", "hu2017-fit", "--help"],
     ] {
         let output = lowtail(args);
         assert!(output.status.success(), "{args:?}");
@@ -139,4 +140,26 @@ fn experiment_hu2017_quick_judges_the_papers_claims() {
     assert!(findings.as_array().unwrap().len() >= 8);
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.contains("[holds]") || text.contains("[does not hold]"), "{text}");
+}
+
+#[test]
+fn experiment_hu2017_fit_quick_prints_its_grid_and_best_point() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("fit");
+    let output = lowtail(&["experiment", "hu2017-fit", "--quick", "--no-png", "--out", dir.to_str().unwrap()]);
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("paper Normal rs-6-3") && text.contains("<- best"), "{text}");
+    assert!(text.contains("lowtail experiment hu2017 --zipf"), "{text}");
+    let fit: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("fit.json")).unwrap()).unwrap();
+    let points = fit["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4, "2 exponents x 2 rates");
+    let best = fit["best"].as_u64().unwrap() as usize;
+    let loss = |i: usize| points[i]["loss"].as_f64().unwrap_or(f64::INFINITY);
+    assert!((0..points.len()).all(|i| loss(best) <= loss(i)), "{fit}");
+    assert!(dir.join("plots/fit-loss.svg").is_file());
+
+    let output = lowtail(&["experiment", "hu2017-fit", "--quick", "--threads", "0", "--out", dir.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--threads"));
 }

@@ -41,6 +41,8 @@ pub const QUICK_SWEEP_DURATION_S: f64 = 30.0;
 /// still stable on both codes (mean node load about 0.23 on RS(6,3)): the regime of the paper,
 /// where hot nodes queue and degraded reads pay. The sweep shows every other rate.
 pub const HEADLINE_RATE_PER_S: f64 = 800.0;
+/// The headline Zipf exponent of object popularity.
+pub const HEADLINE_ZIPF_EXPONENT: f64 = 1.1;
 /// Sweep points as multiples of the headline arrival rate: 100 to 900 requests per second.
 pub const SWEEP_FACTORS: [f64; 9] = [0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.125];
 
@@ -65,6 +67,8 @@ pub struct Hu2017Options {
     pub sweep_duration_s: Option<f64>,
     /// Overrides the headline arrival rate (requests per second; default [`HEADLINE_RATE_PER_S`]).
     pub rate_per_s: Option<f64>,
+    /// Overrides the Zipf exponent of popularity (default [`HEADLINE_ZIPF_EXPONENT`]).
+    pub zipf_exponent: Option<f64>,
 }
 
 impl Default for Hu2017Options {
@@ -79,6 +83,7 @@ impl Default for Hu2017Options {
             duration_s: None,
             sweep_duration_s: None,
             rate_per_s: None,
+            zipf_exponent: None,
         }
     }
 }
@@ -122,6 +127,7 @@ pub fn headline_config(options: &Hu2017Options) -> anyhow::Result<SimConfig> {
     };
     was.duration_s = options.duration_s.unwrap_or(if options.quick { QUICK_DURATION_S } else { FULL_DURATION_S });
     was.rate_per_s = options.rate_per_s.unwrap_or(HEADLINE_RATE_PER_S);
+    was.zipf_exponent = options.zipf_exponent.unwrap_or(HEADLINE_ZIPF_EXPONENT);
     config.validate()?;
     Ok(config)
 }

@@ -7,7 +7,7 @@
 //! not: run anything or read a clock; file contents depend only on the
 //! arguments, so the same runs give byte-identical files.
 
-use crate::plot::{self, BarFigure, BoxFigure, BoxItem, CdfFigure, Series, SweepFigure};
+use crate::plot::{self, BarFigure, BoxFigure, BoxItem, CdfFigure, Panel, PanelFigure, Series};
 use crate::stats::BoxStats;
 use crate::summary::{Samples, Summary, SummaryRow, summarize_samples};
 use crate::{html, table};
@@ -426,13 +426,18 @@ fn draw_code_plots(
                 .filter(|series| !series.points.is_empty())
                 .collect()
         };
-        let figure = SweepFigure {
+        let panel = |statistic: &str, pick: fn(&SweepPoint) -> Option<f64>| Panel {
+            caption: format!("{statistic} request latency"),
+            y_label: format!("{statistic} request latency (s)"),
+            series: series_of(pick),
+        };
+        let figure = PanelFigure {
             title: format!("Request latency vs load, {code}"),
             x_label: experiment.sweep_x_label.to_owned(),
             panels: vec![
-                ("median".to_owned(), series_of(|p| p.latency_s_median)),
-                ("p95".to_owned(), series_of(|p| p.latency_s_p95)),
-                ("p99".to_owned(), series_of(|p| p.latency_s_p99)),
+                panel("median", |p| p.latency_s_median),
+                panel("p95", |p| p.latency_s_p95),
+                panel("p99", |p| p.latency_s_p99),
             ],
         };
         let stem = format!("{code_file}-sweep");

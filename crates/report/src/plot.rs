@@ -5,7 +5,7 @@
 //! font library is needed and the PNG looks the same on every machine).
 //!
 //! Owns: the [`Figure`] trait, the four figure types, colours, tick labels,
-//! and [`render`]. Must not: compute statistics (figures get points and box
+//! [`render`], and [`write_line_panels`] (other experiments' line figures). Must not: compute statistics (figures get points and box
 //! statistics ready-made) or decide file names beyond the stem it is given.
 
 use crate::stats::BoxStats;
@@ -99,6 +99,50 @@ pub(crate) fn render(figure: &impl Figure, dir: &Path, stem: &str, png: bool) ->
         written.push(Path::new("plots").join(png_name));
     }
     Ok(written)
+}
+
+/// One panel for [`write_line_panels`]: a caption, the y axis label (with its unit), and named
+/// lines of `(x, y)` points, drawn in order.
+#[derive(Clone, Debug)]
+pub struct LinePanel {
+    /// Caption above the panel.
+    pub caption: String,
+    /// Label of the y axis, with its unit.
+    pub y_label: String,
+    /// `(legend entry, points)` per line.
+    pub lines: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+/// Draws `panels` side by side over one x axis as `plots_dir/stem.svg` (and `.png` if `png`),
+/// for experiments whose figures are not a report's standard ones; returns the paths written,
+/// relative to the results folder (`plots/…`). Line `i` of every panel has colour `i`.
+pub fn write_line_panels(
+    plots_dir: &Path,
+    stem: &str,
+    title: &str,
+    x_label: &str,
+    panels: &[LinePanel],
+    png: bool,
+) -> anyhow::Result<Vec<PathBuf>> {
+    fs::create_dir_all(plots_dir).with_context(|| format!("creating {}", plots_dir.display()))?;
+    let figure = PanelFigure {
+        title: title.to_owned(),
+        x_label: x_label.to_owned(),
+        panels: panels
+            .iter()
+            .map(|panel| Panel {
+                caption: panel.caption.clone(),
+                y_label: panel.y_label.clone(),
+                series: panel
+                    .lines
+                    .iter()
+                    .enumerate()
+                    .map(|(colour, (label, points))| Series { label: label.clone(), colour, points: points.clone() })
+                    .collect(),
+            })
+            .collect(),
+    };
+    render(&figure, plots_dir, stem, png)
 }
 
 /// RGB8 pixels as a PNG file.
@@ -374,16 +418,23 @@ impl Figure for BarFigure {
     }
 }
 
-/// Latency against load: one panel per statistic (median, p95, p99), one
-/// line per policy.
-pub(crate) struct SweepFigure {
-    pub title: String,
-    pub x_label: String,
-    /// `(statistic name, series)` per panel.
-    pub panels: Vec<(String, Vec<Series>)>,
+/// One panel of a [`PanelFigure`]: its caption, y axis label (with unit) and lines.
+#[derive(Clone, Debug)]
+pub(crate) struct Panel {
+    pub caption: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
 }
 
-impl Figure for SweepFigure {
+/// Panels side by side over one shared x axis, with lines and markers: latency against
+/// load (one panel per statistic, one line per policy), or a fit's loss over its grid.
+pub(crate) struct PanelFigure {
+    pub title: String,
+    pub x_label: String,
+    pub panels: Vec<Panel>,
+}
+
+impl Figure for PanelFigure {
     fn size(&self) -> (u32, u32) {
         (480 * self.panels.len().max(1) as u32, 520)
     }
@@ -394,7 +445,7 @@ impl Figure for SweepFigure {
     {
         let body = root.titled(&self.title, caption_style())?;
         let areas = body.split_evenly((1, self.panels.len().max(1)));
-        let all_points = || self.panels.iter().flat_map(|(_, series)| series.iter().flat_map(|s| s.points.iter()));
+        let all_points = || self.panels.iter().flat_map(|panel| panel.series.iter().flat_map(|s| s.points.iter()));
         let x_low = all_points().map(|p| p.0).fold(f64::INFINITY, f64::min);
         let x_high = all_points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
         let (x_low, x_high) = if x_low.is_finite() && x_high > x_low {
@@ -405,11 +456,12 @@ impl Figure for SweepFigure {
         } else {
             (0.0, 1.0)
         };
-        for (index, ((statistic, series), area)) in self.panels.iter().zip(areas.iter()).enumerate() {
+        for (index, (panel, area)) in self.panels.iter().zip(areas.iter()).enumerate() {
+            let series = &panel.series;
             let y_max = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0f64, f64::max);
             let y_top = if y_max > 0.0 { y_max * 1.1 } else { 1e-6 };
             let mut chart = ChartBuilder::on(area)
-                .caption(format!("{statistic} request latency"), axis_style())
+                .caption(&panel.caption, axis_style())
                 .margin(12)
                 .x_label_area_size(50)
                 .y_label_area_size(64)
@@ -417,14 +469,14 @@ impl Figure for SweepFigure {
             chart
                 .configure_mesh()
                 .x_desc(&self.x_label)
-                .y_desc(format!("{statistic} request latency (s)"))
+                .y_desc(&panel.y_label)
                 .x_label_formatter(&|v| tick(*v))
                 .y_label_formatter(&|v| tick(*v))
                 .label_style(label_style())
                 .axis_desc_style(label_style())
                 .light_line_style(WHITE.mix(0.0))
                 .draw()?;
-            for line in series {
+            for line in series.iter() {
                 let style = colour(line.colour).stroke_width(2);
                 chart
                     .draw_series(LineSeries::new(line.points.iter().copied(), style))?

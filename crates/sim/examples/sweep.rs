@@ -19,8 +19,21 @@ fn main() {
     let codes: Vec<String> = arg(4, "rs-6-3,lrc-6-2-2").split(',').map(String::from).collect();
     let chosen = arg(5, "all");
     println!(
-        "{:>6} {:<10} {:<10} {:>3} {:>6} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>9} {:>6}",
-        "rate", "code", "policy", "fe", "load", "mean", "median", "p95", "p99", "max", "task", "probes/s", "degr"
+        "{:>6} {:<10} {:<10} {:>3} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} {:>8} {:>9} {:>6}",
+        "rate",
+        "code",
+        "policy",
+        "fe",
+        "load",
+        "mean",
+        "min",
+        "median",
+        "p95",
+        "p99",
+        "max",
+        "task",
+        "probes/s",
+        "degr"
     );
     for &rate in &rates {
         let mut config = SimConfig { seed, ..SimConfig::default() };
@@ -79,13 +92,14 @@ fn main() {
                     println!("records {policy} {code} {rate}: {hash:016x} ({} events)", output.events);
                 }
                 println!(
-                    "{:>6} {:<10} {:<10} {:>3} {:>6.3} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>7.3} {:>8.4} {:>9.1} {:>6.3}",
+                    "{:>6} {:<10} {:<10} {:>3} {:>6.3} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>7.3} {:>8.4} {:>9.1} {:>6.3}",
                     rate,
                     code,
                     policy.name(),
                     output.frontends,
                     summary.utilisation_mean.unwrap_or(0.0),
                     latency.mean_s,
+                    latency.min_s,
                     latency.median_s,
                     latency.p95_s,
                     latency.p99_s,
