@@ -4,10 +4,12 @@
 //! multipart object copied up, listed (sizes, modification times, paginated v1 and v2 listings,
 //! URL-encoded keys), checked by MD5 (`rclone check`, which for the multipart object reads the MD5
 //! rclone stored in its metadata), read by range (`rclone cat --offset --count`), copied back down
-//! byte for byte, synced after a local delete, synced and moved with the flags docs/cluster.md gives
-//! for lowtail's lack of CopyObject, `delete` and `purge`, no command logging an error; then three
-//! storage nodes killed with SIGKILL and the check and the download still identical. Without
-//! `/usr/bin/rclone` the test fails unless `LOWTAIL_SKIP_RCLONE=1` (`scripts/test` installs it).
+//! byte for byte, synced after a local delete, synced after files were touched (rclone sets their
+//! new modification times with a CopyObject of each object onto itself) and changed, copied and
+//! moved server-side (CopyObject) between and within buckets, `delete` and `purge`, no command
+//! logging an error; then three storage nodes killed with SIGKILL and the check and the download
+//! still identical. Without `/usr/bin/rclone` the test fails unless `LOWTAIL_SKIP_RCLONE=1`
+//! (`scripts/test` installs it).
 
 mod common;
 
@@ -202,27 +204,41 @@ fn rclone_against_lowtail_up_copies_checks_syncs_and_loses_nothing_when_three_no
     assert_eq!(after_sync.len(), files.len());
     assert_check(&config, &tree, &at("photos/tree"), files.len());
 
-    // lowtail has no CopyObject, which rclone uses to set a stored object's modification time and
-    // for server-side copies: with --no-update-modtime a file only touched is left alone while a
-    // changed one is uploaded again, and --disable Copy moves by download and upload (docs/cluster.md).
-    let touched = tree.join("docs/notes.bin");
-    std::fs::File::options().write(true).open(&touched).unwrap().set_modified(mtime + Duration::from_secs(60)).unwrap();
+    // Files only touched keep their bytes: rclone stores the new modification time by copying each
+    // object onto itself with new metadata (CopyObject, REPLACE), the multipart one too; a changed
+    // file is uploaded again.
+    for (name, later) in [("docs/notes.bin", 60), ("big.bin", 120)] {
+        let file = std::fs::File::options().write(true).open(tree.join(name)).unwrap();
+        file.set_modified(mtime + Duration::from_secs(later)).unwrap();
+    }
     let changed = Path::new("docs/deep/a file+é.bin");
     let bytes = &mut files.iter_mut().find(|(name, _)| name == changed).unwrap().1;
     *bytes = pseudo_random(1 << 10, 5);
     std::fs::write(tree.join(changed), &bytes).unwrap();
-    let sync = rclone(&config, &["sync", "-v", "--no-update-modtime", local, &at("photos/tree")]);
-    assert_ok(&sync, "sync --no-update-modtime");
+    let sync = rclone(&config, &["sync", "-v", local, &at("photos/tree")]);
+    assert_ok(&sync, "sync after touching");
     let log = String::from_utf8_lossy(&sync.stderr);
-    assert!(log.contains("a file+é.bin: Copied (replaced existing)") && !log.contains("notes.bin"), "{log}");
+    assert!(log.contains("a file+é.bin: Copied (replaced existing)"), "{log}");
+    for touched in ["docs/notes.bin", "big.bin"] {
+        assert!(log.contains(&format!("{touched}: Updated modification time in destination")), "{log}");
+    }
+    assert_eq!(list(&config, &at("photos/tree"), &[]), local_listing(&config, &tree), "sizes, MD5s and times");
     assert_check(&config, &tree, &at("photos/tree"), files.len());
 
-    // delete removes the objects under a path; purge removes a bucket with everything in it.
-    assert_ok(&rclone(&config, &["copy", local, &at("scratch/tree")]), "copy to scratch");
+    // Server-side copies between buckets and a server-side move within one (CopyObject); delete
+    // removes the objects under a path; purge removes a bucket with everything in it.
+    let copied = rclone(&config, &["copy", "-v", &at("photos/tree"), &at("scratch/tree")]);
+    assert_ok(&copied, "server-side copy to scratch");
+    let log = String::from_utf8_lossy(&copied.stderr);
+    assert_eq!(log.matches("Copied (server-side copy)").count(), files.len(), "{log}");
+    assert_check(&config, &tree, &at("scratch/tree"), files.len());
     assert_ok(&rclone(&config, &["delete", &at("scratch/tree/docs")]), "delete");
-    let moved =
-        rclone(&config, &["moveto", "--disable", "Copy", &at("scratch/tree/empty.txt"), &at("scratch/moved.txt")]);
-    assert_ok(&moved, "moveto --disable Copy");
+    let moved = rclone(&config, &["moveto", "-v", &at("scratch/tree/empty.txt"), &at("scratch/moved.txt")]);
+    assert_ok(&moved, "server-side moveto");
+    let log = String::from_utf8_lossy(&moved.stderr);
+    // rclone moves within a remote by a server-side copy and a delete.
+    assert!(log.contains("empty.txt: Copied (server-side copy) to: moved.txt"), "{log}");
+    assert!(log.contains("empty.txt: Deleted"), "{log}");
     let left: Vec<_> = list(&config, &at("scratch"), &[]).into_iter().map(|(path, size, ..)| (path, size)).collect();
     assert_eq!(left, [("moved.txt".to_string(), 0), ("tree/big.bin".to_string(), BIG as u64)]);
     assert_ok(&rclone(&config, &["purge", &at("scratch")]), "purge");

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Drives a lowtail S3 endpoint with aws-cli v2: mb, cp up and down (small, and ~20 MiB so the CLI uses
-# multipart), ls, rm, rb. Usage: awscli.sh ENDPOINT ACCESS_KEY SECRET_KEY [AWS_BINARY]
+# multipart), server-side cp and mv between buckets (CopyObject for the small object, UploadPartCopy
+# for the large one), ls, rm, rb. Usage: awscli.sh ENDPOINT ACCESS_KEY SECRET_KEY [AWS_BINARY]
 # Exits non-zero on the first failure or on differing bytes.
 set -euo pipefail
 
@@ -34,7 +35,21 @@ cp_quietly "s3://$bucket/dir/small.txt" "$work/small.back"
 cp_quietly "s3://$bucket/large.bin" "$work/large.back"
 cmp "$work/small.txt" "$work/small.back"
 cmp "$work/large.bin" "$work/large.back"
+# Server-side copies into a second bucket, then a move back; the copies read back identical.
+s3 mb "s3://$bucket-copy"
+cp_quietly "s3://$bucket/dir/small.txt" "s3://$bucket-copy/small.txt"
+cp_quietly "s3://$bucket/large.bin" "s3://$bucket-copy/large.bin"
+cp_quietly "s3://$bucket-copy/small.txt" "$work/small.copy"
+cp_quietly "s3://$bucket-copy/large.bin" "$work/large.copy"
+cmp "$work/small.txt" "$work/small.copy"
+cmp "$work/large.bin" "$work/large.copy"
+s3 mv --no-progress "s3://$bucket-copy/large.bin" "s3://$bucket/moved.bin"
+cp_quietly "s3://$bucket/moved.bin" "$work/moved.back"
+cmp "$work/large.bin" "$work/moved.back"
+s3 rm "s3://$bucket-copy/small.txt"
+s3 rb "s3://$bucket-copy"
 s3 rm "s3://$bucket/dir/small.txt"
 s3 rm "s3://$bucket/large.bin"
+s3 rm "s3://$bucket/moved.bin"
 s3 rb "s3://$bucket"
 echo "aws-cli: all steps passed"

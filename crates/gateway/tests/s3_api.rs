@@ -267,6 +267,22 @@ async fn bucket_versioning_is_never_enabled() {
     assert_eq!(failure(&missing), (404, "NoSuchBucket".into()));
 }
 
+/// GetObjectTagging answers an empty tag set (objects never have tags), not NotImplemented: aws-cli
+/// asks it before every multipart server-side copy and gives up on NotImplemented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_tagging_is_always_empty() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("tags").send().await.expect("create");
+    put(&client, "tags", "k", b"v".to_vec()).await;
+    let tagging = client.get_object_tagging().bucket("tags").key("k").send().await.expect("tagging");
+    assert!(tagging.tag_set().is_empty());
+    let missing = client.get_object_tagging().bucket("tags").key("absent").send().await.unwrap_err();
+    assert_eq!(failure(&missing), (404, "NoSuchKey".into()));
+    let missing = client.get_object_tagging().bucket("nowhere").key("k").send().await.unwrap_err();
+    assert_eq!(failure(&missing), (404, "NoSuchBucket".into()));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multipart_uploads() {
     let server = start().await;
@@ -612,4 +628,398 @@ async fn standard_headers_are_kept_with_the_object() {
     let head = client.head_object().bucket("headers").key("multi").send().await.expect("head multipart");
     assert_eq!(head.cache_control(), Some("no-store"));
     assert_eq!(head.content_encoding(), None, "headers not sent are not invented");
+}
+
+/// `x-amz-copy-source` for `bucket/key`, percent-encoded as clients send it (the SDK sends the
+/// header as given).
+fn copy_source(bucket: &str, key: &str) -> String {
+    let mut encoded = format!("{bucket}/");
+    for byte in key.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => encoded.push(byte as char),
+            _ => encoded.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    encoded
+}
+
+/// Uploads `parts` as a multipart object; returns its ETag.
+async fn put_multipart(client: &Client, bucket: &str, key: &str, parts: &[Vec<u8>]) -> String {
+    let created = client.create_multipart_upload().bucket(bucket).key(key).send().await.expect("create upload");
+    let upload_id = created.upload_id().expect("upload id").to_string();
+    let mut completed = Vec::new();
+    for (index, part) in parts.iter().enumerate() {
+        let number = index as i32 + 1;
+        let output = client.upload_part().bucket(bucket).key(key).upload_id(&upload_id).part_number(number);
+        let output = output.body(ByteStream::from(part.clone())).send().await.expect("upload part");
+        completed.push(CompletedPart::builder().part_number(number).e_tag(output.e_tag().unwrap()).build());
+    }
+    let upload = CompletedMultipartUpload::builder().set_parts(Some(completed)).build();
+    let done =
+        client.complete_multipart_upload().bucket(bucket).key(key).upload_id(&upload_id).multipart_upload(upload);
+    done.send().await.expect("complete").e_tag().expect("etag").to_string()
+}
+
+/// CopyObject within and across buckets, of empty, small, several-stripe (9 MiB over 1 MiB
+/// segments) and multipart objects, and keys that need encoding: identical bytes, the source's ETag,
+/// and a copy independent of its source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_object_copies_bytes_within_and_across_buckets() {
+    let server = start().await;
+    let client = client(&server);
+    for bucket in ["src", "dst"] {
+        client.create_bucket().bucket(bucket).send().await.expect("create");
+    }
+    let objects = [("empty", Vec::new()), ("small", b"hello, copy".to_vec()), ("dir/a b+c%é.bin", pattern(9 << 20, 1))];
+    for (key, body) in &objects {
+        let etag = put(&client, "src", key, body.clone()).await;
+        for (bucket, target) in [("src", format!("{key}.copy")), ("dst", key.to_string())] {
+            let copied = client
+                .copy_object()
+                .bucket(bucket)
+                .key(&target)
+                .copy_source(copy_source("src", key))
+                .send()
+                .await
+                .unwrap_or_else(|error| panic!("copy {key} to {bucket}/{target}: {error:?}"));
+            let result = copied.copy_object_result().expect("CopyObjectResult");
+            assert_eq!(result.e_tag(), Some(etag.as_str()), "the copy's ETag is the MD5 of the same bytes");
+            let modified = result.last_modified().expect("LastModified").secs();
+            let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i64;
+            assert!((now - modified).abs() < 60, "LastModified is the copy's time");
+            assert!(get(&client, bucket, &target).await == *body, "bytes of {bucket}/{target} differ");
+            let head = client.head_object().bucket(bucket).key(&target).send().await.expect("head");
+            assert_eq!((head.content_length(), head.e_tag()), (Some(body.len() as i64), Some(etag.as_str())));
+        }
+    }
+    let total: u64 = objects.iter().map(|(_, body)| body.len() as u64).sum();
+    assert_eq!(server.data.live_bytes(), 3 * total, "every copy has bytes of its own");
+
+    // `?versionId=null` names the only version of an object in an unversioned bucket.
+    let versioned = format!("{}?versionId=null", copy_source("src", "small"));
+    client.copy_object().bucket("dst").key("null-version").copy_source(versioned).send().await.expect("copy null");
+    assert_eq!(get(&client, "dst", "null-version").await, b"hello, copy");
+
+    // A multipart source is copied part by part: same bytes, same multipart ETag.
+    let parts = [pattern(5 << 20, 2), pattern(5 << 20, 3), pattern(1 << 20, 4)];
+    let etag = put_multipart(&client, "src", "multi", &parts).await;
+    assert!(etag.ends_with("-3\""), "{etag}");
+    let copied = client.copy_object().bucket("dst").key("multi").copy_source("src/multi").send().await.expect("copy");
+    assert_eq!(copied.copy_object_result().and_then(|result| result.e_tag()), Some(etag.as_str()));
+    assert!(get(&client, "dst", "multi").await == parts.concat(), "multipart copy differs");
+    let (_, bytes) = get_range(&client, "dst", "multi", &format!("bytes={}-{}", (5 << 20) - 2, (5 << 20) + 2)).await;
+    assert_eq!(bytes, &parts.concat()[(5 << 20) - 2..=(5 << 20) + 2]);
+
+    // Deleting the sources leaves the copies whole.
+    for key in ["small", "dir/a b+c%é.bin", "multi"] {
+        client.delete_object().bucket("src").key(key).send().await.expect("delete source");
+    }
+    assert_eq!(get(&client, "dst", "small").await, b"hello, copy");
+    assert!(get(&client, "dst", "dir/a b+c%é.bin").await == objects[2].1);
+    assert!(get(&client, "dst", "multi").await == parts.concat());
+}
+
+/// `x-amz-metadata-directive`: COPY (the default) carries user metadata and the standard headers
+/// over and ignores the request's; REPLACE takes them from the request. A copy onto itself needs
+/// REPLACE (else InvalidRequest, as in S3), and then changes metadata only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_object_metadata_directives() {
+    use aws_sdk_s3::types::MetadataDirective;
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("meta").send().await.expect("create");
+    let expires = DateTime::from_secs(2_000_000_000);
+    let body = pattern(3 << 20, 5);
+    let etag = client
+        .put_object()
+        .bucket("meta")
+        .key("source")
+        .content_type("audio/ogg")
+        .metadata("key1", "value1")
+        .metadata("key2", "value2")
+        .cache_control("max-age=60")
+        .content_disposition("inline")
+        .content_encoding("identity")
+        .content_language("fr")
+        .expires(expires)
+        .body(ByteStream::from(body.clone()))
+        .send()
+        .await
+        .expect("put")
+        .e_tag()
+        .unwrap()
+        .to_string();
+
+    // COPY, implicit and explicit; the request's metadata is ignored then, as in S3.
+    let implicit = client.copy_object().bucket("meta").key("kept").copy_source("meta/source").metadata("ignored", "x");
+    implicit.send().await.expect("copy");
+    let explicit = client.copy_object().bucket("meta").key("kept-explicit").copy_source("meta/source");
+    explicit.metadata_directive(MetadataDirective::Copy).content_type("text/ignored").send().await.expect("copy");
+    for key in ["kept", "kept-explicit"] {
+        let head = client.head_object().bucket("meta").key(key).send().await.expect("head");
+        let metadata = head.metadata().expect("metadata");
+        assert_eq!(metadata.len(), 2, "{metadata:?}");
+        assert_eq!((metadata["key1"].as_str(), metadata["key2"].as_str()), ("value1", "value2"));
+        assert_eq!(head.content_type(), Some("audio/ogg"));
+        assert_eq!(head.cache_control(), Some("max-age=60"));
+        assert_eq!(head.content_disposition(), Some("inline"));
+        assert_eq!(head.content_encoding(), Some("identity"));
+        assert_eq!(head.content_language(), Some("fr"));
+        #[allow(deprecated)]
+        let head_expires = head.expires().copied();
+        assert_eq!(head_expires, Some(expires));
+    }
+
+    // REPLACE: only what the request carries.
+    client
+        .copy_object()
+        .bucket("meta")
+        .key("replaced")
+        .copy_source("meta/source")
+        .metadata_directive(MetadataDirective::Replace)
+        .content_type("audio/mpeg")
+        .metadata("key3", "value3")
+        .cache_control("no-cache")
+        .send()
+        .await
+        .expect("copy with REPLACE");
+    let head = client.head_object().bucket("meta").key("replaced").send().await.expect("head");
+    assert_eq!(head.metadata().map(|m| m.len()), Some(1));
+    assert_eq!(head.metadata().and_then(|m| m.get("key3")).map(String::as_str), Some("value3"));
+    assert_eq!((head.content_type(), head.cache_control()), (Some("audio/mpeg"), Some("no-cache")));
+    assert_eq!((head.content_disposition(), head.content_language(), head.content_encoding()), (None, None, None));
+    assert_eq!(head.e_tag(), Some(etag.as_str()));
+
+    // Onto itself: refused without REPLACE, changing nothing.
+    let live = server.data.live_bytes();
+    for directive in [None, Some(MetadataDirective::Copy)] {
+        let copy = client.copy_object().bucket("meta").key("source").copy_source("meta/source");
+        let error = copy.set_metadata_directive(directive).send().await.unwrap_err();
+        assert_eq!(failure(&error), (400, "InvalidRequest".into()));
+    }
+    let unknown = client.copy_object().bucket("meta").key("other").copy_source("meta/source");
+    let error = unknown.metadata_directive(MetadataDirective::from("MERGE")).send().await.unwrap_err();
+    assert_eq!(failure(&error), (400, "InvalidArgument".into()));
+    assert_eq!(server.data.live_bytes(), live);
+
+    // With REPLACE (what rclone does to update a modification time): new metadata, same bytes and
+    // ETag, a later LastModified, and the old version's bytes released.
+    let before = client.head_object().bucket("meta").key("source").send().await.expect("head").last_modified;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let copied = client
+        .copy_object()
+        .bucket("meta")
+        .key("source")
+        .copy_source("meta/source")
+        .metadata_directive(MetadataDirective::Replace)
+        .metadata("mtime", "1700000000.5")
+        .content_type("audio/ogg")
+        .send()
+        .await
+        .expect("copy onto itself with REPLACE");
+    assert_eq!(copied.copy_object_result().and_then(|result| result.e_tag()), Some(etag.as_str()));
+    let head = client.head_object().bucket("meta").key("source").send().await.expect("head");
+    assert_eq!(head.metadata().map(|m| m.len()), Some(1));
+    assert_eq!(head.metadata().and_then(|m| m.get("mtime")).map(String::as_str), Some("1700000000.5"));
+    assert_eq!((head.content_type(), head.cache_control()), (Some("audio/ogg"), None));
+    assert!(head.last_modified > before, "{:?} after {before:?}", head.last_modified);
+    assert!(get(&client, "meta", "source").await == body);
+    assert_eq!(server.data.live_bytes(), live, "the replaced version is released");
+}
+
+/// `x-amz-copy-source-if-*`: a condition that does not hold is 412 PreconditionFailed (never 304),
+/// with S3's precedence, and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_object_conditions() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("cond").send().await.expect("create");
+    let etag = put(&client, "cond", "source", b"bar".to_vec()).await;
+    let past = DateTime::from(SystemTime::now() - Duration::from_secs(3600));
+    let future = DateTime::from(SystemTime::now() + Duration::from_secs(3600));
+    let live = server.data.live_bytes();
+    let copy = || client.copy_object().bucket("cond").key("copy").copy_source("cond/source");
+
+    let refused = [
+        copy().copy_source_if_match("\"ABCORZ\""),
+        copy().copy_source_if_none_match(&etag),
+        copy().copy_source_if_none_match("*"),
+        copy().copy_source_if_modified_since(future),
+        copy().copy_source_if_unmodified_since(past),
+        // If-None-Match fails and If-Modified-Since holds: 412, as S3 documents.
+        copy().copy_source_if_none_match(&etag).copy_source_if_modified_since(past),
+        // If-Match wins over If-Unmodified-Since only when it holds.
+        copy().copy_source_if_match("\"ABCORZ\"").copy_source_if_unmodified_since(future),
+    ];
+    for (index, request) in refused.into_iter().enumerate() {
+        assert_eq!(failure(&request.send().await.unwrap_err()), (412, "PreconditionFailed".into()), "case {index}");
+    }
+    assert_eq!(server.data.live_bytes(), live, "a refused copy writes nothing");
+    let missing = client.head_object().bucket("cond").key("copy").send().await.unwrap_err();
+    assert_eq!(failure(&missing).0, 404);
+
+    let allowed = [
+        copy().copy_source_if_match(&etag),
+        copy().copy_source_if_match("*"),
+        copy().copy_source_if_none_match("\"ABCORZ\""),
+        copy().copy_source_if_modified_since(past),
+        copy().copy_source_if_unmodified_since(future),
+        // If-Match holds and If-Unmodified-Since fails: copied, as S3 documents.
+        copy().copy_source_if_match(&etag).copy_source_if_unmodified_since(past),
+    ];
+    for (index, request) in allowed.into_iter().enumerate() {
+        request.send().await.unwrap_or_else(|error| panic!("case {index}: {error:?}"));
+        assert_eq!(get(&client, "cond", "copy").await, b"bar");
+    }
+}
+
+/// A copy that fails, however it fails, changes nothing: the destination keeps its old version
+/// (bytes and ETag) and no bytes are left behind, even when the copy failed after writing part of
+/// them. Missing sources and bad `x-amz-copy-source` headers get S3's codes, and so do requests
+/// without a valid signature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_copies_change_nothing() {
+    let server = start().await;
+    let client = client(&server);
+    for bucket in ["src", "dst"] {
+        client.create_bucket().bucket(bucket).send().await.expect("create");
+    }
+    let old_etag = put(&client, "dst", "k", b"old version".to_vec()).await;
+    put(&client, "src", "small", b"new version".to_vec()).await;
+    let parts = [pattern(5 << 20, 6), pattern(5 << 20, 7), pattern(100, 8)];
+    put_multipart(&client, "src", "multi", &parts).await;
+    let live = server.data.live_bytes();
+    let copy_to_k = |source: &str| client.copy_object().bucket("dst").key("k").copy_source(source);
+
+    let cases: [(&str, (u16, &str)); 8] = [
+        ("src/absent", (404, "NoSuchKey")),
+        ("nowhere/small", (404, "NoSuchBucket")),
+        ("no-key-at-all", (400, "InvalidArgument")),
+        ("src/", (400, "InvalidArgument")),
+        ("src/small?versionId=3HL4kqtJlcpXroDTDmJ", (404, "NoSuchVersion")),
+        ("src/small?versionId=", (400, "InvalidArgument")),
+        ("arn:aws:s3:us-east-1:123456789012:accesspoint/point/object/small", (400, "InvalidArgument")),
+        ("Bad_Bucket/small", (400, "InvalidArgument")),
+    ];
+    for (source, (status, code)) in cases {
+        let error = copy_to_k(source).send().await.unwrap_err();
+        assert_eq!(failure(&error), (status, code.to_string()), "copy source {source:?}");
+    }
+    let error = client.copy_object().bucket("nowhere").key("k").copy_source("src/small").send().await.unwrap_err();
+    assert_eq!(failure(&error), (404, "NoSuchBucket".into()));
+
+    // The data path fails before anything is written, and after the first of three parts is.
+    server.data.set_unavailable(true);
+    assert_eq!(failure(&copy_to_k("src/small").send().await.unwrap_err()), (503, "ServiceUnavailable".into()));
+    server.data.set_unavailable(false);
+    server.data.limit_writes(Some(1));
+    assert_eq!(failure(&copy_to_k("src/multi").send().await.unwrap_err()), (503, "ServiceUnavailable".into()));
+    server.data.limit_writes(None);
+    assert_eq!(server.data.live_bytes(), live, "the part copied before the failure is released");
+
+    // Without a valid signature.
+    let wrong_secret = client_with(&server.endpoint, ACCESS_KEY, "not-the-secret");
+    let error = wrong_secret.copy_object().bucket("dst").key("k").copy_source("src/small").send().await.unwrap_err();
+    assert_eq!(failure(&error), (403, "SignatureDoesNotMatch".into()));
+    let headers = vec![("x-amz-copy-source".to_string(), "src/small".to_string())];
+    let (status, _, body) = raw_request("PUT", &format!("{}/dst/k", server.endpoint), &headers, Bytes::new()).await;
+    assert_eq!(status, 403);
+    assert!(String::from_utf8_lossy(&body).contains("<Code>AccessDenied</Code>"), "{body:?}");
+
+    assert_eq!(get(&client, "dst", "k").await, b"old version");
+    let head = client.head_object().bucket("dst").key("k").send().await.expect("head");
+    assert_eq!(head.e_tag(), Some(old_etag.as_str()));
+    assert_eq!(server.data.live_bytes(), live);
+    assert_eq!(keys_v2(&client, "dst").await, vec!["k"]);
+    // And the same copy, once the data path works, replaces the old version.
+    client.copy_object().bucket("dst").key("k").copy_source("src/multi").send().await.expect("copy");
+    assert!(get(&client, "dst", "k").await == parts.concat());
+}
+
+/// UploadPartCopy: parts copied from ranges of (or whole) objects in any bucket, completed into an
+/// object with the bytes in order and the multipart ETag of the copied ranges' MD5s; S3's errors for
+/// bad ranges, missing uploads and conditions that do not hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upload_part_copy() {
+    let server = start().await;
+    let client = client(&server);
+    for bucket in ["src", "dst"] {
+        client.create_bucket().bucket(bucket).send().await.expect("create");
+    }
+    let big = pattern(10 << 20, 9);
+    put(&client, "src", "big", big.clone()).await;
+    let small_etag = put(&client, "src", "small", b"the tail".to_vec()).await;
+    let created = client.create_multipart_upload().bucket("dst").key("assembled").send().await.expect("create");
+    let upload_id = created.upload_id().expect("upload id").to_string();
+    let part_copy = |number: i32, source: &str| {
+        client
+            .upload_part_copy()
+            .bucket("dst")
+            .key("assembled")
+            .upload_id(&upload_id)
+            .part_number(number)
+            .copy_source(source)
+    };
+
+    let first = part_copy(1, "src/big").copy_source_range(format!("bytes=0-{}", (5 << 20) - 1)).send().await;
+    let second =
+        part_copy(2, "src/big").copy_source_range(format!("bytes={}-{}", 5 << 20, (10 << 20) - 1)).send().await;
+    let third = part_copy(3, "src/small").copy_source_if_match(&small_etag).send().await;
+    let mut completed = Vec::new();
+    let mut binary_md5s = Vec::new();
+    for (number, (output, bytes)) in
+        [(first, &big[..5 << 20]), (second, &big[5 << 20..]), (third, b"the tail".as_slice())].into_iter().enumerate()
+    {
+        let output = output.unwrap_or_else(|error| panic!("part {}: {error:?}", number + 1));
+        let etag = output.copy_part_result().and_then(|result| result.e_tag()).expect("part ETag").to_string();
+        assert_eq!(etag, format!("\"{}\"", md5_hex(bytes)));
+        binary_md5s.extend(hex::decode(md5_hex(bytes)).unwrap());
+        completed.push(CompletedPart::builder().part_number(number as i32 + 1).e_tag(etag).build());
+    }
+
+    let bad_range = part_copy(4, "src/small").copy_source_range("bytes=0-21").send().await.unwrap_err();
+    assert_eq!(failure(&bad_range), (416, "InvalidRange".into()));
+    for malformed in ["0-2", "bytes=0", "bytes=hello-world", "bytes=0-bar", "bytes=hello-", "bytes=0-2,3-5", "bytes=-3"]
+    {
+        let error = part_copy(4, "src/small").copy_source_range(malformed).send().await.unwrap_err();
+        assert_eq!(failure(&error), (400, "InvalidArgument".into()), "{malformed}");
+    }
+    let refused = part_copy(4, "src/small").copy_source_if_none_match(&small_etag).send().await.unwrap_err();
+    assert_eq!(failure(&refused), (412, "PreconditionFailed".into()));
+    let missing = part_copy(4, "src/absent").send().await.unwrap_err();
+    assert_eq!(failure(&missing), (404, "NoSuchKey".into()));
+    let no_upload = client.upload_part_copy().bucket("dst").key("assembled").upload_id("0000000000000000");
+    let error = no_upload.part_number(1).copy_source("src/small").send().await.unwrap_err();
+    assert_eq!(failure(&error), (404, "NoSuchUpload".into()));
+
+    let upload = CompletedMultipartUpload::builder().set_parts(Some(completed)).build();
+    let complete = client.complete_multipart_upload().bucket("dst").key("assembled").upload_id(&upload_id);
+    let done = complete.multipart_upload(upload).send().await.expect("complete");
+    assert_eq!(done.e_tag(), Some(format!("\"{}-3\"", md5_hex(&binary_md5s)).as_str()));
+    let mut whole = big.clone();
+    whole.extend_from_slice(b"the tail");
+    assert!(get(&client, "dst", "assembled").await == whole, "assembled bytes differ");
+}
+
+/// No copy writes more than `max_object_bytes` at once: a multipart object larger than the limit is
+/// copied part by part, while an UploadPartCopy of more than the limit is EntityTooLarge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_respect_max_object_bytes() {
+    let options = S3Options { max_object_bytes: 1 << 20, min_part_bytes: 1 << 20, ..S3Options::default() };
+    let server = start_with(options).await;
+    let client = client(&server);
+    client.create_bucket().bucket("limits").send().await.expect("create");
+    let parts = [pattern(1 << 20, 1), pattern(1 << 20, 2), pattern(1 << 19, 3)];
+    let etag = put_multipart(&client, "limits", "multi", &parts).await;
+    let copied = client.copy_object().bucket("limits").key("copy").copy_source("limits/multi").send().await;
+    assert_eq!(copied.expect("copy").copy_object_result().and_then(|result| result.e_tag()), Some(etag.as_str()));
+    assert!(get(&client, "limits", "copy").await == parts.concat());
+
+    let created = client.create_multipart_upload().bucket("limits").key("parts").send().await.expect("create");
+    let upload_id = created.upload_id().expect("upload id").to_string();
+    let part_copy = || client.upload_part_copy().bucket("limits").key("parts").upload_id(&upload_id).part_number(1);
+    let error = part_copy().copy_source("limits/multi").send().await.unwrap_err();
+    assert_eq!(failure(&error), (400, "EntityTooLarge".into()));
+    let range = format!("bytes={}-{}", (1 << 20) - 10, (2 << 20) - 11);
+    part_copy().copy_source("limits/multi").copy_source_range(range).send().await.expect("a 1 MiB range");
 }

@@ -1,5 +1,6 @@
 //! aws-cli v2 against a real S3 server: runs `tests/awscli.sh` (mb, cp up and down with a multipart
-//! upload, ls, rm, rb). Skipped, with a message, when `/usr/bin/aws` (Debian's aws-cli v2) is absent.
+//! upload, server-side cp and mv between buckets with CopyObject and UploadPartCopy, ls, rm, rb).
+//! Skipped, with a message, when `/usr/bin/aws` (Debian's aws-cli v2) is absent.
 
 mod s3_common;
 

@@ -2,7 +2,8 @@
 //! above all). It lays objects out as the erasure-coded store would (`Layout::Striped`, one synthetic
 //! stripe per segment of at most `segment_bytes`), reads any layout it produced (and `Composite`s of
 //! them), and forgets a stripe's bytes when its layout is released, so tests can check garbage
-//! collection.
+//! collection. It can be made to fail (every call, or writes after a given number of them), so tests
+//! can check that a request failing halfway changes nothing.
 //!
 //! Must not: be used to hold acknowledged data in a real gateway (nothing survives the process), or
 //! contain erasure coding: it stands in for the data path, it does not imitate its internals.
@@ -36,6 +37,9 @@ pub struct MemoryData {
     stripes: Mutex<HashMap<StripeId, Bytes>>,
     /// When set, every call fails with `DataError::Unavailable` (as with too many nodes down).
     unavailable: AtomicBool,
+    /// How many more writes may succeed (`u64::MAX`: any number); later ones fail with
+    /// `DataError::Unavailable`, so a test can fail a request between two of its writes.
+    writes_left: AtomicU64,
 }
 
 impl Default for MemoryData {
@@ -53,6 +57,7 @@ impl MemoryData {
             next_stripe: AtomicU64::new(1),
             stripes: Mutex::new(HashMap::new()),
             unavailable: AtomicBool::new(false),
+            writes_left: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -65,6 +70,12 @@ impl MemoryData {
     /// Makes every later call fail with `DataError::Unavailable` (`true`) or work again (`false`).
     pub fn set_unavailable(&self, unavailable: bool) {
         self.unavailable.store(unavailable, Ordering::SeqCst);
+    }
+
+    /// Lets only the next `writes` calls of `write` succeed (`None`: any number); later ones fail with
+    /// `DataError::Unavailable` until this is called again. Reads and releases keep working.
+    pub fn limit_writes(&self, writes: Option<u64>) {
+        self.writes_left.store(writes.unwrap_or(u64::MAX), Ordering::SeqCst);
     }
 
     /// Number of stripes holding bytes (written and not yet released).
@@ -155,6 +166,14 @@ fn slice(bytes: &Bytes, range: Range<u64>) -> Result<&[u8], DataError> {
 impl ObjectData for MemoryData {
     async fn write(&self, body: Bytes) -> Result<Layout, DataError> {
         self.check_available()?;
+        let allowed = self.writes_left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| match left {
+            u64::MAX => Some(u64::MAX),
+            0 => None,
+            left => Some(left - 1),
+        });
+        if allowed.is_err() {
+            return Err(DataError::Unavailable("the in-memory store's write limit is used up".into()));
+        }
         let size = body.len() as u64;
         if size > self.max_write_bytes {
             return Err(DataError::TooLarge { size, limit: self.max_write_bytes });
@@ -247,6 +266,20 @@ mod tests {
             assert!(data.read(&empty, 0..0).await.unwrap().is_empty());
             data.set_unavailable(true);
             assert!(matches!(data.read(&composite, 0..1).await, Err(DataError::Unavailable(_))));
+        });
+    }
+
+    #[test]
+    fn limited_writes_fail_after_the_limit() {
+        block_on(async {
+            let data = MemoryData::new(3);
+            data.limit_writes(Some(1));
+            let written = data.write(Bytes::from_static(b"abc")).await.unwrap();
+            assert!(matches!(data.write(Bytes::from_static(b"d")).await, Err(DataError::Unavailable(_))));
+            assert_eq!(data.read(&written, 0..3).await.unwrap(), Bytes::from_static(b"abc"));
+            data.limit_writes(None);
+            data.write(Bytes::from_static(b"d")).await.unwrap();
+            assert_eq!(data.live_stripes(), 2);
         });
     }
 }

@@ -8,6 +8,7 @@
 
 mod auth;
 mod conditions;
+mod copy;
 mod errors;
 mod listing;
 mod server;

@@ -1,7 +1,7 @@
 //! `LowtailS3`: the S3 operations (through `s3s::S3`) mapped onto object metadata
 //! ([`meta::MetaStore`]) and object bytes ([`ObjectData`]). Owns the S3 semantics: ETags, conditional
-//! requests, ranges, listings, multipart rules, the order of data writes, metadata commits and
-//! releases, and the per-operation latency metric.
+//! requests, ranges, listings, multipart rules, server-side copies, the order of data writes, metadata
+//! commits and releases, and the per-operation latency metric.
 //!
 //! Must not: touch storage nodes or stripes directly (only through `ObjectData`), decide placement or
 //! any other policy, or change anything when it answers with an error (data written for a request
@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use super::S3Options;
 use super::conditions::{self, Conditions, Precondition};
+use super::copy::{self, Directive};
 use super::errors::{from_data, from_meta, s3};
 use super::listing::{page_uploads, start_after_marker, url_encode};
 use crate::data::ObjectData;
@@ -34,6 +35,9 @@ use crate::data::ObjectData;
 pub const REQUEST_SECONDS_METRIC: &str = "lowtail_s3_request_seconds";
 /// Most keys one DeleteObjects request may name (S3's limit).
 const MAX_DELETE_KEYS: usize = 1000;
+/// Largest source a CopyObject copies (S3's limit; larger objects are copied part by part with
+/// UploadPartCopy, as clients do). Bounds how long one request runs, not its memory (see `copy_bytes`).
+const MAX_COPY_OBJECT_BYTES: u64 = 5 << 30;
 
 /// The S3 service: S3 semantics over a metadata store and an object data store.
 pub struct LowtailS3 {
@@ -113,6 +117,102 @@ impl LowtailS3 {
                 Err(error)
             }
         }
+    }
+
+    /// The object an `x-amz-copy-source` names, with its bucket and key, once its
+    /// `x-amz-copy-source-if-*` headers hold. A copy never answers 304: a condition that does not
+    /// hold is 412 either way, as S3 specifies.
+    async fn copy_source<'a>(
+        &self,
+        source: &'a CopySource,
+        conditions: &Conditions<'_>,
+    ) -> S3Result<(&'a str, &'a str, ObjectMeta)> {
+        let (bucket, key) = copy::source_object(source)?;
+        check_key(key)?;
+        let object = self.meta.get_object(bucket, key).await.map_err(from_meta)?;
+        match conditions::evaluate(conditions, &object.etag, object.last_modified_ms) {
+            Precondition::Proceed => Ok((bucket, key, object)),
+            Precondition::Failed | Precondition::NotModified => {
+                Err(s3(S3ErrorCode::PreconditionFailed, "a copy source precondition does not hold"))
+            }
+        }
+    }
+
+    /// Copies a whole object's bytes to a new layout, read through the same data path as GetObject
+    /// and written through the same one as PutObject. Returns the layout and the copy's ETag,
+    /// computed from the bytes read; it must equal the source's, or nothing is kept (a copy never
+    /// stores bytes that differ from what the source's ETag vouches for).
+    ///
+    /// A multipart source is copied part by part into the same parts (holding one part in memory,
+    /// as UploadPart does), so the copy has the source's multipart ETag; any other source is copied
+    /// whole (held in memory, as PutObject holds a body). Either way no write exceeds
+    /// `max_object_bytes`. If anything fails, what was written is released.
+    async fn copy_bytes(&self, source: &ObjectMeta) -> S3Result<(Layout, String)> {
+        let (layout, etag) = match &source.layout {
+            Layout::Composite { pieces } => {
+                let mut copied = Vec::with_capacity(pieces.len());
+                let mut etags = Vec::with_capacity(pieces.len());
+                for piece in pieces {
+                    let range = piece.object_offset_bytes..piece.object_offset_bytes + piece.length_bytes;
+                    match self.copy_range(&source.layout, range).await {
+                        Ok((layout, etag)) => {
+                            copied.push(CompositePiece {
+                                object_offset_bytes: piece.object_offset_bytes,
+                                length_bytes: piece.length_bytes,
+                                layout,
+                            });
+                            etags.push(etag);
+                        }
+                        Err(error) => {
+                            self.release(&Layout::Composite { pieces: copied }).await;
+                            return Err(error);
+                        }
+                    }
+                }
+                let layout = Layout::Composite { pieces: copied };
+                match multipart_etag(&etags.iter().map(String::as_str).collect::<Vec<_>>()) {
+                    Ok(etag) => (layout, etag),
+                    Err(error) => {
+                        self.release(&layout).await;
+                        return Err(error);
+                    }
+                }
+            }
+            Layout::Striped { .. } | Layout::Packed { .. } => {
+                self.copy_range(&source.layout, 0..source.size_bytes).await?
+            }
+        };
+        if etag != source.etag {
+            self.release(&layout).await;
+            tracing::error!(
+                source_etag = %source.etag,
+                read_etag = %etag,
+                "the bytes read for a copy differ from its source's"
+            );
+            return Err(s3(S3ErrorCode::InternalError, "the bytes read for the copy do not match the source's ETag"));
+        }
+        Ok((layout, etag))
+    }
+
+    /// Reads bytes `range` of the object at `layout` and writes them as a new layout (at most
+    /// `max_object_bytes`, EntityTooLarge beyond, as for a PutObject body). Returns the layout and
+    /// the hex MD5 of the bytes.
+    async fn copy_range(&self, layout: &Layout, range: std::ops::Range<u64>) -> S3Result<(Layout, String)> {
+        let length = range.end - range.start;
+        let limit = self.options.max_object_bytes;
+        if length > limit {
+            return Err(s3(
+                S3ErrorCode::EntityTooLarge,
+                format!("copying {length} bytes at once exceeds the limit of {limit}"),
+            ));
+        }
+        let body = if length == 0 { Bytes::new() } else { self.data.read(layout, range).await.map_err(from_data)? };
+        if body.len() as u64 != length {
+            return Err(s3(S3ErrorCode::InternalError, "the data path returned the wrong number of bytes"));
+        }
+        let etag = md5_hex(&body);
+        let layout = self.data.write(body).await.map_err(from_data)?;
+        Ok((layout, etag))
     }
 
     async fn list_v2(&self, bucket: &str, query: &ListObjectsQuery) -> S3Result<ObjectListing> {
@@ -529,6 +629,98 @@ impl S3 for LowtailS3 {
         .await
     }
 
+    /// Server-side copy: the source's bytes are read and written again (a layout belongs to one
+    /// object, so a copy never shares the source's), then the destination is committed as a
+    /// PutObject commits: its old version stays readable until then, and is released after.
+    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        observe("CopyObject", async {
+            let input = req.input;
+            check_key(&input.key)?;
+            let directive = copy::directive(input.metadata_directive.as_ref())?;
+            // Before reading the source, so a copy into a missing bucket reads and writes nothing.
+            self.meta.get_bucket(&input.bucket).await.map_err(from_meta)?;
+            let conditions = Conditions {
+                if_match: input.copy_source_if_match.as_ref(),
+                if_none_match: input.copy_source_if_none_match.as_ref(),
+                if_modified_since: input.copy_source_if_modified_since.as_ref(),
+                if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+            };
+            let (source_bucket, source_key, source) = self.copy_source(&input.copy_source, &conditions).await?;
+            // S3 refuses a copy that would change nothing; REPLACE is the one change lowtail supports
+            // (storage classes, encryption and website redirects are not).
+            if source_bucket == input.bucket && source_key == input.key && directive == Directive::Copy {
+                return Err(s3(
+                    S3ErrorCode::InvalidRequest,
+                    "This copy request is illegal because it is trying to copy an object to itself without \
+                     changing the object's metadata, storage class, website redirect location or encryption \
+                     attributes.",
+                ));
+            }
+            if source.size_bytes > MAX_COPY_OBJECT_BYTES {
+                return Err(s3(
+                    S3ErrorCode::InvalidRequest,
+                    format!(
+                        "The specified copy source is larger than the maximum allowable size for a copy source: \
+                         {MAX_COPY_OBJECT_BYTES}"
+                    ),
+                ));
+            }
+            let (content_type, user_metadata, headers) = match directive {
+                Directive::Copy => (source.content_type.clone(), source.user_metadata.clone(), source.headers.clone()),
+                Directive::Replace => (input.content_type, user_metadata(input.metadata), content_headers!(input)),
+            };
+            let (layout, etag) = self.copy_bytes(&source).await?;
+            let last_modified_ms = now_ms();
+            let object = ObjectMeta {
+                size_bytes: source.size_bytes,
+                etag: etag.clone(),
+                content_type,
+                user_metadata,
+                headers,
+                last_modified_ms,
+                layout: layout.clone(),
+            };
+            match self.meta.put_object(&input.bucket, &input.key, object).await {
+                Ok(previous) => {
+                    // Only now is the old version unreferenced (for a copy onto itself, the source:
+                    // the new version has bytes of its own).
+                    if let Some(previous) = previous {
+                        self.release(&previous.layout).await;
+                    }
+                }
+                Err(error) => {
+                    self.release(&layout).await;
+                    return Err(from_meta(error));
+                }
+            }
+            let output = CopyObjectOutput {
+                copy_object_result: Some(CopyObjectResult {
+                    e_tag: Some(ETag::Strong(etag)),
+                    last_modified: Some(timestamp(last_modified_ms)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
+        })
+        .await
+    }
+
+    /// Objects never have tags (tagging is not supported): S3's answer for an object without tags,
+    /// an empty tag set, rather than NotImplemented, because aws-cli asks it before every multipart
+    /// server-side copy (`aws s3 cp` / `mv` between S3 locations above its 8 MiB threshold).
+    async fn get_object_tagging(
+        &self,
+        req: S3Request<GetObjectTaggingInput>,
+    ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        observe("GetObjectTagging", async {
+            check_key(&req.input.key)?;
+            self.meta.get_object(&req.input.bucket, &req.input.key).await.map_err(from_meta)?;
+            Ok(S3Response::new(GetObjectTaggingOutput { tag_set: Vec::new(), version_id: None }))
+        })
+        .await
+    }
+
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         observe("DeleteObject", async {
             check_key(&req.input.key)?;
@@ -795,6 +987,60 @@ impl S3 for LowtailS3 {
                 }
             }
             Ok(S3Response::new(UploadPartOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
+        })
+        .await
+    }
+
+    /// A part copied from (a range of) an existing object, read and written as `copy_object` does;
+    /// the part is recorded as UploadPart records one.
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        observe("UploadPartCopy", async {
+            let input = req.input;
+            check_key(&input.key)?;
+            let number = part_number(input.part_number)?;
+            // Before reading the source, so a part for a missing upload reads and writes nothing.
+            self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            let conditions = Conditions {
+                if_match: input.copy_source_if_match.as_ref(),
+                if_none_match: input.copy_source_if_none_match.as_ref(),
+                if_modified_since: input.copy_source_if_modified_since.as_ref(),
+                if_unmodified_since: input.copy_source_if_unmodified_since.as_ref(),
+            };
+            let (_, _, source) = self.copy_source(&input.copy_source, &conditions).await?;
+            let range = copy::source_range(input.copy_source_range.as_deref(), source.size_bytes)?;
+            let size_bytes = range.end - range.start;
+            let (layout, etag) = self.copy_range(&source.layout, range).await?;
+            let last_modified_ms = now_ms();
+            let part = PartMeta {
+                part_number: number,
+                size_bytes,
+                etag: etag.clone(),
+                last_modified_ms,
+                layout: layout.clone(),
+            };
+            match self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await {
+                Ok(replaced) => {
+                    if let Some(replaced) = replaced {
+                        self.release(&replaced.layout).await;
+                    }
+                }
+                Err(error) => {
+                    self.release(&layout).await;
+                    return Err(from_meta(error));
+                }
+            }
+            let output = UploadPartCopyOutput {
+                copy_part_result: Some(CopyPartResult {
+                    e_tag: Some(ETag::Strong(etag)),
+                    last_modified: Some(timestamp(last_modified_ms)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            Ok(S3Response::new(output))
         })
         .await
     }
