@@ -66,6 +66,23 @@ impl LowtailS3 {
         }
     }
 
+    /// Settles a metadata commit of a version whose bytes are `written`: on success the version it
+    /// replaced (now unreferenced) is released, on failure `written` is, so neither leaks.
+    async fn settle_commit(&self, committed: Result<Option<Layout>, MetaError>, written: &Layout) -> S3Result<()> {
+        match committed {
+            Ok(replaced) => {
+                if let Some(replaced) = replaced {
+                    self.release(&replaced).await;
+                }
+                Ok(())
+            }
+            Err(error) => {
+                self.release(written).await;
+                Err(from_meta(error))
+            }
+        }
+    }
+
     /// Reads the request body into memory, refusing more than `max_object_bytes` with EntityTooLarge.
     async fn collect_body(&self, body: Option<StreamingBlob>, content_length: Option<i64>) -> S3Result<Bytes> {
         let limit = self.options.max_object_bytes;
@@ -579,18 +596,8 @@ impl S3 for LowtailS3 {
                 last_modified_ms: now_ms(),
                 layout: layout.clone(),
             };
-            match self.meta.put_object(&input.bucket, &input.key, object).await {
-                Ok(previous) => {
-                    // Only now is the old version unreferenced.
-                    if let Some(previous) = previous {
-                        self.release(&previous.layout).await;
-                    }
-                }
-                Err(error) => {
-                    self.release(&layout).await;
-                    return Err(from_meta(error));
-                }
-            }
+            let committed = self.meta.put_object(&input.bucket, &input.key, object).await;
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &layout).await?;
             let output = PutObjectOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() };
             Ok(S3Response::new(output))
         })
@@ -680,19 +687,10 @@ impl S3 for LowtailS3 {
                 last_modified_ms,
                 layout: layout.clone(),
             };
-            match self.meta.put_object(&input.bucket, &input.key, object).await {
-                Ok(previous) => {
-                    // Only now is the old version unreferenced (for a copy onto itself, the source:
-                    // the new version has bytes of its own).
-                    if let Some(previous) = previous {
-                        self.release(&previous.layout).await;
-                    }
-                }
-                Err(error) => {
-                    self.release(&layout).await;
-                    return Err(from_meta(error));
-                }
-            }
+            // For a copy onto itself the replaced version is the source: releasing it is safe
+            // because the new version has bytes of its own.
+            let committed = self.meta.put_object(&input.bucket, &input.key, object).await;
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &layout).await?;
             let output = CopyObjectOutput {
                 copy_object_result: Some(CopyObjectResult {
                     e_tag: Some(ETag::Strong(etag)),
@@ -975,17 +973,8 @@ impl S3 for LowtailS3 {
                 last_modified_ms: now_ms(),
                 layout: layout.clone(),
             };
-            match self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await {
-                Ok(replaced) => {
-                    if let Some(replaced) = replaced {
-                        self.release(&replaced.layout).await;
-                    }
-                }
-                Err(error) => {
-                    self.release(&layout).await;
-                    return Err(from_meta(error));
-                }
-            }
+            let committed = self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await;
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &layout).await?;
             Ok(S3Response::new(UploadPartOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
         })
         .await
@@ -1021,17 +1010,8 @@ impl S3 for LowtailS3 {
                 last_modified_ms,
                 layout: layout.clone(),
             };
-            match self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await {
-                Ok(replaced) => {
-                    if let Some(replaced) = replaced {
-                        self.release(&replaced.layout).await;
-                    }
-                }
-                Err(error) => {
-                    self.release(&layout).await;
-                    return Err(from_meta(error));
-                }
-            }
+            let committed = self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await;
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &layout).await?;
             let output = UploadPartCopyOutput {
                 copy_part_result: Some(CopyPartResult {
                     e_tag: Some(ETag::Strong(etag)),
