@@ -420,13 +420,16 @@ async fn two_gateways_share_one_cluster_through_etcd() {
         node_logs.push((dir, log));
     }
 
-    let gateway_config = |name: &str, s3: std::net::SocketAddr, http: std::net::SocketAddr| {
+    // Gateways listen on ports they pick and report them in their address file: a port picked here
+    // in advance could be taken by another test before the gateway binds it.
+    let gateway_config = |name: &str| {
         let path = root.join(format!("gateway-{name}.toml"));
         std::fs::write(
             &path,
             format!(
-                r#"s3_listen = "{s3}"
-http_listen = "{http}"
+                r#"s3_listen = "127.0.0.1:0"
+http_listen = "127.0.0.1:0"
+address_file = "{}"
 credentials = [{{ access_key = "shared-access", secret_key = "shared-secret-key" }}]
 
 [meta]
@@ -444,15 +447,15 @@ repair.grace_ms = 1000
 repair.scan_interval_ms = 300
 packed.seal_after_ms = 300
 "#,
+                root.join(format!("gateway-{name}.address.json")).display(),
                 etcd.endpoint
             ),
         )
         .unwrap();
         path
     };
-    let (s3_a, s3_b, http_a, http_b) = (free_addr(), free_addr(), free_addr(), free_addr());
-    let config_a = gateway_config("a", s3_a, http_a);
-    let config_b = gateway_config("b", s3_b, http_b);
+    let config_a = gateway_config("a");
+    let config_b = gateway_config("b");
 
     for (id, (dir, log)) in node_logs.iter().enumerate() {
         let address_file = dir.join("address.json");
@@ -491,6 +494,20 @@ packed.seal_after_ms = 300
             .unwrap();
         processes.0.push((name.to_string(), child));
     }
+    let mut bound = Vec::new();
+    for name in ["a", "b"] {
+        let (process, log) = (format!("gateway-{name}"), root.join(format!("gateway-{name}.log")));
+        let address_file = root.join(format!("gateway-{name}.address.json"));
+        let address = poll("gateway address file", Duration::from_secs(30), || {
+            processes.assert_running(&process, &log);
+            let text = std::fs::read_to_string(&address_file).map_err(|e| e.to_string())?;
+            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            Ok((value["s3_addr"].as_str().unwrap().to_string(), value["http_addr"].as_str().unwrap().to_string()))
+        })
+        .await;
+        bound.push(address);
+    }
+    let [(s3_a, http_a), (s3_b, http_b)] = <[(String, String); 2]>::try_from(bound).unwrap();
     let a = common::client_for(&format!("http://{s3_a}"), "us-east-1", "shared-access", "shared-secret-key");
     let b = common::client_for(&format!("http://{s3_b}"), "us-east-1", "shared-access", "shared-secret-key");
     for (name, client) in [("gateway-a", &a), ("gateway-b", &b)] {

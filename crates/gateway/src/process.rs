@@ -63,6 +63,10 @@ pub struct GatewayConfig {
     pub s3_listen: SocketAddr,
     /// Address of `GET /metrics` and `GET /admin/status`; absent = no endpoint.
     pub http_listen: Option<SocketAddr>,
+    /// Where to write the bound addresses as JSON (`{"s3_addr": .., "http_addr": ..}`) once every
+    /// listener is bound, so that a gateway told to listen on port 0 can be found without racing
+    /// another process for a port picked in advance. Absent = not written.
+    pub address_file: Option<PathBuf>,
     /// Accepted S3 key pairs (at least one).
     pub credentials: Vec<Credential>,
     /// Region buckets report. Default `us-east-1`.
@@ -83,6 +87,7 @@ impl Default for GatewayConfig {
         GatewayConfig {
             s3_listen: SocketAddr::from(([127, 0, 0, 1], 9000)),
             http_listen: None,
+            address_file: None,
             credentials: Vec::new(),
             region: "us-east-1".to_string(),
             max_object_bytes: crate::s3::DEFAULT_MAX_OBJECT_BYTES,
@@ -279,8 +284,23 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         }));
         stop_http = Some(stop);
     }
+    if let Some(path) = &config.address_file {
+        write_address_file(path, s3_addr, http_addr)?;
+    }
     tracing::info!(%s3_addr, ?http_addr, code = %config.data.code, policy = %config.controller.policy, "gateway serving");
     Ok(RunningGateway { s3_addr, http_addr, meta, data, controller, stop_s3, s3_server, stop_http, http_server })
+}
+
+/// Writes the bound addresses atomically (temp file + rename), so a reader never sees half a file.
+fn write_address_file(
+    path: &std::path::Path,
+    s3_addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
+) -> anyhow::Result<()> {
+    let body = serde_json::json!({ "s3_addr": s3_addr, "http_addr": http_addr });
+    let temp = path.with_extension("tmp");
+    std::fs::write(&temp, format!("{body}\n")).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", temp.display()))?;
+    std::fs::rename(&temp, path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
 }
 
 /// Header carrying the cluster secret on the admin calls that change or export state.

@@ -226,22 +226,15 @@ impl Fleet {
     }
 }
 
-/// Gateway starts tried when a port picked in advance was taken before the gateway bound it.
-const GATEWAY_START_ATTEMPTS: usize = 3;
-
+/// Starts a gateway and waits until it serves. It binds ports it picks itself, so no retry for a
+/// port taken by another process is needed.
 async fn start_gateway(
     binary: &Path,
     dir: &Path,
     config: &GatewayConfig,
     controller: &toml::Table,
 ) -> anyhow::Result<GatewayProcess> {
-    let mut last_error = None;
-    for _ in 0..GATEWAY_START_ATTEMPTS {
-        let mut gateway = GatewayProcess::spawn(binary, dir, config, controller, Lifetime::WithParent)?;
-        match gateway.wait_ready().await {
-            Ok(()) => return Ok(gateway),
-            Err(error) => last_error = Some(error),
-        }
-    }
-    Err(last_error.expect("at least one attempt"))
+    let mut gateway = GatewayProcess::spawn(binary, dir, config, controller, Lifetime::WithParent)?;
+    gateway.wait_ready().await?;
+    Ok(gateway)
 }

@@ -93,12 +93,7 @@ impl NodeProcess {
         std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
         std::fs::create_dir_all(log.parent().expect("logs live in a directory"))?;
         let address_file = data_dir.join("address.json");
-        // A file left by an earlier run would name ports the new process does not hold.
-        match std::fs::remove_file(&address_file) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error).with_context(|| format!("cannot remove {}", address_file.display())),
-        }
+        remove_stale_address_file(&address_file)?;
         let loopback_any_port = SocketAddr::from(([127, 0, 0, 1], 0));
         let mut config = NodeConfig {
             node_id: slot.id,
@@ -185,14 +180,32 @@ pub struct GatewayProcess {
     pub name: String,
     /// Its config file.
     pub config_file: PathBuf,
-    /// The S3 endpoint.
-    pub s3_addr: SocketAddr,
-    /// The HTTP endpoint (`/metrics`, `/admin/...`).
-    pub http_addr: SocketAddr,
+    /// Where the gateway reports the addresses it bound.
+    address_file: PathBuf,
+    /// S3 and HTTP (`/metrics`, `/admin/...`) addresses, known once [`GatewayProcess::wait_ready`]
+    /// returned.
+    addresses: Option<(SocketAddr, SocketAddr)>,
     /// Whether this build's gateway config has a `[controller]` section (the gateway controller of
     /// issue 5); without it the controller settings given to [`GatewayProcess::spawn`] were dropped.
     pub has_controller: bool,
     process: Supervised,
+}
+
+/// Removes a child's address file before it starts: a file left by an earlier run would name ports
+/// the new process does not hold.
+fn remove_stale_address_file(path: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error).with_context(|| format!("cannot remove {}", path.display())),
+    }
+}
+
+/// The gateway's address file, as `gateway` writes it.
+#[derive(serde::Deserialize)]
+struct GatewayAddresses {
+    s3_addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
 }
 
 /// A loopback port the kernel just handed out. Another process could take it before the child
@@ -203,8 +216,9 @@ pub fn free_loopback_addr() -> anyhow::Result<SocketAddr> {
 }
 
 impl GatewayProcess {
-    /// Writes `config` to `dir/gateway.toml` (mode 0600) with fresh loopback ports for S3 and HTTP,
-    /// and starts `binary gateway --config FILE`, its log in `dir/gateway.log`. `controller` holds
+    /// Writes `config` to `dir/gateway.toml` (mode 0600), listening on loopback ports the gateway
+    /// picks itself and reports in `dir/address.json` (no port is picked here, so none can be taken
+    /// by another process before the gateway binds it), and starts `binary gateway --config FILE`, its log in `dir/gateway.log`. `controller` holds
     /// fields of the config's `[controller]` table (policy, frontend_id, ...), merged over the
     /// defaults when this build's gateway has a controller section and ignored otherwise
     /// ([`GatewayProcess::has_controller`] says which). Returns once the process exists;
@@ -218,9 +232,12 @@ impl GatewayProcess {
     ) -> anyhow::Result<GatewayProcess> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut config = config.clone();
-        config.s3_listen = free_loopback_addr()?;
-        let http_addr = free_loopback_addr()?;
-        config.http_listen = Some(http_addr);
+        let loopback_any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        config.s3_listen = loopback_any_port;
+        config.http_listen = Some(loopback_any_port);
+        let address_file = dir.join("address.json");
+        remove_stale_address_file(&address_file)?;
+        config.address_file = Some(address_file.clone());
         let name = config.data.gateway_id().to_owned();
         let toml::Value::Table(mut table) =
             toml::Value::try_from(&config).context("the gateway config does not serialise")?
@@ -239,7 +256,7 @@ impl GatewayProcess {
         let mut command = Command::new(binary);
         command.arg("gateway").arg("--config").arg(&config_file);
         let process = Supervised::spawn(command, &format!("gateway {name}"), &dir.join("gateway.log"), lifetime)?;
-        Ok(GatewayProcess { name, config_file, s3_addr: config.s3_listen, http_addr, has_controller, process })
+        Ok(GatewayProcess { name, config_file, address_file, addresses: None, has_controller, process })
     }
 
     /// The process id.
@@ -247,27 +264,38 @@ impl GatewayProcess {
         self.process.pid()
     }
 
-    /// The S3 endpoint URL.
+    /// The S3 endpoint URL. Panics before [`GatewayProcess::wait_ready`] returned.
     pub fn s3_url(&self) -> String {
-        format!("http://{}", self.s3_addr)
+        format!("http://{}", self.addresses.expect("the gateway is ready").0)
     }
 
-    /// The HTTP endpoint's base URL (`/metrics`, `/admin/...` below it).
+    /// The HTTP endpoint's base URL (`/metrics`, `/admin/...` below it). Panics before
+    /// [`GatewayProcess::wait_ready`] returned.
     pub fn http_url(&self) -> String {
-        format!("http://{}", self.http_addr)
+        format!("http://{}", self.addresses.expect("the gateway is ready").1)
     }
 
-    /// Waits until both endpoints accept connections (the gateway binds them once its data path
-    /// runs); fails, with the end of its log, if the process exits first or the timeout passes.
+    /// Waits until the gateway has reported its addresses (it binds them once its data path runs)
+    /// and both accept connections; fails, with the end of its log, if the process exits first or
+    /// the timeout passes.
     pub async fn wait_ready(&mut self) -> anyhow::Result<()> {
         let deadline = Instant::now() + GATEWAY_START_TIMEOUT;
         loop {
             if !self.process.is_running() {
                 return Err(self.process.exited_error("while starting"));
             }
-            let s3 = tokio::net::TcpStream::connect(self.s3_addr).await;
-            let http = tokio::net::TcpStream::connect(self.http_addr).await;
-            if s3.is_ok() && http.is_ok() {
+            if self.addresses.is_none()
+                && let Ok(text) = std::fs::read_to_string(&self.address_file)
+            {
+                let bound: GatewayAddresses = serde_json::from_str(&text)
+                    .with_context(|| format!("{} wrote a bad {}", self.name, self.address_file.display()))?;
+                let http_addr = bound.http_addr.context("the gateway reported no HTTP address")?;
+                self.addresses = Some((bound.s3_addr, http_addr));
+            }
+            if let Some((s3_addr, http_addr)) = self.addresses
+                && tokio::net::TcpStream::connect(s3_addr).await.is_ok()
+                && tokio::net::TcpStream::connect(http_addr).await.is_ok()
+            {
                 return Ok(());
             }
             if Instant::now() >= deadline {
