@@ -116,6 +116,9 @@ struct LoadArgs {
     /// Multiply arrival times by this (> 1 slows the run down).
     #[arg(long, value_name = "F")]
     time_scale: Option<f64>,
+    /// Zipf exponent of object popularity of the generator (its default: 1.1).
+    #[arg(long, value_name = "S")]
+    zipf: Option<f64>,
     /// Object sizes (and read lengths) are clamped to this many bytes.
     #[arg(long, value_name = "BYTES", default_value_t = load::source::DEFAULT_MAX_OBJECT_BYTES)]
     max_object_bytes: u64,
@@ -237,6 +240,11 @@ struct Hu2017Args {
     /// minutes, --quick about 3 (docs/live-experiment.md).
     #[arg(long)]
     live: bool,
+    /// With --live: the nodes' service time as a multiple of 10 ms per task + bytes at 2 MB/s,
+    /// instead of fitting it to the paper's Normal rows in a simulated stand-in of the cluster
+    /// (--quick runs at 1).
+    #[arg(long, value_name = "F", requires = "live")]
+    service_scale: Option<f64>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -660,6 +668,8 @@ fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
         records_csv: args.run.records,
         rate_per_s: args.rate,
         duration_s: None,
+        zipf_exponent: args.zipf,
+        service_scale: args.service_scale,
     };
     let bar = runs_progress(options.steps(), "hu2017 live");
     let outcome = experiment::live::run(&options, &args.out, &|progress| {
@@ -685,11 +695,23 @@ fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
         }
     }
     print_findings(&outcome.findings);
+    if let Some(regime) = &outcome.regime {
+        let chosen = regime.chosen();
+        println!(
+            "service scale {} fitted ({} µs per task + bytes at {:.2} MB/s; loss {:.3}; regime.json)",
+            chosen.scale,
+            chosen.overhead_us,
+            chosen.rate_bytes_per_s / 1e6,
+            chosen.loss
+        );
+    }
     println!(
-        "{} live runs of {} requests at {:.0} req/s in {:.0} s; results in {} (open report.html and sim_vs_live.html)",
+        "{} live runs of {} requests at {:.0} req/s, service scale {}, in {:.0} s; results in {} (open report.html and \
+         sim_vs_live.html)",
         outcome.pairs.len(),
         outcome.requests,
         outcome.rate_per_s,
+        outcome.service_scale,
         outcome.wall_s,
         args.out.display()
     );
@@ -928,6 +950,7 @@ fn run_load(args: LoadArgs) -> anyhow::Result<()> {
             max_object_bytes: args.max_object_bytes,
             max_objects: args.max_objects,
             time_scale: args.time_scale,
+            zipf_exponent: args.zipf,
         },
         mode,
         bucket: args.bucket,

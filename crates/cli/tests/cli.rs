@@ -50,6 +50,11 @@ fn bad_input_is_a_clear_error_with_nonzero_exit() {
         (&["bench", "codec", "--codes", "lrc-6-2-2", "--quick"][..], "RS codes"),
         (&["bench", "codec", "--unit-sizes", "64KB"][..], "64KB"),
         (&["bench", "codec", "--runs", "0"][..], "--runs"),
+        (&["experiment", "hu2017", "--service-scale", "2", "--out", "/nonexistent/lowtail"][..], "--live"),
+        (
+            &["experiment", "hu2017", "--live", "--service-scale", "0", "--out", "/nonexistent/lowtail"][..],
+            "--service-scale",
+        ),
     ] {
         let output = lowtail(args);
         assert!(!output.status.success(), "{args:?} succeeded");

@@ -59,6 +59,8 @@ pub struct LiveCaps {
     pub max_objects: u64,
     /// Arrival times multiplied by this (> 1 slows the run down).
     pub time_scale: Option<f64>,
+    /// The generator's Zipf exponent of object popularity instead of its own.
+    pub zipf_exponent: Option<f64>,
 }
 
 impl Default for LiveCaps {
@@ -71,6 +73,7 @@ impl Default for LiveCaps {
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
             max_objects: DEFAULT_MAX_OBJECTS,
             time_scale: None,
+            zipf_exponent: None,
         }
     }
 }
@@ -98,6 +101,7 @@ impl LiveCaps {
         positive(self.duration_s, "--duration-s")?;
         positive(self.rate_per_s, "--rate")?;
         positive(self.time_scale, "--time-scale")?;
+        positive(self.zipf_exponent, "the Zipf exponent")?;
         ensure!(self.max_object_bytes > 0, "--max-object-bytes must be at least 1");
         ensure!(self.max_objects > 0, "--max-objects must be at least 1");
         Ok(())
@@ -117,6 +121,9 @@ impl LiveCaps {
         }
         if let Some(rate_per_s) = self.rate_per_s {
             config.rate_per_s = rate_per_s;
+        }
+        if let Some(exponent) = self.zipf_exponent {
+            config.zipf_exponent = exponent;
         }
         config.objects = config.objects.min(self.max_objects);
         // Every partition needs an object; with few objects, fewer partitions (a live cluster places
@@ -156,8 +163,8 @@ pub fn build_live_workload(source: &WorkloadSource, caps: &LiveCaps) -> anyhow::
         }
         trace @ WorkloadConfig::Trace { .. } => {
             ensure!(
-                caps.duration_s.is_none() && caps.rate_per_s.is_none() && !caps.quick,
-                "--duration-s, --rate and --quick apply to the WAS-like generator, not to a trace (use --time-scale)"
+                caps.duration_s.is_none() && caps.rate_per_s.is_none() && caps.zipf_exponent.is_none() && !caps.quick,
+                "--duration-s, --rate, the Zipf exponent and --quick apply to the WAS-like generator, not to a trace (use --time-scale)"
             );
             (trace, None)
         }

@@ -4,6 +4,8 @@
 //!
 //! `cargo run --release -p sim --example sweep -- [rates,comma,separated] [duration_s] [seed] [codes] [policies]`
 //! e.g. `-- 100,200,400 600 1 rs-6-3,lrc-6-2-2 normal,lmlf-pw2`
+//!
+//! Model overrides for exploring come from the environment (`SWEEP_*`, see below).
 
 use policy::PolicyKind;
 use sim::{Cluster, SimConfig};
@@ -39,22 +41,22 @@ fn main() {
         let mut config = SimConfig { seed, ..SimConfig::default() };
         let mut was = WasLikeConfig { rate_per_s: rate, duration_s: duration, ..WasLikeConfig::default() };
         // Model overrides for exploring (environment, all optional).
-        let env = |name: &str| std::env::var(name).ok().map(|v| v.parse::<f64>().expect("a number"));
-        if let Some(v) = env("SWEEP_NODE_RATE") {
-            config.cluster.rate_bytes_per_s = v as u64;
-        }
-        if let Some(v) = env("SWEEP_OVERHEAD_US") {
-            config.cluster.task_overhead_us = v as u64;
-        }
-        if let Some(v) = env("SWEEP_PROBE_US") {
-            config.frontends.per_probe_us = v as u64;
-        }
-        if let Some(v) = env("SWEEP_MAX_BYTES") {
-            was.sizes.max_bytes = v as u64;
-        }
-        if let Some(v) = env("SWEEP_ZIPF") {
-            was.zipf_exponent = v;
-        }
+        set_from_env("SWEEP_NODE_RATE", &mut config.cluster.rate_bytes_per_s);
+        set_from_env("SWEEP_OVERHEAD_US", &mut config.cluster.task_overhead_us);
+        set_from_env("SWEEP_NODES", &mut config.cluster.nodes);
+        set_from_env("SWEEP_NETWORK_US", &mut config.cluster.network_latency_us);
+        set_from_env("SWEEP_CANCEL_IN_SERVICE", &mut config.cluster.cancel_in_service);
+        set_from_env("SWEEP_PROBE_US", &mut config.frontends.per_probe_us);
+        set_from_env("SWEEP_FRONTENDS", &mut config.frontends.count);
+        set_from_env("SWEEP_PROBE_RTT_US", &mut config.frontends.probe_rtt_us);
+        set_from_env("SWEEP_PROBES_BLOCK", &mut config.frontends.probes_block_frontend);
+        set_from_env("SWEEP_TIMEOUT_MS", &mut config.policy.normal_timeout_ms);
+        set_from_env("SWEEP_LAZY_MS", &mut config.policy.lmlf_lazy_period_ms);
+        set_from_env("SWEEP_OPT_MS", &mut config.policy.opt_lazy_period_ms);
+        set_from_env("SWEEP_MAX_BYTES", &mut was.sizes.max_bytes);
+        set_from_env("SWEEP_ZIPF", &mut was.zipf_exponent);
+        set_from_env("SWEEP_OBJECTS", &mut was.objects);
+        set_from_env("SWEEP_PARTITIONS", &mut was.partitions);
         if std::env::var("SWEEP_ZIPF_OVER").is_ok_and(|v| v == "partitions") {
             was.zipf_over = workload::ZipfOver::Partitions;
         }
@@ -110,5 +112,13 @@ fn main() {
                 );
             }
         }
+    }
+}
+
+/// Sets `field` from the environment variable `name` when it is set (panics on a value that does
+/// not parse: this is an exploring tool).
+fn set_from_env<T: std::str::FromStr>(name: &str, field: &mut T) {
+    if let Ok(value) = std::env::var(name) {
+        *field = value.parse().unwrap_or_else(|_| panic!("{name}={value} does not parse"));
     }
 }

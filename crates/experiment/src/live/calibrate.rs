@@ -141,6 +141,11 @@ pub fn calibrate<'a>(records: impl IntoIterator<Item = &'a Record>) -> anyhow::R
     })
 }
 
+/// Whether a live node aborts a read already in service when its requester goes away: it does
+/// (`node::scheduler` stops the emulated service when the reply channel closes), so a Normal read
+/// that lost to its degraded read frees its node at once. Not fitted: it is how the node is built.
+pub const LIVE_NODE_CANCELS_IN_SERVICE: bool = true;
+
 impl Calibration {
     /// Sets the node, network and frontend models of `config` (homogeneous nodes, no extra
     /// exponential delay: the emulated service is deterministic).
@@ -151,6 +156,7 @@ impl Calibration {
         config.cluster.exp_mean_us = 0;
         config.cluster.rate_spread = 0.0;
         config.cluster.network_latency_us = us(self.network_latency_us);
+        config.cluster.cancel_in_service = LIVE_NODE_CANCELS_IN_SERVICE;
         config.frontends.decision_us = us(self.decision_us);
         config.frontends.per_probe_us = us(self.per_probe_us);
         config.frontends.probe_rtt_us = us(self.probe_rtt_us);

@@ -18,6 +18,7 @@ pub mod calibrate;
 pub mod merge;
 pub mod page;
 pub mod placement;
+pub mod regime;
 
 use crate::hu2017::{Finding, change};
 use crate::parallel::Progress;
@@ -46,22 +47,19 @@ use workload::Workload;
 pub const NODES: usize = 30;
 /// Gateways (frontends) sharing each cluster, each with its own controller.
 pub const GATEWAYS: usize = 3;
-/// Emulated per-task overhead of every node, µs: 10 ms, 2.5× the simulator's stand-in (4 ms), so
-/// that the emulated service dominates the real CPU time of a read on a shared 2-core machine.
-pub const NODE_OVERHEAD_US: u64 = 10_000;
-/// Emulated transfer rate of every node, bytes per second (the simulator's stand-in has 5 MB/s;
-/// halved for the same reason): a 64 KiB object takes 33 ms on top of the overhead.
-pub const NODE_RATE_BYTES_PER_S: f64 = 2_000_000.0;
-/// Largest object, bytes: the gateway's default `packed.max_object_bytes`, so every object is
-/// packed into one data unit as the paper's partitions are.
-pub const MAX_OBJECT_BYTES: u64 = 64 << 10;
-/// Distinct objects loaded (a few thousand; `--quick`: a few hundred).
-pub const OBJECTS: u64 = 2000;
+/// Largest object, bytes: the gateway's unit size, so that every object is packed into one data
+/// unit as the paper's partitions are, and the sizes keep enough of the WAS-like heavy tail (1 %
+/// of objects reach the cap) for small reads to queue behind large ones, as at paper scale.
+pub const MAX_OBJECT_BYTES: u64 = 1 << 20;
+/// Size of the gateways' data units, bytes (the gateway's default).
+pub const UNIT_BYTES: u64 = 1 << 20;
+/// Objects of the generator (those the sequence reads are loaded: about 4,000, some 300 MB).
+pub const OBJECTS: u64 = 10_000;
 /// Distinct objects with `--quick`.
 pub const QUICK_OBJECTS: u64 = 300;
-/// Open-loop arrival rate, requests per second, spread round-robin over the gateways: hot nodes
-/// (those holding the Zipf-hot objects) are loaded around half their capacity under Normal, the
-/// regime the paper studies, while the mean node is lightly loaded.
+/// Open-loop arrival rate, requests per second, spread round-robin over the gateways: what two
+/// cores drive through 30 nodes, 3 gateways and the client without their CPU time mattering. The
+/// load level is set by the nodes' service time instead ([`regime`]).
 pub const RATE_PER_S: f64 = 100.0;
 /// The rate with `--quick` (a debug build of the whole cluster must keep up on 2 cores).
 pub const QUICK_RATE_PER_S: f64 = 50.0;
@@ -120,6 +118,13 @@ pub struct LiveOptions {
     pub rate_per_s: Option<f64>,
     /// Overrides the seconds of arrivals per run.
     pub duration_s: Option<f64>,
+    /// Overrides the Zipf exponent of object popularity (default: the paper-scale fit's,
+    /// [`crate::hu2017::HEADLINE_ZIPF_EXPONENT`]).
+    pub zipf_exponent: Option<f64>,
+    /// Overrides the service scale of the nodes (multiple of [`regime::BASE_OVERHEAD_US`] and of
+    /// the time per byte at [`regime::BASE_RATE_BYTES_PER_S`]) instead of fitting it; `--quick`
+    /// runs at 1 without a fit.
+    pub service_scale: Option<f64>,
 }
 
 /// A step of the experiment finished (for a progress bar).
@@ -178,15 +183,20 @@ pub struct LiveOutcome {
     pub rate_per_s: f64,
     /// Wall time, seconds.
     pub wall_s: f64,
+    /// The nodes' service scale the runs used.
+    pub service_scale: f64,
+    /// The fit that chose it (`None`: given, or `--quick`).
+    pub regime: Option<regime::RegimeFit>,
 }
 
-/// The service model every node runs during the measured runs.
-pub fn node_model(seed: u64, node: u32) -> ServiceModel {
+/// The service model every node runs during the measured runs, at `scale` ([`regime::service_at`]).
+pub fn node_model(seed: u64, node: u32, scale: f64) -> ServiceModel {
+    let (overhead_us, rate_bytes_per_s) = regime::service_at(scale);
     ServiceModel {
         enabled: true,
         replace_real_io: true,
-        overhead_us: NODE_OVERHEAD_US,
-        rate_bytes_per_s: NODE_RATE_BYTES_PER_S,
+        overhead_us,
+        rate_bytes_per_s,
         seed: seed ^ u64::from(node).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         ..ServiceModel::default()
     }
@@ -210,6 +220,10 @@ impl LiveOptions {
         self.duration_s.unwrap_or(if self.quick { QUICK_DURATION_S } else { DURATION_S })
     }
 
+    fn zipf_exponent(&self) -> f64 {
+        self.zipf_exponent.unwrap_or(crate::hu2017::HEADLINE_ZIPF_EXPONENT)
+    }
+
     /// Steps the progress callback counts: per code one setup, one run per policy; the slow runs.
     pub fn steps(&self) -> usize {
         CODES.len() * (1 + POLICIES.len()) + SLOW_POLICIES.len() + 1
@@ -226,6 +240,7 @@ fn request_sequence(options: &LiveOptions) -> anyhow::Result<Workload> {
         max_object_bytes: MAX_OBJECT_BYTES,
         max_objects: if options.quick { QUICK_OBJECTS } else { OBJECTS },
         time_scale: None,
+        zipf_exponent: Some(options.zipf_exponent()),
     };
     Ok(build_live_workload(&WorkloadSource::Generator, &caps)?.workload)
 }
@@ -240,8 +255,21 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
     if let Some(duration) = options.duration_s {
         ensure!(duration.is_finite() && duration > 0.0, "the run duration must be positive");
     }
+    if let Some(scale) = options.service_scale {
+        ensure!(scale.is_finite() && scale > 0.0, "--service-scale must be a positive number");
+    }
     let started = Instant::now();
     let workload = request_sequence(options)?;
+    let (service_scale, regime) = match options.service_scale {
+        Some(scale) => (scale, None),
+        None if options.quick => (1.0, None),
+        None => {
+            let stand_in = regime::packed_stand_in(&workload, UNIT_BYTES, GATEWAYS)?;
+            let fit = regime::fit(options.seed, &stand_in, &regime::SCALES, NODES, GATEWAYS, options.threads)
+                .context("fitting the nodes' service scale")?;
+            (fit.chosen().scale, Some(fit))
+        }
+    };
     let temp;
     let work_dir = match &options.work_dir {
         Some(dir) => dir.clone(),
@@ -264,7 +292,7 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         let code_dir = work_dir.join(code);
         let result = runtime.block_on(async {
             tokio::select! {
-                result = measure_code(options, code, &code_dir, &workload, slow, &step) => result,
+                result = measure_code(options, code, &code_dir, &workload, service_scale, slow, &step) => result,
                 _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (Ctrl-C); the cluster was stopped")),
             }
         });
@@ -301,6 +329,8 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         requests: workload.requests.len(),
         rate_per_s: options.rate(),
         wall_s: started.elapsed().as_secs_f64(),
+        service_scale,
+        regime,
     };
     page::write(out_dir, options, &outcome, &measured)?;
     Ok(outcome)
@@ -367,10 +397,12 @@ async fn measure_code(
     code: &str,
     dir: &Path,
     workload: &Workload,
+    service_scale: f64,
     slow_policies: &[PolicyKind],
     step: &(dyn Fn(String) + Sync),
 ) -> anyhow::Result<(CodeRuns, Vec<SlowNodeRow>)> {
     let mut data = gateway::data::DataConfig { code: code.to_owned(), ..gateway::data::DataConfig::default() };
+    data.unit_bytes = UNIT_BYTES;
     data.packed.seal_after_ms = SEAL_AFTER_MS;
     data.packed.max_object_bytes = MAX_OBJECT_BYTES;
     let mut controller = launcher::fleet::ControllerTable::new();
@@ -386,7 +418,7 @@ async fn measure_code(
         etcd_binary: options.etcd_binary.clone(),
     };
     let fleet = Fleet::start(&options.binary, dir, &config, &|what| tracing::info!(code, "{what}")).await?;
-    let outcome = measure_on(options, code, &fleet, workload, slow_policies, step).await;
+    let outcome = measure_on(options, code, &fleet, workload, service_scale, slow_policies, step).await;
     fleet.shutdown().await;
     outcome
 }
@@ -396,6 +428,7 @@ async fn measure_on(
     code: &str,
     fleet: &Fleet,
     workload: &Workload,
+    service_scale: f64,
     slow_policies: &[PolicyKind],
     step: &(dyn Fn(String) + Sync),
 ) -> anyhow::Result<(CodeRuns, Vec<SlowNodeRow>)> {
@@ -450,7 +483,7 @@ async fn measure_on(
     let seed = options.seed;
     let sim_workload = placement.workload(&workload.requests, |object| object_key(seed, object))?;
     for id in 0..NODES as u32 {
-        fleet.set_service_model(id, &node_model(options.seed, id)).await?;
+        fleet.set_service_model(id, &node_model(options.seed, id, service_scale)).await?;
     }
     take_all(&clients.admins).await?;
     step(format!("{code}: cluster up, {} objects loaded and sealed", sizes.len()));
@@ -468,7 +501,15 @@ async fn measure_on(
         info.arrival_rate_per_s = Some(options.rate());
         info
     };
-    let replay = Replay { fleet, clients: &clients, fetch: &fetch, requests: &requests, placement: &placement, seed };
+    let replay = Replay {
+        fleet,
+        clients: &clients,
+        fetch: &fetch,
+        requests: &requests,
+        placement: &placement,
+        seed,
+        service_scale,
+    };
     let mut runs = Vec::new();
     for policy in POLICIES {
         let run = measure_policy(&replay, policy, None).await?;
@@ -520,6 +561,7 @@ struct Replay<'a> {
     requests: &'a Arc<Vec<ReadRequest>>,
     placement: &'a LivePlacement,
     seed: u64,
+    service_scale: f64,
 }
 
 struct RawRun {
@@ -538,13 +580,13 @@ async fn measure_policy(
     policy: PolicyKind,
     slow: Option<(NodeId, Duration)>,
 ) -> anyhow::Result<RawRun> {
-    let Replay { fleet, clients, fetch, requests, placement, seed } = *replay;
+    let Replay { fleet, clients, fetch, requests, placement, seed, service_scale } = *replay;
     set_policy_everywhere(&clients.admins, policy).await?;
     take_all(&clients.admins).await?;
     let slow_task = async {
         if let Some((node, after)) = slow {
             tokio::time::sleep(after).await;
-            fleet.set_service_model(node.0, &slowed(&node_model(seed, node.0), SLOW_FACTOR)).await?;
+            fleet.set_service_model(node.0, &slowed(&node_model(seed, node.0, service_scale), SLOW_FACTOR)).await?;
         }
         anyhow::Ok(())
     };
@@ -558,7 +600,7 @@ async fn measure_policy(
     let (output, slowed) = tokio::join!(replay, slow_task);
     slowed?;
     if let Some((node, _)) = slow {
-        fleet.set_service_model(node.0, &node_model(seed, node.0)).await?;
+        fleet.set_service_model(node.0, &node_model(seed, node.0, service_scale)).await?;
     }
     let taken = take_all(&clients.admins).await?;
     let dropped = taken.iter().map(|t| t.dropped).sum();

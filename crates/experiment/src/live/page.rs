@@ -1,7 +1,8 @@
 //! The live experiment's results folder: the report crate's folder of the live runs (tables, plots,
 //! `report.html`, `summary.json` with `sim_median`, `sim_p95` and `sim_p99` added to each row), the
 //! simulator's own folder under `sim/`, `sim_vs_live.html` (linked from `report.html`), and
-//! `findings.json`, `slow_node.json`, `calibration.json`.
+//! `findings.json`, `slow_node.json`, `calibration.json`, `regime.json` (when the service scale was
+//! fitted).
 //!
 //! Owns: the sim-vs-live page's markup and the extra JSON files. Must not: compute statistics (every
 //! number comes from a `report` summary or the calibration) or write a file outside the folder.
@@ -28,13 +29,21 @@ fn json_file(dir: &Path, name: &str, value: &impl serde::Serialize) -> anyhow::R
 
 fn findings_text(outcome: &LiveOutcome, options: &LiveOptions) -> String {
     let mut text = format!(
-        "Live: {} requests per run at {:.0} requests/s over {} gateways, seed {}{}; gateway-side records (arrival at the \
-         gateway to its last byte). The simulator replays the same sequence over the placement read back from etcd, \
-         calibrated from these records; see {PAGE}.",
+        "Live: {} requests per run at {:.0} requests/s over {} gateways, seed {}, nodes at service scale {} ({}){}; \
+         gateway-side records (arrival at the gateway to its last byte). The simulator replays the same sequence over \
+         the placement read back from etcd, calibrated from these records; see {PAGE}.",
         outcome.requests,
         outcome.rate_per_s,
         super::GATEWAYS,
         options.seed,
+        outcome.service_scale,
+        match &outcome.regime {
+            Some(regime) => format!(
+                "fitted to the shape of the paper's Normal rows in a simulated stand-in, loss {:.3}; regime.json",
+                regime.chosen().loss
+            ),
+            None => "given".to_owned(),
+        },
         if options.quick { ", --quick: short runs, expect noise" } else { "" }
     );
     crate::hu2017::append_findings(&mut text, &outcome.findings);
@@ -98,6 +107,9 @@ pub fn write(
     let calibrations: Vec<serde_json::Value> =
         outcome.calibrations.iter().map(|(code, c)| serde_json::json!({ "code": code, "calibration": c })).collect();
     json_file(out_dir, "calibration.json", &calibrations)?;
+    if let Some(regime) = &outcome.regime {
+        json_file(out_dir, "regime.json", regime)?;
+    }
     std::fs::write(out_dir.join(PAGE), page(outcome, &findings)).with_context(|| format!("writing {PAGE}"))?;
     link_page(out_dir)
 }
