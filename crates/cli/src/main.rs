@@ -241,8 +241,7 @@ struct Hu2017Args {
     #[arg(long)]
     live: bool,
     /// With --live: the nodes' service time as a multiple of 10 ms per task + bytes at 2 MB/s,
-    /// instead of fitting it to the paper's Normal rows in a simulated stand-in of the cluster
-    /// (--quick runs at 1).
+    /// instead of fitting it to the paper's Normal rows in a simulated stand-in of the cluster.
     #[arg(long, value_name = "F", requires = "live")]
     service_scale: Option<f64>,
     #[command(flatten)]
@@ -698,11 +697,12 @@ fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
     if let Some(regime) = &outcome.regime {
         let chosen = regime.chosen();
         println!(
-            "service scale {} fitted ({} µs per task + bytes at {:.2} MB/s; loss {:.3}; regime.json)",
+            "service scale {} fitted ({} µs per task + bytes at {:.2} MB/s; loss {:.3}; regime.json){}",
             chosen.scale,
             chosen.overhead_us,
             chosen.rate_bytes_per_s / 1e6,
-            chosen.loss
+            chosen.loss,
+            if regime.at_edge() { " at the edge of the grid" } else { "" }
         );
     }
     println!(

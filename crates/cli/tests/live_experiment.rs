@@ -122,9 +122,17 @@ fn the_quick_live_experiment_writes_the_results_folder() {
     }
     assert!(!read_json("findings.json").as_array().unwrap().is_empty());
     assert_eq!(read_json("calibration.json").as_array().unwrap().len(), 2);
+    let regime = read_json("regime.json");
+    let points = regime["points"].as_array().unwrap();
+    let best = regime["best"].as_u64().unwrap() as usize;
+    assert!(best < points.len() && points[best]["loss"].as_f64().is_some(), "{regime}");
+    for plot in ["plots/sim-vs-live.svg", "plots/regime-fit.svg"] {
+        assert!(out.path().join(plot).is_file(), "{plot} missing");
+    }
     assert_eq!(read_json("sim/summary.json").as_array().unwrap().len(), 10);
     let report = std::fs::read_to_string(out.path().join("report.html")).unwrap();
     assert!(report.contains("href=\"sim_vs_live.html\""), "report.html links the sim-vs-live page");
     let page = std::fs::read_to_string(out.path().join("sim_vs_live.html")).unwrap();
     assert!(page.contains("lmlf-pw2") && page.contains("sim/live p95"), "{page}");
+    assert!(page.contains("plots/sim-vs-live.svg") && page.contains("plots/regime-fit.svg"), "{page}");
 }

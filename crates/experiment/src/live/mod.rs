@@ -122,8 +122,7 @@ pub struct LiveOptions {
     /// [`crate::hu2017::HEADLINE_ZIPF_EXPONENT`]).
     pub zipf_exponent: Option<f64>,
     /// Overrides the service scale of the nodes (multiple of [`regime::BASE_OVERHEAD_US`] and of
-    /// the time per byte at [`regime::BASE_RATE_BYTES_PER_S`]) instead of fitting it; `--quick`
-    /// runs at 1 without a fit.
+    /// the time per byte at [`regime::BASE_RATE_BYTES_PER_S`]) instead of fitting it.
     pub service_scale: Option<f64>,
 }
 
@@ -262,7 +261,6 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
     let workload = request_sequence(options)?;
     let (service_scale, regime) = match options.service_scale {
         Some(scale) => (scale, None),
-        None if options.quick => (1.0, None),
         None => {
             let stand_in = regime::packed_stand_in(&workload, UNIT_BYTES, GATEWAYS)?;
             let fit = regime::fit(options.seed, &stand_in, &regime::SCALES, NODES, GATEWAYS, options.threads)

@@ -109,9 +109,92 @@ pub fn write(
     json_file(out_dir, "calibration.json", &calibrations)?;
     if let Some(regime) = &outcome.regime {
         json_file(out_dir, "regime.json", regime)?;
+        regime_plot(out_dir, regime, options.png)?;
     }
+    sim_vs_live_plot(out_dir, outcome, options.png)?;
     std::fs::write(out_dir.join(PAGE), page(outcome, &findings)).with_context(|| format!("writing {PAGE}"))?;
     link_page(out_dir)
+}
+
+/// `plots/sim-vs-live.svg`: per code, each policy's simulated p50, p95 and p99 over its live one, and
+/// the diagonal where they agree.
+fn sim_vs_live_plot(out_dir: &Path, outcome: &LiveOutcome, png: bool) -> anyhow::Result<()> {
+    let mut panels = Vec::new();
+    for code in codes(outcome) {
+        let pairs: Vec<(report::LatencyStats, report::LatencyStats)> = outcome
+            .pairs
+            .iter()
+            .filter(|p| p.live.summary.run.code == code)
+            .filter_map(|p| p.live.summary.request_latency.zip(p.sim.summary.request_latency))
+            .collect();
+        let mut lines = Vec::new();
+        let mut largest: f64 = 0.0;
+        for (name, pick) in [
+            ("p50", (|l: &report::LatencyStats| l.median_s) as fn(&report::LatencyStats) -> f64),
+            ("p95", |l| l.p95_s),
+            ("p99", |l| l.p99_s),
+        ] {
+            let mut points: Vec<(f64, f64)> = pairs.iter().map(|(live, sim)| (pick(live), pick(sim))).collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            largest = points.iter().fold(largest, |m, &(x, y)| m.max(x).max(y));
+            lines.push((format!("{name} (one point per policy)"), points));
+        }
+        lines.push(("sim = live".to_owned(), vec![(0.0, 0.0), (largest, largest)]));
+        panels.push(report::LinePanel { caption: code.to_owned(), y_label: "simulated latency (s)".to_owned(), lines });
+    }
+    report::write_line_panels(
+        &out_dir.join("plots"),
+        "sim-vs-live",
+        "The simulator against live: request latency percentiles per policy",
+        "live latency (s)",
+        &panels,
+        png,
+    )?;
+    Ok(())
+}
+
+/// `plots/regime-fit.svg`: the regime fit's loss and Normal's node load over the service scale.
+fn regime_plot(out_dir: &Path, regime: &super::regime::RegimeFit, png: bool) -> anyhow::Result<()> {
+    let loss: Vec<(f64, f64)> = regime.points.iter().map(|p| (p.scale, p.loss.min(10.0))).collect();
+    let mut loads = Vec::new();
+    for (index, row) in regime.points[0].normal.iter().enumerate() {
+        let points =
+            regime.points.iter().filter_map(|p| p.normal.get(index)?.load.map(|load| (p.scale, load))).collect();
+        loads.push((format!("Normal on {}", row.code), points));
+    }
+    let panels = [
+        report::LinePanel {
+            caption: format!("loss (capped at 10); chosen scale {}", regime.chosen().scale),
+            y_label: "squared log errors".to_owned(),
+            lines: vec![("loss".to_owned(), loss)],
+        },
+        report::LinePanel {
+            // Legends are drawn in the first panel only: say here which line is which.
+            caption: "Normal's mean node utilisation: RS(6,3) blue, LRC(6,2,2) orange".to_owned(),
+            y_label: "load".to_owned(),
+            lines: loads,
+        },
+    ];
+    report::write_line_panels(
+        &out_dir.join("plots"),
+        "regime-fit",
+        "Fitting the nodes' service scale to the paper's Normal rows (simulated stand-in)",
+        "service scale (× 10 ms per task + bytes at 2 MB/s)",
+        &panels,
+        png,
+    )?;
+    Ok(())
+}
+
+/// The codes of the pairs, in run order.
+fn codes(outcome: &LiveOutcome) -> Vec<&str> {
+    let mut codes: Vec<&str> = Vec::new();
+    for pair in &outcome.pairs {
+        if !codes.contains(&pair.live.summary.run.code.as_str()) {
+            codes.push(&pair.live.summary.run.code);
+        }
+    }
+    codes
 }
 
 /// `summary.json` rows get the simulator's `sim_median`, `sim_p95` and `sim_p99` (same unit as
@@ -170,13 +253,29 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
          th{background:#eee}</style>\n</head>\n<body>\n<h1>hu2017: simulator vs live</h1>\n\
          <p><a href=\"report.html\">live report</a> · <a href=\"sim/report.html\">simulator report</a></p>\n",
     );
-    let mut codes: Vec<&str> = Vec::new();
-    for pair in &outcome.pairs {
-        if !codes.contains(&pair.live.summary.run.code.as_str()) {
-            codes.push(&pair.live.summary.run.code);
-        }
+    html.push_str(
+        "<p><img src=\"plots/sim-vs-live.svg\" alt=\"simulated over live latency percentiles\" width=\"100%\"></p>\n",
+    );
+    if let Some(regime) = &outcome.regime {
+        let chosen = regime.chosen();
+        let _ = writeln!(
+            html,
+            "<h2>Regime</h2>\n<p>The nodes ran at service scale {} ({} µs per task + bytes at {:.2} MB/s), fitted to the \
+             shape of the paper's Normal rows in a simulated stand-in of this cluster ({} data units), loss {:.3} \
+             (regime.json){}.</p>\n<p><img src=\"plots/regime-fit.svg\" alt=\"regime fit\" width=\"100%\"></p>",
+            chosen.scale,
+            chosen.overhead_us,
+            chosen.rate_bytes_per_s / 1e6,
+            regime.partitions,
+            chosen.loss,
+            if regime.at_edge() {
+                "; the best point is at the edge of the grid, so a wider grid may fit better"
+            } else {
+                ""
+            }
+        );
     }
-    for code in codes {
+    for code in codes(outcome) {
         let _ = writeln!(
             html,
             "<h2>{}</h2>\n<table>\n<tr><th>policy</th><th>live p50 ms</th><th>live p95 ms</th><th>live p99 ms</th>\

@@ -79,6 +79,12 @@ impl RegimeFit {
     pub fn chosen(&self) -> &ScalePoint {
         &self.points[self.best]
     }
+
+    /// Whether the chosen point is the first or last of the grid (the loss may fall further beyond
+    /// it, e.g. with `--quick`'s light load).
+    pub fn at_edge(&self) -> bool {
+        self.points.len() > 1 && (self.best == 0 || self.best + 1 == self.points.len())
+    }
 }
 
 /// The emulated service model at `scale`: (per-task overhead µs, bytes per second).
@@ -255,5 +261,11 @@ mod tests {
         assert!(load(&fit.points[1]) > 3.0 * load(&fit.points[0]), "{:?}", fit.points);
         assert!(fit.chosen().loss.is_finite());
         assert!(fit.points.iter().all(|p| p.loss >= fit.chosen().loss));
+        assert!(fit.at_edge(), "two points: either is an edge");
+        let mut three = RegimeFit { points: vec![fit.points[0].clone(); 3], ..fit };
+        three.best = 1;
+        assert!(!three.at_edge());
+        three.best = 2;
+        assert!(three.at_edge());
     }
 }
