@@ -250,14 +250,7 @@ mod tests {
         assert_eq!(live.stripes, vec![7, 40]);
         assert_eq!(live.partitions(), 4);
         assert_eq!(live.placement.stripe_nodes(model::StripeId(1)), &[NodeId(5), NodeId(1), NodeId(2), NodeId(3)]);
-        let request = |id: u64, object: u64, length: u64| ReadRequest {
-            id: RequestId(id),
-            object: ObjectId(object),
-            partition: PartitionId(0),
-            offset: 0,
-            length,
-            arrival_ns: id * 1000,
-        };
+        let request = super::super::regime::tests::request;
         let key = |object: ObjectId| if object.0 == 1 { "x".to_owned() } else { "y".to_owned() };
         let workload = live.workload(&[request(0, 1, 50), request(1, 2, 10)], key).unwrap();
         assert_eq!((workload.requests[0].partition, workload.requests[0].offset), (PartitionId(3), 100));

@@ -214,11 +214,12 @@ pub fn fit(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use model::{ReadRequest, RequestId};
 
-    fn request(id: u64, object: u64, length: u64) -> ReadRequest {
+    /// A whole-object read of `length` bytes arriving at `id` µs (also used by `placement`'s tests).
+    pub(crate) fn request(id: u64, object: u64, length: u64) -> ReadRequest {
         ReadRequest {
             id: RequestId(id),
             object: ObjectId(object),
