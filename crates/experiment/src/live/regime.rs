@@ -197,7 +197,9 @@ pub fn fit(
         let mut loss = 0.0;
         let mut normal = Vec::new();
         for (c, paper) in PAPER_NORMAL.iter().enumerate() {
-            let index = jobs.iter().position(|&job| job == (s, c)).expect("every job ran");
+            // Jobs run scale-major (see `jobs`), and results come back in job order.
+            let index = s * PAPER_NORMAL.len() + c;
+            debug_assert_eq!(jobs[index], (s, c));
             match &rows[index] {
                 Some(row) => {
                     loss += log_errors(&row.latency, paper).iter().map(|e| e * e).sum::<f64>();
