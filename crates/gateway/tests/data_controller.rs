@@ -121,12 +121,14 @@ async fn lmlf_pw2_reads_around_a_queue_and_normal_waits_for_its_timeout() {
     let body = pattern(60_000, 7);
     let layout = data.write(body.clone()).await.unwrap();
     let hot = first_unit_node(&cluster, &layout).await;
-    // A standing queue: evenly spaced 1 MiB background tasks that each take as long as the gap, so
-    // the node is always busy and every probe sees at least one MiB.
+    // A standing queue: evenly spaced 1 MiB background tasks that each take longer (40 ms) than the
+    // gap (33 ms), so the backlog only grows and every probe sees at least one MiB. (With the gap
+    // equal to the service time, timer jitter left moments with an empty node, and a probe there
+    // rightly chose the normal read.)
     let busy = ServiceModel {
         enabled: true,
         overhead_us: 40_000,
-        background_tasks_per_s: 25.0,
+        background_tasks_per_s: 30.0,
         background_task_bytes: 1 << 20,
         background_poisson: false,
         ..Default::default()
