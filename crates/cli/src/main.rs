@@ -227,7 +227,8 @@ struct Hu2017Args {
     /// docs/simulator.md). The sweep runs at 1/8 to 9/8 of it.
     #[arg(long, value_name = "REQ_PER_S")]
     rate: Option<f64>,
-    /// Zipf exponent of object popularity (default: the fitted one, see docs/simulator.md).
+    /// Zipf exponent of object popularity (default: the fitted one, see docs/simulator.md; with
+    /// --live, fitted together with the service scale, see docs/live-experiment.md).
     #[arg(long, value_name = "S")]
     zipf: Option<f64>,
     /// Skip the latency-vs-load sweep.
@@ -241,7 +242,8 @@ struct Hu2017Args {
     #[arg(long)]
     live: bool,
     /// With --live: the nodes' service time as a multiple of 10 ms per task + bytes at 2 MB/s,
-    /// instead of fitting it to the paper's Normal rows in a simulated stand-in of the cluster.
+    /// instead of fitting it (with the Zipf exponent) to the paper's Normal rows in a simulated
+    /// stand-in of the cluster.
     #[arg(long, value_name = "F", requires = "live")]
     service_scale: Option<f64>,
     #[command(flatten)]
@@ -697,7 +699,8 @@ fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
     if let Some(regime) = &outcome.regime {
         let chosen = regime.chosen();
         println!(
-            "service scale {} fitted ({} µs per task + bytes at {:.2} MB/s; loss {:.3}; regime.json){}",
+            "Zipf {} and service scale {} fitted ({} µs per task + bytes at {:.2} MB/s; loss {:.3}; regime.json){}",
+            chosen.zipf_exponent,
             chosen.scale,
             chosen.overhead_us,
             chosen.rate_bytes_per_s / 1e6,
@@ -706,11 +709,12 @@ fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
         );
     }
     println!(
-        "{} live runs of {} requests at {:.0} req/s, service scale {}, in {:.0} s; results in {} (open report.html and \
-         sim_vs_live.html)",
+        "{} live runs of {} requests at {:.0} req/s, Zipf {}, service scale {}, in {:.0} s; results in {} (open \
+         report.html and sim_vs_live.html)",
         outcome.pairs.len(),
         outcome.requests,
         outcome.rate_per_s,
+        outcome.zipf_exponent,
         outcome.service_scale,
         outcome.wall_s,
         args.out.display()

@@ -126,6 +126,10 @@ fn the_quick_live_experiment_writes_the_results_folder() {
     let points = regime["points"].as_array().unwrap();
     let best = regime["best"].as_u64().unwrap() as usize;
     assert!(best < points.len() && points[best]["loss"].as_f64().is_some(), "{regime}");
+    // The exponent is fitted with the scale: every exponent of the grid at every scale.
+    let exponents = regime["zipf_exponents"].as_array().unwrap().len();
+    assert!(exponents > 1, "{regime}");
+    assert_eq!(points.len(), exponents * regime["scales"].as_array().unwrap().len());
     for plot in ["plots/sim-vs-live.svg", "plots/regime-fit.svg"] {
         assert!(out.path().join(plot).is_file(), "{plot} missing");
     }

@@ -118,11 +118,10 @@ pub struct LiveOptions {
     pub rate_per_s: Option<f64>,
     /// Overrides the seconds of arrivals per run.
     pub duration_s: Option<f64>,
-    /// Overrides the Zipf exponent of object popularity (default: the paper-scale fit's,
-    /// [`crate::hu2017::HEADLINE_ZIPF_EXPONENT`]).
+    /// Sets the Zipf exponent of object popularity instead of fitting it ([`regime`]).
     pub zipf_exponent: Option<f64>,
-    /// Overrides the service scale of the nodes (multiple of [`regime::BASE_OVERHEAD_US`] and of
-    /// the time per byte at [`regime::BASE_RATE_BYTES_PER_S`]) instead of fitting it.
+    /// Sets the service scale of the nodes (multiple of [`regime::BASE_OVERHEAD_US`] and of the
+    /// time per byte at [`regime::BASE_RATE_BYTES_PER_S`]) instead of fitting it.
     pub service_scale: Option<f64>,
 }
 
@@ -182,9 +181,11 @@ pub struct LiveOutcome {
     pub rate_per_s: f64,
     /// Wall time, seconds.
     pub wall_s: f64,
+    /// The Zipf exponent of the request sequence.
+    pub zipf_exponent: f64,
     /// The nodes' service scale the runs used.
     pub service_scale: f64,
-    /// The fit that chose it (`None`: given, or `--quick`).
+    /// The fit that chose them (`None`: both given).
     pub regime: Option<regime::RegimeFit>,
 }
 
@@ -219,8 +220,20 @@ impl LiveOptions {
         self.duration_s.unwrap_or(if self.quick { QUICK_DURATION_S } else { DURATION_S })
     }
 
-    fn zipf_exponent(&self) -> f64 {
-        self.zipf_exponent.unwrap_or(crate::hu2017::HEADLINE_ZIPF_EXPONENT)
+    /// The Zipf exponents the regime fit tries: the one given, or the paper-scale fit's grid.
+    fn zipf_exponents(&self) -> Vec<f64> {
+        match self.zipf_exponent {
+            Some(exponent) => vec![exponent],
+            None => crate::fit::FULL_ZIPF_EXPONENTS.to_vec(),
+        }
+    }
+
+    /// The service scales the regime fit tries: the one given, or [`regime::SCALES`].
+    fn service_scales(&self) -> Vec<f64> {
+        match self.service_scale {
+            Some(scale) => vec![scale],
+            None => regime::SCALES.to_vec(),
+        }
     }
 
     /// Steps the progress callback counts: per code one setup, one run per policy; the slow runs.
@@ -229,8 +242,9 @@ impl LiveOptions {
     }
 }
 
-/// The request sequence and object sizes of every run.
-fn request_sequence(options: &LiveOptions) -> anyhow::Result<Workload> {
+/// The request sequence and object sizes of every run, with popularity of Zipf exponent
+/// `zipf_exponent`.
+fn request_sequence(options: &LiveOptions, zipf_exponent: f64) -> anyhow::Result<Workload> {
     let caps = LiveCaps {
         seed: Some(options.seed),
         duration_s: Some(options.duration_s()),
@@ -239,7 +253,7 @@ fn request_sequence(options: &LiveOptions) -> anyhow::Result<Workload> {
         max_object_bytes: MAX_OBJECT_BYTES,
         max_objects: if options.quick { QUICK_OBJECTS } else { OBJECTS },
         time_scale: None,
-        zipf_exponent: Some(options.zipf_exponent()),
+        zipf_exponent: Some(zipf_exponent),
     };
     Ok(build_live_workload(&WorkloadSource::Generator, &caps)?.workload)
 }
@@ -258,16 +272,24 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         ensure!(scale.is_finite() && scale > 0.0, "--service-scale must be a positive number");
     }
     let started = Instant::now();
-    let workload = request_sequence(options)?;
-    let (service_scale, regime) = match options.service_scale {
-        Some(scale) => (scale, None),
-        None => {
-            let stand_in = regime::packed_stand_in(&workload, UNIT_BYTES, GATEWAYS)?;
-            let fit = regime::fit(options.seed, &stand_in, &regime::SCALES, NODES, GATEWAYS, options.threads)
-                .context("fitting the nodes' service scale")?;
-            (fit.chosen().scale, Some(fit))
+    if let Some(exponent) = options.zipf_exponent {
+        ensure!(exponent.is_finite() && exponent > 0.0, "--zipf must be a positive number");
+    }
+    let (exponents, scales) = (options.zipf_exponents(), options.service_scales());
+    let (zipf_exponent, service_scale, regime) = match (exponents.as_slice(), scales.as_slice()) {
+        (&[exponent], &[scale]) => (exponent, scale, None),
+        _ => {
+            let mut stand_ins = Vec::with_capacity(exponents.len());
+            for &exponent in &exponents {
+                let sequence = request_sequence(options, exponent)?;
+                stand_ins.push((exponent, regime::packed_stand_in(&sequence, UNIT_BYTES, GATEWAYS)?));
+            }
+            let fit = regime::fit(options.seed, &stand_ins, &scales, NODES, GATEWAYS, options.threads)
+                .context("fitting the load regime")?;
+            (fit.chosen().zipf_exponent, fit.chosen().scale, Some(fit))
         }
     };
+    let workload = request_sequence(options, zipf_exponent)?;
     let temp;
     let work_dir = match &options.work_dir {
         Some(dir) => dir.clone(),
@@ -327,6 +349,7 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         requests: workload.requests.len(),
         rate_per_s: options.rate(),
         wall_s: started.elapsed().as_secs_f64(),
+        zipf_exponent,
         service_scale,
         regime,
     };

@@ -29,13 +29,14 @@ fn json_file(dir: &Path, name: &str, value: &impl serde::Serialize) -> anyhow::R
 
 fn findings_text(outcome: &LiveOutcome, options: &LiveOptions) -> String {
     let mut text = format!(
-        "Live: {} requests per run at {:.0} requests/s over {} gateways, seed {}, nodes at service scale {} ({}){}; \
-         gateway-side records (arrival at the gateway to its last byte). The simulator replays the same sequence over \
-         the placement read back from etcd, calibrated from these records; see {PAGE}.",
+        "Live: {} requests per run at {:.0} requests/s over {} gateways, seed {}, Zipf {}, nodes at service scale {} \
+         ({}){}; gateway-side records (arrival at the gateway to its last byte). The simulator replays the same \
+         sequence over the placement read back from etcd, calibrated from these records; see {PAGE}.",
         outcome.requests,
         outcome.rate_per_s,
         super::GATEWAYS,
         options.seed,
+        outcome.zipf_exponent,
         outcome.service_scale,
         match &outcome.regime {
             Some(regime) => format!(
@@ -153,24 +154,39 @@ fn sim_vs_live_plot(out_dir: &Path, outcome: &LiveOutcome, png: bool) -> anyhow:
     Ok(())
 }
 
-/// `plots/regime-fit.svg`: the regime fit's loss and Normal's node load over the service scale.
+/// `plots/regime-fit.svg`: the regime fit's loss over the service scale, one line per exponent, and
+/// Normal's node load at the chosen exponent.
 fn regime_plot(out_dir: &Path, regime: &super::regime::RegimeFit, png: bool) -> anyhow::Result<()> {
-    let loss: Vec<(f64, f64)> = regime.points.iter().map(|p| (p.scale, p.loss.min(10.0))).collect();
+    let chosen = regime.chosen();
+    let mut losses = Vec::new();
+    let mut chosen_row = regime.row(0);
+    for (index, exponent) in regime.zipf_exponents.iter().enumerate() {
+        let row = regime.row(index);
+        if *exponent == chosen.zipf_exponent {
+            chosen_row = row;
+        }
+        losses.push((format!("Zipf {exponent}"), row.iter().map(|p| (p.scale, p.loss.min(10.0))).collect()));
+    }
     let mut loads = Vec::new();
-    for (index, row) in regime.points[0].normal.iter().enumerate() {
-        let points =
-            regime.points.iter().filter_map(|p| p.normal.get(index)?.load.map(|load| (p.scale, load))).collect();
-        loads.push((format!("Normal on {}", row.code), points));
+    for (index, normal) in chosen.normal.iter().enumerate() {
+        let points = chosen_row.iter().filter_map(|p| p.normal.get(index)?.load.map(|load| (p.scale, load))).collect();
+        loads.push((format!("Normal on {}", normal.code), points));
     }
     let panels = [
         report::LinePanel {
-            caption: format!("loss (capped at 10); chosen scale {}", regime.chosen().scale),
+            caption: format!(
+                "loss (capped at 10) per Zipf exponent; chosen: Zipf {}, scale {}",
+                chosen.zipf_exponent, chosen.scale
+            ),
             y_label: "squared log errors".to_owned(),
-            lines: vec![("loss".to_owned(), loss)],
+            lines: losses,
         },
         report::LinePanel {
             // Legends are drawn in the first panel only: say here which line is which.
-            caption: "Normal's mean node utilisation: RS(6,3) blue, LRC(6,2,2) orange".to_owned(),
+            caption: format!(
+                "Normal's mean node utilisation at Zipf {}: RS(6,3) first colour, LRC(6,2,2) second",
+                chosen.zipf_exponent
+            ),
             y_label: "load".to_owned(),
             lines: loads,
         },
@@ -178,7 +194,7 @@ fn regime_plot(out_dir: &Path, regime: &super::regime::RegimeFit, png: bool) -> 
     report::write_line_panels(
         &out_dir.join("plots"),
         "regime-fit",
-        "Fitting the nodes' service scale to the paper's Normal rows (simulated stand-in)",
+        "Fitting popularity and the nodes' service scale to the paper's Normal rows (simulated stand-in)",
         "service scale (× 10 ms per task + bytes at 2 MB/s)",
         &panels,
         png,
@@ -260,13 +276,15 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
         let chosen = regime.chosen();
         let _ = writeln!(
             html,
-            "<h2>Regime</h2>\n<p>The nodes ran at service scale {} ({} µs per task + bytes at {:.2} MB/s), fitted to the \
-             shape of the paper's Normal rows in a simulated stand-in of this cluster ({} data units), loss {:.3} \
-             (regime.json){}.</p>\n<p><img src=\"plots/regime-fit.svg\" alt=\"regime fit\" width=\"100%\"></p>",
+            "<h2>Regime</h2>\n<p>Popularity Zipf {} and the nodes at service scale {} ({} µs per task + bytes at {:.2} \
+             MB/s), fitted to the shape of the paper's Normal rows in a simulated stand-in of this cluster ({} data \
+             units read), loss {:.3} (regime.json){}.</p>\n<p><img src=\"plots/regime-fit.svg\" alt=\"regime fit\" \
+             width=\"100%\"></p>",
+            chosen.zipf_exponent,
             chosen.scale,
             chosen.overhead_us,
             chosen.rate_bytes_per_s / 1e6,
-            regime.partitions,
+            chosen.units,
             chosen.loss,
             if regime.at_edge() {
                 "; the best point is at the edge of the grid, so a wider grid may fit better"

@@ -1,14 +1,18 @@
-//! The load regime of the live experiment: fits the time scale of the nodes' emulated service
-//! model the way `lowtail experiment hu2017-fit` fits the paper-scale simulation, so that the live
-//! cluster runs where Normal's latency distribution has the shape of the paper's Normal rows.
+//! The load regime of the live experiment: fits the popularity skew of the request sequence and
+//! the time scale of the nodes' emulated service model the way `lowtail experiment hu2017-fit`
+//! fits the paper-scale simulation, so that the live cluster runs where Normal's latency
+//! distribution has the shape of the paper's Normal rows.
 //!
 //! At paper scale the fit's free parameters are the arrival rate and the Zipf exponent. Live, the
-//! rate is pinned by what two cores drive through real processes (about 100 requests/s), and the
-//! exponent is the paper-scale fit's; what is left free is how slow the emulated nodes are. The
-//! fit runs Normal only, in a simulated stand-in of the live cluster (its node, gateway, code and
-//! request sequence; objects packed into units as the gateways pack them, placed at random), for
-//! each scale of a grid, and keeps the scale whose Normal rows are closest in shape to the paper's
-//! ([`crate::fit::log_errors`], summed over both codes). Nothing else is chosen by hand.
+//! rate is pinned by what two cores drive through real processes (about 100 requests/s), so the
+//! free parameters are the exponent and how slow the emulated nodes are. The exponent is fitted
+//! again rather than taken from paper scale because its effect on the nodes depends on how many
+//! objects share a unit: 12 M objects over 2004 partitions average a skew out that 10,000
+//! objects over a few hundred units keep. The fit runs Normal only, in a simulated stand-in of the
+//! live cluster (its node, gateway, code and request sequence; objects packed into units as the
+//! gateways pack them, placed at random), for each (exponent, scale) of a grid, and keeps the
+//! point whose Normal rows are closest in shape to the paper's ([`crate::fit::log_errors`], summed
+//! over both codes). Nothing else is chosen by hand.
 //!
 //! Owns: the grid of scales, the stand-in, `regime.json`'s content.
 //! Must not: start processes or look at any policy other than Normal.
@@ -37,9 +41,13 @@ pub const LOOPBACK_NETWORK_US: u64 = 350;
 /// Probe round trip of the stand-in, µs (calibrated 1.0 to 1.6 ms; unused by Normal).
 pub const LOOPBACK_PROBE_RTT_US: u64 = 1_200;
 
-/// One scale's Normal runs.
+/// One (exponent, scale) point's Normal runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct ScalePoint {
+    /// Zipf exponent of object popularity in the request sequence.
+    pub zipf_exponent: f64,
+    /// Data units (partitions) the sequence reads in the stand-in.
+    pub units: u32,
     /// Multiple of the base service time.
     pub scale: f64,
     /// The emulated per-task overhead, µs.
@@ -52,7 +60,7 @@ pub struct ScalePoint {
     pub normal: Vec<NormalRow>,
 }
 
-/// Normal on one code at one scale.
+/// Normal on one code at one point.
 #[derive(Clone, Debug, Serialize)]
 pub struct NormalRow {
     /// The code.
@@ -63,12 +71,14 @@ pub struct NormalRow {
     pub latency: report::LatencyStats,
 }
 
-/// The fit: every scale tried, and the one the experiment runs at.
+/// The fit: every point tried, and the one the experiment runs at.
 #[derive(Clone, Debug, Serialize)]
 pub struct RegimeFit {
-    /// Data units (partitions) of the stand-in.
-    pub partitions: u32,
-    /// Every scale, in [`SCALES`] order.
+    /// The exponents tried.
+    pub zipf_exponents: Vec<f64>,
+    /// The scales tried.
+    pub scales: Vec<f64>,
+    /// Every point, exponent-major (all scales of the first exponent, then the next).
     pub points: Vec<ScalePoint>,
     /// Index of the chosen point.
     pub best: usize,
@@ -80,10 +90,18 @@ impl RegimeFit {
         &self.points[self.best]
     }
 
-    /// Whether the chosen point is the first or last of the grid (the loss may fall further beyond
-    /// it, e.g. with `--quick`'s light load).
+    /// Whether the chosen point is on the edge of a grid of more than one value (the loss may fall
+    /// further beyond it, e.g. with `--quick`'s light load).
     pub fn at_edge(&self) -> bool {
-        self.points.len() > 1 && (self.best == 0 || self.best + 1 == self.points.len())
+        let on_edge = |index: usize, len: usize| len > 1 && (index == 0 || index + 1 == len);
+        let scales = self.scales.len().max(1);
+        on_edge(self.best % scales, self.scales.len()) || on_edge(self.best / scales, self.zipf_exponents.len())
+    }
+
+    /// The points of one exponent, in scale order.
+    pub fn row(&self, exponent: usize) -> &[ScalePoint] {
+        let scales = self.scales.len();
+        &self.points[exponent * scales..(exponent + 1) * scales]
     }
 }
 
@@ -149,39 +167,55 @@ pub fn stand_in_config(seed: u64, code: &str, scale: f64, nodes: usize, gateways
     config
 }
 
-/// Runs Normal on both codes at every scale of `scales` over `stand_in`, and picks the scale.
+/// The stand-in's cluster for `config`'s code and the workload it runs: the stand-in's partitions
+/// rounded up to whole stripes (a gateway seals a stripe with empty data units too). Its nodes run
+/// at `config`'s rate; [`at_rate`] moves them to another scale's.
+pub fn stand_in_cluster(config: &sim::SimConfig, stand_in: &Workload) -> anyhow::Result<(sim::Cluster, Workload)> {
+    let k = config.code_spec().context("the stand-in's code")?.data_units() as u32;
+    let partitions = stand_in.partitions.div_ceil(k) * k;
+    let workload = Workload { partitions, ..stand_in.clone() };
+    Ok((sim::Cluster::build(config, partitions).context("the stand-in's cluster")?, workload))
+}
+
+/// `cluster` (same placement) with every node at `config`'s transfer rate.
+pub fn at_rate(cluster: &sim::Cluster, config: &sim::SimConfig) -> sim::Cluster {
+    let mut cluster = cluster.clone();
+    cluster.rates_bytes_per_s = vec![config.cluster.rate_bytes_per_s as f64; cluster.rates_bytes_per_s.len()];
+    cluster
+}
+
+/// Runs Normal on both codes at every (exponent, scale) over the stand-ins (one per exponent, in
+/// the order of `stand_ins`: the exponent and its packed request sequence), and picks the point.
 pub fn fit(
     seed: u64,
-    stand_in: &Workload,
+    stand_ins: &[(f64, Workload)],
     scales: &[f64],
     nodes: usize,
     gateways: usize,
     threads: usize,
 ) -> anyhow::Result<RegimeFit> {
-    anyhow::ensure!(!scales.is_empty(), "the regime fit needs at least one scale");
-    let jobs: Vec<(usize, usize)> =
-        (0..scales.len()).flat_map(|s| (0..PAPER_NORMAL.len()).map(move |c| (s, c))).collect();
-    // Per code: the stand-in's cluster, its partitions rounded up to whole stripes (a gateway seals
-    // a stripe with empty data units too).
-    let mut clusters = Vec::new();
-    for paper in &PAPER_NORMAL {
-        let config = stand_in_config(seed, paper.code, 1.0, nodes, gateways);
-        let k = config.code_spec().context("the stand-in's code")?.data_units() as u32;
-        let partitions = stand_in.partitions.div_ceil(k) * k;
-        let workload = Workload { partitions, ..stand_in.clone() };
-        clusters.push((sim::Cluster::build(&config, partitions).context("the stand-in's cluster")?, workload));
+    anyhow::ensure!(!scales.is_empty() && !stand_ins.is_empty(), "the regime fit needs a scale and an exponent");
+    let codes = PAPER_NORMAL.len();
+    // Jobs run exponent-major, then scale, then code; results come back in job order.
+    let jobs: Vec<(usize, usize, usize)> = (0..stand_ins.len())
+        .flat_map(|e| (0..scales.len()).flat_map(move |s| (0..codes).map(move |c| (e, s, c))))
+        .collect();
+    // Per exponent and code: the stand-in's cluster and workload.
+    let mut clusters = Vec::with_capacity(stand_ins.len() * codes);
+    for (_, stand_in) in stand_ins {
+        for paper in &PAPER_NORMAL {
+            clusters.push(stand_in_cluster(&stand_in_config(seed, paper.code, 1.0, nodes, gateways), stand_in)?);
+        }
     }
     let rows = crate::parallel::run_parallel(
         &jobs,
         threads,
-        |&(s, c)| format!("regime {} ×{}", PAPER_NORMAL[c].code, scales[s]),
-        |&(s, c)| {
+        |&(e, s, c)| format!("regime {} zipf {} ×{}", PAPER_NORMAL[c].code, stand_ins[e].0, scales[s]),
+        |&(e, s, c)| {
             let paper = &PAPER_NORMAL[c];
             let config = stand_in_config(seed, paper.code, scales[s], nodes, gateways);
-            let (cluster, workload) = &clusters[c];
-            let mut cluster = cluster.clone();
-            cluster.rates_bytes_per_s = vec![config.cluster.rate_bytes_per_s as f64; nodes];
-            let output = sim::run(&config, &cluster, PolicyKind::Normal, workload);
+            let (cluster, workload) = &clusters[e * codes + c];
+            let output = sim::run(&config, &at_rate(cluster, &config), PolicyKind::Normal, workload);
             let info = crate::run_info(&config, &output, None);
             let summary = report::summarize(&output.records, &info);
             summary.request_latency.map(|latency| NormalRow {
@@ -192,27 +226,41 @@ pub fn fit(
         },
         |_| {},
     );
-    let mut points = Vec::with_capacity(scales.len());
-    for (s, &scale) in scales.iter().enumerate() {
-        let mut loss = 0.0;
-        let mut normal = Vec::new();
-        for (c, paper) in PAPER_NORMAL.iter().enumerate() {
-            // Jobs run scale-major (see `jobs`), and results come back in job order.
-            let index = s * PAPER_NORMAL.len() + c;
-            debug_assert_eq!(jobs[index], (s, c));
-            match &rows[index] {
-                Some(row) => {
-                    loss += log_errors(&row.latency, paper).iter().map(|e| e * e).sum::<f64>();
-                    normal.push(row.clone());
+    let mut points = Vec::with_capacity(stand_ins.len() * scales.len());
+    for (e, (exponent, stand_in)) in stand_ins.iter().enumerate() {
+        for (s, &scale) in scales.iter().enumerate() {
+            let mut loss = 0.0;
+            let mut normal = Vec::new();
+            for (c, paper) in PAPER_NORMAL.iter().enumerate() {
+                let index = (e * scales.len() + s) * codes + c;
+                debug_assert_eq!(jobs[index], (e, s, c));
+                match &rows[index] {
+                    Some(row) => {
+                        loss += log_errors(&row.latency, paper).iter().map(|e| e * e).sum::<f64>();
+                        normal.push(row.clone());
+                    }
+                    None => loss = f64::INFINITY,
                 }
-                None => loss = f64::INFINITY,
             }
+            let (overhead_us, rate_bytes_per_s) = service_at(scale);
+            points.push(ScalePoint {
+                zipf_exponent: *exponent,
+                units: stand_in.partitions,
+                scale,
+                overhead_us,
+                rate_bytes_per_s,
+                loss,
+                normal,
+            });
         }
-        let (overhead_us, rate_bytes_per_s) = service_at(scale);
-        points.push(ScalePoint { scale, overhead_us, rate_bytes_per_s, loss, normal });
     }
-    let best = argmin(points.iter().map(|p| p.loss)).context("no scale gave a finite loss")?;
-    Ok(RegimeFit { partitions: stand_in.partitions, points, best })
+    let best = argmin(points.iter().map(|p| p.loss)).context("no point of the grid gave a finite loss")?;
+    Ok(RegimeFit {
+        zipf_exponents: stand_ins.iter().map(|(exponent, _)| *exponent).collect(),
+        scales: scales.to_vec(),
+        points,
+        best,
+    })
 }
 
 #[cfg(test)]
@@ -247,28 +295,40 @@ pub(crate) mod tests {
 
     #[test]
     fn slower_nodes_load_the_stand_in_more_and_the_fit_picks_a_finite_point() {
-        let config = workload::WasLikeConfig {
-            objects: 600,
-            partitions: 60,
-            duration_s: 20.0,
-            rate_per_s: 40.0,
-            zipf_exponent: 0.3,
-            sizes: workload::SizeDistribution { max_bytes: 64 << 10, ..Default::default() },
-            ..Default::default()
+        let stand_in_at = |exponent: f64| {
+            let config = workload::WasLikeConfig {
+                objects: 600,
+                partitions: 60,
+                duration_s: 20.0,
+                rate_per_s: 40.0,
+                zipf_exponent: exponent,
+                sizes: workload::SizeDistribution { max_bytes: 64 << 10, ..Default::default() },
+                ..Default::default()
+            };
+            let workload = workload::WorkloadConfig::WasLike(config).build(3).unwrap();
+            (exponent, packed_stand_in(&workload, 256 << 10, 3).unwrap())
         };
-        let workload = workload::WorkloadConfig::WasLike(config).build(3).unwrap();
-        let stand_in = packed_stand_in(&workload, 256 << 10, 3).unwrap();
-        let fit = fit(3, &stand_in, &[1.0, 4.0], 12, 3, 1).unwrap();
-        assert_eq!(fit.points.len(), 2);
+        let fit = fit(3, &[stand_in_at(0.3), stand_in_at(1.1)], &[1.0, 4.0], 12, 3, 1).unwrap();
+        assert_eq!(fit.points.len(), 4);
+        assert_eq!(fit.row(1)[0].zipf_exponent, 1.1);
+        assert_eq!(fit.row(1)[1].scale, 4.0);
         let load = |p: &ScalePoint| p.normal[0].load.unwrap();
-        assert!(load(&fit.points[1]) > 3.0 * load(&fit.points[0]), "{:?}", fit.points);
+        for exponent in 0..2 {
+            let row = fit.row(exponent);
+            assert!(load(&row[1]) > 3.0 * load(&row[0]), "{row:?}");
+        }
         assert!(fit.chosen().loss.is_finite());
         assert!(fit.points.iter().all(|p| p.loss >= fit.chosen().loss));
-        assert!(fit.at_edge(), "two points: either is an edge");
-        let mut three = RegimeFit { points: vec![fit.points[0].clone(); 3], ..fit };
-        three.best = 1;
-        assert!(!three.at_edge());
-        three.best = 2;
-        assert!(three.at_edge());
+        assert!(fit.at_edge(), "two points a side: any is an edge");
+        let point = fit.points[0].clone();
+        let mut grid =
+            RegimeFit { zipf_exponents: vec![0.3; 3], scales: vec![1.0; 3], points: vec![point; 9], best: 4 };
+        assert!(!grid.at_edge(), "the middle of a 3 × 3 grid");
+        for edge in [1, 3, 5, 7, 8] {
+            grid.best = edge;
+            assert!(grid.at_edge(), "{edge} is on an edge");
+        }
+        let single = RegimeFit { zipf_exponents: vec![0.3], scales: vec![1.0, 2.0, 3.0], best: 1, ..grid };
+        assert!(!single.at_edge(), "one exponent given: only the scale can be at an edge");
     }
 }

@@ -1,0 +1,89 @@
+//! Explores the live experiment's regime in its simulated stand-in (the cluster `regime::fit`
+//! simulates: 30 nodes, 3 asynchronous-probing frontends, loopback network, objects packed into
+//! 1 MiB units): every live policy on both codes at the given service scales, with Normal's shape
+//! loss and LMLF-PW2's cuts of p50 and p95 against Normal. No process is started.
+//!
+//! `cargo run --release -p experiment --example stand_in -- [scales,comma,separated]`
+//! e.g. `-- 2.0,2.5` with optional `STAND_IN_ZIPF`, `STAND_IN_MAX_BYTES`, `STAND_IN_RATE`,
+//! `STAND_IN_DURATION_S`, `STAND_IN_OBJECTS`, `STAND_IN_TIMEOUT_MS`, `STAND_IN_SEED`.
+
+use experiment::fit::{PAPER_NORMAL, log_errors};
+use experiment::live::{self, regime};
+use load::source::{LiveCaps, WorkloadSource, build_live_workload};
+use policy::PolicyKind;
+
+fn main() -> anyhow::Result<()> {
+    let scales: Vec<f64> = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "2.625".into())
+        .split(',')
+        .map(|s| s.parse().expect("a scale"))
+        .collect();
+    let seed: u64 = env_or("STAND_IN_SEED", 1);
+    let caps = LiveCaps {
+        seed: Some(seed),
+        duration_s: Some(env_or("STAND_IN_DURATION_S", live::DURATION_S)),
+        rate_per_s: Some(env_or("STAND_IN_RATE", live::RATE_PER_S)),
+        quick: false,
+        max_object_bytes: env_or("STAND_IN_MAX_BYTES", live::MAX_OBJECT_BYTES),
+        max_objects: env_or("STAND_IN_OBJECTS", live::OBJECTS),
+        time_scale: None,
+        zipf_exponent: Some(env_or("STAND_IN_ZIPF", experiment::hu2017::HEADLINE_ZIPF_EXPONENT)),
+    };
+    let workload = build_live_workload(&WorkloadSource::Generator, &caps)?.workload;
+    let stand_in = regime::packed_stand_in(&workload, live::UNIT_BYTES, live::GATEWAYS)?;
+    println!("{} requests, {} units", stand_in.requests.len(), stand_in.partitions);
+    println!(
+        "{:>6} {:<10} {:<10} {:>6} {:>8} {:>8} {:>8} {:>8}",
+        "scale", "code", "policy", "load", "p50_ms", "p95_ms", "p99_ms", "max_ms"
+    );
+    for &scale in &scales {
+        let mut loss = 0.0;
+        for paper in &PAPER_NORMAL {
+            let mut config = regime::stand_in_config(seed, paper.code, scale, live::NODES, live::GATEWAYS);
+            config.policy.normal_timeout_ms = env_or("STAND_IN_TIMEOUT_MS", config.policy.normal_timeout_ms);
+            let (cluster, workload) = regime::stand_in_cluster(&config, &stand_in)?;
+            let cluster = regime::at_rate(&cluster, &config);
+            let mut normal = None;
+            for policy in live::POLICIES {
+                let output = sim::run(&config, &cluster, policy, &workload);
+                let summary = report::summarize(&output.records, &experiment::run_info(&config, &output, None));
+                let latency = summary.request_latency.expect("requests completed");
+                println!(
+                    "{scale:>6} {:<10} {:<10} {:>6.3} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
+                    paper.code,
+                    policy.name(),
+                    summary.utilisation_mean.unwrap_or(0.0),
+                    latency.median_s * 1e3,
+                    latency.p95_s * 1e3,
+                    latency.p99_s * 1e3,
+                    latency.max_s * 1e3
+                );
+                match policy {
+                    PolicyKind::Normal => {
+                        loss += log_errors(&latency, paper).iter().map(|e| e * e).sum::<f64>();
+                        normal = Some(latency);
+                    }
+                    PolicyKind::LmlfPw2 => {
+                        let normal = normal.as_ref().expect("Normal runs first");
+                        println!(
+                            "       {:<10} LMLF-PW2 vs Normal: p50 {:+.1} %, p95 {:+.1} %",
+                            paper.code,
+                            100.0 * (latency.median_s / normal.median_s - 1.0),
+                            100.0 * (latency.p95_s / normal.p95_s - 1.0)
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+        println!("       scale {scale}: Normal's shape loss {loss:.3}");
+    }
+    Ok(())
+}
+
+/// `name` from the environment, or `default` (panics on a value that does not parse: this is an
+/// exploring tool).
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{name}={v} does not parse")))
+}
