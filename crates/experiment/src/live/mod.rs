@@ -272,24 +272,25 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         ensure!(scale.is_finite() && scale > 0.0, "--service-scale must be a positive number");
     }
     let started = Instant::now();
-    if let Some(exponent) = options.zipf_exponent {
-        ensure!(exponent.is_finite() && exponent > 0.0, "--zipf must be a positive number");
+    // One request sequence per exponent the fit tries (the sequence validates the exponent).
+    let mut sequences = Vec::new();
+    for exponent in options.zipf_exponents() {
+        sequences.push((exponent, request_sequence(options, exponent)?));
     }
-    let (exponents, scales) = (options.zipf_exponents(), options.service_scales());
-    let (zipf_exponent, service_scale, regime) = match (exponents.as_slice(), scales.as_slice()) {
-        (&[exponent], &[scale]) => (exponent, scale, None),
+    let scales = options.service_scales();
+    let (sequence, service_scale, regime) = match (sequences.len(), scales.as_slice()) {
+        (1, &[scale]) => (0, scale, None),
         _ => {
-            let mut stand_ins = Vec::with_capacity(exponents.len());
-            for &exponent in &exponents {
-                let sequence = request_sequence(options, exponent)?;
-                stand_ins.push((exponent, regime::packed_stand_in(&sequence, UNIT_BYTES, GATEWAYS)?));
+            let mut stand_ins = Vec::with_capacity(sequences.len());
+            for (exponent, sequence) in &sequences {
+                stand_ins.push((*exponent, regime::packed_stand_in(sequence, UNIT_BYTES, GATEWAYS)?));
             }
             let fit = regime::fit(options.seed, &stand_ins, &scales, NODES, GATEWAYS, options.threads)
                 .context("fitting the load regime")?;
-            (fit.chosen().zipf_exponent, fit.chosen().scale, Some(fit))
+            (fit.chosen_exponent_index(), fit.chosen().scale, Some(fit))
         }
     };
-    let workload = request_sequence(options, zipf_exponent)?;
+    let (zipf_exponent, workload) = sequences.swap_remove(sequence);
     let temp;
     let work_dir = match &options.work_dir {
         Some(dir) => dir.clone(),

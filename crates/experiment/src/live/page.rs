@@ -158,15 +158,12 @@ fn sim_vs_live_plot(out_dir: &Path, outcome: &LiveOutcome, png: bool) -> anyhow:
 /// Normal's node load at the chosen exponent.
 fn regime_plot(out_dir: &Path, regime: &super::regime::RegimeFit, png: bool) -> anyhow::Result<()> {
     let chosen = regime.chosen();
-    let mut losses = Vec::new();
-    let mut chosen_row = regime.row(0);
-    for (index, exponent) in regime.zipf_exponents.iter().enumerate() {
-        let row = regime.row(index);
-        if *exponent == chosen.zipf_exponent {
-            chosen_row = row;
-        }
-        losses.push((format!("Zipf {exponent}"), row.iter().map(|p| (p.scale, p.loss.min(10.0))).collect()));
-    }
+    let losses = (regime.zipf_exponents.iter().enumerate())
+        .map(|(index, exponent)| {
+            (format!("Zipf {exponent}"), regime.row(index).iter().map(|p| (p.scale, p.loss.min(10.0))).collect())
+        })
+        .collect();
+    let chosen_row = regime.row(regime.chosen_exponent_index());
     let mut loads = Vec::new();
     for (index, normal) in chosen.normal.iter().enumerate() {
         let points = chosen_row.iter().filter_map(|p| p.normal.get(index)?.load.map(|load| (p.scale, load))).collect();

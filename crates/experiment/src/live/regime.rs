@@ -90,12 +90,17 @@ impl RegimeFit {
         &self.points[self.best]
     }
 
+    /// Index of the chosen point's exponent in [`RegimeFit::zipf_exponents`].
+    pub fn chosen_exponent_index(&self) -> usize {
+        self.best / self.scales.len()
+    }
+
     /// Whether the chosen point is on the edge of a grid of more than one value (the loss may fall
     /// further beyond it, e.g. with `--quick`'s light load).
     pub fn at_edge(&self) -> bool {
         let on_edge = |index: usize, len: usize| len > 1 && (index == 0 || index + 1 == len);
-        let scales = self.scales.len().max(1);
-        on_edge(self.best % scales, self.scales.len()) || on_edge(self.best / scales, self.zipf_exponents.len())
+        on_edge(self.best % self.scales.len(), self.scales.len())
+            || on_edge(self.chosen_exponent_index(), self.zipf_exponents.len())
     }
 
     /// The points of one exponent, in scale order.
