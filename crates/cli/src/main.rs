@@ -696,17 +696,8 @@ fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
         }
     }
     print_findings(&outcome.findings);
-    if let Some(regime) = &outcome.regime {
-        let chosen = regime.chosen();
-        println!(
-            "Zipf {} and service scale {} fitted ({} µs per task + bytes at {:.2} MB/s; loss {:.3}; regime.json){}",
-            chosen.zipf_exponent,
-            chosen.scale,
-            chosen.overhead_us,
-            chosen.rate_bytes_per_s / 1e6,
-            chosen.loss,
-            if regime.at_edge() { " at the edge of the grid" } else { "" }
-        );
+    if outcome.regime.fitted() {
+        println!("Regime fitted: {} (regime.json)", experiment::live::page::regime_text(&outcome.regime));
     }
     println!(
         "{} live runs of {} requests at {:.0} req/s, Zipf {}, service scale {}, in {:.0} s; results in {} (open \

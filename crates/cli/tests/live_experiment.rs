@@ -114,7 +114,7 @@ fn the_quick_live_experiment_writes_the_results_folder() {
     }
     let slow = read_json("slow_node.json");
     let slow = slow.as_array().unwrap();
-    assert_eq!(slow.len(), 3, "normal, lmlf-pw2 and llf-pw2 with a slowed node");
+    assert_eq!(slow.len(), 6, "normal, lmlf-pw2 and llf-pw2 with a slowed node, on both codes");
     for row in slow {
         for field in ["code", "policy", "node", "factor", "healthy_p99", "slowed_p99", "ratio"] {
             assert!(row.get(field).is_some(), "slow-node row lacks {field}: {row}");
@@ -123,13 +123,27 @@ fn the_quick_live_experiment_writes_the_results_folder() {
     assert!(!read_json("findings.json").as_array().unwrap().is_empty());
     assert_eq!(read_json("calibration.json").as_array().unwrap().len(), 2);
     let regime = read_json("regime.json");
-    let points = regime["points"].as_array().unwrap();
-    let best = regime["best"].as_u64().unwrap() as usize;
+    // Before loading, the exponent is fitted with the scale on the stand-in: every exponent of the
+    // grid at every scale.
+    let stand_in = &regime["stand_in"];
+    let points = stand_in["points"].as_array().unwrap();
+    let best = stand_in["best"].as_u64().unwrap() as usize;
     assert!(best < points.len() && points[best]["loss"].as_f64().is_some(), "{regime}");
-    // The exponent is fitted with the scale: every exponent of the grid at every scale.
-    let exponents = regime["zipf_exponents"].as_array().unwrap().len();
+    let exponents = stand_in["zipf_exponents"].as_array().unwrap().len();
     assert!(exponents > 1, "{regime}");
-    assert_eq!(points.len(), exponents * regime["scales"].as_array().unwrap().len());
+    let scales = stand_in["scales"].as_array().unwrap().len();
+    assert_eq!(points.len(), exponents * scales);
+    // After loading, the scale again on the live placement, at the chosen exponent, with the
+    // units each code's gateways actually filled.
+    let live = &regime["live_placement"];
+    assert_eq!(live["ground"], "live placement", "{regime}");
+    assert_eq!(live["zipf_exponents"][0], points[best]["zipf_exponent"], "{regime}");
+    let live_points = live["points"].as_array().unwrap();
+    assert_eq!(live_points.len(), scales, "{regime}");
+    let chosen = &live_points[live["best"].as_u64().unwrap() as usize];
+    for normal in chosen["normal"].as_array().unwrap() {
+        assert!(normal["units"].as_u64().unwrap() > 0, "{regime}");
+    }
     for plot in ["plots/sim-vs-live.svg", "plots/regime-fit.svg"] {
         assert!(out.path().join(plot).is_file(), "{plot} missing");
     }

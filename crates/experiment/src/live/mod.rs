@@ -1,15 +1,17 @@
 //! `lowtail experiment hu2017 --live`: the policies of Hu et al. on a real loopback cluster and, on
 //! the identical configuration, in the simulator. Per code: a fleet of processes (etcd, storage
 //! nodes with the service model, three gateways sharing etcd), a WAS-like data set loaded through
-//! S3 and sealed into packed stripes, the placement read back from etcd, then one open-loop request
-//! sequence replayed under each policy (switched on every gateway through `PUT /admin/policy`, the
-//! records collected through `POST /admin/records/take`), and a run with one node made 10× slower
-//! during the run. The simulator is calibrated from the live records and replays the same sequence
+//! S3 and sealed into packed stripes, and the placement read back from etcd. Both codes' fleets are
+//! loaded before either is measured, so that the nodes' service scale is fitted on both live
+//! placements ([`regime`]). Then per code: one open-loop request sequence replayed under each
+//! policy (switched on every gateway through `PUT /admin/policy`, the records collected through
+//! `POST /admin/records/take`), and runs with one node made 10× slower during the run (the other
+//! fleet sits idle meanwhile, its service model off). The simulator is calibrated from the live records and replays the same sequence
 //! over the same placement; the results folder holds the live report, the simulator's report, and
 //! the sim-vs-live page.
 //!
 //! Owns: the experiment's sizing (see the constants and `docs/live-experiment.md`), its steps and
-//! their order, tearing the fleet down on every exit (an error, Ctrl-C), and the judgement of the
+//! their order, tearing the fleets down on every exit (an error, Ctrl-C), and the judgement of the
 //! issue's claims. Must not: compute statistics (the `report` crate does, from records), change a
 //! policy or a model, or tune anything to make a finding hold. Unlike the simulated experiments it
 //! reads clocks: it drives real processes.
@@ -91,7 +93,7 @@ pub const POLICIES: [PolicyKind; 5] =
     [PolicyKind::Normal, PolicyKind::LlfPw2, PolicyKind::LmlfPw2, PolicyKind::LmlfLazy, PolicyKind::OptLazy];
 /// The codes.
 pub const CODES: [&str; 2] = ["rs-6-3", "lrc-6-2-2"];
-/// Policies of the slow-node runs (on the first code): the must-show compares LMLF-PW2 with Normal;
+/// Policies of the slow-node runs (on every code): the must-show compares LMLF-PW2 with Normal;
 /// LLF-PW2, which minimises estimated latency instead of marginal load, shows what the criterion does.
 pub const SLOW_POLICIES: [PolicyKind; 3] = [PolicyKind::Normal, PolicyKind::LmlfPw2, PolicyKind::LlfPw2];
 
@@ -185,8 +187,24 @@ pub struct LiveOutcome {
     pub zipf_exponent: f64,
     /// The nodes' service scale the runs used.
     pub service_scale: f64,
-    /// The fit that chose them (`None`: both given).
-    pub regime: Option<regime::RegimeFit>,
+    /// The fits that chose them.
+    pub regime: Regime,
+}
+
+/// The regime fits of a run ([`regime`]).
+#[derive(Debug, Serialize)]
+pub struct Regime {
+    /// Before loading, on the stand-in: chose the exponent (`None`: it was given).
+    pub stand_in: Option<regime::RegimeFit>,
+    /// After loading, on the live placement: chose the service scale (`None`: it was given).
+    pub live_placement: Option<regime::RegimeFit>,
+}
+
+impl Regime {
+    /// Whether either fit ran.
+    pub fn fitted(&self) -> bool {
+        self.stand_in.is_some() || self.live_placement.is_some()
+    }
 }
 
 /// The service model every node runs during the measured runs, at `scale` ([`regime::service_at`]).
@@ -236,9 +254,10 @@ impl LiveOptions {
         }
     }
 
-    /// Steps the progress callback counts: per code one setup, one run per policy; the slow runs.
+    /// Steps the progress callback counts: per code its loading, one run per policy and the slow
+    /// runs; the fit on the live placement; the simulations.
     pub fn steps(&self) -> usize {
-        CODES.len() * (1 + POLICIES.len()) + SLOW_POLICIES.len() + 1
+        CODES.len() * (1 + POLICIES.len() + SLOW_POLICIES.len()) + 2
     }
 }
 
@@ -278,17 +297,19 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         sequences.push((exponent, request_sequence(options, exponent)?));
     }
     let scales = options.service_scales();
-    let (sequence, service_scale, regime) = match (sequences.len(), scales.as_slice()) {
-        (1, &[scale]) => (0, scale, None),
-        _ => {
-            let mut stand_ins = Vec::with_capacity(sequences.len());
-            for (exponent, sequence) in &sequences {
-                stand_ins.push((*exponent, regime::packed_stand_in(sequence, UNIT_BYTES, GATEWAYS)?));
-            }
-            let fit = regime::fit(options.seed, &stand_ins, &scales, NODES, GATEWAYS, options.threads)
-                .context("fitting the load regime")?;
-            (fit.chosen_exponent_index(), fit.chosen().scale, Some(fit))
+    // The exponent decides the data set, so it is fitted (with the scale) before anything loads, on
+    // the stand-in; the scale is fitted again on the live placement once the data is loaded.
+    let (sequence, stand_in_fit) = if sequences.len() > 1 {
+        let mut grounds = Vec::with_capacity(sequences.len());
+        for (exponent, sequence) in &sequences {
+            let packed = regime::packed_stand_in(sequence, UNIT_BYTES, GATEWAYS)?;
+            grounds.push(regime::Ground::stand_in(options.seed, *exponent, &packed, NODES, GATEWAYS)?);
         }
+        let fit = regime::fit(options.seed, regime::STAND_IN, &grounds, &scales, NODES, GATEWAYS, options.threads)
+            .context("fitting the load regime on the stand-in")?;
+        (fit.chosen_exponent_index(), Some(fit))
+    } else {
+        (0, None)
     };
     let (zipf_exponent, workload) = sequences.swap_remove(sequence);
     let temp;
@@ -306,21 +327,19 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         let done = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         progress(Progress { done, total: options.steps(), label });
     };
-    let mut measured = Vec::new();
-    let mut slow_node = Vec::new();
-    for (index, code) in CODES.iter().enumerate() {
-        let slow = if index == 0 { &SLOW_POLICIES[..] } else { &[] };
-        let code_dir = work_dir.join(code);
-        let result = runtime.block_on(async {
-            tokio::select! {
-                result = measure_code(options, code, &code_dir, &workload, service_scale, slow, &step) => result,
-                _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (Ctrl-C); the cluster was stopped")),
-            }
-        });
-        let (code_runs, code_slow) = result.with_context(|| format!("the live runs on {code}"))?;
-        measured.push(code_runs);
-        slow_node.extend(code_slow);
-    }
+    let plan = Plan { options, work_dir: &work_dir, workload: &workload, zipf_exponent, scales: &scales };
+    let result = runtime.block_on(async {
+        let mut loaded = Vec::new();
+        let result = tokio::select! {
+            result = measure_all(&plan, &mut loaded, &step) => result,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (Ctrl-C); the clusters were stopped")),
+        };
+        for each in loaded {
+            each.fleet.shutdown().await;
+        }
+        result
+    });
+    let Measured { runs: measured, slow_node, service_scale, placement_fit } = result?;
     drop(runtime);
 
     let mut pairs = Vec::new();
@@ -352,7 +371,7 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         wall_s: started.elapsed().as_secs_f64(),
         zipf_exponent,
         service_scale,
-        regime,
+        regime: Regime { stand_in: stand_in_fit, live_placement: placement_fit },
     };
     page::write(out_dir, options, &outcome, &measured)?;
     Ok(outcome)
@@ -414,15 +433,88 @@ async fn set_policy_everywhere(admins: &[GatewayAdmin], policy: PolicyKind) -> a
     Ok(())
 }
 
-async fn measure_code(
+/// What every code's clusters are run with.
+struct Plan<'a> {
+    options: &'a LiveOptions,
+    work_dir: &'a Path,
+    workload: &'a Workload,
+    zipf_exponent: f64,
+    /// The scales the fit on the live placement tries (one: given, no fit).
+    scales: &'a [f64],
+}
+
+/// What [`measure_all`] measured.
+struct Measured {
+    runs: Vec<CodeRuns>,
+    slow_node: Vec<SlowNodeRow>,
+    service_scale: f64,
+    placement_fit: Option<regime::RegimeFit>,
+}
+
+/// Loads every code's cluster (pushed to `loaded`, which the caller shuts down whatever happens),
+/// fits the service scale on their placements, then measures each.
+async fn measure_all(
+    plan: &Plan<'_>,
+    loaded: &mut Vec<Loaded>,
+    step: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<Measured> {
+    let options = plan.options;
+    for code in CODES {
+        let each = load_code(options, code, &plan.work_dir.join(code), plan.workload)
+            .await
+            .with_context(|| format!("loading the live cluster of {code}"))?;
+        step(format!("{code}: cluster up, {} objects loaded and sealed", each.fetch.sizes.len()));
+        loaded.push(each);
+    }
+    let (service_scale, placement_fit) = match plan.scales {
+        &[scale] => (scale, None),
+        scales => {
+            let mut per_code = Vec::with_capacity(crate::fit::PAPER_NORMAL.len());
+            for paper in &crate::fit::PAPER_NORMAL {
+                let each = loaded.iter().find(|l| l.code == paper.code).context("a loaded cluster per fitted code")?;
+                per_code.push((each.placement.sim_cluster(1.0)?, each.sim_workload.clone()));
+            }
+            let ground = regime::Ground { zipf_exponent: plan.zipf_exponent, per_code };
+            let (seed, threads, scales) = (options.seed, options.threads, scales.to_vec());
+            let fit = blocking(move || {
+                regime::fit(seed, regime::LIVE_PLACEMENT, &[ground], &scales, NODES, GATEWAYS, threads)
+                    .context("fitting the service scale on the live placement")
+            })
+            .await?;
+            (fit.chosen().scale, Some(fit))
+        }
+    };
+    step(format!("service scale {service_scale} fitted on the live placement"));
+    let mut runs = Vec::new();
+    let mut slow_node = Vec::new();
+    for each in loaded.iter() {
+        let (code_runs, code_slow) = measure_loaded(options, each, plan.workload, service_scale, &SLOW_POLICIES, step)
+            .await
+            .with_context(|| format!("the live runs on {}", each.code))?;
+        runs.push(code_runs);
+        slow_node.extend(code_slow);
+    }
+    Ok(Measured { runs, slow_node, service_scale, placement_fit })
+}
+
+/// A code's cluster with its data set loaded and sealed, the service model still off.
+struct Loaded {
+    code: &'static str,
+    fleet: Fleet,
+    clients: Clients,
+    fetch: Arc<S3Fetch>,
+    /// The placement read back from etcd.
+    placement: LivePlacement,
+    /// The request sequence at its live partitions.
+    sim_workload: Workload,
+}
+
+async fn load_code(
     options: &LiveOptions,
-    code: &str,
+    code: &'static str,
     dir: &Path,
     workload: &Workload,
-    service_scale: f64,
-    slow_policies: &[PolicyKind],
-    step: &(dyn Fn(String) + Sync),
-) -> anyhow::Result<(CodeRuns, Vec<SlowNodeRow>)> {
+) -> anyhow::Result<Loaded> {
     let mut data = gateway::data::DataConfig { code: code.to_owned(), ..gateway::data::DataConfig::default() };
     data.unit_bytes = UNIT_BYTES;
     data.packed.seal_after_ms = SEAL_AFTER_MS;
@@ -439,21 +531,8 @@ async fn measure_code(
         controller,
         etcd_binary: options.etcd_binary.clone(),
     };
+    // A fleet that fails to load is dropped here, which kills its processes.
     let fleet = Fleet::start(&options.binary, dir, &config, &|what| tracing::info!(code, "{what}")).await?;
-    let outcome = measure_on(options, code, &fleet, workload, service_scale, slow_policies, step).await;
-    fleet.shutdown().await;
-    outcome
-}
-
-async fn measure_on(
-    options: &LiveOptions,
-    code: &str,
-    fleet: &Fleet,
-    workload: &Workload,
-    service_scale: f64,
-    slow_policies: &[PolicyKind],
-    step: &(dyn Fn(String) + Sync),
-) -> anyhow::Result<(CodeRuns, Vec<SlowNodeRow>)> {
     for gateway in fleet.gateways() {
         ensure!(
             gateway.has_controller,
@@ -504,12 +583,6 @@ async fn measure_on(
     };
     let seed = options.seed;
     let sim_workload = placement.workload(&workload.requests, |object| object_key(seed, object))?;
-    for id in 0..NODES as u32 {
-        fleet.set_service_model(id, &node_model(options.seed, id, service_scale)).await?;
-    }
-    take_all(&clients.admins).await?;
-    step(format!("{code}: cluster up, {} objects loaded and sealed", sizes.len()));
-
     let fetch = Arc::new(S3Fetch {
         clients: clients.s3.clone(),
         bucket: BUCKET.to_owned(),
@@ -517,21 +590,32 @@ async fn measure_on(
         sizes,
         verify_every: VERIFY_EVERY,
     });
+    Ok(Loaded { code, fleet, clients, fetch, placement, sim_workload })
+}
+
+/// The policies' runs on a loaded cluster, then the slow-node runs of `slow_policies`.
+async fn measure_loaded(
+    options: &LiveOptions,
+    loaded: &Loaded,
+    workload: &Workload,
+    service_scale: f64,
+    slow_policies: &[PolicyKind],
+    step: &(dyn Fn(String) + Sync),
+) -> anyhow::Result<(CodeRuns, Vec<SlowNodeRow>)> {
+    let Loaded { code, fleet, clients, fetch, placement, sim_workload } = loaded;
+    let code = *code;
+    let seed = options.seed;
+    for id in 0..NODES as u32 {
+        fleet.set_service_model(id, &node_model(seed, id, service_scale)).await?;
+    }
+    take_all(&clients.admins).await?;
     let requests = Arc::new(workload.requests.clone());
     let info = |policy: PolicyKind| {
         let mut info = RunInfo::new(code, policy.name(), GATEWAYS as u32, NODES as u32, options.seed);
         info.arrival_rate_per_s = Some(options.rate());
         info
     };
-    let replay = Replay {
-        fleet,
-        clients: &clients,
-        fetch: &fetch,
-        requests: &requests,
-        placement: &placement,
-        seed,
-        service_scale,
-    };
+    let replay = Replay { fleet, clients, fetch, requests: &requests, placement, seed, service_scale };
     let mut runs = Vec::new();
     for policy in POLICIES {
         let run = measure_policy(&replay, policy, None).await?;
@@ -549,7 +633,7 @@ async fn measure_on(
         });
     }
     let mut slow_rows = Vec::new();
-    let node = hottest_node(&placement, &sim_workload);
+    let node = hottest_node(placement, sim_workload);
     for &policy in slow_policies {
         let slow_at = Duration::from_secs_f64(options.duration_s() * SLOW_AFTER_FRACTION);
         let run = measure_policy(&replay, policy, Some((node, slow_at))).await?;
@@ -571,7 +655,9 @@ async fn measure_on(
         });
         step(format!("{code} {} with node {} {SLOW_FACTOR}x slower", policy.name(), node.0));
     }
-    Ok((CodeRuns { code: code.to_owned(), placement, workload: sim_workload, runs }, slow_rows))
+    let code_runs =
+        CodeRuns { code: code.to_owned(), placement: placement.clone(), workload: sim_workload.clone(), runs };
+    Ok((code_runs, slow_rows))
 }
 
 /// What every replay of one code shares.
@@ -663,13 +749,7 @@ fn simulate(options: &LiveOptions, runs: &CodeRuns, calibration: &Calibration) -
     config.policy = PolicySettings::default();
     config.policies = POLICIES.to_vec();
     calibration.apply(&mut config);
-    let spec = runs.placement.spec;
-    let cluster = sim::Cluster {
-        spec,
-        layout: model::CodeLayout::new(spec).context("the code's layout")?,
-        placement: runs.placement.placement.clone(),
-        rates_bytes_per_s: vec![config.cluster.rate_bytes_per_s as f64; NODES],
-    };
+    let cluster = runs.placement.sim_cluster(config.cluster.rate_bytes_per_s as f64)?;
     let results = crate::parallel::run_parallel(
         &runs.runs,
         options.threads,

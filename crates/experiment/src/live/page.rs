@@ -1,13 +1,14 @@
 //! The live experiment's results folder: the report crate's folder of the live runs (tables, plots,
 //! `report.html`, `summary.json` with `sim_median`, `sim_p95` and `sim_p99` added to each row), the
 //! simulator's own folder under `sim/`, `sim_vs_live.html` (linked from `report.html`), and
-//! `findings.json`, `slow_node.json`, `calibration.json`, `regime.json` (when the service scale was
-//! fitted).
+//! `findings.json`, `slow_node.json`, `calibration.json`, `regime.json` (when the exponent or the
+//! service scale was fitted).
 //!
 //! Owns: the sim-vs-live page's markup and the extra JSON files. Must not: compute statistics (every
 //! number comes from a `report` summary or the calibration) or write a file outside the folder.
 
-use crate::live::{CodeRuns, LiveOptions, LiveOutcome, SlowNodeRow};
+use crate::live::regime::RegimeFit;
+use crate::live::{CodeRuns, LiveOptions, LiveOutcome, Regime, SlowNodeRow};
 use anyhow::Context;
 use report::{Experiment, RunInfo, RunResult};
 use std::fmt::Write as _;
@@ -38,12 +39,10 @@ fn findings_text(outcome: &LiveOutcome, options: &LiveOptions) -> String {
         options.seed,
         outcome.zipf_exponent,
         outcome.service_scale,
-        match &outcome.regime {
-            Some(regime) => format!(
-                "fitted to the shape of the paper's Normal rows in a simulated stand-in, loss {:.3}; regime.json",
-                regime.chosen().loss
-            ),
-            None => "given".to_owned(),
+        if outcome.regime.fitted() {
+            format!("fitted: {}; regime.json", regime_text(&outcome.regime))
+        } else {
+            "given".to_owned()
         },
         if options.quick { ", --quick: short runs, expect noise" } else { "" }
     );
@@ -108,9 +107,9 @@ pub fn write(
     let calibrations: Vec<serde_json::Value> =
         outcome.calibrations.iter().map(|(code, c)| serde_json::json!({ "code": code, "calibration": c })).collect();
     json_file(out_dir, "calibration.json", &calibrations)?;
-    if let Some(regime) = &outcome.regime {
-        json_file(out_dir, "regime.json", regime)?;
-        regime_plot(out_dir, regime, options.png)?;
+    if outcome.regime.fitted() {
+        json_file(out_dir, "regime.json", &outcome.regime)?;
+        regime_plot(out_dir, &outcome.regime, options.png)?;
     }
     sim_vs_live_plot(out_dir, outcome, options.png)?;
     std::fs::write(out_dir.join(PAGE), page(outcome, &findings)).with_context(|| format!("writing {PAGE}"))?;
@@ -154,16 +153,53 @@ fn sim_vs_live_plot(out_dir: &Path, outcome: &LiveOutcome, png: bool) -> anyhow:
     Ok(())
 }
 
-/// `plots/regime-fit.svg`: the regime fit's loss over the service scale, one line per exponent, and
-/// Normal's node load at the chosen exponent.
-fn regime_plot(out_dir: &Path, regime: &super::regime::RegimeFit, png: bool) -> anyhow::Result<()> {
-    let chosen = regime.chosen();
-    let losses = (regime.zipf_exponents.iter().enumerate())
-        .map(|(index, exponent)| {
-            (format!("Zipf {exponent}"), regime.row(index).iter().map(|p| (p.scale, p.loss.min(10.0))).collect())
-        })
-        .collect();
-    let chosen_row = regime.row(regime.chosen_exponent_index());
+/// What the regime fits chose, in a sentence: the exponent on the stand-in, the scale on the live
+/// placement, each with its loss and whether it is at the edge of its grid.
+pub fn regime_text(regime: &Regime) -> String {
+    let edge = |fit: &RegimeFit| if fit.at_edge() { ", at the edge of the grid" } else { "" };
+    let mut parts = Vec::new();
+    if let Some(fit) = &regime.stand_in {
+        let chosen = fit.chosen();
+        parts.push(format!(
+            "Zipf {} (with scale {}) on the simulated stand-in, loss {:.3}{}",
+            chosen.zipf_exponent,
+            chosen.scale,
+            chosen.loss,
+            edge(fit)
+        ));
+    }
+    if let Some(fit) = &regime.live_placement {
+        let chosen = fit.chosen();
+        let units: Vec<String> = chosen.normal.iter().map(|n| format!("{} {}", n.code, n.units)).collect();
+        parts.push(format!(
+            "service scale {} ({} µs per task + bytes at {:.2} MB/s) on the live placement (data units: {}), loss {:.3}{}",
+            chosen.scale,
+            chosen.overhead_us,
+            chosen.rate_bytes_per_s / 1e6,
+            units.join(", "),
+            chosen.loss,
+            edge(fit)
+        ));
+    }
+    parts.join("; then ")
+}
+
+/// `plots/regime-fit.svg`: each fit's loss over the service scale (the stand-in's one line per
+/// exponent, the live placement's one line), and Normal's node load over the scale in the fit that
+/// chose the scale.
+fn regime_plot(out_dir: &Path, regime: &Regime, png: bool) -> anyhow::Result<()> {
+    let mut losses = Vec::new();
+    for fit in [&regime.stand_in, &regime.live_placement].into_iter().flatten() {
+        for (index, exponent) in fit.zipf_exponents.iter().enumerate() {
+            let points = fit.row(index).iter().map(|p| (p.scale, p.loss.min(10.0))).collect();
+            losses.push((format!("{}, Zipf {exponent}", fit.ground), points));
+        }
+    }
+    let Some(deciding) = regime.live_placement.as_ref().or(regime.stand_in.as_ref()) else {
+        return Ok(());
+    };
+    let chosen = deciding.chosen();
+    let chosen_row = deciding.row(deciding.chosen_exponent_index());
     let mut loads = Vec::new();
     for (index, normal) in chosen.normal.iter().enumerate() {
         let points = chosen_row.iter().filter_map(|p| p.normal.get(index)?.load.map(|load| (p.scale, load))).collect();
@@ -172,8 +208,8 @@ fn regime_plot(out_dir: &Path, regime: &super::regime::RegimeFit, png: bool) -> 
     let panels = [
         report::LinePanel {
             caption: format!(
-                "loss (capped at 10) per Zipf exponent; chosen: Zipf {}, scale {}",
-                chosen.zipf_exponent, chosen.scale
+                "loss (capped at 10) per fit and Zipf exponent; chosen: Zipf {}, scale {} ({})",
+                chosen.zipf_exponent, chosen.scale, deciding.ground
             ),
             y_label: "squared log errors".to_owned(),
             lines: losses,
@@ -181,8 +217,8 @@ fn regime_plot(out_dir: &Path, regime: &super::regime::RegimeFit, png: bool) -> 
         report::LinePanel {
             // Legends are drawn in the first panel only: say here which line is which.
             caption: format!(
-                "Normal's mean node utilisation at Zipf {}: RS(6,3) first colour, LRC(6,2,2) second",
-                chosen.zipf_exponent
+                "Normal's mean node utilisation at Zipf {} ({}): RS(6,3) first colour, LRC(6,2,2) second",
+                chosen.zipf_exponent, deciding.ground
             ),
             y_label: "load".to_owned(),
             lines: loads,
@@ -191,7 +227,7 @@ fn regime_plot(out_dir: &Path, regime: &super::regime::RegimeFit, png: bool) -> 
     report::write_line_panels(
         &out_dir.join("plots"),
         "regime-fit",
-        "Fitting popularity and the nodes' service scale to the paper's Normal rows (simulated stand-in)",
+        "Fitting popularity and the nodes' service scale to the paper's Normal rows",
         "service scale (× 10 ms per task + bytes at 2 MB/s)",
         &panels,
         png,
@@ -269,25 +305,15 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
     html.push_str(
         "<p><img src=\"plots/sim-vs-live.svg\" alt=\"simulated over live latency percentiles\" width=\"100%\"></p>\n",
     );
-    if let Some(regime) = &outcome.regime {
-        let chosen = regime.chosen();
+    if outcome.regime.fitted() {
         let _ = writeln!(
             html,
-            "<h2>Regime</h2>\n<p>Popularity Zipf {} and the nodes at service scale {} ({} µs per task + bytes at {:.2} \
-             MB/s), fitted to the shape of the paper's Normal rows in a simulated stand-in of this cluster ({} data \
-             units read), loss {:.3} (regime.json){}.</p>\n<p><img src=\"plots/regime-fit.svg\" alt=\"regime fit\" \
-             width=\"100%\"></p>",
-            chosen.zipf_exponent,
-            chosen.scale,
-            chosen.overhead_us,
-            chosen.rate_bytes_per_s / 1e6,
-            chosen.units,
-            chosen.loss,
-            if regime.at_edge() {
-                "; the best point is at the edge of the grid, so a wider grid may fit better"
-            } else {
-                ""
-            }
+            "<h2>Regime</h2>\n<p>Popularity Zipf {} and the nodes at service scale {}, fitted to the shape of the \
+             paper's Normal rows (Normal only, simulated): {} (regime.json).</p>\n<p><img src=\"plots/regime-fit.svg\" \
+             alt=\"regime fit\" width=\"100%\"></p>",
+            outcome.zipf_exponent,
+            outcome.service_scale,
+            escape(&regime_text(&outcome.regime)),
         );
     }
     for code in codes(outcome) {

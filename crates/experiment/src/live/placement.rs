@@ -142,6 +142,16 @@ impl LivePlacement {
         Ok(LivePlacement { spec, node_count, stripes, stripe_index, placement, objects })
     }
 
+    /// The simulator's cluster on this placement, every node at `rate_bytes_per_s`.
+    pub fn sim_cluster(&self, rate_bytes_per_s: f64) -> anyhow::Result<sim::Cluster> {
+        Ok(sim::Cluster {
+            spec: self.spec,
+            layout: model::CodeLayout::new(self.spec).context("the code's layout")?,
+            placement: self.placement.clone(),
+            rates_bytes_per_s: vec![rate_bytes_per_s; self.node_count as usize],
+        })
+    }
+
     /// Data partitions of the simulator's configuration (`stripes * k`).
     pub fn partitions(&self) -> u32 {
         self.placement.partition_count()

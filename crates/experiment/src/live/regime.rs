@@ -14,7 +14,14 @@
 //! point whose Normal rows are closest in shape to the paper's ([`crate::fit::log_errors`], summed
 //! over both codes). Nothing else is chosen by hand.
 //!
-//! Owns: the grid of scales, the stand-in, `regime.json`'s content.
+//! The fit runs twice. Before loading, on the stand-in, it chooses the exponent (the data set to
+//! load depends on it) with the scale. After loading, on the placement read back from the live
+//! clusters, it chooses the scale again with the exponent fixed. Under a skewed popularity, where
+//! the few hottest units land decides how hot the hottest nodes run, and that luck of the draw
+//! differs between the stand-in's random placement and the gateways' (docs/live-experiment.md).
+//! The second fit runs on the placement the runs and their simulation use.
+//!
+//! Owns: the grid of scales, the stand-in, the fit over any ground, `regime.json`'s content.
 //! Must not: start processes or look at any policy other than Normal.
 
 use std::collections::BTreeMap;
@@ -46,8 +53,6 @@ pub const LOOPBACK_PROBE_RTT_US: u64 = 1_200;
 pub struct ScalePoint {
     /// Zipf exponent of object popularity in the request sequence.
     pub zipf_exponent: f64,
-    /// Data units (partitions) the sequence reads in the stand-in.
-    pub units: u32,
     /// Multiple of the base service time.
     pub scale: f64,
     /// The emulated per-task overhead, µs.
@@ -65,6 +70,8 @@ pub struct ScalePoint {
 pub struct NormalRow {
     /// The code.
     pub code: String,
+    /// Data units (partitions) of the placement the sequence was read from.
+    pub units: u32,
     /// Mean node utilisation.
     pub load: Option<f64>,
     /// Request latency.
@@ -74,6 +81,8 @@ pub struct NormalRow {
 /// The fit: every point tried, and the one the experiment runs at.
 #[derive(Clone, Debug, Serialize)]
 pub struct RegimeFit {
+    /// What Normal ran on: `"stand-in"` (random placement) or `"live placement"`.
+    pub ground: &'static str,
     /// The exponents tried.
     pub zipf_exponents: Vec<f64>,
     /// The scales tried.
@@ -189,50 +198,80 @@ pub fn at_rate(cluster: &sim::Cluster, config: &sim::SimConfig) -> sim::Cluster 
     cluster
 }
 
-/// Runs Normal on both codes at every (exponent, scale) over the stand-ins (one per exponent, in
-/// the order of `stand_ins`: the exponent and its packed request sequence), and picks the point.
+/// What Normal runs on at one exponent: per code of [`PAPER_NORMAL`], in its order, a cluster
+/// (its placement; the rates are set per scale) and the request sequence at its partitions.
+pub struct Ground {
+    /// Zipf exponent of the sequence.
+    pub zipf_exponent: f64,
+    /// Per code: the cluster and the workload.
+    pub per_code: Vec<(sim::Cluster, Workload)>,
+}
+
+/// Names the ground of a fit in `regime.json`.
+pub const STAND_IN: &str = "stand-in";
+/// Names the ground of a fit on the placement read back from the live clusters.
+pub const LIVE_PLACEMENT: &str = "live placement";
+
+impl Ground {
+    /// The stand-in at `zipf_exponent`: its packed request sequence over a random balanced
+    /// placement per code.
+    pub fn stand_in(
+        seed: u64,
+        zipf_exponent: f64,
+        packed: &Workload,
+        nodes: usize,
+        gateways: usize,
+    ) -> anyhow::Result<Ground> {
+        let mut per_code = Vec::with_capacity(PAPER_NORMAL.len());
+        for paper in &PAPER_NORMAL {
+            per_code.push(stand_in_cluster(&stand_in_config(seed, paper.code, 1.0, nodes, gateways), packed)?);
+        }
+        Ok(Ground { zipf_exponent, per_code })
+    }
+}
+
+/// Runs Normal on both codes at every (exponent, scale) over `grounds` (one per exponent), and
+/// picks the point; `ground` names what they are ([`STAND_IN`], [`LIVE_PLACEMENT`]).
 pub fn fit(
     seed: u64,
-    stand_ins: &[(f64, Workload)],
+    ground: &'static str,
+    grounds: &[Ground],
     scales: &[f64],
     nodes: usize,
     gateways: usize,
     threads: usize,
 ) -> anyhow::Result<RegimeFit> {
-    anyhow::ensure!(!scales.is_empty() && !stand_ins.is_empty(), "the regime fit needs a scale and an exponent");
+    anyhow::ensure!(!scales.is_empty() && !grounds.is_empty(), "the regime fit needs a scale and an exponent");
     let codes = PAPER_NORMAL.len();
+    for each in grounds {
+        anyhow::ensure!(each.per_code.len() == codes, "a ground of the regime fit has a cluster per code");
+    }
     // Jobs run exponent-major, then scale, then code; results come back in job order.
-    let jobs: Vec<(usize, usize, usize)> = (0..stand_ins.len())
+    let jobs: Vec<(usize, usize, usize)> = (0..grounds.len())
         .flat_map(|e| (0..scales.len()).flat_map(move |s| (0..codes).map(move |c| (e, s, c))))
         .collect();
-    // Per exponent and code: the stand-in's cluster and workload.
-    let mut clusters = Vec::with_capacity(stand_ins.len() * codes);
-    for (_, stand_in) in stand_ins {
-        for paper in &PAPER_NORMAL {
-            clusters.push(stand_in_cluster(&stand_in_config(seed, paper.code, 1.0, nodes, gateways), stand_in)?);
-        }
-    }
     let rows = crate::parallel::run_parallel(
         &jobs,
         threads,
-        |&(e, s, c)| format!("regime {} zipf {} ×{}", PAPER_NORMAL[c].code, stand_ins[e].0, scales[s]),
+        |&(e, s, c)| format!("regime {} zipf {} ×{}", PAPER_NORMAL[c].code, grounds[e].zipf_exponent, scales[s]),
         |&(e, s, c)| {
             let paper = &PAPER_NORMAL[c];
             let config = stand_in_config(seed, paper.code, scales[s], nodes, gateways);
-            let (cluster, workload) = &clusters[e * codes + c];
+            let (cluster, workload) = &grounds[e].per_code[c];
             let output = sim::run(&config, &at_rate(cluster, &config), PolicyKind::Normal, workload);
             let info = crate::run_info(&config, &output, None);
             let summary = report::summarize(&output.records, &info);
             summary.request_latency.map(|latency| NormalRow {
                 code: paper.code.to_owned(),
+                units: workload.partitions,
                 load: summary.utilisation_mean,
                 latency,
             })
         },
         |_| {},
     );
-    let mut points = Vec::with_capacity(stand_ins.len() * scales.len());
-    for (e, (exponent, stand_in)) in stand_ins.iter().enumerate() {
+    let mut points = Vec::with_capacity(grounds.len() * scales.len());
+    for (e, each) in grounds.iter().enumerate() {
         for (s, &scale) in scales.iter().enumerate() {
             let mut loss = 0.0;
             let mut normal = Vec::new();
@@ -249,8 +288,7 @@ pub fn fit(
             }
             let (overhead_us, rate_bytes_per_s) = service_at(scale);
             points.push(ScalePoint {
-                zipf_exponent: *exponent,
-                units: stand_in.partitions,
+                zipf_exponent: each.zipf_exponent,
                 scale,
                 overhead_us,
                 rate_bytes_per_s,
@@ -261,7 +299,8 @@ pub fn fit(
     }
     let best = argmin(points.iter().map(|p| p.loss)).context("no point of the grid gave a finite loss")?;
     Ok(RegimeFit {
-        zipf_exponents: stand_ins.iter().map(|(exponent, _)| *exponent).collect(),
+        ground,
+        zipf_exponents: grounds.iter().map(|g| g.zipf_exponent).collect(),
         scales: scales.to_vec(),
         points,
         best,
@@ -311,9 +350,9 @@ pub(crate) mod tests {
                 ..Default::default()
             };
             let workload = workload::WorkloadConfig::WasLike(config).build(3).unwrap();
-            (exponent, packed_stand_in(&workload, 256 << 10, 3).unwrap())
+            Ground::stand_in(3, exponent, &packed_stand_in(&workload, 256 << 10, 3).unwrap(), 12, 3).unwrap()
         };
-        let fit = fit(3, &[stand_in_at(0.3), stand_in_at(1.1)], &[1.0, 4.0], 12, 3, 1).unwrap();
+        let fit = fit(3, STAND_IN, &[stand_in_at(0.3), stand_in_at(1.1)], &[1.0, 4.0], 12, 3, 1).unwrap();
         assert_eq!(fit.points.len(), 4);
         assert_eq!(fit.row(1)[0].zipf_exponent, 1.1);
         assert_eq!(fit.row(1)[1].scale, 4.0);
@@ -326,8 +365,13 @@ pub(crate) mod tests {
         assert!(fit.points.iter().all(|p| p.loss >= fit.chosen().loss));
         assert!(fit.at_edge(), "two points a side: any is an edge");
         let point = fit.points[0].clone();
-        let mut grid =
-            RegimeFit { zipf_exponents: vec![0.3; 3], scales: vec![1.0; 3], points: vec![point; 9], best: 4 };
+        let mut grid = RegimeFit {
+            ground: STAND_IN,
+            zipf_exponents: vec![0.3; 3],
+            scales: vec![1.0; 3],
+            points: vec![point; 9],
+            best: 4,
+        };
         assert!(!grid.at_edge(), "the middle of a 3 × 3 grid");
         for edge in [1, 3, 5, 7, 8] {
             grid.best = edge;
