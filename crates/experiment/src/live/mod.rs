@@ -6,9 +6,9 @@
 //! placements ([`regime`]). Then per code: one open-loop request sequence replayed under each
 //! policy (switched on every gateway through `PUT /admin/policy`, the records collected through
 //! `POST /admin/records/take`), and runs with one node made 10× slower during the run (the other
-//! fleet sits idle meanwhile, its service model off). The simulator is calibrated from the live records and replays the same sequence
-//! over the same placement; the results folder holds the live report, the simulator's report, and
-//! the sim-vs-live page.
+//! fleet sits idle meanwhile, its service model off). The simulator is calibrated from the live
+//! records and replays the same sequence over the same placement; the results folder holds the
+//! live report, the simulator's report, and the sim-vs-live page.
 //!
 //! Owns: the experiment's sizing (see the constants and `docs/live-experiment.md`), its steps and
 //! their order, tearing the fleets down on every exit (an error, Ctrl-C), and the judgement of the
