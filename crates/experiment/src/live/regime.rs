@@ -16,10 +16,12 @@
 //!
 //! The fit runs twice. Before loading, on the stand-in, it chooses the exponent (the data set to
 //! load depends on it) with the scale. After loading, on the placement read back from the live
-//! clusters, it chooses the scale again with the exponent fixed. Under a skewed popularity, where
-//! the few hottest units land decides how hot the hottest nodes run, and that luck of the draw
-//! differs between the stand-in's random placement and the gateways' (docs/live-experiment.md).
-//! The second fit runs on the placement the runs and their simulation use.
+//! clusters, it chooses the scale again with the exponent fixed. The two grounds differ: the
+//! stand-in packs units full and places them at random, while the gateways seal stripes a second
+//! after they open (units partly filled: 350–500 data units instead of 258 for seed 1) and place
+//! them as the writes arrive. Under a skewed popularity that decides how hot the hottest nodes run
+//! (docs/live-experiment.md). The second fit runs on the placement the runs and their simulation
+//! use.
 //!
 //! Owns: the grid of scales, the stand-in, the fit over any ground, `regime.json`'s content.
 //! Must not: start processes or look at any policy other than Normal.
@@ -207,7 +209,7 @@ pub struct Ground {
     pub per_code: Vec<(sim::Cluster, Workload)>,
 }
 
-/// Names the ground of a fit in `regime.json`.
+/// Names the stand-in ground of a fit in `regime.json`.
 pub const STAND_IN: &str = "stand-in";
 /// Names the ground of a fit on the placement read back from the live clusters.
 pub const LIVE_PLACEMENT: &str = "live placement";
