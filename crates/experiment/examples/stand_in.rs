@@ -37,16 +37,18 @@ fn main() -> anyhow::Result<()> {
         "{:>6} {:<10} {:<10} {:>6} {:>8} {:>8} {:>8} {:>8}",
         "scale", "code", "policy", "load", "p50_ms", "p95_ms", "p99_ms", "max_ms"
     );
+    // The ground the regime fit runs Normal on: per code, the same placement at every scale.
+    let exponent = caps.zipf_exponent.expect("set above");
+    let ground = regime::Ground::stand_in(seed, exponent, &stand_in, live::NODES, live::GATEWAYS)?;
     for &scale in &scales {
         let mut loss = 0.0;
-        for paper in &PAPER_NORMAL {
+        for (paper, (cluster, workload)) in PAPER_NORMAL.iter().zip(&ground.per_code) {
             let mut config = regime::stand_in_config(seed, paper.code, scale, live::NODES, live::GATEWAYS);
             config.policy.normal_timeout_ms = env_or("STAND_IN_TIMEOUT_MS", config.policy.normal_timeout_ms);
-            let (cluster, workload) = regime::stand_in_cluster(&config, &stand_in)?;
-            let cluster = regime::at_rate(&cluster, &config);
+            let cluster = regime::at_rate(cluster, &config);
             let mut normal = None;
             for policy in live::POLICIES {
-                let output = sim::run(&config, &cluster, policy, &workload);
+                let output = sim::run(&config, &cluster, policy, workload);
                 let summary = report::summarize(&output.records, &experiment::run_info(&config, &output, None));
                 let latency = summary.request_latency.expect("requests completed");
                 println!(

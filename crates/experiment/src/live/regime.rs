@@ -186,7 +186,7 @@ pub fn stand_in_config(seed: u64, code: &str, scale: f64, nodes: usize, gateways
 /// The stand-in's cluster for `config`'s code and the workload it runs: the stand-in's partitions
 /// rounded up to whole stripes (a gateway seals a stripe with empty data units too). Its nodes run
 /// at `config`'s rate; [`at_rate`] moves them to another scale's.
-pub fn stand_in_cluster(config: &sim::SimConfig, stand_in: &Workload) -> anyhow::Result<(sim::Cluster, Workload)> {
+fn stand_in_cluster(config: &sim::SimConfig, stand_in: &Workload) -> anyhow::Result<(sim::Cluster, Workload)> {
     let k = config.code_spec().context("the stand-in's code")?.data_units() as u32;
     let partitions = stand_in.partitions.div_ceil(k) * k;
     let workload = Workload { partitions, ..stand_in.clone() };
