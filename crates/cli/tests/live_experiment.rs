@@ -116,9 +116,11 @@ fn the_quick_live_experiment_writes_the_results_folder() {
     let slow = slow.as_array().unwrap();
     assert_eq!(slow.len(), 6, "normal, lmlf-pw2 and llf-pw2 with a slowed node, on both codes");
     for row in slow {
-        for field in ["code", "policy", "node", "factor", "healthy_p99", "slowed_p99", "ratio"] {
+        for field in ["code", "policy", "node", "factor", "healthy_p99", "slowed_p99", "ratio", "sim_ratio"] {
             assert!(row.get(field).is_some(), "slow-node row lacks {field}: {row}");
         }
+        // The simulated slowdown ran: a slowed node never makes the simulated p99 smaller by much.
+        assert!(row["sim_ratio"].as_f64().is_some_and(|r| r > 0.5), "{row}");
     }
     assert!(!read_json("findings.json").as_array().unwrap().is_empty());
     assert_eq!(read_json("calibration.json").as_array().unwrap().len(), 2);

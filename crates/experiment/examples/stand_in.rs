@@ -5,7 +5,13 @@
 //!
 //! `cargo run --release -p experiment --example stand_in -- [scales,comma,separated]`
 //! e.g. `-- 2.0,2.5` with optional `STAND_IN_ZIPF`, `STAND_IN_MAX_BYTES`, `STAND_IN_RATE`,
-//! `STAND_IN_DURATION_S`, `STAND_IN_OBJECTS`, `STAND_IN_TIMEOUT_MS`, `STAND_IN_SEED`.
+//! `STAND_IN_DURATION_S`, `STAND_IN_OBJECTS`, `STAND_IN_TIMEOUT_MS`, `STAND_IN_SEED`,
+//! `STAND_IN_COUNT_OVERHEAD` (whether the policies count per-task overhead in load: the live
+//! experiment's [`live::policy_settings`] do).
+//!
+//! With `STAND_IN_SLOW=1` it also runs the live experiment's slow-node runs in the stand-in: the
+//! most-read node [`live::SLOW_FACTOR`] times slower from [`live::SLOW_AFTER_FRACTION`] of the run,
+//! for each of [`live::SLOW_POLICIES`], and prints each one's p99 over its healthy p99.
 
 use experiment::fit::{PAPER_NORMAL, log_errors};
 use experiment::live::{self, regime};
@@ -45,8 +51,10 @@ fn main() -> anyhow::Result<()> {
         for (paper, (cluster, workload)) in PAPER_NORMAL.iter().zip(&ground.per_code) {
             let mut config = regime::stand_in_config(seed, paper.code, scale, live::NODES, live::GATEWAYS);
             config.policy.normal_timeout_ms = env_or("STAND_IN_TIMEOUT_MS", config.policy.normal_timeout_ms);
+            config.policy.count_task_overhead = env_or("STAND_IN_COUNT_OVERHEAD", config.policy.count_task_overhead);
             let cluster = regime::at_rate(cluster, &config);
             let mut normal = None;
+            let mut healthy_p99_s = Vec::new();
             for policy in live::POLICIES {
                 let output = sim::run(&config, &cluster, policy, workload);
                 let summary = report::summarize(&output.records, &experiment::run_info(&config, &output, None));
@@ -61,6 +69,7 @@ fn main() -> anyhow::Result<()> {
                     latency.p99_s * 1e3,
                     latency.max_s * 1e3
                 );
+                healthy_p99_s.push((policy, latency.p99_s));
                 match policy {
                     PolicyKind::Normal => {
                         loss += log_errors(&latency, paper).iter().map(|e| e * e).sum::<f64>();
@@ -76,6 +85,31 @@ fn main() -> anyhow::Result<()> {
                         );
                     }
                     _ => {}
+                }
+            }
+            if env_or("STAND_IN_SLOW", 0) == 1 {
+                let node = live::hottest_node(&cluster.placement, workload);
+                let mut slowed = config.clone();
+                slowed.cluster.slow_node = Some(sim::SlowNodeConfig {
+                    node: node.0,
+                    from_ms: (caps.duration_s.expect("set above") * live::SLOW_AFTER_FRACTION * 1e3) as u64,
+                    factor: live::SLOW_FACTOR,
+                });
+                for policy in live::SLOW_POLICIES {
+                    let output = sim::run(&slowed, &cluster, policy, workload);
+                    let summary = report::summarize(&output.records, &experiment::run_info(&slowed, &output, None));
+                    let p99_s = summary.request_latency.expect("requests completed").p99_s;
+                    let healthy = healthy_p99_s.iter().find(|(p, _)| *p == policy).map_or(f64::NAN, |(_, h)| *h);
+                    println!(
+                        "       {:<10} {:<10} node {} {}x slower: p99 {:.1} ms, x{:.2} of healthy {:.1} ms",
+                        paper.code,
+                        policy.name(),
+                        node.0,
+                        live::SLOW_FACTOR,
+                        p99_s * 1e3,
+                        p99_s / healthy,
+                        healthy * 1e3
+                    );
                 }
             }
         }

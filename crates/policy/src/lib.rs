@@ -32,6 +32,10 @@ pub trait ClusterView {
     /// Processing rate S_j of a node in bytes per second (heterogeneous
     /// clusters differ per node).
     fn node_rate_bytes_per_s(&self, node: NodeId) -> f64;
+    /// Fixed service cost of every task on a node (seek, request handling), in nanoseconds,
+    /// as the executor knows it: configured in the simulator, reported by the node's probe
+    /// live. Only policies told to count it (`PolicySettings::count_task_overhead`) use it.
+    fn node_task_overhead_ns(&self, node: NodeId) -> u64;
     /// Frontends sharing the cluster (a lazy policy that sees only its own
     /// frontend's requests scales its demand estimate by this).
     fn frontend_count(&self) -> u32;

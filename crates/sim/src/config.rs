@@ -52,6 +52,23 @@ pub struct ClusterConfig {
     /// node frees at once) or runs to its end. Waiting tasks are always
     /// removed from the queue.
     pub cancel_in_service: bool,
+    /// One node made slower part-way through the run (`[cluster.slow_node]`), as the live
+    /// experiment's slow-node runs do; none by default.
+    pub slow_node: Option<SlowNodeConfig>,
+}
+
+/// A node made `factor` times slower (its per-task overhead × factor, its rate ÷ factor) for
+/// every task that starts `from_ms` or later into the run. Probes report the slowed figures from
+/// then on, as a live node's do.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlowNodeConfig {
+    /// The node (0-based).
+    pub node: u32,
+    /// When it slows, ms of simulated time.
+    pub from_ms: u64,
+    /// How many times slower (≥ 1).
+    pub factor: f64,
 }
 
 impl Default for ClusterConfig {
@@ -64,6 +81,7 @@ impl Default for ClusterConfig {
             rate_spread: 0.0,
             network_latency_us: 250,
             cancel_in_service: false,
+            slow_node: None,
         }
     }
 }
@@ -175,6 +193,17 @@ impl SimConfig {
         }
         if !(0.0..1.0).contains(&self.cluster.rate_spread) {
             return invalid("cluster.rate_spread must be in [0, 1)".into());
+        }
+        if let Some(slow) = self.cluster.slow_node {
+            if slow.node >= self.cluster.nodes {
+                return invalid(format!(
+                    "cluster.slow_node.node = {} is not one of the {} nodes (0-based)",
+                    slow.node, self.cluster.nodes
+                ));
+            }
+            if !(slow.factor.is_finite() && slow.factor >= 1.0) {
+                return invalid(format!("cluster.slow_node.factor = {} must be a number ≥ 1", slow.factor));
+            }
         }
         let partitions = self.workload.partitions();
         if partitions == 0 || !(partitions as usize).is_multiple_of(spec.data_units()) {

@@ -40,6 +40,34 @@ pub struct NodeModel {
     pub exp_mean_ns: u64,
     /// Whether cancelling an in-service task aborts it.
     pub cancel_in_service: bool,
+    /// A node made slower from a point in the run, if any.
+    pub slowdown: Option<Slowdown>,
+}
+
+/// One node made `factor` times slower (overhead × factor, rate ÷ factor) for every task that
+/// starts at or after `from_ns`: the live experiment's slow-node knob. The view reports the slowed
+/// rate and overhead from `from_ns` on, as a live node's probe does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slowdown {
+    /// The node slowed.
+    pub node: u32,
+    /// When it slows.
+    pub from_ns: u64,
+    /// How many times slower (≥ 1).
+    pub factor: f64,
+}
+
+impl NodeModel {
+    /// Per-task overhead (ns) and rate (bytes/s) of `node` for a task starting at `now_ns`.
+    pub fn service_of(&self, node: u32, now_ns: u64) -> (u64, f64) {
+        let rate = self.rates_bytes_per_s[node as usize];
+        match self.slowdown {
+            Some(slow) if slow.node == node && now_ns >= slow.from_ns => {
+                ((self.overhead_ns as f64 * slow.factor).round() as u64, rate / slow.factor)
+            }
+            _ => (self.overhead_ns, rate),
+        }
+    }
 }
 
 /// Frontend model.
@@ -222,7 +250,8 @@ struct View<'a> {
     placement: &'a Placement,
     layout: &'a CodeLayout,
     nodes: &'a [Node],
-    rates: &'a [f64],
+    model: &'a NodeModel,
+    now_ns: u64,
     frontends: u32,
     probes: u32,
 }
@@ -235,7 +264,10 @@ impl ClusterView for View<'_> {
         self.layout
     }
     fn node_rate_bytes_per_s(&self, node: NodeId) -> f64 {
-        self.rates[node.index()]
+        self.model.service_of(node.0, self.now_ns).1
+    }
+    fn node_task_overhead_ns(&self, node: NodeId) -> u64 {
+        self.model.service_of(node.0, self.now_ns).0
     }
     fn frontend_count(&self) -> u32 {
         self.frontends
@@ -299,6 +331,9 @@ impl<'a> Engine<'a> {
         let node_count = setup.placement.node_count() as usize;
         assert_eq!(setup.nodes.rates_bytes_per_s.len(), node_count, "one rate per node");
         assert!(setup.nodes.rates_bytes_per_s.iter().all(|&r| r > 0.0 && r.is_finite()));
+        if let Some(slow) = setup.nodes.slowdown {
+            assert!((slow.node as usize) < node_count && slow.factor >= 1.0 && slow.factor.is_finite(), "{slow:?}");
+        }
         let seed = setup.seed;
         let frontends = (0..frontend_count)
             .map(|f| Frontend { queue: VecDeque::new(), deciding: None, rng: stream(seed, 1, f as u64) })
@@ -452,7 +487,8 @@ impl<'a> Engine<'a> {
             placement: self.setup.placement,
             layout: self.setup.layout,
             nodes: &self.nodes,
-            rates: &self.setup.nodes.rates_bytes_per_s,
+            model: &self.setup.nodes,
+            now_ns: self.now_ns,
             frontends: self.frontends.len() as u32,
             probes: 0,
         };
@@ -531,7 +567,8 @@ impl<'a> Engine<'a> {
             placement: self.setup.placement,
             layout: self.setup.layout,
             nodes: &self.nodes,
-            rates: &self.setup.nodes.rates_bytes_per_s,
+            model: &self.setup.nodes,
+            now_ns: self.now_ns,
             frontends: self.frontends.len() as u32,
             probes: 0,
         };
@@ -621,8 +658,8 @@ impl<'a> Engine<'a> {
 
     fn service_ns(&mut self, node: u32, bytes: u64) -> u64 {
         let model = &self.setup.nodes;
-        let rate = model.rates_bytes_per_s[node as usize];
-        let mut ns = model.overhead_ns + (bytes as f64 * 1e9 / rate).round() as u64;
+        let (overhead_ns, rate) = model.service_of(node, self.now_ns);
+        let mut ns = overhead_ns + (bytes as f64 * 1e9 / rate).round() as u64;
         if model.exp_mean_ns > 0 {
             let u: f64 = self.nodes[node as usize].rng.random();
             ns += (-(1.0 - u).ln() * model.exp_mean_ns as f64).round() as u64;

@@ -36,8 +36,8 @@
 mod config;
 mod engine;
 
-pub use config::{ClusterConfig, ConfigError, FrontendConfig, SimConfig};
-pub use engine::{Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel};
+pub use config::{ClusterConfig, ConfigError, FrontendConfig, SimConfig, SlowNodeConfig};
+pub use engine::{Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel, Slowdown};
 
 use codec::CodeSpec;
 use config::us;
@@ -119,6 +119,11 @@ pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: 
             rates_bytes_per_s: cluster.rates_bytes_per_s.clone(),
             exp_mean_ns: us(config.cluster.exp_mean_us),
             cancel_in_service: config.cluster.cancel_in_service,
+            slowdown: config.cluster.slow_node.map(|slow| Slowdown {
+                node: slow.node,
+                from_ns: slow.from_ms.saturating_mul(model::NANOS_PER_SECOND / 1000),
+                factor: slow.factor,
+            }),
         },
         frontends: FrontendModel {
             count: frontends,

@@ -87,6 +87,7 @@ fn run(
             rates_bytes_per_s: vec![1e18; nodes as usize],
             exp_mean_ns,
             cancel_in_service: true,
+            slowdown: None,
         },
         frontends: FrontendModel {
             count: 1,

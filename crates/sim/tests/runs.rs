@@ -183,3 +183,35 @@ fn records_come_out_in_request_order_with_dense_or_sparse_ids() {
         }
     }
 }
+
+/// `[cluster.slow_node]`: tasks that start on the node from `from_ms` on take `factor` times
+/// their service time; earlier tasks and other nodes are untouched; bad values are refused.
+#[test]
+fn a_slowed_node_serves_factor_times_slower_from_its_time_on() {
+    let text = "[cluster]\nnodes = 20\n[cluster.slow_node]\nnode = 3\nfrom_ms = 10000\nfactor = 10.0\n";
+    let parsed: SimConfig = toml::from_str(text).unwrap();
+    let slow = parsed.cluster.slow_node.unwrap();
+    assert_eq!((slow.node, slow.from_ms, slow.factor), (3, 10_000, 10.0));
+    let mut config = SimConfig { policies: vec![PolicyKind::Normal], ..small(9) };
+    config.cluster.slow_node = Some(slow);
+    config.validate().unwrap();
+    let output = &sim::run_config(&config).unwrap()[0];
+    let (overhead_ns, rate) = (config.cluster.task_overhead_us as f64 * 1e3, config.cluster.rate_bytes_per_s as f64);
+    let (mut before, mut after) = (0, 0);
+    for task in output.records.all_tasks().iter().filter(|t| t.start_ns != model::NEVER && !t.cancelled) {
+        let service_ns = (task.finish_ns - task.start_ns) as f64;
+        let expected_ns = overhead_ns + task.bytes as f64 * 1e9 / rate;
+        let slowed = task.node.0 == 3 && task.start_ns >= 10_000_000_000;
+        let expected_ns = if slowed { 10.0 * expected_ns } else { expected_ns };
+        assert!((service_ns - expected_ns).abs() <= 2.0, "{task:?}: {service_ns} ns, expected {expected_ns}");
+        if task.node.0 == 3 {
+            if slowed { after += 1 } else { before += 1 }
+        }
+    }
+    assert!(before > 0 && after > 0, "{before} tasks before, {after} after");
+    for (node, factor) in [(20, 10.0), (3, 0.5), (3, f64::NAN)] {
+        let mut bad = config.clone();
+        bad.cluster.slow_node = Some(sim::SlowNodeConfig { node, from_ms: 0, factor });
+        assert!(bad.validate().unwrap_err().to_string().contains("cluster.slow_node"));
+    }
+}

@@ -97,6 +97,18 @@ pub const CODES: [&str; 2] = ["rs-6-3", "lrc-6-2-2"];
 /// LLF-PW2, which minimises estimated latency instead of marginal load, shows what the criterion does.
 pub const SLOW_POLICIES: [PolicyKind; 3] = [PolicyKind::Normal, PolicyKind::LmlfPw2, PolicyKind::LlfPw2];
 
+/// The policy settings of every live run and of its simulation: the paper's, except that the
+/// load counts each node's per-task overhead besides bytes
+/// ([`PolicySettings::count_task_overhead`]). The emulated nodes spend a fixed time per task
+/// worth about 20 KB at their rate, and a node slowed ten times keeps looking cheap to small reads
+/// when only bytes count: in the stand-in (`cargo run --release -p experiment --example stand_in
+/// -- 2.375` with `STAND_IN_ZIPF=0.9 STAND_IN_SLOW=1`) LMLF-PW2's slowed p99 was ×2.55 (RS) and
+/// ×1.35 (LRC) of its healthy one counting bytes, ×1.88 and ×1.13 counting the overhead too, with
+/// its healthy p50 and p95 cuts within 2 points of each other.
+pub fn policy_settings() -> PolicySettings {
+    PolicySettings { count_task_overhead: true, ..PolicySettings::default() }
+}
+
 /// How to run the live experiment.
 #[derive(Clone, Debug)]
 pub struct LiveOptions {
@@ -164,6 +176,10 @@ pub struct SlowNodeRow {
     pub slowed_p99: Option<f64>,
     /// `slowed_p99 / healthy_p99`.
     pub ratio: Option<f64>,
+    /// The same slowdown in the simulator calibrated on the healthy runs: its slowed p99, seconds.
+    pub sim_slowed_p99: Option<f64>,
+    /// `sim_slowed_p99` over the simulated healthy p99 of the same policy.
+    pub sim_ratio: Option<f64>,
 }
 
 /// What the experiment produced.
@@ -339,7 +355,7 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         }
         result
     });
-    let Measured { runs: measured, slow_node, service_scale, placement_fit } = result?;
+    let Measured { runs: measured, mut slow_node, service_scale, placement_fit } = result?;
     drop(runtime);
 
     let mut pairs = Vec::new();
@@ -348,6 +364,8 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
         let calibration = calibrate::calibrate(code_runs.runs.iter().flat_map(|run| run.records.iter()))
             .with_context(|| format!("calibrating the simulator on {}", code_runs.code))?;
         let sims = simulate(options, code_runs, &calibration)?;
+        let code_slow = slow_node.iter_mut().filter(|row| row.code == code_runs.code);
+        simulate_slow(options, code_runs, &calibration, &sims, code_slow)?;
         for (run, sim) in code_runs.runs.iter().zip(sims) {
             pairs.push(Pair {
                 live: run.result.clone(),
@@ -428,7 +446,7 @@ async fn take_all(admins: &[GatewayAdmin]) -> anyhow::Result<Vec<Taken>> {
 async fn set_policy_everywhere(admins: &[GatewayAdmin], policy: PolicyKind) -> anyhow::Result<()> {
     for admin in admins {
         let admin = admin.clone();
-        blocking(move || admin.set_policy(policy, Some(&PolicySettings::default()))).await?;
+        blocking(move || admin.set_policy(policy, Some(&policy_settings()))).await?;
     }
     Ok(())
 }
@@ -633,7 +651,7 @@ async fn measure_loaded(
         });
     }
     let mut slow_rows = Vec::new();
-    let node = hottest_node(placement, sim_workload);
+    let node = hottest_node(&placement.placement, sim_workload);
     for &policy in slow_policies {
         let slow_at = Duration::from_secs_f64(options.duration_s() * SLOW_AFTER_FRACTION);
         let run = measure_policy(&replay, policy, Some((node, slow_at))).await?;
@@ -652,6 +670,8 @@ async fn measure_loaded(
                 (Some(h), Some(s)) if h > 0.0 => Some(s / h),
                 _ => None,
             },
+            sim_slowed_p99: None,
+            sim_ratio: None,
         });
         step(format!("{code} {} with node {} {SLOW_FACTOR}x slower", policy.name(), node.0));
     }
@@ -725,11 +745,11 @@ async fn measure_policy(
 
 /// The node holding the data units the sequence reads most often (a hot spot: what a slow node
 /// hurts most).
-fn hottest_node(placement: &LivePlacement, workload: &Workload) -> NodeId {
-    let mut reads = vec![0u64; placement.node_count as usize];
+pub fn hottest_node(placement: &model::Placement, workload: &Workload) -> NodeId {
+    let mut reads = vec![0u64; placement.node_count() as usize];
     for request in &workload.requests {
-        let location = placement.placement.locate(request.partition);
-        reads[placement.placement.node_of(location.stripe, location.unit).index()] += 1;
+        let location = placement.locate(request.partition);
+        reads[placement.node_of(location.stripe, location.unit).index()] += 1;
     }
     let hottest = (0..reads.len()).max_by_key(|&i| (reads[i], std::cmp::Reverse(i))).unwrap_or(0);
     NodeId(hottest as u32)
@@ -743,12 +763,7 @@ fn decision_p99_s(records: &[Record]) -> Option<f64> {
 
 /// The simulator on the identical configuration of `runs`, calibrated, for every policy.
 fn simulate(options: &LiveOptions, runs: &CodeRuns, calibration: &Calibration) -> anyhow::Result<Vec<RunResult>> {
-    let mut config = sim::SimConfig { seed: options.seed, code: runs.code.clone(), ..sim::SimConfig::default() };
-    config.cluster.nodes = NODES as u32;
-    config.frontends.count = GATEWAYS as u16;
-    config.policy = PolicySettings::default();
-    config.policies = POLICIES.to_vec();
-    calibration.apply(&mut config);
+    let config = sim_config(options, runs, calibration);
     let cluster = runs.placement.sim_cluster(config.cluster.rate_bytes_per_s as f64)?;
     let results = crate::parallel::run_parallel(
         &runs.runs,
@@ -763,6 +778,56 @@ fn simulate(options: &LiveOptions, runs: &CodeRuns, calibration: &Calibration) -
         |_| {},
     );
     Ok(results)
+}
+
+/// The simulator's configuration identical to the live runs of `runs`, calibrated.
+fn sim_config(options: &LiveOptions, runs: &CodeRuns, calibration: &Calibration) -> sim::SimConfig {
+    let mut config = sim::SimConfig { seed: options.seed, code: runs.code.clone(), ..sim::SimConfig::default() };
+    config.cluster.nodes = NODES as u32;
+    config.frontends.count = GATEWAYS as u16;
+    config.policy = policy_settings();
+    config.policies = POLICIES.to_vec();
+    calibration.apply(&mut config);
+    config
+}
+
+/// The slow-node runs of one code in the simulator: the configuration of [`simulate`] with the
+/// row's node slowed from the same time by the same factor. Fills each row's `sim_slowed_p99` and
+/// `sim_ratio` (over `sims`, the simulated healthy runs).
+fn simulate_slow<'a>(
+    options: &LiveOptions,
+    runs: &CodeRuns,
+    calibration: &Calibration,
+    sims: &[RunResult],
+    rows: impl Iterator<Item = &'a mut SlowNodeRow>,
+) -> anyhow::Result<()> {
+    let healthy = sim_config(options, runs, calibration);
+    let cluster = runs.placement.sim_cluster(healthy.cluster.rate_bytes_per_s as f64)?;
+    for row in rows {
+        let policy: PolicyKind = row.policy.parse()?;
+        let mut config = healthy.clone();
+        config.cluster.slow_node = Some(sim::SlowNodeConfig {
+            node: row.node,
+            from_ms: (row.slowed_at_s * 1e3).round() as u64,
+            factor: row.factor,
+        });
+        config.validate()?;
+        let output = sim::run(&config, &cluster, policy, &runs.workload);
+        let mut info = crate::run_info(&config, &output, Some(options.rate()));
+        info.policy = policy.name().to_owned();
+        let slowed = RunResult::from_log(&output.records, &info).summary.request_latency.map(|l| l.p99_s);
+        let healthy_p99 = sims
+            .iter()
+            .find(|sim| sim.summary.run.policy == row.policy)
+            .and_then(|sim| sim.summary.request_latency)
+            .map(|l| l.p99_s);
+        row.sim_slowed_p99 = slowed;
+        row.sim_ratio = match (healthy_p99, slowed) {
+            (Some(h), Some(s)) if h > 0.0 => Some(s / h),
+            _ => None,
+        };
+    }
+    Ok(())
 }
 
 /// Most the simulator may be off the live p50 and p95 (issue 5).

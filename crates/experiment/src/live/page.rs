@@ -383,12 +383,13 @@ fn slow_table(html: &mut String, rows: &[SlowNodeRow]) {
     }
     html.push_str(
         "<h2>A node made slower during the run</h2>\n<table>\n<tr><th>code</th><th>policy</th><th>node</th>\
-         <th>slower by</th><th>from s</th><th>healthy p99 ms</th><th>slowed p99 ms</th><th>ratio</th></tr>\n",
+         <th>slower by</th><th>from s</th><th>healthy p99 ms</th><th>slowed p99 ms</th><th>ratio</th>\
+         <th>simulated ratio</th></tr>\n",
     );
     for row in rows {
         let _ = writeln!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}x</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}x</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&row.code),
             escape(&row.policy),
             row.node,
@@ -396,7 +397,8 @@ fn slow_table(html: &mut String, rows: &[SlowNodeRow]) {
             row.slowed_at_s,
             ms(row.healthy_p99),
             ms(row.slowed_p99),
-            row.ratio.map_or_else(|| "–".to_owned(), |r| format!("{r:.2}"))
+            row.ratio.map_or_else(|| "–".to_owned(), |r| format!("{r:.2}")),
+            row.sim_ratio.map_or_else(|| "–".to_owned(), |r| format!("{r:.2}"))
         );
     }
     html.push_str("</table>\n");

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use model::{ObjectId, PartitionId};
-use policy::{PolicyKind, PolicySettings};
+use policy::PolicyKind;
 use serde::Serialize;
 use workload::Workload;
 
@@ -178,7 +178,7 @@ pub fn stand_in_config(seed: u64, code: &str, scale: f64, nodes: usize, gateways
     config.frontends.probe_rtt_us = LOOPBACK_PROBE_RTT_US;
     // The gateway's controller probes asynchronously (docs/controller.md).
     config.frontends.probes_block_frontend = false;
-    config.policy = PolicySettings::default();
+    config.policy = super::policy_settings();
     config.policies = vec![PolicyKind::Normal];
     config
 }

@@ -141,6 +141,8 @@ struct Catalog {
     nodes: Vec<meta::NodeId>,
     /// Service rate per dense node from the last probe (0 = not known yet).
     rates: Vec<f64>,
+    /// Per-task overhead per dense node that goes with its rate, from the same probe.
+    overheads_ns: Vec<u64>,
 }
 
 impl Catalog {
@@ -158,6 +160,7 @@ impl Catalog {
             node_index: HashMap::new(),
             nodes: Vec::new(),
             rates: Vec::new(),
+            overheads_ns: Vec::new(),
         })
     }
 
@@ -168,6 +171,7 @@ impl Catalog {
         let dense = model::NodeId(self.nodes.len() as u32);
         self.nodes.push(id);
         self.rates.push(0.0);
+        self.overheads_ns.push(0);
         self.node_index.insert(id, dense);
         self.placement.grow_node_count(self.nodes.len() as u32);
         dense
@@ -199,6 +203,20 @@ impl Catalog {
         let (sum, count) = self.rates.iter().filter(|r| **r > 0.0).fold((0.0, 0u32), |(s, c), r| (s + r, c + 1));
         if count == 0 { 1.0 } else { sum / f64::from(count) }
     }
+
+    fn task_overhead_ns(&self, node: model::NodeId) -> u64 {
+        if self.rates.get(node.index()).is_some_and(|r| *r > 0.0) {
+            return self.overheads_ns[node.index()];
+        }
+        // Unmeasured: the mean of the measured ones, as for the rate.
+        let (sum, count) = self
+            .rates
+            .iter()
+            .zip(&self.overheads_ns)
+            .filter(|(r, _)| **r > 0.0)
+            .fold((0u64, 0u64), |(s, c), (_, o)| (s.saturating_add(*o), c + 1));
+        sum.checked_div(count).unwrap_or(0)
+    }
 }
 
 /// The policy's view of the cluster during one decision: the catalog plus the probe replies.
@@ -218,6 +236,9 @@ impl policy::ClusterView for LiveView<'_> {
     }
     fn node_rate_bytes_per_s(&self, node: model::NodeId) -> f64 {
         self.catalog.rate(node)
+    }
+    fn node_task_overhead_ns(&self, node: model::NodeId) -> u64 {
+        self.catalog.task_overhead_ns(node)
     }
     fn frontend_count(&self) -> u32 {
         self.frontend_count
@@ -820,6 +841,7 @@ fn record_rates(
                     && let Some(rate) = catalog.rates.get_mut(node.index())
                 {
                     *rate = reply.service_rate_bytes_per_s;
+                    catalog.overheads_ns[node.index()] = reply.overhead_us.saturating_mul(1000);
                 }
                 let tasks = reply.queued_tasks.saturating_add(reply.in_service_tasks);
                 let state = QueueState {
@@ -913,7 +935,7 @@ mod tests {
     }
 
     #[test]
-    fn unreachable_nodes_look_full_and_measured_rates_are_kept() {
+    fn unreachable_nodes_look_full_and_measured_rates_and_overheads_are_kept() {
         let mut catalog = Catalog::new("rs-2-1").unwrap();
         let a = catalog.node(meta::NodeId(7));
         let b = catalog.node(meta::NodeId(9));
@@ -925,7 +947,7 @@ mod tests {
             in_service_bytes: 5,
             in_service_tasks: 1,
             service_rate_bytes_per_s: 2e6,
-            overhead_us: 0,
+            overhead_us: 4000,
             now_ns: 0,
         };
         let answers = record_rates(&mut catalog, &[(a, Some(reply)), (b, None)]);
@@ -933,6 +955,8 @@ mod tests {
         assert_eq!(answers[1].1.bytes, UNREACHABLE_QUEUE_BYTES);
         assert_eq!(catalog.rate(a), 2e6);
         assert_eq!(catalog.rate(b), 2e6, "an unmeasured node takes the mean of the measured ones");
+        assert_eq!(catalog.task_overhead_ns(a), 4_000_000, "the overhead that goes with the rate");
+        assert_eq!(catalog.task_overhead_ns(b), 4_000_000, "and the mean of the measured ones");
     }
 
     #[test]

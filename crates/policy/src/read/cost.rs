@@ -13,6 +13,16 @@ pub fn marginal_load(bytes: f64, queue_bytes: f64, rate: f64) -> f64 {
     bytes * (queue_bytes + 0.5 * bytes) / rate
 }
 
+/// The bytes a node of `rate` could serve in its per-task overhead: what one
+/// task weighs beyond its own bytes when the load counts the overhead. A
+/// task of D bytes then weighs D + this, and a queue of Q bytes in T tasks
+/// weighs Q + T·this, so (Q + D) / S is again the task's latency and the
+/// marginal load is in the same units as the paper's.
+#[inline]
+pub fn overhead_bytes(overhead_ns: u64, rate: f64) -> f64 {
+    overhead_ns as f64 * 1e-9 * rate
+}
+
 /// Estimated latency of one task: (Q + D) / S (LLF).
 #[inline]
 pub fn task_latency(bytes: f64, queue_bytes: f64, rate: f64) -> f64 {

@@ -4,7 +4,7 @@
 //! Must not: probe per request, or update the table with its own decisions
 //! between refreshes (staleness is the behaviour the paper measures).
 
-use super::cost::{degraded_plan, marginal_load, normal_task};
+use super::cost::{degraded_plan, marginal_load, normal_task, overhead_bytes};
 use crate::{ClusterView, ReadPolicy};
 use model::{NodeId, ReadPlan, ReadRequest};
 use rand::RngCore;
@@ -13,26 +13,42 @@ use rand::RngCore;
 #[derive(Clone, Debug)]
 pub struct LmlfLazy {
     period_ns: u64,
-    /// Queue bytes per node at the last refresh (all zero before the first).
+    /// Whether a task weighs its node's per-task overhead besides its bytes.
+    count_task_overhead: bool,
+    /// Queue bytes per node at the last refresh (all zero before the first), with the queued
+    /// tasks' overhead when it is counted.
     queue_table: Vec<f64>,
     /// Scratch: marginal load of the request on each unit's node.
     cost_by_unit: Vec<f64>,
 }
 
 impl LmlfLazy {
-    /// LMLF over a table refreshed every `period_ns`.
-    pub fn new(period_ns: u64) -> LmlfLazy {
+    /// LMLF over a table refreshed every `period_ns`; `count_task_overhead` as in
+    /// [`super::PerRequest::new`].
+    pub fn new(period_ns: u64, count_task_overhead: bool) -> LmlfLazy {
         assert!(period_ns > 0);
-        LmlfLazy { period_ns, queue_table: Vec::new(), cost_by_unit: Vec::new() }
+        LmlfLazy { period_ns, count_task_overhead, queue_table: Vec::new(), cost_by_unit: Vec::new() }
     }
 }
 
-/// Probes every node into `table` (the lazy policies' refresh).
-pub(super) fn refresh_queue_table(view: &mut dyn ClusterView, table: &mut Vec<f64>) {
+/// One task's overhead on `node` in bytes, or 0 when the overhead is not counted.
+pub(super) fn task_overhead_bytes(view: &dyn ClusterView, node: NodeId, count_task_overhead: bool) -> f64 {
+    if count_task_overhead {
+        overhead_bytes(view.node_task_overhead_ns(node), view.node_rate_bytes_per_s(node))
+    } else {
+        0.0
+    }
+}
+
+/// Probes every node into `table` (the lazy policies' refresh): its queued bytes, plus its queued
+/// tasks' overhead when counted.
+pub(super) fn refresh_queue_table(view: &mut dyn ClusterView, table: &mut Vec<f64>, count_task_overhead: bool) {
     let nodes = view.placement().node_count();
     table.clear();
     for node in 0..nodes {
-        table.push(view.probe(NodeId(node)).bytes as f64);
+        let state = view.probe(NodeId(node));
+        let overhead = task_overhead_bytes(view, NodeId(node), count_task_overhead);
+        table.push(state.bytes as f64 + f64::from(state.tasks) * overhead);
     }
 }
 
@@ -61,7 +77,7 @@ impl ReadPolicy for LmlfLazy {
         for unit in 0..units as u8 {
             let node = placement.node_of(location.stripe, unit);
             self.cost_by_unit.push(marginal_load(
-                bytes,
+                bytes + task_overhead_bytes(view, node, self.count_task_overhead),
                 self.queue_table[node.index()],
                 view.node_rate_bytes_per_s(node),
             ));
@@ -86,6 +102,6 @@ impl ReadPolicy for LmlfLazy {
     }
 
     fn refresh(&mut self, view: &mut dyn ClusterView, _now_ns: u64, _rng: &mut dyn RngCore) {
-        refresh_queue_table(view, &mut self.queue_table);
+        refresh_queue_table(view, &mut self.queue_table, self.count_task_overhead);
     }
 }

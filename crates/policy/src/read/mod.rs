@@ -162,6 +162,14 @@ pub struct PolicySettings {
     /// Opt-Lazy: optimise over every recovery set instead of the paper's
     /// simplification (normal + one sampled combination).
     pub opt_lazy_all_combinations: bool,
+    /// Count each node's per-task overhead in its load, not only bytes (every policy that reads
+    /// queues). The paper measures load in bytes, which is right when service time is
+    /// proportional to bytes; with a fixed cost per task (a seek, request handling) a queue of
+    /// many small tasks is longer in time than its bytes say, and a node whose overhead grew
+    /// (a slowed disk) keeps looking cheap to small reads. Then a task of D bytes weighs
+    /// D + o·S and a queue of Q bytes in T tasks weighs Q + T·o·S, where o is the node's
+    /// per-task overhead and S its rate. Off by default: the paper's bytes.
+    pub count_task_overhead: bool,
 }
 
 impl Default for PolicySettings {
@@ -172,6 +180,7 @@ impl Default for PolicySettings {
             opt_lazy_period_ms: 4000,
             opt_lazy_objective: Objective::L2,
             opt_lazy_all_combinations: false,
+            count_task_overhead: false,
         }
     }
 }
@@ -182,17 +191,19 @@ fn ms_to_ns(ms: u64) -> u64 {
 
 /// Builds one controller's instance of a policy.
 pub fn build_read_policy(kind: PolicyKind, settings: &PolicySettings) -> Box<dyn ReadPolicy + Send> {
+    let overhead = settings.count_task_overhead;
     match kind {
         PolicyKind::Normal => Box::new(Normal::new(ms_to_ns(settings.normal_timeout_ms))),
-        PolicyKind::Llf => Box::new(PerRequest::new(Criterion::Latency, Probing::Full)),
-        PolicyKind::Lmlf => Box::new(PerRequest::new(Criterion::MarginalLoad, Probing::Full)),
-        PolicyKind::LlfPw2 => Box::new(PerRequest::new(Criterion::Latency, Probing::PowerOfTwo)),
-        PolicyKind::LmlfPw2 => Box::new(PerRequest::new(Criterion::MarginalLoad, Probing::PowerOfTwo)),
-        PolicyKind::LmlfLazy => Box::new(LmlfLazy::new(ms_to_ns(settings.lmlf_lazy_period_ms.max(1)))),
+        PolicyKind::Llf => Box::new(PerRequest::new(Criterion::Latency, Probing::Full, overhead)),
+        PolicyKind::Lmlf => Box::new(PerRequest::new(Criterion::MarginalLoad, Probing::Full, overhead)),
+        PolicyKind::LlfPw2 => Box::new(PerRequest::new(Criterion::Latency, Probing::PowerOfTwo, overhead)),
+        PolicyKind::LmlfPw2 => Box::new(PerRequest::new(Criterion::MarginalLoad, Probing::PowerOfTwo, overhead)),
+        PolicyKind::LmlfLazy => Box::new(LmlfLazy::new(ms_to_ns(settings.lmlf_lazy_period_ms.max(1)), overhead)),
         PolicyKind::OptLazy => Box::new(OptLazy::new(
             ms_to_ns(settings.opt_lazy_period_ms.max(1)),
             settings.opt_lazy_objective,
             settings.opt_lazy_all_combinations,
+            overhead,
         )),
     }
 }

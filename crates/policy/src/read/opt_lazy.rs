@@ -5,7 +5,7 @@
 //! Must not: probe per request; solve on the request path.
 
 use super::cost::{degraded_plan, normal_task, sampled_set};
-use super::lazy::refresh_queue_table;
+use super::lazy::{refresh_queue_table, task_overhead_bytes};
 use crate::{ClusterView, ReadPolicy};
 use model::{NodeId, ReadPlan, ReadRequest};
 use optimize::{LoadDirectionProblem, Objective, SolveLimits};
@@ -20,6 +20,11 @@ pub struct OptLazy {
     period_ns: u64,
     objective: Objective,
     all_combinations: bool,
+    /// Whether a task weighs its node's per-task overhead besides its bytes: then the queue table
+    /// counts the queued tasks' overhead and each request adds its original node's overhead to its
+    /// partition's demand (every option reads one task per request from each of its nodes, so
+    /// the overhead is the same on every node of an option).
+    count_task_overhead: bool,
     queue_table: Vec<f64>,
     /// Bytes requested per partition since the last refresh (own frontend).
     demand_bytes: Vec<f64>,
@@ -44,13 +49,15 @@ pub struct SolveSummary {
 }
 
 impl OptLazy {
-    /// Opt-Lazy refreshed every `period_ns`.
-    pub fn new(period_ns: u64, objective: Objective, all_combinations: bool) -> OptLazy {
+    /// Opt-Lazy refreshed every `period_ns`; `count_task_overhead` as in
+    /// [`super::PerRequest::new`].
+    pub fn new(period_ns: u64, objective: Objective, all_combinations: bool, count_task_overhead: bool) -> OptLazy {
         assert!(period_ns > 0);
         OptLazy {
             period_ns,
             objective,
             all_combinations,
+            count_task_overhead,
             queue_table: Vec::new(),
             demand_bytes: Vec::new(),
             entry_starts: Vec::new(),
@@ -104,8 +111,10 @@ impl ReadPolicy for OptLazy {
         if self.demand_bytes.len() < partitions {
             self.demand_bytes.resize(partitions, 0.0);
         }
-        self.demand_bytes[request.partition.index()] += request.length as f64;
         let location = placement.locate(request.partition);
+        let original = placement.node_of(location.stripe, location.unit);
+        self.demand_bytes[request.partition.index()] +=
+            request.length as f64 + task_overhead_bytes(view, original, self.count_task_overhead);
         let p = request.partition.index();
         if p + 1 < self.entry_starts.len() {
             let entries = &self.entries[self.entry_starts[p] as usize..self.entry_starts[p + 1] as usize];
@@ -127,7 +136,7 @@ impl ReadPolicy for OptLazy {
     }
 
     fn refresh(&mut self, view: &mut dyn ClusterView, _now_ns: u64, rng: &mut dyn RngCore) {
-        refresh_queue_table(view, &mut self.queue_table);
+        refresh_queue_table(view, &mut self.queue_table, self.count_task_overhead);
         let placement = view.placement();
         let layout = view.layout();
         let node_count = placement.node_count() as usize;

@@ -7,7 +7,7 @@
 //!
 //! Must not: keep state between requests beyond scratch buffers.
 
-use super::cost::{degraded_plan, marginal_load, normal_task, sampled_set, task_latency};
+use super::cost::{degraded_plan, marginal_load, normal_task, overhead_bytes, sampled_set, task_latency};
 use crate::{ClusterView, ReadPolicy};
 use model::{CodeLayout, NodeId, ReadPlan, ReadRequest, RecoverySet};
 use rand::RngCore;
@@ -36,16 +36,39 @@ pub enum Probing {
 pub struct PerRequest {
     criterion: Criterion,
     probing: Probing,
-    /// Scratch: probed queue bytes and rate per unit of the stripe.
+    /// Whether a task weighs its node's per-task overhead besides its bytes.
+    count_task_overhead: bool,
+    /// Scratch: probed queue (bytes, with the queued tasks' overhead when counted), rate and
+    /// one task's overhead in bytes, per unit of the stripe.
     queue_by_unit: Vec<f64>,
     rate_by_unit: Vec<f64>,
+    overhead_by_unit: Vec<f64>,
     probed_units: Vec<u8>,
 }
 
 impl PerRequest {
-    /// A per-request policy.
-    pub fn new(criterion: Criterion, probing: Probing) -> PerRequest {
-        PerRequest { criterion, probing, queue_by_unit: Vec::new(), rate_by_unit: Vec::new(), probed_units: Vec::new() }
+    /// A per-request policy; `count_task_overhead` weighs each task's per-task overhead besides
+    /// its bytes (the paper counts bytes only).
+    pub fn new(criterion: Criterion, probing: Probing, count_task_overhead: bool) -> PerRequest {
+        PerRequest {
+            criterion,
+            probing,
+            count_task_overhead,
+            queue_by_unit: Vec::new(),
+            rate_by_unit: Vec::new(),
+            overhead_by_unit: Vec::new(),
+            probed_units: Vec::new(),
+        }
+    }
+
+    /// The cost of one task of `bytes` on the node of `unit` (its latency or marginal load).
+    fn task_cost(&self, unit: u8, bytes: f64) -> f64 {
+        let unit = unit as usize;
+        let (q, s, o) = (self.queue_by_unit[unit], self.rate_by_unit[unit], self.overhead_by_unit[unit]);
+        match self.criterion {
+            Criterion::Latency => task_latency(bytes + o, q, s),
+            Criterion::MarginalLoad => marginal_load(bytes + o, q, s),
+        }
     }
 
     /// The recovery sets this request compares (all, or one sampled: the only random draw) and
@@ -74,13 +97,7 @@ impl PerRequest {
     }
 
     fn set_cost(&self, set: &RecoverySet, bytes: f64) -> f64 {
-        let terms = set.units.iter().map(|&u| {
-            let (q, s) = (self.queue_by_unit[u as usize], self.rate_by_unit[u as usize]);
-            match self.criterion {
-                Criterion::Latency => task_latency(bytes, q, s),
-                Criterion::MarginalLoad => marginal_load(bytes, q, s),
-            }
-        });
+        let terms = set.units.iter().map(|&u| self.task_cost(u, bytes));
         match self.criterion {
             Criterion::Latency => terms.fold(0.0, f64::max),
             Criterion::MarginalLoad => terms.sum(),
@@ -126,20 +143,23 @@ impl ReadPolicy for PerRequest {
         self.queue_by_unit.resize(n, f64::NAN);
         self.rate_by_unit.clear();
         self.rate_by_unit.resize(n, f64::NAN);
+        self.overhead_by_unit.clear();
+        self.overhead_by_unit.resize(n, f64::NAN);
         let mut units = std::mem::take(&mut self.probed_units);
         let candidates = self.candidates(view.layout(), location.unit, rng, &mut units);
         for &unit in &units {
             let node = view.placement().node_of(location.stripe, unit);
-            self.queue_by_unit[unit as usize] = view.probe(node).bytes as f64;
-            self.rate_by_unit[unit as usize] = view.node_rate_bytes_per_s(node);
+            let state = view.probe(node);
+            let rate = view.node_rate_bytes_per_s(node);
+            let overhead =
+                if self.count_task_overhead { overhead_bytes(view.node_task_overhead_ns(node), rate) } else { 0.0 };
+            self.queue_by_unit[unit as usize] = state.bytes as f64 + f64::from(state.tasks) * overhead;
+            self.rate_by_unit[unit as usize] = rate;
+            self.overhead_by_unit[unit as usize] = overhead;
         }
         self.probed_units = units;
         let bytes = request.length as f64;
-        let (q, s) = (self.queue_by_unit[location.unit as usize], self.rate_by_unit[location.unit as usize]);
-        let normal_cost = match self.criterion {
-            Criterion::Latency => task_latency(bytes, q, s),
-            Criterion::MarginalLoad => marginal_load(bytes, q, s),
-        };
+        let normal_cost = self.task_cost(location.unit, bytes);
         let sets = view.layout().recovery_sets(location.unit);
         let mut best: Option<(usize, f64)> = None;
         for index in candidates {

@@ -13,13 +13,24 @@ struct FakeView {
     placement: Placement,
     layout: CodeLayout,
     queues: Vec<u64>,
+    /// Tasks behind each node's queued bytes.
+    tasks: Vec<u32>,
+    /// Per-task overhead of every node.
+    overhead_ns: u64,
     probes: u32,
 }
 
 impl FakeView {
     fn new(spec: CodeSpec) -> FakeView {
         let placement = placement::balanced_random(spec, 20, 4, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
-        FakeView { placement, layout: CodeLayout::new(spec).unwrap(), queues: vec![0; 20], probes: 0 }
+        FakeView {
+            placement,
+            layout: CodeLayout::new(spec).unwrap(),
+            queues: vec![0; 20],
+            tasks: vec![1; 20],
+            overhead_ns: 0,
+            probes: 0,
+        }
     }
 
     fn node_of_partition(&self, partition: u32, unit: u8) -> NodeId {
@@ -38,12 +49,15 @@ impl ClusterView for FakeView {
     fn node_rate_bytes_per_s(&self, _node: NodeId) -> f64 {
         1e6
     }
+    fn node_task_overhead_ns(&self, _node: NodeId) -> u64 {
+        self.overhead_ns
+    }
     fn frontend_count(&self) -> u32 {
         1
     }
     fn probe(&mut self, node: NodeId) -> QueueState {
         self.probes += 1;
-        QueueState { bytes: self.queues[node.index()], tasks: 1 }
+        QueueState { bytes: self.queues[node.index()], tasks: self.tasks[node.index()] }
     }
 }
 
@@ -155,6 +169,60 @@ fn hot_original_node_triggers_a_degraded_read_and_lmlf_is_more_reluctant_than_ll
     assert!(!lmlf.is_proactive_degraded());
 }
 
+/// A node whose queue is short in bytes but long in tasks: counted in bytes (the paper) it looks
+/// cheap and every policy that reads queues serves the read there; counting each task's overhead,
+/// they all route around it.
+#[test]
+fn counting_task_overhead_sees_a_queue_of_many_small_tasks() {
+    let kinds = [PolicyKind::Llf, PolicyKind::Lmlf, PolicyKind::LlfPw2, PolicyKind::LmlfPw2, PolicyKind::LmlfLazy];
+    for spec in [RS, LRC] {
+        for kind in kinds {
+            for count_task_overhead in [false, true] {
+                let mut view = FakeView::new(spec);
+                // 10 ms per task at 1 MB/s weighs 10 KB. Every node has one task of 1 KB queued;
+                // the original node has 20 tasks of 20 bytes each.
+                view.overhead_ns = 10_000_000;
+                view.queues.iter_mut().for_each(|q| *q = 1000);
+                let original = view.node_of_partition(0, 0);
+                view.queues[original.index()] = 400;
+                view.tasks[original.index()] = 20;
+                let settings = PolicySettings { count_task_overhead, ..Default::default() };
+                let mut policy = build_read_policy(kind, &settings);
+                let mut rng = ChaCha8Rng::seed_from_u64(3);
+                policy.refresh(&mut view, 0, &mut rng);
+                let plan = policy.plan(&mut view, 0, &request(0, 1000), &mut rng);
+                assert_eq!(plan.is_proactive_degraded(), count_task_overhead, "{kind} on {spec}");
+            }
+        }
+    }
+}
+
+/// Opt-Lazy counts the overhead in the demand: a hot partition of tiny reads whose bytes fit in the
+/// other nodes' queues stays on its idle original node when counted in bytes, and is spread when
+/// its reads' overhead counts.
+#[test]
+fn opt_lazy_counts_task_overhead_in_demand() {
+    let normal_share = |count_task_overhead: bool| {
+        let mut view = FakeView::new(RS);
+        view.overhead_ns = 10_000_000;
+        view.queues.iter_mut().for_each(|q| *q = 5000);
+        let original = view.node_of_partition(0, 0);
+        view.queues[original.index()] = 0;
+        view.tasks[original.index()] = 0;
+        let mut policy = OptLazy::new(1_000_000_000, optimize::Objective::L2, false, count_task_overhead);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        // 500 reads of 10 bytes in one second: 5 KB of bytes, but 5 s of overhead.
+        for _ in 0..500 {
+            policy.plan(&mut view, 0, &request(0, 10), &mut rng);
+        }
+        policy.refresh(&mut view, 1_000_000_000, &mut rng);
+        policy.normal_probability(0)
+    };
+    let (bytes_only, with_overhead) = (normal_share(false), normal_share(true));
+    assert!(bytes_only > 0.999, "{bytes_only}");
+    assert!(with_overhead < 0.9, "{with_overhead}");
+}
+
 #[test]
 fn full_probing_avoids_a_loaded_helper() {
     let mut view = FakeView::new(RS);
@@ -206,7 +274,7 @@ fn same_view_time_and_seed_give_the_same_decision() {
 #[test]
 fn opt_lazy_spreads_a_hot_partition_by_its_table() {
     let mut view = FakeView::new(RS);
-    let mut policy = OptLazy::new(1, optimize::Objective::L2, false);
+    let mut policy = OptLazy::new(1, optimize::Objective::L2, false, false);
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     // Partition 0 is hot: 100 requests of 10 KB in the last period.
     for _ in 0..100 {
@@ -237,7 +305,7 @@ fn opt_lazy_demand_is_a_rate_so_the_table_does_not_depend_on_the_period() {
         let hot = view.node_of_partition(hot_partition, 0);
         view.queues[hot.index()] = 1_000_000;
         let period_ns = period_s * model::NANOS_PER_SECOND;
-        let mut policy = OptLazy::new(period_ns, optimize::Objective::L2, false);
+        let mut policy = OptLazy::new(period_ns, optimize::Objective::L2, false, false);
         let mut rng = ChaCha8Rng::seed_from_u64(4);
         // 2 MB/s of demand for partition 0 during the period.
         for _ in 0..200 * period_s {
@@ -268,6 +336,9 @@ impl ClusterView for RecordingView {
     }
     fn node_rate_bytes_per_s(&self, node: NodeId) -> f64 {
         self.inner.node_rate_bytes_per_s(node)
+    }
+    fn node_task_overhead_ns(&self, node: NodeId) -> u64 {
+        self.inner.node_task_overhead_ns(node)
     }
     fn frontend_count(&self) -> u32 {
         1
