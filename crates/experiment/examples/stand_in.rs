@@ -99,6 +99,8 @@ fn main() -> anyhow::Result<()> {
                     let output = sim::run(&slowed, &cluster, policy, workload);
                     let summary = report::summarize(&output.records, &experiment::run_info(&slowed, &output, None));
                     let p99_s = summary.request_latency.expect("requests completed").p99_s;
+                    let from_ns = slowed.cluster.slow_node.expect("set above").from_ms * 1_000_000;
+                    let tail = tail_causes(&output.records, node, from_ns, (p99_s * 1e9) as u64);
                     let healthy = healthy_p99_s.iter().find(|(p, _)| *p == policy).map_or(f64::NAN, |(_, h)| *h);
                     println!(
                         "       {:<10} {:<10} node {} {}x slower: p99 {:.1} ms, x{:.2} of healthy {:.1} ms",
@@ -110,12 +112,33 @@ fn main() -> anyhow::Result<()> {
                         p99_s / healthy,
                         healthy * 1e3
                     );
+                    println!("       {:<10} {:<10} requests at or over that p99: {tail}", "", "");
                 }
             }
         }
         println!("       scale {scale}: Normal's shape loss {loss:.3}");
     }
     Ok(())
+}
+
+/// Why the requests at or over `p99_ns` were slow: whether a task they waited for ran on the
+/// slowed `node`, as their normal read or as a helper of a degraded read, and whether it reached
+/// the node before the slowdown (`from_ns`).
+fn tail_causes(records: &model::RecordLog, node: model::NodeId, from_ns: u64, p99_ns: u64) -> String {
+    let (mut normal_before, mut normal_after, mut helper, mut elsewhere) = (0, 0, 0, 0);
+    for record in records.iter().filter(|r| r.request.latency_ns() >= p99_ns) {
+        let on_slow = record.tasks.iter().find(|t| t.node == node && !t.cancelled && t.finish_ns != model::NEVER);
+        match on_slow {
+            Some(task) if task.role == model::TaskRole::Normal && task.enqueue_ns < from_ns => normal_before += 1,
+            Some(task) if task.role == model::TaskRole::Normal => normal_after += 1,
+            Some(_) => helper += 1,
+            None => elsewhere += 1,
+        }
+    }
+    format!(
+        "normal read on the slowed node queued before it slowed {normal_before}, after {normal_after}; \
+         helper on it {helper}; not on it {elsewhere}"
+    )
 }
 
 /// `name` from the environment, or `default` (panics on a value that does not parse: this is an
