@@ -363,9 +363,8 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
     for code_runs in &measured {
         let calibration = calibrate::calibrate(code_runs.runs.iter().flat_map(|run| run.records.iter()))
             .with_context(|| format!("calibrating the simulator on {}", code_runs.code))?;
-        let sims = simulate(options, code_runs, &calibration)?;
         let code_slow = slow_node.iter_mut().filter(|row| row.code == code_runs.code);
-        simulate_slow(options, code_runs, &calibration, &sims, code_slow)?;
+        let sims = simulate(options, code_runs, &calibration, code_slow)?;
         for (run, sim) in code_runs.runs.iter().zip(sims) {
             pairs.push(Pair {
                 live: run.result.clone(),
@@ -666,10 +665,7 @@ async fn measure_loaded(
             slowed_at_s: slow_at.as_secs_f64(),
             healthy_p99,
             slowed_p99,
-            ratio: match (healthy_p99, slowed_p99) {
-                (Some(h), Some(s)) if h > 0.0 => Some(s / h),
-                _ => None,
-            },
+            ratio: p99_ratio(healthy_p99, slowed_p99),
             sim_slowed_p99: None,
             sim_ratio: None,
         });
@@ -761,73 +757,62 @@ fn decision_p99_s(records: &[Record]) -> Option<f64> {
     sample.quantile_ns(0.99).map(|ns| ns as f64 / 1e9)
 }
 
-/// The simulator on the identical configuration of `runs`, calibrated, for every policy.
-fn simulate(options: &LiveOptions, runs: &CodeRuns, calibration: &Calibration) -> anyhow::Result<Vec<RunResult>> {
-    let config = sim_config(options, runs, calibration);
-    let cluster = runs.placement.sim_cluster(config.cluster.rate_bytes_per_s as f64)?;
-    let results = crate::parallel::run_parallel(
-        &runs.runs,
-        options.threads,
-        |run| format!("{} {} sim", runs.code, run.policy.name()),
-        |run| {
-            let output = sim::run(&config, &cluster, run.policy, &runs.workload);
-            let mut info = crate::run_info(&config, &output, Some(options.rate()));
-            info.policy = run.policy.name().to_owned();
-            RunResult::from_log(&output.records, &info)
-        },
-        |_| {},
-    );
-    Ok(results)
-}
-
-/// The simulator's configuration identical to the live runs of `runs`, calibrated.
-fn sim_config(options: &LiveOptions, runs: &CodeRuns, calibration: &Calibration) -> sim::SimConfig {
+/// The simulator on the identical configuration of `runs`, calibrated, for every policy; then each
+/// of `slow_rows` (this code's slow-node runs) on the same configuration with the row's node
+/// slowed from the same time by the same factor, filling its `sim_slowed_p99` and `sim_ratio` (over
+/// the simulated healthy run of the same policy).
+fn simulate<'a>(
+    options: &LiveOptions,
+    runs: &CodeRuns,
+    calibration: &Calibration,
+    slow_rows: impl Iterator<Item = &'a mut SlowNodeRow>,
+) -> anyhow::Result<Vec<RunResult>> {
     let mut config = sim::SimConfig { seed: options.seed, code: runs.code.clone(), ..sim::SimConfig::default() };
     config.cluster.nodes = NODES as u32;
     config.frontends.count = GATEWAYS as u16;
     config.policy = policy_settings();
     config.policies = POLICIES.to_vec();
     calibration.apply(&mut config);
-    config
-}
-
-/// The slow-node runs of one code in the simulator: the configuration of [`simulate`] with the
-/// row's node slowed from the same time by the same factor. Fills each row's `sim_slowed_p99` and
-/// `sim_ratio` (over `sims`, the simulated healthy runs).
-fn simulate_slow<'a>(
-    options: &LiveOptions,
-    runs: &CodeRuns,
-    calibration: &Calibration,
-    sims: &[RunResult],
-    rows: impl Iterator<Item = &'a mut SlowNodeRow>,
-) -> anyhow::Result<()> {
-    let healthy = sim_config(options, runs, calibration);
-    let cluster = runs.placement.sim_cluster(healthy.cluster.rate_bytes_per_s as f64)?;
-    for row in rows {
+    let cluster = runs.placement.sim_cluster(config.cluster.rate_bytes_per_s as f64)?;
+    let run = |config: &sim::SimConfig, policy: PolicyKind| {
+        let output = sim::run(config, &cluster, policy, &runs.workload);
+        let mut info = crate::run_info(config, &output, Some(options.rate()));
+        info.policy = policy.name().to_owned();
+        RunResult::from_log(&output.records, &info)
+    };
+    let results = crate::parallel::run_parallel(
+        &runs.runs,
+        options.threads,
+        |measured| format!("{} {} sim", runs.code, measured.policy.name()),
+        |measured| run(&config, measured.policy),
+        |_| {},
+    );
+    for row in slow_rows {
         let policy: PolicyKind = row.policy.parse()?;
-        let mut config = healthy.clone();
-        config.cluster.slow_node = Some(sim::SlowNodeConfig {
+        let mut slowed = config.clone();
+        slowed.cluster.slow_node = Some(sim::SlowNodeConfig {
             node: row.node,
             from_ms: (row.slowed_at_s * 1e3).round() as u64,
             factor: row.factor,
         });
-        config.validate()?;
-        let output = sim::run(&config, &cluster, policy, &runs.workload);
-        let mut info = crate::run_info(&config, &output, Some(options.rate()));
-        info.policy = policy.name().to_owned();
-        let slowed = RunResult::from_log(&output.records, &info).summary.request_latency.map(|l| l.p99_s);
-        let healthy_p99 = sims
+        slowed.validate()?;
+        let healthy_p99 = results
             .iter()
             .find(|sim| sim.summary.run.policy == row.policy)
             .and_then(|sim| sim.summary.request_latency)
             .map(|l| l.p99_s);
-        row.sim_slowed_p99 = slowed;
-        row.sim_ratio = match (healthy_p99, slowed) {
-            (Some(h), Some(s)) if h > 0.0 => Some(s / h),
-            _ => None,
-        };
+        row.sim_slowed_p99 = run(&slowed, policy).summary.request_latency.map(|l| l.p99_s);
+        row.sim_ratio = p99_ratio(healthy_p99, row.sim_slowed_p99);
     }
-    Ok(())
+    Ok(results)
+}
+
+/// A slowed p99 over its healthy one, when both are known.
+fn p99_ratio(healthy: Option<f64>, slowed: Option<f64>) -> Option<f64> {
+    match (healthy, slowed) {
+        (Some(h), Some(s)) if h > 0.0 => Some(s / h),
+        _ => None,
+    }
 }
 
 /// Most the simulator may be off the live p50 and p95 (issue 5).
