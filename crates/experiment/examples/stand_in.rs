@@ -7,7 +7,8 @@
 //! e.g. `-- 2.0,2.5` with optional `STAND_IN_ZIPF`, `STAND_IN_MAX_BYTES`, `STAND_IN_RATE`,
 //! `STAND_IN_DURATION_S`, `STAND_IN_OBJECTS`, `STAND_IN_TIMEOUT_MS`, `STAND_IN_SEED`,
 //! `STAND_IN_COUNT_OVERHEAD` (whether the policies count per-task overhead in load: the live
-//! experiment's [`live::policy_settings`] do).
+//! experiment's [`live::policy_settings`] do), `STAND_IN_MARGINAL_LOAD` (`bytes` or `drain-time`,
+//! what the LMLF policies charge a task for).
 //!
 //! With `STAND_IN_SLOW=1` it also runs the live experiment's slow-node runs in the stand-in: the
 //! most-read node [`live::SLOW_FACTOR`] times slower from [`live::SLOW_AFTER_FRACTION`] of the run,
@@ -52,6 +53,7 @@ fn main() -> anyhow::Result<()> {
             let mut config = regime::stand_in_config(seed, paper.code, scale, live::NODES, live::GATEWAYS);
             config.policy.normal_timeout_ms = env_or("STAND_IN_TIMEOUT_MS", config.policy.normal_timeout_ms);
             config.policy.count_task_overhead = env_or("STAND_IN_COUNT_OVERHEAD", config.policy.count_task_overhead);
+            config.policy.marginal_load = env_or("STAND_IN_MARGINAL_LOAD", config.policy.marginal_load);
             let cluster = regime::at_rate(cluster, &config);
             let mut normal = None;
             let mut healthy_p99_s = Vec::new();

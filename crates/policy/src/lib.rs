@@ -15,7 +15,7 @@
 pub mod placement;
 pub mod read;
 
-pub use read::{PolicyKind, PolicySettings, build_read_policy};
+pub use read::{MarginalLoad, PolicyKind, PolicySettings, build_read_policy};
 
 use model::{CodeLayout, NodeId, Placement, QueueState, ReadPlan, ReadRequest};
 use rand::RngCore;

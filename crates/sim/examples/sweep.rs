@@ -54,6 +54,7 @@ fn main() {
         set_from_env("SWEEP_LAZY_MS", &mut config.policy.lmlf_lazy_period_ms);
         set_from_env("SWEEP_OPT_MS", &mut config.policy.opt_lazy_period_ms);
         set_from_env("SWEEP_COUNT_OVERHEAD", &mut config.policy.count_task_overhead);
+        set_from_env("SWEEP_MARGINAL_LOAD", &mut config.policy.marginal_load);
         set_from_env("SWEEP_MAX_BYTES", &mut was.sizes.max_bytes);
         set_from_env("SWEEP_ZIPF", &mut was.zipf_exponent);
         set_from_env("SWEEP_OBJECTS", &mut was.objects);

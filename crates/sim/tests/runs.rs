@@ -215,3 +215,33 @@ fn a_slowed_node_serves_factor_times_slower_from_its_time_on() {
         assert!(bad.validate().unwrap_err().to_string().contains("cluster.slow_node"));
     }
 }
+
+/// `[policy] marginal_load = "drain-time"` charges a node k times slower k² times as much per
+/// byte², not k: LMLF-PW2 (counting per-task overhead, as the live experiment does) then sends
+/// fewer reads, normal and helper, to a node slowed ten times than the paper's form does.
+#[test]
+fn drain_time_marginal_load_sends_fewer_reads_to_a_slowed_node() {
+    let parsed: SimConfig = toml::from_str("[policy]\nmarginal_load = \"drain-time\"\n").unwrap();
+    assert_eq!(parsed.policy.marginal_load, policy::MarginalLoad::DrainTime);
+    assert!(toml::from_str::<SimConfig>("[policy]\nmarginal_load = \"seconds\"\n").is_err());
+    let slowed_node = 3;
+    let from_ns = 5_000_000_000;
+    // (normal reads, helper reads) enqueued on the slowed node once it is slow.
+    let reads_on_slowed_node = |marginal_load| {
+        let mut config = SimConfig { policies: vec![PolicyKind::LmlfPw2], ..small(9) };
+        config.cluster.slow_node = Some(sim::SlowNodeConfig { node: slowed_node, from_ms: 5000, factor: 10.0 });
+        config.policy.marginal_load = marginal_load;
+        config.policy.count_task_overhead = true;
+        let output = sim::run_config(&config).unwrap().remove(0);
+        let slowed_tasks =
+            output.records.all_tasks().iter().filter(|t| t.node.0 == slowed_node && t.enqueue_ns >= from_ns);
+        let normal = slowed_tasks.clone().filter(|t| t.role == model::TaskRole::Normal).count();
+        (normal, slowed_tasks.count() - normal)
+    };
+    let (paper_normal, paper_helper) = reads_on_slowed_node(policy::MarginalLoad::Bytes);
+    let (drain_normal, drain_helper) = reads_on_slowed_node(policy::MarginalLoad::DrainTime);
+    assert!(paper_normal > 0 && paper_helper > 0, "the slowed node holds data that is read");
+    // Measured: 55 normal and 17 helper reads with the paper's form, 32 and 5 by drain time.
+    assert!(4 * drain_normal < 3 * paper_normal, "normal reads: {drain_normal} by drain time, {paper_normal} by bytes");
+    assert!(2 * drain_helper < paper_helper, "helper reads: {drain_helper} by drain time, {paper_helper} by bytes");
+}

@@ -13,6 +13,43 @@ pub fn marginal_load(bytes: f64, queue_bytes: f64, rate: f64) -> f64 {
     bytes * (queue_bytes + 0.5 * bytes) / rate
 }
 
+/// What a marginal-load decision (LMLF and its variants) charges a task for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MarginalLoad {
+    /// The paper's D·(Q + D/2) / S: the growth of ½·L²/S, bytes weighted by 1/S. A node k times
+    /// slower is charged k times as much per byte², so against a degraded read of several tasks
+    /// on loaded helpers it can still look cheapest while its latency is k times longer.
+    #[default]
+    Bytes,
+    /// D·(Q + D/2) / S²: the growth of ½·(L/S)², the squared time the node needs to drain its
+    /// queue. A node k times slower is charged k² times as much, in the units of latency.
+    DrainTime,
+}
+
+impl MarginalLoad {
+    /// The marginal load of one task of `bytes` on a node with queue `queue_bytes` and `rate`.
+    #[inline]
+    pub fn of(self, bytes: f64, queue_bytes: f64, rate: f64) -> f64 {
+        match self {
+            MarginalLoad::Bytes => marginal_load(bytes, queue_bytes, rate),
+            MarginalLoad::DrainTime => marginal_load(bytes, queue_bytes, rate) / rate,
+        }
+    }
+}
+
+impl std::str::FromStr for MarginalLoad {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<MarginalLoad, String> {
+        match name.trim() {
+            "bytes" => Ok(MarginalLoad::Bytes),
+            "drain-time" => Ok(MarginalLoad::DrainTime),
+            other => Err(format!("unknown marginal load {other:?}: use bytes or drain-time")),
+        }
+    }
+}
+
 /// The bytes a node of `rate` could serve in its per-task overhead: what one
 /// task weighs beyond its own bytes when the load counts the overhead. A
 /// task of D bytes then weighs D + this, and a queue of Q bytes in T tasks

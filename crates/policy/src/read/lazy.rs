@@ -4,7 +4,7 @@
 //! Must not: probe per request, or update the table with its own decisions
 //! between refreshes (staleness is the behaviour the paper measures).
 
-use super::cost::{degraded_plan, marginal_load, normal_task, overhead_bytes};
+use super::cost::{MarginalLoad, degraded_plan, normal_task, overhead_bytes};
 use crate::{ClusterView, ReadPolicy};
 use model::{NodeId, ReadPlan, ReadRequest};
 use rand::RngCore;
@@ -15,6 +15,8 @@ pub struct LmlfLazy {
     period_ns: u64,
     /// Whether a task weighs its node's per-task overhead besides its bytes.
     count_task_overhead: bool,
+    /// What a task is charged for.
+    metric: MarginalLoad,
     /// Queue bytes per node at the last refresh (all zero before the first), with the queued
     /// tasks' overhead when it is counted.
     queue_table: Vec<f64>,
@@ -23,11 +25,11 @@ pub struct LmlfLazy {
 }
 
 impl LmlfLazy {
-    /// LMLF over a table refreshed every `period_ns`; `count_task_overhead` as in
-    /// [`super::PerRequest::new`].
-    pub fn new(period_ns: u64, count_task_overhead: bool) -> LmlfLazy {
+    /// LMLF over a table refreshed every `period_ns`, charging tasks by `metric`;
+    /// `count_task_overhead` as in [`super::PerRequest::new`].
+    pub fn new(period_ns: u64, count_task_overhead: bool, metric: MarginalLoad) -> LmlfLazy {
         assert!(period_ns > 0);
-        LmlfLazy { period_ns, count_task_overhead, queue_table: Vec::new(), cost_by_unit: Vec::new() }
+        LmlfLazy { period_ns, count_task_overhead, metric, queue_table: Vec::new(), cost_by_unit: Vec::new() }
     }
 }
 
@@ -76,7 +78,7 @@ impl ReadPolicy for LmlfLazy {
         self.cost_by_unit.clear();
         for unit in 0..units as u8 {
             let node = placement.node_of(location.stripe, unit);
-            self.cost_by_unit.push(marginal_load(
+            self.cost_by_unit.push(self.metric.of(
                 bytes + task_overhead_bytes(view, node, self.count_task_overhead),
                 self.queue_table[node.index()],
                 view.node_rate_bytes_per_s(node),

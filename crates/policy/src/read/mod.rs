@@ -17,6 +17,10 @@
 //!   track of the aggregated size of read tasks".
 //! - *Heterogeneity*: costs divide by the node rate S_j (the paper's
 //!   generalisation of the ℓ2 metric), latency estimates are (Q + D) / S_j.
+//!   As an option (`marginal_load = "drain-time"`) the LMLF policies divide
+//!   by S_j² instead, the growth of ½·Σ((L + Q)/S)², so that a node k times
+//!   slower costs k² times as much, not k: the paper's form lets small reads
+//!   pick a straggler over a degraded read on loaded helpers.
 //! - *Ties* go to the normal read, then to the earlier recovery set, so a
 //!   decision never depends on float noise between equal options.
 //! - *The sampled degraded read* of PW2 (and the fallback of Normal, and the
@@ -52,6 +56,7 @@ mod normal;
 mod opt_lazy;
 mod per_request;
 
+pub use cost::MarginalLoad;
 pub use lazy::LmlfLazy;
 pub use normal::Normal;
 pub use opt_lazy::OptLazy;
@@ -170,6 +175,11 @@ pub struct PolicySettings {
     /// D + o·S and a queue of Q bytes in T tasks weighs Q + T·o·S, where o is the node's
     /// per-task overhead and S its rate. Off by default: the paper's bytes.
     pub count_task_overhead: bool,
+    /// What LMLF, LMLF-PW2 and LMLF-Lazy charge a task for: the paper's `bytes`,
+    /// D·(Q + D/2) / S, or `drain-time`, D·(Q + D/2) / S², which charges a slower node by the
+    /// time it needs rather than by its bytes (see [`MarginalLoad`]). Matters only when node
+    /// rates differ.
+    pub marginal_load: MarginalLoad,
 }
 
 impl Default for PolicySettings {
@@ -181,6 +191,7 @@ impl Default for PolicySettings {
             opt_lazy_objective: Objective::L2,
             opt_lazy_all_combinations: false,
             count_task_overhead: false,
+            marginal_load: MarginalLoad::Bytes,
         }
     }
 }
@@ -192,13 +203,16 @@ fn ms_to_ns(ms: u64) -> u64 {
 /// Builds one controller's instance of a policy.
 pub fn build_read_policy(kind: PolicyKind, settings: &PolicySettings) -> Box<dyn ReadPolicy + Send> {
     let overhead = settings.count_task_overhead;
+    let marginal = Criterion::MarginalLoad(settings.marginal_load);
     match kind {
         PolicyKind::Normal => Box::new(Normal::new(ms_to_ns(settings.normal_timeout_ms))),
         PolicyKind::Llf => Box::new(PerRequest::new(Criterion::Latency, Probing::Full, overhead)),
-        PolicyKind::Lmlf => Box::new(PerRequest::new(Criterion::MarginalLoad, Probing::Full, overhead)),
+        PolicyKind::Lmlf => Box::new(PerRequest::new(marginal, Probing::Full, overhead)),
         PolicyKind::LlfPw2 => Box::new(PerRequest::new(Criterion::Latency, Probing::PowerOfTwo, overhead)),
-        PolicyKind::LmlfPw2 => Box::new(PerRequest::new(Criterion::MarginalLoad, Probing::PowerOfTwo, overhead)),
-        PolicyKind::LmlfLazy => Box::new(LmlfLazy::new(ms_to_ns(settings.lmlf_lazy_period_ms.max(1)), overhead)),
+        PolicyKind::LmlfPw2 => Box::new(PerRequest::new(marginal, Probing::PowerOfTwo, overhead)),
+        PolicyKind::LmlfLazy => {
+            Box::new(LmlfLazy::new(ms_to_ns(settings.lmlf_lazy_period_ms.max(1)), overhead, settings.marginal_load))
+        }
         PolicyKind::OptLazy => Box::new(OptLazy::new(
             ms_to_ns(settings.opt_lazy_period_ms.max(1)),
             settings.opt_lazy_objective,

@@ -7,7 +7,7 @@
 //!
 //! Must not: keep state between requests beyond scratch buffers.
 
-use super::cost::{degraded_plan, marginal_load, normal_task, overhead_bytes, sampled_set, task_latency};
+use super::cost::{MarginalLoad, degraded_plan, normal_task, overhead_bytes, sampled_set, task_latency};
 use crate::{ClusterView, ReadPolicy};
 use model::{CodeLayout, NodeId, ReadPlan, ReadRequest, RecoverySet};
 use rand::RngCore;
@@ -18,8 +18,9 @@ pub enum Criterion {
     /// Estimated request latency: the normal task's (Q + D) / S, or the
     /// slowest task of a recovery set.
     Latency,
-    /// Marginal load: Σ over the plan's tasks of D·(Q + D/2) / S.
-    MarginalLoad,
+    /// Marginal load: Σ over the plan's tasks of D·(Q + D/2) / S (or / S², see
+    /// [`MarginalLoad`]).
+    MarginalLoad(MarginalLoad),
 }
 
 /// Which options a per-request decision probes and compares.
@@ -67,7 +68,7 @@ impl PerRequest {
         let (q, s, o) = (self.queue_by_unit[unit], self.rate_by_unit[unit], self.overhead_by_unit[unit]);
         match self.criterion {
             Criterion::Latency => task_latency(bytes + o, q, s),
-            Criterion::MarginalLoad => marginal_load(bytes + o, q, s),
+            Criterion::MarginalLoad(metric) => metric.of(bytes + o, q, s),
         }
     }
 
@@ -100,7 +101,7 @@ impl PerRequest {
         let terms = set.units.iter().map(|&u| self.task_cost(u, bytes));
         match self.criterion {
             Criterion::Latency => terms.fold(0.0, f64::max),
-            Criterion::MarginalLoad => terms.sum(),
+            Criterion::MarginalLoad(_) => terms.sum(),
         }
     }
 }
@@ -109,9 +110,9 @@ impl ReadPolicy for PerRequest {
     fn name(&self) -> &'static str {
         match (self.criterion, self.probing) {
             (Criterion::Latency, Probing::Full) => "llf",
-            (Criterion::MarginalLoad, Probing::Full) => "lmlf",
+            (Criterion::MarginalLoad(_), Probing::Full) => "lmlf",
             (Criterion::Latency, Probing::PowerOfTwo) => "llf-pw2",
-            (Criterion::MarginalLoad, Probing::PowerOfTwo) => "lmlf-pw2",
+            (Criterion::MarginalLoad(_), Probing::PowerOfTwo) => "lmlf-pw2",
         }
     }
 

@@ -17,6 +17,8 @@ struct FakeView {
     tasks: Vec<u32>,
     /// Per-task overhead of every node.
     overhead_ns: u64,
+    /// Service rate of each node.
+    rates_bytes_per_s: Vec<f64>,
     probes: u32,
 }
 
@@ -29,6 +31,7 @@ impl FakeView {
             queues: vec![0; 20],
             tasks: vec![1; 20],
             overhead_ns: 0,
+            rates_bytes_per_s: vec![1e6; 20],
             probes: 0,
         }
     }
@@ -46,8 +49,8 @@ impl ClusterView for FakeView {
     fn layout(&self) -> &CodeLayout {
         &self.layout
     }
-    fn node_rate_bytes_per_s(&self, _node: NodeId) -> f64 {
-        1e6
+    fn node_rate_bytes_per_s(&self, node: NodeId) -> f64 {
+        self.rates_bytes_per_s[node.index()]
     }
     fn node_task_overhead_ns(&self, _node: NodeId) -> u64 {
         self.overhead_ns
@@ -195,6 +198,76 @@ fn counting_task_overhead_sees_a_queue_of_many_small_tasks() {
             }
         }
     }
+}
+
+/// A node 10× slower with an empty queue, helpers with 2 KB queued, a 1 KB read: the normal read
+/// takes 10 ms there against 3 ms for a degraded read. The paper's marginal load charges the slowed
+/// node only 10× per byte² (1000·500/1e5 = 5 against 6·1000·2500/1e6 = 15 on RS, 7.5 on LRC) and
+/// reads normally; charged by drain time (÷ S once more) the degraded read wins.
+#[test]
+fn drain_time_marginal_load_routes_around_a_slowed_node() {
+    for spec in [RS, LRC] {
+        for kind in [PolicyKind::Lmlf, PolicyKind::LmlfPw2, PolicyKind::LmlfLazy] {
+            for marginal_load in [MarginalLoad::Bytes, MarginalLoad::DrainTime] {
+                let mut view = FakeView::new(spec);
+                view.queues.iter_mut().for_each(|q| *q = 2000);
+                let slowed = view.node_of_partition(0, 0);
+                view.queues[slowed.index()] = 0;
+                view.rates_bytes_per_s[slowed.index()] = 1e5;
+                let settings = PolicySettings { marginal_load, ..Default::default() };
+                let mut policy = build_read_policy(kind, &settings);
+                let mut rng = ChaCha8Rng::seed_from_u64(3);
+                policy.refresh(&mut view, 0, &mut rng);
+                let plan = policy.plan(&mut view, 0, &request(0, 1000), &mut rng);
+                let degraded = marginal_load == MarginalLoad::DrainTime;
+                assert_eq!(plan.is_proactive_degraded(), degraded, "{kind} on {spec} by {marginal_load:?}");
+            }
+        }
+    }
+}
+
+/// On equal rates drain time is the paper's marginal load divided by one constant, so every
+/// decision is the same.
+#[test]
+fn drain_time_decides_as_the_paper_on_equal_rates() {
+    for spec in [RS, LRC] {
+        for kind in [PolicyKind::Lmlf, PolicyKind::LmlfPw2, PolicyKind::LmlfLazy] {
+            let decide = |marginal_load: MarginalLoad| {
+                let mut view = FakeView::new(spec);
+                // A power of two, so dividing by it is exact and ties stay ties.
+                view.rates_bytes_per_s.iter_mut().for_each(|r| *r = f64::from(1u32 << 20));
+                let mut policy = build_read_policy(kind, &PolicySettings { marginal_load, ..Default::default() });
+                let mut rng = ChaCha8Rng::seed_from_u64(11);
+                let mut plans = Vec::new();
+                for round in 0..300u64 {
+                    for (node, queue) in view.queues.iter_mut().enumerate() {
+                        // 0 to 512 KB, cubed so a few nodes stand far above the rest.
+                        *queue = ((round * 7919 + node as u64 * 104_729) % 9).pow(3) * 1000;
+                    }
+                    policy.refresh(&mut view, round, &mut rng);
+                    plans.push(policy.plan(
+                        &mut view,
+                        round,
+                        &request((round % 24) as u32, 200 + round * 13),
+                        &mut rng,
+                    ));
+                }
+                plans
+            };
+            let paper = decide(MarginalLoad::Bytes);
+            assert!(paper.iter().any(|p| p.is_proactive_degraded()), "{kind} on {spec}: some reads degrade");
+            assert_eq!(paper, decide(MarginalLoad::DrainTime), "{kind} on {spec}");
+        }
+    }
+}
+
+#[test]
+fn marginal_load_names_parse_and_deserialize() {
+    assert_eq!("drain-time".parse::<MarginalLoad>().unwrap(), MarginalLoad::DrainTime);
+    assert_eq!("bytes".parse::<MarginalLoad>().unwrap(), MarginalLoad::Bytes);
+    let error = "seconds".parse::<MarginalLoad>().unwrap_err();
+    assert!(error.contains("bytes or drain-time"), "{error}");
+    assert_eq!(PolicySettings::default().marginal_load, MarginalLoad::Bytes);
 }
 
 /// Opt-Lazy counts the overhead in the demand: a hot partition of tiny reads whose bytes fit in the
