@@ -92,11 +92,8 @@ fn main() -> anyhow::Result<()> {
             if env_or("STAND_IN_SLOW", 0) == 1 {
                 let node = live::hottest_node(&cluster.placement, workload);
                 let mut slowed = config.clone();
-                slowed.cluster.slow_node = Some(sim::SlowNodeConfig {
-                    node: node.0,
-                    from_ms: (caps.duration_s.expect("set above") * live::SLOW_AFTER_FRACTION * 1e3) as u64,
-                    factor: live::SLOW_FACTOR,
-                });
+                let slowed_at_s = caps.duration_s.expect("set above") * live::SLOW_AFTER_FRACTION;
+                slowed.cluster.slow_node = Some(live::sim_slow_node(node, slowed_at_s, live::SLOW_FACTOR));
                 for policy in live::SLOW_POLICIES {
                     let output = sim::run(&slowed, &cluster, policy, workload);
                     let summary = report::summarize(&output.records, &experiment::run_info(&slowed, &output, None));

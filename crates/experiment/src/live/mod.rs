@@ -798,11 +798,7 @@ fn simulate<'a>(
     for row in slow_rows {
         let policy: PolicyKind = row.policy.parse()?;
         let mut slowed = config.clone();
-        slowed.cluster.slow_node = Some(sim::SlowNodeConfig {
-            node: row.node,
-            from_ms: (row.slowed_at_s * 1e3).round() as u64,
-            factor: row.factor,
-        });
+        slowed.cluster.slow_node = Some(sim_slow_node(NodeId(row.node), row.slowed_at_s, row.factor));
         slowed.validate()?;
         let healthy_p99 = results
             .iter()
@@ -813,6 +809,11 @@ fn simulate<'a>(
         row.sim_ratio = p99_ratio(healthy_p99, row.sim_slowed_p99);
     }
     Ok(results)
+}
+
+/// The simulator's form of a slow-node run: `node` `factor` times slower from `slowed_at_s` on.
+pub fn sim_slow_node(node: NodeId, slowed_at_s: f64, factor: f64) -> sim::SlowNodeConfig {
+    sim::SlowNodeConfig { node: node.0, from_ms: (slowed_at_s * 1e3).round() as u64, factor }
 }
 
 /// A slowed p99 over its healthy one, when both are known.

@@ -194,28 +194,30 @@ impl Catalog {
         Ok(Some(dense))
     }
 
+    fn measured(&self, node: model::NodeId) -> bool {
+        self.rates.get(node.index()).is_some_and(|r| *r > 0.0)
+    }
+
+    /// The mean of `value` over the nodes a probe has measured; `None` before any was. An
+    /// unmeasured node takes it, so it neither attracts nor repels load.
+    fn mean_of_measured(&self, value: impl Fn(usize) -> f64) -> Option<f64> {
+        let measured = (0..self.rates.len()).filter(|&i| self.rates[i] > 0.0);
+        let (sum, count) = measured.fold((0.0, 0u32), |(s, c), i| (s + value(i), c + 1));
+        (count > 0).then(|| sum / f64::from(count))
+    }
+
     fn rate(&self, node: model::NodeId) -> f64 {
-        let rate = self.rates.get(node.index()).copied().unwrap_or(0.0);
-        if rate > 0.0 {
-            return rate;
+        if self.measured(node) {
+            return self.rates[node.index()];
         }
-        // Unmeasured: the mean of the measured ones, so it neither attracts nor repels load.
-        let (sum, count) = self.rates.iter().filter(|r| **r > 0.0).fold((0.0, 0u32), |(s, c), r| (s + r, c + 1));
-        if count == 0 { 1.0 } else { sum / f64::from(count) }
+        self.mean_of_measured(|i| self.rates[i]).unwrap_or(1.0)
     }
 
     fn task_overhead_ns(&self, node: model::NodeId) -> u64 {
-        if self.rates.get(node.index()).is_some_and(|r| *r > 0.0) {
+        if self.measured(node) {
             return self.overheads_ns[node.index()];
         }
-        // Unmeasured: the mean of the measured ones, as for the rate.
-        let (sum, count) = self
-            .rates
-            .iter()
-            .zip(&self.overheads_ns)
-            .filter(|(r, _)| **r > 0.0)
-            .fold((0u64, 0u64), |(s, c), (_, o)| (s.saturating_add(*o), c + 1));
-        sum.checked_div(count).unwrap_or(0)
+        self.mean_of_measured(|i| self.overheads_ns[i] as f64).map_or(0, |mean| mean as u64)
     }
 }
 

@@ -1,9 +1,11 @@
 //! The per-option costs of Hu et al. section 2.4, and the plan builders all
 //! read policies share.
 //!
-//! Must not: probe (callers pass queue sizes in).
+//! Must not: probe (callers pass queue states in; reading a node's rate and overhead is not a
+//! probe).
 
-use model::{Placement, PlannedTask, ReadPlan, ReadRequest, RecoverySet, TaskRole, UnitLocation};
+use crate::ClusterView;
+use model::{NodeId, Placement, PlannedTask, QueueState, ReadPlan, ReadRequest, RecoverySet, TaskRole, UnitLocation};
 use rand::{Rng, RngCore};
 
 /// Marginal load of one task of `bytes` on a node with queue `queue_bytes`
@@ -58,6 +60,23 @@ impl std::str::FromStr for MarginalLoad {
 #[inline]
 pub fn overhead_bytes(overhead_ns: u64, rate: f64) -> f64 {
     overhead_ns as f64 * 1e-9 * rate
+}
+
+/// One task's overhead on `node` in bytes at its rate, or 0 when the overhead is not counted.
+#[inline]
+pub fn task_overhead_bytes(view: &dyn ClusterView, node: NodeId, count_task_overhead: bool) -> f64 {
+    if count_task_overhead {
+        overhead_bytes(view.node_task_overhead_ns(node), view.node_rate_bytes_per_s(node))
+    } else {
+        0.0
+    }
+}
+
+/// What a probed queue weighs: its bytes plus each queued task's overhead in bytes (0 when the
+/// overhead is not counted).
+#[inline]
+pub fn queued_load(state: QueueState, task_overhead_bytes: f64) -> f64 {
+    state.bytes as f64 + f64::from(state.tasks) * task_overhead_bytes
 }
 
 /// Estimated latency of one task: (Q + D) / S (LLF).

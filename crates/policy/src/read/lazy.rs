@@ -4,7 +4,7 @@
 //! Must not: probe per request, or update the table with its own decisions
 //! between refreshes (staleness is the behaviour the paper measures).
 
-use super::cost::{MarginalLoad, degraded_plan, normal_task, overhead_bytes};
+use super::cost::{MarginalLoad, degraded_plan, normal_task, queued_load, task_overhead_bytes};
 use crate::{ClusterView, ReadPolicy};
 use model::{NodeId, ReadPlan, ReadRequest};
 use rand::RngCore;
@@ -33,15 +33,6 @@ impl LmlfLazy {
     }
 }
 
-/// One task's overhead on `node` in bytes, or 0 when the overhead is not counted.
-pub(super) fn task_overhead_bytes(view: &dyn ClusterView, node: NodeId, count_task_overhead: bool) -> f64 {
-    if count_task_overhead {
-        overhead_bytes(view.node_task_overhead_ns(node), view.node_rate_bytes_per_s(node))
-    } else {
-        0.0
-    }
-}
-
 /// Probes every node into `table` (the lazy policies' refresh): its queued bytes, plus its queued
 /// tasks' overhead when counted.
 pub(super) fn refresh_queue_table(view: &mut dyn ClusterView, table: &mut Vec<f64>, count_task_overhead: bool) {
@@ -49,8 +40,7 @@ pub(super) fn refresh_queue_table(view: &mut dyn ClusterView, table: &mut Vec<f6
     table.clear();
     for node in 0..nodes {
         let state = view.probe(NodeId(node));
-        let overhead = task_overhead_bytes(view, NodeId(node), count_task_overhead);
-        table.push(state.bytes as f64 + f64::from(state.tasks) * overhead);
+        table.push(queued_load(state, task_overhead_bytes(view, NodeId(node), count_task_overhead)));
     }
 }
 

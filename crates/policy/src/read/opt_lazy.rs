@@ -4,8 +4,8 @@
 //!
 //! Must not: probe per request; solve on the request path.
 
-use super::cost::{degraded_plan, normal_task, sampled_set};
-use super::lazy::{refresh_queue_table, task_overhead_bytes};
+use super::cost::{degraded_plan, normal_task, sampled_set, task_overhead_bytes};
+use super::lazy::refresh_queue_table;
 use crate::{ClusterView, ReadPolicy};
 use model::{NodeId, ReadPlan, ReadRequest};
 use optimize::{LoadDirectionProblem, Objective, SolveLimits};

@@ -7,7 +7,9 @@
 //!
 //! Must not: keep state between requests beyond scratch buffers.
 
-use super::cost::{MarginalLoad, degraded_plan, normal_task, overhead_bytes, sampled_set, task_latency};
+use super::cost::{
+    MarginalLoad, degraded_plan, normal_task, queued_load, sampled_set, task_latency, task_overhead_bytes,
+};
 use crate::{ClusterView, ReadPolicy};
 use model::{CodeLayout, NodeId, ReadPlan, ReadRequest, RecoverySet};
 use rand::RngCore;
@@ -151,11 +153,9 @@ impl ReadPolicy for PerRequest {
         for &unit in &units {
             let node = view.placement().node_of(location.stripe, unit);
             let state = view.probe(node);
-            let rate = view.node_rate_bytes_per_s(node);
-            let overhead =
-                if self.count_task_overhead { overhead_bytes(view.node_task_overhead_ns(node), rate) } else { 0.0 };
-            self.queue_by_unit[unit as usize] = state.bytes as f64 + f64::from(state.tasks) * overhead;
-            self.rate_by_unit[unit as usize] = rate;
+            let overhead = task_overhead_bytes(view, node, self.count_task_overhead);
+            self.queue_by_unit[unit as usize] = queued_load(state, overhead);
+            self.rate_by_unit[unit as usize] = view.node_rate_bytes_per_s(node);
             self.overhead_by_unit[unit as usize] = overhead;
         }
         self.probed_units = units;

@@ -75,6 +75,15 @@ fn request(partition: u32, length: u64) -> ReadRequest {
     }
 }
 
+/// Whether `kind` with `settings`, refreshed once over `view`, reads a 1 KB range of partition 0
+/// degraded.
+fn reads_degraded(kind: PolicyKind, settings: &PolicySettings, view: &mut FakeView) -> bool {
+    let mut policy = build_read_policy(kind, settings);
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    policy.refresh(view, 0, &mut rng);
+    policy.plan(view, 0, &request(0, 1000), &mut rng).is_proactive_degraded()
+}
+
 const RS: CodeSpec = CodeSpec::Rs { k: 6, m: 3 };
 const LRC: CodeSpec = CodeSpec::Lrc { k: 6, l: 2, r: 2 };
 
@@ -190,11 +199,7 @@ fn counting_task_overhead_sees_a_queue_of_many_small_tasks() {
                 view.queues[original.index()] = 400;
                 view.tasks[original.index()] = 20;
                 let settings = PolicySettings { count_task_overhead, ..Default::default() };
-                let mut policy = build_read_policy(kind, &settings);
-                let mut rng = ChaCha8Rng::seed_from_u64(3);
-                policy.refresh(&mut view, 0, &mut rng);
-                let plan = policy.plan(&mut view, 0, &request(0, 1000), &mut rng);
-                assert_eq!(plan.is_proactive_degraded(), count_task_overhead, "{kind} on {spec}");
+                assert_eq!(reads_degraded(kind, &settings, &mut view), count_task_overhead, "{kind} on {spec}");
             }
         }
     }
@@ -215,12 +220,12 @@ fn drain_time_marginal_load_routes_around_a_slowed_node() {
                 view.queues[slowed.index()] = 0;
                 view.rates_bytes_per_s[slowed.index()] = 1e5;
                 let settings = PolicySettings { marginal_load, ..Default::default() };
-                let mut policy = build_read_policy(kind, &settings);
-                let mut rng = ChaCha8Rng::seed_from_u64(3);
-                policy.refresh(&mut view, 0, &mut rng);
-                let plan = policy.plan(&mut view, 0, &request(0, 1000), &mut rng);
                 let degraded = marginal_load == MarginalLoad::DrainTime;
-                assert_eq!(plan.is_proactive_degraded(), degraded, "{kind} on {spec} by {marginal_load:?}");
+                assert_eq!(
+                    reads_degraded(kind, &settings, &mut view),
+                    degraded,
+                    "{kind} on {spec} by {marginal_load:?}"
+                );
             }
         }
     }
