@@ -42,6 +42,10 @@ fn check_record_times(record: &Record) {
     assert!(r.arrival_ns <= r.decision_start_ns && r.decision_start_ns <= r.decision_end_ns);
     assert!(r.decision_end_ns <= r.completion_ns, "{r:?}");
     assert!(r.decision_end_ns - r.decision_start_ns >= r.probe_wait_ns);
+    // The deciding thread's CPU time lies inside the wall-clock decision (the two clocks are read
+    // microseconds apart, hence the slack), and deciding costs some.
+    assert!(r.decision_cpu_ns > 0, "{r:?}");
+    assert!(r.decision_cpu_ns <= r.decision_compute_ns() + 5_000, "{r:?}");
     for task in &record.tasks {
         if !task.cancelled && task.start_ns != NEVER {
             assert!(task.enqueue_ns <= task.start_ns && task.start_ns <= task.finish_ns, "{task:?}");

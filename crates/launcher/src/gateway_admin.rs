@@ -146,6 +146,7 @@ mod tests {
                 completion_ns: 9,
                 probes: 2,
                 probe_wait_ns: 1,
+                decision_cpu_ns: 1,
                 degraded: false,
                 timed_out: false,
                 outcome: Outcome::Ok,

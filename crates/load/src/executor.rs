@@ -133,6 +133,7 @@ impl Tally {
             completion_ns,
             probes: 0,
             probe_wait_ns: 0,
+            decision_cpu_ns: 0,
             degraded: false,
             timed_out: false,
             outcome,

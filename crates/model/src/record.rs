@@ -55,6 +55,13 @@ pub struct RequestRecord {
     /// Zero when nothing was probed. Absent in records written before it existed.
     #[serde(default)]
     pub probe_wait_ns: u64,
+    /// CPU time the controller's thread spent on the decision (both sides of the probe wait). The
+    /// wall-clock [`Self::decision_compute_ns`] also counts lock waits and the time the thread
+    /// was preempted on a busy host; this does not, so the two apart say which of them a slow
+    /// decision was. The simulator writes its modelled decision time here. Zero where nothing
+    /// measured it (client-side records, and records written before it existed).
+    #[serde(default)]
+    pub decision_cpu_ns: u64,
     /// Whether the bytes came from a recovery set (a degraded read),
     /// whether proactive or after a timeout.
     pub degraded: bool,
@@ -270,6 +277,7 @@ mod tests {
             completion_ns: 40,
             probes: 2,
             probe_wait_ns: 0,
+            decision_cpu_ns: 0,
             degraded: false,
             timed_out: false,
             outcome: Outcome::Ok,

@@ -5,8 +5,9 @@
 //! not: drop or reinterpret fields: every field of the record schema is a
 //! column, times stay integer nanoseconds of the executor's clock, and a
 //! moment never reached ([`model::NEVER`]) is an empty cell (NaN in pandas),
-//! never `18446744073709551615`. Derived columns (latencies) are added after
-//! the schema's columns for convenience.
+//! never `18446744073709551615`. Derived columns (latencies) follow the
+//! schema's original columns for convenience; fields added to the schema
+//! later come after them, so no column ever moves.
 //!
 //! Parquet is not written: every Rust Parquet writer brings arrow and
 //! several minutes of build for what `pandas.read_csv` already does.
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 /// Header of the requests file.
 pub const REQUEST_COLUMNS: &str = "request,frontend,object,partition,bytes,arrival_ns,decision_start_ns,\
-decision_end_ns,completion_ns,probes,degraded,timed_out,outcome,tasks,latency_ns,controller_ns";
+decision_end_ns,completion_ns,probes,degraded,timed_out,outcome,tasks,latency_ns,controller_ns,probe_wait_ns,decision_cpu_ns";
 
 /// Header of the tasks file.
 pub const TASK_COLUMNS: &str =
@@ -77,6 +78,8 @@ pub fn write_records_csv(dir: &Path, run: &RunInfo, log: &RecordLog) -> anyhow::
         line.number(record.tasks.len() as u64);
         line.optional(difference(ok_completion, r.completion_ns, r.arrival_ns));
         line.optional(difference(r.decision_end_ns >= r.arrival_ns, r.decision_end_ns, r.arrival_ns));
+        line.number(r.probe_wait_ns);
+        line.number(r.decision_cpu_ns);
         requests.write_all(line.finish())?;
         for (index, task) in record.tasks.iter().enumerate() {
             line.clear();

@@ -27,6 +27,7 @@ fn request(id: u64, arrival_ms: u64, decided_ms: u64, completion_ms: u64, probes
         completion_ns: completion_ms * MS,
         probes,
         probe_wait_ns: 0,
+        decision_cpu_ns: 1_000 + id,
         degraded: false,
         timed_out: false,
         outcome: Outcome::Ok,
@@ -403,6 +404,8 @@ fn records_csv_round_trips() {
         assert_eq!(row[column("probes")].parse::<u32>().unwrap(), r.probes);
         assert_eq!(row[column("degraded")].parse::<bool>().unwrap(), r.degraded);
         assert_eq!(row[column("tasks")].parse::<usize>().unwrap(), record.tasks.len());
+        assert_eq!(row[column("probe_wait_ns")].parse::<u64>().unwrap(), r.probe_wait_ns);
+        assert_eq!(row[column("decision_cpu_ns")].parse::<u64>().unwrap(), r.decision_cpu_ns);
     }
     assert_eq!(&rows[3][column("outcome")], "failed");
     assert_eq!(&rows[3][column("latency_ns")], "", "a failed request has no latency");

@@ -864,6 +864,9 @@ impl<'a> Engine<'a> {
             completion_ns: active.completion_ns,
             probes: active.probes,
             probe_wait_ns: if active.probes > 0 { self.setup.frontends.probe_rtt_ns } else { 0 },
+            // The modelled decision runs on no shared CPU: its time is all compute.
+            decision_cpu_ns: self.setup.frontends.decision_ns
+                + u64::from(active.probes) * self.setup.frontends.per_probe_ns,
             degraded: active.degraded,
             timed_out: active.fallback_launched,
             outcome: Outcome::Ok,

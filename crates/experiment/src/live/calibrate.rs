@@ -193,6 +193,7 @@ mod tests {
                 completion_ns: finish + 150_000,
                 probes,
                 probe_wait_ns: probe_wait,
+                decision_cpu_ns: decision_end - decision_start - probe_wait,
                 degraded: false,
                 timed_out: false,
                 outcome: Outcome::Ok,

@@ -278,6 +278,8 @@ struct Decision {
     decision_end_ns: u64,
     probes: u32,
     probe_wait_ns: u64,
+    /// CPU time of the deciding thread(s) over both phases.
+    decision_cpu_ns: u64,
     /// Dense node → store node, for the plan's tasks.
     store_nodes: Vec<meta::NodeId>,
 }
@@ -466,6 +468,7 @@ impl Controller {
                 completion_ns,
                 probes: decision.probes,
                 probe_wait_ns: decision.probe_wait_ns,
+                decision_cpu_ns: decision.decision_cpu_ns,
                 degraded,
                 timed_out,
                 outcome: if result.is_ok() { Outcome::Ok } else { Outcome::Failed },
@@ -490,6 +493,8 @@ impl Controller {
     ) -> Result<Option<Decision>, DataError> {
         for _attempt in 0..PLAN_ATTEMPTS {
             let decision_start_ns = self.now_ns();
+            // Each phase runs without an await, so one thread's CPU clock covers it whole.
+            let phase_one_cpu = ThreadCpu::start();
             // Phase 1: the request in dense ids and the probes the policy will make.
             let (request, mut request_rng, targets, generation) = {
                 let mut state = self.lock();
@@ -527,12 +532,14 @@ impl Controller {
                     targets.iter().map(|&t| (t, state.catalog.nodes[t.index()])).collect();
                 (request, request_rng, store_targets, state.generation)
             };
+            let phase_one_cpu_ns = phase_one_cpu.elapsed_ns();
             // Phase 2: the probes, in parallel, outside the lock.
             let probe_sent_ns = self.now_ns();
             let replies = self.probe_nodes(io, nodes, &targets).await;
             let probe_wait_ns = if targets.is_empty() { 0 } else { self.now_ns() - probe_sent_ns };
             self.counters.request_probes.fetch_add(targets.len() as u64, Ordering::Relaxed);
             // Phase 3: the plan.
+            let phase_three_cpu = ThreadCpu::start();
             let mut state = self.lock();
             if state.generation != generation {
                 continue;
@@ -549,6 +556,7 @@ impl Controller {
             debug_assert_eq!(view.unanswered, 0, "{} probed a node it did not announce", state.policy.name());
             debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
             let store_nodes = plan.tasks.iter().map(|t| state.catalog.nodes[t.node.index()]).collect();
+            let decision_cpu_ns = phase_one_cpu_ns + phase_three_cpu.elapsed_ns();
             return Ok(Some(Decision {
                 plan,
                 request,
@@ -556,6 +564,7 @@ impl Controller {
                 decision_end_ns: self.now_ns(),
                 probes: targets.len() as u32,
                 probe_wait_ns,
+                decision_cpu_ns,
                 store_nodes,
             }));
         }
@@ -828,6 +837,30 @@ struct UnitRead<'a> {
 enum Executed {
     Done { bytes: Bytes, degraded: bool, timed_out: bool },
     Failed { timed_out: bool },
+}
+
+/// The calling thread's CPU clock at a start: what a stretch of synchronous code cost in CPU,
+/// without the time the thread waited for a lock or for a core.
+struct ThreadCpu {
+    start_ns: u64,
+}
+
+impl ThreadCpu {
+    fn start() -> Self {
+        Self { start_ns: thread_cpu_ns() }
+    }
+
+    /// CPU time since [`Self::start`]; call it on the same thread (no await in between).
+    fn elapsed_ns(&self) -> u64 {
+        thread_cpu_ns().saturating_sub(self.start_ns)
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    // A thread's CPU clock starts at zero and never goes negative.
+    debug_assert!(now.tv_sec >= 0 && now.tv_nsec >= 0);
+    (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
 }
 
 /// Queue states from probe replies (unreachable nodes look full), recording measured rates.
