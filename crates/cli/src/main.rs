@@ -246,6 +246,10 @@ struct Hu2017Args {
     /// stand-in of the cluster.
     #[arg(long, value_name = "F", requires = "live")]
     service_scale: Option<f64>,
+    /// With --live: niceness of the storage node processes, 0 (the gateways' priority) to 19. The
+    /// default, 10, leaves the gateways the CPU they would have on machines of their own.
+    #[arg(long, value_name = "N", requires = "live", value_parser = clap::value_parser!(i32).range(0..=19))]
+    node_nice: Option<i32>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -671,6 +675,7 @@ fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
         duration_s: None,
         zipf_exponent: args.zipf,
         service_scale: args.service_scale,
+        node_nice: args.node_nice.unwrap_or(experiment::live::NODE_NICE),
     };
     let bar = runs_progress(options.steps(), "hu2017 live");
     let outcome = experiment::live::run(&options, &args.out, &|progress| {

@@ -23,6 +23,12 @@ fn alive(pid: u32) -> bool {
         .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
 }
 
+/// A process's niceness (field 19 of /proc/PID/stat, the 17th after the command's closing paren).
+fn niceness(pid: &str) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit(')').next().unwrap().split_whitespace().nth(16).unwrap().parse().unwrap()
+}
+
 fn fleet_config(etcd: &Path) -> launcher::FleetConfig {
     let mut data = gateway::data::DataConfig { code: "rs-4-2".into(), ..gateway::data::DataConfig::default() };
     data.packed.seal_after_ms = 300;
@@ -33,6 +39,7 @@ fn fleet_config(etcd: &Path) -> launcher::FleetConfig {
         data,
         controller: launcher::fleet::ControllerTable::new(),
         etcd_binary: etcd.to_path_buf(),
+        node_nice: 5,
     }
 }
 
@@ -46,6 +53,14 @@ async fn a_fleet_serves_s3_from_every_gateway_and_stops_without_leftovers() {
     let fleet = launcher::Fleet::start(binary, temp.path(), &fleet_config(&etcd), &|_| {}).await.unwrap();
     let pids = fleet.pids();
     assert!(pids.iter().all(|&pid| alive(pid)));
+    // Nodes run at the fleet's niceness (or this test's own, if higher); gateways at this test's.
+    let own = niceness("self");
+    for node in fleet.nodes() {
+        assert_eq!(niceness(&node.pid().to_string()), own.max(5), "node {}", node.pid());
+    }
+    for gateway in fleet.gateways() {
+        assert_eq!(niceness(&gateway.pid().to_string()), own, "{}", gateway.name);
+    }
 
     let credential = fleet.credential();
     let clients: Vec<aws_sdk_s3::Client> = fleet

@@ -23,6 +23,37 @@ pub enum Lifetime {
     WithParent,
 }
 
+/// The highest niceness (lowest priority) a process can have on Linux.
+pub const MAX_NICE: i32 = 19;
+
+/// Makes `command`'s process (and every thread it starts) run at niceness `nice`, 0 ..=
+/// [`MAX_NICE`], or at the calling thread's own if that is already higher: only ever a lower
+/// priority than the caller's, which needs no privilege. Fails, changing nothing, on a value out
+/// of range.
+pub fn set_niceness(command: &mut Command, nice: i32) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (0..=MAX_NICE).contains(&nice),
+        "niceness {nice} is out of range: 0 (normal priority) to {MAX_NICE} (lowest); raising priority needs privileges lowtail does not ask for"
+    );
+    // The child inherits the niceness of the thread that forks it (this one).
+    let inherited = rustix::process::getpriority_process(None).context("reading this process's niceness")?;
+    if nice <= inherited {
+        return Ok(());
+    }
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setpriority(2) is async-signal-safe and touches no memory of the parent; the closure
+    // allocates nothing. Set before exec, so every thread of the new program inherits it.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setpriority(libc::PRIO_PROCESS, 0, nice) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(())
+}
+
 /// Lines of a log [`Supervised::log_tail`] returns at most.
 pub const LOG_TAIL_LINES: usize = 20;
 
@@ -151,6 +182,29 @@ mod tests {
         let mut command = Command::new("sleep");
         command.arg(seconds);
         command
+    }
+
+    #[test]
+    fn a_child_runs_at_the_niceness_asked_and_bad_values_are_refused() {
+        let own = rustix::process::getpriority_process(None).unwrap();
+        let target = (own + 3).min(MAX_NICE);
+        let mut command = Command::new("sh");
+        // `nice` with no argument prints the niceness it runs at.
+        command.args(["-c", "nice"]);
+        set_niceness(&mut command, target).unwrap();
+        let output = command.output().unwrap();
+        assert!(output.status.success());
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), target.to_string());
+
+        // Never above the caller's priority: a lower target keeps the inherited niceness.
+        let mut command = Command::new("nice");
+        set_niceness(&mut command, 0).unwrap();
+        assert_eq!(String::from_utf8_lossy(&command.output().unwrap().stdout).trim(), own.to_string());
+
+        for bad in [-1, MAX_NICE + 1] {
+            let error = set_niceness(&mut Command::new("true"), bad).unwrap_err().to_string();
+            assert!(error.contains("out of range"), "{error}");
+        }
     }
 
     #[tokio::test]

@@ -48,6 +48,10 @@ pub struct FleetConfig {
     pub controller: ControllerTable,
     /// The etcd binary (see [`crate::etcd::find_etcd_binary`]).
     pub etcd_binary: PathBuf,
+    /// Niceness of the node processes (0 ..= 19; [`crate::child::set_niceness`]). A fleet shares
+    /// one machine's cores, where a real cluster gives its gateways their own: above 0, the nodes
+    /// yield the CPU to the gateways and the harness when they contend.
+    pub node_nice: i32,
 }
 
 /// A running fleet.
@@ -77,6 +81,12 @@ impl Fleet {
             spec.total_units()
         );
         ensure!(config.gateways > 0, "a fleet needs at least one gateway");
+        ensure!(
+            (0..=crate::child::MAX_NICE).contains(&config.node_nice),
+            "the fleet's node niceness {} is out of range 0 ..= {}",
+            config.node_nice,
+            crate::child::MAX_NICE
+        );
         std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
         let secret = random_token(32);
         let credential =
@@ -93,10 +103,11 @@ impl Fleet {
         for id in 0..config.nodes as u32 {
             let slot = NodeSlot { id, rack: format!("rack-{id}") };
             let model = config.service_model.clone();
-            let node = NodeProcess::spawn(binary, &dir, &slot, &secret, Lifetime::WithParent, |node| {
-                node.service_model = model;
-            })
-            .with_context(|| format!("starting node {id}"))?;
+            let node =
+                NodeProcess::spawn(binary, &dir, &slot, &secret, Lifetime::WithParent, config.node_nice, |node| {
+                    node.service_model = model;
+                })
+                .with_context(|| format!("starting node {id}"))?;
             nodes.push(node);
         }
         for node in &mut nodes {

@@ -79,13 +79,15 @@ struct BoundAddresses {
 
 impl NodeProcess {
     /// Writes the node's config file and starts `binary node --config FILE` (binary is the `lowtail`
-    /// executable). Returns once the process exists; [`NodeProcess::wait_ready`] waits for it to serve.
+    /// executable) at niceness `nice` ([`crate::child::set_niceness`]). Returns once the process
+    /// exists; [`NodeProcess::wait_ready`] waits for it to serve.
     pub fn spawn(
         binary: &Path,
         dir: &ClusterDir,
         slot: &NodeSlot,
         secret: &str,
         lifetime: Lifetime,
+        nice: i32,
         configure: impl FnOnce(&mut NodeConfig),
     ) -> anyhow::Result<NodeProcess> {
         let data_dir = dir.node_dir(slot.id);
@@ -110,6 +112,7 @@ impl NodeProcess {
             .with_context(|| format!("cannot write {}", config_file.display()))?;
         let mut command = Command::new(binary);
         command.arg("node").arg("--config").arg(&config_file).env("LOWTAIL_CLUSTER_SECRET", secret);
+        crate::child::set_niceness(&mut command, nice)?;
         let process = Supervised::spawn(command, &format!("node {}", slot.id), &log, lifetime)?;
         Ok(NodeProcess { slot: slot.clone(), data_dir, log, address_file, addresses: None, process })
     }

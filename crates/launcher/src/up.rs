@@ -120,9 +120,10 @@ pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow
     let mut nodes = Vec::with_capacity(state.nodes.len());
     for slot in &state.nodes {
         let model = config.service_model.clone();
-        let node = NodeProcess::spawn(binary, &dir, slot, &state.cluster_secret, Lifetime::Detached, |node_config| {
-            node_config.service_model = model;
-        });
+        let node =
+            NodeProcess::spawn(binary, &dir, slot, &state.cluster_secret, Lifetime::Detached, 0, |node_config| {
+                node_config.service_model = model;
+            });
         match node {
             Ok(node) => nodes.push(node),
             Err(error) => {

@@ -281,7 +281,7 @@ mod tests {
                 completion_ns: 10,
                 probes: 0,
                 probe_wait_ns: 0,
-            decision_cpu_ns: 0,
+                decision_cpu_ns: 0,
                 degraded: true,
                 timed_out: false,
                 outcome: Outcome::Ok,
