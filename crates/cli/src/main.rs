@@ -246,8 +246,8 @@ struct Hu2017Args {
     /// stand-in of the cluster.
     #[arg(long, value_name = "F", requires = "live")]
     service_scale: Option<f64>,
-    /// With --live: niceness of the storage node processes, 0 (the gateways' priority) to 19. The
-    /// default, 10, leaves the gateways the CPU they would have on machines of their own.
+    /// With --live: niceness of the storage node processes, 0 (the default: the gateways'
+    /// priority) to 19 (they yield the CPU to the gateways and the client).
     #[arg(long, value_name = "N", requires = "live", value_parser = clap::value_parser!(i32).range(0..=19))]
     node_nice: Option<i32>,
     #[command(flatten)]

@@ -97,6 +97,8 @@ fn a_frontend_that_does_not_wait_for_probe_replies_does_not_queue_behind_them() 
         let requests = output.records.requests();
         for r in requests {
             assert_eq!(r.probe_wait_ns, 20_000_000);
+            // The modelled decision is all compute: 50 µs, nothing per probe.
+            assert_eq!(r.decision_cpu_ns, 50_000);
             assert!(r.decision_end_ns - r.decision_start_ns >= r.probe_wait_ns);
         }
         let mean_ns = requests.iter().map(|r| r.controller_ns() as f64).sum::<f64>() / requests.len() as f64;

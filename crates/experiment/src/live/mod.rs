@@ -73,13 +73,14 @@ pub const QUICK_DURATION_S: f64 = 5.0;
 pub const SLOW_FACTOR: f64 = 10.0;
 /// Fraction of the slow-node run after which the node is slowed.
 pub const SLOW_AFTER_FRACTION: f64 = 0.2;
-/// Niceness of the storage node processes. The 30 nodes, 3 gateways and the client share two
-/// cores, where a real cluster gives its gateways machines of their own: at equal priority a
-/// node waking for its emulated service preempts a gateway's thread in the middle of a decision
-/// (median 13–16 µs), which then waits milliseconds for a core. In one run at niceness 0 the
-/// deciding thread's CPU time had a p99 of 39–46 µs on the PW2 policies and the wall-clock
-/// decision 1.4–11.9 ms. The nodes' own service times are measured and calibrated either way.
-pub const NODE_NICE: i32 = 10;
+/// Niceness of the storage node processes (`--node-nice`). The 30 nodes, 3 gateways and the
+/// client share two cores, where a real cluster gives its gateways machines of their own, so
+/// lower-priority nodes might leave the gateways' decisions uninterrupted. Measured, they did
+/// not: in four interleaved `--quick` runs (docs/live-experiment.md) the median of the ten
+/// per-policy decision p99s was 195 and 240 µs at niceness 0, 442 and 337 µs at 10, and the
+/// nodes, waking late, missed their emulated service time by more (fit RMS 0.6–1.4 ms against
+/// 1.6–3.6 ms). On this host the decision's wall-clock tail is the hypervisor's (steal 10–49 %).
+pub const NODE_NICE: i32 = 0;
 /// Gateways seal an open packed stripe this long after opening it (the default is 5 s).
 pub const SEAL_AFTER_MS: u64 = 1000;
 /// Longest wait for every loaded object's stripe to be sealed.
