@@ -84,6 +84,19 @@ async fn a_fleet_serves_s3_from_every_gateway_and_stops_without_leftovers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_with_a_bad_node_niceness_is_refused_before_anything_starts() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path().join("fleet");
+    let binary = Path::new(env!("CARGO_BIN_EXE_lowtail"));
+    for bad in [-1, 20] {
+        let config = launcher::FleetConfig { node_nice: bad, ..fleet_config(Path::new("/nonexistent/etcd")) };
+        let error = launcher::Fleet::start(binary, &root, &config, &|_| {}).await.unwrap_err();
+        assert!(format!("{error:#}").contains("niceness"), "{error:#}");
+        assert!(!root.exists(), "nothing was created");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_fleet_kills_its_processes() {
     let Some(etcd) = etcd_or_skip("a_dropped_fleet_kills_its_processes") else { return };
     let temp = tempfile::tempdir().unwrap();

@@ -92,6 +92,11 @@ impl NodeProcess {
     ) -> anyhow::Result<NodeProcess> {
         let data_dir = dir.node_dir(slot.id);
         let log = dir.node_log(slot.id);
+        let config_file = data_dir.join("node.toml");
+        let mut command = Command::new(binary);
+        command.arg("node").arg("--config").arg(&config_file).env("LOWTAIL_CLUSTER_SECRET", secret);
+        // Before anything is written: a bad niceness changes nothing.
+        crate::child::set_niceness(&mut command, nice)?;
         std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
         std::fs::create_dir_all(log.parent().expect("logs live in a directory"))?;
         let address_file = data_dir.join("address.json");
@@ -107,12 +112,8 @@ impl NodeProcess {
         };
         configure(&mut config);
         // The secret travels in the environment; the file on disk holds everything else.
-        let config_file = data_dir.join("node.toml");
         std::fs::write(&config_file, toml::to_string_pretty(&config)?)
             .with_context(|| format!("cannot write {}", config_file.display()))?;
-        let mut command = Command::new(binary);
-        command.arg("node").arg("--config").arg(&config_file).env("LOWTAIL_CLUSTER_SECRET", secret);
-        crate::child::set_niceness(&mut command, nice)?;
         let process = Supervised::spawn(command, &format!("node {}", slot.id), &log, lifetime)?;
         Ok(NodeProcess { slot: slot.clone(), data_dir, log, address_file, addresses: None, process })
     }
