@@ -321,7 +321,7 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
             html,
             "<h2>{}</h2>\n<table>\n<tr><th>policy</th><th>live p50 ms</th><th>live p95 ms</th><th>live p99 ms</th>\
              <th>sim p50 ms</th><th>sim p95 ms</th><th>sim p99 ms</th><th>sim/live p50</th><th>sim/live p95</th>\
-             <th>sim/live p99</th><th>decision p99 µs</th><th>its CPU p99 µs</th><th>client failures</th><th>records dropped</th></tr>",
+             <th>sim/live p99</th><th>decision p99 µs</th><th>its CPU p99 µs</th><th>host busy / steal %</th><th>client failures</th><th>records dropped</th></tr>",
             escape(code)
         );
         for pair in outcome.pairs.iter().filter(|p| p.live.summary.run.code == code) {
@@ -333,7 +333,7 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
             let _ = writeln!(
                 html,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(&pair.live.summary.run.policy),
                 ms(lm),
                 ms(l95),
@@ -346,6 +346,7 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
                 ratio(s99, l99),
                 pair.decision_p99_s.map_or_else(|| "–".to_owned(), |s| format!("{:.1}", s * 1e6)),
                 pair.decision_cpu_p99_s.map_or_else(|| "–".to_owned(), |s| format!("{:.1}", s * 1e6)),
+                pair.host.map_or_else(|| "–".to_owned(), |h| format!("{:.0} / {:.0}", h.busy * 100.0, h.steal * 100.0)),
                 pair.client_failed,
                 pair.dropped
             );
