@@ -527,16 +527,23 @@ mod tests {
         for read in reads {
             timings.push(read.await.unwrap());
         }
+        // The staggered sleeps make arrivals in spawn order likely, not certain: a busy host can
+        // poll a spawned read late. Task ids are given on arrival, so rank the reads by them.
+        timings.sort_by_key(|(timing, _)| timing.task_id);
+        let total_bytes: u64 = timings.iter().map(|(timing, _)| timing.bytes).sum();
+        assert_eq!(total_bytes, 1000 + 2000 + 3000 + 4000);
         for (k, (timing, elapsed)) in timings.iter().enumerate() {
             let expected = Duration::from_millis(30 * (k as u64 + 1));
-            assert!(*elapsed >= expected && *elapsed < expected + Duration::from_millis(40), "task {k}: {elapsed:?}");
-            assert_eq!(timing.bytes, 1000 * (k as u64 + 1));
+            assert!(
+                *elapsed >= expected && *elapsed < expected + Duration::from_millis(40),
+                "arrival {k}: {elapsed:?}"
+            );
             if k > 0 {
                 assert!(timing.start_ns >= timings[k - 1].0.finish_ns, "FCFS: {k} starts after {} ends", k - 1);
-                assert!(timing.task_id > timings[k - 1].0.task_id);
             }
         }
-        assert_eq!(timings[3].0.bytes_ahead, 1000 + 2000 + 3000);
+        // The last arrival waited behind every other read (the first one in service).
+        assert_eq!(timings[3].0.bytes_ahead, total_bytes - timings[3].0.bytes);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
