@@ -287,6 +287,10 @@ fn ms(seconds: Option<f64>) -> String {
     seconds.map_or_else(|| "–".to_owned(), |s| format!("{:.2}", s * 1e3))
 }
 
+fn us(seconds: Option<f64>) -> String {
+    seconds.map_or_else(|| "–".to_owned(), |s| format!("{:.1}", s * 1e6))
+}
+
 fn ratio(sim: Option<f64>, live: Option<f64>) -> String {
     match (sim, live) {
         (Some(s), Some(l)) if l > 0.0 => format!("{:.2}", s / l),
@@ -344,8 +348,8 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
                 ratio(sm, lm),
                 ratio(s95, l95),
                 ratio(s99, l99),
-                pair.decision_p99_s.map_or_else(|| "–".to_owned(), |s| format!("{:.1}", s * 1e6)),
-                pair.decision_cpu_p99_s.map_or_else(|| "–".to_owned(), |s| format!("{:.1}", s * 1e6)),
+                us(pair.decision_p99_s),
+                us(pair.decision_cpu_p99_s),
                 pair.host.map_or_else(|| "–".to_owned(), |h| format!("{:.0} / {:.0}", h.busy * 100.0, h.steal * 100.0)),
                 pair.client_failed,
                 pair.dropped
