@@ -77,15 +77,74 @@ pub trait ReadPolicy {
         let _ = (view, now_ns, request, rng, targets);
     }
 
-    /// How often the executor must call [`ReadPolicy::refresh`] (lazy
-    /// policies), or `None`.
+    /// How often the executor must refresh the policy (lazy policies), or `None`.
     fn refresh_period_ns(&self) -> Option<u64> {
         None
     }
 
-    /// Periodic hook of lazy policies: refresh the queue table (through
-    /// probes, counted) and any statistics-based table.
-    fn refresh(&mut self, view: &mut dyn ClusterView, now_ns: u64, rng: &mut dyn RngCore) {
+    /// The first half of a lazy policy's periodic refresh: probe every node (counted) into the
+    /// queue table and take what the policy gathered since the last refresh. What is left to
+    /// compute from that (Opt-Lazy's solve of problem (1)) comes back as a [`RefreshWork`],
+    /// which needs neither the view nor the policy. The policy keeps planning with its previous
+    /// tables until [`ReadPolicy::finish_refresh`] installs the work's result.
+    fn begin_refresh(&mut self, view: &mut dyn ClusterView, now_ns: u64, rng: &mut dyn RngCore) -> Option<RefreshWork> {
         let _ = (view, now_ns, rng);
+        None
+    }
+
+    /// Installs the result of the [`RefreshWork`] this policy's last
+    /// [`ReadPolicy::begin_refresh`] returned. A result of any other work is a bug of the
+    /// executor, and panics.
+    fn finish_refresh(&mut self, result: RefreshResult) {
+        let _ = result;
+        panic!("{} never hands out refresh work, so it has no result to install", self.name());
+    }
+
+    /// A whole refresh at once: [`ReadPolicy::begin_refresh`], its work, and
+    /// [`ReadPolicy::finish_refresh`]. For executors that own their policy outright (the
+    /// simulator); one that shares it between requests (the gateway) runs the work without
+    /// holding the policy, so no request waits behind a solve.
+    fn refresh(&mut self, view: &mut dyn ClusterView, now_ns: u64, rng: &mut dyn RngCore) {
+        if let Some(work) = self.begin_refresh(view, now_ns, rng) {
+            self.finish_refresh(work.run());
+        }
+    }
+}
+
+/// The part of a refresh that needs neither the view nor the policy (Opt-Lazy's solve): owned
+/// and `Send`, so an executor can run it on another thread while requests go on being planned.
+pub struct RefreshWork(Box<dyn FnOnce() -> RefreshResult + Send>);
+
+impl RefreshWork {
+    /// Work that computes `run` and hands its value to the policy's `finish_refresh`.
+    pub fn new<T: Send + 'static>(run: impl FnOnce() -> T + Send + 'static) -> RefreshWork {
+        RefreshWork(Box::new(move || RefreshResult(Box::new(run()))))
+    }
+
+    /// Does the work (pure computation: no I/O, no clock).
+    pub fn run(self) -> RefreshResult {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for RefreshWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RefreshWork")
+    }
+}
+
+/// What a [`RefreshWork`] computed, for the policy that handed it out.
+pub struct RefreshResult(Box<dyn std::any::Any + Send>);
+
+impl RefreshResult {
+    /// The value, if the work computed a `T`.
+    pub fn downcast<T: 'static>(self) -> Result<T, RefreshResult> {
+        self.0.downcast::<T>().map(|value| *value).map_err(RefreshResult)
+    }
+}
+
+impl std::fmt::Debug for RefreshResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RefreshResult")
     }
 }

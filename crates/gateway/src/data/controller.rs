@@ -769,7 +769,7 @@ impl Controller {
     }
 
     /// The lazy policies' refresh loop: every period of the running policy, probe every node and
-    /// refresh (Opt-Lazy solves here, never on a request). Ends when `stop` changes.
+    /// refresh (Opt-Lazy solves here, never on a request, and without holding the controller). Ends when `stop` changes.
     pub async fn run_refresh(self: Arc<Self>, io: Arc<StripeIo>, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             let period = self.lock().policy.refresh_period_ns();
@@ -792,7 +792,10 @@ impl Controller {
         }
     }
 
-    /// One refresh: probes every registered node in parallel, then the policy's refresh.
+    /// One refresh: probes every registered node in parallel, then the policy's refresh: its
+    /// first half under the controller's lock, its work (Opt-Lazy's solve) on a blocking thread
+    /// without it, and the result installed under the lock again, unless the policy was
+    /// switched meanwhile.
     pub async fn refresh_once(&self, io: &StripeIo) -> Result<(), DataError> {
         let nodes = io.cluster().node_map().await?;
         let mut ids: Vec<meta::NodeId> = nodes.keys().copied().collect();
@@ -806,18 +809,49 @@ impl Controller {
         let replies = self.probe_nodes(io, &nodes, &targets).await;
         self.counters.refresh_probes.fetch_add(targets.len() as u64, Ordering::Relaxed);
         self.counters.refresh_probes_untaken.fetch_add(targets.len() as u64, Ordering::Relaxed);
+        self.refresh_with(generation, &replies).await
+    }
+
+    /// The policy's refresh over probe `replies` taken while `generation` was running.
+    async fn refresh_with(
+        &self,
+        generation: u64,
+        replies: &[(model::NodeId, Option<node::ProbeReply>)],
+    ) -> Result<(), DataError> {
         let started = Instant::now();
-        let mut state = self.lock();
-        if state.generation != generation {
-            return Ok(());
+        let work = {
+            let mut state = self.lock();
+            if state.generation != generation {
+                return Ok(());
+            }
+            let state = &mut *state;
+            let answers = record_rates(&mut state.catalog, replies);
+            let mut view = LiveView {
+                catalog: &state.catalog,
+                answers: &answers,
+                frontend_count: self.frontend_count,
+                unanswered: 0,
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
+            state.policy.begin_refresh(&mut view, self.now_ns(), &mut rng)
+        };
+        let mut locked = started.elapsed();
+        if let Some(work) = work {
+            // Opt-Lazy's solve: on a blocking thread and outside the lock, so reads go on being
+            // planned (with the previous table) while it runs.
+            let result = tokio::task::spawn_blocking(move || work.run())
+                .await
+                .map_err(|error| DataError::Internal(format!("the lazy policy's refresh work failed: {error}")))?;
+            let installing = Instant::now();
+            let mut state = self.lock();
+            // A policy switched meanwhile did not hand out this work.
+            if state.generation == generation {
+                state.policy.finish_refresh(result);
+            }
+            locked += installing.elapsed();
         }
-        let state = &mut *state;
-        let answers = record_rates(&mut state.catalog, &replies);
-        let mut view =
-            LiveView { catalog: &state.catalog, answers: &answers, frontend_count: self.frontend_count, unanswered: 0 };
-        let mut rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
-        state.policy.refresh(&mut view, self.now_ns(), &mut rng);
         metrics::histogram!("lowtail_controller_refresh_seconds").record(started.elapsed().as_secs_f64());
+        metrics::histogram!("lowtail_controller_refresh_locked_seconds").record(locked.as_secs_f64());
         Ok(())
     }
 }
@@ -992,6 +1026,99 @@ mod tests {
         assert_eq!(catalog.rate(b), 2e6, "an unmeasured node takes the mean of the measured ones");
         assert_eq!(catalog.task_overhead_ns(a), 4_000_000, "the overhead that goes with the rate");
         assert_eq!(catalog.task_overhead_ns(b), 4_000_000, "and the mean of the measured ones");
+    }
+
+    /// A lazy policy whose refresh work waits until the test lets it finish.
+    struct GatedRefresh {
+        started: std::sync::mpsc::Sender<()>,
+        release: Option<std::sync::mpsc::Receiver<u32>>,
+        installed: Arc<AtomicU64>,
+    }
+
+    impl ReadPolicy for GatedRefresh {
+        fn name(&self) -> &'static str {
+            "gated-refresh"
+        }
+
+        fn plan(
+            &mut self,
+            _view: &mut dyn policy::ClusterView,
+            _now_ns: u64,
+            _request: &model::ReadRequest,
+            _rng: &mut dyn RngCore,
+        ) -> model::ReadPlan {
+            unreachable!("these tests only refresh")
+        }
+
+        fn refresh_period_ns(&self) -> Option<u64> {
+            Some(1_000_000)
+        }
+
+        fn begin_refresh(
+            &mut self,
+            _view: &mut dyn policy::ClusterView,
+            _now_ns: u64,
+            _rng: &mut dyn RngCore,
+        ) -> Option<policy::RefreshWork> {
+            let started = self.started.clone();
+            let release = self.release.take().expect("one refresh per test");
+            Some(policy::RefreshWork::new(move || {
+                started.send(()).unwrap();
+                release.recv_timeout(Duration::from_secs(30)).expect("the test releases the work")
+            }))
+        }
+
+        fn finish_refresh(&mut self, result: policy::RefreshResult) {
+            let value: u32 = result.downcast().expect("a u32 from this policy's work");
+            self.installed.store(u64::from(value), Ordering::SeqCst);
+        }
+    }
+
+    /// A controller whose policy is a [`GatedRefresh`], with a refresh of it under way:
+    /// (controller, the refresh, its release, the value it installed).
+    async fn gated_refresh_under_way()
+    -> (Arc<Controller>, tokio::task::JoinHandle<Result<(), DataError>>, std::sync::mpsc::Sender<u32>, Arc<AtomicU64>)
+    {
+        let controller = Arc::new(Controller::new(&ControllerConfig::default(), "rs-6-3").unwrap());
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel();
+        let installed = Arc::new(AtomicU64::new(0));
+        let generation = {
+            let mut state = controller.lock();
+            state.policy =
+                Box::new(GatedRefresh { started: started_tx, release: Some(release_rx), installed: installed.clone() });
+            state.generation
+        };
+        let refreshing = tokio::spawn({
+            let controller = controller.clone();
+            async move { controller.refresh_with(generation, &[]).await }
+        });
+        tokio::task::spawn_blocking(move || started_rx.recv_timeout(Duration::from_secs(30)))
+            .await
+            .unwrap()
+            .expect("the refresh work starts");
+        (controller, refreshing, release_tx, installed)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refresh_work_runs_without_the_controller_lock_and_is_installed_after() {
+        let (controller, refreshing, release, installed) = gated_refresh_under_way().await;
+        // The work is running, and requests could take the lock and plan meanwhile.
+        assert!(controller.state.try_lock().is_ok(), "the refresh work holds the controller lock");
+        assert_eq!(installed.load(Ordering::SeqCst), 0, "nothing installed before the work ends");
+        release.send(42).unwrap();
+        refreshing.await.unwrap().unwrap();
+        assert_eq!(installed.load(Ordering::SeqCst), 42, "the work's result is installed");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refresh_work_of_a_switched_policy_is_dropped() {
+        let (controller, refreshing, release, installed) = gated_refresh_under_way().await;
+        controller.set_policy(PolicyKind::LmlfLazy, PolicySettings::default()).unwrap();
+        release.send(42).unwrap();
+        refreshing.await.unwrap().unwrap();
+        assert_eq!(installed.load(Ordering::SeqCst), 0, "a result for the old policy is not installed");
+        assert_eq!(controller.policy().policy, PolicyKind::LmlfLazy);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! between refreshes (staleness is the behaviour the paper measures).
 
 use super::cost::{MarginalLoad, degraded_plan, normal_task, queued_load, task_overhead_bytes};
-use crate::{ClusterView, ReadPolicy};
+use crate::{ClusterView, ReadPolicy, RefreshWork};
 use model::{NodeId, ReadPlan, ReadRequest};
 use rand::RngCore;
 
@@ -93,7 +93,13 @@ impl ReadPolicy for LmlfLazy {
         Some(self.period_ns)
     }
 
-    fn refresh(&mut self, view: &mut dyn ClusterView, _now_ns: u64, _rng: &mut dyn RngCore) {
+    fn begin_refresh(
+        &mut self,
+        view: &mut dyn ClusterView,
+        _now_ns: u64,
+        _rng: &mut dyn RngCore,
+    ) -> Option<RefreshWork> {
         refresh_queue_table(view, &mut self.queue_table, self.count_task_overhead);
+        None
     }
 }

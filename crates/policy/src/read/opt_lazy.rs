@@ -2,11 +2,12 @@
 //! take the per-partition demand of the last T, solve problem (1) and keep
 //! the resulting load-direction table; direct each request at random by it.
 //!
-//! Must not: probe per request; solve on the request path.
+//! Must not: probe per request; solve on the request path (the solve is the
+//! [`RefreshWork`] of a refresh, which an executor runs without holding the policy).
 
 use super::cost::{degraded_plan, normal_task, sampled_set, task_overhead_bytes};
 use super::lazy::refresh_queue_table;
-use crate::{ClusterView, ReadPolicy};
+use crate::{ClusterView, ReadPolicy, RefreshResult, RefreshWork};
 use model::{NodeId, ReadPlan, ReadRequest};
 use optimize::{LoadDirectionProblem, Objective, SolveLimits};
 use rand::{Rng, RngCore};
@@ -135,7 +136,15 @@ impl ReadPolicy for OptLazy {
         Some(self.period_ns)
     }
 
-    fn refresh(&mut self, view: &mut dyn ClusterView, _now_ns: u64, rng: &mut dyn RngCore) {
+    /// Probes the queue table and builds problem (1) from the demand of the last T (which starts
+    /// again from zero: requests planned while the work runs count towards the next period). The
+    /// work solves it and lays out the direction table.
+    fn begin_refresh(
+        &mut self,
+        view: &mut dyn ClusterView,
+        _now_ns: u64,
+        rng: &mut dyn RngCore,
+    ) -> Option<RefreshWork> {
         refresh_queue_table(view, &mut self.queue_table, self.count_task_overhead);
         let placement = view.placement();
         let layout = view.layout();
@@ -144,6 +153,7 @@ impl ReadPolicy for OptLazy {
         if self.demand_bytes.len() < partitions {
             self.demand_bytes.resize(partitions, 0.0);
         }
+        let demand_bytes = std::mem::replace(&mut self.demand_bytes, vec![0.0; partitions]);
         let rates: Vec<f64> = (0..node_count as u32).map(|j| view.node_rate_bytes_per_s(NodeId(j))).collect();
         let mean_rate = rates.iter().sum::<f64>() / node_count as f64;
         let relative_rates: Vec<f64> = rates.iter().map(|r| r / mean_rate).collect();
@@ -156,7 +166,7 @@ impl ReadPolicy for OptLazy {
         // (partition, set indices of its options after the normal one)
         let mut chosen_sets: Vec<(usize, Vec<u16>)> = Vec::new();
         let mut option_nodes: Vec<Vec<u32>> = Vec::new();
-        for (partition, &demand) in self.demand_bytes.iter().enumerate() {
+        for (partition, &demand) in demand_bytes.iter().enumerate() {
             if demand <= 0.0 {
                 continue;
             }
@@ -177,16 +187,45 @@ impl ReadPolicy for OptLazy {
             problem.add_partition(demand * scale, option_nodes.iter().map(|o| o.as_slice()));
             chosen_sets.push((partition, set_indices));
         }
-        let solution = problem.solve(self.objective, SolveLimits::default());
-        self.last_solve = Some(SolveSummary {
+        let objective = self.objective;
+        Some(RefreshWork::new(move || Directions::solve(&problem, objective, &chosen_sets, partitions)))
+    }
+
+    fn finish_refresh(&mut self, result: RefreshResult) {
+        let directions: Directions =
+            result.downcast().expect("opt-lazy installs only the directions its own work solved");
+        self.entry_starts = directions.entry_starts;
+        self.entries = directions.entries;
+        self.last_solve = Some(directions.summary);
+    }
+}
+
+/// A solved load-direction table, laid out as [`OptLazy`] keeps it.
+struct Directions {
+    entry_starts: Vec<u32>,
+    entries: Vec<(u16, f64)>,
+    summary: SolveSummary,
+}
+
+impl Directions {
+    /// Solves `problem` and lays out each of the first `partitions` partitions' directions;
+    /// `chosen_sets[row]` = (partition, recovery-set indices of its options after the normal
+    /// read) for the problem's rows, in partition order.
+    fn solve(
+        problem: &LoadDirectionProblem,
+        objective: Objective,
+        chosen_sets: &[(usize, Vec<u16>)],
+        partitions: usize,
+    ) -> Directions {
+        let solution = problem.solve(objective, SolveLimits::default());
+        let summary = SolveSummary {
             partitions: problem.partition_count(),
             sweeps: solution.sweeps,
             relative_gap: if solution.objective > 0.0 { solution.gap / solution.objective } else { 0.0 },
-        });
-        // Rebuild the direction table.
-        self.entry_starts.clear();
-        self.entries.clear();
-        self.entry_starts.push(0);
+        };
+        let mut entry_starts = Vec::with_capacity(partitions + 1);
+        let mut entries = Vec::new();
+        entry_starts.push(0);
         let mut next = chosen_sets.iter().enumerate().peekable();
         for partition in 0..partitions {
             if let Some((row, (p, set_indices))) = next.peek()
@@ -201,12 +240,12 @@ impl ReadPolicy for OptLazy {
                     }
                     cumulative += weight;
                     let id = if position == 0 { NORMAL } else { set_indices[position - 1] };
-                    self.entries.push((id, cumulative));
+                    entries.push((id, cumulative));
                 }
                 next.next();
             }
-            self.entry_starts.push(self.entries.len() as u32);
+            entry_starts.push(entries.len() as u32);
         }
-        self.demand_bytes.iter_mut().for_each(|d| *d = 0.0);
+        Directions { entry_starts, entries, summary }
     }
 }

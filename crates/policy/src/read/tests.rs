@@ -371,6 +371,74 @@ fn opt_lazy_spreads_a_hot_partition_by_its_table() {
 }
 
 #[test]
+fn opt_lazy_plans_with_its_old_table_while_its_refresh_work_runs() {
+    let mut view = FakeView::new(RS);
+    let mut policy = OptLazy::new(1, optimize::Objective::L2, false, false);
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    for _ in 0..100 {
+        policy.plan(&mut view, 0, &request(0, 10_000), &mut rng);
+    }
+    let work = policy.begin_refresh(&mut view, 1, &mut rng).expect("opt-lazy solves off the executor's lock");
+    // An executor may run the work on another thread: it owns everything it needs.
+    fn runs_anywhere<T: Send + 'static>(_: &T) {}
+    runs_anywhere(&work);
+    // Until the result is installed, every read is planned by the old (empty) table, and its demand
+    // counts towards the next period.
+    assert!(policy.last_solve().is_none());
+    for _ in 0..50 {
+        assert!(!policy.plan(&mut view, 2, &request(3, 10_000), &mut rng).is_proactive_degraded());
+    }
+    policy.finish_refresh(work.run());
+    assert_eq!(policy.last_solve().unwrap().partitions, 1, "only the hot partition of the last period");
+    assert!((policy.normal_probability(0) - 6.0 / 7.0).abs() < 1e-6);
+    policy.refresh(&mut view, 3, &mut rng);
+    assert_eq!(policy.last_solve().unwrap().partitions, 1, "the reads planned during the work, on partition 3");
+    assert!(policy.normal_probability(3) < 1.0 && policy.normal_probability(0) == 1.0);
+}
+
+#[test]
+fn refresh_in_halves_decides_as_refresh_at_once() {
+    // The simulator refreshes at once; the gateway begins under its lock, works without it and
+    // finishes under it again. The same view, reads and seed must give the same table.
+    for kind in [PolicyKind::OptLazy, PolicyKind::LmlfLazy] {
+        let tables = |halves: bool| {
+            let mut view = FakeView::new(RS);
+            // Unit 0 of each of the 4 stripes, each hot on its own node.
+            for partition in [0, 6, 12, 18] {
+                let location = view.placement.locate(PartitionId(partition));
+                let original = view.placement.node_of(location.stripe, location.unit);
+                view.queues[original.index()] = 3_000_000;
+            }
+            let mut policy = build_read_policy(kind, &PolicySettings::default());
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            for round in 0..40u32 {
+                policy.plan(&mut view, 0, &request(6 * (round % 4), 20_000), &mut rng);
+            }
+            if halves {
+                if let Some(work) = policy.begin_refresh(&mut view, 1, &mut rng) {
+                    policy.finish_refresh(work.run());
+                }
+            } else {
+                policy.refresh(&mut view, 1, &mut rng);
+            }
+            (0..200u32)
+                .map(|round| policy.plan(&mut view, 2, &request(6 * (round % 4), 20_000), &mut rng))
+                .collect::<Vec<_>>()
+        };
+        let plans = tables(true);
+        assert!(plans.iter().any(|plan| plan.is_proactive_degraded()), "{kind} reads around the queued nodes");
+        assert_eq!(plans, tables(false), "{kind}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "opt-lazy installs only the directions its own work solved")]
+fn a_refresh_result_of_other_work_is_refused() {
+    let mut policy = OptLazy::new(1, optimize::Objective::L2, false, false);
+    policy.finish_refresh(crate::RefreshWork::new(|| 7u32).run());
+}
+
+#[test]
 fn opt_lazy_demand_is_a_rate_so_the_table_does_not_depend_on_the_period() {
     // Problem (1) adds D_i, "the total request size per second" (section
     // 2.3), to queues in bytes. Counting the bytes of the last T instead made
