@@ -14,7 +14,7 @@ mod common;
 
 use aws_sdk_s3::primitives::ByteStream;
 use common::{
-    admin_status, client, interrupt, kill_and_wait, metric, poll, pseudo_random, start_up_with, try_get,
+    admin_status, client, interrupt, kill_and_wait, metric, metric_total, poll, pseudo_random, start_up_with, try_get,
     wait_for_manifest,
 };
 use std::collections::BTreeMap;
@@ -235,6 +235,18 @@ async fn kill_m_repair_kill_m_more(code: &str, nodes: usize, m: usize) {
 
     let status = wait_for_repair(|| admin_status(&dir), &first).await;
     assert!(status["repair"]["units_repaired"].as_u64().unwrap() > 0, "nothing was repaired: {status}");
+    // The same story on the gateway's Prometheus endpoint: requests timed, reads degraded, units
+    // and bytes rebuilt, nothing left to repair.
+    let metrics = manifest.gateway.as_ref().unwrap().metrics.clone();
+    for (series, what) in [
+        ("lowtail_s3_request_seconds_count", "S3 requests timed"),
+        ("lowtail_gateway_degraded_reads_total", "degraded reads"),
+        ("lowtail_gateway_repair_units_total", "units repaired"),
+        ("lowtail_gateway_repair_bytes_total", "bytes repaired"),
+    ] {
+        assert!(metric_total(&metrics, series) > 0.0, "{what}: {series} is not above 0");
+    }
+    assert_eq!(metric_total(&metrics, "lowtail_gateway_repair_stripes_remaining"), 0.0);
 
     let second: Vec<u32> = manifest.nodes[m..2 * m].iter().map(|n| n.id).collect();
     for node in &manifest.nodes[m..2 * m] {
@@ -255,6 +267,69 @@ async fn rs_6_3_survives_m_kills_under_load_repairs_and_survives_m_more() {
 async fn lrc_6_2_2_survives_m_kills_under_load_repairs_and_survives_m_more() {
     // LRC(6,2,2) decodes any 3 lost units (r + 1); 13 nodes leave 10 for its 10 units after 3 die.
     kill_m_repair_kill_m_more("lrc-6-2-2", 13, 3).await;
+}
+
+/// Rack-aware placement through real processes: 12 nodes in 6 racks of two, RS(4,2), `rack_aware`.
+/// Every stripe (striped objects, and small objects once their packed stripe is sealed) has its 6
+/// units in 6 racks, so the SIGKILL of both nodes of m = 2 whole racks (4 nodes, more than m)
+/// loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rack_aware_placement_survives_losing_m_whole_racks() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("cluster");
+    let config = temp.path().join("up.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "nodes = 12\ncode = \"rs-4-2\"\nracks = 6\n\n[data]\nunit_bytes = {UNIT_BYTES}\nrack_aware = true\n\n[data.packed]\nseal_after_ms = 300\n"
+        ),
+    )
+    .unwrap();
+    let mut up = start_up_with(&dir, &["--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    let manifest = wait_for_manifest(&dir, &mut up);
+    let rack_of: BTreeMap<PathBuf, String> =
+        manifest.nodes.iter().map(|node| (node.data_dir.join("units"), node.rack.clone())).collect();
+    assert_eq!(rack_of.values().collect::<std::collections::BTreeSet<_>>().len(), 6, "{rack_of:?}");
+    let s3 = client(&manifest);
+    s3.create_bucket().bucket("demo").send().await.unwrap();
+    let mut objects = BTreeMap::new();
+    for (i, len) in [0usize, 1, 5000, 70_000, UNIT_BYTES, (2 << 20) + 3].into_iter().enumerate() {
+        for copy in 0..3u32 {
+            let (key, seed) = (format!("o{i}-{copy}"), 9_000 + 10 * i as u32 + copy);
+            s3.put_object()
+                .bucket("demo")
+                .key(&key)
+                .body(ByteStream::from(pseudo_random(len, seed)))
+                .send()
+                .await
+                .unwrap();
+            objects.insert(key, Expected { len, seed });
+        }
+    }
+    // Racks of each stripe's units, once no packed stripe is left open (replica units gone).
+    let racks_per_stripe = poll("packed stripes sealed", Duration::from_secs(60), || {
+        let files = unit_files(&manifest);
+        if files.iter().any(|(_, unit, _)| *unit >= FIRST_REPLICA_UNIT) {
+            return Err("replicas of an open stripe remain".to_string());
+        }
+        let mut racks: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+        for (stripe, _, path) in files {
+            racks.entry(stripe).or_default().push(rack_of[path.parent().unwrap()].clone());
+        }
+        Ok(racks)
+    })
+    .await;
+    assert!(racks_per_stripe.len() >= 6, "{racks_per_stripe:?}");
+    for (stripe, racks) in &racks_per_stripe {
+        let distinct: std::collections::BTreeSet<&String> = racks.iter().collect();
+        assert!(racks.len() == 6 && distinct.len() == 6, "stripe {stripe} has units in racks {racks:?}");
+    }
+    let doomed = ["rack-0", "rack-3"];
+    for node in manifest.nodes.iter().filter(|node| doomed.contains(&node.rack.as_str())) {
+        kill_and_wait(node.pid);
+    }
+    verify_all(&s3, &objects, "with racks rack-0 and rack-3 (four nodes) killed").await;
+    interrupt(up);
 }
 
 /// Every unit file `<stripe>-<unit>.unit` under the nodes' data directories: (stripe, unit, path).
@@ -474,7 +549,7 @@ packed.seal_after_ms = 300
             .unwrap();
         assert!(output.status.success(), "add-node {id}: {}", String::from_utf8_lossy(&output.stderr));
     }
-    // A node that does not know the cluster secret is refused.
+    // An address where no node answers is refused (nodes are checked before they are registered).
     let refused = std::process::Command::new(binary)
         .args(["admin", "add-node", "--config"])
         .arg(&config_a)

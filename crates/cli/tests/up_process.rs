@@ -66,9 +66,11 @@ async fn up_serves_s3_survives_m_failures_and_restarts_with_its_data() {
     interrupt(up);
 }
 
-/// A writer PUTs objects back to back while a node is SIGKILLed and then `lowtail up` itself (the
-/// gateway, with the nodes it started left running as orphans) is SIGKILLed mid-write. A restart on
-/// the same directory stops the orphans and serves every object whose PUT was acknowledged.
+/// A writer PUTs objects back to back (packed ones of 64 KiB, striped ones of 300 KiB and 2 MiB)
+/// while a node is SIGKILLed and then `lowtail up` itself (the gateway, with the nodes it
+/// started left running as orphans) is SIGKILLed mid-write. A restart on the same directory stops
+/// the orphans, starts every node again (the killed one too) and serves every object whose PUT was
+/// acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_killing_a_node_and_the_gateway_mid_write() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,7 +92,7 @@ async fn acknowledged_writes_survive_killing_a_node_and_the_gateway_mid_write() 
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let body = ByteStream::from(pseudo_random(64 << 10, i));
+                let body = ByteStream::from(pseudo_random(mid_write_size(i), i));
                 let put = s3.put_object().bucket("demo").key(format!("w-{i}")).body(body).send().await;
                 if put.is_ok() {
                     acknowledged.lock().unwrap().push(i);
@@ -123,7 +125,17 @@ async fn acknowledged_writes_survive_killing_a_node_and_the_gateway_mid_write() 
     }
     let s3 = client(&restarted);
     for i in &acknowledged {
-        assert!(get(&s3, &format!("w-{i}")).await == pseudo_random(64 << 10, *i), "acknowledged w-{i} lost");
+        assert!(get(&s3, &format!("w-{i}")).await == pseudo_random(mid_write_size(*i), *i), "acknowledged w-{i} lost");
     }
+    assert!(
+        acknowledged.iter().any(|&i| mid_write_size(i) > 64 << 10),
+        "no striped object was acknowledged: {acknowledged:?}"
+    );
     interrupt(up);
+}
+
+/// Size of the mid-write test's `i`-th object: packed (64 KiB, the packing threshold), or striped
+/// (300 KiB, or 2 MiB + 5).
+fn mid_write_size(i: u32) -> usize {
+    [64 << 10, 300 << 10, (2 << 20) + 5][i as usize % 3]
 }

@@ -1,7 +1,7 @@
 //! Failures on real storage nodes: m nodes down (reads degrade, writes continue), a slow node
 //! (degraded read after the timeout), a corrupt unit (served degraded, reported, repaired),
 //! membership noticing a dead node, and repair restoring full redundancy so m more losses are
-//! survivable. RS(6,3) and LRC(6,2,2).
+//! survivable, at no more than its read budget. RS(6,3) and LRC(6,2,2).
 
 mod data_support;
 
@@ -68,6 +68,47 @@ async fn lose_m_then_repair_then_lose_m_more(code: &str, m: usize) {
     }
     assert_readable(&data, &objects, "2m nodes down after repair").await;
     assert_readable(&data, &more, "2m nodes down after repair").await;
+    cluster.shutdown().await;
+}
+
+/// Repair reads at most `max_read_bytes_per_s` of source units, so a rebuild does not crowd out
+/// client reads: the k source units of each rebuilt unit are charged before they are read, so the
+/// last rebuild of a scan cannot start before every earlier charge has elapsed at that rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_reads_no_faster_than_its_budget() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let budget_bytes_per_s = 1_000_000u64;
+    config.repair = RepairConfig { grace_ms: 0, max_read_bytes_per_s: budget_bytes_per_s, ..Default::default() };
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let mut objects = Vec::new();
+    for i in 0..12 {
+        let body = pattern(200 << 10, 70 + i);
+        let layout = data.write(body.clone()).await.unwrap();
+        objects.push((body, layout));
+    }
+    cluster.kill(0).await;
+    // The source bytes repair is charged for: k units of each stripe that had a unit on node 0.
+    let mut charges_bytes: Vec<u64> = Vec::new();
+    for stripe in cluster.meta.list_stripes(None, 1000).await.unwrap() {
+        if stripe.placement.contains(&NodeId(0)) {
+            charges_bytes.push(stripe.unit_bytes * 6);
+        }
+    }
+    charges_bytes.sort_unstable();
+    assert!(charges_bytes.len() >= 5, "too few stripes on node 0 to pace: {charges_bytes:?}");
+    let before_last_bytes: u64 = charges_bytes[..charges_bytes.len() - 1].iter().sum();
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    let started = Instant::now();
+    repair.scan().await.unwrap();
+    let elapsed = started.elapsed();
+    let status = repair.status();
+    assert_eq!(status.stripes_repaired as usize, charges_bytes.len(), "{status:?}");
+    assert_eq!(status.stripe_failures, 0, "{status:?}");
+    let floor = Duration::from_secs_f64(before_last_bytes as f64 / budget_bytes_per_s as f64);
+    assert!(elapsed >= floor, "repaired {} stripes in {elapsed:?}, under the budget's {floor:?}", charges_bytes.len());
+    assert_readable(&data, &objects, "after a paced repair").await;
     cluster.shutdown().await;
 }
 

@@ -135,17 +135,32 @@ fn admin_status_with(target: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).expect("admin status --json prints JSON")
 }
 
-/// The value of the Prometheus counter or gauge `name` (without labels) at `metrics_url`; 0 when the
-/// series does not exist yet (counters appear on their first increment).
-pub fn metric(metrics_url: &str, name: &str) -> f64 {
+/// Every sample at `metrics_url`: (series with its labels, value).
+fn samples(metrics_url: &str) -> Vec<(String, f64)> {
     let text = ureq::get(metrics_url).call().expect("metrics answer").body_mut().read_to_string().unwrap();
     text.lines()
         .filter(|line| !line.starts_with('#'))
-        .find_map(|line| {
+        .filter_map(|line| {
             let (series, value) = line.rsplit_once(' ')?;
-            (series == name).then(|| value.parse::<f64>().ok()).flatten()
+            Some((series.to_owned(), value.parse::<f64>().ok()?))
         })
-        .unwrap_or(0.0)
+        .collect()
+}
+
+/// The value of the Prometheus counter or gauge `name` (without labels) at `metrics_url`; 0 when the
+/// series does not exist yet (counters appear on their first increment).
+pub fn metric(metrics_url: &str, name: &str) -> f64 {
+    samples(metrics_url).into_iter().find_map(|(series, value)| (series == name).then_some(value)).unwrap_or(0.0)
+}
+
+/// The sum of every series of `name` (any labels) at `metrics_url`; 0 when there is none.
+#[allow(dead_code)] // not every test binary reads a labelled series
+pub fn metric_total(metrics_url: &str, name: &str) -> f64 {
+    samples(metrics_url)
+        .into_iter()
+        .filter(|(series, _)| series.split_once('{').map_or(series.as_str(), |(series_name, _)| series_name) == name)
+        .map(|(_, value)| value)
+        .sum()
 }
 
 /// Polls `check` every 200 ms until it returns `Some`, for at most `limit`; panics with `what` and
