@@ -8,7 +8,7 @@
 use super::cost::{degraded_plan, normal_task, sampled_set, task_overhead_bytes};
 use super::lazy::refresh_queue_table;
 use crate::{ClusterView, ReadPolicy, RefreshResult, RefreshWork};
-use model::{NodeId, ReadPlan, ReadRequest};
+use model::{CodeLayout, NodeId, Placement, ReadPlan, ReadRequest};
 use optimize::{LoadDirectionProblem, Objective, SolveLimits};
 use rand::{Rng, RngCore};
 
@@ -136,9 +136,11 @@ impl ReadPolicy for OptLazy {
         Some(self.period_ns)
     }
 
-    /// Probes the queue table and builds problem (1) from the demand of the last T (which starts
-    /// again from zero: requests planned while the work runs count towards the next period). The
-    /// work solves it and lays out the direction table.
+    /// Probes the queue table, takes the demand of the last T (which starts again from zero:
+    /// requests planned while the work runs count towards the next period) and draws each
+    /// demanded partition's degraded option. The work builds problem (1) from them, solves it and
+    /// lays out the direction table, so the executor's lock is held only for the probes' answers
+    /// and the draws.
     fn begin_refresh(
         &mut self,
         view: &mut dyn ClusterView,
@@ -155,40 +157,30 @@ impl ReadPolicy for OptLazy {
         }
         let demand_bytes = std::mem::replace(&mut self.demand_bytes, vec![0.0; partitions]);
         let rates: Vec<f64> = (0..node_count as u32).map(|j| view.node_rate_bytes_per_s(NodeId(j))).collect();
-        let mean_rate = rates.iter().sum::<f64>() / node_count as f64;
-        let relative_rates: Vec<f64> = rates.iter().map(|r| r / mean_rate).collect();
-        // D_i of problem (1) is a rate, "the instantaneous total request size
-        // per second" (section 2.3): bytes of the last T over T, times the
-        // frontends (each sees a uniform share of the requests).
-        let period_s = self.period_ns as f64 / model::NANOS_PER_SECOND as f64;
-        let scale = view.frontend_count().max(1) as f64 / period_s;
-        let mut problem = LoadDirectionProblem::new(&self.queue_table, &relative_rates);
-        // (partition, set indices of its options after the normal one)
-        let mut chosen_sets: Vec<(usize, Vec<u16>)> = Vec::new();
-        let mut option_nodes: Vec<Vec<u32>> = Vec::new();
-        for (partition, &demand) in demand_bytes.iter().enumerate() {
-            if demand <= 0.0 {
-                continue;
+        // The random part, drawn here in partition order so a seed decides the same table whether
+        // the work runs at once or later: the one sampled recovery set of each demanded partition.
+        let mut sampled_sets: Vec<u16> = Vec::new();
+        if !self.all_combinations {
+            for (partition, _) in demand_bytes.iter().enumerate().filter(|(_, demand)| **demand > 0.0) {
+                let location = placement.locate(model::PartitionId(partition as u32));
+                sampled_sets.push(sampled_set(layout.recovery_sets(location.unit), rng) as u16);
             }
-            let location = placement.locate(model::PartitionId(partition as u32));
-            let sets = layout.recovery_sets(location.unit);
-            let set_indices: Vec<u16> = if self.all_combinations {
-                (0..sets.len() as u16).collect()
-            } else {
-                vec![sampled_set(sets, rng) as u16]
-            };
-            option_nodes.clear();
-            option_nodes.push(vec![placement.node_of(location.stripe, location.unit).0]);
-            for &index in &set_indices {
-                option_nodes.push(
-                    sets[index as usize].units.iter().map(|&u| placement.node_of(location.stripe, u).0).collect(),
-                );
-            }
-            problem.add_partition(demand * scale, option_nodes.iter().map(|o| o.as_slice()));
-            chosen_sets.push((partition, set_indices));
         }
-        let objective = self.objective;
-        Some(RefreshWork::new(move || Directions::solve(&problem, objective, &chosen_sets, partitions)))
+        let period_s = self.period_ns as f64 / model::NANOS_PER_SECOND as f64;
+        let inputs = RefreshInputs {
+            placement: placement.clone(),
+            layout: layout.clone(),
+            queue: self.queue_table.clone(),
+            rates,
+            demand_bytes,
+            sampled_sets,
+            // D_i of problem (1) is a rate, "the instantaneous total request size per second"
+            // (section 2.3): bytes of the last T over T, times the frontends (each sees a uniform
+            // share of the requests).
+            demand_scale: view.frontend_count().max(1) as f64 / period_s,
+            objective: self.objective,
+        };
+        Some(RefreshWork::new(move || inputs.solve()))
     }
 
     fn finish_refresh(&mut self, result: RefreshResult) {
@@ -207,11 +199,64 @@ struct Directions {
     summary: SolveSummary,
 }
 
+/// What a refresh's work needs, taken from the view and the policy under the executor's lock.
+struct RefreshInputs {
+    placement: Placement,
+    layout: CodeLayout,
+    /// Queue table (bytes per node).
+    queue: Vec<f64>,
+    /// Node rates, bytes per second.
+    rates: Vec<f64>,
+    /// Bytes requested per partition in the last T.
+    demand_bytes: Vec<f64>,
+    /// The sampled recovery set of each partition with demand, in partition order (empty when
+    /// every combination is an option).
+    sampled_sets: Vec<u16>,
+    /// Turns the bytes of the last T into problem (1)'s demand rate.
+    demand_scale: f64,
+    objective: Objective,
+}
+
+impl RefreshInputs {
+    /// Builds problem (1), solves it and lays out each partition's directions.
+    fn solve(self) -> Directions {
+        let mean_rate = self.rates.iter().sum::<f64>() / self.rates.len() as f64;
+        let relative_rates: Vec<f64> = self.rates.iter().map(|r| r / mean_rate).collect();
+        let mut problem = LoadDirectionProblem::new(&self.queue, &relative_rates);
+        // (partition, set indices of its options after the normal one)
+        let mut chosen_sets: Vec<(usize, Vec<u16>)> = Vec::new();
+        let mut option_nodes: Vec<Vec<u32>> = Vec::new();
+        let mut sampled = self.sampled_sets.iter();
+        for (partition, &demand) in self.demand_bytes.iter().enumerate() {
+            if demand <= 0.0 {
+                continue;
+            }
+            let location = self.placement.locate(model::PartitionId(partition as u32));
+            let sets = self.layout.recovery_sets(location.unit);
+            let set_indices: Vec<u16> = if self.sampled_sets.is_empty() {
+                (0..sets.len() as u16).collect()
+            } else {
+                vec![*sampled.next().expect("a sampled set per demanded partition")]
+            };
+            option_nodes.clear();
+            option_nodes.push(vec![self.placement.node_of(location.stripe, location.unit).0]);
+            for &index in &set_indices {
+                option_nodes.push(
+                    sets[index as usize].units.iter().map(|&u| self.placement.node_of(location.stripe, u).0).collect(),
+                );
+            }
+            problem.add_partition(demand * self.demand_scale, option_nodes.iter().map(|o| o.as_slice()));
+            chosen_sets.push((partition, set_indices));
+        }
+        Directions::lay_out(&problem, self.objective, &chosen_sets, self.demand_bytes.len())
+    }
+}
+
 impl Directions {
     /// Solves `problem` and lays out each of the first `partitions` partitions' directions;
     /// `chosen_sets[row]` = (partition, recovery-set indices of its options after the normal
     /// read) for the problem's rows, in partition order.
-    fn solve(
+    fn lay_out(
         problem: &LoadDirectionProblem,
         objective: Objective,
         chosen_sets: &[(usize, Vec<u16>)],
