@@ -48,7 +48,12 @@ async fn admin_policy_switches_the_gateway_and_records_show_it() {
     let dir = temp.path().join("cluster");
     // The policy's settings come from up.toml's [controller] section.
     let up_toml = temp.path().join("up.toml");
-    std::fs::write(&up_toml, "[controller]\npolicy = \"normal\"\nsettings = { normal_timeout_ms = 700 }\n").unwrap();
+    std::fs::write(
+        &up_toml,
+        "[controller]\npolicy = \"normal\"\nsettings = { normal_timeout_ms = 700 }\n\n\
+         [data.packed]\nseal_after_ms = 600000\n",
+    )
+    .unwrap();
     let mut up = start_up_with(&dir, &["--config", up_toml.to_str().unwrap()]);
     let manifest = wait_for_manifest(&dir, &mut up);
     let gateway_http = launcher::admin::gateway_http_from_dir(&dir).unwrap();
@@ -93,5 +98,26 @@ async fn admin_policy_switches_the_gateway_and_records_show_it() {
         assert_eq!(record.request.probes, 7, "LMLF-PW2 on RS(6,3): the original node and a set of six");
         assert!(record.request.probe_wait_ns > 0 && record.request.completion_ns >= record.request.decision_end_ns);
     }
+
+    // Small objects wait in an open packed stripe (sealed after 10 minutes here), read from their
+    // replicas without a plan; `POST /admin/packed/seal` seals them now, and then reads are planned.
+    let small: Vec<(String, Vec<u8>)> =
+        (0..3).map(|i| (format!("small-{i}"), pseudo_random(1000 + i * 10, 50 + i as u32))).collect();
+    for (key, bytes) in &small {
+        s3.put_object().bucket("demo").key(key).body(ByteStream::from(bytes.clone())).send().await.unwrap();
+        assert!(get(&s3, key).await == *bytes, "{key} from its replicas");
+    }
+    let (_, records) = take_records(&gateway_http, &secret);
+    assert!(records.is_empty(), "reads of an open stripe are not planned: {} records", records.len());
+    let admin =
+        |secret: &str| launcher::gateway_admin::GatewayAdmin { base: gateway_http.clone(), secret: secret.into() };
+    let refused = admin("not-the-secret").seal_open_stripes().unwrap_err();
+    assert!(format!("{refused:#}").contains("403"), "{refused:#}");
+    admin(&secret).seal_open_stripes().unwrap();
+    for (key, bytes) in &small {
+        assert!(get(&s3, key).await == *bytes, "{key} once sealed");
+    }
+    let (_, records) = take_records(&gateway_http, &secret);
+    assert_eq!(records.len(), small.len(), "every read of a sealed stripe is planned and recorded");
     interrupt(up);
 }

@@ -274,7 +274,11 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                     }
                 }),
             );
-        let app = app.merge(admin_routes(Arc::clone(&controller), config.data.cluster_secret.clone()));
+        let app = app.merge(admin_routes(
+            Arc::clone(&controller),
+            Arc::clone(data.data.packer()),
+            config.data.cluster_secret.clone(),
+        ));
         http_server = Some(tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async {
@@ -318,9 +322,14 @@ struct PolicyChange {
     settings: Option<policy::PolicySettings>,
 }
 
-/// `GET /admin/policy`; `PUT /admin/policy` and `POST /admin/records/take`, which need the cluster
-/// secret in [`SECRET_HEADER`] (the endpoint is plain HTTP: bind it to a private address).
-fn admin_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
+/// How long `POST /admin/packed/seal` waits for the seals it starts.
+pub const SEAL_NOW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// `GET /admin/policy`; `PUT /admin/policy`, `POST /admin/records/take` and `POST
+/// /admin/packed/seal` (seal this gateway's open packed stripes now, as a shutdown does), which
+/// need the cluster secret in [`SECRET_HEADER`] (the endpoint is plain HTTP: bind it to a private
+/// address).
+fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Packer>, secret: String) -> axum::Router {
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
     let secret = Arc::new(secret);
@@ -330,7 +339,7 @@ fn admin_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
     let refused = || (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response();
     let (get_controller, put_controller, take_controller) =
         (Arc::clone(&controller), Arc::clone(&controller), controller);
-    let (put_secret, take_secret) = (Arc::clone(&secret), secret);
+    let (put_secret, take_secret, seal_secret) = (Arc::clone(&secret), Arc::clone(&secret), secret);
     axum::Router::new()
         .route(
             "/admin/policy",
@@ -384,6 +393,18 @@ fn admin_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
                         .into_response()
                 };
                 std::future::ready(response)
+            }),
+        )
+        .route(
+            "/admin/packed/seal",
+            axum::routing::post(move |headers: HeaderMap| async move {
+                if !authorized(&headers, &seal_secret) {
+                    return refused();
+                }
+                match packer.flush(SEAL_NOW_TIMEOUT).await {
+                    Ok(()) => axum::Json(serde_json::json!({ "sealed": true })).into_response(),
+                    Err(error) => (StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response(),
+                }
             }),
         )
 }

@@ -1,7 +1,7 @@
-//! The client of a gateway's controller endpoints, for `lowtail admin policy` and the live
-//! experiment: `GET` and `PUT /admin/policy` (show and switch the read policy) and `POST
-//! /admin/records/take` (the records of the reads since the last take, as JSON lines), with the
-//! cluster secret.
+//! The client of a gateway's admin endpoints, for `lowtail admin policy` and the live
+//! experiment: `GET` and `PUT /admin/policy` (show and switch the read policy), `POST
+//! /admin/records/take` (the records of the reads since the last take, as JSON lines) and `POST
+//! /admin/packed/seal` (seal the open packed stripes now), with the cluster secret.
 //!
 //! Owns: the HTTP calls, their time limits and their errors, which name the gateway and say when it
 //! lacks the controller (a 404). Must not: retry a call (a failure ends the experiment with its
@@ -88,6 +88,18 @@ impl GatewayAdmin {
             .with_context(|| format!("{what} at {}", self.base))?;
         let body = self.check(what, &mut response)?;
         serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer a policy: {body}", self.base))
+    }
+
+    /// Seals the gateway's open packed stripes now (`POST /admin/packed/seal`), as its shutdown
+    /// would: their objects are erasure-coded on return, not replicated.
+    pub fn seal_open_stripes(&self) -> anyhow::Result<()> {
+        let what = "POST /admin/packed/seal";
+        let mut response = agent()
+            .post(format!("{}/admin/packed/seal", self.base))
+            .header(SECRET_HEADER, &self.secret)
+            .send_empty()
+            .with_context(|| format!("{what} at {}", self.base))?;
+        self.check(what, &mut response).map(|_| ())
     }
 
     /// Takes the records the gateway holds (`POST /admin/records/take`), emptying its buffer.

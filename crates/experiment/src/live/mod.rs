@@ -82,8 +82,13 @@ pub const SLOW_AFTER_FRACTION: f64 = 0.2;
 /// nodes, waking late, missed their emulated service time by more (fit RMS 0.6–1.4 ms against
 /// 1.6–3.6 ms). On this host the decision's wall-clock tail is the hypervisor's (steal 10–49 %).
 pub const NODE_NICE: i32 = 0;
-/// Gateways seal an open packed stripe this long after opening it (the default is 5 s).
-pub const SEAL_AFTER_MS: u64 = 1000;
+/// Gateways seal an open packed stripe this long after opening it (the default is 5 s), or when it
+/// is full. Longer than loading takes, so that the data set fills its units as the paper's equal
+/// partitions (a stripe seals when the next object fits none of its units); the stripes still open
+/// when loading ends are sealed through `POST /admin/packed/seal`. With a 1 s timer, how full the
+/// units came out depended on how fast the host loaded: 354 to 690 data units from run to run
+/// instead of about 260, each run a different load level.
+pub const SEAL_AFTER_MS: u64 = 600_000;
 /// Longest wait for every loaded object's stripe to be sealed.
 pub const SEAL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Pause between runs, so that cancelled tasks still in service drain.
@@ -617,6 +622,10 @@ async fn load_code(
     let sizes = object_sizes(&workload.requests);
     ensure_bucket(&clients.s3[0], BUCKET).await?;
     prepare(&clients.s3, BUCKET, options.seed, &sizes, &|| {}).await.context("loading the data set")?;
+    for admin in &clients.admins {
+        let admin = admin.clone();
+        blocking(move || admin.seal_open_stripes()).await.context("sealing the loaded data set")?;
+    }
     let meta = fleet.meta().await?;
     let spec: codec::CodeSpec = code.parse().with_context(|| format!("code {code}"))?;
     let deadline = Instant::now() + SEAL_TIMEOUT;
