@@ -8,7 +8,8 @@
 //! `STAND_IN_DURATION_S`, `STAND_IN_OBJECTS`, `STAND_IN_TIMEOUT_MS`, `STAND_IN_SEED`,
 //! `STAND_IN_COUNT_OVERHEAD` (whether the policies count per-task overhead in load: the live
 //! experiment's [`live::policy_settings`] do), `STAND_IN_MARGINAL_LOAD` (`bytes` or `drain-time`,
-//! what the LMLF policies charge a task for).
+//! what the LMLF policies charge a task for), `STAND_IN_BASE_OVERHEAD_US` and `STAND_IN_BASE_RATE`
+//! (the emulated node at scale 1: per-task µs and bytes per second).
 //!
 //! With `STAND_IN_SLOW=1` it also runs the live experiment's slow-node runs in the stand-in: the
 //! most-read node [`live::SLOW_FACTOR`] times slower from [`live::SLOW_AFTER_FRACTION`] of the run,
@@ -54,6 +55,11 @@ fn main() -> anyhow::Result<()> {
             config.policy.normal_timeout_ms = env_or("STAND_IN_TIMEOUT_MS", config.policy.normal_timeout_ms);
             config.policy.count_task_overhead = env_or("STAND_IN_COUNT_OVERHEAD", config.policy.count_task_overhead);
             config.policy.marginal_load = env_or("STAND_IN_MARGINAL_LOAD", config.policy.marginal_load);
+            // Another emulated node at scale 1 (the live experiment's is `regime::BASE_*`).
+            let base_overhead_us: f64 = env_or("STAND_IN_BASE_OVERHEAD_US", regime::BASE_OVERHEAD_US);
+            let base_rate_bytes_per_s: f64 = env_or("STAND_IN_BASE_RATE", regime::BASE_RATE_BYTES_PER_S);
+            config.cluster.task_overhead_us = (base_overhead_us * scale).round() as u64;
+            config.cluster.rate_bytes_per_s = (base_rate_bytes_per_s / scale).round() as u64;
             let cluster = regime::at_rate(cluster, &config);
             let mut normal = None;
             let mut healthy_p99_s = Vec::new();
@@ -74,7 +80,9 @@ fn main() -> anyhow::Result<()> {
                 healthy_p99_s.push((policy, latency.p99_s));
                 match policy {
                     PolicyKind::Normal => {
-                        loss += log_errors(&latency, paper).iter().map(|e| e * e).sum::<f64>();
+                        let code_loss = log_errors(&latency, paper).iter().map(|e| e * e).sum::<f64>();
+                        println!("       {:<10} Normal's shape loss {code_loss:.3}", paper.code);
+                        loss += code_loss;
                         normal = Some(latency);
                     }
                     PolicyKind::LmlfPw2 => {
