@@ -13,9 +13,41 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A running `lowtail up`. A test that fails before it stops the cluster drops it, and the drop
+/// stops it as Ctrl-C would (SIGKILL after 30 s), so a failed test leaves no cluster running.
+pub struct Up(Child);
+
+impl std::ops::Deref for Up {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Up {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        signal(self.0.id(), libc::SIGINT);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts `lowtail up --dir DIR` with `args` in front, output discarded (the nodes log under DIR).
-pub fn start_up_with(dir: &Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_lowtail"))
+pub fn start_up_with(dir: &Path, args: &[&str]) -> Up {
+    Up(Command::new(env!("CARGO_BIN_EXE_lowtail"))
         .arg("up")
         .args(args)
         .arg("--dir")
@@ -23,11 +55,11 @@ pub fn start_up_with(dir: &Path, args: &[&str]) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("lowtail runs")
+        .expect("lowtail runs"))
 }
 
 /// `lowtail up` with 9 nodes, RS(6,3), S3 on a free loopback port.
-pub fn start_up(dir: &Path) -> Child {
+pub fn start_up(dir: &Path) -> Up {
     start_up_with(dir, &["--nodes", "9", "--code", "rs-6-3", "--listen", "127.0.0.1:0"])
 }
 
@@ -68,7 +100,7 @@ pub fn kill_and_wait(pid: u32) {
 }
 
 /// SIGINT, then waits (at most 60 s) for a clean exit.
-pub fn interrupt(mut up: Child) {
+pub fn interrupt(mut up: Up) {
     signal(up.id(), libc::SIGINT);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -154,7 +186,6 @@ pub fn metric(metrics_url: &str, name: &str) -> f64 {
 }
 
 /// The sum of every series of `name` (any labels) at `metrics_url`; 0 when there is none.
-#[allow(dead_code)] // not every test binary reads a labelled series
 pub fn metric_total(metrics_url: &str, name: &str) -> f64 {
     samples(metrics_url)
         .into_iter()
