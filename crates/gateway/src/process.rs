@@ -322,8 +322,9 @@ struct PolicyChange {
     settings: Option<policy::PolicySettings>,
 }
 
-/// How long `POST /admin/packed/seal` waits for the seals it starts.
-pub const SEAL_NOW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+/// How long `POST /admin/packed/seal` waits for the seals it starts: under the admin client's own
+/// time limit (`launcher::gateway_admin::ADMIN_TIMEOUT`, 60 s), so a caller hears why, not a timeout.
+pub const SEAL_NOW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(50);
 
 /// `GET /admin/policy`; `PUT /admin/policy`, `POST /admin/records/take` and `POST
 /// /admin/packed/seal` (seal this gateway's open packed stripes now, as a shutdown does), which
