@@ -94,22 +94,23 @@ impl GatewayAdmin {
     /// would: their objects are erasure-coded on return, not replicated.
     pub fn seal_open_stripes(&self) -> anyhow::Result<()> {
         let what = "POST /admin/packed/seal";
-        let mut response = agent()
-            .post(format!("{}/admin/packed/seal", self.base))
+        let mut response = self.post_with_secret(what, "/admin/packed/seal")?;
+        self.check(what, &mut response).map(|_| ())
+    }
+
+    /// An empty `POST` of `path` with the cluster secret; `what` names the call in errors.
+    fn post_with_secret(&self, what: &str, path: &str) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
+        agent()
+            .post(format!("{}{path}", self.base))
             .header(SECRET_HEADER, &self.secret)
             .send_empty()
-            .with_context(|| format!("{what} at {}", self.base))?;
-        self.check(what, &mut response).map(|_| ())
+            .with_context(|| format!("{what} at {}", self.base))
     }
 
     /// Takes the records the gateway holds (`POST /admin/records/take`), emptying its buffer.
     pub fn take_records(&self) -> anyhow::Result<Taken> {
         let what = "POST /admin/records/take";
-        let mut response = agent()
-            .post(format!("{}/admin/records/take", self.base))
-            .header(SECRET_HEADER, &self.secret)
-            .send_empty()
-            .with_context(|| format!("{what} at {}", self.base))?;
+        let mut response = self.post_with_secret(what, "/admin/records/take")?;
         let count = |name: &str| -> anyhow::Result<u64> {
             match response.headers().get(name) {
                 Some(value) => value

@@ -9,7 +9,7 @@ use super::cost::{degraded_plan, normal_task, sampled_set, task_overhead_bytes};
 use super::lazy::refresh_queue_table;
 use crate::{ClusterView, ReadPolicy, RefreshResult, RefreshWork};
 use model::{CodeLayout, NodeId, Placement, ReadPlan, ReadRequest};
-use optimize::{LoadDirectionProblem, Objective, SolveLimits};
+use optimize::{LoadDirectionProblem, Objective, Solution, SolveLimits};
 use rand::{Rng, RngCore};
 
 /// Marks the normal read in a direction entry.
@@ -159,13 +159,15 @@ impl ReadPolicy for OptLazy {
         let rates: Vec<f64> = (0..node_count as u32).map(|j| view.node_rate_bytes_per_s(NodeId(j))).collect();
         // The random part, drawn here in partition order so a seed decides the same table whether
         // the work runs at once or later: the one sampled recovery set of each demanded partition.
-        let mut sampled_sets: Vec<u16> = Vec::new();
-        if !self.all_combinations {
-            for (partition, _) in demand_bytes.iter().enumerate().filter(|(_, demand)| **demand > 0.0) {
-                let location = placement.locate(model::PartitionId(partition as u32));
-                sampled_sets.push(sampled_set(layout.recovery_sets(location.unit), rng) as u16);
-            }
-        }
+        let sampled_sets: Option<Vec<u16>> = (!self.all_combinations).then(|| {
+            let demanded = demand_bytes.iter().enumerate().filter(|(_, demand)| **demand > 0.0);
+            demanded
+                .map(|(partition, _)| {
+                    let location = placement.locate(model::PartitionId(partition as u32));
+                    sampled_set(layout.recovery_sets(location.unit), rng) as u16
+                })
+                .collect()
+        });
         let period_s = self.period_ns as f64 / model::NANOS_PER_SECOND as f64;
         let inputs = RefreshInputs {
             placement: placement.clone(),
@@ -209,9 +211,9 @@ struct RefreshInputs {
     rates: Vec<f64>,
     /// Bytes requested per partition in the last T.
     demand_bytes: Vec<f64>,
-    /// The sampled recovery set of each partition with demand, in partition order (empty when
-    /// every combination is an option).
-    sampled_sets: Vec<u16>,
+    /// The sampled recovery set of each partition with demand, in partition order; `None`: every
+    /// combination is an option.
+    sampled_sets: Option<Vec<u16>>,
     /// Turns the bytes of the last T into problem (1)'s demand rate.
     demand_scale: f64,
     objective: Objective,
@@ -226,17 +228,16 @@ impl RefreshInputs {
         // (partition, set indices of its options after the normal one)
         let mut chosen_sets: Vec<(usize, Vec<u16>)> = Vec::new();
         let mut option_nodes: Vec<Vec<u32>> = Vec::new();
-        let mut sampled = self.sampled_sets.iter();
+        let mut sampled = self.sampled_sets.iter().flatten();
         for (partition, &demand) in self.demand_bytes.iter().enumerate() {
             if demand <= 0.0 {
                 continue;
             }
             let location = self.placement.locate(model::PartitionId(partition as u32));
             let sets = self.layout.recovery_sets(location.unit);
-            let set_indices: Vec<u16> = if self.sampled_sets.is_empty() {
-                (0..sets.len() as u16).collect()
-            } else {
-                vec![*sampled.next().expect("a sampled set per demanded partition")]
+            let set_indices: Vec<u16> = match self.sampled_sets {
+                None => (0..sets.len() as u16).collect(),
+                Some(_) => vec![*sampled.next().expect("a sampled set per demanded partition")],
             };
             option_nodes.clear();
             option_nodes.push(vec![self.placement.node_of(location.stripe, location.unit).0]);
@@ -248,21 +249,21 @@ impl RefreshInputs {
             problem.add_partition(demand * self.demand_scale, option_nodes.iter().map(|o| o.as_slice()));
             chosen_sets.push((partition, set_indices));
         }
-        Directions::lay_out(&problem, self.objective, &chosen_sets, self.demand_bytes.len())
+        let solution = problem.solve(self.objective, SolveLimits::default());
+        Directions::lay_out(&problem, &solution, &chosen_sets, self.demand_bytes.len())
     }
 }
 
 impl Directions {
-    /// Solves `problem` and lays out each of the first `partitions` partitions' directions;
+    /// Each of the first `partitions` partitions' directions from `problem`'s `solution`;
     /// `chosen_sets[row]` = (partition, recovery-set indices of its options after the normal
     /// read) for the problem's rows, in partition order.
     fn lay_out(
         problem: &LoadDirectionProblem,
-        objective: Objective,
+        solution: &Solution,
         chosen_sets: &[(usize, Vec<u16>)],
         partitions: usize,
     ) -> Directions {
-        let solution = problem.solve(objective, SolveLimits::default());
         let summary = SolveSummary {
             partitions: problem.partition_count(),
             sweeps: solution.sweeps,
