@@ -77,7 +77,8 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct LoadArgs {
-    /// A running cluster, by the cluster.json `lowtail up` wrote (repeatable: one gateway each).
+    /// A running cluster, by the cluster.json `lowtail up` wrote (its gateway; further gateways of
+    /// the same cluster with --endpoint).
     #[arg(long, value_name = "FILE")]
     cluster: Vec<PathBuf>,
     /// A gateway's S3 endpoint URL (repeatable), with --access-key and --secret-key.
@@ -806,10 +807,32 @@ fn admin_policy(command: AdminPolicyCommand) -> anyhow::Result<()> {
                 std::env::var("LOWTAIL_CLUSTER_SECRET")
                     .context("set LOWTAIL_CLUSTER_SECRET to the cluster secret to switch gateways given by --gateway")?
             };
-            for base in policy_gateways(&args.target)? {
+            let gateways = policy_gateways(&args.target)?;
+            // Every gateway is reached first: one that cannot be switches none.
+            for base in &gateways {
+                GatewayAdmin { base: base.clone(), secret: String::new() }
+                    .policy()
+                    .with_context(|| format!("{base} does not answer; no gateway was switched"))?;
+            }
+            let mut switched: Vec<&str> = Vec::new();
+            for base in &gateways {
                 let admin = GatewayAdmin { base: base.clone(), secret: secret.clone() };
-                let state = admin.set_policy(kind, settings.as_ref())?;
-                text.push_str(&format!("{base}: now {}\n", state.policy));
+                match admin.set_policy(kind, settings.as_ref()) {
+                    Ok(state) => {
+                        text.push_str(&format!("{base}: now {}\n", state.policy));
+                        switched.push(base);
+                    }
+                    Err(error) if switched.is_empty() => {
+                        return Err(error.context(format!("{base}: not switched; no gateway was switched")));
+                    }
+                    Err(error) => {
+                        return Err(error.context(format!(
+                            "{base}: not switched, but {} already run {kind}: run the command again, or check with \
+                             `lowtail admin policy show`",
+                            switched.join(", ")
+                        )));
+                    }
+                }
             }
         }
     }

@@ -80,6 +80,15 @@ async fn admin_policy_switches_the_gateway_and_records_show_it() {
     assert!(!ok && text.contains("unknown policy"), "{text}");
     let (ok, text) = lowtail_admin(&dir, &["set", "lmlf-pw2", "--settings", r#"{"normal_timeout_ms": 0}"#]);
     assert!(!ok && text.contains("must be positive"), "{text}");
+    // Several gateways, one of which does not answer: none is switched, and the error says which.
+    let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
+        .args(["admin", "policy", "set", "lmlf-pw2", "--gateway", &gateway_http, "--gateway", "http://127.0.0.1:9"])
+        .env("LOWTAIL_CLUSTER_SECRET", &secret)
+        .output()
+        .expect("lowtail runs");
+    let text = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{text}");
+    assert!(text.contains("http://127.0.0.1:9 does not answer; no gateway was switched"), "{text}");
     let (ok, text) = lowtail_admin(&dir, &["show"]);
     assert!(ok && text.contains(": normal "), "refused changes change nothing: {text}");
 
@@ -98,6 +107,12 @@ async fn admin_policy_switches_the_gateway_and_records_show_it() {
         assert_eq!(record.request.probes, 7, "LMLF-PW2 on RS(6,3): the original node and a set of six");
         assert!(record.request.probe_wait_ns > 0 && record.request.completion_ns >= record.request.decision_end_ns);
     }
+    // The controller's counters are on /metrics too.
+    let metrics_url = format!("{gateway_http}/metrics");
+    let planned = common::metric(&metrics_url, "lowtail_controller_reads_planned_total");
+    let probes = common::metric(&metrics_url, "lowtail_controller_request_probes_total");
+    assert!(planned >= records.len() as f64, "{planned} planned reads on /metrics, {} records", records.len());
+    assert!(probes >= 7.0 * records.len() as f64, "{probes} request probes on /metrics");
 
     // Small objects wait in an open packed stripe (sealed after 10 minutes here), read from their
     // replicas without a plan; `POST /admin/packed/seal` seals them now, and then reads are planned.

@@ -1,6 +1,7 @@
 //! `lowtail load` against `lowtail up` as real processes on loopback: an open-loop quick run whose
 //! results hold one record per request, a second run that finds its objects already loaded, a
-//! closed loop of 4 clients, and bad arguments refused before anything is written.
+//! trace replayed, a gateway that does not answer refused by name, a closed loop of 4 clients, and
+//! bad arguments refused before anything is written.
 
 mod common;
 
@@ -102,6 +103,37 @@ fn open_loop_records_every_request_and_a_second_run_reuses_the_objects() {
     assert_eq!(again["prepare"]["uploaded"], 0, "{again}");
     assert_eq!(again["prepare"]["present"], prepared["objects"], "{again}");
     assert!(again["prepare_s"].as_f64().unwrap() < json(&first.join("load.json"))["prepare_s"].as_f64().unwrap());
+
+    // A trace replayed as it is: 120 requests over 3 s on 30 objects, every one served.
+    let trace = dir.path().join("trace.csv");
+    let lines: String =
+        (0..120).map(|i| format!("{:.3},t{},{}\n", f64::from(i) * 0.025, i % 30, 1000 + 500 * (i % 30))).collect();
+    std::fs::write(&trace, format!("time,object_id,size\n{lines}")).unwrap();
+    let replayed = dir.path().join("trace-run");
+    let output = load(
+        &cluster,
+        &["--trace", trace.to_str().unwrap(), "--partitions", "4", "--no-png", "--out", replayed.to_str().unwrap()],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(check_results(&replayed, "open-loop", false), 120, "every line of the trace");
+
+    // A second gateway that does not answer: refused before any request, naming it.
+    let refused = dir.path().join("refused");
+    let manifest_json = json(&manifest);
+    let (access_key, secret_key) =
+        (manifest_json["access_key"].as_str().unwrap(), manifest_json["secret_key"].as_str().unwrap());
+    let output = load(
+        &cluster,
+        &[
+            SHORT,
+            &["--endpoint", "http://127.0.0.1:9", "--access-key", access_key, "--secret-key", secret_key],
+            &["--out", refused.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert!(!output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("gateway http://127.0.0.1:9 does not serve bucket"), "{}", text(&output));
+    assert!(!refused.exists(), "a refused run writes nothing");
     interrupt(up);
 }
 

@@ -2,7 +2,8 @@
 //! and striped objects, RS and LRC) and records each read in the shared schema with the probes it
 //! announced; LMLF-PW2 reads around a node with a standing queue; Normal launches its degraded read
 //! after the timeout and cancels the loser; a planned read whose node died falls back and is still
-//! served; records are taken once and switching policy takes effect.
+//! served; records are taken once and switching policy takes effect; a probe of a hung node gives
+//! up after the probe timeout; the refresh task runs every period until stopped.
 
 mod data_support;
 
@@ -171,6 +172,12 @@ async fn lmlf_pw2_reads_around_a_queue_and_normal_waits_for_its_timeout() {
     assert!(record.request.timed_out && record.request.degraded, "{record:?}");
     assert_eq!(record.request.probes, 0);
     assert!(record.tasks[0].cancelled, "the slow normal task was cancelled");
+    let fallback_finish_ns = record.tasks[1..].iter().map(|t| t.finish_ns).max().unwrap();
+    assert!(
+        record.tasks[0].cancel_ns >= fallback_finish_ns && record.tasks[0].cancel_ns <= record.request.completion_ns,
+        "cancelled once the fallback had answered: {:?}",
+        record.tasks
+    );
     assert!(record.tasks[1..].iter().all(|t| t.role == TaskRole::Fallback && !t.cancelled && t.finish_ns != NEVER));
     check_record_times(record);
     cluster.client(hot).await.set_service_model(&ServiceModel::default()).await.unwrap();
@@ -239,5 +246,74 @@ async fn records_beyond_the_limit_are_counted_and_dropped() {
     assert_eq!(records.len(), 2);
     assert!(dropped >= 2, "dropped {dropped}");
     assert_eq!(controller.take_records().1, 0, "the count restarts after a take");
+    cluster.shutdown().await;
+}
+
+/// A node that accepts connections but never answers (hung, yet still Up in the metadata):
+/// LMLF-PW2's probe of it gives up after `probe_timeout_ms`, not the node RPC timeout, the node
+/// looks full, and the read goes around it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_of_a_hung_node_gives_up_after_the_probe_timeout() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let rpc_timeout = Duration::from_millis(config.node_rpc_timeout_ms);
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern(60_000, 9);
+    let layout = data.write(body.clone()).await.unwrap();
+    let victim = first_unit_node(&cluster, &layout).await;
+    let config = ControllerConfig { policy: PolicyKind::LmlfPw2, probe_timeout_ms: 200, ..Default::default() };
+    let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
+    data.io().attach_controller(Arc::clone(&controller)).unwrap();
+    let victim_info = cluster.node_info(victim).await;
+    cluster.stop(victim).await;
+    // Its address now takes connections and never answers; the pooled connection is dropped so
+    // the probe meets the hung listener.
+    let hung = tokio::net::TcpListener::bind(&cluster.addresses[victim]).await.unwrap();
+    let holder = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = hung.accept().await {
+            open.push(socket);
+        }
+    });
+    data.io().cluster().forget(victim_info.id);
+    let started = std::time::Instant::now();
+    let read = data.read(&layout, 0..10_000).await.unwrap();
+    let elapsed = started.elapsed();
+    assert!(read == body.slice(..10_000));
+    let records = controller.take_records().0;
+    assert_eq!(records.len(), 1);
+    let request = &records[0].request;
+    assert!(
+        (200_000_000..rpc_timeout.as_nanos() as u64).contains(&request.probe_wait_ns),
+        "the probes waited {} ms (probe timeout 200 ms, RPC timeout {rpc_timeout:?})",
+        request.probe_wait_ns / 1_000_000
+    );
+    assert!(records[0].tasks.iter().all(|t| t.role == TaskRole::Degraded), "{:?}", records[0].tasks);
+    assert_eq!(controller.counters().probe_timeouts.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert!(elapsed < rpc_timeout, "the read took {elapsed:?}");
+    holder.abort();
+    cluster.shutdown().await;
+}
+
+/// The gateway's refresh task refreshes a lazy policy every period T, and ends when told to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_refresh_task_refreshes_every_period_until_stopped() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let settings = PolicySettings { lmlf_lazy_period_ms: 100, ..Default::default() };
+    let config = ControllerConfig { policy: PolicyKind::LmlfLazy, settings, ..Default::default() };
+    let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(Arc::clone(&controller).run_refresh(Arc::clone(data.io()), stopped));
+    tokio::time::sleep(Duration::from_millis(1050)).await;
+    let refreshes = controller.take_refresh_probes() / 9;
+    // About ten at T = 100 ms; a loaded host may delay a few, never add one.
+    assert!((3..=11).contains(&refreshes), "{refreshes} refreshes in 1.05 s at T = 100 ms");
+    stop.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task).await.expect("the refresh task ends when stopped").unwrap();
+    let after = controller.take_refresh_probes();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(controller.take_refresh_probes(), 0, "no refresh after the stop ({after} probes at the stop)");
     cluster.shutdown().await;
 }

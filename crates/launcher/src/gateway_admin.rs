@@ -169,6 +169,8 @@ mod tests {
                 unit: 1,
                 role: TaskRole::Normal,
                 cancelled: false,
+                cancel_ns: model::NEVER,
+                failed: false,
                 bytes: 100,
                 enqueue_ns: 4,
                 start_ns: 5,

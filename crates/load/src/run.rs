@@ -9,7 +9,7 @@
 
 use crate::executor::{ExecutorOutput, LoopMode, execute};
 use crate::objects::object_sizes;
-use crate::s3::{PrepareStats, S3Fetch, ensure_bucket, prepare};
+use crate::s3::{PrepareStats, S3Fetch, check_bucket_everywhere, ensure_bucket, prepare};
 use crate::source::{LiveCaps, WorkloadSource, build_live_workload};
 use anyhow::{Context, ensure};
 use bench::s3_client::{S3Endpoint, measurement_client};
@@ -105,9 +105,23 @@ pub fn resolve_gateways(
     let mut gateways = Vec::new();
     let mut code = None;
     let mut node_count = 0;
+    let mut first: Option<(PathBuf, PathBuf)> = None;
     for path in manifests {
         let manifest = launcher::Manifest::read(path)
             .with_context(|| format!("cannot read the cluster manifest {}", path.display()))?;
+        // Each `lowtail up` is a cluster of its own with one gateway: objects loaded through one
+        // would be missing from the other, and half the reads would fail.
+        match &first {
+            None => first = Some((path.clone(), manifest.dir.clone())),
+            Some((first_path, dir)) => ensure!(
+                *dir == manifest.dir,
+                "{} and {} are two different clusters (each `lowtail up` runs one gateway over its own \
+                 store); lowtail load spreads one workload over the gateways of one cluster: name further \
+                 gateways of the same cluster with --endpoint",
+                first_path.display(),
+                path.display()
+            ),
+        }
         if code.is_none() {
             code = Some(manifest.code.clone());
             node_count = u32::try_from(manifest.nodes.len()).unwrap_or(u32::MAX);
@@ -177,7 +191,9 @@ pub fn run_load(config: &LoadConfig) -> anyhow::Result<LoadOutcome> {
 
     let prepare_started = Instant::now();
     let prepared = runtime.block_on(async {
-        ensure_bucket(&clients[0], &config.bucket).await?;
+        let urls: Vec<&str> = config.gateways.iter().map(|gateway| gateway.url.as_str()).collect();
+        ensure_bucket(&clients[0], &config.bucket).await.with_context(|| format!("through gateway {}", urls[0]))?;
+        check_bucket_everywhere(&clients, &urls, &config.bucket).await?;
         if !config.prepare {
             return anyhow::Ok(None);
         }
@@ -303,5 +319,30 @@ mod tests {
             ["http://127.0.0.1:1", "http://127.0.0.1:2"]
         );
         assert_eq!((code, nodes), (None, 0));
+    }
+
+    #[test]
+    fn manifests_of_two_clusters_are_refused() {
+        let manifest = |dir: &std::path::Path| {
+            let manifest = launcher::Manifest {
+                endpoint: "http://127.0.0.1:1".into(),
+                region: "us-east-1".into(),
+                access_key: "a".into(),
+                secret_key: "b".into(),
+                code: "rs-6-3".into(),
+                dir: dir.to_path_buf(),
+                gateway: None,
+                nodes: Vec::new(),
+            };
+            let path = dir.join("cluster.json");
+            manifest.write(&path).unwrap();
+            path
+        };
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (manifest(a.path()), manifest(b.path()));
+        let error = resolve_gateways(&[a.clone(), b.clone()], &[], None, None, "r").unwrap_err().to_string();
+        assert!(error.contains("two different clusters") && error.contains("--endpoint"), "{error}");
+        let (gateways, code, _) = resolve_gateways(&[a.clone(), a], &[], None, None, "r").unwrap();
+        assert_eq!((gateways.len(), code.as_deref()), (2, Some("rs-6-3")), "one cluster named twice is one cluster");
     }
 }

@@ -46,6 +46,28 @@ pub async fn ensure_bucket(client: &aws_sdk_s3::Client, bucket: &str) -> anyhow:
     Ok(())
 }
 
+/// Checks that every gateway after the first (`clients[1..]`, named by `urls`) serves `bucket`,
+/// which was made through the first: a gateway that is down, or serves another cluster, fails the
+/// run before any request, naming itself.
+pub async fn check_bucket_everywhere(
+    clients: &[aws_sdk_s3::Client],
+    urls: &[&str],
+    bucket: &str,
+) -> anyhow::Result<()> {
+    assert_eq!(clients.len(), urls.len(), "a URL per client");
+    for (client, url) in clients.iter().zip(urls).skip(1) {
+        client.head_bucket().bucket(bucket).send().await.map_err(|error| {
+            anyhow::anyhow!(
+                "gateway {url} does not serve bucket {bucket}, which {} does ({}): every gateway must be up \
+                 and serve the same cluster",
+                urls[0],
+                error_text(&error)
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Loads every object of `sizes` into `bucket`, spreading the writes round-robin over `clients`;
 /// an object already there with its size is skipped (so a second run over the same objects only
 /// HEADs). `on_object` is called once per object (a progress bar). Fails on the first PUT that fails:

@@ -106,7 +106,8 @@ pub struct TaskRecord {
     pub unit: u8,
     /// Why the task was planned.
     pub role: TaskRole,
-    /// Whether the executor cancelled it before it finished.
+    /// Whether the executor cancelled it before it finished; then
+    /// `cancel_ns` says when.
     pub cancelled: bool,
     /// Bytes read.
     pub bytes: u64,
@@ -117,9 +118,37 @@ pub struct TaskRecord {
     /// Service ended (finished, or aborted when cancelled in service);
     /// [`NEVER`] if it never started.
     pub finish_ns: u64,
+    /// When the executor cancelled it (sent the cancel: the request's quorum
+    /// was complete, or its normal read lost to the fallback), on the
+    /// executor's clock; [`NEVER`] when not `cancelled`. A task whose cancel
+    /// arrived after it finished was not cancelled. (Added after the first
+    /// schema: records without it read as [`NEVER`].)
+    #[serde(default = "never")]
+    pub cancel_ns: u64,
+    /// Whether the node failed it (answered with an error, or not at all):
+    /// the live executor's; a simulated node never fails a task. A failed
+    /// task is not cancelled and has no latency.
+    #[serde(default)]
+    pub failed: bool,
+}
+
+fn never() -> u64 {
+    NEVER
 }
 
 impl TaskRecord {
+    /// Checks the fields agree: a cancel time exactly when cancelled, and a
+    /// failed task is not also cancelled.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.cancelled != (self.cancel_ns != NEVER) {
+            return Err(format!("cancelled = {} but cancel_ns = {}", self.cancelled, self.cancel_ns));
+        }
+        if self.failed && self.cancelled {
+            return Err("a task both failed and cancelled".into());
+        }
+        Ok(())
+    }
+
     /// Waiting time in the node's queue, if the task started.
     #[inline]
     pub fn waiting_ns(&self) -> Option<u64> {
@@ -129,7 +158,7 @@ impl TaskRecord {
     /// Task latency (enqueue to finish) of a task that ran to completion.
     #[inline]
     pub fn latency_ns(&self) -> Option<u64> {
-        (!self.cancelled && self.finish_ns != NEVER).then(|| self.finish_ns - self.enqueue_ns)
+        (!self.cancelled && !self.failed && self.finish_ns != NEVER).then(|| self.finish_ns - self.enqueue_ns)
     }
 
     /// Time the node spent serving the task, if it started.
@@ -195,6 +224,7 @@ impl RecordLog {
         if self.task_starts.is_empty() {
             self.task_starts.push(0);
         }
+        debug_assert!(tasks.iter().all(|t| t.validate().is_ok()), "{tasks:?}");
         self.tasks.extend_from_slice(tasks);
         let end = u32::try_from(self.tasks.len()).expect("more than 4 G task records in one log");
         self.requests.push(request);
@@ -294,6 +324,8 @@ mod tests {
             enqueue_ns: 16,
             start_ns: if cancelled { NEVER } else { 20 },
             finish_ns: if cancelled { NEVER } else { 30 },
+            cancel_ns: if cancelled { 18 } else { NEVER },
+            failed: false,
         }
     }
 
@@ -308,8 +340,22 @@ mod tests {
         assert_eq!(sorted.get(0).request.request, RequestId(1));
         assert_eq!(sorted.get(0).tasks[0].node, NodeId(3));
         assert_eq!(sorted.get(1).tasks[1].waiting_ns(), None);
+        assert!(sorted.get(1).tasks[1].cancelled && !sorted.get(1).tasks[0].cancelled);
         assert_eq!(sorted.get(1).tasks[0].latency_ns(), Some(14));
         assert_eq!(sorted.get(1).request.latency_ns(), 30);
+    }
+
+    #[test]
+    fn task_fields_must_agree_and_old_records_read_as_not_cancelled() {
+        assert!(task(1, true).validate().is_ok() && task(1, false).validate().is_ok());
+        let no_time = TaskRecord { cancel_ns: NEVER, ..task(1, true) };
+        assert!(no_time.validate().unwrap_err().contains("cancel_ns"));
+        let both = TaskRecord { failed: true, ..task(1, true) };
+        assert!(both.validate().is_err());
+        // A record written before `cancel_ns` and `failed` existed.
+        let old = r#"{"node":1,"unit":0,"role":"Normal","cancelled":false,"bytes":100,"enqueue_ns":16,"start_ns":20,"finish_ns":30}"#;
+        let read: TaskRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(read, task(1, false));
     }
 
     #[test]
@@ -327,7 +373,8 @@ mod tests {
 
     #[test]
     fn records_stay_compact() {
-        assert!(size_of::<TaskRecord>() <= 40, "{}", size_of::<TaskRecord>());
+        // A paper-scale run keeps about 12 M of these per policy.
+        assert!(size_of::<TaskRecord>() <= 48, "{}", size_of::<TaskRecord>());
         assert!(size_of::<RequestRecord>() <= 96, "{}", size_of::<RequestRecord>());
     }
 }

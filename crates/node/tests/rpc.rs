@@ -131,6 +131,43 @@ async fn probe_reflects_queue_and_dropping_a_read_cancels_it_on_the_node() {
     node.shutdown().await;
 }
 
+/// A read dropped while the node serves it is cut short: the node frees at once, and the read
+/// queued behind it starts then, not when the dropped one's emulated service would have ended.
+/// (The live experiment's calibration relies on this: `cancel_in_service = true`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_read_in_service_frees_the_node_at_once() {
+    let (node, _dir, client) = start_with(|_| {}).await;
+    client.write_unit(1, 0, pattern(100_000)).await.unwrap();
+    client.set_service_model(&slow(2_000)).await.unwrap();
+    let in_service = {
+        let client = client.clone();
+        tokio::spawn(async move { client.read_range(1, 0, 0, 10_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let behind = {
+        let client = client.clone();
+        tokio::spawn(async move { client.read_range(1, 0, 0, 20_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let probe = client.probe().await.unwrap();
+    assert_eq!((probe.in_service_tasks, probe.in_service_bytes, probe.queued_tasks), (1, 10_000, 1), "{probe:?}");
+
+    let dropped_at = Instant::now();
+    in_service.abort();
+    let _ = in_service.await;
+    // The read behind it now runs its own 2 s; it would have waited about 1.9 s more otherwise.
+    let (_, timing) = behind.await.unwrap().unwrap();
+    let waited = dropped_at.elapsed();
+    assert!(waited < Duration::from_millis(3_500), "the node kept serving the dropped read: {waited:?}");
+    assert!(
+        timing.start_ns - timing.enqueue_ns < 1_000_000_000,
+        "it waited {} ms",
+        (timing.start_ns - timing.enqueue_ns) / 1_000_000
+    );
+    assert_eq!(client.stats().await.unwrap().tasks_cancelled, 1);
+    node.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_model_set_at_run_time_takes_effect() {
     let (node, _dir, client) = start_with(|_| {}).await;

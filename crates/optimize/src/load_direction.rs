@@ -41,7 +41,9 @@ pub enum Objective {
     /// paper's choice).
     #[default]
     L2,
-    /// max_j (L_j + Q_j) / S_j, through a p = 32 norm surrogate.
+    /// max_j (L_j + Q_j) / S_j, through a p = 32 norm surrogate. Named
+    /// `linf` in configs (`l_inf`, serde's own spelling, is read too).
+    #[serde(rename = "linf", alias = "l_inf")]
     LInf,
 }
 

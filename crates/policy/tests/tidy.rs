@@ -12,6 +12,14 @@ fn banned() -> Vec<String> {
     [["to", "kio"].concat(), ["Instant", "::now"].concat(), ["System", "Time"].concat(), ["thread", "_rng"].concat()]
         .into_iter()
         .chain([["std::thread", "::spawn"].concat(), ["thread", "::spawn"].concat(), ["rand::", "rng()"].concat()])
+        // Randomness seeded by the operating system, not by the run's seed.
+        .chain([
+            ["rand::", "random"].concat(),
+            ["Os", "Rng"].concat(),
+            ["from_", "os_rng"].concat(),
+            ["from_", "entropy"].concat(),
+            ["get", "random"].concat(),
+        ])
         .collect()
 }
 

@@ -25,8 +25,7 @@ pub const REQUEST_COLUMNS: &str = "request,frontend,object,partition,bytes,arriv
 decision_end_ns,completion_ns,probes,degraded,timed_out,outcome,tasks,latency_ns,controller_ns,probe_wait_ns,decision_cpu_ns";
 
 /// Header of the tasks file.
-pub const TASK_COLUMNS: &str =
-    "request,task,node,unit,role,cancelled,bytes,enqueue_ns,start_ns,finish_ns,waiting_ns,latency_ns,service_ns";
+pub const TASK_COLUMNS: &str = "request,task,node,unit,role,cancelled,bytes,enqueue_ns,start_ns,finish_ns,waiting_ns,latency_ns,service_ns,cancel_ns,failed";
 
 /// The two files of one run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +95,8 @@ pub fn write_records_csv(dir: &Path, run: &RunInfo, log: &RecordLog) -> anyhow::
             line.optional(task.waiting_ns());
             line.optional(task.latency_ns());
             line.optional(task.service_ns());
+            line.time(task.cancel_ns);
+            line.text(if task.failed { "true" } else { "false" });
             tasks.write_all(line.finish())?;
         }
     }

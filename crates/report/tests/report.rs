@@ -40,6 +40,8 @@ fn task(node: u32, role: TaskRole, enqueue_ms: u64, start_ms: Option<u64>, finis
         unit: node as u8,
         role,
         cancelled: false,
+        cancel_ns: NEVER,
+        failed: false,
         bytes: 100,
         enqueue_ns: enqueue_ms * MS,
         start_ns: start_ms.map_or(NEVER, |ms| ms * MS),
@@ -61,6 +63,7 @@ fn hand_log() -> RecordLog {
     r1.degraded = true;
     let mut cancelled = task(0, TaskRole::Normal, 12, None, None);
     cancelled.cancelled = true;
+    cancelled.cancel_ns = 22 * MS;
     log.push(
         r1,
         &[
@@ -75,6 +78,7 @@ fn hand_log() -> RecordLog {
     r3.timed_out = true;
     let mut aborted = task(1, TaskRole::Normal, 41, Some(41), Some(50));
     aborted.cancelled = true;
+    aborted.cancel_ns = 49 * MS;
     log.push(r3, &[aborted]);
     log
 }
@@ -420,6 +424,9 @@ fn records_csv_round_trips() {
     let of_r1: Vec<&csv::StringRecord> = tasks.iter().filter(|t| &t[column("request")] == "1").collect();
     assert_eq!(of_r1.len(), 3);
     assert_eq!(&of_r1[0][column("cancelled")], "true");
+    assert_eq!(of_r1[0][column("cancel_ns")].parse::<u64>().unwrap(), 22 * MS);
+    assert_eq!(&of_r1[1][column("cancel_ns")], "", "a task not cancelled has no cancel time");
+    assert_eq!(&of_r1[1][column("failed")], "false");
     assert_eq!(&of_r1[0][column("start_ns")], "", "a time never reached is an empty cell");
     assert_eq!(&of_r1[1][column("role")], "degraded");
     assert_eq!(of_r1[1][column("waiting_ns")].parse::<u64>().unwrap(), 2 * MS);

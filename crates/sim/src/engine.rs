@@ -194,6 +194,8 @@ struct Task {
     state: TaskState,
     /// Cancel asked while in flight: drop it on arrival.
     cancel_requested: bool,
+    /// When the frontend sent the cancel ([`NEVER`]: not sent).
+    cancel_sent_ns: u64,
     /// Whether the task sits in its node's queue deque (cancelled waiting
     /// tasks stay there until the node skips them).
     queued: bool,
@@ -602,6 +604,7 @@ impl<'a> Engine<'a> {
                 role: planned.role,
                 state: if planned.role == TaskRole::Fallback { TaskState::Dormant } else { TaskState::InFlight },
                 cancel_requested: false,
+                cancel_sent_ns: NEVER,
                 queued: false,
                 generation: 0,
                 bytes: planned.length,
@@ -756,11 +759,16 @@ impl<'a> Engine<'a> {
 
     /// Sends a cancel for a task that may still be pending.
     fn cancel(&mut self, index: u32) {
+        let now = self.now_ns;
         let task = &mut self.tasks[index as usize];
         match task.state {
             TaskState::Dormant | TaskState::Finished | TaskState::Cancelled => {}
-            TaskState::InFlight => task.cancel_requested = true,
+            TaskState::InFlight => {
+                task.cancel_requested = true;
+                task.cancel_sent_ns = now;
+            }
             TaskState::Waiting | TaskState::InService => {
+                task.cancel_sent_ns = now;
                 self.schedule_after_latency(Event::CancelArrive { task: index });
             }
         }
@@ -833,11 +841,15 @@ impl<'a> Engine<'a> {
         for &t in &active.tasks {
             let task = self.tasks[t as usize];
             if task.state != TaskState::Dormant {
+                debug_assert!(task.state != TaskState::Cancelled || task.cancel_sent_ns != NEVER, "a cancel was sent");
                 self.task_scratch.push(TaskRecord {
                     node: NodeId(task.node),
                     unit: task.unit,
                     role: task.role,
                     cancelled: task.state == TaskState::Cancelled,
+                    // A cancel that arrived after the task finished cancelled nothing.
+                    cancel_ns: if task.state == TaskState::Cancelled { task.cancel_sent_ns } else { NEVER },
+                    failed: false,
                     bytes: task.bytes,
                     enqueue_ns: task.enqueue_ns,
                     start_ns: task.start_ns,

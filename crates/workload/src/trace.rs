@@ -3,7 +3,8 @@
 //!
 //! Format: one request per line; fields separated by a comma, a tab or
 //! both with spaces; `time` in seconds (decimal, parsed exactly to
-//! nanoseconds, no float rounding), `object_id` any token without
+//! nanoseconds, no float rounding; a non-zero digit past the nanosecond is
+//! refused), `object_id` any token without
 //! separators, `size` bytes (a positive integer). Blank lines and lines
 //! starting with `#` are skipped; a first line whose time field is not a
 //! number is a header. Lines need not be sorted: requests are replayed in
@@ -90,6 +91,10 @@ fn parse_time_ns(field: &str) -> Result<u64, String> {
         if whole.is_empty() { 0 } else { whole.parse().map_err(|_| format!("time {field:?} is too large"))? };
     if seconds > MAX_TIME_S {
         return Err(format!("time {field:?} is more than ten years (is it in seconds?)"));
+    }
+    // Zeros past the nanosecond are harmless; anything else would be cut silently.
+    if fraction.bytes().skip(9).any(|b| b != b'0') {
+        return Err(format!("time {field:?} is finer than a nanosecond"));
     }
     let mut nanos = 0u64;
     for (i, b) in fraction.bytes().take(9).enumerate() {
@@ -201,7 +206,7 @@ mod tests {
 
     #[test]
     fn reads_csv_and_tsv_with_header_comments_and_exact_times() {
-        let text = "time,object_id,size\n# a comment\n0.5, a, 100\n\n1.000000001\tb\t200\n0.25,a,50\n";
+        let text = "time,object_id,size\n# a comment\n0.5, a, 100\n\n1.000000001000\tb\t200\n0.25,a,50\n";
         let trace = read_trace(text).unwrap();
         assert_eq!(trace.names, vec!["a", "b"]);
         let times: Vec<u64> = trace.requests.iter().map(|r| r.time_ns).collect();
@@ -222,6 +227,7 @@ mod tests {
             ("-1,a,1\n", 1, "not a non-negative decimal"),
             ("0,,1\n", 1, "empty object_id"),
             ("99999999999,a,1\n", 1, "ten years"),
+            ("0,a,1\n1.0000000001,b,1\n", 2, "finer than a nanosecond"),
         ];
         for (text, line, words) in cases {
             match read_trace(text) {

@@ -83,7 +83,8 @@ pub fn calibrate<'a>(records: impl IntoIterator<Item = &'a Record>) -> anyhow::R
     let mut requests = 0;
     for record in records {
         requests += 1;
-        let finished = |t: &&model::TaskRecord| !t.cancelled && t.start_ns != NEVER && t.finish_ns != NEVER;
+        let finished =
+            |t: &&model::TaskRecord| !t.cancelled && !t.failed && t.start_ns != NEVER && t.finish_ns != NEVER;
         for task in record.tasks.iter().filter(finished) {
             service.push((task.bytes as f64, (task.finish_ns - task.start_ns) as f64 / 1e3));
         }
@@ -203,6 +204,8 @@ mod tests {
                 unit: 0,
                 role: TaskRole::Normal,
                 cancelled: false,
+                cancel_ns: NEVER,
+                failed: false,
                 bytes,
                 enqueue_ns: enqueue,
                 start_ns: enqueue + wait,

@@ -291,6 +291,8 @@ mod tests {
                 unit: 2,
                 role: TaskRole::Degraded,
                 cancelled: false,
+                cancel_ns: model::NEVER,
+                failed: false,
                 bytes: 50,
                 enqueue_ns: 1,
                 start_ns: 2,

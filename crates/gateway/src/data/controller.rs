@@ -26,7 +26,7 @@ use futures_util::stream::FuturesUnordered;
 use meta::{NodeState, StripeMeta};
 use model::{
     CodeLayout, FrontendId, NEVER, ObjectId, Outcome, PartitionId, Placement, PlannedTask, QueueState, Quorum,
-    ReadPlan, ReadRequest, Record, RequestId, RequestRecord, TaskRecord, TaskRole,
+    ReadPlan, ReadRequest, Record, RequestId, RequestRecord, TaskRecord,
 };
 use policy::{PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
 use rand::{RngCore, SeedableRng};
@@ -45,6 +45,8 @@ pub const UNREACHABLE_QUEUE_BYTES: u64 = 1 << 50;
 const IDLE_REFRESH_CHECK: Duration = Duration::from_millis(500);
 /// Plans retried when the policy is switched between announcing probes and planning.
 const PLAN_ATTEMPTS: usize = 3;
+/// Longest `probe_timeout_ms` accepted: a decision waits for its probes at most this long.
+const MAX_PROBE_TIMEOUT_MS: u64 = 60_000;
 
 /// The `[controller]` section of a gateway's configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,6 +65,11 @@ pub struct ControllerConfig {
     pub max_records: usize,
     /// Seed of the policy's random draws. Default 0 (with `frontend_id` mixed in).
     pub seed: u64,
+    /// How long a probe may take before its node counts as unreachable (an enormous queue, which
+    /// no policy picks). Default 500 ms: far above a loaded loopback round trip (3 to 15 ms
+    /// measured), far below the node RPC timeout that would otherwise stall a decision on a hung
+    /// node.
+    pub probe_timeout_ms: u64,
 }
 
 impl Default for ControllerConfig {
@@ -74,6 +81,7 @@ impl Default for ControllerConfig {
             frontend_count: 1,
             max_records: 1_000_000,
             seed: 0,
+            probe_timeout_ms: 500,
         }
     }
 }
@@ -87,6 +95,9 @@ impl ControllerConfig {
         }
         if u32::from(self.frontend_id) >= self.frontend_count {
             return bad("frontend_id must be below frontend_count");
+        }
+        if !(1..=MAX_PROBE_TIMEOUT_MS).contains(&self.probe_timeout_ms) {
+            return bad(&format!("probe_timeout_ms must be 1 to {MAX_PROBE_TIMEOUT_MS}"));
         }
         validate_settings(&self.settings)
     }
@@ -128,6 +139,8 @@ pub struct ControllerCounters {
     pub bypassed: AtomicU64,
     /// Records dropped because nobody took them.
     pub dropped_records: AtomicU64,
+    /// Probes (of requests or refreshes) not answered within `probe_timeout_ms`.
+    pub probe_timeouts: AtomicU64,
 }
 
 /// The store's stripes and nodes in the policy's dense ids.
@@ -284,12 +297,27 @@ struct Decision {
     store_nodes: Vec<meta::NodeId>,
 }
 
-/// How one task ended.
+/// How one task ended (times on the gateway's clock).
 #[derive(Clone, Copy)]
 enum TaskEnd {
-    Done { timing: node::TaskTiming, sent_ns: u64, received_ns: u64 },
-    Failed,
-    Cancelled { sent_ns: u64 },
+    Done {
+        timing: node::TaskTiming,
+        sent_ns: u64,
+        received_ns: u64,
+    },
+    /// The node answered with an error, or not at all.
+    Failed {
+        sent_ns: u64,
+    },
+    /// Dropped at `cancel_ns` (which closes the request on the node) before it answered.
+    Cancelled {
+        sent_ns: u64,
+        cancel_ns: u64,
+    },
+    /// Sent at `sent_ns` and not answered yet: what a launched task is until it ends.
+    Outstanding {
+        sent_ns: u64,
+    },
     NotLaunched,
 }
 
@@ -299,6 +327,7 @@ pub struct Controller {
     frontend_id: u16,
     frontend_count: u32,
     max_records: usize,
+    probe_timeout: Duration,
     state: Mutex<State>,
     records: Mutex<VecDeque<Record>>,
     counters: ControllerCounters,
@@ -322,6 +351,7 @@ impl Controller {
             frontend_id: config.frontend_id,
             frontend_count: config.frontend_count,
             max_records: config.max_records,
+            probe_timeout: Duration::from_millis(config.probe_timeout_ms),
             state: Mutex::new(State {
                 kind: config.policy,
                 settings: config.settings,
@@ -391,7 +421,7 @@ impl Controller {
     fn keep(&self, record: Record) {
         let mut records = self.lock_records();
         if records.len() >= self.max_records {
-            self.counters.dropped_records.fetch_add(1, Ordering::Relaxed);
+            count(&self.counters.dropped_records, "lowtail_controller_records_dropped_total", 1);
             return;
         }
         records.push_back(record);
@@ -424,10 +454,10 @@ impl Controller {
             None
         };
         let Some(decision) = decision else {
-            self.counters.bypassed.fetch_add(1, Ordering::Relaxed);
+            count(&self.counters.bypassed, "lowtail_controller_reads_bypassed_total", 1);
             return io.read_data_range_robust(nodes, stripe, code, unit, offset, length).await;
         };
-        self.counters.planned_reads.fetch_add(1, Ordering::Relaxed);
+        count(&self.counters.planned_reads, "lowtail_controller_reads_planned_total", 1);
         metrics::histogram!("lowtail_controller_decision_seconds")
             .record((decision.decision_end_ns - decision.decision_start_ns) as f64 / 1e9);
         let mut ends = vec![TaskEnd::NotLaunched; decision.plan.tasks.len()];
@@ -442,7 +472,7 @@ impl Controller {
             }
             Executed::Failed { timed_out } => {
                 // Availability first: the robust read tries every decodable set and Down nodes.
-                self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+                count(&self.counters.fallbacks, "lowtail_controller_fallbacks_total", 1);
                 let result = io.read_data_range_robust(nodes, stripe, code, unit, offset, length).await;
                 (result, true, timed_out)
             }
@@ -537,7 +567,7 @@ impl Controller {
             let probe_sent_ns = self.now_ns();
             let replies = self.probe_nodes(io, nodes, &targets).await;
             let probe_wait_ns = if targets.is_empty() { 0 } else { self.now_ns() - probe_sent_ns };
-            self.counters.request_probes.fetch_add(targets.len() as u64, Ordering::Relaxed);
+            count(&self.counters.request_probes, "lowtail_controller_request_probes_total", targets.len() as u64);
             // Phase 3: the plan.
             let phase_three_cpu = ThreadCpu::start();
             let mut state = self.lock();
@@ -589,12 +619,19 @@ impl Controller {
         let mut probes: FuturesUnordered<_> = targets
             .iter()
             .map(|&(dense, id)| async move {
-                let reply = match nodes.get(&id) {
-                    Some(info) => match io.cluster().client(info).await {
-                        Ok(client) => client.probe().await.ok(),
-                        Err(_) => None,
-                    },
-                    None => None,
+                let probe = async {
+                    let info = nodes.get(&id)?;
+                    let client = io.cluster().client(info).await.ok()?;
+                    client.probe().await.ok()
+                };
+                // A hung node that is still marked Up must not hold the decision for the whole
+                // RPC timeout.
+                let reply = match tokio::time::timeout(self.probe_timeout, probe).await {
+                    Ok(reply) => reply,
+                    Err(_) => {
+                        count(&self.counters.probe_timeouts, "lowtail_controller_probe_timeouts_total", 1);
+                        None
+                    }
                 };
                 (dense, reply)
             })
@@ -674,7 +711,7 @@ impl Controller {
                     }
                     result = &mut degraded => match result {
                         Some(found) => {
-                            ends[0] = TaskEnd::Cancelled { sent_ns };
+                            ends[0] = TaskEnd::Cancelled { sent_ns, cancel_ns: self.now_ns() };
                             Some(found)
                         }
                         None => {
@@ -686,6 +723,8 @@ impl Controller {
                 }
             }
         };
+        // A fallback read still out when the normal read won was dropped with `degraded`.
+        cancel_outstanding(&mut fallback_ends, self.now_ns());
         ends[1..].copy_from_slice(&fallback_ends[1..]);
         match outcome {
             Some((bytes, degraded)) => Executed::Done { bytes, degraded, timed_out },
@@ -708,7 +747,7 @@ impl Controller {
         let (stripe, code) = (target.stripe, target.code);
         let sent_ns = self.now_ns();
         for &i in launch {
-            ends[i] = TaskEnd::Cancelled { sent_ns };
+            ends[i] = TaskEnd::Outstanding { sent_ns };
         }
         let mut reads: FuturesUnordered<_> = launch
             .iter()
@@ -748,7 +787,9 @@ impl Controller {
                 }
             }
         }
+        // Dropping the reads still out cancels them on their nodes.
         drop(reads);
+        cancel_outstanding(ends, self.now_ns());
         result
     }
 
@@ -764,7 +805,7 @@ impl Controller {
         let sent_ns = self.now_ns();
         match io.read_unit_timed(nodes, stripe, usize::from(task.unit), task.offset, task.length).await {
             Ok((bytes, timing)) => (TaskEnd::Done { timing, sent_ns, received_ns: self.now_ns() }, Some(bytes)),
-            Err(_) => (TaskEnd::Failed, None),
+            Err(_) => (TaskEnd::Failed { sent_ns }, None),
         }
     }
 
@@ -774,13 +815,16 @@ impl Controller {
         loop {
             let period = self.lock().policy.refresh_period_ns();
             if let Some(period_ns) = period {
+                // Refreshes start every T, however long the probes and the solve take (one that
+                // takes longer than T is followed by the next at once, never by a backlog).
+                let next = tokio::time::Instant::now() + Duration::from_nanos(period_ns);
                 if let Err(error) = self.refresh_once(&io).await {
                     tracing::warn!(%error, "lazy policy refresh failed; keeping the old tables");
                 }
                 tokio::select! {
                     _ = stop.changed() => return,
                     () = self.switched.notified() => {}
-                    () = tokio::time::sleep(Duration::from_nanos(period_ns)) => {}
+                    () = tokio::time::sleep_until(next) => {}
                 }
             } else {
                 tokio::select! {
@@ -807,7 +851,7 @@ impl Controller {
             (targets, state.generation)
         };
         let replies = self.probe_nodes(io, &nodes, &targets).await;
-        self.counters.refresh_probes.fetch_add(targets.len() as u64, Ordering::Relaxed);
+        count(&self.counters.refresh_probes, "lowtail_controller_refresh_probes_total", targets.len() as u64);
         self.counters.refresh_probes_untaken.fetch_add(targets.len() as u64, Ordering::Relaxed);
         self.refresh_with(generation, &replies).await
     }
@@ -924,6 +968,22 @@ fn record_rates(
         .collect()
 }
 
+/// Adds `n` to a controller counter and to its Prometheus counter `metric`.
+fn count(counter: &AtomicU64, metric: &'static str, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+    metrics::counter!(metric).increment(n);
+}
+
+/// Marks the tasks still out as cancelled at `cancel_ns`: their reads were dropped, which cancels
+/// them on their nodes.
+fn cancel_outstanding(ends: &mut [TaskEnd], cancel_ns: u64) {
+    for end in ends {
+        if let TaskEnd::Outstanding { sent_ns } = *end {
+            *end = TaskEnd::Cancelled { sent_ns, cancel_ns };
+        }
+    }
+}
+
 /// A task's record. Node timestamps are on the node's clock; they are placed on the gateway's by
 /// splitting the time outside the node evenly between the way there and back (no clock sync needed;
 /// waiting and service durations are the node's own).
@@ -932,7 +992,9 @@ fn task_record(task: &PlannedTask, end: TaskEnd, dispatched_ns: u64) -> TaskReco
         node: task.node,
         unit: task.unit,
         role: task.role,
-        cancelled: true,
+        cancelled: false,
+        cancel_ns: NEVER,
+        failed: false,
         bytes: task.length,
         enqueue_ns: dispatched_ns,
         start_ns: NEVER,
@@ -944,23 +1006,29 @@ fn task_record(task: &PlannedTask, end: TaskEnd, dispatched_ns: u64) -> TaskReco
             let outside_ns = received_ns.saturating_sub(sent_ns).saturating_sub(on_node_ns);
             let enqueue_ns = sent_ns + outside_ns / 2;
             TaskRecord {
-                cancelled: false,
                 enqueue_ns,
                 start_ns: enqueue_ns + timing.start_ns.saturating_sub(timing.enqueue_ns),
                 finish_ns: enqueue_ns + on_node_ns,
                 ..base
             }
         }
-        TaskEnd::Cancelled { sent_ns } => TaskRecord { enqueue_ns: sent_ns, ..base },
-        TaskEnd::Failed | TaskEnd::NotLaunched => {
-            TaskRecord { enqueue_ns: dispatched_ns, cancelled: task.role != TaskRole::Fallback, ..base }
+        TaskEnd::Cancelled { sent_ns, cancel_ns } => {
+            TaskRecord { enqueue_ns: sent_ns, cancelled: true, cancel_ns, ..base }
         }
+        TaskEnd::Failed { sent_ns } => TaskRecord { enqueue_ns: sent_ns, failed: true, ..base },
+        TaskEnd::Outstanding { sent_ns } => {
+            debug_assert!(false, "a launched task is answered or cancelled before its record");
+            TaskRecord { enqueue_ns: sent_ns, cancelled: true, cancel_ns: sent_ns, ..base }
+        }
+        // A fallback task the normal read made unnecessary.
+        TaskEnd::NotLaunched => TaskRecord { enqueue_ns: dispatched_ns, ..base },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::TaskRole;
 
     fn timing(enqueue_ns: u64, start_ns: u64, finish_ns: u64) -> node::TaskTiming {
         node::TaskTiming {
@@ -985,7 +1053,7 @@ mod tests {
         // Sent at 1000, answered at 2000; on the node: 100 ns waiting, 500 ns service.
         let end = TaskEnd::Done { timing: timing(5_000_000, 5_000_100, 5_000_600), sent_ns: 1000, received_ns: 2000 };
         let record = task_record(&task(), end, 900);
-        assert!(!record.cancelled);
+        assert!(!record.cancelled && !record.failed);
         assert_eq!(record.enqueue_ns, 1200, "400 ns outside the node, half of it before");
         assert_eq!(record.waiting_ns(), Some(100));
         assert_eq!(record.service_ns(), Some(500));
@@ -994,9 +1062,11 @@ mod tests {
 
     #[test]
     fn cancelled_and_failed_tasks_never_started() {
-        let record = task_record(&task(), TaskEnd::Cancelled { sent_ns: 50 }, 10);
-        assert!(record.cancelled && record.start_ns == NEVER && record.enqueue_ns == 50);
-        let record = task_record(&task(), TaskEnd::Failed, 10);
+        let record = task_record(&task(), TaskEnd::Cancelled { sent_ns: 50, cancel_ns: 70 }, 10);
+        assert!(record.cancelled && record.cancel_ns == 70 && record.start_ns == NEVER && record.enqueue_ns == 50);
+        assert!(!record.failed);
+        let record = task_record(&task(), TaskEnd::Failed { sent_ns: 60 }, 10);
+        assert!(record.failed && !record.cancelled && record.enqueue_ns == 60);
         assert!(record.latency_ns().is_none());
         let fallback = PlannedTask { role: TaskRole::Fallback, ..task() };
         let record = task_record(&fallback, TaskEnd::NotLaunched, 10);
