@@ -162,7 +162,6 @@ pub fn run(
     }
     let config = headline_config(options)?;
     let rate = rate_of(&config);
-    let headline = config.workload.build(config.seed).context("building the headline workload")?;
     // The sweep replays one shorter request sequence at each rate (common random numbers).
     let mut sweep_config = config.clone();
     if let WorkloadConfig::WasLike(was) = &mut sweep_config.workload {
@@ -172,11 +171,18 @@ pub fn run(
             FULL_SWEEP_DURATION_S
         });
     }
-    let sweep_base = if options.sweep_factors.is_empty() {
-        None
-    } else {
-        Some(sweep_config.workload.build(config.seed).context("building the sweep workload")?)
-    };
+    // The two sequences are built side by side: each is a serial pass over its requests.
+    let (headline, sweep_base) = std::thread::scope(|scope| {
+        let sweep = (!options.sweep_factors.is_empty() && options.threads != 1)
+            .then(|| scope.spawn(|| sweep_config.workload.build(config.seed)));
+        let headline = config.workload.build(config.seed).context("building the headline workload");
+        let sweep = match sweep {
+            Some(handle) => Some(handle.join().expect("the sweep workload's thread does not panic")),
+            None if options.sweep_factors.is_empty() => None,
+            None => Some(sweep_config.workload.build(config.seed)),
+        };
+        anyhow::Ok((headline?, sweep.transpose().context("building the sweep workload")?))
+    })?;
     let sweep_workloads: Vec<Workload> = match &sweep_base {
         Some(base) => options.sweep_factors.iter().map(|factor| base.with_time_scale(1.0 / factor)).collect(),
         None => Vec::new(),
