@@ -817,22 +817,16 @@ fn admin_policy(command: AdminPolicyCommand) -> anyhow::Result<()> {
             let mut switched: Vec<&str> = Vec::new();
             for base in &gateways {
                 let admin = GatewayAdmin { base: base.clone(), secret: secret.clone() };
-                match admin.set_policy(kind, settings.as_ref()) {
-                    Ok(state) => {
-                        text.push_str(&format!("{base}: now {}\n", state.policy));
-                        switched.push(base);
-                    }
-                    Err(error) if switched.is_empty() => {
-                        return Err(error.context(format!("{base}: not switched; no gateway was switched")));
-                    }
-                    Err(error) => {
-                        return Err(error.context(format!(
-                            "{base}: not switched, but {} already run {kind}: run the command again, or check with \
-                             `lowtail admin policy show`",
-                            switched.join(", ")
-                        )));
-                    }
-                }
+                let state = admin.set_policy(kind, settings.as_ref()).with_context(|| match switched.as_slice() {
+                    [] => format!("{base}: not switched; no gateway was switched"),
+                    done => format!(
+                        "{base}: not switched, but {} already run {kind}: run the command again, or check with \
+                         `lowtail admin policy show`",
+                        done.join(", ")
+                    ),
+                })?;
+                text.push_str(&format!("{base}: now {}\n", state.policy));
+                switched.push(base);
             }
         }
     }

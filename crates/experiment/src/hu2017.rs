@@ -173,16 +173,14 @@ pub fn run(
     }
     // The two sequences are built side by side: each is a serial pass over its requests.
     let (headline, sweep_base) = std::thread::scope(|scope| {
-        let sweep = (!options.sweep_factors.is_empty() && options.threads != 1)
-            .then(|| scope.spawn(|| sweep_config.workload.build(config.seed)));
-        let headline = config.workload.build(config.seed).context("building the headline workload");
-        let sweep = match sweep {
-            Some(handle) => Some(handle.join().expect("the sweep workload's thread does not panic")),
-            None if options.sweep_factors.is_empty() => None,
-            None => Some(sweep_config.workload.build(config.seed)),
-        };
-        anyhow::Ok((headline?, sweep.transpose().context("building the sweep workload")?))
-    })?;
+        let sweep = scope.spawn(|| {
+            (!options.sweep_factors.is_empty()).then(|| sweep_config.workload.build(config.seed)).transpose()
+        });
+        let headline = config.workload.build(config.seed);
+        (headline, sweep.join().expect("building a workload does not panic"))
+    });
+    let headline = headline.context("building the headline workload")?;
+    let sweep_base = sweep_base.context("building the sweep workload")?;
     let sweep_workloads: Vec<Workload> = match &sweep_base {
         Some(base) => options.sweep_factors.iter().map(|factor| base.with_time_scale(1.0 / factor)).collect(),
         None => Vec::new(),

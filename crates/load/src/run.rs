@@ -105,14 +105,18 @@ pub fn resolve_gateways(
     let mut gateways = Vec::new();
     let mut code = None;
     let mut node_count = 0;
-    let mut first: Option<(PathBuf, PathBuf)> = None;
+    let mut first: Option<(&PathBuf, PathBuf)> = None;
     for path in manifests {
         let manifest = launcher::Manifest::read(path)
             .with_context(|| format!("cannot read the cluster manifest {}", path.display()))?;
         // Each `lowtail up` is a cluster of its own with one gateway: objects loaded through one
         // would be missing from the other, and half the reads would fail.
         match &first {
-            None => first = Some((path.clone(), manifest.dir.clone())),
+            None => {
+                first = Some((path, manifest.dir.clone()));
+                code = Some(manifest.code.clone());
+                node_count = u32::try_from(manifest.nodes.len()).unwrap_or(u32::MAX);
+            }
             Some((first_path, dir)) => ensure!(
                 *dir == manifest.dir,
                 "{} and {} are two different clusters (each `lowtail up` runs one gateway over its own \
@@ -121,10 +125,6 @@ pub fn resolve_gateways(
                 first_path.display(),
                 path.display()
             ),
-        }
-        if code.is_none() {
-            code = Some(manifest.code.clone());
-            node_count = u32::try_from(manifest.nodes.len()).unwrap_or(u32::MAX);
         }
         gateways.push(S3Endpoint::from_manifest(&manifest));
     }
@@ -191,9 +191,9 @@ pub fn run_load(config: &LoadConfig) -> anyhow::Result<LoadOutcome> {
 
     let prepare_started = Instant::now();
     let prepared = runtime.block_on(async {
-        let urls: Vec<&str> = config.gateways.iter().map(|gateway| gateway.url.as_str()).collect();
-        ensure_bucket(&clients[0], &config.bucket).await.with_context(|| format!("through gateway {}", urls[0]))?;
-        check_bucket_everywhere(&clients, &urls, &config.bucket).await?;
+        let first_url = &config.gateways[0].url;
+        ensure_bucket(&clients[0], &config.bucket).await.with_context(|| format!("through gateway {first_url}"))?;
+        check_bucket_everywhere(&clients, &config.gateways, &config.bucket).await?;
         if !config.prepare {
             return anyhow::Ok(None);
         }

@@ -9,7 +9,7 @@
 use crate::executor::{Fetch, FetchFuture, Fetched};
 use crate::objects::{object_bytes, object_key};
 use aws_sdk_s3::primitives::ByteStream;
-use bench::s3_client::error_text;
+use bench::s3_client::{S3Endpoint, error_text};
 use futures_util::StreamExt;
 use model::{ObjectId, ReadRequest};
 use std::collections::BTreeMap;
@@ -46,21 +46,22 @@ pub async fn ensure_bucket(client: &aws_sdk_s3::Client, bucket: &str) -> anyhow:
     Ok(())
 }
 
-/// Checks that every gateway after the first (`clients[1..]`, named by `urls`) serves `bucket`,
-/// which was made through the first: a gateway that is down, or serves another cluster, fails the
-/// run before any request, naming itself.
+/// Checks that every gateway after the first (`clients[1..]`, one per `gateways` entry) serves
+/// `bucket`, which was made through the first: a gateway that is down, or serves another cluster,
+/// fails the run before any request, naming itself.
 pub async fn check_bucket_everywhere(
     clients: &[aws_sdk_s3::Client],
-    urls: &[&str],
+    gateways: &[S3Endpoint],
     bucket: &str,
 ) -> anyhow::Result<()> {
-    assert_eq!(clients.len(), urls.len(), "a URL per client");
-    for (client, url) in clients.iter().zip(urls).skip(1) {
+    assert_eq!(clients.len(), gateways.len(), "a client per gateway");
+    for (client, gateway) in clients.iter().zip(gateways).skip(1) {
         client.head_bucket().bucket(bucket).send().await.map_err(|error| {
             anyhow::anyhow!(
-                "gateway {url} does not serve bucket {bucket}, which {} does ({}): every gateway must be up \
+                "gateway {} does not serve bucket {bucket}, which {} does ({}): every gateway must be up \
                  and serve the same cluster",
-                urls[0],
+                gateway.url,
+                gateways[0].url,
                 error_text(&error)
             )
         })?;

@@ -192,9 +192,8 @@ struct Task {
     unit: u8,
     role: TaskRole,
     state: TaskState,
-    /// Cancel asked while in flight: drop it on arrival.
-    cancel_requested: bool,
-    /// When the frontend sent the cancel ([`NEVER`]: not sent).
+    /// When the frontend sent the cancel ([`NEVER`]: not sent). Sent while
+    /// the task was in flight, it makes the node drop the task on arrival.
     cancel_sent_ns: u64,
     /// Whether the task sits in its node's queue deque (cancelled waiting
     /// tasks stay there until the node skips them).
@@ -603,7 +602,6 @@ impl<'a> Engine<'a> {
                 unit: planned.unit,
                 role: planned.role,
                 state: if planned.role == TaskRole::Fallback { TaskState::Dormant } else { TaskState::InFlight },
-                cancel_requested: false,
                 cancel_sent_ns: NEVER,
                 queued: false,
                 generation: 0,
@@ -640,7 +638,7 @@ impl<'a> Engine<'a> {
         let task = &mut self.tasks[index as usize];
         debug_assert_eq!(task.state, TaskState::InFlight);
         task.enqueue_ns = now;
-        if task.cancel_requested {
+        if task.cancel_sent_ns != NEVER {
             // Cancelled on the way: the node drops it on arrival.
             task.state = TaskState::Cancelled;
             let request = task.request;
@@ -763,10 +761,8 @@ impl<'a> Engine<'a> {
         let task = &mut self.tasks[index as usize];
         match task.state {
             TaskState::Dormant | TaskState::Finished | TaskState::Cancelled => {}
-            TaskState::InFlight => {
-                task.cancel_requested = true;
-                task.cancel_sent_ns = now;
-            }
+            // Dropped when it arrives (`task_arrive` sees the cancel).
+            TaskState::InFlight => task.cancel_sent_ns = now,
             TaskState::Waiting | TaskState::InService => {
                 task.cancel_sent_ns = now;
                 self.schedule_after_latency(Event::CancelArrive { task: index });
@@ -781,7 +777,6 @@ impl<'a> Engine<'a> {
         match task.state {
             TaskState::Waiting => {
                 task.state = TaskState::Cancelled;
-                task.cancel_requested = true;
                 let node = &mut self.nodes[node_index as usize];
                 node.queued_bytes -= task.bytes;
                 node.queued_tasks -= 1;
@@ -790,7 +785,6 @@ impl<'a> Engine<'a> {
             }
             TaskState::InService if self.setup.nodes.cancel_in_service => {
                 task.state = TaskState::Cancelled;
-                task.cancel_requested = true;
                 task.finish_ns = now;
                 let node = &mut self.nodes[node_index as usize];
                 node.busy_ns += now - task.start_ns;
