@@ -2,8 +2,10 @@
 //! and striped objects, RS and LRC) and records each read in the shared schema with the probes it
 //! announced; LMLF-PW2 reads around a node with a standing queue; Normal launches its degraded read
 //! after the timeout and cancels the loser; a planned read whose node died falls back and is still
-//! served; records are taken once and switching policy takes effect; a probe of a hung node gives
-//! up after the probe timeout; the refresh task runs every period until stopped.
+//! served, and once its node is Down the policies plan around it without probing it; a read of an
+//! open packed stripe is recorded without tasks; records are taken once and switching policy takes
+//! effect; a probe of a hung node gives up after the probe timeout; the refresh task runs every
+//! period until stopped.
 
 mod data_support;
 
@@ -222,11 +224,70 @@ async fn a_planned_read_whose_node_died_is_served_and_recorded_degraded() {
     expect_degraded(&records, "lmlf-pw2");
     assert!(records[0].tasks.iter().all(|t| t.role == TaskRole::Degraded));
     assert_eq!(controller.counters().fallbacks.load(std::sync::atomic::Ordering::Relaxed), 1);
-    // Once membership marks it Down, reads are not planned (the robust path serves them).
+    // Once membership marks it Down, the policies go on planning, with the node full in their
+    // view and never probed; a task planned on it fails at once.
     cluster.kill(victim).await;
+    let counter = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    let sent_before = counter(&controller.counters().request_probes);
+    assert!(data.read(&layout, 0..10_000).await.unwrap() == body.slice(..10_000));
+    let records = controller.take_records().0;
+    expect_degraded(&records, "lmlf-pw2, node down");
+    assert_eq!(records[0].request.probes, 6, "the Down node is answered for, not probed");
+    assert_eq!(counter(&controller.counters().request_probes) - sent_before, 6);
+    assert!(records[0].tasks.iter().all(|t| t.role == TaskRole::Degraded && !t.failed));
+    controller.set_policy(PolicyKind::Normal, PolicySettings::default()).unwrap();
+    let started = std::time::Instant::now();
+    assert!(data.read(&layout, 0..10_000).await.unwrap() == body.slice(..10_000));
+    assert!(started.elapsed() < Duration::from_millis(900), "no wait for the 1 s timeout");
+    let records = controller.take_records().0;
+    expect_degraded(&records, "normal, node down");
+    let normal = &records[0].tasks[0];
+    assert!(normal.role == TaskRole::Normal && normal.failed && normal.start_ns == NEVER, "{normal:?}");
+    controller.set_policy(PolicyKind::LmlfLazy, PolicySettings::default()).unwrap();
+    controller.take_refresh_probes();
+    controller.refresh_once(data.io()).await.unwrap();
+    assert_eq!(controller.take_refresh_probes(), 8, "a refresh probes the eight nodes that are Up");
     let read = data.read(&layout, 0..body.len() as u64).await.unwrap();
     assert!(read == body);
-    assert!(controller.counters().bypassed.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    let records = controller.take_records().0;
+    assert!(!records.is_empty());
+    for record in &records {
+        assert!(record.tasks.iter().all(|t| !t.failed), "the lazy table keeps reads off the Down node");
+        assert_eq!(record.request.outcome, Outcome::Ok);
+    }
+    assert_eq!(counter(&controller.counters().bypassed), 0, "every read was planned");
+    assert_eq!(counter(&controller.counters().fallbacks), 1, "and none fell back since the first");
+    cluster.shutdown().await;
+}
+
+/// A small object read while its packed stripe is still open comes from a replica, without a
+/// plan; it is recorded all the same, with no tasks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_an_open_packed_stripe_is_recorded_without_tasks() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.seal_after_ms = 600_000;
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let controller = with_controller(&data, "rs-6-3", PolicyKind::LmlfPw2).await;
+    let body = pattern(3000, 11);
+    let layout = data.write(body.clone()).await.unwrap();
+    assert!(matches!(layout, Layout::Packed { .. }), "{layout:?}");
+    assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body);
+    let records = controller.take_records().0;
+    assert_eq!(records.len(), 1);
+    let request = &records[0].request;
+    assert!(records[0].tasks.is_empty(), "{:?}", records[0].tasks);
+    assert_eq!((request.outcome, request.bytes, request.probes), (Outcome::Ok, 3000, 0));
+    assert!(!request.degraded);
+    assert!(request.arrival_ns == request.decision_end_ns && request.completion_ns > request.arrival_ns);
+    assert_eq!(controller.counters().planned_reads.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // Sealed, the same object is read as the policy plans.
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body);
+    let records = controller.take_records().0;
+    assert_eq!(records.len(), 1);
+    assert!(!records[0].tasks.is_empty());
+    assert_eq!(records[0].request.probes, 7);
     cluster.shutdown().await;
 }
 

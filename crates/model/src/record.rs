@@ -196,7 +196,7 @@ impl RecordRef<'_> {
 }
 
 /// Records of a run: requests, and every task in one flat arena. About 100
-/// bytes per request plus 40 per task.
+/// bytes per request plus 48 per task.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordLog {
     requests: Vec<RequestRecord>,

@@ -30,6 +30,24 @@ fn shift(time_ns: u64, offset_ns: i128) -> u64 {
     if time_ns == NEVER { NEVER } else { (i128::from(time_ns) + offset_ns).clamp(0, i128::from(NEVER - 1)) as u64 }
 }
 
+/// Moves every timestamp of `record` (request and tasks) by `offset_ns`; durations stay.
+fn shift_record(record: &mut Record, offset_ns: i128) {
+    let request = &mut record.request;
+    for time in [
+        &mut request.arrival_ns,
+        &mut request.decision_start_ns,
+        &mut request.decision_end_ns,
+        &mut request.completion_ns,
+    ] {
+        *time = shift(*time, offset_ns);
+    }
+    for task in &mut record.tasks {
+        for time in [&mut task.enqueue_ns, &mut task.start_ns, &mut task.finish_ns, &mut task.cancel_ns] {
+            *time = shift(*time, offset_ns);
+        }
+    }
+}
+
 /// Merges `per_gateway[g]` (gateway `g`'s records) using the client's records `client` (whose
 /// `frontend` is the gateway and `decision_start_ns` the send time). Fails when a record names a
 /// stripe outside the placement (a read the data set does not explain).
@@ -51,21 +69,8 @@ pub fn merge(
                 record.request.object.0
             );
             let mut record = renamed.expect("checked");
-            let request = &mut record.request;
-            request.frontend = frontend;
-            for time in [
-                &mut request.arrival_ns,
-                &mut request.decision_start_ns,
-                &mut request.decision_end_ns,
-                &mut request.completion_ns,
-            ] {
-                *time = shift(*time, offset);
-            }
-            for task in &mut record.tasks {
-                for time in [&mut task.enqueue_ns, &mut task.start_ns, &mut task.finish_ns] {
-                    *time = shift(*time, offset);
-                }
-            }
+            record.request.frontend = frontend;
+            shift_record(&mut record, offset);
             merged.push(record);
         }
     }
@@ -101,5 +106,28 @@ mod tests {
         assert_eq!(shift(1_000_050, offset), 50);
         assert_eq!(shift(10, offset), 0, "clamped at the origin");
         assert_eq!(clock_offset_ns(&[], &[1]), None);
+    }
+
+    #[test]
+    fn shifting_a_record_moves_every_timestamp_and_keeps_never() {
+        let mut record: Record = serde_json::from_value(serde_json::json!({
+            "request": 0, "frontend": 0, "object": 1, "partition": 0, "bytes": 1,
+            "arrival_ns": 1_000, "decision_start_ns": 1_010, "decision_end_ns": 1_020,
+            "completion_ns": 1_500, "probes": 0, "degraded": true, "timed_out": false,
+            "outcome": "ok", "tasks": [
+                {"node": 0, "unit": 0, "role": "Normal", "cancelled": true, "bytes": 1,
+                 "enqueue_ns": 1_030, "start_ns": 1_040, "finish_ns": NEVER, "cancel_ns": 1_490},
+                {"node": 1, "unit": 6, "role": "Degraded", "cancelled": false, "bytes": 1,
+                 "enqueue_ns": 1_030, "start_ns": 1_035, "finish_ns": 1_400}
+            ]
+        }))
+        .unwrap();
+        shift_record(&mut record, -1_000);
+        let r = &record.request;
+        assert_eq!((r.arrival_ns, r.decision_start_ns, r.decision_end_ns, r.completion_ns), (0, 10, 20, 500));
+        let t = &record.tasks;
+        assert_eq!((t[0].enqueue_ns, t[0].start_ns, t[0].finish_ns, t[0].cancel_ns), (30, 40, NEVER, 490));
+        assert_eq!((t[1].enqueue_ns, t[1].start_ns, t[1].finish_ns, t[1].cancel_ns), (30, 35, 400, NEVER));
+        assert!(t.iter().all(|t| t.validate().is_ok()));
     }
 }

@@ -388,7 +388,9 @@ fn slow_table(html: &mut String, rows: &[SlowNodeRow]) {
         return;
     }
     html.push_str(
-        "<h2>A node made slower during the run</h2>\n<table>\n<tr><th>code</th><th>policy</th><th>node</th>\
+        "<h2>A node made slower during the run</h2>\n<p>Both p99s are over the requests that arrived from \
+         the slowdown on (in the healthy run: the same requests), so the healthy stretch before it does not dilute \
+         the comparison.</p>\n<table>\n<tr><th>code</th><th>policy</th><th>node</th>\
          <th>slower by</th><th>from s</th><th>healthy p99 ms</th><th>slowed p99 ms</th><th>ratio</th>\
          <th>simulated ratio</th></tr>\n",
     );

@@ -135,7 +135,8 @@ pub struct ControllerCounters {
     pub refresh_probes_untaken: AtomicU64,
     /// Planned reads that had to fall back to the robust degraded read.
     pub fallbacks: AtomicU64,
-    /// Reads not planned (a stripe of another code, or a node not Up): the robust path served them.
+    /// Reads not planned (a stripe of another code, the catalog starting afresh): the robust path
+    /// served them. Recorded without tasks when the stripe is of the controller's code.
     pub bypassed: AtomicU64,
     /// Records dropped because nobody took them.
     pub dropped_records: AtomicU64,
@@ -428,8 +429,9 @@ impl Controller {
     }
 
     /// Bytes `offset .. offset + length` of data unit `unit` of sealed `stripe`, as the policy
-    /// plans. Reads the controller cannot plan (another code, a node not Up) take `io`'s robust
-    /// path unrecorded.
+    /// plans, with nodes that are not Up looking full to it. Reads the controller cannot plan (a
+    /// stripe of another code, the catalog starting afresh) take `io`'s robust path. Every read is
+    /// recorded; one served without a plan has no tasks.
     #[allow(clippy::too_many_arguments)]
     pub async fn read(
         &self,
@@ -442,9 +444,7 @@ impl Controller {
         length: u64,
     ) -> Result<Bytes, DataError> {
         let arrival_ns = self.now_ns();
-        let plannable = unit < code.data_units()
-            && unit <= usize::from(u8::MAX)
-            && stripe.placement.iter().all(|id| nodes.get(id).is_some_and(|n| n.state == NodeState::Up));
+        let plannable = unit < code.data_units() && unit <= usize::from(u8::MAX);
         let decision = if plannable {
             self.decide(io, nodes, stripe, unit, offset, length, arrival_ns).await.unwrap_or_else(|error| {
                 tracing::warn!(%error, "read not planned");
@@ -455,7 +455,17 @@ impl Controller {
         };
         let Some(decision) = decision else {
             count(&self.counters.bypassed, "lowtail_controller_reads_bypassed_total", 1);
-            return io.read_data_range_robust(nodes, stripe, code, unit, offset, length).await;
+            let result = io.read_data_range_robust(nodes, stripe, code, unit, offset, length).await;
+            let read = Unplanned {
+                stripe,
+                unit,
+                length,
+                arrival_ns,
+                degraded: result.as_ref().is_ok_and(|(_, degraded)| *degraded),
+                served: result.is_ok(),
+            };
+            self.record_unplanned(&read);
+            return result.map(|(bytes, _)| bytes);
         };
         count(&self.counters.planned_reads, "lowtail_controller_reads_planned_total", 1);
         metrics::histogram!("lowtail_controller_decision_seconds")
@@ -474,7 +484,7 @@ impl Controller {
                 // Availability first: the robust read tries every decodable set and Down nodes.
                 count(&self.counters.fallbacks, "lowtail_controller_fallbacks_total", 1);
                 let result = io.read_data_range_robust(nodes, stripe, code, unit, offset, length).await;
-                (result, true, timed_out)
+                (result.map(|(bytes, _)| bytes), true, timed_out)
             }
         };
         let completion_ns = self.now_ns();
@@ -508,6 +518,55 @@ impl Controller {
         result
     }
 
+    /// Records a read served without a plan (no tasks, no decision time), completed now. A stripe
+    /// the catalog cannot hold (another code than the controller's) has no partition to name, so
+    /// its read goes unrecorded; `reads_bypassed` counts it with the rest.
+    pub fn record_unplanned(&self, read: &Unplanned<'_>) {
+        let completion_ns = self.now_ns();
+        let located = {
+            let mut state = self.lock();
+            let state = &mut *state;
+            let k = state.catalog.layout.data_units() as u32;
+            let dense = match state.catalog.stripe(read.stripe) {
+                Ok(None) => {
+                    // Full: the planned path would start afresh too.
+                    self.reset_catalog(state).ok().and_then(|()| state.catalog.stripe(read.stripe).ok().flatten())
+                }
+                Ok(found) => found,
+                Err(_) => None,
+            };
+            dense.map(|dense| {
+                let id = RequestId(state.next_request);
+                state.next_request += 1;
+                (id, PartitionId(dense.0 * k + read.unit as u32))
+            })
+        };
+        let Some((id, partition)) = located else {
+            tracing::debug!(stripe = %read.stripe.id, "a read of a stripe outside the controller's code is not recorded");
+            return;
+        };
+        self.keep(Record {
+            request: RequestRecord {
+                request: id,
+                frontend: FrontendId(self.frontend_id),
+                object: ObjectId(read.stripe.id.0),
+                partition,
+                bytes: read.length,
+                arrival_ns: read.arrival_ns,
+                decision_start_ns: read.arrival_ns,
+                decision_end_ns: read.arrival_ns,
+                completion_ns,
+                probes: 0,
+                probe_wait_ns: 0,
+                decision_cpu_ns: 0,
+                degraded: read.degraded,
+                timed_out: false,
+                outcome: if read.served { Outcome::Ok } else { Outcome::Failed },
+            },
+            tasks: Vec::new(),
+        });
+    }
+
     /// Plans a read: announced probes in one parallel round trip, then the policy's plan. `None`
     /// when the catalog had to start afresh (the read is served unplanned).
     #[allow(clippy::too_many_arguments)]
@@ -521,8 +580,11 @@ impl Controller {
         length: u64,
         arrival_ns: u64,
     ) -> Result<Option<Decision>, DataError> {
+        // A retried plan's decision spans every attempt, and its record counts every probe sent.
+        let decision_start_ns = self.now_ns();
+        let (mut probes, mut probe_wait_ns, mut decision_cpu_ns) = (0u32, 0u64, 0u64);
         for _attempt in 0..PLAN_ATTEMPTS {
-            let decision_start_ns = self.now_ns();
+            let attempt_start_ns = self.now_ns();
             // Each phase runs without an await, so one thread's CPU clock covers it whole.
             let phase_one_cpu = ThreadCpu::start();
             // Phase 1: the request in dense ids and the probes the policy will make.
@@ -556,22 +618,26 @@ impl Controller {
                     frontend_count: self.frontend_count,
                     unanswered: 0,
                 };
-                state.policy.probe_targets(&view, decision_start_ns, &request, &mut request_rng.clone(), &mut targets);
+                state.policy.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
                 targets.dedup();
                 let store_targets: Vec<(model::NodeId, meta::NodeId)> =
                     targets.iter().map(|&t| (t, state.catalog.nodes[t.index()])).collect();
                 (request, request_rng, store_targets, state.generation)
             };
-            let phase_one_cpu_ns = phase_one_cpu.elapsed_ns();
+            decision_cpu_ns += phase_one_cpu.elapsed_ns();
             // Phase 2: the probes, in parallel, outside the lock.
             let probe_sent_ns = self.now_ns();
-            let replies = self.probe_nodes(io, nodes, &targets).await;
-            let probe_wait_ns = if targets.is_empty() { 0 } else { self.now_ns() - probe_sent_ns };
-            count(&self.counters.request_probes, "lowtail_controller_request_probes_total", targets.len() as u64);
+            let (replies, sent) = self.probe_nodes(io, nodes, &targets).await;
+            if !targets.is_empty() {
+                probe_wait_ns += self.now_ns() - probe_sent_ns;
+            }
+            probes = probes.saturating_add(sent as u32);
+            count(&self.counters.request_probes, "lowtail_controller_request_probes_total", sent as u64);
             // Phase 3: the plan.
             let phase_three_cpu = ThreadCpu::start();
             let mut state = self.lock();
             if state.generation != generation {
+                decision_cpu_ns += phase_three_cpu.elapsed_ns();
                 continue;
             }
             let state = &mut *state;
@@ -586,13 +652,13 @@ impl Controller {
             debug_assert_eq!(view.unanswered, 0, "{} probed a node it did not announce", state.policy.name());
             debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
             let store_nodes = plan.tasks.iter().map(|t| state.catalog.nodes[t.node.index()]).collect();
-            let decision_cpu_ns = phase_one_cpu_ns + phase_three_cpu.elapsed_ns();
+            decision_cpu_ns += phase_three_cpu.elapsed_ns();
             return Ok(Some(Decision {
                 plan,
                 request,
                 decision_start_ns,
                 decision_end_ns: self.now_ns(),
-                probes: targets.len() as u32,
+                probes,
                 probe_wait_ns,
                 decision_cpu_ns,
                 store_nodes,
@@ -610,14 +676,20 @@ impl Controller {
     }
 
     /// Probes `targets` in parallel; a node that fails to answer reports [`UNREACHABLE_QUEUE_BYTES`].
+    /// A node that is not Up is answered for at once, unprobed (it looks full too). Returns the
+    /// replies and how many probes were sent.
     async fn probe_nodes(
         &self,
         io: &StripeIo,
         nodes: &NodeMap,
         targets: &[(model::NodeId, meta::NodeId)],
-    ) -> Vec<(model::NodeId, Option<node::ProbeReply>)> {
-        let mut probes: FuturesUnordered<_> = targets
-            .iter()
+    ) -> (Vec<(model::NodeId, Option<node::ProbeReply>)>, usize) {
+        let (up, down): (Vec<_>, Vec<_>) = targets.iter().partition(|(_, id)| is_up(nodes, *id));
+        let mut replies: Vec<(model::NodeId, Option<node::ProbeReply>)> = Vec::with_capacity(targets.len());
+        replies.extend(down.iter().map(|&&(dense, _)| (dense, None)));
+        let sent = up.len();
+        let mut probes: FuturesUnordered<_> = up
+            .into_iter()
             .map(|&(dense, id)| async move {
                 let probe = async {
                     let info = nodes.get(&id)?;
@@ -636,11 +708,10 @@ impl Controller {
                 (dense, reply)
             })
             .collect();
-        let mut replies = Vec::with_capacity(targets.len());
         while let Some(reply) = probes.next().await {
             replies.push(reply);
         }
-        replies
+        (replies, sent)
     }
 
     /// Carries out `decision`'s plan; fills `ends` with what became of each task.
@@ -803,6 +874,11 @@ impl Controller {
         let UnitRead { io, nodes, stripe, .. } = *target;
         debug_assert_eq!(stripe.placement[usize::from(task.unit)], node, "plan and stripe agree on the node");
         let sent_ns = self.now_ns();
+        if !is_up(nodes, node) {
+            // A node that is not Up fails its task at once (no RPC that could only time out), so
+            // the plan's fallback or the robust read starts without waiting.
+            return (TaskEnd::Failed { sent_ns }, None);
+        }
         match io.read_unit_timed(nodes, stripe, usize::from(task.unit), task.offset, task.length).await {
             Ok((bytes, timing)) => (TaskEnd::Done { timing, sent_ns, received_ns: self.now_ns() }, Some(bytes)),
             Err(_) => (TaskEnd::Failed { sent_ns }, None),
@@ -850,9 +926,9 @@ impl Controller {
                 ids.iter().map(|&id| (state.catalog.node(id), id)).collect();
             (targets, state.generation)
         };
-        let replies = self.probe_nodes(io, &nodes, &targets).await;
-        count(&self.counters.refresh_probes, "lowtail_controller_refresh_probes_total", targets.len() as u64);
-        self.counters.refresh_probes_untaken.fetch_add(targets.len() as u64, Ordering::Relaxed);
+        let (replies, sent) = self.probe_nodes(io, &nodes, &targets).await;
+        count(&self.counters.refresh_probes, "lowtail_controller_refresh_probes_total", sent as u64);
+        self.counters.refresh_probes_untaken.fetch_add(sent as u64, Ordering::Relaxed);
         self.refresh_with(generation, &replies).await
     }
 
@@ -911,6 +987,22 @@ struct UnitRead<'a> {
     unit: usize,
 }
 
+/// A read served without a plan, as [`Controller::record_unplanned`] records it.
+pub struct Unplanned<'a> {
+    /// The stripe read.
+    pub stripe: &'a StripeMeta,
+    /// The data unit read.
+    pub unit: usize,
+    /// Bytes asked for.
+    pub length: u64,
+    /// When the read arrived, on the controller's clock ([`Controller::now_ns`]).
+    pub arrival_ns: u64,
+    /// Whether the bytes were decoded from other units.
+    pub degraded: bool,
+    /// Whether the bytes were returned.
+    pub served: bool,
+}
+
 /// What executing a plan came to.
 enum Executed {
     Done { bytes: Bytes, degraded: bool, timed_out: bool },
@@ -966,6 +1058,11 @@ fn record_rates(
             None => (node, QueueState { bytes: UNREACHABLE_QUEUE_BYTES, tasks: u32::MAX }),
         })
         .collect()
+}
+
+/// Whether store node `id` is registered and Up.
+fn is_up(nodes: &NodeMap, id: meta::NodeId) -> bool {
+    nodes.get(&id).is_some_and(|node| node.state == NodeState::Up)
 }
 
 /// Adds `n` to a controller counter and to its Prometheus counter `metric`.

@@ -39,6 +39,7 @@ use tokio::sync::{Mutex, OwnedRwLockReadGuard, RwLock};
 use tokio::time::Instant;
 
 use super::DataError;
+use super::controller::Unplanned;
 use super::erasure::{UNIT_ALIGN_BYTES, encode_units, forget_placement, write_units};
 use super::stripe_io::{NodeMap, StripeIo};
 
@@ -456,7 +457,7 @@ impl Packer {
         range: std::ops::Range<u64>,
     ) -> Result<Bytes, DataError> {
         let length = range.end - range.start;
-        for _attempt in 0..READ_ATTEMPTS {
+        for attempt in 0..READ_ATTEMPTS {
             let stripe = self.io.stripe(stripe_id).await?;
             let code = self.io.code(&stripe.code)?;
             let nodes = self.io.cluster().node_map().await?;
@@ -474,37 +475,76 @@ impl Packer {
             }
             let seq = replica_unit
                 .ok_or_else(|| DataError::Internal(format!("object in open stripe {stripe_id} has no replica unit")))?;
-            let targets: Vec<&NodeInfo> = replica_nodes(&stripe, code.data_units(), usize::from(unit))
-                .iter()
-                .filter_map(|node_id| nodes.get(node_id).filter(|node| node.state == NodeState::Up))
-                .collect();
-            let mut last_error = String::from("no replica node is up");
-            for (i, node) in targets.iter().enumerate() {
-                let read = async {
-                    let client = self.io.cluster().client(node).await.map_err(|e| e.to_string())?;
-                    client
-                        .read_range(stripe_id.0, seq, REPLICA_HEADER_BYTES + range.start, length)
-                        .await
-                        .map(|(bytes, _timing)| bytes)
-                        .map_err(|e| e.to_string())
+            // A replica read has no plan, but the controller records it like every read: once, when
+            // it is served or finally fails (a retry that finds the stripe sealed records itself).
+            let arrival_ns = self.io.controller().map(|c| c.now_ns());
+            let result = self.read_replica(&stripe, &nodes, code.data_units(), unit, seq, &range).await;
+            let last = attempt + 1 == READ_ATTEMPTS;
+            if let (Some(controller), Some(arrival_ns), true) =
+                (self.io.controller(), arrival_ns, result.is_ok() || last)
+            {
+                let read = Unplanned {
+                    stripe: &stripe,
+                    unit: usize::from(unit),
+                    length,
+                    arrival_ns,
+                    degraded: false,
+                    served: result.is_ok(),
                 };
-                // A slow replica is abandoned after the degraded-read timeout for the next one
-                // (the "Normal" policy), except the last, which gets the whole RPC timeout.
-                let result = if i + 1 < targets.len() {
-                    tokio::time::timeout(self.io.config().degraded_read_timeout(), read)
-                        .await
-                        .unwrap_or_else(|_| Err("slower than the degraded-read timeout".into()))
-                } else {
-                    read.await
-                };
-                match result {
-                    Ok(bytes) => return Ok(bytes),
-                    Err(error) => last_error = format!("replica {seq} on node {}: {error}", node.id),
+                controller.record_unplanned(&read);
+            }
+            match result {
+                Ok(bytes) => return Ok(bytes),
+                Err(last_error) => {
+                    tracing::info!(stripe = %stripe_id, %last_error, "no replica answered; the stripe may have been sealed");
                 }
             }
-            tracing::info!(stripe = %stripe_id, %last_error, "no replica answered; the stripe may have been sealed");
         }
         Err(DataError::Unavailable(format!("object in open stripe {stripe_id}: no replica could be read")))
+    }
+
+    /// Bytes `range` of the object held in replica `seq` of data unit `unit` of open `stripe`, from
+    /// the first of its replica nodes that is Up and answers; else the last error.
+    async fn read_replica(
+        &self,
+        stripe: &StripeMeta,
+        nodes: &NodeMap,
+        k: usize,
+        unit: u16,
+        seq: u16,
+        range: &std::ops::Range<u64>,
+    ) -> Result<Bytes, String> {
+        let length = range.end - range.start;
+        let stripe_id = stripe.id;
+        let targets: Vec<&NodeInfo> = replica_nodes(stripe, k, usize::from(unit))
+            .iter()
+            .filter_map(|node_id| nodes.get(node_id).filter(|node| node.state == NodeState::Up))
+            .collect();
+        let mut last_error = String::from("no replica node is up");
+        for (i, node) in targets.iter().enumerate() {
+            let read = async {
+                let client = self.io.cluster().client(node).await.map_err(|e| e.to_string())?;
+                client
+                    .read_range(stripe_id.0, seq, REPLICA_HEADER_BYTES + range.start, length)
+                    .await
+                    .map(|(bytes, _timing)| bytes)
+                    .map_err(|e| e.to_string())
+            };
+            // A slow replica is abandoned after the degraded-read timeout for the next one
+            // (the "Normal" policy), except the last, which gets the whole RPC timeout.
+            let result = if i + 1 < targets.len() {
+                tokio::time::timeout(self.io.config().degraded_read_timeout(), read)
+                    .await
+                    .unwrap_or_else(|_| Err("slower than the degraded-read timeout".into()))
+            } else {
+                read.await
+            };
+            match result {
+                Ok(bytes) => return Ok(bytes),
+                Err(error) => last_error = format!("replica {seq} on node {}: {error}", node.id),
+            }
+        }
+        Err(last_error)
     }
 
     /// Seals the open stripe if it is older than `seal_after_ms`, and retries failed seals.

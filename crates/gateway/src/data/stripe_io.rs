@@ -206,14 +206,17 @@ impl StripeIo {
     ) -> Result<Bytes, DataError> {
         match self.controller.get() {
             Some(controller) => controller.read(self, nodes, stripe, code, unit, offset, length).await,
-            None => self.read_data_range_robust(nodes, stripe, code, unit, offset, length).await,
+            None => {
+                self.read_data_range_robust(nodes, stripe, code, unit, offset, length).await.map(|(bytes, _)| bytes)
+            }
         }
     }
 
     /// Bytes `offset .. offset + length` of data unit `unit`: from the unit itself, or through a
     /// degraded read when its node is Down, it fails, or it has not answered within the degraded
     /// read timeout (then both race and the loser is dropped, which cancels it on its node). The
-    /// robust read: it tries every decodable set, and units on Down nodes, before giving up.
+    /// robust read: it tries every decodable set, and units on Down nodes, before giving up. Says
+    /// whether the bytes were decoded (a degraded read).
     pub async fn read_data_range_robust(
         &self,
         nodes: &NodeMap,
@@ -222,7 +225,7 @@ impl StripeIo {
         unit: usize,
         offset: u64,
         length: u64,
-    ) -> Result<Bytes, DataError> {
+    ) -> Result<(Bytes, bool), DataError> {
         // A live node holding the unit that failed only for now (timeout, refusal) means the data is
         // there: a read that also cannot decode is then a 503 for the client to retry, not a loss.
         let busy = |degraded_error: DataError, primary_error: &UnitReadError| match degraded_error {
@@ -237,7 +240,7 @@ impl StripeIo {
             tokio::pin!(primary);
             let primary_error = tokio::select! {
                 result = &mut primary => match result {
-                    Ok(data) => return Ok(data),
+                    Ok(data) => return Ok((data, false)),
                     Err(error) => {
                         tracing::info!(%error, "unit read failed; reading degraded");
                         error
@@ -250,12 +253,12 @@ impl StripeIo {
                     tokio::pin!(degraded);
                     return tokio::select! {
                         result = &mut primary => match result {
-                            Ok(data) => Ok(data),
-                            Err(primary_error) => degraded.await.map_err(|e| busy(e, &primary_error)),
+                            Ok(data) => Ok((data, false)),
+                            Err(primary_error) => degraded.await.map(|d| (d, true)).map_err(|e| busy(e, &primary_error)),
                         },
                         result = &mut degraded => match result {
-                            Ok(data) => Ok(data),
-                            Err(degraded_error) => primary.await.map_err(|e| busy(degraded_error, &e)),
+                            Ok(data) => Ok((data, true)),
+                            Err(degraded_error) => primary.await.map(|d| (d, false)).map_err(|e| busy(degraded_error, &e)),
                         },
                     };
                 }
@@ -264,15 +267,16 @@ impl StripeIo {
             return self
                 .rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new())
                 .await
+                .map(|data| (data, true))
                 .map_err(|e| busy(e, &primary_error));
         }
         self.count_degraded();
         match self.rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new()).await {
             // The unit's node may be Down only because a probe timed out: ask it before giving up.
             Err(error @ (DataError::Lost(_) | DataError::Unavailable(_))) => {
-                self.read_unit(nodes, stripe, unit, offset, length).await.map_err(|_| error)
+                self.read_unit(nodes, stripe, unit, offset, length).await.map(|data| (data, false)).map_err(|_| error)
             }
-            other => other,
+            other => other.map(|data| (data, true)),
         }
     }
 
