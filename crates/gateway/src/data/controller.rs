@@ -329,6 +329,8 @@ pub struct Controller {
     frontend_count: u32,
     max_records: usize,
     probe_timeout: Duration,
+    /// The code of the stripes it plans; reads of other codes' stripes are served unplanned.
+    code: codec::CodeSpec,
     state: Mutex<State>,
     records: Mutex<VecDeque<Record>>,
     counters: ControllerCounters,
@@ -346,6 +348,7 @@ impl Controller {
     pub fn new(config: &ControllerConfig, code_name: &str) -> Result<Controller, DataError> {
         config.validate()?;
         let catalog = Catalog::new(code_name)?;
+        let code = catalog.layout.spec();
         let seed = config.seed ^ (u64::from(config.frontend_id) << 48);
         Ok(Controller {
             epoch: Instant::now(),
@@ -353,6 +356,7 @@ impl Controller {
             frontend_count: config.frontend_count,
             max_records: config.max_records,
             probe_timeout: Duration::from_millis(config.probe_timeout_ms),
+            code,
             state: Mutex::new(State {
                 kind: config.policy,
                 settings: config.settings,
@@ -444,7 +448,7 @@ impl Controller {
         length: u64,
     ) -> Result<Bytes, DataError> {
         let arrival_ns = self.now_ns();
-        let plannable = unit < code.data_units() && unit <= usize::from(u8::MAX);
+        let plannable = self.is_own_code(stripe) && unit < code.data_units() && unit <= usize::from(u8::MAX);
         let decision = if plannable {
             self.decide(io, nodes, stripe, unit, offset, length, arrival_ns).await.unwrap_or_else(|error| {
                 tracing::warn!(%error, "read not planned");
@@ -523,7 +527,9 @@ impl Controller {
     /// its read goes unrecorded; `reads_bypassed` counts it with the rest.
     pub fn record_unplanned(&self, read: &Unplanned<'_>) {
         let completion_ns = self.now_ns();
-        let located = {
+        let located = if !self.is_own_code(read.stripe) {
+            None
+        } else {
             let mut state = self.lock();
             let state = &mut *state;
             let k = state.catalog.layout.data_units() as u32;
@@ -565,6 +571,13 @@ impl Controller {
             },
             tasks: Vec::new(),
         });
+    }
+
+    /// Whether `stripe` is of the code this controller plans. A stripe of another code (written
+    /// before the cluster's code changed) has other recovery sets, so a plan for it would be wrong
+    /// even when its unit count matches.
+    fn is_own_code(&self, stripe: &StripeMeta) -> bool {
+        stripe.code_spec().is_ok_and(|spec| spec == self.code)
     }
 
     /// Plans a read: announced probes in one parallel round trip, then the policy's plan. `None`
@@ -1286,6 +1299,35 @@ mod tests {
         refreshing.await.unwrap().unwrap();
         assert_eq!(installed.load(Ordering::SeqCst), 0, "a result for the old policy is not installed");
         assert_eq!(controller.policy().policy, PolicyKind::LmlfLazy);
+    }
+
+    #[test]
+    fn an_unplanned_read_is_recorded_only_for_a_stripe_of_the_controllers_code() {
+        let controller = Controller::new(&ControllerConfig::default(), "rs-6-3").unwrap();
+        let stripe = |id: u64, code: &str| meta::StripeMeta {
+            id: meta::StripeId(id),
+            code: code.to_string(),
+            unit_bytes: 4096,
+            placement: (0..9).map(meta::NodeId).collect(),
+            state: meta::StripeState::Sealed,
+            unit_checksums: None,
+            version: 1,
+        };
+        // RS(7,2) has as many units as RS(6,3) but other recovery sets: not the controller's.
+        let (own, other) = (stripe(1, "rs-6-3"), stripe(2, "rs-7-2"));
+        assert!(controller.is_own_code(&own) && !controller.is_own_code(&other));
+        for read_stripe in [&own, &other] {
+            let read =
+                Unplanned { stripe: read_stripe, unit: 2, length: 100, arrival_ns: 5, degraded: true, served: true };
+            controller.record_unplanned(&read);
+        }
+        let (records, dropped) = controller.take_records();
+        assert_eq!((records.len(), dropped), (1, 0), "only the read of the own code's stripe is recorded");
+        let record = &records[0];
+        assert_eq!(record.request.object, ObjectId(1));
+        assert_eq!(record.request.partition, PartitionId(2), "stripe 0 of the catalog, unit 2");
+        assert!(record.tasks.is_empty() && record.request.degraded && record.request.probes == 0);
+        assert_eq!(record.request.outcome, Outcome::Ok);
     }
 
     #[test]
