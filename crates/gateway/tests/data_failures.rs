@@ -67,7 +67,7 @@ async fn lose_m_then_repair_then_lose_m_more(code: &str, m: usize) {
         assert!(stripe.placement.iter().all(|node| !dead.contains(node)), "stripe {} still on a dead node", stripe.id);
         assert_eq!(stripe.placement.iter().collect::<BTreeSet<_>>().len(), stripe.placement.len());
     }
-    let survivors: Vec<usize> = (0..13).filter(|&i| !dead.contains(&NodeId(i as u32))).collect();
+    let survivors: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| !dead.contains(&NodeId(i as u32))).collect();
     for &i in &survivors[..m] {
         cluster.kill(i).await;
     }

@@ -284,6 +284,16 @@ struct State {
     next_request: u64,
 }
 
+impl State {
+    /// A fresh request id and the partition of data unit `unit` of catalog stripe `dense`.
+    fn name_request(&mut self, dense: model::StripeId, unit: usize) -> (RequestId, PartitionId) {
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        let k = self.catalog.layout.data_units() as u32;
+        (id, PartitionId(dense.0 * k + unit as u32))
+    }
+}
+
 /// One decided read: the plan and what the record needs.
 struct Decision {
     plan: ReadPlan,
@@ -532,7 +542,6 @@ impl Controller {
         } else {
             let mut state = self.lock();
             let state = &mut *state;
-            let k = state.catalog.layout.data_units() as u32;
             let dense = match state.catalog.stripe(read.stripe) {
                 Ok(None) => {
                     // Full: the planned path would start afresh too.
@@ -541,11 +550,7 @@ impl Controller {
                 Ok(found) => found,
                 Err(_) => None,
             };
-            dense.map(|dense| {
-                let id = RequestId(state.next_request);
-                state.next_request += 1;
-                (id, PartitionId(dense.0 * k + read.unit as u32))
-            })
+            dense.map(|dense| state.name_request(dense, read.unit))
         };
         let Some((id, partition)) = located else {
             tracing::debug!(stripe = %read.stripe.id, "a read of a stripe outside the controller's code is not recorded");
@@ -608,15 +613,13 @@ impl Controller {
                     self.reset_catalog(state)?;
                     return Ok(None);
                 };
-                let k = state.catalog.layout.data_units() as u32;
-                let id = RequestId(state.next_request);
-                state.next_request += 1;
+                let (id, partition) = state.name_request(dense, unit);
                 let request = ReadRequest {
                     id,
                     // The controller reads unit ranges; the S3 key is the layer above's. The store's
                     // stripe id names what was read.
                     object: ObjectId(stripe.id.0),
-                    partition: PartitionId(dense.0 * k + unit as u32),
+                    partition,
                     offset,
                     length,
                     arrival_ns,

@@ -457,6 +457,10 @@ impl Packer {
         range: std::ops::Range<u64>,
     ) -> Result<Bytes, DataError> {
         let length = range.end - range.start;
+        // A replica read has no plan, but the controller records it like every read: once, when it
+        // is served or finally fails (a retry that finds the stripe sealed records itself).
+        let controller = self.io.controller();
+        let arrival_ns = controller.map(|c| c.now_ns()).unwrap_or(0);
         for attempt in 0..READ_ATTEMPTS {
             let stripe = self.io.stripe(stripe_id).await?;
             let code = self.io.code(&stripe.code)?;
@@ -475,13 +479,10 @@ impl Packer {
             }
             let seq = replica_unit
                 .ok_or_else(|| DataError::Internal(format!("object in open stripe {stripe_id} has no replica unit")))?;
-            // A replica read has no plan, but the controller records it like every read: once, when
-            // it is served or finally fails (a retry that finds the stripe sealed records itself).
-            let arrival_ns = self.io.controller().map(|c| c.now_ns());
             let result = self.read_replica(&stripe, &nodes, code.data_units(), unit, seq, &range).await;
             let last = attempt + 1 == READ_ATTEMPTS;
-            if let (Some(controller), Some(arrival_ns), true) =
-                (self.io.controller(), arrival_ns, result.is_ok() || last)
+            if let Some(controller) = controller
+                && (result.is_ok() || last)
             {
                 let read = Unplanned {
                     stripe: &stripe,
