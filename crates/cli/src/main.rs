@@ -185,7 +185,8 @@ enum ExperimentCommand {
     /// Hu et al., SoCC '17 (proactive degraded reads): the seven read policies on RS(6,3) and the
     /// paper's five on LRC(6,2,2) at the paper's scale (90 nodes, 2004 partitions, 12 M objects, a
     /// peak hour), 3 or 8 frontends as in the paper, and a latency-vs-load sweep. Writes
-    /// summary.json, findings.json (the paper's claims, judged), tables, plots and report.html.
+    /// summary.json, findings.json (the paper's claims, judged), findings-sweep.json (the same claims
+    /// at every rate of the sweep), tables, plots and report.html.
     Hu2017(Hu2017Args),
     /// Fits the workload parameters Hu et al. do not publish (Zipf exponent of popularity and
     /// arrival rate) to the paper's Normal rows, from Normal runs only, over a grid; prints the
@@ -579,6 +580,13 @@ fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
     bar.finish_and_clear();
     print_tables(outcome.runs.iter().map(|run| &run.summary));
     print_findings(&outcome.findings);
+    if !outcome.sweep_findings.is_empty() {
+        println!("across the sweep (findings-sweep.json):");
+        for line in experiment::hu2017::where_claims_hold(&outcome.sweep_findings) {
+            println!("  {line}");
+        }
+        println!("  {}", experiment::hu2017::every_claim_line(&outcome.sweep_findings));
+    }
     println!(
         "{} headline runs of {} requests at {:.0} req/s and {} sweep runs in {:.1} s; results in {} (open report.html)",
         outcome.runs.len(),

@@ -105,6 +105,16 @@ pub struct Finding {
     pub holds: bool,
 }
 
+/// One claim judged at one rate of the sweep (a row of `findings-sweep.json`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SweepFinding {
+    /// The sweep point's arrival rate, requests per second.
+    pub rate_per_s: f64,
+    /// The claim as judged on that point's runs.
+    #[serde(flatten)]
+    pub finding: Finding,
+}
+
 /// What the experiment produced.
 #[derive(Debug)]
 pub struct Hu2017Outcome {
@@ -112,8 +122,10 @@ pub struct Hu2017Outcome {
     pub runs: Vec<RunResult>,
     /// Latency-vs-load points.
     pub sweep: Vec<SweepPoint>,
-    /// The paper's claims, judged.
+    /// The paper's claims, judged on the headline runs.
     pub findings: Vec<Finding>,
+    /// The same claims judged at every rate of the sweep, in rate order: where in load each holds.
+    pub sweep_findings: Vec<SweepFinding>,
     /// The headline arrival rate (requests per second).
     pub rate_per_s: f64,
     /// Requests per headline run.
@@ -226,18 +238,30 @@ pub fn run(
     );
     let mut runs = Vec::new();
     let mut sweep = Vec::new();
+    // Each sweep point's summaries, so the claims can be judged at every rate as at the headline.
+    let mut sweep_summaries: Vec<Vec<Summary>> = vec![Vec::new(); sweep_workloads.len()];
     for (job, result) in jobs.iter().zip(results) {
         let result = result?;
         match job.sweep {
             None => runs.push(result),
-            Some(_) => {
+            Some(i) => {
                 let x = result.summary.run.arrival_rate_per_s.expect("sweep runs carry their rate");
                 sweep.push(SweepPoint::from_summary(&result.summary, x));
+                sweep_summaries[i].push(result.summary);
             }
         }
     }
-    let findings = judge(&runs);
-    let text = findings_text(&findings, rate, headline.requests.len(), options);
+    let headline_summaries: Vec<&Summary> = runs.iter().map(|run| &run.summary).collect();
+    let findings = judge(&headline_summaries);
+    let mut sweep_findings = Vec::new();
+    for (factor, summaries) in options.sweep_factors.iter().zip(&sweep_summaries) {
+        let summaries: Vec<&Summary> = summaries.iter().collect();
+        let rate_per_s = rate * factor;
+        sweep_findings.extend(judge(&summaries).into_iter().map(|finding| SweepFinding { rate_per_s, finding }));
+    }
+    sweep_findings.sort_by(|a, b| a.rate_per_s.total_cmp(&b.rate_per_s));
+    let mut text = findings_text(&findings, rate, headline.requests.len(), options);
+    append_sweep_findings(&mut text, &sweep_findings);
     let title = "hu2017: proactive degraded reads (Hu et al., SoCC '17), simulated at paper scale";
     let experiment = Experiment {
         title,
@@ -252,7 +276,18 @@ pub fn run(
     let findings_json = serde_json::to_string_pretty(&findings)? + "\n";
     std::fs::write(out_dir.join("findings.json"), findings_json).context("writing findings.json")?;
     files.files.push("findings.json".into());
-    Ok(Hu2017Outcome { runs, sweep, findings, rate_per_s: rate, requests: headline.requests.len(), files })
+    let sweep_findings_json = serde_json::to_string_pretty(&sweep_findings)? + "\n";
+    std::fs::write(out_dir.join("findings-sweep.json"), sweep_findings_json).context("writing findings-sweep.json")?;
+    files.files.push("findings-sweep.json".into());
+    Ok(Hu2017Outcome {
+        runs,
+        sweep,
+        findings,
+        sweep_findings,
+        rate_per_s: rate,
+        requests: headline.requests.len(),
+        files,
+    })
 }
 
 /// Mean node utilisation at which a run counts as overloaded in the findings' words.
@@ -264,19 +299,21 @@ pub(crate) fn change(base: f64, value: f64) -> f64 {
 }
 
 /// The paper's claims (§4.1, §4.2, Tables 1 and 2, and the thresholds issue 4 sets on them),
-/// judged on each code's headline runs. A claim whose policies did not run is skipped.
-pub fn judge(runs: &[RunResult]) -> Vec<Finding> {
+/// judged on each code's runs at one load (the headline's, or one sweep point's). A claim whose
+/// policies did not run is skipped.
+pub fn judge(summaries: &[&Summary]) -> Vec<Finding> {
     let mut findings = Vec::new();
     let mut codes: Vec<&str> = Vec::new();
-    for run in runs {
-        if !codes.contains(&run.summary.run.code.as_str()) {
-            codes.push(&run.summary.run.code);
+    for summary in summaries {
+        if !codes.contains(&summary.run.code.as_str()) {
+            codes.push(&summary.run.code);
         }
     }
     for code in codes {
         let get = |policy: PolicyKind| -> Option<&Summary> {
-            runs.iter()
-                .map(|r| &r.summary)
+            summaries
+                .iter()
+                .copied()
                 .find(|s| s.run.code == code && s.run.policy == policy.name() && s.request_latency.is_some())
         };
         let latency = |s: &Summary| s.request_latency.expect("filtered on presence");
@@ -375,6 +412,78 @@ pub fn append_findings(text: &mut String, findings: &[Finding]) {
     }
 }
 
+/// Appends a paragraph per (code, claim) saying at which of the sweep's rates it holds
+/// ([`where_claims_hold`]), so a reader sees where in load each finding of the headline turns.
+fn append_sweep_findings(text: &mut String, sweep_findings: &[SweepFinding]) {
+    if sweep_findings.is_empty() {
+        return;
+    }
+    text.push_str(
+        "\n\nThe same claims at every rate of the sweep (shorter runs: one request sequence replayed at each \
+         rate; findings-sweep.json has the numbers):",
+    );
+    for line in where_claims_hold(sweep_findings) {
+        text.push_str("\n\n");
+        text.push_str(&line);
+    }
+    text.push_str(&format!("\n\n{}", every_claim_line(sweep_findings)));
+}
+
+/// Says at which of the sweep's rates every claim holds at once, if at any.
+pub fn every_claim_line(sweep_findings: &[SweepFinding]) -> String {
+    let rates: Vec<String> =
+        rates_where_every_claim_holds(sweep_findings).iter().map(|rate| format!("{rate:.0}")).collect();
+    if rates.is_empty() {
+        "At no rate of the sweep does every claim hold on every code at once.".to_string()
+    } else {
+        format!("Every claim holds on every code at once at {} requests/s.", rates.join(", "))
+    }
+}
+
+/// One line per (code, claim), in first-seen order: the sweep rates at which the claim holds and
+/// those at which it does not (`rs-6-3: <claim>. Holds at 950, 1188 requests/s; does not hold at 238.`).
+pub fn where_claims_hold(sweep_findings: &[SweepFinding]) -> Vec<String> {
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for row in sweep_findings {
+        let key = (row.finding.code.as_str(), row.finding.claim.as_str());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter()
+        .map(|(code, claim)| {
+            let rates = |holds: bool| -> Vec<String> {
+                sweep_findings
+                    .iter()
+                    .filter(|r| r.finding.code == code && r.finding.claim == claim && r.finding.holds == holds)
+                    .map(|r| format!("{:.0}", r.rate_per_s))
+                    .collect()
+            };
+            let (holding, failing) = (rates(true), rates(false));
+            let verdict = match (holding.is_empty(), failing.is_empty()) {
+                (false, true) => "Holds at every rate".to_string(),
+                (true, _) => "Holds at no rate".to_string(),
+                (false, false) => {
+                    format!("Holds at {} requests/s; does not hold at {}", holding.join(", "), failing.join(", "))
+                }
+            };
+            format!("{code}: {claim}. {verdict}.")
+        })
+        .collect()
+}
+
+/// The sweep's rates at which every claim judged there holds, on every code at once.
+pub fn rates_where_every_claim_holds(sweep_findings: &[SweepFinding]) -> Vec<f64> {
+    let mut rates: Vec<f64> = Vec::new();
+    for row in sweep_findings {
+        if !rates.contains(&row.rate_per_s) {
+            rates.push(row.rate_per_s);
+        }
+    }
+    rates.retain(|&rate| sweep_findings.iter().filter(|r| r.rate_per_s == rate).all(|r| r.finding.holds));
+    rates
+}
+
 impl Finding {
     /// `holds` or `does not hold`.
     pub fn verdict(&self) -> &'static str {
@@ -424,9 +533,47 @@ mod tests {
                 assert!(row.get(field).is_some(), "summary row lacks {field}: {row}");
             }
         }
-        for file in ["report.html", "tables.md", "findings.json", "sweep.json"] {
+        // Every claim judged at both sweep rates, in rate order, as the headline's are.
+        assert_eq!(a.sweep_findings.len(), 2 * a.findings.len());
+        assert!(a.sweep_findings.windows(2).all(|w| w[0].rate_per_s <= w[1].rate_per_s));
+        let headline_rate = a.rate_per_s;
+        assert_eq!(a.sweep_findings[0].rate_per_s, headline_rate * 0.5);
+        assert_eq!(b.sweep_findings, a.sweep_findings);
+        for file in ["report.html", "tables.md", "findings.json", "findings-sweep.json", "sweep.json"] {
             assert!(dirs[0].path().join(file).is_file(), "{file} written");
         }
+    }
+
+    #[test]
+    fn where_claims_hold_lists_the_rates_of_each_verdict_per_code_and_claim() {
+        let row = |rate_per_s: f64, code: &str, claim: &str, holds: bool| SweepFinding {
+            rate_per_s,
+            finding: Finding { code: code.into(), claim: claim.into(), measured: String::new(), holds },
+        };
+        let rows = [
+            row(100.0, "rs-6-3", "a", false),
+            row(100.0, "rs-6-3", "b", true),
+            row(100.0, "lrc-6-2-2", "a", true),
+            row(200.0, "rs-6-3", "a", true),
+            row(200.0, "rs-6-3", "b", true),
+            row(200.0, "lrc-6-2-2", "a", false),
+            row(300.0, "rs-6-3", "a", true),
+        ];
+        assert_eq!(
+            where_claims_hold(&rows),
+            [
+                "rs-6-3: a. Holds at 200, 300 requests/s; does not hold at 100.",
+                "rs-6-3: b. Holds at every rate.",
+                "lrc-6-2-2: a. Holds at 100 requests/s; does not hold at 200.",
+            ]
+        );
+        assert!(where_claims_hold(&[]).is_empty());
+        // 300 has only claims that hold; 100 and 200 each have one that fails.
+        assert_eq!(rates_where_every_claim_holds(&rows), [300.0]);
+        assert_eq!(every_claim_line(&rows), "Every claim holds on every code at once at 300 requests/s.");
+        let failing: Vec<SweepFinding> = rows.iter().filter(|r| r.rate_per_s < 300.0).cloned().collect();
+        assert!(rates_where_every_claim_holds(&failing).is_empty());
+        assert_eq!(where_claims_hold(&failing[..1]), ["rs-6-3: a. Holds at no rate."]);
     }
 
     #[test]
@@ -446,7 +593,8 @@ mod tests {
                 latency.mean_s *= 100.0;
             }
         }
-        let findings = judge(&runs);
+        let judged = |runs: &[RunResult]| judge(&runs.iter().map(|r| &r.summary).collect::<Vec<_>>());
+        let findings = judged(&runs);
         let cut = findings.iter().filter(|f| f.claim.contains("cuts the")).collect::<Vec<_>>();
         assert_eq!(cut.len(), 4, "two cut claims per code");
         assert!(cut.iter().all(|f| f.holds), "{cut:?}");
@@ -459,6 +607,6 @@ mod tests {
                 latency.p95_s /= 10_000.0;
             }
         }
-        assert!(judge(&runs).iter().filter(|f| f.claim.contains("cuts the")).all(|f| !f.holds));
+        assert!(judged(&runs).iter().filter(|f| f.claim.contains("cuts the")).all(|f| !f.holds));
     }
 }

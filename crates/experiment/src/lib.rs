@@ -15,7 +15,7 @@ pub mod live;
 pub mod parallel;
 pub mod simulate;
 
-pub use hu2017::{Finding, Hu2017Options, Hu2017Outcome};
+pub use hu2017::{Finding, Hu2017Options, Hu2017Outcome, SweepFinding};
 pub use parallel::{Progress, run_parallel};
 pub use simulate::{SimulateOptions, simulate};
 
