@@ -19,6 +19,7 @@ use crate::model::ServiceModel;
 use crate::proto::{self, node_client, write_unit_request::Part};
 use crate::scheduler::TaskTiming;
 use crate::server::SECRET_METADATA_KEY;
+use crate::store::ConditionalDelete;
 
 /// Size of the chunks [`NodeClient::write_unit`] sends.
 pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
@@ -248,11 +249,36 @@ impl NodeClient {
     pub async fn delete_unit(&self, stripe: u64, unit: u16) -> Result<bool, ClientError> {
         const OP: &str = "delete_unit";
         let mut inner = self.inner.clone();
-        let request = proto::DeleteUnitRequest { stripe, unit: u32::from(unit) };
+        let request = proto::DeleteUnitRequest { stripe, unit: u32::from(unit), if_generation: 0 };
         self.timed(OP, async move {
             let reply =
                 inner.delete_unit(request).await.map_err(|status| ClientError::Status { operation: OP, status })?;
             Ok(reply.into_inner().existed)
+        })
+        .await
+    }
+
+    /// Deletes a unit only if it still has `generation` (from [`NodeClient::list_units`]): a unit
+    /// written again since it was listed is kept.
+    pub async fn delete_unit_if_generation(
+        &self,
+        stripe: u64,
+        unit: u16,
+        generation: u64,
+    ) -> Result<ConditionalDelete, ClientError> {
+        const OP: &str = "delete_unit";
+        assert_ne!(generation, 0, "generation 0 would delete unconditionally");
+        let mut inner = self.inner.clone();
+        let request = proto::DeleteUnitRequest { stripe, unit: u32::from(unit), if_generation: generation };
+        self.timed(OP, async move {
+            let reply =
+                inner.delete_unit(request).await.map_err(|status| ClientError::Status { operation: OP, status })?;
+            let reply = reply.into_inner();
+            Ok(match (reply.existed, reply.changed) {
+                (_, true) => ConditionalDelete::Changed,
+                (true, false) => ConditionalDelete::Deleted,
+                (false, false) => ConditionalDelete::Absent,
+            })
         })
         .await
     }

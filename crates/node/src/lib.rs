@@ -38,7 +38,7 @@ pub use config::NodeConfig;
 pub use error::{NodeError, UnitId};
 pub use model::ServiceModel;
 pub use scheduler::{Scheduler, TaskOutcome, TaskTiming};
-pub use store::UnitStore;
+pub use store::{ConditionalDelete, UnitStore};
 
 use crate::queue::QueueLimits;
 use crate::server::NodeService;

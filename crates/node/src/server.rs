@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::error::{NodeError, UnitId};
 use crate::proto::{self, node_server, write_unit_request::Part};
 use crate::scheduler::{Scheduler, TaskOutcome, TaskTiming, blocking};
+use crate::store::ConditionalDelete;
 
 /// Metadata entry that carries the cluster secret.
 pub const SECRET_METADATA_KEY: &str = "x-lowtail-secret";
@@ -258,10 +259,18 @@ impl node_server::Node for NodeService {
         let result = match unit_id(request.stripe, request.unit) {
             Ok(unit) => {
                 let store = Arc::clone(self.scheduler.store());
-                blocking(move || store.delete(unit))
-                    .await
-                    .map(|existed| proto::DeleteUnitResponse { existed })
-                    .map_err(Status::from)
+                let generation = request.if_generation;
+                blocking(move || match generation {
+                    0 => store.delete(unit).map(|existed| proto::DeleteUnitResponse { existed, changed: false }),
+                    generation => {
+                        store.delete_if_generation(unit, generation).map(|outcome| proto::DeleteUnitResponse {
+                            existed: outcome != ConditionalDelete::Absent,
+                            changed: outcome == ConditionalDelete::Changed,
+                        })
+                    }
+                })
+                .await
+                .map_err(Status::from)
             }
             Err(status) => Err(status),
         };
@@ -309,7 +318,12 @@ impl node_server::Node for NodeService {
             let (units, truncated) = self.scheduler.store().list(after, limit);
             let units = units
                 .into_iter()
-                .map(|(id, len)| proto::UnitInfo { stripe: id.stripe, unit: u32::from(id.unit), len })
+                .map(|unit| proto::UnitInfo {
+                    stripe: unit.id.stripe,
+                    unit: u32::from(unit.id.unit),
+                    len: unit.data_len,
+                    generation: unit.generation,
+                })
                 .collect();
             Ok(proto::ListUnitsResponse { units, truncated })
         })();

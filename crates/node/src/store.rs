@@ -109,11 +109,56 @@ fn sync_dir(dir: &Path) -> Result<(), NodeError> {
 pub struct UnitStore {
     units_dir: PathBuf,
     max_unit_bytes: u64,
-    /// Every committed unit and its data length; mirrors the directory.
-    index: Mutex<BTreeMap<UnitId, u64>>,
+    /// Every committed unit with its data length and generation; mirrors the directory. A commit's
+    /// rename and a conditional delete's unlink happen under this lock, so a generation checked
+    /// here is the one on disk.
+    index: Mutex<BTreeMap<UnitId, IndexEntry>>,
     /// Units that failed a checksum since start (or since they were rewritten / deleted).
     corrupt: Mutex<BTreeSet<UnitId>>,
     temp_counter: AtomicU64,
+    /// The next generation to hand out.
+    next_generation: AtomicU64,
+}
+
+/// What the index keeps of a unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct IndexEntry {
+    data_len: u64,
+    generation: u64,
+}
+
+/// A stored unit as [`UnitStore::list`] returns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListedUnit {
+    /// Which unit.
+    pub id: UnitId,
+    /// Its data length in bytes.
+    pub data_len: u64,
+    /// Changes whenever the unit is written, and when the store is reopened; never zero. A caller
+    /// that lists a unit and later deletes it with [`UnitStore::delete_if_generation`] deletes
+    /// nothing written in between.
+    pub generation: u64,
+}
+
+/// What [`UnitStore::delete_if_generation`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionalDelete {
+    /// The unit had the generation and is gone.
+    Deleted,
+    /// There was no such unit.
+    Absent,
+    /// The unit has another generation (rewritten since it was listed): it was kept.
+    Changed,
+}
+
+/// The first generation a store hands out: the wall clock in nanoseconds, so generations keep
+/// growing across restarts (a unit listed before a restart never matches one after it).
+fn first_generation() -> u64 {
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX / 2))
+        .unwrap_or(0);
+    now_ns.max(1)
 }
 
 impl UnitStore {
@@ -125,6 +170,11 @@ impl UnitStore {
         fs::create_dir_all(&units_dir).map_err(|e| NodeError::io(&units_dir, e))?;
         let mut index = BTreeMap::new();
         let mut corrupt = BTreeSet::new();
+        let mut generation = first_generation();
+        let mut entry_of = |data_len: u64| {
+            generation += 1;
+            IndexEntry { data_len, generation }
+        };
         let entries = fs::read_dir(&units_dir).map_err(|e| NodeError::io(&units_dir, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| NodeError::io(&units_dir, e))?;
@@ -138,10 +188,10 @@ impl UnitStore {
             let Some(id) = parse_unit_file_name(name) else { continue };
             match read_header(&entry.path(), id) {
                 Ok(Ok(data_len)) => {
-                    index.insert(id, data_len);
+                    index.insert(id, entry_of(data_len));
                 }
                 Ok(Err(_)) => {
-                    index.insert(id, 0);
+                    index.insert(id, entry_of(0));
                     corrupt.insert(id);
                 }
                 Err(e) => return Err(e),
@@ -154,6 +204,7 @@ impl UnitStore {
             index: Mutex::new(index),
             corrupt: Mutex::new(corrupt),
             temp_counter: AtomicU64::new(0),
+            next_generation: AtomicU64::new(generation + 1),
         })
     }
 
@@ -166,7 +217,7 @@ impl UnitStore {
         self.units_dir.join(unit_file_name(id))
     }
 
-    fn index(&self) -> MutexGuard<'_, BTreeMap<UnitId, u64>> {
+    fn index(&self) -> MutexGuard<'_, BTreeMap<UnitId, IndexEntry>> {
         self.index.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
@@ -224,10 +275,16 @@ impl UnitStore {
         staged.write_all_at(&table, HEADER_BYTES + staged.total_len)?;
         staged.file.sync_all().map_err(|e| NodeError::io(&staged.temp_path, e))?;
         let final_path = self.unit_path(staged.id);
-        fs::rename(&staged.temp_path, &final_path).map_err(|e| NodeError::io(&final_path, e))?;
-        staged.committed = true;
+        {
+            // The rename and the new generation under one lock: a conditional delete sees both or
+            // neither.
+            let mut index = self.index();
+            fs::rename(&staged.temp_path, &final_path).map_err(|e| NodeError::io(&final_path, e))?;
+            staged.committed = true;
+            let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+            index.insert(staged.id, IndexEntry { data_len: staged.total_len, generation });
+        }
         sync_dir(&self.units_dir)?;
-        self.index().insert(staged.id, staged.total_len);
         // A rewrite (repair) replaces the bad bytes, so the unit is no longer corrupt.
         self.corrupt_set().remove(&staged.id);
         Ok(())
@@ -303,15 +360,41 @@ impl UnitStore {
         Ok(existed)
     }
 
-    /// Up to `limit` units after `after` (exclusive), in order, with their data lengths, and
-    /// whether more follow.
-    pub fn list(&self, after: Option<UnitId>, limit: usize) -> (Vec<(UnitId, u64)>, bool) {
+    /// Deletes a unit only if it still has `generation` (durably, as [`UnitStore::delete`]). A
+    /// unit rewritten since it was listed is kept: whoever rewrote it may be about to reference it.
+    pub fn delete_if_generation(&self, id: UnitId, generation: u64) -> Result<ConditionalDelete, NodeError> {
+        {
+            let mut index = self.index();
+            match index.get(&id) {
+                None => return Ok(ConditionalDelete::Absent),
+                Some(entry) if entry.generation != generation => return Ok(ConditionalDelete::Changed),
+                Some(_) => {}
+            }
+            let path = self.unit_path(id);
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(NodeError::io(&path, e)),
+            }
+            index.remove(&id);
+        }
+        self.corrupt_set().remove(&id);
+        sync_dir(&self.units_dir)?;
+        Ok(ConditionalDelete::Deleted)
+    }
+
+    /// Up to `limit` units after `after` (exclusive), in order, and whether more follow.
+    pub fn list(&self, after: Option<UnitId>, limit: usize) -> (Vec<ListedUnit>, bool) {
         let index = self.index();
-        let mut range: Box<dyn Iterator<Item = (&UnitId, &u64)>> = match after {
+        let mut range: Box<dyn Iterator<Item = (&UnitId, &IndexEntry)>> = match after {
             Some(after) => Box::new(index.range((std::ops::Bound::Excluded(after), std::ops::Bound::Unbounded))),
             None => Box::new(index.iter()),
         };
-        let page: Vec<(UnitId, u64)> = range.by_ref().take(limit).map(|(id, len)| (*id, *len)).collect();
+        let page: Vec<ListedUnit> = range
+            .by_ref()
+            .take(limit)
+            .map(|(id, entry)| ListedUnit { id: *id, data_len: entry.data_len, generation: entry.generation })
+            .collect();
         let truncated = range.next().is_some();
         (page, truncated)
     }
@@ -323,7 +406,7 @@ impl UnitStore {
 
     /// Data length of a stored unit.
     pub fn unit_len(&self, id: UnitId) -> Option<u64> {
-        self.index().get(&id).copied()
+        self.index().get(&id).map(|entry| entry.data_len)
     }
 
     /// Units found corrupt, in order, for repair to rebuild.
@@ -461,6 +544,37 @@ mod tests {
     }
 
     #[test]
+    fn a_conditional_delete_keeps_a_unit_written_since_it_was_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (UnitId::new(7, 0), UnitId::new(7, 1));
+        let listed_before_reopen = {
+            let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+            write(&store, a, b"first", 5);
+            write(&store, b, b"other", 5);
+            let (units, _) = store.list(None, 10);
+            assert!(units.iter().all(|u| u.generation != 0));
+            assert_ne!(units[0].generation, units[1].generation, "every unit has its own generation");
+            let listed = units[0].generation;
+            write(&store, a, b"second", 6);
+            assert_eq!(store.delete_if_generation(a, listed).unwrap(), ConditionalDelete::Changed);
+            assert_eq!(store.read_range(a, 0, 6).unwrap(), &b"second"[..], "the rewritten unit is kept");
+            let (units, _) = store.list(None, 1);
+            assert!(units[0].generation > listed, "a rewrite gets a later generation");
+            assert_eq!(store.delete_if_generation(a, units[0].generation).unwrap(), ConditionalDelete::Deleted);
+            assert!(matches!(store.read_range(a, 0, 1), Err(NodeError::NotFound(_))));
+            assert_eq!(store.delete_if_generation(a, units[0].generation).unwrap(), ConditionalDelete::Absent);
+            store.list(None, 10).0[0].generation
+        };
+        // A restart gives every unit a new, later generation: a listing from before matches nothing.
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        let (units, _) = store.list(None, 10);
+        assert_eq!(units.len(), 1);
+        assert!(units[0].generation > listed_before_reopen);
+        assert_eq!(store.delete_if_generation(b, listed_before_reopen).unwrap(), ConditionalDelete::Changed);
+        assert_eq!(store.read_range(b, 0, 5).unwrap(), &b"other"[..]);
+    }
+
+    #[test]
     fn empty_unit_and_exact_block_multiple() {
         let dir = tempfile::tempdir().unwrap();
         let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
@@ -488,7 +602,8 @@ mod tests {
         assert_eq!(store.read_range(UnitId::new(1, 0), 0, data.len() as u64).unwrap(), data);
         assert_eq!(store.read_range(UnitId::new(2, 5), 0, 5).unwrap(), &b"hello"[..]);
         let (units, truncated) = store.list(None, 10);
-        assert_eq!(units, vec![(UnitId::new(1, 0), data.len() as u64), (UnitId::new(2, 5), 5)]);
+        let listed: Vec<(UnitId, u64)> = units.iter().map(|u| (u.id, u.data_len)).collect();
+        assert_eq!(listed, vec![(UnitId::new(1, 0), data.len() as u64), (UnitId::new(2, 5), 5)]);
         assert!(!truncated);
         let leftovers = fs::read_dir(dir.path().join("units")).unwrap().count();
         assert_eq!(leftovers, 2, "temp file of the interrupted write removed");
@@ -505,10 +620,10 @@ mod tests {
         }
         let (first, truncated) = store.list(None, 2);
         assert!(truncated);
-        assert_eq!(first.iter().map(|(id, _)| id.stripe).collect::<Vec<_>>(), vec![0, 1]);
-        let (rest, truncated) = store.list(Some(first[1].0), 10);
+        assert_eq!(first.iter().map(|u| u.id.stripe).collect::<Vec<_>>(), vec![0, 1]);
+        let (rest, truncated) = store.list(Some(first[1].id), 10);
         assert!(!truncated);
-        assert_eq!(rest.iter().map(|(id, _)| id.stripe).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(rest.iter().map(|u| u.id.stripe).collect::<Vec<_>>(), vec![2, 3, 4]);
     }
 
     #[test]

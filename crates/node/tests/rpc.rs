@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use node::{ClientError, NodeClient, NodeConfig, RunningNode, ServiceModel, TaskOutcome};
+use node::{ClientError, ConditionalDelete, NodeClient, NodeConfig, RunningNode, ServiceModel, TaskOutcome};
 use tonic::Code;
 
 const SECRET: &str = "test-secret";
@@ -59,6 +59,14 @@ async fn ten_mib_round_trip_ranges_list_delete() {
     assert!(!client.delete_unit(42, 3).await.unwrap());
     let err = client.read_range(42, 3, 0, 1).await.unwrap_err();
     assert_eq!(err.code(), Some(Code::NotFound), "{err}");
+    // A delete conditional on the listed generation keeps a unit written since the listing.
+    let listed = client.list_units(None, 0).await.unwrap().units[0].generation;
+    client.write_unit(42, 4, pattern(10)).await.unwrap();
+    assert_eq!(client.delete_unit_if_generation(42, 4, listed).await.unwrap(), ConditionalDelete::Changed);
+    assert_eq!(client.read_range(42, 4, 0, 10).await.unwrap().0, pattern(10));
+    let current = client.list_units(None, 0).await.unwrap().units[0].generation;
+    assert_eq!(client.delete_unit_if_generation(42, 4, current).await.unwrap(), ConditionalDelete::Deleted);
+    assert_eq!(client.delete_unit_if_generation(42, 4, current).await.unwrap(), ConditionalDelete::Absent);
     node.shutdown().await;
 }
 
