@@ -8,6 +8,7 @@
 
 use crate::data::controller::{Controller, ControllerConfig, PolicyState};
 use crate::data::erasure::{ErasureData, RunningData};
+use crate::data::orphans::OrphanStatus;
 use crate::data::packed::PackedStatus;
 use crate::data::repair::RepairStatus;
 use crate::data::{DataConfig, ObjectData};
@@ -148,6 +149,8 @@ pub struct ClusterStatus {
     pub nodes: Vec<NodeInfo>,
     /// Repair progress.
     pub repair: RepairStatus,
+    /// Orphan collection so far.
+    pub orphans: OrphanStatus,
     /// The packer's open stripe and pending seals.
     pub packed: PackedStatus,
     /// The read policy the controller runs.
@@ -213,6 +216,7 @@ async fn cluster_status(
     Ok(ClusterStatus {
         nodes,
         repair: data.repair_status(),
+        orphans: data.orphan_status(),
         packed: data.data.packer().status().await,
         policy: controller.policy(),
     })
@@ -249,6 +253,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         let (stop, stopped) = oneshot::channel::<()>();
         let status_meta = Arc::clone(&meta);
         let repair = Arc::clone(&data.repair);
+        let orphans = Arc::clone(&data.orphans);
         let packer = Arc::clone(data.data.packer());
         let status_controller = Arc::clone(&controller);
         let metrics = node::metrics::handle();
@@ -259,6 +264,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                 axum::routing::get(move || {
                     let meta = Arc::clone(&status_meta);
                     let repair = Arc::clone(&repair);
+                    let orphans = Arc::clone(&orphans);
                     let packer = Arc::clone(&packer);
                     let policy = status_controller.policy();
                     async move {
@@ -266,6 +272,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                             Ok(nodes) => Ok(axum::Json(ClusterStatus {
                                 nodes,
                                 repair: repair.status(),
+                                orphans: orphans.status(),
                                 packed: packer.status().await,
                                 policy,
                             })),

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
 use gateway::data::membership::Membership;
+use gateway::data::orphans::OrphanCollector;
 use gateway::data::repair::RepairService;
-use gateway::data::{ErasureData, MembershipConfig, ObjectData, RepairConfig};
+use gateway::data::{ErasureData, MembershipConfig, ObjectData, OrphanConfig, RepairConfig};
 use meta::{Layout, NodeId, NodeState};
 use node::ServiceModel;
 
@@ -73,6 +74,61 @@ async fn lose_m_then_repair_then_lose_m_more(code: &str, m: usize) {
     }
     assert_readable(&data, &objects, "2m nodes down after repair").await;
     assert_readable(&data, &more, "2m nodes down after repair").await;
+    cluster.shutdown().await;
+}
+
+/// A node that comes back after repair rebuilt its units elsewhere holds orphans. The collector
+/// deletes them once they stayed orphans for the grace period, keeps one written again in between
+/// until it has waited out a grace of its own, and deletes nothing a stripe references.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_of_a_node_back_after_repair_are_deleted_after_the_grace_and_nothing_else() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let mut config = cluster.config("rs-6-3");
+    config.repair = RepairConfig { grace_ms: 0, ..Default::default() };
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data, 30).await;
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    let Layout::Striped { segments } = &objects[2].1 else { panic!("a 5 MiB object is striped") };
+    let away = cluster.meta.get_stripe(segments[0].stripe).await.unwrap().placement[0].0 as usize;
+    let held_before = cluster.client(away).await.list_units(None, 0).await.unwrap().units.len();
+    assert!(held_before > 0);
+    cluster.kill(away).await;
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    assert_eq!(repair.status().stripe_failures, 0);
+    cluster.restart(away).await;
+    // An orphan of a write that never created its stripe, on another node.
+    let other = (away + 1) % 10;
+    let ghost = 1 << 40;
+    cluster.client(other).await.write_unit(ghost, 0, pattern(100, 1)).await.unwrap();
+
+    let orphans = OrphanCollector::new(Arc::clone(data.io()), OrphanConfig::default());
+    let grace = Duration::from_millis(OrphanConfig::default().grace_ms);
+    let start = Instant::now();
+    let first = orphans.scan_at(start).await.unwrap();
+    assert_eq!((first.orphans, first.deleted), (held_before as u64 + 1, 0), "{first:?}");
+    assert_eq!(orphans.status().candidates, held_before as u64 + 1);
+    // Written again between the scans: its grace starts over.
+    cluster.client(other).await.write_unit(ghost, 0, pattern(100, 2)).await.unwrap();
+    let second = orphans.scan_at(start + grace).await.unwrap();
+    assert_eq!((second.deleted, second.rewritten), (held_before as u64, 1), "{second:?}");
+    assert_eq!(cluster.client(away).await.list_units(None, 0).await.unwrap().units.len(), 0);
+    assert_eq!(cluster.client(other).await.read_range(ghost, 0, 0, 100).await.unwrap().0, pattern(100, 2));
+    let third = orphans.scan_at(start + grace * 2).await.unwrap();
+    assert_eq!((third.orphans, third.deleted), (1, 1), "{third:?}");
+    let status = orphans.status();
+    assert_eq!((status.units_deleted, status.candidates, status.scans), (held_before as u64 + 1, 0, 3));
+
+    // Every unit every stripe places is still where it is placed, and every object reads back.
+    for stripe in cluster.meta.list_stripes(None, 1000).await.unwrap() {
+        for (unit, node) in stripe.placement.iter().enumerate() {
+            let held = cluster.client(node.0 as usize).await.read_range(stripe.id.0, unit as u16, 0, 0).await;
+            assert!(held.is_ok(), "unit {unit} of stripe {} is gone from node {node}", stripe.id);
+        }
+    }
+    assert_readable(&data, &objects, "after orphan collection").await;
+    let fourth = orphans.scan_at(start + grace * 3).await.unwrap();
+    assert_eq!((fourth.orphans, fourth.deleted), (0, 0), "{fourth:?}");
     cluster.shutdown().await;
 }
 

@@ -78,7 +78,8 @@ pub fn cluster_secret_from_dir(dir: &Path) -> anyhow::Result<String> {
     }
 }
 
-/// Renders a status answer as a short report: nodes by state, then repair progress.
+/// Renders a status answer as a short report: nodes by state, then repair progress and orphan
+/// collection.
 pub fn render_status(status: &Value) -> anyhow::Result<String> {
     let Some(nodes) = status["nodes"].as_array() else { bail!("status has no node list: {status}") };
     let mut text = String::new();
@@ -96,10 +97,12 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
     if let Some(policy) = status["policy"]["policy"].as_str() {
         text.push_str(&format!("read policy: {policy}\n"));
     }
-    text.push_str("repair:\n");
-    if let Some(repair) = status["repair"].as_object() {
-        for (name, value) in repair {
-            text.push_str(&format!("  {name}: {value}\n"));
+    for section in ["repair", "orphans"] {
+        if let Some(fields) = status[section].as_object() {
+            text.push_str(&format!("{section}:\n"));
+            for (name, value) in fields {
+                text.push_str(&format!("  {name}: {value}\n"));
+            }
         }
     }
     Ok(text)
@@ -117,11 +120,13 @@ mod tests {
                 {"id": 1, "state": "Down", "address": "127.0.0.1:2", "rack": "r1"}
             ],
             "repair": {"units_repaired": 3},
+            "orphans": {"units_deleted": 2},
             "policy": {"policy": "lmlf-pw2", "settings": {}}
         });
         let text = render_status(&status).unwrap();
         assert!(text.contains("2 registered, 1 up"), "{text}");
         assert!(text.contains("Down") && text.contains("units_repaired: 3"), "{text}");
+        assert!(text.contains("orphans:\n  units_deleted: 2"), "{text}");
         assert!(text.contains("read policy: lmlf-pw2"), "{text}");
         assert!(render_status(&serde_json::json!({})).is_err());
     }

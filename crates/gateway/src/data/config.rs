@@ -39,6 +39,8 @@ pub struct DataConfig {
     pub membership: MembershipConfig,
     /// Rebuilding lost units.
     pub repair: RepairConfig,
+    /// Deleting units no stripe references.
+    pub orphans: OrphanConfig,
     /// The packed layout of small objects.
     pub packed: PackedConfig,
     /// This gateway's name, unique among the gateways of a cluster and kept across restarts: it
@@ -90,6 +92,28 @@ pub struct RepairConfig {
     pub max_read_bytes_per_s: u64,
 }
 
+/// Orphan collection: units that nodes hold but no stripe references (a node back after repair,
+/// objects deleted while a node was down, failed writes) are deleted once judged orphans twice,
+/// `grace_ms` apart, with the unit unchanged in between.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrphanConfig {
+    /// Time between scans of every Up node's units; 0 turns collection off. Default 10 minutes.
+    pub scan_interval_ms: u64,
+    /// How long a unit must stay an orphan before it is deleted. It must outlast the longest write
+    /// (a stripe's units land before its record is created): at least ten times
+    /// `node_rpc_timeout_ms` × (`write_retries` + 1). Default 1 hour.
+    pub grace_ms: u64,
+    /// Most units one scan deletes. Default 10 000.
+    pub max_deletes_per_scan: usize,
+}
+
+impl Default for OrphanConfig {
+    fn default() -> Self {
+        Self { scan_interval_ms: 600_000, grace_ms: 3_600_000, max_deletes_per_scan: 10_000 }
+    }
+}
+
 impl Default for DataConfig {
     fn default() -> Self {
         Self {
@@ -105,6 +129,7 @@ impl Default for DataConfig {
             cluster_secret: String::new(),
             membership: MembershipConfig::default(),
             repair: RepairConfig::default(),
+            orphans: OrphanConfig::default(),
             packed: PackedConfig::default(),
             gateway_id: None,
         }
@@ -163,6 +188,18 @@ impl DataConfig {
         if self.repair.scan_interval_ms == 0 || self.repair.max_read_bytes_per_s == 0 {
             return bad("repair.scan_interval_ms and max_read_bytes_per_s must be positive".into());
         }
+        let longest_write_ms = self.node_rpc_timeout_ms.saturating_mul(u64::from(self.write_retries) + 1);
+        if self.orphans.grace_ms < longest_write_ms.saturating_mul(10) {
+            return bad(format!(
+                "orphans.grace_ms ({}) must be at least ten times node_rpc_timeout_ms x (write_retries + 1) = {} ms, \
+                 so a unit whose write is still in flight is never taken for an orphan",
+                self.orphans.grace_ms,
+                longest_write_ms.saturating_mul(10)
+            ));
+        }
+        if self.orphans.max_deletes_per_scan == 0 {
+            return bad("orphans.max_deletes_per_scan must be positive".into());
+        }
         if self.packed.max_object_bytes > self.unit_bytes {
             return bad(format!(
                 "packed.max_object_bytes ({}) must not exceed unit_bytes ({})",
@@ -192,5 +229,29 @@ impl DataConfig {
     /// `node_rpc_timeout_ms` as a duration.
     pub fn node_rpc_timeout(&self) -> Duration {
         Duration::from_millis(self.node_rpc_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid() -> DataConfig {
+        DataConfig { cluster_secret: "s".into(), ..Default::default() }
+    }
+
+    #[test]
+    fn the_orphan_grace_must_outlast_the_longest_write() {
+        assert!(valid().validate().is_ok(), "the defaults are valid");
+        // 30 s x (3 + 1) x 10 = 1200 s.
+        let short = DataConfig { orphans: OrphanConfig { grace_ms: 1_199_999, ..Default::default() }, ..valid() };
+        let error = short.validate().unwrap_err().to_string();
+        assert!(error.contains("orphans.grace_ms") && error.contains("1200000"), "{error}");
+        let enough = DataConfig { orphans: OrphanConfig { grace_ms: 1_200_000, ..Default::default() }, ..valid() };
+        assert!(enough.validate().is_ok());
+        let none = DataConfig { orphans: OrphanConfig { max_deletes_per_scan: 0, ..Default::default() }, ..valid() };
+        assert!(none.validate().is_err());
+        let off = DataConfig { orphans: OrphanConfig { scan_interval_ms: 0, ..Default::default() }, ..valid() };
+        assert!(off.validate().is_ok(), "0 turns collection off");
     }
 }

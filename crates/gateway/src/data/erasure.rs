@@ -22,6 +22,7 @@ use super::cluster::ClusterView;
 use super::config::DataConfig;
 use super::controller::{Controller, ControllerConfig};
 use super::membership::{BackgroundTask, Membership};
+use super::orphans::{OrphanCollector, OrphanStatus};
 use super::packed::{PackRefused, Packer};
 use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
@@ -510,6 +511,8 @@ pub struct RunningData {
     pub membership: Arc<Membership>,
     /// The repair service.
     pub repair: Arc<RepairService>,
+    /// The orphan collector.
+    pub orphans: Arc<OrphanCollector>,
     tasks: Vec<BackgroundTask>,
 }
 
@@ -529,6 +532,11 @@ impl RunningData {
         self.repair.status()
     }
 
+    /// Orphan collection so far, for `lowtail admin status`.
+    pub fn orphan_status(&self) -> OrphanStatus {
+        self.orphans.status()
+    }
+
     /// Stops membership, repair and the packer's timer, then seals the open stripes (bounded: an
     /// open stripe left behind is sealed from its replicas by the next start).
     pub async fn shutdown(self) {
@@ -546,6 +554,7 @@ impl ErasureData {
     pub async fn start(config: DataConfig, meta: Arc<dyn MetaStore>) -> Result<RunningData, DataError> {
         let membership_config = config.membership.clone();
         let repair_config = config.repair.clone();
+        let orphan_config = config.orphans.clone();
         let data = Self::new(config, meta).await?;
         match data.packer.recover().await {
             Ok(0) => {}
@@ -563,7 +572,9 @@ impl ErasureData {
                 }
             }
         });
-        let tasks = vec![Arc::clone(&membership).spawn(), Arc::clone(&repair).spawn(), packer_task];
-        Ok(RunningData { data, membership, repair, tasks })
+        let orphans = Arc::new(OrphanCollector::new(Arc::clone(&data.io), orphan_config));
+        let mut tasks = vec![Arc::clone(&membership).spawn(), Arc::clone(&repair).spawn(), packer_task];
+        tasks.extend(Arc::clone(&orphans).spawn());
+        Ok(RunningData { data, membership, repair, orphans, tasks })
     }
 }

@@ -16,13 +16,14 @@ pub mod controller;
 pub mod erasure;
 pub mod membership;
 pub mod memory;
+pub mod orphans;
 pub mod packed;
 pub mod placement;
 pub mod plan;
 pub mod repair;
 pub mod stripe_io;
 
-pub use config::{DataConfig, MembershipConfig, PackedConfig, RepairConfig};
+pub use config::{DataConfig, MembershipConfig, OrphanConfig, PackedConfig, RepairConfig};
 pub use erasure::ErasureData;
 
 /// What can go wrong storing or reading object bytes. The S3 layer maps these onto S3 errors

@@ -82,6 +82,26 @@ impl TestCluster {
         self.meta.set_node_state(NodeId(i as u32), NodeState::Down).await.unwrap();
     }
 
+    /// Starts node `i` again on its data directory (a new port), registered Up at its new address.
+    pub async fn restart(&mut self, i: usize) {
+        assert!(self.nodes[i].is_none(), "node {i} is running");
+        let config = NodeConfig {
+            node_id: i as u32,
+            listen_addr: "127.0.0.1:0".parse().unwrap(),
+            data_dir: self.dirs[i].path().to_path_buf(),
+            cluster_secret: SECRET.into(),
+            ..Default::default()
+        };
+        let node = node::start(config).await.unwrap();
+        let address = node.rpc_addr().to_string();
+        let rack = self.node_info(i).await.rack;
+        gateway::data::membership::register_node(self.meta.as_ref(), NodeId(i as u32), &address, &rack, 1 << 40, 0)
+            .await
+            .unwrap();
+        self.addresses[i] = address;
+        self.nodes[i] = Some(node);
+    }
+
     pub async fn client(&self, i: usize) -> NodeClient {
         NodeClient::connect(&self.addresses[i], SECRET).await.unwrap()
     }
