@@ -210,12 +210,16 @@ async fn a_planned_read_whose_node_died_is_served_and_recorded_degraded() {
     expect_degraded(&controller.take_records().0, "lmlf-lazy");
     assert_eq!(controller.counters().fallbacks.load(std::sync::atomic::Ordering::Relaxed), 1);
     // Normal's own fallback set serves it, at once (the failure does not wait for the timeout).
-    controller.set_policy(PolicyKind::Normal, PolicySettings::default()).unwrap();
-    let started = std::time::Instant::now();
-    assert!(data.read(&layout, 0..10_000).await.unwrap() == body.slice(..10_000));
-    assert!(started.elapsed() < Duration::from_millis(900), "no wait for the 1 s timeout");
-    let records = controller.take_records().0;
-    expect_degraded(&records, "normal");
+    let normal_read_at_once = async |what: &str| -> Vec<Record> {
+        controller.set_policy(PolicyKind::Normal, PolicySettings::default()).unwrap();
+        let started = std::time::Instant::now();
+        assert!(data.read(&layout, 0..10_000).await.unwrap() == body.slice(..10_000));
+        assert!(started.elapsed() < Duration::from_millis(900), "{what}: no wait for the 1 s timeout");
+        let records = controller.take_records().0;
+        expect_degraded(&records, what);
+        records
+    };
+    let records = normal_read_at_once("normal").await;
     assert!(!records[0].request.timed_out);
     // LMLF-PW2's probe of the dead node fails: it looks full, and the plan reads around it.
     controller.set_policy(PolicyKind::LmlfPw2, PolicySettings::default()).unwrap();
@@ -235,12 +239,7 @@ async fn a_planned_read_whose_node_died_is_served_and_recorded_degraded() {
     assert_eq!(records[0].request.probes, 6, "the Down node is answered for, not probed");
     assert_eq!(counter(&controller.counters().request_probes) - sent_before, 6);
     assert!(records[0].tasks.iter().all(|t| t.role == TaskRole::Degraded && !t.failed));
-    controller.set_policy(PolicyKind::Normal, PolicySettings::default()).unwrap();
-    let started = std::time::Instant::now();
-    assert!(data.read(&layout, 0..10_000).await.unwrap() == body.slice(..10_000));
-    assert!(started.elapsed() < Duration::from_millis(900), "no wait for the 1 s timeout");
-    let records = controller.take_records().0;
-    expect_degraded(&records, "normal, node down");
+    let records = normal_read_at_once("normal, node down").await;
     let normal = &records[0].tasks[0];
     assert!(normal.role == TaskRole::Normal && normal.failed && normal.start_ns == NEVER, "{normal:?}");
     controller.set_policy(PolicyKind::LmlfLazy, PolicySettings::default()).unwrap();

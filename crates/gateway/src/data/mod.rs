@@ -26,6 +26,12 @@ pub mod stripe_io;
 pub use config::{DataConfig, MembershipConfig, OrphanConfig, PackedConfig, RepairConfig};
 pub use erasure::ErasureData;
 
+/// Locks `mutex`, taking the data over from a holder that panicked: the background services keep
+/// only counters and bookkeeping behind their locks, which stay usable.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// What can go wrong storing or reading object bytes. The S3 layer maps these onto S3 errors
 /// (`Unavailable` → 503 SlowDown / ServiceUnavailable, `InvalidRange` → 416, the rest → 500).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

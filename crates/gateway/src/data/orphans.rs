@@ -22,11 +22,11 @@ use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta, StripeS
 use node::{ConditionalDelete, NodeClient};
 use serde::Serialize;
 
-use super::DataError;
 use super::config::OrphanConfig;
 use super::membership::BackgroundTask;
 use super::packed::REPLICA_UNIT_BASE;
 use super::stripe_io::StripeIo;
+use super::{DataError, lock};
 
 /// Units listed per page of a node's store.
 const UNIT_PAGE: u32 = 1000;
@@ -333,10 +333,6 @@ impl StripesOnNode {
             self.page.extend(page);
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -14,10 +14,10 @@ use futures_util::{StreamExt, stream};
 use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeState};
 use serde::Serialize;
 
-use super::DataError;
 use super::config::RepairConfig;
 use super::membership::BackgroundTask;
 use super::stripe_io::{NodeMap, StripeIo};
+use super::{DataError, lock};
 
 /// Stripe ids read per page of a node's index.
 const STRIPE_PAGE: usize = 256;
@@ -373,8 +373,4 @@ impl RepairService {
             .map(|&unit| if is_up(unit) { stripe.placement[unit] } else { moved.next().expect("one per unit to move") })
             .collect())
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
