@@ -6,9 +6,13 @@
 //! - [`data`]: where object bytes live: placement, striped and packed layouts, normal and degraded
 //!   reads, release of dead layouts; repair and membership beside it.
 //!
+//! Beside them, [`stripe_gc`] reads the S3 layer's records (objects, upload parts) to find stripes
+//! nothing references, and deletes them through the data path: the one place that needs both.
+//!
 //! Must not: embed policy decisions in S3 handlers (handlers call the data path, which asks the
 //! policy), or hold object bytes anywhere but on storage nodes once a write is acknowledged.
 
 pub mod data;
 pub mod process;
 pub mod s3;
+pub mod stripe_gc;

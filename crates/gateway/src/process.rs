@@ -8,11 +8,13 @@
 
 use crate::data::controller::{Controller, ControllerConfig, PolicyState};
 use crate::data::erasure::{ErasureData, RunningData};
+use crate::data::membership::BackgroundTask;
 use crate::data::orphans::OrphanStatus;
 use crate::data::packed::PackedStatus;
 use crate::data::repair::RepairStatus;
 use crate::data::{DataConfig, ObjectData};
 use crate::s3::{S3Options, build_service, serve};
+use crate::stripe_gc::{StripeCollector, StripeGcStatus};
 use meta::{MetaStore, NodeInfo};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -151,6 +153,8 @@ pub struct ClusterStatus {
     pub repair: RepairStatus,
     /// Orphan collection so far.
     pub orphans: OrphanStatus,
+    /// Unreferenced-stripe collection so far.
+    pub stripe_gc: StripeGcStatus,
     /// The packer's open stripe and pending seals.
     pub packed: PackedStatus,
     /// The read policy the controller runs.
@@ -164,6 +168,8 @@ pub struct RunningGateway {
     meta: Arc<dyn MetaStore>,
     data: RunningData,
     controller: Arc<Controller>,
+    stripe_gc: Arc<StripeCollector>,
+    stripe_gc_task: Option<BackgroundTask>,
     stop_s3: oneshot::Sender<()>,
     s3_server: JoinHandle<()>,
     stop_http: Option<oneshot::Sender<()>>,
@@ -188,7 +194,7 @@ impl RunningGateway {
 
     /// The cluster's state now.
     pub async fn status(&self) -> anyhow::Result<ClusterStatus> {
-        cluster_status(&*self.meta, &self.data, &self.controller).await
+        cluster_status(&*self.meta, &self.data, &self.controller, &self.stripe_gc).await
     }
 
     /// Stops the S3 server (letting in-flight requests finish), then membership and repair.
@@ -203,6 +209,9 @@ impl RunningGateway {
         if let Some(server) = self.http_server {
             let _ = server.await;
         }
+        if let Some(task) = self.stripe_gc_task {
+            task.shutdown().await;
+        }
         self.data.shutdown().await;
     }
 }
@@ -211,12 +220,14 @@ async fn cluster_status(
     meta: &dyn MetaStore,
     data: &RunningData,
     controller: &Controller,
+    stripe_gc: &StripeCollector,
 ) -> anyhow::Result<ClusterStatus> {
     let nodes = meta.list_nodes().await.map_err(|e| anyhow::anyhow!("listing nodes: {e}"))?;
     Ok(ClusterStatus {
         nodes,
         repair: data.repair_status(),
         orphans: data.orphan_status(),
+        stripe_gc: stripe_gc.status(),
         packed: data.data.packer().status().await,
         policy: controller.policy(),
     })
@@ -231,6 +242,8 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         .map_err(|e| anyhow::anyhow!("cannot start the data path: {e}"))?;
     let controller =
         data.start_controller(&config.controller).map_err(|e| anyhow::anyhow!("cannot start the controller: {e}"))?;
+    let stripe_gc = Arc::new(StripeCollector::new(Arc::clone(&meta), data.data.clone(), config.data.orphans.clone()));
+    let stripe_gc_task = Arc::clone(&stripe_gc).spawn();
     let object_data: Arc<dyn ObjectData> = Arc::new(data.data.clone());
     let credentials = config.credentials.iter().map(|c| (c.access_key.clone(), c.secret_key.clone())).collect();
     let options =
@@ -254,6 +267,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         let status_meta = Arc::clone(&meta);
         let repair = Arc::clone(&data.repair);
         let orphans = Arc::clone(&data.orphans);
+        let status_stripe_gc = Arc::clone(&stripe_gc);
         let packer = Arc::clone(data.data.packer());
         let status_controller = Arc::clone(&controller);
         let metrics = node::metrics::handle();
@@ -265,6 +279,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                     let meta = Arc::clone(&status_meta);
                     let repair = Arc::clone(&repair);
                     let orphans = Arc::clone(&orphans);
+                    let stripe_gc = Arc::clone(&status_stripe_gc);
                     let packer = Arc::clone(&packer);
                     let policy = status_controller.policy();
                     async move {
@@ -273,6 +288,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                                 nodes,
                                 repair: repair.status(),
                                 orphans: orphans.status(),
+                                stripe_gc: stripe_gc.status(),
                                 packed: packer.status().await,
                                 policy,
                             })),
@@ -299,7 +315,19 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         write_address_file(path, s3_addr, http_addr)?;
     }
     tracing::info!(%s3_addr, ?http_addr, code = %config.data.code, policy = %config.controller.policy, "gateway serving");
-    Ok(RunningGateway { s3_addr, http_addr, meta, data, controller, stop_s3, s3_server, stop_http, http_server })
+    Ok(RunningGateway {
+        s3_addr,
+        http_addr,
+        meta,
+        data,
+        controller,
+        stripe_gc,
+        stripe_gc_task,
+        stop_s3,
+        s3_server,
+        stop_http,
+        http_server,
+    })
 }
 
 /// Writes the bound addresses atomically (temp file + rename), so a reader never sees half a file.

@@ -28,6 +28,11 @@ pub struct DataConfig {
     pub max_parallel_unit_reads: usize,
     /// Extra placements tried for a unit whose write failed before the write fails. Default 3.
     pub write_retries: u32,
+    /// Longest a striped write may run before it stops starting stripes, fails (`Unavailable`, 503
+    /// to S3 clients) and drops what it wrote. It bounds how long a stripe record can exist before
+    /// the object that will reference it is committed, which the stripe collector's grace relies
+    /// on. Default 20 minutes (1 GiB at under 1 MB/s).
+    pub write_deadline_ms: u64,
     /// Place one unit per rack (fails when there are fewer Up racks than units). Default false:
     /// random balanced placement over nodes.
     pub rack_aware: bool,
@@ -92,9 +97,11 @@ pub struct RepairConfig {
     pub max_read_bytes_per_s: u64,
 }
 
-/// Orphan collection: units that nodes hold but no stripe references (a node back after repair,
-/// objects deleted while a node was down, failed writes) are deleted once judged orphans twice,
-/// `grace_ms` apart, with the unit unchanged in between.
+/// Garbage collection. Orphan units, which nodes hold but no stripe references (a node back after
+/// repair, objects deleted while a node was down, failed writes), are deleted once judged orphans
+/// twice, `grace_ms` apart, with the unit unchanged in between. Unreferenced stripes, sealed
+/// stripe records no object or upload part references (every object of a packed stripe deleted, a
+/// write whose commit failed), are deleted with their units the same way (`crate::stripe_gc`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrphanConfig {
@@ -104,13 +111,23 @@ pub struct OrphanConfig {
     /// (a stripe's units land before its record is created): at least ten times
     /// `node_rpc_timeout_ms` × (`write_retries` + 1). Default 1 hour.
     pub grace_ms: u64,
-    /// Most units one scan deletes. Default 10 000.
+    /// Most units (or stripes) one scan deletes. Default 10 000.
     pub max_deletes_per_scan: usize,
+    /// Time between scans for unreferenced stripes, which list every object and upload part of
+    /// every bucket; 0 turns it off. When on, `grace_ms` must also be at least twice
+    /// `write_deadline_ms` + `node_rpc_timeout_ms` × (`write_retries` + 1), so a stripe whose
+    /// object is still being written is never taken for garbage. Default 1 hour.
+    pub stripe_scan_interval_ms: u64,
 }
 
 impl Default for OrphanConfig {
     fn default() -> Self {
-        Self { scan_interval_ms: 600_000, grace_ms: 3_600_000, max_deletes_per_scan: 10_000 }
+        Self {
+            scan_interval_ms: 600_000,
+            grace_ms: 3_600_000,
+            max_deletes_per_scan: 10_000,
+            stripe_scan_interval_ms: 3_600_000,
+        }
     }
 }
 
@@ -124,6 +141,7 @@ impl Default for DataConfig {
             max_object_bytes: 5 << 30,
             max_parallel_unit_reads: 32,
             write_retries: 3,
+            write_deadline_ms: 1_200_000,
             rack_aware: false,
             placement_seed: None,
             cluster_secret: String::new(),
@@ -197,6 +215,19 @@ impl DataConfig {
                 longest_write_ms.saturating_mul(10)
             ));
         }
+        if self.write_deadline_ms == 0 {
+            return bad("write_deadline_ms must be positive".into());
+        }
+        let stripe_grace_ms = self.write_deadline_ms.saturating_add(longest_write_ms).saturating_mul(2);
+        if self.orphans.stripe_scan_interval_ms > 0 && self.orphans.grace_ms < stripe_grace_ms {
+            return bad(format!(
+                "orphans.grace_ms ({}) must be at least twice write_deadline_ms + node_rpc_timeout_ms x \
+                 (write_retries + 1) = {stripe_grace_ms} ms while unreferenced stripes are collected \
+                 (orphans.stripe_scan_interval_ms > 0), so a stripe whose object is still being written is \
+                 never taken for garbage",
+                self.orphans.grace_ms
+            ));
+        }
         if self.orphans.max_deletes_per_scan == 0 {
             return bad("orphans.max_deletes_per_scan must be positive".into());
         }
@@ -243,12 +274,22 @@ mod tests {
     #[test]
     fn the_orphan_grace_must_outlast_the_longest_write() {
         assert!(valid().validate().is_ok(), "the defaults are valid");
-        // 30 s x (3 + 1) x 10 = 1200 s.
-        let short = DataConfig { orphans: OrphanConfig { grace_ms: 1_199_999, ..Default::default() }, ..valid() };
+        // Units only: 30 s x (3 + 1) x 10 = 1200 s.
+        let units_only = OrphanConfig { stripe_scan_interval_ms: 0, ..Default::default() };
+        let short = DataConfig { orphans: OrphanConfig { grace_ms: 1_199_999, ..units_only.clone() }, ..valid() };
         let error = short.validate().unwrap_err().to_string();
         assert!(error.contains("orphans.grace_ms") && error.contains("1200000"), "{error}");
-        let enough = DataConfig { orphans: OrphanConfig { grace_ms: 1_200_000, ..Default::default() }, ..valid() };
+        let enough = DataConfig { orphans: OrphanConfig { grace_ms: 1_200_000, ..units_only }, ..valid() };
         assert!(enough.validate().is_ok());
+        // Stripes too: 2 x (1200 s + 120 s) = 2640 s.
+        let short = DataConfig { orphans: OrphanConfig { grace_ms: 2_639_999, ..Default::default() }, ..valid() };
+        let error = short.validate().unwrap_err().to_string();
+        assert!(error.contains("write_deadline_ms") && error.contains("2640000"), "{error}");
+        let enough = DataConfig { orphans: OrphanConfig { grace_ms: 2_640_000, ..Default::default() }, ..valid() };
+        assert!(enough.validate().is_ok());
+        let slow = DataConfig { write_deadline_ms: 1_800_000, ..enough.clone() };
+        assert!(slow.validate().is_err(), "a longer write deadline needs a longer grace");
+        assert!(DataConfig { write_deadline_ms: 0, ..valid() }.validate().is_err());
         let none = DataConfig { orphans: OrphanConfig { max_deletes_per_scan: 0, ..Default::default() }, ..valid() };
         assert!(none.validate().is_err());
         let off = DataConfig { orphans: OrphanConfig { scan_interval_ms: 0, ..Default::default() }, ..valid() };

@@ -202,20 +202,23 @@ impl ErasureData {
         }
     }
 
-    /// Deletes a stripe's record, then its units (best effort). An absent stripe is not an error.
-    async fn delete_stripe(&self, id: StripeId) -> Result<(), DataError> {
+    /// Deletes a stripe's record, then its units (best effort), and returns the record deleted;
+    /// `None` when there was none. The caller knows nothing references the stripe: [`Self::release`]
+    /// for a layout no object holds any more, the stripe collector for a stripe none has held for
+    /// its grace period.
+    pub async fn delete_stripe(&self, id: StripeId) -> Result<Option<StripeMeta>, DataError> {
         let meta = self.io.cluster().meta();
         // The record goes first: a failed unit delete then leaves an orphan, never a dangling record.
         let stripe = match meta.delete_stripe(id).await {
             Ok(stripe) => stripe,
-            Err(MetaError::NoSuchStripe(_)) => return Ok(()),
+            Err(MetaError::NoSuchStripe(_)) => return Ok(None),
             Err(error) => return Err(DataError::Meta(error.to_string())),
         };
         forget_placement(&self.io, &stripe.placement);
         let nodes = self.io.cluster().node_map().await?;
         let all: Vec<(usize, NodeId)> = stripe.placement.iter().copied().enumerate().collect();
         self.io.delete_units_best_effort(&nodes, id, &all).await;
-        Ok(())
+        Ok(Some(stripe))
     }
 
     async fn read_striped(&self, segments: &[StripeSegment], range: Range<u64>) -> Result<Bytes, DataError> {
@@ -432,14 +435,25 @@ impl ObjectData for ErasureData {
         let stripe_bytes = k * unit_bytes;
         let mut segments: Vec<StripeSegment> = Vec::new();
         let mut offset = 0;
+        let started = std::time::Instant::now();
+        let deadline = std::time::Duration::from_millis(self.io.config().write_deadline_ms);
         while offset < size {
             let end = (offset + stripe_bytes).min(size);
             let chunk = body.slice(offset as usize..end as usize);
             let this_unit_bytes =
                 if end - offset == stripe_bytes { unit_bytes } else { last_stripe_unit_bytes(end - offset, k) };
-            let written = match self.encode(&chunk, this_unit_bytes) {
-                Ok(units) => self.write_stripe(units, this_unit_bytes).await,
-                Err(error) => Err(error),
+            // Past the deadline no stripe is started: the stripe collector's grace assumes no stripe
+            // record waits longer than this (plus one stripe's write) for its object's commit.
+            let written = if offset > 0 && started.elapsed() > deadline {
+                Err(DataError::Unavailable(format!(
+                    "the write ran past write_deadline_ms ({} ms) after {offset} of {size} bytes; nothing was kept",
+                    deadline.as_millis()
+                )))
+            } else {
+                match self.encode(&chunk, this_unit_bytes) {
+                    Ok(units) => self.write_stripe(units, this_unit_bytes).await,
+                    Err(error) => Err(error),
+                }
             };
             match written {
                 Ok(stripe) => segments.push(StripeSegment {

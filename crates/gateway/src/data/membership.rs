@@ -166,6 +166,27 @@ impl BackgroundTask {
         Self { name, stop, handle: Some(handle) }
     }
 
+    /// Runs `round` `interval` after the end of the previous one (the first `interval` after the
+    /// start) until stopped; a round in progress when the stop comes is dropped where it waits.
+    pub fn periodic<F, Fut>(name: &'static str, interval: std::time::Duration, mut round: F) -> Self
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        Self::spawn(name, move |mut stop| async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    _ = stop.changed() => return,
+                }
+                tokio::select! {
+                    () = round() => {}
+                    _ = stop.changed() => return,
+                }
+            }
+        })
+    }
+
     /// Asks the loop to stop and waits for it.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);

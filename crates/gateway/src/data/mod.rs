@@ -28,7 +28,7 @@ pub use erasure::ErasureData;
 
 /// Locks `mutex`, taking the data over from a holder that panicked: the background services keep
 /// only counters and bookkeeping behind their locks, which stay usable.
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 

@@ -149,21 +149,15 @@ impl OrphanCollector {
             return None;
         }
         let interval = Duration::from_millis(self.config.scan_interval_ms);
-        Some(BackgroundTask::spawn("orphans", move |mut stop| async move {
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(interval) => {}
-                    _ = stop.changed() => return,
-                }
-                tokio::select! {
-                    result = self.scan_at(Instant::now()) => match result {
-                        Ok(report) if report.deleted > 0 || report.nodes_skipped > 0 => {
-                            tracing::info!(?report, "orphan scan");
-                        }
-                        Ok(_) => {}
-                        Err(error) => tracing::warn!(%error, "orphan scan failed"),
-                    },
-                    _ = stop.changed() => return,
+        Some(BackgroundTask::periodic("orphans", interval, move || {
+            let collector = Arc::clone(&self);
+            async move {
+                match collector.scan_at(Instant::now()).await {
+                    Ok(report) if report.deleted > 0 || report.nodes_skipped > 0 => {
+                        tracing::info!(?report, "orphan scan");
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "orphan scan failed"),
                 }
             }
         }))

@@ -100,18 +100,11 @@ impl RepairService {
     /// Runs scans every `scan_interval_ms` until the returned task is stopped.
     pub fn spawn(self: Arc<Self>) -> BackgroundTask {
         let interval = Duration::from_millis(self.config.scan_interval_ms);
-        BackgroundTask::spawn("repair", move |mut stop| async move {
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(interval) => {}
-                    _ = stop.changed() => return,
-                }
-                let scan = self.scan();
-                tokio::select! {
-                    result = scan => if let Err(error) = result {
-                        tracing::warn!(%error, "repair scan failed");
-                    },
-                    _ = stop.changed() => return,
+        BackgroundTask::periodic("repair", interval, move || {
+            let repair = Arc::clone(&self);
+            async move {
+                if let Err(error) = repair.scan().await {
+                    tracing::warn!(%error, "repair scan failed");
                 }
             }
         })

@@ -1,0 +1,370 @@
+//! Unreferenced-stripe collection: deletes sealed stripe records (and their units) that no object
+//! and no upload part references. They appear when every object of a packed stripe is deleted or
+//! overwritten (a packed object's release only leaves its bytes dead), when the commit of a written
+//! object fails after its stripes were recorded and their release failed too, and when a gateway
+//! dies between writing an object and committing it. Left alone they cost a stripe's space for
+//! ever, so the collector deletes them, slowly and carefully: a stripe is deleted only after it was
+//! judged unreferenced in two scans at least `orphans.grace_ms` apart, with its record unchanged in
+//! between.
+//!
+//! The grace is safe because nothing creates a reference to a sealed stripe that existed a grace
+//! earlier: a striped write stops starting stripes at `write_deadline_ms` and commits (or releases)
+//! right after, and a packed object is committed right after its append returns (the config refuses
+//! a grace under twice the deadline plus one stripe's write). A scan lists the stripes first, then
+//! the parts of every upload, then every object, so a part that becomes an object while the scan
+//! runs is seen in one of the two listings. Any metadata error ends the scan before it deletes
+//! anything: a reference list that may be incomplete never condemns a stripe.
+//!
+//! This sits above both layers (see the crate documentation): it reads the S3 layer's records
+//! (objects, uploads, parts) and deletes through the data path ([`ErasureData::delete_stripe`]).
+//! Owns: the per-gateway list of candidate stripes and the decision rule ([`judge`]). Must not:
+//! write object or upload records, delete a stripe that is open (the packer's), or delete after an
+//! incomplete listing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use meta::{Layout, ListObjectsQuery, MetaError, MetaStore, StripeId, StripeState};
+use serde::Serialize;
+
+use crate::data::erasure::ErasureData;
+use crate::data::membership::BackgroundTask;
+use crate::data::{DataError, OrphanConfig, lock};
+
+/// Stripe records read per page.
+const STRIPE_PAGE: usize = 1000;
+/// Most stripes judged against one listing of the references (8 bytes each); a larger store is
+/// judged in several windows, each listing every reference again.
+const WINDOW_STRIPES: usize = 1 << 20;
+/// Most windows one scan judges (a billion stripes); the rest wait for the next scan.
+const MAX_WINDOWS: usize = 1024;
+/// Most pages of one bucket's objects a scan reads (a billion keys); a bucket beyond it fails the
+/// scan, since an incomplete listing must not condemn anything.
+const MAX_OBJECT_PAGES: usize = 1 << 20;
+/// Most candidates remembered between scans; beyond it new ones wait for a later scan.
+const MAX_CANDIDATES: usize = 1_000_000;
+
+/// What to do with an unreferenced stripe judged now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// First seen unreferenced now (or its record changed since): remember it.
+    Remember,
+    /// Still within its grace: keep waiting.
+    Wait,
+    /// Unreferenced, unchanged, for at least the grace: delete it.
+    Delete,
+}
+
+/// The decision rule: a stripe unreferenced now, with record version `version`, that was first
+/// judged unreferenced as `previous` (its version then, and when).
+pub fn judge(previous: Option<(u64, Instant)>, version: u64, now: Instant, grace: Duration) -> Verdict {
+    match previous {
+        Some((seen_version, first_seen)) if seen_version == version => {
+            if now.saturating_duration_since(first_seen) >= grace { Verdict::Delete } else { Verdict::Wait }
+        }
+        _ => Verdict::Remember,
+    }
+}
+
+/// Collection so far, for `lowtail admin status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StripeGcStatus {
+    /// Scans finished since start.
+    pub scans: u64,
+    /// Scans given up (a metadata error): nothing was deleted in them.
+    pub scans_failed: u64,
+    /// Unreferenced stripes deleted since start.
+    pub stripes_deleted: u64,
+    /// Bytes of their units (every unit, parity included).
+    pub bytes_deleted: u64,
+    /// Stripes judged unreferenced, waiting out the grace period.
+    pub candidates: u64,
+}
+
+/// What one scan did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StripeScanReport {
+    /// Sealed stripes judged.
+    pub sealed: u64,
+    /// Of those, referenced by no object and no part.
+    pub unreferenced: u64,
+    /// Of those, deleted now.
+    pub deleted: u64,
+    /// Bytes of the units deleted now.
+    pub bytes_deleted: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    version: u64,
+    first_seen: Instant,
+}
+
+/// One window of sealed stripes, in id order, with whether a reference was found.
+struct Window {
+    ids: Vec<StripeId>,
+    versions: Vec<u64>,
+    referenced: Vec<bool>,
+}
+
+impl Window {
+    fn mark(&mut self, layout: &Layout) {
+        for id in layout.stripes() {
+            if let Ok(i) = self.ids.binary_search(&id) {
+                self.referenced[i] = true;
+            }
+        }
+    }
+}
+
+/// The unreferenced-stripe collector; see the module documentation.
+pub struct StripeCollector {
+    meta: Arc<dyn MetaStore>,
+    data: ErasureData,
+    config: OrphanConfig,
+    candidates: Mutex<HashMap<StripeId, Candidate>>,
+    scans: AtomicU64,
+    scans_failed: AtomicU64,
+    stripes_deleted: AtomicU64,
+    bytes_deleted: AtomicU64,
+}
+
+impl std::fmt::Debug for StripeCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StripeCollector").field("status", &self.status()).finish()
+    }
+}
+
+impl StripeCollector {
+    /// A collector over `meta` (the records) and `data` (which deletes).
+    pub fn new(meta: Arc<dyn MetaStore>, data: ErasureData, config: OrphanConfig) -> Self {
+        Self {
+            meta,
+            data,
+            config,
+            candidates: Mutex::new(HashMap::new()),
+            scans: AtomicU64::new(0),
+            scans_failed: AtomicU64::new(0),
+            stripes_deleted: AtomicU64::new(0),
+            bytes_deleted: AtomicU64::new(0),
+        }
+    }
+
+    /// Progress so far.
+    pub fn status(&self) -> StripeGcStatus {
+        StripeGcStatus {
+            scans: self.scans.load(Ordering::Relaxed),
+            scans_failed: self.scans_failed.load(Ordering::Relaxed),
+            stripes_deleted: self.stripes_deleted.load(Ordering::Relaxed),
+            bytes_deleted: self.bytes_deleted.load(Ordering::Relaxed),
+            candidates: lock(&self.candidates).len() as u64,
+        }
+    }
+
+    /// Runs a scan every `orphans.stripe_scan_interval_ms` until the returned task is stopped;
+    /// `None` when collection is off (0).
+    pub fn spawn(self: Arc<Self>) -> Option<BackgroundTask> {
+        if self.config.stripe_scan_interval_ms == 0 {
+            return None;
+        }
+        let interval = Duration::from_millis(self.config.stripe_scan_interval_ms);
+        Some(BackgroundTask::periodic("stripe-gc", interval, move || {
+            let collector = Arc::clone(&self);
+            async move {
+                match collector.scan_at(Instant::now()).await {
+                    Ok(report) if report.deleted > 0 => tracing::info!(?report, "unreferenced stripe scan"),
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "unreferenced stripe scan given up; nothing deleted"),
+                }
+            }
+        }))
+    }
+
+    /// One scan at time `now` (tests pass a later `now` to skip the grace): judges every sealed
+    /// stripe against every object and upload part, remembers newly unreferenced ones, and deletes
+    /// those judged unreferenced with the same record version at least `grace_ms` before. On a
+    /// metadata error it deletes nothing more and keeps every candidate.
+    pub async fn scan_at(&self, now: Instant) -> Result<StripeScanReport, DataError> {
+        let result = self.scan_windows(now).await;
+        match &result {
+            Ok(_) => self.scans.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.scans_failed.fetch_add(1, Ordering::Relaxed),
+        };
+        metrics::gauge!("lowtail_gateway_unreferenced_stripe_candidates").set(lock(&self.candidates).len() as f64);
+        result
+    }
+
+    async fn scan_windows(&self, now: Instant) -> Result<StripeScanReport, DataError> {
+        let grace = Duration::from_millis(self.config.grace_ms);
+        let mut report = StripeScanReport::default();
+        let mut deletes_left = self.config.max_deletes_per_scan;
+        let mut after: Option<StripeId> = None;
+        for _window in 0..MAX_WINDOWS {
+            let (mut window, last_listed, more) = self.list_window(after).await?;
+            self.mark_references(&mut window).await?;
+            // Every stripe of this window's id range that is not unreferenced now loses its candidacy
+            // (referenced, deleted by someone else, or open again is impossible but harmless).
+            let low = after.map_or(0, |id| id.0.saturating_add(1));
+            let high = if more { last_listed.map_or(u64::MAX, |id| id.0) } else { u64::MAX };
+            let unreferenced: HashMap<StripeId, u64> = window
+                .ids
+                .iter()
+                .zip(&window.versions)
+                .zip(&window.referenced)
+                .filter(|&(_, &referenced)| !referenced)
+                .map(|((&id, &version), _)| (id, version))
+                .collect();
+            lock(&self.candidates).retain(|id, _| id.0 < low || id.0 > high || unreferenced.contains_key(id));
+            report.sealed += window.ids.len() as u64;
+            report.unreferenced += unreferenced.len() as u64;
+            for (i, &id) in window.ids.iter().enumerate() {
+                if window.referenced[i] {
+                    continue;
+                }
+                let version = window.versions[i];
+                let previous = lock(&self.candidates).get(&id).map(|c| (c.version, c.first_seen));
+                match judge(previous, version, now, grace) {
+                    Verdict::Wait => {}
+                    Verdict::Remember => {
+                        let mut candidates = lock(&self.candidates);
+                        if candidates.len() < MAX_CANDIDATES || candidates.contains_key(&id) {
+                            candidates.insert(id, Candidate { version, first_seen: now });
+                        }
+                    }
+                    Verdict::Delete if deletes_left == 0 => {}
+                    Verdict::Delete => {
+                        deletes_left -= 1;
+                        match self.data.delete_stripe(id).await {
+                            Ok(deleted) => {
+                                lock(&self.candidates).remove(&id);
+                                if let Some(stripe) = deleted {
+                                    let bytes = stripe.unit_bytes.saturating_mul(stripe.placement.len() as u64);
+                                    tracing::info!(stripe = %id, bytes, "unreferenced stripe deleted");
+                                    report.deleted += 1;
+                                    report.bytes_deleted += bytes;
+                                    self.stripes_deleted.fetch_add(1, Ordering::Relaxed);
+                                    self.bytes_deleted.fetch_add(bytes, Ordering::Relaxed);
+                                    metrics::counter!("lowtail_gateway_unreferenced_stripes_deleted_total")
+                                        .increment(1);
+                                    metrics::counter!("lowtail_gateway_unreferenced_stripe_bytes_deleted_total")
+                                        .increment(bytes);
+                                }
+                            }
+                            // Kept as a candidate: the next scan tries again.
+                            Err(error) => tracing::warn!(stripe = %id, %error, "unreferenced stripe not deleted"),
+                        }
+                    }
+                }
+            }
+            if !more {
+                return Ok(report);
+            }
+            after = last_listed;
+        }
+        tracing::warn!(windows = MAX_WINDOWS, "stripe scan stopped at its window bound; the rest waits for the next");
+        Ok(report)
+    }
+
+    /// The next sealed stripes after `after`, up to [`WINDOW_STRIPES`]: the window, the last stripe
+    /// listed (sealed or not), and whether more follow.
+    async fn list_window(&self, mut after: Option<StripeId>) -> Result<(Window, Option<StripeId>, bool), DataError> {
+        let mut window = Window { ids: Vec::new(), versions: Vec::new(), referenced: Vec::new() };
+        let mut last_listed = after;
+        // Bounded by the window: every page but the last adds STRIPE_PAGE listed stripes.
+        for _page in 0..WINDOW_STRIPES.div_ceil(STRIPE_PAGE) {
+            let page = self.meta.list_stripes(after, STRIPE_PAGE).await.map_err(meta_error)?;
+            for stripe in &page {
+                assert!(last_listed.is_none_or(|last| stripe.id > last), "stripes are listed in id order");
+                last_listed = Some(stripe.id);
+                if stripe.state == StripeState::Sealed {
+                    window.ids.push(stripe.id);
+                    window.versions.push(stripe.version);
+                }
+            }
+            if page.len() < STRIPE_PAGE {
+                window.referenced = vec![false; window.ids.len()];
+                return Ok((window, last_listed, false));
+            }
+            after = last_listed;
+            if window.ids.len() >= WINDOW_STRIPES {
+                break;
+            }
+        }
+        window.referenced = vec![false; window.ids.len()];
+        Ok((window, last_listed, true))
+    }
+
+    /// Marks every stripe of `window` that an upload part or an object references. Parts are
+    /// listed before objects: a part completed into an object meanwhile is then seen as one or
+    /// the other.
+    async fn mark_references(&self, window: &mut Window) -> Result<(), DataError> {
+        let buckets = self.meta.list_buckets().await.map_err(meta_error)?;
+        for bucket in &buckets {
+            // A bucket deleted meanwhile was empty: it references nothing.
+            let uploads = match self.meta.list_uploads(&bucket.name, "").await {
+                Ok(uploads) => uploads,
+                Err(MetaError::NoSuchBucket(_)) => continue,
+                Err(error) => return Err(meta_error(error)),
+            };
+            for upload in &uploads {
+                match self.meta.list_parts(&bucket.name, &upload.key, &upload.upload_id).await {
+                    Ok(parts) => parts.iter().for_each(|part| window.mark(&part.layout)),
+                    // Completed (its parts are now an object's, listed below) or aborted (released).
+                    Err(MetaError::NoSuchUpload(_)) => {}
+                    Err(error) => return Err(meta_error(error)),
+                }
+            }
+            let mut query = ListObjectsQuery::default();
+            let mut finished = false;
+            for _page in 0..MAX_OBJECT_PAGES {
+                let listing = match self.meta.list_objects(&bucket.name, &query).await {
+                    Ok(listing) => listing,
+                    Err(MetaError::NoSuchBucket(_)) => {
+                        finished = true;
+                        break;
+                    }
+                    Err(error) => return Err(meta_error(error)),
+                };
+                listing.objects.iter().for_each(|object| window.mark(&object.meta.layout));
+                match listing.next_continuation_token {
+                    Some(token) if listing.is_truncated => query.continuation_token = Some(token),
+                    _ => {
+                        finished = true;
+                        break;
+                    }
+                }
+            }
+            if !finished {
+                return Err(DataError::Internal(format!(
+                    "bucket {} has more than {MAX_OBJECT_PAGES} pages of objects; stripes not judged",
+                    bucket.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn meta_error(error: MetaError) -> DataError {
+    DataError::Meta(error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stripe_is_deleted_only_after_its_grace_with_its_record_unchanged() {
+        let grace = Duration::from_secs(3600);
+        let start = Instant::now();
+        assert_eq!(judge(None, 1, start, grace), Verdict::Remember);
+        assert_eq!(judge(Some((1, start)), 1, start + grace / 2, grace), Verdict::Wait);
+        assert_eq!(judge(Some((1, start)), 1, start + grace, grace), Verdict::Delete);
+        // Changed since it was judged (repair moved a unit): its grace starts over.
+        assert_eq!(judge(Some((1, start)), 2, start + grace * 2, grace), Verdict::Remember);
+        // A clock that went back never shortens the grace.
+        assert_eq!(judge(Some((1, start + grace)), 1, start, grace), Verdict::Wait);
+    }
+}

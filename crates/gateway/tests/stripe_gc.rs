@@ -1,0 +1,179 @@
+//! Unreferenced-stripe collection on real storage nodes: sealed stripes that no object and no upload
+//! part references (a packed stripe whose objects were all deleted, a write whose commit never came)
+//! are deleted with their units after the grace, and nothing referenced is touched: objects, parts
+//! of an upload in progress, a packed stripe still holding one live object, an open stripe, and a
+//! stripe whose object was committed late, between the scans. Also the write deadline: a striped
+//! write past it fails and leaves no stripe behind.
+
+mod data_support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use data_support::{TestCluster, pattern};
+use gateway::data::{DataError, ErasureData, ObjectData, OrphanConfig};
+use gateway::stripe_gc::StripeCollector;
+use meta::{BucketMeta, Layout, MetaError, MetaStore, ObjectMeta, PartMeta, StripeId, UploadMeta};
+
+const BUCKET: &str = "stripe-gc";
+
+fn object(body: &Bytes, layout: &Layout) -> ObjectMeta {
+    ObjectMeta {
+        size_bytes: body.len() as u64,
+        etag: format!("{:x}", body.len()),
+        content_type: None,
+        user_metadata: BTreeMap::new(),
+        headers: Default::default(),
+        last_modified_ms: 1,
+        layout: layout.clone(),
+    }
+}
+
+async fn commit(meta: &dyn MetaStore, key: &str, body: &Bytes, layout: &Layout) {
+    meta.put_object(BUCKET, key, object(body, layout)).await.unwrap();
+}
+
+fn only_stripe(layout: &Layout) -> StripeId {
+    let stripes = layout.stripes();
+    assert_eq!(stripes.len(), 1, "{layout:?}");
+    stripes[0]
+}
+
+/// Whether any node still holds a unit of `stripe` (data or parity).
+async fn units_left(cluster: &TestCluster, stripe: StripeId, nodes: usize) -> usize {
+    let mut held = 0;
+    for i in 0..nodes {
+        let listing = cluster.client(i).await.list_units(None, 0).await.unwrap();
+        held += listing.units.iter().filter(|unit| unit.stripe == stripe.0).count();
+    }
+    held
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced_is() {
+    let cluster = TestCluster::start(10, 10).await;
+    let config = cluster.config("rs-6-3");
+    let meta = Arc::clone(&cluster.meta);
+    let data = ErasureData::new(config.clone(), Arc::clone(&meta)).await.unwrap();
+    meta.create_bucket(BucketMeta { name: BUCKET.into(), created_ms: 1, region: None, owner: None }).await.unwrap();
+    let flush = || data.packer().flush(Duration::from_secs(30));
+
+    // Referenced: a striped object, and a packed stripe keeping one live object of two.
+    let striped = (pattern(5 << 20, 1), Layout::Striped { segments: Vec::new() });
+    let striped = (striped.0.clone(), data.write(striped.0).await.unwrap());
+    commit(meta.as_ref(), "striped", &striped.0, &striped.1).await;
+    let small = pattern(1000, 2);
+    let small_layout = data.write(small.clone()).await.unwrap();
+    assert!(matches!(small_layout, Layout::Packed { .. }), "{small_layout:?}");
+    commit(meta.as_ref(), "small", &small, &small_layout).await;
+    let gone = pattern(900, 3);
+    let gone_layout = data.write(gone.clone()).await.unwrap();
+    assert_eq!(only_stripe(&gone_layout), only_stripe(&small_layout), "both packed into one stripe");
+    commit(meta.as_ref(), "gone", &gone, &gone_layout).await;
+    let removed = meta.delete_object(BUCKET, "gone").await.unwrap().unwrap();
+    data.release(&removed.layout).await.unwrap();
+    flush().await.unwrap();
+
+    // Unreferenced: a packed stripe whose only object was deleted, once sealed.
+    let lonely = pattern(800, 4);
+    let lonely_layout = data.write(lonely.clone()).await.unwrap();
+    let lonely_stripe = only_stripe(&lonely_layout);
+    assert_ne!(lonely_stripe, only_stripe(&small_layout), "a new stripe after the flush");
+    commit(meta.as_ref(), "lonely", &lonely, &lonely_layout).await;
+    let removed = meta.delete_object(BUCKET, "lonely").await.unwrap().unwrap();
+    data.release(&removed.layout).await.unwrap();
+    flush().await.unwrap();
+
+    // Referenced: a part of an upload in progress.
+    let upload = meta
+        .create_multipart(UploadMeta {
+            upload_id: String::new(),
+            bucket: BUCKET.into(),
+            key: "multi".into(),
+            initiated_ms: 1,
+            content_type: None,
+            user_metadata: BTreeMap::new(),
+            headers: Default::default(),
+        })
+        .await
+        .unwrap();
+    let part = pattern(2 << 20, 5);
+    let part_layout = data.write(part.clone()).await.unwrap();
+    let part_meta = PartMeta {
+        part_number: 1,
+        size_bytes: part.len() as u64,
+        etag: "p1".into(),
+        last_modified_ms: 1,
+        layout: part_layout.clone(),
+    };
+    meta.put_part(BUCKET, "multi", &upload.upload_id, part_meta).await.unwrap();
+
+    // Unreferenced: a striped write whose commit never came.
+    let leaked_layout = data.write(pattern(3 << 20, 6)).await.unwrap();
+    let leaked_stripe = only_stripe(&leaked_layout);
+    // Not yet referenced at the first scan, committed before the second (a slow commit).
+    let late = pattern(100 << 10, 7);
+    let late_layout = data.write(late.clone()).await.unwrap();
+    // Open, so never judged: a small object not yet committed, in a stripe not yet sealed.
+    let open_layout = data.write(pattern(700, 8)).await.unwrap();
+    let open_stripe = only_stripe(&open_layout);
+
+    let collector = StripeCollector::new(Arc::clone(&meta), data.clone(), OrphanConfig::default());
+    let grace = Duration::from_millis(OrphanConfig::default().grace_ms);
+    let start = Instant::now();
+    let first = collector.scan_at(start).await.unwrap();
+    assert_eq!((first.unreferenced, first.deleted), (3, 0), "lonely, leaked and late: {first:?}");
+    assert_eq!(collector.status().candidates, 3);
+    commit(meta.as_ref(), "late", &late, &late_layout).await;
+
+    let second = collector.scan_at(start + grace).await.unwrap();
+    assert_eq!((second.unreferenced, second.deleted), (2, 2), "{second:?}");
+    for stripe in [lonely_stripe, leaked_stripe] {
+        assert!(matches!(meta.get_stripe(stripe).await, Err(MetaError::NoSuchStripe(_))), "{stripe} deleted");
+        assert_eq!(units_left(&cluster, stripe, 10).await, 0, "every unit of {stripe} deleted");
+    }
+    let status = collector.status();
+    assert_eq!((status.scans, status.stripes_deleted, status.candidates), (2, 2, 0), "{status:?}");
+    // Units of 800 B packed in 64 B steps, and 3 MiB split six ways: n units of each.
+    assert!(status.bytes_deleted >= 9 * (3 << 20) / 6, "{status:?}");
+
+    // Everything referenced is whole and reads back; the open stripe is still open.
+    for (body, layout) in
+        [(&striped.0, &striped.1), (&small, &small_layout), (&part, &part_layout), (&late, &late_layout)]
+    {
+        for stripe in layout.stripes() {
+            let record = meta.get_stripe(stripe).await.unwrap();
+            assert_eq!(units_left(&cluster, stripe, 10).await, record.placement.len(), "{stripe} whole");
+        }
+        assert_eq!(data.read(layout, 0..body.len() as u64).await.unwrap(), *body);
+    }
+    assert_eq!(meta.get_stripe(open_stripe).await.unwrap().state, meta::StripeState::Open);
+    let third = collector.scan_at(start + grace * 3).await.unwrap();
+    assert_eq!((third.unreferenced, third.deleted), (0, 0), "{third:?}");
+
+    // Once sealed, the open stripe's uncommitted object makes it garbage too, after its own grace.
+    flush().await.unwrap();
+    let fourth = collector.scan_at(start + grace * 4).await.unwrap();
+    assert_eq!((fourth.unreferenced, fourth.deleted), (1, 0), "{fourth:?}");
+    let fifth = collector.scan_at(start + grace * 5).await.unwrap();
+    assert_eq!(fifth.deleted, 1, "{fifth:?}");
+    assert!(matches!(meta.get_stripe(open_stripe).await, Err(MetaError::NoSuchStripe(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_striped_write_past_its_deadline_fails_and_keeps_nothing() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.write_deadline_ms = 1;
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    // Three stripes of 6 MiB: the first is always written, the second finds the deadline passed.
+    let error = data.write(pattern((13 << 20) + 5, 9)).await.unwrap_err();
+    assert!(matches!(&error, DataError::Unavailable(why) if why.contains("write_deadline_ms")), "{error}");
+    assert!(cluster.meta.list_stripes(None, 100).await.unwrap().is_empty(), "the first stripe was dropped");
+    // One stripe's worth fits any deadline.
+    let body = pattern(5 << 20, 10);
+    let layout = data.write(body.clone()).await.unwrap();
+    assert_eq!(data.read(&layout, 0..body.len() as u64).await.unwrap(), body);
+}
