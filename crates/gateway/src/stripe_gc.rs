@@ -15,6 +15,16 @@
 //! runs is seen in one of the two listings. Any metadata error ends the scan before it deletes
 //! anything: a reference list that may be incomplete never condemns a stripe.
 //!
+//! **Compaction.** A sealed packed stripe whose live objects are less than
+//! `orphans.compact_below_live_fraction` of the bytes packed into it (the others deleted or
+//! overwritten) has them
+//! moved: each is read, written again (appended to an open stripe, acknowledged like a PUT) and
+//! re-pointed by a conditional [`MetaStore::move_object`], which loses to any write or delete of the
+//! object since the scan read it (the copy is then released). Once its objects are gone the stripe
+//! is unreferenced and collected as above, a grace later, so a read that fetched the old layout
+//! before the move still finds its bytes. Stripes an upload part or a multipart object references
+//! are never compacted.
+//!
 //! This sits above both layers (see the crate documentation): it reads the S3 layer's records
 //! (objects, uploads, parts) and deletes through the data path ([`ErasureData::delete_stripe`]).
 //! Owns: the per-gateway list of candidate stripes and the decision rule ([`judge`]). Must not:
@@ -26,12 +36,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use meta::{Layout, ListObjectsQuery, MetaError, MetaStore, StripeId, StripeState};
+use meta::{Layout, ListObjectsQuery, MetaError, MetaStore, ObjectMeta, StripeId, StripeState};
 use serde::Serialize;
 
 use crate::data::erasure::ErasureData;
 use crate::data::membership::BackgroundTask;
-use crate::data::{DataError, OrphanConfig, lock};
+use crate::data::{DataError, ObjectData, OrphanConfig, lock};
 
 /// Stripe records read per page.
 const STRIPE_PAGE: usize = 1000;
@@ -81,6 +91,10 @@ pub struct StripeGcStatus {
     pub bytes_deleted: u64,
     /// Stripes judged unreferenced, waiting out the grace period.
     pub candidates: u64,
+    /// Objects moved out of mostly dead packed stripes (compaction) since start.
+    pub objects_moved: u64,
+    /// Their bytes.
+    pub bytes_moved: u64,
 }
 
 /// What one scan did.
@@ -94,6 +108,12 @@ pub struct StripeScanReport {
     pub deleted: u64,
     /// Bytes of the units deleted now.
     pub bytes_deleted: u64,
+    /// Packed stripes found mostly dead (compaction targets).
+    pub compaction_targets: u64,
+    /// Objects moved out of them now.
+    pub objects_moved: u64,
+    /// Objects not moved because they changed since the scan read them (their copy released).
+    pub moves_lost: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -102,21 +122,64 @@ struct Candidate {
     first_seen: Instant,
 }
 
-/// One window of sealed stripes, in id order, with whether a reference was found.
+/// One window of sealed stripes, in id order, with what references them.
+#[derive(Default)]
 struct Window {
     ids: Vec<StripeId>,
     versions: Vec<u64>,
+    /// Bytes packed into the stripe when it was sealed; for a stripe sealed before that was recorded,
+    /// what k data units of its unit size hold (0 when its code does not parse).
+    packed_bytes: Vec<u64>,
     referenced: Vec<bool>,
+    /// Bytes of the objects whose whole layout is packed in the stripe.
+    live_packed_bytes: Vec<u64>,
+    /// Referenced by anything else (a part, a striped or multipart layout): never compacted.
+    pinned: Vec<bool>,
 }
 
 impl Window {
-    fn mark(&mut self, layout: &Layout) {
-        for id in layout.stripes() {
-            if let Ok(i) = self.ids.binary_search(&id) {
+    /// Sizes the per-stripe marks to the stripes listed.
+    fn size_marks(&mut self) {
+        let len = self.ids.len();
+        assert!(self.versions.len() == len && self.packed_bytes.len() == len, "one entry per stripe");
+        self.referenced = vec![false; len];
+        self.live_packed_bytes = vec![0; len];
+        self.pinned = vec![false; len];
+    }
+
+    fn index(&self, id: StripeId) -> Option<usize> {
+        self.ids.binary_search(&id).ok()
+    }
+
+    /// Notes an object's layout (`object`) or an upload part's.
+    fn mark(&mut self, layout: &Layout, object: bool) {
+        if let (true, Layout::Packed { stripe, length_bytes, .. }) = (object, layout) {
+            if let Some(i) = self.index(*stripe) {
                 self.referenced[i] = true;
+                self.live_packed_bytes[i] = self.live_packed_bytes[i].saturating_add(*length_bytes);
+            }
+            return;
+        }
+        for id in layout.stripes() {
+            if let Some(i) = self.index(id) {
+                self.referenced[i] = true;
+                self.pinned[i] = true;
             }
         }
     }
+
+    /// Whether stripe `i` is a packed stripe whose live objects fill less than `fraction` of it.
+    fn compactable(&self, i: usize, fraction: f64) -> bool {
+        let live = self.live_packed_bytes[i];
+        !self.pinned[i] && live > 0 && (live as f64) < fraction * self.packed_bytes[i] as f64
+    }
+}
+
+/// An object to move out of a compaction target, as the scan read it.
+struct Move {
+    bucket: String,
+    key: String,
+    object: ObjectMeta,
 }
 
 /// The unreferenced-stripe collector; see the module documentation.
@@ -129,6 +192,8 @@ pub struct StripeCollector {
     scans_failed: AtomicU64,
     stripes_deleted: AtomicU64,
     bytes_deleted: AtomicU64,
+    objects_moved: AtomicU64,
+    bytes_moved: AtomicU64,
 }
 
 impl std::fmt::Debug for StripeCollector {
@@ -149,6 +214,8 @@ impl StripeCollector {
             scans_failed: AtomicU64::new(0),
             stripes_deleted: AtomicU64::new(0),
             bytes_deleted: AtomicU64::new(0),
+            objects_moved: AtomicU64::new(0),
+            bytes_moved: AtomicU64::new(0),
         }
     }
 
@@ -160,6 +227,8 @@ impl StripeCollector {
             stripes_deleted: self.stripes_deleted.load(Ordering::Relaxed),
             bytes_deleted: self.bytes_deleted.load(Ordering::Relaxed),
             candidates: lock(&self.candidates).len() as u64,
+            objects_moved: self.objects_moved.load(Ordering::Relaxed),
+            bytes_moved: self.bytes_moved.load(Ordering::Relaxed),
         }
     }
 
@@ -258,6 +327,7 @@ impl StripeCollector {
                     }
                 }
             }
+            self.compact(&window, &mut report).await?;
             if !more {
                 return Ok(report);
             }
@@ -270,7 +340,7 @@ impl StripeCollector {
     /// The next sealed stripes after `after`, up to [`WINDOW_STRIPES`]: the window, the last stripe
     /// listed (sealed or not), and whether more follow.
     async fn list_window(&self, mut after: Option<StripeId>) -> Result<(Window, Option<StripeId>, bool), DataError> {
-        let mut window = Window { ids: Vec::new(), versions: Vec::new(), referenced: Vec::new() };
+        let mut window = Window::default();
         let mut last_listed = after;
         // Bounded by the window: every page but the last adds STRIPE_PAGE listed stripes.
         for _page in 0..WINDOW_STRIPES.div_ceil(STRIPE_PAGE) {
@@ -281,10 +351,12 @@ impl StripeCollector {
                 if stripe.state == StripeState::Sealed {
                     window.ids.push(stripe.id);
                     window.versions.push(stripe.version);
+                    let k = stripe.code_spec().map_or(0, |spec| spec.data_units() as u64);
+                    window.packed_bytes.push(stripe.packed_bytes.unwrap_or(k.saturating_mul(stripe.unit_bytes)));
                 }
             }
             if page.len() < STRIPE_PAGE {
-                window.referenced = vec![false; window.ids.len()];
+                window.size_marks();
                 return Ok((window, last_listed, false));
             }
             after = last_listed;
@@ -292,7 +364,7 @@ impl StripeCollector {
                 break;
             }
         }
-        window.referenced = vec![false; window.ids.len()];
+        window.size_marks();
         Ok((window, last_listed, true))
     }
 
@@ -310,37 +382,95 @@ impl StripeCollector {
             };
             for upload in &uploads {
                 match self.meta.list_parts(&bucket.name, &upload.key, &upload.upload_id).await {
-                    Ok(parts) => parts.iter().for_each(|part| window.mark(&part.layout)),
+                    Ok(parts) => parts.iter().for_each(|part| window.mark(&part.layout, false)),
                     // Completed (its parts are now an object's, listed below) or aborted (released).
                     Err(MetaError::NoSuchUpload(_)) => {}
                     Err(error) => return Err(meta_error(error)),
                 }
             }
-            let mut query = ListObjectsQuery::default();
-            let mut finished = false;
-            for _page in 0..MAX_OBJECT_PAGES {
-                let listing = match self.meta.list_objects(&bucket.name, &query).await {
-                    Ok(listing) => listing,
-                    Err(MetaError::NoSuchBucket(_)) => {
-                        finished = true;
-                        break;
+            self.for_each_object(&bucket.name, |_, object| window.mark(&object.layout, true)).await?;
+        }
+        Ok(())
+    }
+
+    /// Calls `visit` with every object of `bucket` (none when the bucket was deleted meanwhile: it
+    /// was empty). Fails rather than stop early, since an incomplete listing must not condemn a stripe.
+    async fn for_each_object(&self, bucket: &str, mut visit: impl FnMut(&str, &ObjectMeta)) -> Result<(), DataError> {
+        let mut query = ListObjectsQuery::default();
+        for _page in 0..MAX_OBJECT_PAGES {
+            let listing = match self.meta.list_objects(bucket, &query).await {
+                Ok(listing) => listing,
+                Err(MetaError::NoSuchBucket(_)) => return Ok(()),
+                Err(error) => return Err(meta_error(error)),
+            };
+            listing.objects.iter().for_each(|object| visit(&object.key, &object.meta));
+            match listing.next_continuation_token {
+                Some(token) if listing.is_truncated => query.continuation_token = Some(token),
+                _ => return Ok(()),
+            }
+        }
+        Err(DataError::Internal(format!("bucket {bucket} has more than {MAX_OBJECT_PAGES} pages of objects")))
+    }
+
+    /// Moves the live objects out of the window's mostly dead packed stripes, at most
+    /// `max_deletes_per_scan` a scan. A metadata error stops the moves (what moved stays moved).
+    async fn compact(&self, window: &Window, report: &mut StripeScanReport) -> Result<(), DataError> {
+        let fraction = self.config.compact_below_live_fraction;
+        if fraction <= 0.0 {
+            return Ok(());
+        }
+        let targets: Vec<StripeId> =
+            (0..window.ids.len()).filter(|&i| window.compactable(i, fraction)).map(|i| window.ids[i]).collect();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        report.compaction_targets += targets.len() as u64;
+        // A second listing finds the targets' objects (the first kept only byte counts per stripe).
+        let budget = self.config.max_deletes_per_scan;
+        let mut moves: Vec<Move> = Vec::new();
+        for bucket in self.meta.list_buckets().await.map_err(meta_error)? {
+            self.for_each_object(&bucket.name, |key, object| {
+                if let Layout::Packed { stripe, .. } = &object.layout
+                    && moves.len() < budget
+                    && targets.binary_search(stripe).is_ok()
+                {
+                    moves.push(Move { bucket: bucket.name.clone(), key: key.to_string(), object: object.clone() });
+                }
+            })
+            .await?;
+        }
+        for planned in moves {
+            let size = planned.object.size_bytes;
+            // A node trouble stops this scan's moves; the next scan tries again.
+            let copied = match self.data.read(&planned.object.layout, 0..size).await {
+                Ok(bytes) => self.data.write(bytes).await,
+                Err(error) => Err(error),
+            };
+            let copy = match copied {
+                Ok(copy) => copy,
+                Err(error) => {
+                    tracing::warn!(bucket = %planned.bucket, key = %planned.key, %error, "compaction move failed");
+                    return Ok(());
+                }
+            };
+            match self.meta.move_object(&planned.bucket, &planned.key, &planned.object, copy.clone()).await {
+                Ok(_) => {
+                    report.objects_moved += 1;
+                    self.objects_moved.fetch_add(1, Ordering::Relaxed);
+                    self.bytes_moved.fetch_add(size, Ordering::Relaxed);
+                    metrics::counter!("lowtail_gateway_compaction_objects_moved_total").increment(1);
+                    metrics::counter!("lowtail_gateway_compaction_bytes_moved_total").increment(size);
+                }
+                Err(error) => {
+                    // Nothing references the copy: release it (a packed copy's bytes just turn dead).
+                    if let Err(release) = self.data.release(&copy).await {
+                        tracing::warn!(%release, "copy of a moved object not released");
                     }
-                    Err(error) => return Err(meta_error(error)),
-                };
-                listing.objects.iter().for_each(|object| window.mark(&object.meta.layout));
-                match listing.next_continuation_token {
-                    Some(token) if listing.is_truncated => query.continuation_token = Some(token),
-                    _ => {
-                        finished = true;
-                        break;
+                    match error {
+                        MetaError::Conflict(_) | MetaError::NoSuchBucket(_) => report.moves_lost += 1,
+                        error => return Err(meta_error(error)),
                     }
                 }
-            }
-            if !finished {
-                return Err(DataError::Internal(format!(
-                    "bucket {} has more than {MAX_OBJECT_PAGES} pages of objects; stripes not judged",
-                    bucket.name
-                )));
             }
         }
         Ok(())

@@ -2,7 +2,8 @@
 //! part references (a packed stripe whose objects were all deleted, a write whose commit never came)
 //! are deleted with their units after the grace, and nothing referenced is touched: objects, parts
 //! of an upload in progress, a packed stripe still holding one live object, an open stripe, and a
-//! stripe whose object was committed late, between the scans. Also the write deadline: a striped
+//! stripe whose object was committed late, between the scans. Compaction: the last live object of a
+//! mostly dead packed stripe is moved out, and the stripe is then collected. Also the write deadline: a striped
 //! write past it fails and leaves no stripe behind.
 
 mod data_support;
@@ -120,7 +121,9 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
     let open_layout = data.write(pattern(700, 8)).await.unwrap();
     let open_stripe = only_stripe(&open_layout);
 
-    let collector = StripeCollector::new(Arc::clone(&meta), data.clone(), OrphanConfig::default());
+    // Compaction off: the stripe of "small" is mostly dead, and is the next test's.
+    let gc_config = OrphanConfig { compact_below_live_fraction: 0.0, ..Default::default() };
+    let collector = StripeCollector::new(Arc::clone(&meta), data.clone(), gc_config);
     let grace = Duration::from_millis(OrphanConfig::default().grace_ms);
     let start = Instant::now();
     let first = collector.scan_at(start).await.unwrap();
@@ -176,4 +179,54 @@ async fn a_striped_write_past_its_deadline_fails_and_keeps_nothing() {
     let body = pattern(5 << 20, 10);
     let layout = data.write(body.clone()).await.unwrap();
     assert_eq!(data.read(&layout, 0..body.len() as u64).await.unwrap(), body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mostly_dead_packed_stripe_is_compacted_then_collected() {
+    let cluster = TestCluster::start(9, 9).await;
+    let meta = Arc::clone(&cluster.meta);
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&meta)).await.unwrap();
+    meta.create_bucket(BucketMeta { name: BUCKET.into(), created_ms: 1, region: None, owner: None }).await.unwrap();
+    // Four objects fill four of six data units of one stripe; three are deleted, so the live one
+    // fills 1000 B of 6 x 1024: under half.
+    let mut layouts = Vec::new();
+    for (i, key) in ["a", "b", "c", "live"].into_iter().enumerate() {
+        let body = pattern(1000, 20 + i as u64);
+        let layout = data.write(body.clone()).await.unwrap();
+        commit(meta.as_ref(), key, &body, &layout).await;
+        layouts.push((key, body, layout));
+    }
+    let old_stripe = only_stripe(&layouts[3].2);
+    assert!(layouts.iter().all(|(_, _, layout)| only_stripe(layout) == old_stripe), "one stripe");
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    for (key, _, _) in &layouts[..3] {
+        let removed = meta.delete_object(BUCKET, key).await.unwrap().unwrap();
+        data.release(&removed.layout).await.unwrap();
+    }
+    let before = meta.get_object(BUCKET, "live").await.unwrap();
+
+    let collector = StripeCollector::new(Arc::clone(&meta), data.clone(), OrphanConfig::default());
+    let grace = Duration::from_millis(OrphanConfig::default().grace_ms);
+    let start = Instant::now();
+    let first = collector.scan_at(start).await.unwrap();
+    assert_eq!((first.compaction_targets, first.objects_moved, first.deleted), (1, 1, 0), "{first:?}");
+    let after = meta.get_object(BUCKET, "live").await.unwrap();
+    assert_ne!(only_stripe(&after.layout), old_stripe, "moved to another stripe");
+    assert_eq!(ObjectMeta { layout: before.layout.clone(), ..after.clone() }, before, "only the layout changed");
+    let body = &layouts[3].1;
+    assert_eq!(data.read(&after.layout, 0..body.len() as u64).await.unwrap(), *body);
+    // A read holding the old layout still finds the bytes until the old stripe's grace is over.
+    assert_eq!(data.read(&before.layout, 0..body.len() as u64).await.unwrap(), *body);
+
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    let second = collector.scan_at(start + grace / 2).await.unwrap();
+    assert_eq!((second.unreferenced, second.objects_moved, second.deleted), (1, 0, 0), "{second:?}");
+    let third = collector.scan_at(start + grace * 2).await.unwrap();
+    assert_eq!((third.deleted, third.compaction_targets), (1, 0), "{third:?}");
+    assert!(matches!(meta.get_stripe(old_stripe).await, Err(MetaError::NoSuchStripe(_))));
+    assert_eq!(units_left(&cluster, old_stripe, 9).await, 0);
+    let status = collector.status();
+    assert_eq!((status.objects_moved, status.bytes_moved, status.stripes_deleted), (1, 1000, 1), "{status:?}");
+    let now = meta.get_object(BUCKET, "live").await.unwrap();
+    assert_eq!(data.read(&now.layout, 0..body.len() as u64).await.unwrap(), *body);
 }

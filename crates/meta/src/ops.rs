@@ -14,8 +14,8 @@ use crate::kv::{Backend, Kv, TxnFuture};
 use crate::listing;
 use crate::store::MetaStore;
 use crate::types::{
-    BucketMeta, CompletedPart, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing,
-    ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta,
+    BucketMeta, CompletedPart, Layout, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo, NodeState,
+    ObjectListing, ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta,
 };
 use crate::validate;
 
@@ -206,6 +206,22 @@ impl<B: Backend> MetaStore for KvStore<B> {
                 kv.delete(object_key)?;
             }
             Ok(previous)
+        })
+    }
+
+    async fn move_object(&self, bucket: &str, key: &str, expected: &ObjectMeta, layout: Layout) -> Result<ObjectMeta> {
+        validate::object_key(key)?;
+        let (bucket, key, expected) = (bucket.to_string(), key.to_string(), expected.clone());
+        txn!(self.backend, write, (bucket, key, expected, layout), |kv| {
+            require_bucket(kv, &bucket).await?;
+            let object_key = format::object_key(&bucket, &key);
+            let current: Option<ObjectMeta> = get_record(kv, &object_key).await?;
+            if current.as_ref() != Some(&expected) {
+                return Err(MetaError::Conflict(format!("object {bucket}/{key} changed since it was read")));
+            }
+            let moved = ObjectMeta { layout: layout.clone(), ..expected.clone() };
+            put_record(kv, object_key, &moved)?;
+            Ok(moved)
         })
     }
 

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::types::{
-    BucketMeta, CompletedPart, MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing, ObjectMeta, PartMeta,
-    StripeId, StripeMeta, UploadMeta,
+    BucketMeta, CompletedPart, Layout, MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing, ObjectMeta,
+    PartMeta, StripeId, StripeMeta, UploadMeta,
 };
 
 /// Cluster metadata. Every mutating call is one atomic, durable transaction: it either happens entirely
@@ -37,6 +37,11 @@ pub trait MetaStore: Send + Sync {
     /// Deletes an object and returns what was removed (`None` if there was nothing: S3 deletes of absent
     /// keys succeed).
     async fn delete_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>>;
+    /// Moves an object's bytes: replaces its layout with `layout` only if its record is still exactly
+    /// `expected` (compaction, which must never undo a write that came after it read the record).
+    /// Everything else (size, ETag, times, metadata) is kept. Returns the record written; `Conflict`
+    /// when the object changed or is gone, and then nothing was written.
+    async fn move_object(&self, bucket: &str, key: &str, expected: &ObjectMeta, layout: Layout) -> Result<ObjectMeta>;
     /// One page of a ListObjectsV2 listing.
     async fn list_objects(&self, bucket: &str, query: &crate::types::ListObjectsQuery) -> Result<ObjectListing>;
 

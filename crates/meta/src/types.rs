@@ -171,6 +171,11 @@ pub struct StripeMeta {
     pub state: StripeState,
     /// CRC32C of each unit, when known (one per unit).
     pub unit_checksums: Option<Vec<u32>>,
+    /// Bytes of the objects packed into the stripe, set when a packed stripe is sealed (what its
+    /// live objects are compared with to find it mostly dead); `None` for a striped stripe, an open
+    /// one, and a packed one sealed before this was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packed_bytes: Option<u64>,
     /// Version for compare-and-swap: set to 1 on creation and incremented by every update; the value a
     /// caller passes in is ignored.
     pub version: u64,

@@ -242,6 +242,7 @@ mod tests {
                 placement: nodes.iter().map(|&n| meta::NodeId(n)).collect(),
                 state,
                 unit_checksums: None,
+                packed_bytes: None,
                 version: 0,
             };
             store.create_stripe(stripe).await.unwrap();

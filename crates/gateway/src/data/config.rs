@@ -118,6 +118,11 @@ pub struct OrphanConfig {
     /// `write_deadline_ms` + `node_rpc_timeout_ms` × (`write_retries` + 1), so a stripe whose
     /// object is still being written is never taken for garbage. Default 1 hour.
     pub stripe_scan_interval_ms: u64,
+    /// Compaction: a sealed packed stripe whose live objects are less than this fraction of the bytes
+    /// packed into it has them moved (read, appended to an open stripe, re-pointed only if the object is unchanged), so
+    /// the stripe becomes unreferenced and is collected. At most `max_deletes_per_scan` objects move
+    /// per scan. 0 turns compaction off. Default 0.5.
+    pub compact_below_live_fraction: f64,
 }
 
 impl Default for OrphanConfig {
@@ -127,6 +132,7 @@ impl Default for OrphanConfig {
             grace_ms: 3_600_000,
             max_deletes_per_scan: 10_000,
             stripe_scan_interval_ms: 3_600_000,
+            compact_below_live_fraction: 0.5,
         }
     }
 }
@@ -228,6 +234,12 @@ impl DataConfig {
                 self.orphans.grace_ms
             ));
         }
+        if !(0.0..=1.0).contains(&self.orphans.compact_below_live_fraction) {
+            return bad(format!(
+                "orphans.compact_below_live_fraction ({}) must be between 0 (off) and 1",
+                self.orphans.compact_below_live_fraction
+            ));
+        }
         if self.orphans.max_deletes_per_scan == 0 {
             return bad("orphans.max_deletes_per_scan must be positive".into());
         }
@@ -290,6 +302,11 @@ mod tests {
         let slow = DataConfig { write_deadline_ms: 1_800_000, ..enough.clone() };
         assert!(slow.validate().is_err(), "a longer write deadline needs a longer grace");
         assert!(DataConfig { write_deadline_ms: 0, ..valid() }.validate().is_err());
+        for fraction in [-0.1, 1.5, f64::NAN] {
+            let odd = OrphanConfig { compact_below_live_fraction: fraction, ..Default::default() };
+            let error = DataConfig { orphans: odd, ..valid() }.validate().unwrap_err().to_string();
+            assert!(error.contains("compact_below_live_fraction"), "{error}");
+        }
         let none = DataConfig { orphans: OrphanConfig { max_deletes_per_scan: 0, ..Default::default() }, ..valid() };
         assert!(none.validate().is_err());
         let off = DataConfig { orphans: OrphanConfig { scan_interval_ms: 0, ..Default::default() }, ..valid() };

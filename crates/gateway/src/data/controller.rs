@@ -1314,6 +1314,7 @@ mod tests {
             placement: (0..9).map(meta::NodeId).collect(),
             state: meta::StripeState::Sealed,
             unit_checksums: None,
+            packed_bytes: None,
             version: 1,
         };
         // RS(7,2) has as many units as RS(6,3) but other recovery sets: not the controller's.

@@ -189,6 +189,7 @@ impl ErasureData {
             placement: placement.clone(),
             state: StripeState::Sealed,
             unit_checksums: None,
+            packed_bytes: None,
             version: 0,
         };
         match meta.create_stripe(stripe).await {

@@ -341,6 +341,7 @@ mod tests {
             placement: placement.iter().map(|&n| NodeId(n)).collect(),
             state,
             unit_checksums: None,
+            packed_bytes: None,
             version: 1,
         }
     }

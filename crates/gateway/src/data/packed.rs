@@ -317,6 +317,7 @@ impl Packer {
                 placement: placement.clone(),
                 state: StripeState::Open,
                 unit_checksums: None,
+                packed_bytes: None,
                 version: 0,
             };
             meta.create_stripe(record).await.map_err(meta_error)
@@ -422,8 +423,14 @@ impl Packer {
                 return Err(error);
             }
         };
-        let sealed =
-            StripeMeta { unit_bytes, placement: placement.clone(), state: StripeState::Sealed, ..current.clone() };
+        let packed_bytes = open.units.iter().map(|u| u.len() as u64).sum();
+        let sealed = StripeMeta {
+            unit_bytes,
+            placement: placement.clone(),
+            state: StripeState::Sealed,
+            packed_bytes: Some(packed_bytes),
+            ..current.clone()
+        };
         if let Err(error) = meta.update_stripe(id, current.version, sealed).await {
             let all: Vec<(usize, NodeId)> = placement.iter().copied().enumerate().collect();
             // The units are not referenced by a sealed record; the replicas still are.

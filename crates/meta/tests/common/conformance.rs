@@ -25,6 +25,7 @@ cases!(
     bucket_lifecycle,
     bucket_not_empty_is_atomic,
     objects,
+    object_moves_are_conditional,
     listing_examples,
     listing_matches_model,
     stripe_ids_are_unique,
@@ -69,6 +70,7 @@ pub fn stripe(id: StripeId, nodes: [u32; 9]) -> StripeMeta {
         placement: nodes.iter().map(|&n| NodeId(n)).collect(),
         state: StripeState::Open,
         unit_checksums: None,
+        packed_bytes: None,
         version: 0,
     }
 }
@@ -193,6 +195,35 @@ fn listed_keys(listing: &meta::ObjectListing) -> Vec<&str> {
 
 fn query(prefix: &str, delimiter: Option<&str>, max_keys: usize) -> ListObjectsQuery {
     ListObjectsQuery { prefix: prefix.into(), delimiter: delimiter.map(Into::into), max_keys, ..Default::default() }
+}
+
+async fn object_moves_are_conditional(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("moves")).await.unwrap();
+    let original = object(100, 7);
+    store.put_object("moves", "k", original.clone()).await.unwrap();
+    let new_layout = object(100, 8).layout;
+    let moved = store.move_object("moves", "k", &original, new_layout.clone()).await.unwrap();
+    assert_eq!(moved, ObjectMeta { layout: new_layout.clone(), ..original.clone() }, "only the layout changes");
+    assert_eq!(store.get_object("moves", "k").await.unwrap(), moved);
+    // The record read before the move is stale now: a second mover loses and writes nothing.
+    let stale = store.move_object("moves", "k", &original, object(100, 9).layout).await;
+    assert!(matches!(stale, Err(MetaError::Conflict(_))), "{stale:?}");
+    assert_eq!(store.get_object("moves", "k").await.unwrap(), moved);
+    // An overwrite or a delete since the read also wins over the move.
+    let overwritten = object(200, 10);
+    store.put_object("moves", "k", overwritten.clone()).await.unwrap();
+    assert!(matches!(
+        store.move_object("moves", "k", &moved, object(100, 11).layout).await,
+        Err(MetaError::Conflict(_))
+    ));
+    assert_eq!(store.get_object("moves", "k").await.unwrap(), overwritten);
+    store.delete_object("moves", "k").await.unwrap();
+    assert!(matches!(
+        store.move_object("moves", "k", &overwritten, new_layout.clone()).await,
+        Err(MetaError::Conflict(_))
+    ));
+    assert!(matches!(store.get_object("moves", "k").await, Err(MetaError::NoSuchKey { .. })), "a move never recreates");
+    assert!(matches!(store.move_object("nope", "k", &original, new_layout).await, Err(MetaError::NoSuchBucket(_))));
 }
 
 async fn listing_examples(store: Arc<dyn MetaStore>) {
