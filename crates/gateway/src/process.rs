@@ -9,9 +9,9 @@
 use crate::data::controller::{Controller, ControllerConfig, PolicyState};
 use crate::data::erasure::{ErasureData, RunningData};
 use crate::data::membership::BackgroundTask;
-use crate::data::orphans::OrphanStatus;
-use crate::data::packed::PackedStatus;
-use crate::data::repair::RepairStatus;
+use crate::data::orphans::{OrphanCollector, OrphanStatus};
+use crate::data::packed::{PackedStatus, Packer};
+use crate::data::repair::{RepairService, RepairStatus};
 use crate::data::{DataConfig, ObjectData};
 use crate::s3::{S3Options, build_service, serve};
 use crate::stripe_gc::{StripeCollector, StripeGcStatus};
@@ -161,14 +161,38 @@ pub struct ClusterStatus {
     pub policy: PolicyState,
 }
 
+/// Everything [`ClusterStatus`] is read from; one copy serves `RunningGateway::status` and the
+/// `GET /admin/status` route.
+#[derive(Clone)]
+struct StatusSources {
+    meta: Arc<dyn MetaStore>,
+    repair: Arc<RepairService>,
+    orphans: Arc<OrphanCollector>,
+    stripe_gc: Arc<StripeCollector>,
+    packer: Arc<Packer>,
+    controller: Arc<Controller>,
+}
+
+impl StatusSources {
+    async fn status(&self) -> Result<ClusterStatus, meta::MetaError> {
+        Ok(ClusterStatus {
+            nodes: self.meta.list_nodes().await?,
+            repair: self.repair.status(),
+            orphans: self.orphans.status(),
+            stripe_gc: self.stripe_gc.status(),
+            packed: self.packer.status().await,
+            policy: self.controller.policy(),
+        })
+    }
+}
+
 /// A gateway that is serving.
 pub struct RunningGateway {
     s3_addr: SocketAddr,
     http_addr: Option<SocketAddr>,
-    meta: Arc<dyn MetaStore>,
     data: RunningData,
     controller: Arc<Controller>,
-    stripe_gc: Arc<StripeCollector>,
+    status: StatusSources,
     stripe_gc_task: Option<BackgroundTask>,
     stop_s3: oneshot::Sender<()>,
     s3_server: JoinHandle<()>,
@@ -194,7 +218,7 @@ impl RunningGateway {
 
     /// The cluster's state now.
     pub async fn status(&self) -> anyhow::Result<ClusterStatus> {
-        cluster_status(&*self.meta, &self.data, &self.controller, &self.stripe_gc).await
+        self.status.status().await.map_err(|e| anyhow::anyhow!("listing nodes: {e}"))
     }
 
     /// Stops the S3 server (letting in-flight requests finish), then membership and repair.
@@ -216,23 +240,6 @@ impl RunningGateway {
     }
 }
 
-async fn cluster_status(
-    meta: &dyn MetaStore,
-    data: &RunningData,
-    controller: &Controller,
-    stripe_gc: &StripeCollector,
-) -> anyhow::Result<ClusterStatus> {
-    let nodes = meta.list_nodes().await.map_err(|e| anyhow::anyhow!("listing nodes: {e}"))?;
-    Ok(ClusterStatus {
-        nodes,
-        repair: data.repair_status(),
-        orphans: data.orphan_status(),
-        stripe_gc: stripe_gc.status(),
-        packed: data.data.packer().status().await,
-        policy: controller.policy(),
-    })
-}
-
 /// Starts a gateway over an open metadata store: data path (with membership and repair), S3
 /// server, and the HTTP endpoint. Returns once every listener is bound.
 pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::Result<RunningGateway> {
@@ -244,6 +251,14 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         data.start_controller(&config.controller).map_err(|e| anyhow::anyhow!("cannot start the controller: {e}"))?;
     let stripe_gc = Arc::new(StripeCollector::new(Arc::clone(&meta), data.data.clone(), config.data.orphans.clone()));
     let stripe_gc_task = Arc::clone(&stripe_gc).spawn();
+    let status = StatusSources {
+        meta: Arc::clone(&meta),
+        repair: Arc::clone(&data.repair),
+        orphans: Arc::clone(&data.orphans),
+        stripe_gc,
+        packer: Arc::clone(data.data.packer()),
+        controller: Arc::clone(&controller),
+    };
     let object_data: Arc<dyn ObjectData> = Arc::new(data.data.clone());
     let credentials = config.credentials.iter().map(|c| (c.access_key.clone(), c.secret_key.clone())).collect();
     let options =
@@ -264,36 +279,20 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
             TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("cannot listen for HTTP on {listen}: {e}"))?;
         http_addr = Some(listener.local_addr()?);
         let (stop, stopped) = oneshot::channel::<()>();
-        let status_meta = Arc::clone(&meta);
-        let repair = Arc::clone(&data.repair);
-        let orphans = Arc::clone(&data.orphans);
-        let status_stripe_gc = Arc::clone(&stripe_gc);
-        let packer = Arc::clone(data.data.packer());
-        let status_controller = Arc::clone(&controller);
+        let status_sources = status.clone();
         let metrics = node::metrics::handle();
         let app = axum::Router::new()
             .route("/metrics", axum::routing::get(move || std::future::ready(metrics.render())))
             .route(
                 "/admin/status",
                 axum::routing::get(move || {
-                    let meta = Arc::clone(&status_meta);
-                    let repair = Arc::clone(&repair);
-                    let orphans = Arc::clone(&orphans);
-                    let stripe_gc = Arc::clone(&status_stripe_gc);
-                    let packer = Arc::clone(&packer);
-                    let policy = status_controller.policy();
+                    let sources = status_sources.clone();
                     async move {
-                        match meta.list_nodes().await {
-                            Ok(nodes) => Ok(axum::Json(ClusterStatus {
-                                nodes,
-                                repair: repair.status(),
-                                orphans: orphans.status(),
-                                stripe_gc: stripe_gc.status(),
-                                packed: packer.status().await,
-                                policy,
-                            })),
-                            Err(error) => Err((axum::http::StatusCode::SERVICE_UNAVAILABLE, error.to_string())),
-                        }
+                        sources
+                            .status()
+                            .await
+                            .map(axum::Json)
+                            .map_err(|error| (axum::http::StatusCode::SERVICE_UNAVAILABLE, error.to_string()))
                     }
                 }),
             );
@@ -318,10 +317,9 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
     Ok(RunningGateway {
         s3_addr,
         http_addr,
-        meta,
         data,
         controller,
-        stripe_gc,
+        status,
         stripe_gc_task,
         stop_s3,
         s3_server,

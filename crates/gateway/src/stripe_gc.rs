@@ -41,7 +41,7 @@ use serde::Serialize;
 
 use crate::data::erasure::ErasureData;
 use crate::data::membership::BackgroundTask;
-use crate::data::{DataError, ObjectData, OrphanConfig, lock};
+use crate::data::{DataError, ObjectData, OrphanConfig, lock, meta_error};
 
 /// Stripe records read per page.
 const STRIPE_PAGE: usize = 1000;
@@ -277,17 +277,10 @@ impl StripeCollector {
             // (referenced, deleted by someone else, or open again is impossible but harmless).
             let low = after.map_or(0, |id| id.0.saturating_add(1));
             let high = if more { last_listed.map_or(u64::MAX, |id| id.0) } else { u64::MAX };
-            let unreferenced: HashMap<StripeId, u64> = window
-                .ids
-                .iter()
-                .zip(&window.versions)
-                .zip(&window.referenced)
-                .filter(|&(_, &referenced)| !referenced)
-                .map(|((&id, &version), _)| (id, version))
-                .collect();
-            lock(&self.candidates).retain(|id, _| id.0 < low || id.0 > high || unreferenced.contains_key(id));
+            let unreferenced_now = |id: &StripeId| window.index(*id).is_some_and(|i| !window.referenced[i]);
+            lock(&self.candidates).retain(|id, _| id.0 < low || id.0 > high || unreferenced_now(id));
             report.sealed += window.ids.len() as u64;
-            report.unreferenced += unreferenced.len() as u64;
+            report.unreferenced += window.referenced.iter().filter(|&&referenced| !referenced).count() as u64;
             for (i, &id) in window.ids.iter().enumerate() {
                 if window.referenced[i] {
                     continue;
@@ -342,6 +335,7 @@ impl StripeCollector {
     async fn list_window(&self, mut after: Option<StripeId>) -> Result<(Window, Option<StripeId>, bool), DataError> {
         let mut window = Window::default();
         let mut last_listed = after;
+        let mut more = true;
         // Bounded by the window: every page but the last adds STRIPE_PAGE listed stripes.
         for _page in 0..WINDOW_STRIPES.div_ceil(STRIPE_PAGE) {
             let page = self.meta.list_stripes(after, STRIPE_PAGE).await.map_err(meta_error)?;
@@ -356,8 +350,8 @@ impl StripeCollector {
                 }
             }
             if page.len() < STRIPE_PAGE {
-                window.size_marks();
-                return Ok((window, last_listed, false));
+                more = false;
+                break;
             }
             after = last_listed;
             if window.ids.len() >= WINDOW_STRIPES {
@@ -365,7 +359,7 @@ impl StripeCollector {
             }
         }
         window.size_marks();
-        Ok((window, last_listed, true))
+        Ok((window, last_listed, more))
     }
 
     /// Marks every stripe of `window` that an upload part or an object references. Parts are
@@ -475,10 +469,6 @@ impl StripeCollector {
         }
         Ok(())
     }
-}
-
-fn meta_error(error: MetaError) -> DataError {
-    DataError::Meta(error.to_string())
 }
 
 #[cfg(test)]

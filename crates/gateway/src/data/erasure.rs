@@ -22,7 +22,7 @@ use super::cluster::ClusterView;
 use super::config::DataConfig;
 use super::controller::{Controller, ControllerConfig};
 use super::membership::{BackgroundTask, Membership};
-use super::orphans::{OrphanCollector, OrphanStatus};
+use super::orphans::OrphanCollector;
 use super::packed::{PackRefused, Packer};
 use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
@@ -545,11 +545,6 @@ impl RunningData {
     /// Repair progress, for `lowtail admin status`.
     pub fn repair_status(&self) -> RepairStatus {
         self.repair.status()
-    }
-
-    /// Orphan collection so far, for `lowtail admin status`.
-    pub fn orphan_status(&self) -> OrphanStatus {
-        self.orphans.status()
     }
 
     /// Stops membership, repair and the packer's timer, then seals the open stripes (bounded: an

@@ -32,6 +32,11 @@ pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A metadata store error as the data path reports it.
+pub(crate) fn meta_error(error: meta::MetaError) -> DataError {
+    DataError::Meta(error.to_string())
+}
+
 /// What can go wrong storing or reading object bytes. The S3 layer maps these onto S3 errors
 /// (`Unavailable` → 503 SlowDown / ServiceUnavailable, `InvalidRange` → 416, the rest → 500).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

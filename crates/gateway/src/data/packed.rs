@@ -38,10 +38,10 @@ use meta::{Layout, MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta,
 use tokio::sync::{Mutex, OwnedRwLockReadGuard, RwLock};
 use tokio::time::Instant;
 
-use super::DataError;
 use super::controller::Unplanned;
 use super::erasure::{UNIT_ALIGN_BYTES, encode_units, forget_placement, write_units};
 use super::stripe_io::{NodeMap, StripeIo};
+use super::{DataError, meta_error};
 
 /// Unit indexes at or above this are replica units of an open stripe, not stripe units.
 pub const REPLICA_UNIT_BASE: u16 = 0x8000;
@@ -164,10 +164,6 @@ impl std::fmt::Debug for Packer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Packer").field("code", &self.code_name).finish_non_exhaustive()
     }
-}
-
-fn meta_error(error: MetaError) -> DataError {
-    DataError::Meta(error.to_string())
 }
 
 impl Packer {
