@@ -74,6 +74,11 @@ async fn writes_go_on_degraded_with_nodes_down_and_stop_below_k() {
     let err = data.write(pattern(1000, 3)).await.unwrap_err();
     assert!(matches!(err, DataError::Unavailable(_)), "{err}");
     assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
+    // The same for an object of four stripes written in parallel: every stripe's units written on
+    // the live nodes are deleted again (checked below), and no stripe is recorded.
+    let err = data.write(pattern((20 << 20) + 3, 3)).await.unwrap_err();
+    assert!(matches!(err, DataError::Unavailable(_)), "{err}");
+    assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
 
     // Fewer than k nodes up: refused before anything is written.
     for i in [6, 7, 8] {

@@ -170,9 +170,11 @@ async fn a_striped_write_past_its_deadline_fails_and_keeps_nothing() {
     let cluster = TestCluster::start(9, 9).await;
     let mut config = cluster.config("rs-6-3");
     config.write_deadline_ms = 1;
+    config.max_parallel_stripe_writes = 2;
     let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
-    // Three stripes of 6 MiB: the first is always written, the second finds the deadline passed.
-    let error = data.write(pattern((13 << 20) + 5, 9)).await.unwrap_err();
+    // Five stripes of 6 MiB, two at a time: the first is always written, and the third (at the
+    // latest) finds the deadline passed once one of the first two has taken a stripe's write.
+    let error = data.write(pattern((25 << 20) + 5, 9)).await.unwrap_err();
     assert!(matches!(&error, DataError::Unavailable(why) if why.contains("write_deadline_ms")), "{error}");
     assert!(cluster.meta.list_stripes(None, 100).await.unwrap().is_empty(), "the first stripe was dropped");
     // One stripe's worth fits any deadline.

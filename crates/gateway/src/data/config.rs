@@ -26,6 +26,10 @@ pub struct DataConfig {
     pub max_object_bytes: u64,
     /// Most unit reads one object read keeps in flight. Default 32.
     pub max_parallel_unit_reads: usize,
+    /// Most stripes one object write keeps in flight (encoded, being written or being recorded).
+    /// Each holds n units in memory, so a write holds at most this × n × `unit_bytes` beyond its
+    /// body. Default 4; 1 writes stripe after stripe.
+    pub max_parallel_stripe_writes: usize,
     /// Extra placements tried for a unit whose write failed before the write fails. Default 3.
     pub write_retries: u32,
     /// Longest a striped write may run before it stops starting stripes, fails (`Unavailable`, 503
@@ -146,6 +150,7 @@ impl Default for DataConfig {
             node_rpc_timeout_ms: 30_000,
             max_object_bytes: 5 << 30,
             max_parallel_unit_reads: 32,
+            max_parallel_stripe_writes: 4,
             write_retries: 3,
             write_deadline_ms: 1_200_000,
             rack_aware: false,
@@ -184,6 +189,9 @@ pub const DEFAULT_GATEWAY_ID: &str = "gateway";
 /// Largest unit the data path writes (the node's default `max_unit_bytes` is 256 MiB).
 pub const MAX_UNIT_BYTES: u64 = 64 << 20;
 
+/// Most stripes one write may keep in flight: 64 stripes of 9 units of 64 MiB already hold 36 GiB.
+pub const MAX_PARALLEL_STRIPE_WRITES: usize = 64;
+
 impl DataConfig {
     /// The parsed code.
     pub fn code_spec(&self) -> Result<codec::CodeSpec, DataError> {
@@ -205,6 +213,12 @@ impl DataConfig {
         }
         if self.max_parallel_unit_reads == 0 || self.repair.max_concurrent_stripes == 0 {
             return bad("max_parallel_unit_reads and repair.max_concurrent_stripes must be positive".into());
+        }
+        if !(1..=MAX_PARALLEL_STRIPE_WRITES).contains(&self.max_parallel_stripe_writes) {
+            return bad(format!(
+                "max_parallel_stripe_writes ({}) must be between 1 and {MAX_PARALLEL_STRIPE_WRITES}",
+                self.max_parallel_stripe_writes
+            ));
         }
         if self.membership.probe_interval_ms == 0 || self.membership.down_after_probes == 0 {
             return bad("membership.probe_interval_ms and down_after_probes must be positive".into());
@@ -311,5 +325,16 @@ mod tests {
         assert!(none.validate().is_err());
         let off = DataConfig { orphans: OrphanConfig { scan_interval_ms: 0, ..Default::default() }, ..valid() };
         assert!(off.validate().is_ok(), "0 turns collection off");
+    }
+
+    #[test]
+    fn stripe_write_parallelism_is_bounded() {
+        for bad in [0, MAX_PARALLEL_STRIPE_WRITES + 1] {
+            let error = DataConfig { max_parallel_stripe_writes: bad, ..valid() }.validate().unwrap_err().to_string();
+            assert!(error.contains("max_parallel_stripe_writes"), "{error}");
+        }
+        for good in [1, MAX_PARALLEL_STRIPE_WRITES] {
+            assert!(DataConfig { max_parallel_stripe_writes: good, ..valid() }.validate().is_ok());
+        }
     }
 }

@@ -398,6 +398,52 @@ fn striped_stripes(layout: &Layout) -> Vec<StripeId> {
     }
 }
 
+/// Runs `start(0)`, `start(1)`, … `start(count - 1)` with at most `limit` in flight and returns their
+/// outputs in index order. `may_start(i)` is asked before each start; after its first refusal or
+/// the first failure nothing more is started, the ones in flight are awaited (never dropped
+/// halfway), and the error comes back with every output that did succeed, so the caller can undo
+/// them.
+async fn in_order_bounded<T, Fut>(
+    count: usize,
+    limit: usize,
+    mut may_start: impl FnMut(usize) -> Result<(), DataError>,
+    mut start: impl FnMut(usize) -> Fut,
+) -> Result<Vec<T>, (DataError, Vec<T>)>
+where
+    Fut: std::future::Future<Output = Result<T, DataError>>,
+{
+    assert!(limit > 0, "at least one in flight");
+    let mut in_flight = futures_util::stream::FuturesUnordered::new();
+    let mut outputs: Vec<Option<T>> = std::iter::repeat_with(|| None).take(count).collect();
+    let (mut next, mut failure) = (0, None);
+    // Each round either starts nothing more and ends, or collects one finished future: at most
+    // count + 1 rounds.
+    for _round in 0..=count {
+        while failure.is_none() && next < count && in_flight.len() < limit {
+            if let Err(refused) = may_start(next) {
+                failure = Some(refused);
+                break;
+            }
+            let index = next;
+            let future = start(index);
+            in_flight.push(async move { (index, future.await) });
+            next += 1;
+        }
+        let Some((index, output)) = in_flight.next().await else { break };
+        match output {
+            Ok(value) => outputs[index] = Some(value),
+            Err(error) => {
+                failure.get_or_insert(error);
+            }
+        }
+    }
+    assert!(in_flight.is_empty(), "every started future was awaited");
+    match failure {
+        None => Ok(outputs.into_iter().map(|output| output.expect("every index ran")).collect()),
+        Some(error) => Err((error, outputs.into_iter().flatten().collect())),
+    }
+}
+
 /// `ceil(len / k)` rounded up to [`UNIT_ALIGN_BYTES`]: the unit size of a partial last stripe.
 pub fn last_stripe_unit_bytes(len: u64, k: u64) -> u64 {
     len.div_ceil(k).div_ceil(UNIT_ALIGN_BYTES).max(1) * UNIT_ALIGN_BYTES
@@ -434,47 +480,60 @@ impl ObjectData for ErasureData {
         let k = k as u64;
         let unit_bytes = self.io.config().unit_bytes;
         let stripe_bytes = k * unit_bytes;
-        let mut segments: Vec<StripeSegment> = Vec::new();
-        let mut offset = 0;
+        // The object's stripes: (offset, end, unit size); only the last may be partial.
+        let cuts: Vec<(u64, u64, u64)> = (0..size.div_ceil(stripe_bytes))
+            .map(|i| {
+                let (offset, end) = (i * stripe_bytes, ((i + 1) * stripe_bytes).min(size));
+                let this_unit_bytes =
+                    if end - offset == stripe_bytes { unit_bytes } else { last_stripe_unit_bytes(end - offset, k) };
+                (offset, end, this_unit_bytes)
+            })
+            .collect();
         let started = std::time::Instant::now();
         let deadline = std::time::Duration::from_millis(self.io.config().write_deadline_ms);
-        while offset < size {
-            let end = (offset + stripe_bytes).min(size);
-            let chunk = body.slice(offset as usize..end as usize);
-            let this_unit_bytes =
-                if end - offset == stripe_bytes { unit_bytes } else { last_stripe_unit_bytes(end - offset, k) };
-            // Past the deadline no stripe is started: the stripe collector's grace assumes no stripe
-            // record waits longer than this (plus one stripe's write) for its object's commit.
-            let written = if offset > 0 && started.elapsed() > deadline {
-                Err(DataError::Unavailable(format!(
-                    "the write ran past write_deadline_ms ({} ms) after {offset} of {size} bytes; nothing was kept",
-                    deadline.as_millis()
-                )))
-            } else {
-                match self.encode(&chunk, this_unit_bytes) {
-                    Ok(units) => self.write_stripe(units, this_unit_bytes).await,
-                    Err(error) => Err(error),
-                }
-            };
-            match written {
-                Ok(stripe) => segments.push(StripeSegment {
-                    stripe: stripe.id,
-                    unit_bytes: this_unit_bytes,
-                    object_offset_bytes: offset,
-                    length_bytes: end - offset,
-                }),
-                Err(error) => {
-                    // Nothing half-written stays referenced: drop the stripes already recorded.
-                    for segment in &segments {
-                        if let Err(cleanup) = self.delete_stripe(segment.stripe).await {
-                            tracing::warn!(stripe = %segment.stripe, %cleanup, "could not drop stripe of a failed write");
-                        }
-                    }
-                    return Err(error);
-                }
+        // Past the deadline no stripe is started: the stripe collector's grace assumes no stripe
+        // record waits longer than this (plus one stripe's write) for its object's commit.
+        let may_start = |i: usize| {
+            if i > 0 && started.elapsed() > deadline {
+                return Err(DataError::Unavailable(format!(
+                    "the write ran past write_deadline_ms ({} ms) after {} of {size} bytes; nothing was kept",
+                    deadline.as_millis(),
+                    cuts[i].0
+                )));
             }
-            offset = end;
-        }
+            Ok(())
+        };
+        let write_one = |i: usize| {
+            let (offset, end, this_unit_bytes) = cuts[i];
+            let chunk = body.slice(offset as usize..end as usize);
+            async move {
+                let units = self.encode(&chunk, this_unit_bytes)?;
+                self.write_stripe(units, this_unit_bytes).await
+            }
+        };
+        let parallel = self.io.config().max_parallel_stripe_writes;
+        let stripes = match in_order_bounded(cuts.len(), parallel, may_start, write_one).await {
+            Ok(stripes) => stripes,
+            Err((error, written)) => {
+                // Nothing half-written stays referenced: drop the stripes already recorded.
+                for stripe in written {
+                    if let Err(cleanup) = self.delete_stripe(stripe.id).await {
+                        tracing::warn!(stripe = %stripe.id, %cleanup, "could not drop stripe of a failed write");
+                    }
+                }
+                return Err(error);
+            }
+        };
+        let segments = stripes
+            .iter()
+            .zip(&cuts)
+            .map(|(stripe, &(offset, end, this_unit_bytes))| StripeSegment {
+                stripe: stripe.id,
+                unit_bytes: this_unit_bytes,
+                object_offset_bytes: offset,
+                length_bytes: end - offset,
+            })
+            .collect();
         Ok(Layout::Striped { segments })
     }
 
@@ -586,5 +645,71 @@ impl ErasureData {
         let mut tasks = vec![Arc::clone(&membership).spawn(), Arc::clone(&repair).spawn(), packer_task];
         tasks.extend(Arc::clone(&orphans).spawn());
         Ok(RunningData { data, membership, repair, orphans, tasks })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// What a run of [`in_order_bounded`] did: how many ran at once at most, which started, and
+    /// how many are still running.
+    #[derive(Default)]
+    struct Trace {
+        running: usize,
+        most_running: usize,
+        started: Vec<usize>,
+    }
+
+    /// A job that yields more the lower its index (so later ones finish first) and fails at `fail`.
+    async fn job(trace: &Mutex<Trace>, index: usize, count: usize, fail: Option<usize>) -> Result<usize, DataError> {
+        {
+            let mut trace = trace.lock().unwrap();
+            trace.running += 1;
+            trace.most_running = trace.most_running.max(trace.running);
+            trace.started.push(index);
+        }
+        for _ in 0..(count - index) {
+            tokio::task::yield_now().await;
+        }
+        trace.lock().unwrap().running -= 1;
+        if fail == Some(index) { Err(DataError::Unavailable(format!("job {index}"))) } else { Ok(index * 10) }
+    }
+
+    #[tokio::test]
+    async fn outputs_come_back_in_order_with_at_most_the_limit_in_flight() {
+        let trace = Mutex::new(Trace::default());
+        let outputs = in_order_bounded(10, 3, |_| Ok(()), |i| job(&trace, i, 10, None)).await.unwrap();
+        assert_eq!(outputs, (0..10).map(|i| i * 10).collect::<Vec<_>>());
+        let trace = trace.into_inner().unwrap();
+        assert_eq!((trace.most_running, trace.running), (3, 0));
+        let trace = Mutex::new(Trace::default());
+        in_order_bounded(5, 1, |_| Ok(()), |i| job(&trace, i, 5, None)).await.unwrap();
+        assert_eq!(trace.into_inner().unwrap().most_running, 1, "a limit of 1 runs one after another");
+    }
+
+    #[tokio::test]
+    async fn a_failure_stops_new_starts_awaits_the_rest_and_returns_what_succeeded() {
+        let trace = Mutex::new(Trace::default());
+        let (error, mut done) = in_order_bounded(10, 3, |_| Ok(()), |i| job(&trace, i, 10, Some(1))).await.unwrap_err();
+        assert!(error.to_string().contains("job 1"), "{error}");
+        let trace = trace.into_inner().unwrap();
+        assert_eq!(trace.running, 0, "nothing left running");
+        // Jobs 0..3 start; 2 finishes first and frees a slot for 3, then 1 fails: 4 never starts.
+        assert_eq!(trace.started, vec![0, 1, 2, 3]);
+        done.sort_unstable();
+        assert_eq!(done, vec![0, 20, 30], "every success is handed back to be undone");
+    }
+
+    #[tokio::test]
+    async fn a_refused_start_ends_the_run_after_the_ones_in_flight() {
+        let trace = Mutex::new(Trace::default());
+        let refuse = |i: usize| if i == 2 { Err(DataError::Unavailable("deadline".into())) } else { Ok(()) };
+        let (error, done) = in_order_bounded(6, 4, refuse, |i| job(&trace, i, 6, None)).await.unwrap_err();
+        assert!(error.to_string().contains("deadline"), "{error}");
+        assert_eq!(trace.into_inner().unwrap().started, vec![0, 1]);
+        assert_eq!(done, vec![0, 10]);
     }
 }
