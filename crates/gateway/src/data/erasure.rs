@@ -402,7 +402,8 @@ fn striped_stripes(layout: &Layout) -> Vec<StripeId> {
 /// outputs in index order. `may_start(i)` is asked before each start; after its first refusal or
 /// the first failure nothing more is started, the ones in flight are awaited (never dropped
 /// halfway), and the error comes back with every output that did succeed, so the caller can undo
-/// them.
+/// them. (`buffered` with `try_collect`, as reads use, would drop the writes still in flight at the
+/// first error, leaving units and stripe records for the collectors instead of undoing them now.)
 async fn in_order_bounded<T, Fut>(
     count: usize,
     limit: usize,
