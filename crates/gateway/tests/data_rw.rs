@@ -93,3 +93,62 @@ async fn writes_go_on_degraded_with_nodes_down_and_stop_below_k() {
     }
     cluster.shutdown().await;
 }
+
+/// `body` as chunks of `chunk_bytes` (the last shorter), as a request body arrives.
+fn chunked(body: &bytes::Bytes, chunk_bytes: usize) -> Vec<Result<bytes::Bytes, DataError>> {
+    (0..body.len()).step_by(chunk_bytes).map(|at| Ok(body.slice(at..(at + chunk_bytes).min(body.len())))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_writes_store_what_whole_writes_store_and_a_broken_body_leaves_nothing() {
+    use futures_util::StreamExt;
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(striped_only(cluster.config("rs-6-3")), Arc::clone(&cluster.meta)).await.unwrap();
+    // Chunks of a size no stripe is a multiple of, so stripes are joined across chunks; sizes from
+    // empty (no segment) and a short single stripe up to three and a half stripes.
+    let stripe_bytes = 6usize << 20;
+    for (seed, size) in [0, 1000, stripe_bytes, (stripe_bytes * 7) / 2].into_iter().enumerate() {
+        let body = pattern(size, seed as u64 + 40);
+        let streamed = data.write_stream(futures_util::stream::iter(chunked(&body, 65_537)).boxed()).await.unwrap();
+        let whole = data.write(body.clone()).await.unwrap();
+        match (&streamed, &whole) {
+            (Layout::Striped { segments: a }, Layout::Striped { segments: b }) => {
+                let shape = |segments: &[meta::StripeSegment]| {
+                    segments.iter().map(|s| (s.object_offset_bytes, s.length_bytes, s.unit_bytes)).collect::<Vec<_>>()
+                };
+                assert_eq!(shape(a), shape(b), "{size} B: the same stripes as a whole write");
+            }
+            other => panic!("{size} B: layouts differ in kind: {other:?}"),
+        }
+        assert!(data.read(&streamed, 0..size as u64).await.unwrap() == body, "{size} B streamed reads back");
+        data.release(&streamed).await.unwrap();
+        data.release(&whole).await.unwrap();
+    }
+    assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "all released");
+
+    // A body that breaks after two and a half stripes: the stripes already written are dropped.
+    let body = pattern(stripe_bytes * 4, 50);
+    let mut chunks = chunked(&body.slice(..stripe_bytes * 5 / 2), 1 << 20);
+    chunks.push(Err(DataError::Body("connection reset".into())));
+    let err = data.write_stream(futures_util::stream::iter(chunks).boxed()).await.unwrap_err();
+    assert_eq!(err, DataError::Body("connection reset".into()));
+    // Beyond the size limit: the same.
+    let mut small = striped_only(cluster.config("rs-6-3"));
+    small.max_object_bytes = (stripe_bytes * 2) as u64;
+    let limited = ErasureData::new(small, Arc::clone(&cluster.meta)).await.unwrap();
+    let err = limited.write_stream(futures_util::stream::iter(chunked(&body, 1 << 20)).boxed()).await.unwrap_err();
+    assert!(matches!(err, DataError::TooLarge { limit, .. } if limit == (stripe_bytes * 2) as u64), "{err}");
+    assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
+    for i in 0..9 {
+        let units = cluster.client(i).await.list_units(None, 0).await.unwrap().units;
+        assert!(units.is_empty(), "node {i} keeps no unit of a failed streamed write: {units:?}");
+    }
+
+    // A small body that arrives in pieces is packed, as one given whole is.
+    let packing = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let small = pattern(1000, 51);
+    let packed = packing.write_stream(futures_util::stream::iter(chunked(&small, 300)).boxed()).await.unwrap();
+    assert!(matches!(packed, Layout::Packed { .. }), "{packed:?}");
+    assert!(packing.read(&packed, 0..1000).await.unwrap() == small);
+    cluster.shutdown().await;
+}

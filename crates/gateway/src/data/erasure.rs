@@ -11,6 +11,7 @@
 
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
@@ -21,20 +22,21 @@ use meta::{Layout, MetaError, MetaStore, NodeId, NodeState, StripeId, StripeMeta
 use super::cluster::ClusterView;
 use super::config::DataConfig;
 use super::controller::{Controller, ControllerConfig};
+use super::cut::{CutLimits, StripeCut, cut_stripes};
 use super::membership::{BackgroundTask, Membership};
 use super::orphans::OrphanCollector;
 use super::packed::{PackRefused, Packer};
 use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
-use super::{DataError, ObjectData};
+use super::{BodyStream, DataError, ObjectData};
 
 /// Alignment of the unit size of an object's last stripe (the codec kernels' step).
 pub const UNIT_ALIGN_BYTES: u64 = 64;
 
 /// How often the packer checks its open stripe's age and retries failed seals.
-const PACKER_TICK: std::time::Duration = std::time::Duration::from_millis(200);
+const PACKER_TICK: Duration = Duration::from_millis(200);
 /// How long shutdown waits for open stripes to be sealed.
-const SHUTDOWN_SEAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const SHUTDOWN_SEAL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Stripes read per page when the placer's unit counts are loaded at start.
 const STRIPE_PAGE: usize = 512;
@@ -398,49 +400,63 @@ fn striped_stripes(layout: &Layout) -> Vec<StripeId> {
     }
 }
 
-/// Runs `start(0)`, `start(1)`, … `start(count - 1)` with at most `limit` in flight and returns their
-/// outputs in index order. `may_start(i)` is asked before each start; after its first refusal or
-/// the first failure nothing more is started, the ones in flight are awaited (never dropped
-/// halfway), and the error comes back with every output that did succeed, so the caller can undo
-/// them. (`buffered` with `try_collect`, as reads use, would drop the writes still in flight at the
-/// first error, leaving units and stripe records for the collectors instead of undoing them now.)
+/// Runs the futures `source` yields, at most `limit` at once, and returns their outputs in the
+/// order they were yielded. `source` is pulled only while fewer than `limit` run, and the ones
+/// running are driven while it is awaited (a body arriving slowly does not stall the stripes already
+/// cut from it). `may_start(i)` is asked before the i-th starts. After its first refusal, the
+/// first error from `source` or the first failure, nothing more is pulled or started, the ones in
+/// flight are awaited (never dropped halfway), and the error comes back with every output that did
+/// succeed, so the caller can undo them. (`buffered` with `try_collect`, as reads use, would drop
+/// the writes still in flight at the first error, leaving units and stripe records for the
+/// collectors instead of undoing them now.)
 async fn in_order_bounded<T, Fut>(
-    count: usize,
     limit: usize,
     mut may_start: impl FnMut(usize) -> Result<(), DataError>,
-    mut start: impl FnMut(usize) -> Fut,
+    source: impl futures_util::Stream<Item = Result<Fut, DataError>>,
 ) -> Result<Vec<T>, (DataError, Vec<T>)>
 where
     Fut: std::future::Future<Output = Result<T, DataError>>,
 {
     assert!(limit > 0, "at least one in flight");
+    let mut source = std::pin::pin!(source);
     let mut in_flight = futures_util::stream::FuturesUnordered::new();
-    let mut outputs: Vec<Option<T>> = std::iter::repeat_with(|| None).take(count).collect();
-    let (mut next, mut failure) = (0, None);
-    // Each round either starts nothing more and ends, or collects one finished future: at most
-    // count + 1 rounds.
-    for _round in 0..=count {
-        while failure.is_none() && next < count && in_flight.len() < limit {
-            if let Err(refused) = may_start(next) {
-                failure = Some(refused);
-                break;
-            }
-            let index = next;
-            let future = start(index);
-            in_flight.push(async move { (index, future.await) });
-            next += 1;
+    let mut outputs: Vec<Option<T>> = Vec::new();
+    let (mut source_ended, mut failure) = (false, None);
+    // Each round takes one item from `source` or finishes one future. `source` is finite (a
+    // body's stripes, bounded by the size limit and the write deadline), so this ends.
+    loop {
+        let may_pull = failure.is_none() && !source_ended && in_flight.len() < limit;
+        if !may_pull && in_flight.is_empty() {
+            break;
         }
-        let Some((index, output)) = in_flight.next().await else { break };
-        match output {
-            Ok(value) => outputs[index] = Some(value),
-            Err(error) => {
-                failure.get_or_insert(error);
-            }
+        tokio::select! {
+            // Finished writes first: their slots are what the next pull waits for.
+            biased;
+            Some((index, output)) = in_flight.next(), if !in_flight.is_empty() => match output {
+                Ok(value) => outputs[index] = Some(value),
+                Err(error) => {
+                    failure.get_or_insert(error);
+                }
+            },
+            item = source.next(), if may_pull => match item {
+                None => source_ended = true,
+                Some(Err(error)) => failure = Some(error),
+                Some(Ok(future)) => {
+                    let index = outputs.len();
+                    match may_start(index) {
+                        Err(refused) => failure = Some(refused),
+                        Ok(()) => {
+                            outputs.push(None);
+                            in_flight.push(async move { (index, future.await) });
+                        }
+                    }
+                }
+            },
         }
     }
     assert!(in_flight.is_empty(), "every started future was awaited");
     match failure {
-        None => Ok(outputs.into_iter().map(|output| output.expect("every index ran")).collect()),
+        None => Ok(outputs.into_iter().map(|output| output.expect("every started future finished")).collect()),
         Some(error) => Err((error, outputs.into_iter().flatten().collect())),
     }
 }
@@ -448,6 +464,77 @@ where
 /// `ceil(len / k)` rounded up to [`UNIT_ALIGN_BYTES`]: the unit size of a partial last stripe.
 pub fn last_stripe_unit_bytes(len: u64, k: u64) -> u64 {
     len.div_ceil(k).div_ceil(UNIT_ALIGN_BYTES).max(1) * UNIT_ALIGN_BYTES
+}
+
+impl ErasureData {
+    /// How a body of this data path is cut into stripes, for a write that must be done by `deadline`.
+    fn cut_limits(&self, deadline: tokio::time::Instant) -> CutLimits {
+        let config = self.io.config();
+        CutLimits {
+            stripe_bytes: self.code.data_units() as u64 * config.unit_bytes,
+            max_body_bytes: config.max_object_bytes,
+            deadline,
+        }
+    }
+
+    /// Writes the stripes `cuts` yields, up to `max_parallel_stripe_writes` at once, and returns the
+    /// layout of them all. Past `deadline` no stripe is started: the stripe collector's grace
+    /// assumes no stripe record waits longer than this (plus one stripe's write) for its object's
+    /// commit. On any failure every stripe written is dropped again, and the error comes back.
+    async fn write_striped(
+        &self,
+        cuts: impl futures_util::Stream<Item = Result<StripeCut, DataError>> + Send,
+        deadline: tokio::time::Instant,
+    ) -> Result<Layout, DataError> {
+        let k = self.code.data_units();
+        let up = self.io.cluster().nodes().await?.iter().filter(|node| node.state == NodeState::Up).count();
+        if up < k {
+            return Err(DataError::Unavailable(format!(
+                "{up} storage nodes up, a stripe of {} needs at least {k}",
+                self.code_name
+            )));
+        }
+        let k = k as u64;
+        let unit_bytes = self.io.config().unit_bytes;
+        let write_deadline_ms = self.io.config().write_deadline_ms;
+        let may_start = |i: usize| {
+            if i > 0 && tokio::time::Instant::now() > deadline {
+                return Err(DataError::Unavailable(format!(
+                    "the write ran past write_deadline_ms ({write_deadline_ms} ms) after {i} stripes; nothing was kept"
+                )));
+            }
+            Ok(())
+        };
+        let writes = cuts.map(|cut| {
+            cut.map(|cut| async move {
+                let length = cut.bytes.len() as u64;
+                // Only an object's last stripe is short; its units are the rest split k ways.
+                let this_unit_bytes =
+                    if length == k * unit_bytes { unit_bytes } else { last_stripe_unit_bytes(length, k) };
+                let units = self.encode(&cut.bytes, this_unit_bytes)?;
+                let stripe = self.write_stripe(units, this_unit_bytes).await?;
+                Ok(StripeSegment {
+                    stripe: stripe.id,
+                    unit_bytes: this_unit_bytes,
+                    object_offset_bytes: cut.offset_bytes,
+                    length_bytes: length,
+                })
+            })
+        });
+        let parallel = self.io.config().max_parallel_stripe_writes;
+        match in_order_bounded(parallel, may_start, writes).await {
+            Ok(segments) => Ok(Layout::Striped { segments }),
+            Err((error, written)) => {
+                // Nothing half-written stays referenced: drop the stripes already recorded.
+                for segment in written {
+                    if let Err(cleanup) = self.delete_stripe(segment.stripe).await {
+                        tracing::warn!(stripe = %segment.stripe, %cleanup, "could not drop stripe of a failed write");
+                    }
+                }
+                Err(error)
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -470,72 +557,26 @@ impl ObjectData for ErasureData {
                 }
             }
         }
-        let k = self.code.data_units();
-        let up = self.io.cluster().nodes().await?.iter().filter(|node| node.state == NodeState::Up).count();
-        if up < k {
-            return Err(DataError::Unavailable(format!(
-                "{up} storage nodes up, a stripe of {} needs at least {k}",
-                self.code_name
-            )));
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.io.config().write_deadline_ms);
+        // Cutting a body given whole slices it: no copy.
+        let cuts = cut_stripes(stream::iter([Ok(body)]).boxed(), self.cut_limits(deadline));
+        self.write_striped(cuts, deadline).await
+    }
+
+    async fn write_stream(&self, body: BodyStream<'_>) -> Result<Layout, DataError> {
+        // The deadline counts from the first byte awaited: receiving the body is part of the write.
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.io.config().write_deadline_ms);
+        let mut cuts = cut_stripes(body, self.cut_limits(deadline)).peekable();
+        let first = match cuts.next().await {
+            None => return self.write(Bytes::new()).await,
+            Some(first) => first?,
+        };
+        match std::pin::Pin::new(&mut cuts).peek().await {
+            // The whole body fits one stripe: written as a body given whole (packed if small).
+            None => self.write(first.bytes).await,
+            Some(Err(_)) => Err(cuts.next().await.expect("peeked").expect_err("peeked an error")),
+            Some(Ok(_)) => self.write_striped(stream::iter([Ok(first)]).chain(cuts), deadline).await,
         }
-        let k = k as u64;
-        let unit_bytes = self.io.config().unit_bytes;
-        let stripe_bytes = k * unit_bytes;
-        // The object's stripes: (offset, end, unit size); only the last may be partial.
-        let cuts: Vec<(u64, u64, u64)> = (0..size.div_ceil(stripe_bytes))
-            .map(|i| {
-                let (offset, end) = (i * stripe_bytes, ((i + 1) * stripe_bytes).min(size));
-                let this_unit_bytes =
-                    if end - offset == stripe_bytes { unit_bytes } else { last_stripe_unit_bytes(end - offset, k) };
-                (offset, end, this_unit_bytes)
-            })
-            .collect();
-        let started = std::time::Instant::now();
-        let deadline = std::time::Duration::from_millis(self.io.config().write_deadline_ms);
-        // Past the deadline no stripe is started: the stripe collector's grace assumes no stripe
-        // record waits longer than this (plus one stripe's write) for its object's commit.
-        let may_start = |i: usize| {
-            if i > 0 && started.elapsed() > deadline {
-                return Err(DataError::Unavailable(format!(
-                    "the write ran past write_deadline_ms ({} ms) after {} of {size} bytes; nothing was kept",
-                    deadline.as_millis(),
-                    cuts[i].0
-                )));
-            }
-            Ok(())
-        };
-        let write_one = |i: usize| {
-            let (offset, end, this_unit_bytes) = cuts[i];
-            let chunk = body.slice(offset as usize..end as usize);
-            async move {
-                let units = self.encode(&chunk, this_unit_bytes)?;
-                self.write_stripe(units, this_unit_bytes).await
-            }
-        };
-        let parallel = self.io.config().max_parallel_stripe_writes;
-        let stripes = match in_order_bounded(cuts.len(), parallel, may_start, write_one).await {
-            Ok(stripes) => stripes,
-            Err((error, written)) => {
-                // Nothing half-written stays referenced: drop the stripes already recorded.
-                for stripe in written {
-                    if let Err(cleanup) = self.delete_stripe(stripe.id).await {
-                        tracing::warn!(stripe = %stripe.id, %cleanup, "could not drop stripe of a failed write");
-                    }
-                }
-                return Err(error);
-            }
-        };
-        let segments = stripes
-            .iter()
-            .zip(&cuts)
-            .map(|(stripe, &(offset, end, this_unit_bytes))| StripeSegment {
-                stripe: stripe.id,
-                unit_bytes: this_unit_bytes,
-                object_offset_bytes: offset,
-                length_bytes: end - offset,
-            })
-            .collect();
-        Ok(Layout::Striped { segments })
     }
 
     async fn read(&self, layout: &Layout, range: Range<u64>) -> Result<Bytes, DataError> {
@@ -679,22 +720,32 @@ mod tests {
         if fail == Some(index) { Err(DataError::Unavailable(format!("job {index}"))) } else { Ok(index * 10) }
     }
 
+    /// `count` jobs as a source stream.
+    fn jobs<'a>(
+        trace: &'a Mutex<Trace>,
+        count: usize,
+        fail: Option<usize>,
+    ) -> impl futures_util::Stream<Item = Result<impl Future<Output = Result<usize, DataError>> + 'a, DataError>> + 'a
+    {
+        stream::iter((0..count).map(move |i| Ok(job(trace, i, count, fail))))
+    }
+
     #[tokio::test]
     async fn outputs_come_back_in_order_with_at_most_the_limit_in_flight() {
         let trace = Mutex::new(Trace::default());
-        let outputs = in_order_bounded(10, 3, |_| Ok(()), |i| job(&trace, i, 10, None)).await.unwrap();
+        let outputs = in_order_bounded(3, |_| Ok(()), jobs(&trace, 10, None)).await.unwrap();
         assert_eq!(outputs, (0..10).map(|i| i * 10).collect::<Vec<_>>());
         let trace = trace.into_inner().unwrap();
         assert_eq!((trace.most_running, trace.running), (3, 0));
         let trace = Mutex::new(Trace::default());
-        in_order_bounded(5, 1, |_| Ok(()), |i| job(&trace, i, 5, None)).await.unwrap();
+        in_order_bounded(1, |_| Ok(()), jobs(&trace, 5, None)).await.unwrap();
         assert_eq!(trace.into_inner().unwrap().most_running, 1, "a limit of 1 runs one after another");
     }
 
     #[tokio::test]
     async fn a_failure_stops_new_starts_awaits_the_rest_and_returns_what_succeeded() {
         let trace = Mutex::new(Trace::default());
-        let (error, mut done) = in_order_bounded(10, 3, |_| Ok(()), |i| job(&trace, i, 10, Some(1))).await.unwrap_err();
+        let (error, mut done) = in_order_bounded(3, |_| Ok(()), jobs(&trace, 10, Some(1))).await.unwrap_err();
         assert!(error.to_string().contains("job 1"), "{error}");
         let trace = trace.into_inner().unwrap();
         assert_eq!(trace.running, 0, "nothing left running");
@@ -708,9 +759,38 @@ mod tests {
     async fn a_refused_start_ends_the_run_after_the_ones_in_flight() {
         let trace = Mutex::new(Trace::default());
         let refuse = |i: usize| if i == 2 { Err(DataError::Unavailable("deadline".into())) } else { Ok(()) };
-        let (error, done) = in_order_bounded(6, 4, refuse, |i| job(&trace, i, 6, None)).await.unwrap_err();
+        let (error, done) = in_order_bounded(4, refuse, jobs(&trace, 6, None)).await.unwrap_err();
         assert!(error.to_string().contains("deadline"), "{error}");
         assert_eq!(trace.into_inner().unwrap().started, vec![0, 1]);
         assert_eq!(done, vec![0, 10]);
+    }
+
+    #[tokio::test]
+    async fn an_error_from_the_source_ends_the_run_after_the_ones_in_flight() {
+        let trace = Mutex::new(Trace::default());
+        let source = jobs(&trace, 6, None).take(2).chain(stream::iter([Err(DataError::Body("reset".into()))]));
+        let (error, done) = in_order_bounded(4, |_| Ok(()), source).await.unwrap_err();
+        assert_eq!(error, DataError::Body("reset".into()));
+        assert_eq!(trace.into_inner().unwrap().running, 0, "nothing left running");
+        assert_eq!(done, vec![0, 10]);
+    }
+
+    #[tokio::test]
+    async fn futures_in_flight_run_while_the_source_waits() {
+        // The source's second item waits for the first future to finish: a helper that awaited
+        // the source alone while it had room would never finish.
+        let (finished, first_done) = tokio::sync::oneshot::channel::<()>();
+        let first = futures_util::FutureExt::boxed(async move {
+            tokio::task::yield_now().await;
+            finished.send(()).expect("the source waits");
+            Ok(1)
+        });
+        let source = stream::iter([Ok(first)]).chain(stream::once(async move {
+            first_done.await.expect("the first future finished");
+            Ok(futures_util::FutureExt::boxed(async { Ok(2) }))
+        }));
+        let run = in_order_bounded(2, |_| Ok(()), source);
+        let outputs = tokio::time::timeout(Duration::from_secs(10), run).await.expect("no deadlock").unwrap();
+        assert_eq!(outputs, vec![1, 2]);
     }
 }

@@ -14,10 +14,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
 use meta::{Layout, StripeId, StripeSegment};
 
-use super::{DataError, ObjectData};
+use super::{BodyStream, DataError, ObjectData};
 
 /// Default most object bytes per synthetic stripe (as a striped layout of k = 6 units of 1 MiB holds).
 pub const DEFAULT_SEGMENT_BYTES: u64 = 6 << 20;
@@ -196,6 +197,21 @@ impl ObjectData for MemoryData {
             offset += length;
         }
         Ok(Layout::Striped { segments })
+    }
+
+    async fn write_stream(&self, mut body: BodyStream<'_>) -> Result<Layout, DataError> {
+        // Held whole, as this store holds everything: the limit is checked as the body arrives.
+        let mut collected = BytesMut::new();
+        // Ends with the body; the limit stops one that never ends.
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            let size = collected.len() as u64 + chunk.len() as u64;
+            if size > self.max_write_bytes {
+                return Err(DataError::TooLarge { size, limit: self.max_write_bytes });
+            }
+            collected.extend_from_slice(&chunk);
+        }
+        self.write(collected.freeze()).await
     }
 
     async fn read(&self, layout: &Layout, range: Range<u64>) -> Result<Bytes, DataError> {

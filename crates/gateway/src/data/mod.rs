@@ -13,6 +13,7 @@ use std::ops::Range;
 pub mod cluster;
 pub mod config;
 pub mod controller;
+pub mod cut;
 pub mod erasure;
 pub mod membership;
 pub mod memory;
@@ -68,10 +69,17 @@ pub enum DataError {
     /// Metadata (stripe records) could not be read or written.
     #[error("metadata: {0}")]
     Meta(String),
+    /// The body of a streamed write ended with an error (the sender's, not the store's).
+    #[error("the body could not be read: {0}")]
+    Body(String),
     /// Anything else, with context.
     #[error("{0}")]
     Internal(String),
 }
+
+/// An object body as it arrives: chunks of any size, in order, ending with the body or with the
+/// error that fails the write.
+pub type BodyStream<'a> = futures_util::stream::BoxStream<'a, Result<Bytes, DataError>>;
 
 /// Stores and reads object bytes. Implementations: the erasure-coded store over storage nodes, and
 /// an in-memory one for tests of the layers above.
@@ -80,6 +88,12 @@ pub trait ObjectData: Send + Sync {
     /// Stores `body` and returns where it lives. When this returns Ok the bytes survive the loss of
     /// any m storage nodes (any decodable pattern for LRC): an acknowledged write is never lost.
     async fn write(&self, body: Bytes) -> Result<Layout, DataError>;
+
+    /// Stores a body that arrives as a stream, as [`write`](Self::write) stores a whole one. An
+    /// error from `body` (or running past the limits `write` has) fails the write, and nothing of it
+    /// is kept. The erasure-coded store writes each stripe as soon as its bytes are in, so a large
+    /// body is never held whole.
+    async fn write_stream(&self, body: BodyStream<'_>) -> Result<Layout, DataError>;
 
     /// Reads bytes `range` (within `0..size` of the object) of the object stored at `layout`,
     /// through a degraded read when a unit's node is down, slow or returns a corrupt unit.

@@ -33,6 +33,7 @@ pub fn from_data(error: DataError) -> S3Error {
         DataError::Unavailable(_) => S3ErrorCode::ServiceUnavailable,
         DataError::InvalidRange { .. } => S3ErrorCode::InvalidRange,
         DataError::TooLarge { .. } => S3ErrorCode::EntityTooLarge,
+        DataError::Body(_) => S3ErrorCode::IncompleteBody,
         DataError::Lost(_) | DataError::Meta(_) | DataError::Internal(_) => {
             tracing::error!(%error, "data path failure");
             S3ErrorCode::InternalError
@@ -60,5 +61,6 @@ mod tests {
         let range = DataError::InvalidRange { start: 1, end: 2, size: 0 };
         assert_eq!(*from_data(range).code(), S3ErrorCode::InvalidRange);
         assert_eq!(*from_data(DataError::TooLarge { size: 2, limit: 1 }).code(), S3ErrorCode::EntityTooLarge);
+        assert_eq!(*from_data(DataError::Body("reset".into())).code(), S3ErrorCode::IncompleteBody);
     }
 }

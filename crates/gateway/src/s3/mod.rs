@@ -7,6 +7,7 @@
 //! limits and error codes.
 
 mod auth;
+mod body;
 mod conditions;
 mod copy;
 mod errors;

@@ -11,8 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use base64::Engine as _;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::StreamExt;
 use md5::{Digest, Md5};
 use meta::validate::{MAX_KEY_BYTES, MAX_PART_NUMBER};
@@ -25,11 +24,12 @@ use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use tracing::Instrument;
 
 use super::S3Options;
+use super::body::{BodyTally, DeclaredBody, tallied};
 use super::conditions::{self, Conditions, Precondition};
 use super::copy::{self, Directive};
 use super::errors::{from_data, from_meta, s3};
 use super::listing::{page_uploads, start_after_marker, url_encode};
-use crate::data::ObjectData;
+use crate::data::{DataError, ObjectData};
 
 /// Name of the request latency histogram (seconds), labelled by `operation` and `outcome`.
 pub const REQUEST_SECONDS_METRIC: &str = "lowtail_s3_request_seconds";
@@ -38,6 +38,8 @@ const MAX_DELETE_KEYS: usize = 1000;
 /// Largest source a CopyObject copies (S3's limit; larger objects are copied part by part with
 /// UploadPartCopy, as clients do). Bounds how long one request runs, not its memory (see `copy_bytes`).
 const MAX_COPY_OBJECT_BYTES: u64 = 5 << 30;
+/// Bytes a copy reads from its source at a time (each read is fetched whole, its units in parallel).
+const COPY_READ_BYTES: u64 = 8 << 20;
 
 /// The S3 service: S3 semantics over a metadata store and an object data store.
 pub struct LowtailS3 {
@@ -83,38 +85,31 @@ impl LowtailS3 {
         }
     }
 
-    /// Reads the request body into memory, refusing more than `max_object_bytes` with EntityTooLarge.
-    async fn collect_body(&self, body: Option<StreamingBlob>, content_length: Option<i64>) -> S3Result<Bytes> {
+    /// Streams a request body into the data path and returns its layout, ETag (hex MD5) and size.
+    /// The body is never held whole: the data path writes each stripe as its bytes arrive. A body
+    /// above `max_object_bytes` (EntityTooLarge), one that fails to arrive (IncompleteBody, or the
+    /// signature error of a streaming upload), or one unlike its Content-Length or Content-MD5
+    /// (IncompleteBody, BadDigest) leaves nothing stored.
+    async fn write_body(
+        &self,
+        body: Option<StreamingBlob>,
+        content_length: Option<i64>,
+        content_md5: Option<&str>,
+    ) -> S3Result<(Layout, String, u64)> {
         let limit = self.options.max_object_bytes;
-        let too_large = |size: u64| {
-            s3(S3ErrorCode::EntityTooLarge, format!("the body of {size} bytes exceeds the limit of {limit}"))
+        let declared = DeclaredBody::new(content_length, content_md5, limit)?;
+        let mut tally = BodyTally::default();
+        let written = self.data.write_stream(tallied(body, limit, &mut tally)).await;
+        let layout = match written {
+            Ok(layout) => layout,
+            // The body's own failure is what the client needs to hear, not the write it stopped.
+            Err(error) => return Err(tally.take_error().unwrap_or_else(|| from_data(error))),
         };
-        let declared = content_length.and_then(|length| u64::try_from(length).ok());
-        if let Some(declared) = declared
-            && declared > limit
-        {
-            return Err(too_large(declared));
+        if let Err(error) = declared.check(&tally) {
+            self.release(&layout).await;
+            return Err(error);
         }
-        let Some(mut body) = body else { return Ok(Bytes::new()) };
-        let mut collected = BytesMut::with_capacity(usize::try_from(declared.unwrap_or(0)).unwrap_or(0));
-        // Ends with the stream; the limit check stops a body that never ends.
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|error| match error.downcast::<S3Error>() {
-                Ok(error) => *error,
-                Err(error) => s3(S3ErrorCode::IncompleteBody, format!("reading the request body: {error}")),
-            })?;
-            let size = collected.len() as u64 + chunk.len() as u64;
-            if size > limit {
-                return Err(too_large(size));
-            }
-            collected.extend_from_slice(&chunk);
-        }
-        if let Some(declared) = declared
-            && declared != collected.len() as u64
-        {
-            return Err(s3(S3ErrorCode::IncompleteBody, "the body is shorter than its Content-Length"));
-        }
-        Ok(collected.freeze())
+        Ok((layout, tally.etag(), tally.size_bytes()))
     }
 
     /// The object's metadata, with conditional headers checked (412 / 304).
@@ -213,7 +208,8 @@ impl LowtailS3 {
 
     /// Reads bytes `range` of the object at `layout` and writes them as a new layout (at most
     /// `max_object_bytes`, EntityTooLarge beyond, as for a PutObject body). Returns the layout and
-    /// the hex MD5 of the bytes.
+    /// the hex MD5 of the bytes. The bytes stream from the read to the write `COPY_READ_BYTES` at
+    /// a time, so a copy holds no more of them than a streamed PutObject.
     async fn copy_range(&self, layout: &Layout, range: std::ops::Range<u64>) -> S3Result<(Layout, String)> {
         let length = range.end - range.start;
         let limit = self.options.max_object_bytes;
@@ -223,13 +219,25 @@ impl LowtailS3 {
                 format!("copying {length} bytes at once exceeds the limit of {limit}"),
             ));
         }
-        let body = if length == 0 { Bytes::new() } else { self.data.read(layout, range).await.map_err(from_data)? };
-        if body.len() as u64 != length {
-            return Err(s3(S3ErrorCode::InternalError, "the data path returned the wrong number of bytes"));
-        }
-        let etag = md5_hex(&body);
-        let layout = self.data.write(body).await.map_err(from_data)?;
-        Ok((layout, etag))
+        let mut md5 = Md5::new();
+        let reads = futures_util::stream::iter((range.start..range.end).step_by(COPY_READ_BYTES as usize))
+            .then(|start| {
+                let end = (start + COPY_READ_BYTES).min(range.end);
+                async move {
+                    let bytes = self.data.read(layout, start..end).await?;
+                    if bytes.len() as u64 != end - start {
+                        return Err(DataError::Internal("the data path returned the wrong number of bytes".into()));
+                    }
+                    Ok(bytes)
+                }
+            })
+            .inspect(|read| {
+                if let Ok(bytes) = read {
+                    md5.update(bytes);
+                }
+            });
+        let layout = self.data.write_stream(reads.boxed()).await.map_err(from_data)?;
+        Ok((layout, hex::encode(md5.finalize())))
     }
 
     async fn list_v2(&self, bucket: &str, query: &ListObjectsQuery) -> S3Result<ObjectListing> {
@@ -355,26 +363,6 @@ fn check_key(key: &str) -> S3Result<()> {
 /// S3's bucket naming rules (the metadata store's check) as an S3 `InvalidBucketName`.
 fn check_bucket_name(name: &str) -> S3Result<()> {
     meta::validate::bucket_name(name).map_err(|error| s3(S3ErrorCode::InvalidBucketName, error.to_string()))
-}
-
-fn md5_hex(body: &[u8]) -> String {
-    hex::encode(Md5::digest(body))
-}
-
-/// Checks a client's `Content-MD5` (base64 of the binary MD5) against the body's MD5.
-fn check_content_md5(content_md5: Option<&str>, etag: &str) -> S3Result<()> {
-    let Some(content_md5) = content_md5 else { return Ok(()) };
-    let declared = base64::engine::general_purpose::STANDARD
-        .decode(content_md5.trim())
-        .map_err(|_| s3(S3ErrorCode::InvalidDigest, "Content-MD5 is not base64"))?;
-    // Not the 16 bytes of an MD5 at all: S3 calls that an invalid digest, not a mismatch.
-    if declared.len() != 16 {
-        return Err(s3(S3ErrorCode::InvalidDigest, "Content-MD5 is not a 128-bit digest"));
-    }
-    if hex::encode(declared) != etag {
-        return Err(s3(S3ErrorCode::BadDigest, "the Content-MD5 does not match the body"));
-    }
-    Ok(())
 }
 
 /// `x-amz-meta-*` names lower-cased, as HTTP header names are case-insensitive.
@@ -582,11 +570,8 @@ impl S3 for LowtailS3 {
                     return Err(s3(S3ErrorCode::PreconditionFailed, "a precondition does not hold"));
                 }
             }
-            let body = self.collect_body(input.body, input.content_length).await?;
-            let etag = md5_hex(&body);
-            check_content_md5(input.content_md5.as_deref(), &etag)?;
-            let size_bytes = body.len() as u64;
-            let layout = self.data.write(body).await.map_err(from_data)?;
+            let (layout, etag, size_bytes) =
+                self.write_body(input.body, input.content_length, input.content_md5.as_deref()).await?;
             let object = ObjectMeta {
                 size_bytes,
                 etag: etag.clone(),
@@ -961,11 +946,8 @@ impl S3 for LowtailS3 {
             let number = part_number(input.part_number)?;
             // Before reading the body, so a part for a missing upload writes no data.
             self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
-            let body = self.collect_body(input.body, input.content_length).await?;
-            let etag = md5_hex(&body);
-            check_content_md5(input.content_md5.as_deref(), &etag)?;
-            let size_bytes = body.len() as u64;
-            let layout = self.data.write(body).await.map_err(from_data)?;
+            let (layout, etag, size_bytes) =
+                self.write_body(input.body, input.content_length, input.content_md5.as_deref()).await?;
             let part = PartMeta {
                 part_number: number,
                 size_bytes,
@@ -1242,6 +1224,10 @@ impl S3 for LowtailS3 {
 mod tests {
     use super::*;
 
+    fn md5_hex(body: &[u8]) -> String {
+        hex::encode(Md5::digest(body))
+    }
+
     #[test]
     fn multipart_etag_is_md5_of_binary_md5s() {
         let first = md5_hex(b"hello ");
@@ -1250,19 +1236,6 @@ mod tests {
         concatenated.extend(hex::decode(&second).unwrap());
         let expected = format!("{}-2", md5_hex(&concatenated));
         assert_eq!(multipart_etag(&[&first, &second]).unwrap(), expected);
-    }
-
-    #[test]
-    fn content_md5_is_checked() {
-        let etag = md5_hex(b"abc");
-        let good = base64::engine::general_purpose::STANDARD.encode(Md5::digest(b"abc"));
-        assert!(check_content_md5(Some(&good), &etag).is_ok());
-        assert!(check_content_md5(None, &etag).is_ok());
-        let bad = base64::engine::general_purpose::STANDARD.encode(Md5::digest(b"abd"));
-        assert_eq!(*check_content_md5(Some(&bad), &etag).unwrap_err().code(), S3ErrorCode::BadDigest);
-        assert_eq!(*check_content_md5(Some("%%%"), &etag).unwrap_err().code(), S3ErrorCode::InvalidDigest);
-        // base64 of "abracadabra": 11 bytes, no digest.
-        assert_eq!(*check_content_md5(Some("YWJyYWNhZGFicmE="), &etag).unwrap_err().code(), S3ErrorCode::InvalidDigest);
     }
 
     #[test]

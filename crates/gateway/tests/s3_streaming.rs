@@ -1,0 +1,148 @@
+//! Streamed request bodies over the erasure-coded data path (nine real storage nodes on 127.0.0.1,
+//! RS(6,3), stripes of 6 MiB): a PutObject body is written stripe by stripe while it arrives, and a
+//! body that stops halfway, or is not the one its Content-MD5 declares, leaves no stripe and no unit
+//! behind. Clients: `aws-sdk-s3`, and a raw TCP connection for a body cut off mid-upload.
+
+mod data_support;
+mod s3_common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::primitives::ByteStream;
+use base64::Engine as _;
+use data_support::TestCluster;
+use gateway::data::{DataConfig, ErasureData, ObjectData};
+use gateway::s3::{S3Options, build_service, serve};
+use md5::Digest;
+use s3_common::{ACCESS_KEY, SECRET_KEY, client_with, failure, md5_hex, pattern};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Full stripes of RS(6,3) at the default 1 MiB unit.
+const STRIPE_BYTES: usize = 6 << 20;
+
+struct Gateway {
+    cluster: TestCluster,
+    endpoint: String,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start() -> Gateway {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config: DataConfig = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let data: Arc<dyn ObjectData> = Arc::new(ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap());
+    let service = build_service(
+        Arc::clone(&cluster.meta),
+        data,
+        vec![(ACCESS_KEY.into(), SECRET_KEY.into())],
+        S3Options::default(),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve(listener, service, async move {
+        let _ = stop.await;
+    }));
+    Gateway { cluster, endpoint, shutdown }
+}
+
+impl Gateway {
+    async fn stripes(&self) -> usize {
+        self.cluster.meta.list_stripes(None, 100).await.unwrap().len()
+    }
+
+    /// Waits (up to 20 s) until `stripes_recorded(count)` holds.
+    async fn wait_for_stripes(&self, what: &str, holds: impl Fn(usize) -> bool) {
+        let started = Instant::now();
+        // Polls every 20 ms: bounded by the 20 s limit.
+        while !holds(self.stripes().await) {
+            assert!(started.elapsed() < Duration::from_secs(20), "{what}: {} stripes recorded", self.stripes().await);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn assert_no_units(&self) {
+        for i in 0..9 {
+            let units = self.cluster.client(i).await.list_units(None, 0).await.unwrap().units;
+            assert!(units.is_empty(), "node {i} keeps no unit of a failed upload: {units:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_stream_into_stripes_and_failed_ones_leave_nothing() {
+    let gateway = start().await;
+    let client = client_with(&gateway.endpoint, ACCESS_KEY, SECRET_KEY);
+    client.create_bucket().bucket("streams").send().await.unwrap();
+
+    // A body of three and a half stripes round-trips, with the MD5 ETag of the bytes.
+    let body = pattern(STRIPE_BYTES * 7 / 2, 1);
+    let put =
+        client.put_object().bucket("streams").key("whole").body(ByteStream::from(body.clone())).send().await.unwrap();
+    assert_eq!(put.e_tag().unwrap().trim_matches('"'), md5_hex(&body));
+    let got = client.get_object().bucket("streams").key("whole").send().await.unwrap();
+    assert!(got.body.collect().await.unwrap().into_bytes() == body, "read back identical");
+    client.delete_object().bucket("streams").key("whole").send().await.unwrap();
+    assert_eq!(gateway.stripes().await, 0);
+
+    // A Content-MD5 that is not the body's: BadDigest, after its stripes were written, and they are
+    // dropped again. The same for a part.
+    let wrong_md5 = base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(b"something else"));
+    let error = client
+        .put_object()
+        .bucket("streams")
+        .key("bad")
+        .content_md5(&wrong_md5)
+        .body(ByteStream::from(body.clone()))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(failure(&error), (400, "BadDigest".into()));
+    let upload = client.create_multipart_upload().bucket("streams").key("parts").send().await.unwrap();
+    let error = client
+        .upload_part()
+        .bucket("streams")
+        .key("parts")
+        .upload_id(upload.upload_id().unwrap())
+        .part_number(1)
+        .content_md5(&wrong_md5)
+        .body(ByteStream::from(body.clone()))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(failure(&error), (400, "BadDigest".into()));
+    assert_eq!(gateway.stripes().await, 0, "no stripe of a body with the wrong digest is kept");
+    gateway.assert_no_units().await;
+
+    // A presigned PUT whose client sends 13 of its 30 MiB and then stops: the first two stripes are
+    // written while the rest is awaited (the body is not held whole first) ...
+    let expires = PresigningConfig::expires_in(Duration::from_secs(300)).unwrap();
+    let presigned = client.put_object().bucket("streams").key("cut").presigned(expires).await.unwrap();
+    let uri: hyper::Uri = presigned.uri().parse().unwrap();
+    let mut connection = tokio::net::TcpStream::connect(uri.authority().unwrap().as_str()).await.unwrap();
+    let declared = STRIPE_BYTES * 5;
+    let head = format!(
+        "PUT {} HTTP/1.1\r\nHost: {}\r\nContent-Length: {declared}\r\n\r\n",
+        uri.path_and_query().unwrap(),
+        uri.authority().unwrap()
+    );
+    connection.write_all(head.as_bytes()).await.unwrap();
+    let sent = pattern(13 << 20, 2);
+    connection.write_all(&sent).await.unwrap();
+    gateway.wait_for_stripes("stripes written while the body arrives", |stripes| stripes >= 2).await;
+    // ... and when the connection closes, they are dropped and the key never appears.
+    connection.shutdown().await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), connection.read_to_end(&mut answer)).await;
+    drop(connection);
+    gateway.wait_for_stripes("stripes of the cut-off body dropped", |stripes| stripes == 0).await;
+    gateway.assert_no_units().await;
+    let error = client.head_object().bucket("streams").key("cut").send().await.unwrap_err();
+    assert_eq!(failure(&error).0, 404);
+
+    let _ = gateway.shutdown.send(());
+    gateway.cluster.shutdown().await;
+}
