@@ -33,9 +33,9 @@ pub struct DataConfig {
     /// Extra placements tried for a unit whose write failed before the write fails. Default 3.
     pub write_retries: u32,
     /// Longest a striped write may run before it stops starting stripes, fails (`Unavailable`, 503
-    /// to S3 clients) and drops what it wrote. It bounds how long a stripe record can exist before
-    /// the object that will reference it is committed, which the stripe collector's grace relies
-    /// on. Default 20 minutes (1 GiB at under 1 MB/s).
+    /// to S3 clients) and drops what it wrote; for a streamed body, receiving it counts. It bounds
+    /// how long a stripe record can exist before the object that will reference it is committed,
+    /// which the stripe collector's grace relies on. Default 20 minutes (1 GiB at under 1 MB/s).
     pub write_deadline_ms: u64,
     /// Place one unit per rack (fails when there are fewer Up racks than units). Default false:
     /// random balanced placement over nodes.
