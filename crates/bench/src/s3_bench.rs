@@ -3,8 +3,9 @@
 //!
 //! Owns: the choice of cluster (a running one named by its `cluster.json`, or a fresh 9-node rs-6-3
 //! cluster in a temporary directory), the closed-loop PUT and GET phases per object size, the
-//! check of every GET's length and of a sample of GETs' bytes, the latency histograms, the rows they
-//! become, and their rendering as a table or JSON.
+//! check of every GET's length and of a sample of GETs' bytes, the latency histograms, the gateway's
+//! peak resident memory per phase (when it runs on this host), the rows they become, and their
+//! rendering as a table or JSON.
 //! Must not: hide a failed or wrong request (every one is counted in its row's `errors`), retry a
 //! request (a retry would hide a failure and blur the latency), or print anything (output is the
 //! caller's).
@@ -46,6 +47,8 @@ pub const VERIFY_EVERY: u64 = 50;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Failure messages kept for the report (the count of all of them is in the rows).
 const KEPT_ERRORS: usize = 5;
+/// How often the gateway's resident memory is sampled during a phase.
+const RSS_SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Which cluster to measure.
 #[derive(Clone, Debug)]
@@ -142,6 +145,10 @@ pub struct S3Row {
     pub max_ms: f64,
     /// Requests in flight.
     pub concurrency: usize,
+    /// Peak resident memory of the gateway's process during the phase, in MiB (VmRSS sampled every
+    /// 10 ms); `None` when the gateway does not run on this host.
+    #[serde(default)]
+    pub gateway_rss_peak_mib: Option<f64>,
 }
 
 /// A whole run.
@@ -193,6 +200,49 @@ pub fn row_from_histogram(
         p99_ms: if empty { 0.0 } else { ms(latencies_us.value_at_quantile(0.99)) },
         max_ms: if empty { 0.0 } else { ms(latencies_us.max()) },
         concurrency,
+        gateway_rss_peak_mib: None,
+    }
+}
+
+/// Resident memory of process `pid` in bytes (`VmRSS` of `/proc/PID/status`), if it can be read.
+fn resident_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|line| line.strip_prefix("VmRSS:"))?;
+    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The peak resident memory of a process over a phase, sampled by a task of its own.
+struct RssPeak {
+    stop: tokio::sync::oneshot::Sender<()>,
+    sampler: tokio::task::JoinHandle<u64>,
+}
+
+impl RssPeak {
+    /// Starts sampling `pid`; `None` when its memory cannot be read (not on this host, not Linux).
+    fn start(pid: u32) -> Option<RssPeak> {
+        let first = resident_bytes(pid)?;
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let sampler = tokio::spawn(async move {
+            let mut peak = first;
+            // Ends when the phase ends (the sender is used or dropped).
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => return peak,
+                    () = tokio::time::sleep(RSS_SAMPLE_INTERVAL) => {
+                        peak = peak.max(resident_bytes(pid).unwrap_or(0));
+                    }
+                }
+            }
+        });
+        Some(RssPeak { stop, sampler })
+    }
+
+    /// The peak in MiB.
+    async fn finish(self) -> Option<f64> {
+        let _ = self.stop.send(());
+        let peak = self.sampler.await.ok()?;
+        Some(peak as f64 / (1 << 20) as f64)
     }
 }
 
@@ -392,6 +442,8 @@ async fn run_phases(
     // A prefix of its own per run, so runs against one cluster never read each other's objects.
     let run_id = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let prefix = format!("run-{run_id}");
+    // The gateway's memory is read from /proc when it runs here (a remote pid reads as nothing).
+    let gateway_pid = manifest.gateway.as_ref().map(|gateway| gateway.pid);
     let bar = progress_bar(config);
     let mut rows = Vec::new();
     let mut first_errors = Vec::new();
@@ -410,10 +462,16 @@ async fn run_phases(
 
         bar.set_message(format!("put {}", format_byte_size(object_bytes)));
         let phase = new_phase();
+        let rss = gateway_pid.and_then(RssPeak::start);
         let started = Instant::now();
         let clients: Vec<_> = (0..config.concurrency).map(|_| tokio::spawn(put_client(Arc::clone(&phase)))).collect();
         let tally = join_clients(clients).await?;
-        rows.push(tally_row(S3Op::Put, object_bytes, &tally, started.elapsed(), config.concurrency));
+        let mut row = tally_row(S3Op::Put, object_bytes, &tally, started.elapsed(), config.concurrency);
+        row.gateway_rss_peak_mib = match rss {
+            Some(rss) => rss.finish().await,
+            None => None,
+        };
+        rows.push(row);
         first_errors.extend(tally.first_errors.iter().cloned());
         bar.inc(1);
 
@@ -426,6 +484,7 @@ async fn run_phases(
             tally.first_errors.join("; ")
         );
         let phase = new_phase();
+        let rss = gateway_pid.and_then(RssPeak::start);
         let started = Instant::now();
         let clients: Vec<_> = (0..config.concurrency as u64)
             .map(|client| {
@@ -434,7 +493,12 @@ async fn run_phases(
             })
             .collect();
         let tally = join_clients(clients).await?;
-        rows.push(tally_row(S3Op::Get, object_bytes, &tally, started.elapsed(), config.concurrency));
+        let mut row = tally_row(S3Op::Get, object_bytes, &tally, started.elapsed(), config.concurrency);
+        row.gateway_rss_peak_mib = match rss {
+            Some(rss) => rss.finish().await,
+            None => None,
+        };
+        rows.push(row);
         first_errors.extend(tally.first_errors.iter().cloned());
         bar.inc(1);
     }
@@ -488,6 +552,7 @@ pub fn render_table(report: &S3BenchReport) -> String {
         "p99 ms",
         "max ms",
         "concurrency",
+        "gateway RSS MiB",
     ]);
     for row in &report.rows {
         table.add_row(vec![
@@ -501,9 +566,10 @@ pub fn render_table(report: &S3BenchReport) -> String {
             format!("{:.2}", row.p99_ms),
             format!("{:.2}", row.max_ms),
             row.concurrency.to_string(),
+            row.gateway_rss_peak_mib.map_or_else(|| "-".to_string(), |mib| format!("{mib:.0}")),
         ]);
     }
-    for column in 2..10 {
+    for column in 2..11 {
         if let Some(column) = table.column_mut(column) {
             column.set_cell_alignment(CellAlignment::Right);
         }
@@ -520,7 +586,8 @@ pub fn render_table(report: &S3BenchReport) -> String {
          PUT writes new keys of random bytes; GET reads random keys of that PUT phase to the end, checks every \
          length and the bytes of every {VERIFY_EVERY}th.\n\
          ops/s and MB/s (1e6 bytes of object per s): successful requests over the phase's wall time; latencies: \
-         every request, failed ones included.",
+         every request, failed ones included; gateway RSS: the peak resident memory of the gateway's process \
+         during the phase (sampled every 10 ms; - when it does not run on this host).",
         endpoint = report.endpoint,
         seconds = report.phase_duration.as_secs_f64(),
     );
@@ -576,6 +643,7 @@ mod tests {
             p99_ms: 7.25,
             max_ms: 12.0,
             concurrency: 8,
+            gateway_rss_peak_mib: Some(73.5),
         };
         S3BenchReport {
             rows: vec![row(S3Op::Put), row(S3Op::Get)],
@@ -600,6 +668,7 @@ mod tests {
             [
                 "concurrency",
                 "errors",
+                "gateway_rss_peak_mib",
                 "max_ms",
                 "mb_per_s",
                 "object_bytes",
@@ -617,12 +686,27 @@ mod tests {
     #[test]
     fn table_shows_figures_and_flags_errors() {
         let text = render_table(&report(0));
-        for expected in ["put", "get", "4 KiB", "1000", "500.0", "2.05", "1.50", "7.25", "12.00", "10.0 s"] {
+        for expected in ["put", "get", "4 KiB", "1000", "500.0", "2.05", "1.50", "7.25", "12.00", "10.0 s", "74"] {
             assert!(text.contains(expected), "{expected:?} missing from\n{text}");
         }
         assert!(!text.contains("FAILED"), "{text}");
         let text = render_table(&report(3));
         assert!(text.contains("3 FAILED") && text.contains("failure: GET k: boom"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn the_peak_resident_memory_of_a_process_is_sampled() {
+        let own = std::process::id();
+        let now = resident_bytes(own).expect("this process's VmRSS");
+        assert!(now > 1 << 20, "{now} bytes resident");
+        let peak = RssPeak::start(own).expect("sampling this process");
+        // 64 MiB touched and held across several samples must show in the peak.
+        let held = std::hint::black_box(vec![1u8; 64 << 20]);
+        tokio::time::sleep(RSS_SAMPLE_INTERVAL * 5).await;
+        let peak_mib = peak.finish().await.expect("a peak");
+        assert!(peak_mib * (1 << 20) as f64 >= (now + (60 << 20)) as f64, "peak {peak_mib} MiB, {now} B before");
+        drop(held);
+        assert!(resident_bytes(u32::MAX).is_none(), "no such process");
     }
 
     #[test]

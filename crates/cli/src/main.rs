@@ -414,7 +414,9 @@ enum BenchCommand {
     /// are counted in the `errors` column, and any makes the command exit non-zero after printing.
     ///
     /// With --json, stdout is exactly one JSON array of objects with the fields op ("put" | "get"),
-    /// object_bytes, requests, errors, ops_per_s, mb_per_s, p50_ms, p99_ms, max_ms, concurrency.
+    /// object_bytes, requests, errors, ops_per_s, mb_per_s, p50_ms, p99_ms, max_ms, concurrency,
+    /// gateway_rss_peak_mib (the gateway's peak resident memory during the phase; null when it does
+    /// not run on this host).
     S3(S3Args),
 }
 
