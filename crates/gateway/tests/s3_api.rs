@@ -1023,3 +1023,30 @@ async fn copies_respect_max_object_bytes() {
     let range = format!("bytes={}-{}", (1 << 20) - 10, (2 << 20) - 11);
     part_copy().copy_source("limits/multi").copy_source_range(range).send().await.expect("a 1 MiB range");
 }
+
+/// A GetObject body over one read is sent as it is read: a store that fails before the answer is a
+/// 503; one that fails after the answer began cuts the body short, so the client sees an error and
+/// never a body it could take for whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_failing_mid_body_cuts_the_body_short() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("cut").send().await.expect("create");
+    // 80 MiB of 1 MiB synthetic stripes: ten reads of 8 MiB.
+    let body = pattern(80 << 20, 9);
+    put(&client, "cut", "k", body.clone()).await;
+    assert!(get(&client, "cut", "k").await == body, "whole when the store stays up");
+
+    server.data.set_unavailable(true);
+    let error = client.get_object().bucket("cut").key("k").send().await.unwrap_err();
+    assert_eq!(failure(&error), (503, "ServiceUnavailable".into()));
+    server.data.set_unavailable(false);
+
+    let answer = client.get_object().bucket("cut").key("k").send().await.expect("the first read succeeds");
+    assert_eq!(answer.content_length(), Some(80 << 20));
+    // The reads are at most two pieces ahead of what the client took: the rest now fail.
+    server.data.set_unavailable(true);
+    let read = answer.body.collect().await;
+    server.data.set_unavailable(false);
+    assert!(read.is_err(), "a body cut short is an error, not {} bytes", read.map_or(0, |b| b.into_bytes().len()));
+}

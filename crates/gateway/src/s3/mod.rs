@@ -12,6 +12,7 @@ mod conditions;
 mod copy;
 mod errors;
 mod listing;
+mod read_body;
 mod server;
 mod service;
 

@@ -29,6 +29,7 @@ use super::conditions::{self, Conditions, Precondition};
 use super::copy::{self, Directive};
 use super::errors::{from_data, from_meta, s3};
 use super::listing::{page_uploads, start_after_marker, url_encode};
+use super::read_body;
 use crate::data::{DataError, ObjectData};
 
 /// Name of the request latency histogram (seconds), labelled by `operation` and `outcome`.
@@ -593,17 +594,25 @@ impl S3 for LowtailS3 {
         observe("GetObject", async {
             let (object, range, content_range) = read_target!(self, req.input);
             let length = range.end - range.start;
-            let body = if length == 0 {
-                Bytes::new()
-            } else {
-                self.data.read(&object.layout, range).await.map_err(from_data)?
+            // Read piece by piece: the first before answering, the rest as the client takes them.
+            let mut pieces = read_body::read_pieces(&object.layout, range, read_body::READ_PIECE_BYTES).into_iter();
+            let first = match pieces.next() {
+                None => Bytes::new(),
+                Some(piece) => {
+                    let bytes = self.data.read(&object.layout, piece.clone()).await.map_err(from_data)?;
+                    if bytes.len() as u64 != piece.end - piece.start {
+                        return Err(s3(S3ErrorCode::InternalError, "the data path returned the wrong number of bytes"));
+                    }
+                    bytes
+                }
             };
-            if body.len() as u64 != length {
-                return Err(s3(S3ErrorCode::InternalError, "the data path returned the wrong number of bytes"));
-            }
-            let output = object_answer!(GetObjectOutput, object, length, content_range, {
-                body: Some(StreamingBlob::from(s3s::Body::from(body))),
-            });
+            let rest: Vec<_> = pieces.collect();
+            let body = if rest.is_empty() {
+                StreamingBlob::from(s3s::Body::from(first))
+            } else {
+                read_body::streamed(Arc::clone(&self.data), object.layout.clone(), first, rest)
+            };
+            let output = object_answer!(GetObjectOutput, object, length, content_range, { body: Some(body) });
             Ok(S3Response::new(output))
         })
         .await
