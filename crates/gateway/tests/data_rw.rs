@@ -152,3 +152,38 @@ async fn streamed_writes_store_what_whole_writes_store_and_a_broken_body_leaves_
     assert!(packing.read(&packed, 0..1000).await.unwrap() == small);
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_layout_stays_readable_after_release_and_is_deleted_when_the_hold_ends() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(striped_only(cluster.config("rs-6-3")), Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern((13 << 20) + 5, 60);
+    let layout = data.write(body.clone()).await.unwrap();
+    let hold = data.hold(&layout);
+    let second = data.hold(&layout);
+    data.release(&layout).await.unwrap();
+    assert_eq!(cluster.meta.list_stripes(None, 10).await.unwrap().len(), 3, "released but held: kept");
+    assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body, "still readable");
+    drop(hold);
+    assert_eq!(cluster.meta.list_stripes(None, 10).await.unwrap().len(), 3, "one hold is left");
+    drop(second);
+    let started = std::time::Instant::now();
+    // The last hold's end deletes the stripes (records, then units) on a task of their own: wait
+    // until every record and unit is gone.
+    loop {
+        let mut left = cluster.meta.list_stripes(None, 10).await.unwrap().len();
+        for i in 0..9 {
+            left += cluster.client(i).await.list_units(None, 0).await.unwrap().units.len();
+        }
+        if left == 0 {
+            break;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{left} records and units left");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // A release with no hold deletes at once, as before.
+    let layout = data.write(pattern(1000, 61)).await.unwrap();
+    data.release(&layout).await.unwrap();
+    assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty());
+    cluster.shutdown().await;
+}

@@ -1050,3 +1050,27 @@ async fn a_read_failing_mid_body_cuts_the_body_short() {
     server.data.set_unavailable(false);
     assert!(read.is_err(), "a body cut short is an error, not {} bytes", read.map_or(0, |b| b.into_bytes().len()));
 }
+
+/// A GetObject body sent as it is read holds its object's bytes: an overwrite and a delete while the
+/// client is still reading do not cut it off, and the old bytes are freed once it is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_overwritten_mid_body_is_read_to_the_end() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("held").send().await.expect("create");
+    let old = pattern(80 << 20, 10);
+    put(&client, "held", "k", old.clone()).await;
+    let answer = client.get_object().bucket("held").key("k").send().await.expect("get");
+    put(&client, "held", "k", b"new".to_vec()).await;
+    assert_eq!(get(&client, "held", "k").await, b"new", "the overwrite is committed");
+    client.delete_object().bucket("held").key("k").send().await.expect("delete");
+    assert!(server.data.live_stripes() > 0, "the old bytes wait for the read");
+    let body = answer.body.collect().await.expect("the body is whole").into_bytes();
+    assert!(body == old, "the old bytes to the end");
+    let started = std::time::Instant::now();
+    // The hold ends with the server's read task, just after the last byte: wait a little for it.
+    while server.data.live_stripes() > 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the old bytes are freed after the read");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -23,6 +23,7 @@ use super::cluster::ClusterView;
 use super::config::DataConfig;
 use super::controller::{Controller, ControllerConfig};
 use super::cut::{CutLimits, StripeCut, cut_stripes};
+use super::holds::{ReadHold, StripeHolds, owned_stripes};
 use super::membership::{BackgroundTask, Membership};
 use super::orphans::OrphanCollector;
 use super::packed::{PackRefused, Packer};
@@ -50,6 +51,7 @@ pub struct ErasureData {
     code: Arc<dyn ErasureCode>,
     code_name: String,
     packer: Arc<Packer>,
+    holds: Arc<StripeHolds>,
 }
 
 impl std::fmt::Debug for ErasureData {
@@ -82,7 +84,7 @@ impl ErasureData {
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name)?;
         let packer = Packer::new(Arc::clone(&io), Arc::clone(&code), code_name.clone());
-        let data = Self { io, code, code_name, packer };
+        let data = Self { io, code, code_name, packer, holds: Arc::new(StripeHolds::default()) };
         data.count_existing_units().await?;
         Ok(data)
     }
@@ -391,15 +393,6 @@ pub fn layout_size(layout: &Layout) -> u64 {
     }
 }
 
-/// The stripes a layout owns outright (those of its striped parts, not packed stripes it shares).
-fn striped_stripes(layout: &Layout) -> Vec<StripeId> {
-    match layout {
-        Layout::Packed { .. } => Vec::new(),
-        Layout::Striped { .. } => layout.stripes(),
-        Layout::Composite { pieces } => pieces.iter().flat_map(|piece| striped_stripes(&piece.layout)).collect(),
-    }
-}
-
 /// Runs the futures `source` yields, at most `limit` at once, and returns their outputs in the
 /// order they were yielded. `source` is pulled only while fewer than `limit` run, and the ones
 /// running are driven while it is awaited (a body arriving slowly does not stall the stripes already
@@ -610,11 +603,41 @@ impl ObjectData for ErasureData {
     }
 
     async fn release(&self, layout: &Layout) -> Result<(), DataError> {
-        // A packed object's stripe holds other objects: its bytes just become dead.
-        for stripe in striped_stripes(layout) {
+        // A packed object's stripe holds other objects: its bytes just become dead. Held stripes
+        // are deleted when their last read ends.
+        for stripe in self.holds.release(owned_stripes(layout)) {
             self.delete_stripe(stripe).await?;
         }
         Ok(())
+    }
+
+    fn hold(&self, layout: &Layout) -> ReadHold {
+        let stripes = owned_stripes(layout);
+        if stripes.is_empty() {
+            return ReadHold::none();
+        }
+        self.holds.hold(&stripes);
+        let data = self.clone();
+        ReadHold::new(move || {
+            let doomed = data.holds.unhold(&stripes);
+            if doomed.is_empty() {
+                return;
+            }
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                tracing::warn!(
+                    stripes = doomed.len(),
+                    "released stripes outlived the runtime; the stripe collector deletes them"
+                );
+                return;
+            };
+            runtime.spawn(async move {
+                for stripe in doomed {
+                    if let Err(error) = data.delete_stripe(stripe).await {
+                        tracing::warn!(%stripe, %error, "could not delete a released stripe after its last read");
+                    }
+                }
+            });
+        })
     }
 }
 

@@ -10,14 +10,15 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use meta::{Layout, StripeId, StripeSegment};
 
+use super::holds::{ReadHold, StripeHolds};
 use super::{BodyStream, DataError, ObjectData};
 
 /// Default most object bytes per synthetic stripe (as a striped layout of k = 6 units of 1 MiB holds).
@@ -35,7 +36,9 @@ pub struct MemoryData {
     /// Next synthetic stripe id.
     next_stripe: AtomicU64,
     /// Bytes of each live stripe (the object bytes of its segment).
-    stripes: Mutex<HashMap<StripeId, Bytes>>,
+    stripes: Arc<Mutex<HashMap<StripeId, Bytes>>>,
+    /// Stripes held by reads, whose release waits for them.
+    holds: Arc<StripeHolds>,
     /// When set, every call fails with `DataError::Unavailable` (as with too many nodes down).
     unavailable: AtomicBool,
     /// How many more writes may succeed (`u64::MAX`: any number); later ones fail with
@@ -56,7 +59,8 @@ impl MemoryData {
             segment_bytes: segment_bytes.max(1),
             max_write_bytes: u64::MAX,
             next_stripe: AtomicU64::new(1),
-            stripes: Mutex::new(HashMap::new()),
+            stripes: Arc::new(Mutex::new(HashMap::new())),
+            holds: Arc::new(StripeHolds::default()),
             unavailable: AtomicBool::new(false),
             writes_left: AtomicU64::new(u64::MAX),
         }
@@ -92,7 +96,7 @@ impl MemoryData {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<StripeId, Bytes>> {
         // A panic while holding the lock cannot leave the map half-updated (every update is one
         // insert or remove), so a poisoned lock is still consistent.
-        self.stripes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        super::lock(&self.stripes)
     }
 
     fn check_available(&self) -> Result<(), DataError> {
@@ -229,10 +233,22 @@ impl ObjectData for MemoryData {
     async fn release(&self, layout: &Layout) -> Result<(), DataError> {
         self.check_available()?;
         let mut stripes = self.lock();
-        for stripe in layout.stripes() {
+        for stripe in self.holds.release(layout.stripes()) {
             stripes.remove(&stripe);
         }
         Ok(())
+    }
+
+    fn hold(&self, layout: &Layout) -> ReadHold {
+        let held = layout.stripes();
+        self.holds.hold(&held);
+        let (holds, stripes) = (Arc::clone(&self.holds), Arc::clone(&self.stripes));
+        ReadHold::new(move || {
+            let mut stripes = super::lock(&stripes);
+            for stripe in holds.unhold(&held) {
+                stripes.remove(&stripe);
+            }
+        })
     }
 }
 

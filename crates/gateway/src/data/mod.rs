@@ -15,6 +15,7 @@ pub mod config;
 pub mod controller;
 pub mod cut;
 pub mod erasure;
+pub mod holds;
 pub mod membership;
 pub mod memory;
 pub mod orphans;
@@ -26,6 +27,7 @@ pub mod stripe_io;
 
 pub use config::{DataConfig, MembershipConfig, OrphanConfig, PackedConfig, RepairConfig};
 pub use erasure::ErasureData;
+pub use holds::ReadHold;
 
 /// Locks `mutex`, taking the data over from a holder that panicked: the background services keep
 /// only counters and bookkeeping behind their locks, which stay usable.
@@ -101,5 +103,12 @@ pub trait ObjectData: Send + Sync {
 
     /// Frees the space of a layout that no object references any more (after an overwrite, delete or
     /// aborted upload). Packed objects only mark their bytes dead until the stripe is compacted.
+    /// Stripes under a [`ReadHold`] of this store are freed when the last hold on them ends.
     async fn release(&self, layout: &Layout) -> Result<(), DataError>;
+
+    /// Keeps `layout`'s bytes readable on this store until the hold is dropped, even if the layout
+    /// is released meanwhile: a long read (a body sent as it is read, a copy) that began before an
+    /// overwrite or delete reads the old bytes to the end. Holds are per process: a release through
+    /// another gateway is not deferred.
+    fn hold(&self, layout: &Layout) -> ReadHold;
 }

@@ -1,7 +1,8 @@
 //! GetObject response bodies that are sent as they are read: the range is split into reads along
 //! the layout's stripe boundaries, the first read before the answer (so a store that cannot serve
 //! the object answers with an error status), the rest while the client takes the body, one read
-//! ahead. Owns that split and the stream. Must not decide what is read or how (that is the data
+//! ahead, under a hold on the object's stripes so an overwrite or delete meanwhile does not cut
+//! it off. Owns that split and the stream. Must not decide what is read or how (that is the data
 //! path's), or change anything.
 
 use std::ops::Range;
@@ -12,7 +13,7 @@ use futures_util::StreamExt;
 use meta::Layout;
 use s3s::dto::StreamingBlob;
 
-use crate::data::{DataError, ObjectData};
+use crate::data::{DataError, ObjectData, ReadHold};
 
 /// Bytes a GetObject reads at a time (at least; a read ends on the next stripe boundary). A body of
 /// at most this much is read whole before the answer, as before streaming.
@@ -64,10 +65,18 @@ pub fn read_pieces(layout: &Layout, range: Range<u64>, target: u64) -> Vec<Range
 /// The body of `first` (already read) followed by the reads of `rest`, made by a task of their own
 /// at most [`READ_AHEAD`] pieces ahead of what the client has taken. A read that fails or comes back
 /// short ends the body with an error, and the client sees a body shorter than its Content-Length;
-/// a client that goes away stops the reads.
-pub fn streamed(data: Arc<dyn ObjectData>, layout: Layout, first: Bytes, rest: Vec<Range<u64>>) -> StreamingBlob {
+/// a client that goes away stops the reads. `hold` keeps the layout's bytes from being released
+/// until the last read is done.
+pub fn streamed(
+    data: Arc<dyn ObjectData>,
+    layout: Layout,
+    hold: ReadHold,
+    first: Bytes,
+    rest: Vec<Range<u64>>,
+) -> StreamingBlob {
     let (pieces, received) = tokio::sync::mpsc::channel::<Result<Bytes, DataError>>(READ_AHEAD);
     tokio::spawn(async move {
+        let _hold = hold;
         // One read per piece, in order: bounded by the piece count.
         for piece in rest {
             let read = match data.read(&layout, piece.clone()).await {

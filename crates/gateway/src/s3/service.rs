@@ -221,6 +221,8 @@ impl LowtailS3 {
             ));
         }
         let mut md5 = Md5::new();
+        // The source stays readable to the end even if it is overwritten or deleted meanwhile.
+        let _hold = self.data.hold(layout);
         let reads = futures_util::stream::iter((range.start..range.end).step_by(COPY_READ_BYTES as usize))
             .then(|start| {
                 let end = (start + COPY_READ_BYTES).min(range.end);
@@ -594,7 +596,9 @@ impl S3 for LowtailS3 {
         observe("GetObject", async {
             let (object, range, content_range) = read_target!(self, req.input);
             let length = range.end - range.start;
-            // Read piece by piece: the first before answering, the rest as the client takes them.
+            // Read piece by piece: the first before answering, the rest as the client takes them,
+            // all under a hold, so an overwrite or delete meanwhile waits to free the bytes.
+            let hold = self.data.hold(&object.layout);
             let mut pieces = read_body::read_pieces(&object.layout, range, read_body::READ_PIECE_BYTES).into_iter();
             let first = match pieces.next() {
                 None => Bytes::new(),
@@ -610,7 +614,7 @@ impl S3 for LowtailS3 {
             let body = if rest.is_empty() {
                 StreamingBlob::from(s3s::Body::from(first))
             } else {
-                read_body::streamed(Arc::clone(&self.data), object.layout.clone(), first, rest)
+                read_body::streamed(Arc::clone(&self.data), object.layout.clone(), hold, first, rest)
             };
             let output = object_answer!(GetObjectOutput, object, length, content_range, { body: Some(body) });
             Ok(S3Response::new(output))
