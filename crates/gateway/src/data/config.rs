@@ -27,8 +27,9 @@ pub struct DataConfig {
     /// Most unit reads one object read keeps in flight. Default 32.
     pub max_parallel_unit_reads: usize,
     /// Most stripes one object write keeps in flight (encoded, being written or being recorded).
-    /// Each holds n units in memory, so a write holds at most this × n × `unit_bytes` beyond its
-    /// body. Default 4; 1 writes stripe after stripe.
+    /// Each holds n units in memory, so a write holds at most this × n × `unit_bytes` beyond the
+    /// body bytes it holds (for a streamed body, those of one stripe more than are in flight).
+    /// Default 4; 1 writes stripe after stripe.
     pub max_parallel_stripe_writes: usize,
     /// Extra placements tried for a unit whose write failed before the write fails. Default 3.
     pub write_retries: u32,
