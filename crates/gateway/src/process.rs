@@ -74,8 +74,8 @@ pub struct GatewayConfig {
     pub credentials: Vec<Credential>,
     /// Region buckets report. Default `us-east-1`.
     pub region: String,
-    /// Largest PutObject body or upload part, bytes. Default 1 GiB (bodies are held in memory while
-    /// they are encoded).
+    /// Largest PutObject body or upload part, bytes. Default 5 GiB, S3's single-PUT limit (bodies
+    /// stream into stripes as they arrive, so this costs no gateway memory).
     pub max_object_bytes: u64,
     /// Metadata backend. Default: embedded in `lowtail-meta`.
     pub meta: MetaConfig,

@@ -29,8 +29,9 @@ pub use service::{LowtailS3, REQUEST_SECONDS_METRIC};
 
 /// S3's smallest part size for every part of a multipart upload but the last.
 pub const S3_MIN_PART_BYTES: u64 = 5 << 20;
-/// Default largest PutObject body or upload part (each is held in memory while it is written).
-pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 1 << 30;
+/// Default largest PutObject body or upload part: S3's single-PUT limit (bodies stream into
+/// stripes, so the size costs no gateway memory).
+pub const DEFAULT_MAX_OBJECT_BYTES: u64 = 5 << 30;
 
 /// Settings of the S3 layer.
 #[derive(Debug, Clone, PartialEq, Eq)]

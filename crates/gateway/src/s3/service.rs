@@ -156,10 +156,10 @@ impl LowtailS3 {
     /// computed from the bytes read; it must equal the source's, or nothing is kept (a copy never
     /// stores bytes that differ from what the source's ETag vouches for).
     ///
-    /// A multipart source is copied part by part into the same parts (holding one part in memory,
-    /// as UploadPart does), so the copy has the source's multipart ETag; any other source is copied
-    /// whole (held in memory, as PutObject holds a body). Either way no write exceeds
-    /// `max_object_bytes`. If anything fails, what was written is released.
+    /// A multipart source is copied part by part into the same parts, so the copy has the source's
+    /// multipart ETag; any other source is copied as one object. Either way the bytes stream from
+    /// the read to the write (`copy_range`) and no write exceeds `max_object_bytes`. If anything
+    /// fails, what was written is released.
     async fn copy_bytes(&self, source: &ObjectMeta) -> S3Result<(Layout, String)> {
         let (layout, etag) = match &source.layout {
             Layout::Composite { pieces } => {
