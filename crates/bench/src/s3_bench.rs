@@ -238,10 +238,11 @@ impl RssPeak {
         Some(RssPeak { stop, sampler })
     }
 
-    /// The peak in MiB.
-    async fn finish(self) -> Option<f64> {
-        let _ = self.stop.send(());
-        let peak = self.sampler.await.ok()?;
+    /// Stops sampling `rss` (if it ran) and returns the peak in MiB.
+    async fn finish(rss: Option<RssPeak>) -> Option<f64> {
+        let rss = rss?;
+        let _ = rss.stop.send(());
+        let peak = rss.sampler.await.ok()?;
         Some(peak as f64 / (1 << 20) as f64)
     }
 }
@@ -467,10 +468,7 @@ async fn run_phases(
         let clients: Vec<_> = (0..config.concurrency).map(|_| tokio::spawn(put_client(Arc::clone(&phase)))).collect();
         let tally = join_clients(clients).await?;
         let mut row = tally_row(S3Op::Put, object_bytes, &tally, started.elapsed(), config.concurrency);
-        row.gateway_rss_peak_mib = match rss {
-            Some(rss) => rss.finish().await,
-            None => None,
-        };
+        row.gateway_rss_peak_mib = RssPeak::finish(rss).await;
         rows.push(row);
         first_errors.extend(tally.first_errors.iter().cloned());
         bar.inc(1);
@@ -494,10 +492,7 @@ async fn run_phases(
             .collect();
         let tally = join_clients(clients).await?;
         let mut row = tally_row(S3Op::Get, object_bytes, &tally, started.elapsed(), config.concurrency);
-        row.gateway_rss_peak_mib = match rss {
-            Some(rss) => rss.finish().await,
-            None => None,
-        };
+        row.gateway_rss_peak_mib = RssPeak::finish(rss).await;
         rows.push(row);
         first_errors.extend(tally.first_errors.iter().cloned());
         bar.inc(1);
@@ -703,7 +698,7 @@ mod tests {
         // 64 MiB touched and held across several samples must show in the peak.
         let held = std::hint::black_box(vec![1u8; 64 << 20]);
         tokio::time::sleep(RSS_SAMPLE_INTERVAL * 5).await;
-        let peak_mib = peak.finish().await.expect("a peak");
+        let peak_mib = RssPeak::finish(Some(peak)).await.expect("a peak");
         assert!(peak_mib * (1 << 20) as f64 >= (now + (60 << 20)) as f64, "peak {peak_mib} MiB, {now} B before");
         drop(held);
         assert!(resident_bytes(u32::MAX).is_none(), "no such process");

@@ -460,6 +460,11 @@ pub fn last_stripe_unit_bytes(len: u64, k: u64) -> u64 {
 }
 
 impl ErasureData {
+    /// When a write starting now must be done (`write_deadline_ms`).
+    fn write_deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_millis(self.io.config().write_deadline_ms)
+    }
+
     /// How a body of this data path is cut into stripes, for a write that must be done by `deadline`.
     fn cut_limits(&self, deadline: tokio::time::Instant) -> CutLimits {
         let config = self.io.config();
@@ -550,7 +555,7 @@ impl ObjectData for ErasureData {
                 }
             }
         }
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.io.config().write_deadline_ms);
+        let deadline = self.write_deadline();
         // Cutting a body given whole slices it: no copy.
         let cuts = cut_stripes(stream::iter([Ok(body)]).boxed(), self.cut_limits(deadline));
         self.write_striped(cuts, deadline).await
@@ -558,7 +563,7 @@ impl ObjectData for ErasureData {
 
     async fn write_stream(&self, body: BodyStream<'_>) -> Result<Layout, DataError> {
         // The deadline counts from the first byte awaited: receiving the body is part of the write.
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.io.config().write_deadline_ms);
+        let deadline = self.write_deadline();
         let mut cuts = cut_stripes(body, self.cut_limits(deadline)).peekable();
         let first = match cuts.next().await {
             None => return self.write(Bytes::new()).await,

@@ -2,7 +2,8 @@
 //! the layout's stripe boundaries, the first read before the answer (so a store that cannot serve
 //! the object answers with an error status), the rest while the client takes the body, one read
 //! ahead, under a hold on the object's stripes so an overwrite or delete meanwhile does not cut
-//! it off. Owns that split and the stream. Must not decide what is read or how (that is the data
+//! it off. Copies read their source in the same pieces. Owns that split, the exact-length read and
+//! the stream. Must not decide what is read or how (that is the data
 //! path's), or change anything.
 
 use std::ops::Range;
@@ -62,6 +63,15 @@ pub fn read_pieces(layout: &Layout, range: Range<u64>, target: u64) -> Vec<Range
     pieces
 }
 
+/// Bytes `range` of the object at `layout`, refusing a read that comes back with any other length.
+pub async fn read_exact(data: &dyn ObjectData, layout: &Layout, range: Range<u64>) -> Result<Bytes, DataError> {
+    let bytes = data.read(layout, range.clone()).await?;
+    if bytes.len() as u64 != range.end - range.start {
+        return Err(DataError::Internal("the data path returned the wrong number of bytes".into()));
+    }
+    Ok(bytes)
+}
+
 /// The body of `first` (already read) followed by the reads of `rest`, made by a task of their own
 /// at most [`READ_AHEAD`] pieces ahead of what the client has taken. A read that fails or comes back
 /// short ends the body with an error, and the client sees a body shorter than its Content-Length;
@@ -79,12 +89,7 @@ pub fn streamed(
         let _hold = hold;
         // One read per piece, in order: bounded by the piece count.
         for piece in rest {
-            let read = match data.read(&layout, piece.clone()).await {
-                Ok(bytes) if bytes.len() as u64 != piece.end - piece.start => {
-                    Err(DataError::Internal("the data path returned the wrong number of bytes".into()))
-                }
-                read => read,
-            };
+            let read = read_exact(data.as_ref(), &layout, piece).await;
             let failed = read.is_err();
             if let Err(error) = &read {
                 tracing::warn!(%error, "a GetObject body ended early: a read failed after the answer began");

@@ -30,7 +30,7 @@ use super::copy::{self, Directive};
 use super::errors::{from_data, from_meta, s3};
 use super::listing::{page_uploads, start_after_marker, url_encode};
 use super::read_body;
-use crate::data::{DataError, ObjectData};
+use crate::data::ObjectData;
 
 /// Name of the request latency histogram (seconds), labelled by `operation` and `outcome`.
 pub const REQUEST_SECONDS_METRIC: &str = "lowtail_s3_request_seconds";
@@ -39,8 +39,6 @@ const MAX_DELETE_KEYS: usize = 1000;
 /// Largest source a CopyObject copies (S3's limit; larger objects are copied part by part with
 /// UploadPartCopy, as clients do). Bounds how long one request runs, not its memory (see `copy_bytes`).
 const MAX_COPY_OBJECT_BYTES: u64 = 5 << 30;
-/// Bytes a copy reads from its source at a time (each read is fetched whole, its units in parallel).
-const COPY_READ_BYTES: u64 = 8 << 20;
 
 /// The S3 service: S3 semantics over a metadata store and an object data store.
 pub struct LowtailS3 {
@@ -209,8 +207,8 @@ impl LowtailS3 {
 
     /// Reads bytes `range` of the object at `layout` and writes them as a new layout (at most
     /// `max_object_bytes`, EntityTooLarge beyond, as for a PutObject body). Returns the layout and
-    /// the hex MD5 of the bytes. The bytes stream from the read to the write `COPY_READ_BYTES` at
-    /// a time, so a copy holds no more of them than a streamed PutObject.
+    /// the hex MD5 of the bytes. The bytes stream from the read to the write in the reads a
+    /// GetObject body is cut into, so a copy holds no more of them than a streamed PutObject.
     async fn copy_range(&self, layout: &Layout, range: std::ops::Range<u64>) -> S3Result<(Layout, String)> {
         let length = range.end - range.start;
         let limit = self.options.max_object_bytes;
@@ -223,17 +221,9 @@ impl LowtailS3 {
         let mut md5 = Md5::new();
         // The source stays readable to the end even if it is overwritten or deleted meanwhile.
         let _hold = self.data.hold(layout);
-        let reads = futures_util::stream::iter((range.start..range.end).step_by(COPY_READ_BYTES as usize))
-            .then(|start| {
-                let end = (start + COPY_READ_BYTES).min(range.end);
-                async move {
-                    let bytes = self.data.read(layout, start..end).await?;
-                    if bytes.len() as u64 != end - start {
-                        return Err(DataError::Internal("the data path returned the wrong number of bytes".into()));
-                    }
-                    Ok(bytes)
-                }
-            })
+        let pieces = read_body::read_pieces(layout, range, read_body::READ_PIECE_BYTES);
+        let reads = futures_util::stream::iter(pieces)
+            .then(|piece| read_body::read_exact(self.data.as_ref(), layout, piece))
             .inspect(|read| {
                 if let Ok(bytes) = read {
                     md5.update(bytes);
@@ -603,11 +593,7 @@ impl S3 for LowtailS3 {
             let first = match pieces.next() {
                 None => Bytes::new(),
                 Some(piece) => {
-                    let bytes = self.data.read(&object.layout, piece.clone()).await.map_err(from_data)?;
-                    if bytes.len() as u64 != piece.end - piece.start {
-                        return Err(s3(S3ErrorCode::InternalError, "the data path returned the wrong number of bytes"));
-                    }
-                    bytes
+                    read_body::read_exact(self.data.as_ref(), &object.layout, piece).await.map_err(from_data)?
                 }
             };
             let rest: Vec<_> = pieces.collect();
