@@ -142,19 +142,21 @@ fn mid_write_size(i: u32) -> usize {
 
 /// A small object deleted through S3 leaves its packed stripe referenced by nothing once sealed; the
 /// gateway's unreferenced-stripe collector deletes that stripe after the grace (short here), and
-/// `lowtail admin status` and the metrics say so, while every live object still reads back.
+/// `lowtail admin status` and the metrics say so, while every live object still reads back. A striped
+/// object deleted through S3 keeps its stripe for the release delay (short here too), then the
+/// gateway deletes it itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_packed_stripe_whose_objects_were_deleted_is_collected() {
     use common::{admin_status, metric_total, poll, start_up_with};
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("cluster");
     // The shortest grace the config accepts for these timeouts: 10 x 700 ms for units, and
-    // 2 x (1000 + 700) ms for stripes.
+    // 2 x (1000 + 700) ms for stripes; the release delay must fit in it.
     let up_toml = temp.path().join("up.toml");
     std::fs::write(
         &up_toml,
         "[data]\nnode_rpc_timeout_ms = 700\nwrite_retries = 0\nwrite_deadline_ms = 1000\n\n\
-         [data.orphans]\nstripe_scan_interval_ms = 300\ngrace_ms = 7000\n\n\
+         [data.orphans]\nstripe_scan_interval_ms = 300\ngrace_ms = 7000\nrelease_delay_ms = 1000\n\n\
          [data.packed]\nseal_after_ms = 200\n",
     )
     .unwrap();
@@ -168,6 +170,12 @@ async fn a_packed_stripe_whose_objects_were_deleted_is_collected() {
     };
     put("deleted", pseudo_random(3000, 1)).await;
     s3.delete_object().bucket("demo").key("deleted").send().await.unwrap();
+    put("striped-deleted", pseudo_random(300_000, 4)).await;
+    s3.delete_object().bucket("demo").key("striped-deleted").send().await.unwrap();
+    let releases = admin_status(&dir)["releases"].clone();
+    // Waiting, unless this host stalled the test past the delay (data_rw checks the delay itself).
+    let seen = releases["waiting"].as_u64().unwrap() + releases["deleted"].as_u64().unwrap();
+    assert_eq!(seen, 1, "the striped object's stripe is released: {releases}");
     // Past the seal, so the live objects go to stripes of their own.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let live = [("small", pseudo_random(2000, 2)), ("striped", pseudo_random(300_000, 3))];
@@ -183,8 +191,11 @@ async fn a_packed_stripe_whose_objects_were_deleted_is_collected() {
     })
     .await;
     assert_eq!(status["stripe_gc"]["stripes_deleted"], 1, "only the deleted object's stripe: {status}");
+    let releases = &status["releases"];
+    assert_eq!((&releases["waiting"], &releases["deleted"]), (&0.into(), &1.into()), "after the delay: {status}");
     let metrics = manifest.gateway.as_ref().unwrap().metrics.clone();
     assert_eq!(metric_total(&metrics, "lowtail_gateway_unreferenced_stripes_deleted_total"), 1.0);
+    assert_eq!(metric_total(&metrics, "lowtail_gateway_released_stripes_deleted_total"), 1.0);
     for (key, bytes) in &live {
         assert!(get(&s3, key).await == *bytes, "{key} reads back after collection");
     }
@@ -194,5 +205,6 @@ async fn a_packed_stripe_whose_objects_were_deleted_is_collected() {
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("stripe_gc:") && text.contains("stripes_deleted: 1"), "{text}");
+    assert!(text.contains("releases:") && text.contains("delay_ms: 1000"), "{text}");
     interrupt(up);
 }

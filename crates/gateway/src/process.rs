@@ -7,6 +7,7 @@
 //! order (S3 first, so no request is cut off mid-write; then background services).
 
 use crate::data::controller::{Controller, ControllerConfig, PolicyState};
+use crate::data::delayed::{DelayedReleases, ReleaseStatus};
 use crate::data::erasure::{ErasureData, RunningData};
 use crate::data::membership::BackgroundTask;
 use crate::data::orphans::{OrphanCollector, OrphanStatus};
@@ -155,6 +156,8 @@ pub struct ClusterStatus {
     pub orphans: OrphanStatus,
     /// Unreferenced-stripe collection so far.
     pub stripe_gc: StripeGcStatus,
+    /// Released stripes waiting out `orphans.release_delay_ms`, and those deleted after it.
+    pub releases: ReleaseStatus,
     /// The packer's open stripe and pending seals.
     pub packed: PackedStatus,
     /// The read policy the controller runs.
@@ -169,6 +172,7 @@ struct StatusSources {
     repair: Arc<RepairService>,
     orphans: Arc<OrphanCollector>,
     stripe_gc: Arc<StripeCollector>,
+    releases: Arc<DelayedReleases>,
     packer: Arc<Packer>,
     controller: Arc<Controller>,
 }
@@ -180,6 +184,7 @@ impl StatusSources {
             repair: self.repair.status(),
             orphans: self.orphans.status(),
             stripe_gc: self.stripe_gc.status(),
+            releases: self.releases.status(),
             packed: self.packer.status().await,
             policy: self.controller.policy(),
         })
@@ -256,6 +261,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         repair: Arc::clone(&data.repair),
         orphans: Arc::clone(&data.orphans),
         stripe_gc,
+        releases: Arc::clone(data.data.delayed_releases()),
         packer: Arc::clone(data.data.packer()),
         controller: Arc::clone(&controller),
     };

@@ -1,8 +1,9 @@
 //! Unreferenced-stripe collection: deletes sealed stripe records (and their units) that no object
 //! and no upload part references. They appear when every object of a packed stripe is deleted or
 //! overwritten (a packed object's release only leaves its bytes dead), when the commit of a written
-//! object fails after its stripes were recorded and their release failed too, and when a gateway
-//! dies between writing an object and committing it. Left alone they cost a stripe's space for
+//! object fails after its stripes were recorded and their release failed too, when a gateway
+//! dies between writing an object and committing it, and when a gateway stops or dies while released
+//! stripes wait out their release delay. Left alone they cost a stripe's space for
 //! ever, so the collector deletes them, slowly and carefully: a stripe is deleted only after it was
 //! judged unreferenced in two scans at least `orphans.grace_ms` apart, with its record unchanged in
 //! between.

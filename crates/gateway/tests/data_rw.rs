@@ -187,3 +187,71 @@ async fn a_held_layout_stays_readable_after_release_and_is_deleted_when_the_hold
     assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty());
     cluster.shutdown().await;
 }
+
+/// Stripe records and units the cluster holds.
+async fn stored(cluster: &TestCluster) -> (usize, usize) {
+    let records = cluster.meta.list_stripes(None, 1000).await.unwrap().len();
+    let mut units = 0;
+    for i in 0..cluster.nodes.len() {
+        units += cluster.client(i).await.list_units(None, 0).await.unwrap().units.len();
+    }
+    (records, units)
+}
+
+/// Waits until the cluster holds nothing; returns how long that took from `since`.
+async fn until_empty(cluster: &TestCluster, since: std::time::Instant) -> std::time::Duration {
+    loop {
+        if stored(cluster).await == (0, 0) {
+            return since.elapsed();
+        }
+        assert!(since.elapsed() < std::time::Duration::from_secs(30), "{:?} left", stored(cluster).await);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_through_one_gateway_keeps_the_stripes_for_reads_through_another_until_the_delay_ends() {
+    let cluster = TestCluster::start(9, 9).await;
+    let delay = std::time::Duration::from_millis(1500);
+    let mut config = striped_only(cluster.config("rs-6-3"));
+    config.orphans.release_delay_ms = delay.as_millis() as u64;
+    // Two gateways over one metadata store, each with its own holds and release queue.
+    let reader = ErasureData::start(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let writer = ErasureData::start(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern((13 << 20) + 5, 70);
+    let layout = writer.data.write(body.clone()).await.unwrap();
+    let stripes = stored(&cluster).await;
+    assert_eq!(stripes, (3, 27));
+
+    // The writer's gateway releases (an overwrite committed there); the reader's read of the old
+    // layout began before and goes on.
+    let released = std::time::Instant::now();
+    writer.data.release(&layout).await.unwrap();
+    assert_eq!(stored(&cluster).await, stripes, "released, but kept for the delay");
+    assert!(reader.data.read(&layout, 0..body.len() as u64).await.unwrap() == body, "read whole elsewhere");
+    assert_eq!(writer.data.delayed_releases().status().waiting, 3);
+    let took = until_empty(&cluster, released).await;
+    assert!(took >= delay, "deleted {took:?} after the release, before the {delay:?} delay");
+    let status = writer.data.delayed_releases().status();
+    assert_eq!((status.waiting, status.deleted, status.deleted_without_delay), (0, 3, 0), "{status:?}");
+
+    // A held layout waits for its hold on this gateway, then the delay.
+    let layout = writer.data.write(pattern(3 << 20, 71)).await.unwrap();
+    let hold = writer.data.hold(&layout);
+    writer.data.release(&layout).await.unwrap();
+    tokio::time::sleep(delay * 2).await;
+    assert_eq!(stored(&cluster).await.0, 1, "held: no delay runs yet");
+    let unheld = std::time::Instant::now();
+    drop(hold);
+    let took = until_empty(&cluster, unheld).await;
+    assert!(took >= delay, "deleted {took:?} after the hold ended, before the {delay:?} delay");
+
+    // At shutdown what still waits is left (unreferenced) for the stripe collector.
+    let layout = writer.data.write(pattern(1000, 72)).await.unwrap();
+    writer.data.release(&layout).await.unwrap();
+    writer.shutdown().await;
+    tokio::time::sleep(delay + std::time::Duration::from_millis(500)).await;
+    assert_eq!(stored(&cluster).await.0, 1, "not deleted by a stopped gateway");
+    reader.shutdown().await;
+    cluster.shutdown().await;
+}

@@ -33,20 +33,21 @@ async fn start() -> Gateway {
     let mut config: DataConfig = cluster.config("rs-6-3");
     config.packed.max_object_bytes = 0;
     let data: Arc<dyn ObjectData> = Arc::new(ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap());
-    let service = build_service(
-        Arc::clone(&cluster.meta),
-        data,
-        vec![(ACCESS_KEY.into(), SECRET_KEY.into())],
-        S3Options::default(),
-    )
-    .unwrap();
+    let (endpoint, shutdown) = serve_s3(&cluster, data).await;
+    Gateway { cluster, endpoint, shutdown }
+}
+
+/// An S3 server over `data` and the cluster's metadata; returns its endpoint and its stop.
+async fn serve_s3(cluster: &TestCluster, data: Arc<dyn ObjectData>) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let credentials = vec![(ACCESS_KEY.into(), SECRET_KEY.into())];
+    let service = build_service(Arc::clone(&cluster.meta), data, credentials, S3Options::default()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(serve(listener, service, async move {
         let _ = stop.await;
     }));
-    Gateway { cluster, endpoint, shutdown }
+    (endpoint, shutdown)
 }
 
 impl Gateway {
@@ -152,4 +153,39 @@ async fn bodies_stream_into_stripes_and_failed_ones_leave_nothing() {
 
     let _ = gateway.shutdown.send(());
     gateway.cluster.shutdown().await;
+}
+
+/// Two gateways over one cluster: a GetObject body streaming from one is read to its end although
+/// the object is overwritten and then deleted through the other meanwhile, because the other keeps
+/// the released stripes for its release delay (the holds of the reading gateway do not see releases
+/// elsewhere). With `release_delay_ms = 0` the body is cut short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_streaming_from_one_gateway_survives_an_overwrite_through_another() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config: DataConfig = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    config.orphans.release_delay_ms = 60_000;
+    let mut gateways = Vec::new();
+    for _ in 0..2 {
+        let running = ErasureData::start(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+        let (endpoint, stop) = serve_s3(&cluster, Arc::new(running.data.clone())).await;
+        gateways.push((client_with(&endpoint, ACCESS_KEY, SECRET_KEY), stop, running));
+    }
+    let (reader, other) = (&gateways[0].0, &gateways[1].0);
+    reader.create_bucket().bucket("shared").send().await.unwrap();
+    // Sixteen stripes, read in pieces of two: far more than the reads ahead and the sockets hold.
+    let old = pattern(16 * STRIPE_BYTES, 30);
+    reader.put_object().bucket("shared").key("k").body(ByteStream::from(old.clone())).send().await.unwrap();
+    // The answer has begun: the first piece is read, the rest is read as the body is taken.
+    let answer = reader.get_object().bucket("shared").key("k").send().await.unwrap();
+    other.put_object().bucket("shared").key("k").body(ByteStream::from(b"new".to_vec())).send().await.unwrap();
+    other.delete_object().bucket("shared").key("k").send().await.unwrap();
+    assert_eq!(gateways[1].2.data.delayed_releases().status().waiting, 17, "sixteen stripes and the new one's");
+    let body = answer.body.collect().await.expect("the old body is whole").into_bytes();
+    assert!(body == old, "the old bytes to the end");
+    for (_, stop, running) in gateways {
+        let _ = stop.send(());
+        running.shutdown().await;
+    }
+    cluster.shutdown().await;
 }

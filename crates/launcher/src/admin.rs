@@ -79,7 +79,7 @@ pub fn cluster_secret_from_dir(dir: &Path) -> anyhow::Result<String> {
 }
 
 /// Renders a status answer as a short report: nodes by state, then repair progress, orphan-unit
-/// and unreferenced-stripe collection.
+/// and unreferenced-stripe collection, released stripes waiting out their delay.
 pub fn render_status(status: &Value) -> anyhow::Result<String> {
     let Some(nodes) = status["nodes"].as_array() else { bail!("status has no node list: {status}") };
     let mut text = String::new();
@@ -97,7 +97,7 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
     if let Some(policy) = status["policy"]["policy"].as_str() {
         text.push_str(&format!("read policy: {policy}\n"));
     }
-    for section in ["repair", "orphans", "stripe_gc"] {
+    for section in ["repair", "orphans", "stripe_gc", "releases"] {
         if let Some(fields) = status[section].as_object() {
             text.push_str(&format!("{section}:\n"));
             for (name, value) in fields {
@@ -122,6 +122,7 @@ mod tests {
             "repair": {"units_repaired": 3},
             "orphans": {"units_deleted": 2},
             "stripe_gc": {"stripes_deleted": 4},
+            "releases": {"waiting": 3},
             "policy": {"policy": "lmlf-pw2", "settings": {}}
         });
         let text = render_status(&status).unwrap();
@@ -129,6 +130,7 @@ mod tests {
         assert!(text.contains("Down") && text.contains("units_repaired: 3"), "{text}");
         assert!(text.contains("orphans:\n  units_deleted: 2"), "{text}");
         assert!(text.contains("stripe_gc:\n  stripes_deleted: 4"), "{text}");
+        assert!(text.contains("releases:\n  waiting: 3"), "{text}");
         assert!(text.contains("read policy: lmlf-pw2"), "{text}");
         assert!(render_status(&serde_json::json!({})).is_err());
     }

@@ -128,6 +128,11 @@ pub struct OrphanConfig {
     /// the stripe becomes unreferenced and is collected. At most `max_deletes_per_scan` objects move
     /// per scan. 0 turns compaction off. Default 0.5.
     pub compact_below_live_fraction: f64,
+    /// How long a released stripe (of an object overwritten or deleted, an upload aborted) is kept
+    /// before it is deleted, so reads through any gateway that fetched the old layout before the
+    /// change finish on the old bytes. At most `grace_ms` while unreferenced stripes are collected
+    /// (the collector would cut it short). 0 deletes at once. Default 10 minutes.
+    pub release_delay_ms: u64,
 }
 
 impl Default for OrphanConfig {
@@ -138,6 +143,7 @@ impl Default for OrphanConfig {
             max_deletes_per_scan: 10_000,
             stripe_scan_interval_ms: 3_600_000,
             compact_below_live_fraction: 0.5,
+            release_delay_ms: 600_000,
         }
     }
 }
@@ -255,6 +261,13 @@ impl DataConfig {
                 self.orphans.compact_below_live_fraction
             ));
         }
+        if self.orphans.stripe_scan_interval_ms > 0 && self.orphans.release_delay_ms > self.orphans.grace_ms {
+            return bad(format!(
+                "orphans.release_delay_ms ({}) must not exceed orphans.grace_ms ({}) while unreferenced stripes \
+                 are collected: the collector would delete released stripes before their delay ends",
+                self.orphans.release_delay_ms, self.orphans.grace_ms
+            ));
+        }
         if self.orphans.max_deletes_per_scan == 0 {
             return bad("orphans.max_deletes_per_scan must be positive".into());
         }
@@ -326,6 +339,17 @@ mod tests {
         assert!(none.validate().is_err());
         let off = DataConfig { orphans: OrphanConfig { scan_interval_ms: 0, ..Default::default() }, ..valid() };
         assert!(off.validate().is_ok(), "0 turns collection off");
+    }
+
+    #[test]
+    fn the_release_delay_fits_in_the_stripe_grace() {
+        let long = OrphanConfig { release_delay_ms: 3_600_001, ..Default::default() };
+        let error = DataConfig { orphans: long.clone(), ..valid() }.validate().unwrap_err().to_string();
+        assert!(error.contains("orphans.release_delay_ms") && error.contains("3600000"), "{error}");
+        let no_collector = OrphanConfig { stripe_scan_interval_ms: 0, ..long };
+        assert!(DataConfig { orphans: no_collector, ..valid() }.validate().is_ok(), "nothing cuts it short");
+        let at_once = OrphanConfig { release_delay_ms: 0, ..Default::default() };
+        assert!(DataConfig { orphans: at_once, ..valid() }.validate().is_ok());
     }
 
     #[test]

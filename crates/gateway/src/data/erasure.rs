@@ -1,7 +1,8 @@
 //! `ErasureData`: the erasure-coded [`ObjectData`] over storage nodes. Writes cut an object into
 //! stripes of k data units, encode them, write all n units in parallel and only then record the
 //! stripe (Sealed) in the metadata store; reads fetch only the byte ranges they need, degraded
-//! through [`StripeIo`] when a unit is down, corrupt or slow; release deletes stripes. Must not
+//! through [`StripeIo`] when a unit is down, corrupt or slow; release deletes stripes once their
+//! holds end and `orphans.release_delay_ms` has passed ([`super::delayed`]). Must not
 //! touch object metadata (keys, buckets), decide which units a degraded read uses (that is
 //! [`super::plan`]) or keep object bytes after a write is acknowledged.
 //!
@@ -23,6 +24,7 @@ use super::cluster::ClusterView;
 use super::config::DataConfig;
 use super::controller::{Controller, ControllerConfig};
 use super::cut::{CutLimits, StripeCut, cut_stripes};
+use super::delayed::DelayedReleases;
 use super::holds::{ReadHold, StripeHolds, owned_stripes};
 use super::membership::{BackgroundTask, Membership};
 use super::orphans::OrphanCollector;
@@ -39,6 +41,10 @@ const PACKER_TICK: Duration = Duration::from_millis(200);
 /// How long shutdown waits for open stripes to be sealed.
 const SHUTDOWN_SEAL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Released stripes taken from the delay queue at once, and deleted at once of them.
+const RELEASE_DELETE_BATCH: usize = 256;
+const RELEASE_DELETE_PARALLEL: usize = 8;
+
 /// Stripes read per page when the placer's unit counts are loaded at start.
 const STRIPE_PAGE: usize = 512;
 /// Most stripes whose placements are counted at start (beyond that counts start from the sample).
@@ -52,6 +58,7 @@ pub struct ErasureData {
     code_name: String,
     packer: Arc<Packer>,
     holds: Arc<StripeHolds>,
+    delayed: Arc<DelayedReleases>,
 }
 
 impl std::fmt::Debug for ErasureData {
@@ -76,15 +83,18 @@ impl ErasureData {
 
     /// A data path over the nodes registered in `meta`, with no background tasks (see
     /// [`super::start`] for membership and repair). Validates `config` and loads the per-node unit
-    /// counts placement balances from the existing stripes.
+    /// counts placement balances from the existing stripes. Released stripes wait out
+    /// `orphans.release_delay_ms` for the task [`ErasureData::start`] runs: without it they wait
+    /// until the stripe collector deletes them.
     pub async fn new(config: DataConfig, meta: Arc<dyn MetaStore>) -> Result<Self, DataError> {
         config.validate()?;
+        let delayed = Arc::new(DelayedReleases::new(Duration::from_millis(config.orphans.release_delay_ms)));
         let cluster = Arc::new(ClusterView::new(meta, config.cluster_secret.clone(), config.node_rpc_timeout()));
         let code_name = config.code_spec()?.to_string();
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name)?;
         let packer = Packer::new(Arc::clone(&io), Arc::clone(&code), code_name.clone());
-        let data = Self { io, code, code_name, packer, holds: Arc::new(StripeHolds::default()) };
+        let data = Self { io, code, code_name, packer, holds: Arc::new(StripeHolds::default()), delayed };
         data.count_existing_units().await?;
         Ok(data)
     }
@@ -109,6 +119,54 @@ impl ErasureData {
     /// The packer of small objects.
     pub fn packer(&self) -> &Arc<Packer> {
         &self.packer
+    }
+
+    /// Released stripes waiting out their delay.
+    pub fn delayed_releases(&self) -> &Arc<DelayedReleases> {
+        &self.delayed
+    }
+
+    /// Deletes released stripes as their delay ends, until stopped. What still waits then is left
+    /// to the stripe collector (it is unreferenced), like what a crash leaves.
+    async fn delete_released(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let data = &self;
+        loop {
+            let due = self.delayed.take_due(tokio::time::Instant::now(), RELEASE_DELETE_BATCH);
+            let more = due.len() == RELEASE_DELETE_BATCH;
+            let deletes = stream::iter(due)
+                .map(|(stripe, attempts)| async move {
+                    let result = data.delete_stripe(stripe).await;
+                    if let Err(error) = &result {
+                        tracing::warn!(%stripe, %error, "could not delete a released stripe");
+                    }
+                    data.delayed.deleted(stripe, attempts, result.is_ok(), tokio::time::Instant::now());
+                })
+                .buffer_unordered(RELEASE_DELETE_PARALLEL)
+                .collect::<()>();
+            let next = if more { Some(tokio::time::Instant::now()) } else { self.delayed.next_due() };
+            tokio::select! {
+                _ = stop.changed() => break,
+                () = deletes => {}
+            }
+            tokio::select! {
+                _ = stop.changed() => break,
+                () = self.delayed.queued(), if next.is_none() => {}
+                () = tokio::time::sleep_until(next.unwrap_or_else(tokio::time::Instant::now)), if next.is_some() => {}
+            }
+        }
+        let waiting = self.delayed.waiting();
+        if waiting > 0 {
+            tracing::info!(stripes = waiting, "released stripes left to the stripe collector at shutdown");
+        }
+    }
+
+    /// Deletes `stripes` of released layouts a delay from now (at once when there is none or the
+    /// queue is full).
+    async fn delete_after_delay(&self, stripes: Vec<StripeId>) -> Result<(), DataError> {
+        for stripe in self.delayed.schedule(stripes, tokio::time::Instant::now()) {
+            self.delete_stripe(stripe).await?;
+        }
+        Ok(())
     }
 
     /// The shared unit I/O (counters, corrupt reports, cluster view), for membership and repair.
@@ -609,11 +667,9 @@ impl ObjectData for ErasureData {
 
     async fn release(&self, layout: &Layout) -> Result<(), DataError> {
         // A packed object's stripe holds other objects: its bytes just become dead. Held stripes
-        // are deleted when their last read ends.
-        for stripe in self.holds.release(owned_stripes(layout)) {
-            self.delete_stripe(stripe).await?;
-        }
-        Ok(())
+        // wait for their last read on this gateway to end, then all wait out the delay for reads
+        // on the others.
+        self.delete_after_delay(self.holds.release(owned_stripes(layout))).await
     }
 
     fn hold(&self, layout: &Layout) -> ReadHold {
@@ -636,10 +692,8 @@ impl ObjectData for ErasureData {
                 return;
             };
             runtime.spawn(async move {
-                for stripe in doomed {
-                    if let Err(error) = data.delete_stripe(stripe).await {
-                        tracing::warn!(%stripe, %error, "could not delete a released stripe after its last read");
-                    }
+                if let Err(error) = data.delete_after_delay(doomed).await {
+                    tracing::warn!(%error, "could not delete a released stripe after its last read");
                 }
             });
         })
@@ -713,6 +767,10 @@ impl ErasureData {
         });
         let orphans = Arc::new(OrphanCollector::new(Arc::clone(&data.io), orphan_config));
         let mut tasks = vec![Arc::clone(&membership).spawn(), Arc::clone(&repair).spawn(), packer_task];
+        if data.delayed.status().delay_ms > 0 {
+            let deleter = data.clone();
+            tasks.push(BackgroundTask::spawn("release-delay", move |stop| deleter.delete_released(stop)));
+        }
         tasks.extend(Arc::clone(&orphans).spawn());
         Ok(RunningData { data, membership, repair, orphans, tasks })
     }

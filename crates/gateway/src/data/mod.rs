@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod cut;
+pub mod delayed;
 pub mod erasure;
 pub mod holds;
 pub mod membership;
@@ -103,12 +104,14 @@ pub trait ObjectData: Send + Sync {
 
     /// Frees the space of a layout that no object references any more (after an overwrite, delete or
     /// aborted upload). Packed objects only mark their bytes dead until the stripe is compacted.
-    /// Stripes under a [`ReadHold`] of this store are freed when the last hold on them ends.
+    /// Stripes under a [`ReadHold`] of this store are freed when the last hold on them ends; the
+    /// erasure-coded store then keeps them `orphans.release_delay_ms` longer, for reads of the old
+    /// layout through other gateways.
     async fn release(&self, layout: &Layout) -> Result<(), DataError>;
 
     /// Keeps `layout`'s bytes readable on this store until the hold is dropped, even if the layout
     /// is released meanwhile: a long read (a body sent as it is read, a copy) that began before an
     /// overwrite or delete reads the old bytes to the end. Holds are per process: a release through
-    /// another gateway is not deferred.
+    /// another gateway is deferred only by its release delay.
     fn hold(&self, layout: &Layout) -> ReadHold;
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use gateway::data::DataConfig;
+use gateway::data::{DataConfig, OrphanConfig};
 use meta::{MetaStore, NodeId, NodeInfo, NodeState, RedbStore};
 use node::{NodeClient, NodeConfig, RunningNode};
 
@@ -65,6 +65,8 @@ impl TestCluster {
             placement_seed: Some(42),
             degraded_read_timeout_ms: 300,
             node_rpc_timeout_ms: 10_000,
+            // Tests of release check what it deleted at once; `data_rw` tests the delay.
+            orphans: OrphanConfig { release_delay_ms: 0, ..Default::default() },
             ..Default::default()
         }
     }
