@@ -26,6 +26,14 @@
 //! before the move still finds its bytes. Stripes an upload part or a multipart object references
 //! are never compacted.
 //!
+//! **One collector per cluster.** A scan lists every object, so the gateways of a cluster elect one
+//! to scan: before each scan a gateway claims the lease `stripe-gc` in the metadata store
+//! ([`MetaStore::claim_lease`], by its `gateway_id`, for [`LEASE_SCANS`] scan intervals, renewed at
+//! the end of every scan) and skips the scan when another gateway holds it. A holder that stops is
+//! replaced once its term lapses. Nothing above depends on the lease for safety: two collectors at
+//! once (clock skew, a holder paused past its term) only repeat each other's idempotent deletes and
+//! conditional moves.
+//!
 //! This sits above both layers (see the crate documentation): it reads the S3 layer's records
 //! (objects, uploads, parts) and deletes through the data path ([`ErasureData::delete_stripe`]).
 //! Owns: the per-gateway list of candidate stripes and the decision rule ([`judge`]). Must not:
@@ -41,7 +49,7 @@ use meta::{Layout, ListObjectsQuery, MetaError, MetaStore, ObjectMeta, StripeId,
 use serde::Serialize;
 
 use crate::data::erasure::ErasureData;
-use crate::data::membership::BackgroundTask;
+use crate::data::membership::{BackgroundTask, unix_now_ms};
 use crate::data::{DataError, ObjectData, OrphanConfig, lock, meta_error};
 
 /// Stripe records read per page.
@@ -56,6 +64,11 @@ const MAX_WINDOWS: usize = 1024;
 const MAX_OBJECT_PAGES: usize = 1 << 20;
 /// Most candidates remembered between scans; beyond it new ones wait for a later scan.
 const MAX_CANDIDATES: usize = 1_000_000;
+/// The lease the gateways' collectors elect one scanner by.
+pub const LEASE_NAME: &str = "stripe-gc";
+/// A lease's term, in scan intervals: the holder keeps it through one late round, and a stopped
+/// holder is replaced within this many intervals of its last scan.
+pub const LEASE_SCANS: u64 = 3;
 
 /// What to do with an unreferenced stripe judged now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +99,10 @@ pub struct StripeGcStatus {
     pub scans: u64,
     /// Scans given up (a metadata error): nothing was deleted in them.
     pub scans_failed: u64,
+    /// Scans left to another gateway, which held the collector's lease.
+    pub scans_skipped: u64,
+    /// The gateway that held the lease at this gateway's last claim (`None` before the first).
+    pub lease_holder: Option<String>,
     /// Unreferenced stripes deleted since start.
     pub stripes_deleted: u64,
     /// Bytes of their units (every unit, parity included).
@@ -189,8 +206,12 @@ pub struct StripeCollector {
     data: ErasureData,
     config: OrphanConfig,
     candidates: Mutex<HashMap<StripeId, Candidate>>,
+    /// This gateway's name in the lease.
+    holder: String,
+    lease_holder: Mutex<Option<String>>,
     scans: AtomicU64,
     scans_failed: AtomicU64,
+    scans_skipped: AtomicU64,
     stripes_deleted: AtomicU64,
     bytes_deleted: AtomicU64,
     objects_moved: AtomicU64,
@@ -204,15 +225,20 @@ impl std::fmt::Debug for StripeCollector {
 }
 
 impl StripeCollector {
-    /// A collector over `meta` (the records) and `data` (which deletes).
+    /// A collector over `meta` (the records) and `data` (which deletes), claiming the lease by the
+    /// data path's `gateway_id`.
     pub fn new(meta: Arc<dyn MetaStore>, data: ErasureData, config: OrphanConfig) -> Self {
+        let holder = data.io().config().gateway_id().to_string();
         Self {
             meta,
             data,
             config,
             candidates: Mutex::new(HashMap::new()),
+            holder,
+            lease_holder: Mutex::new(None),
             scans: AtomicU64::new(0),
             scans_failed: AtomicU64::new(0),
+            scans_skipped: AtomicU64::new(0),
             stripes_deleted: AtomicU64::new(0),
             bytes_deleted: AtomicU64::new(0),
             objects_moved: AtomicU64::new(0),
@@ -225,6 +251,8 @@ impl StripeCollector {
         StripeGcStatus {
             scans: self.scans.load(Ordering::Relaxed),
             scans_failed: self.scans_failed.load(Ordering::Relaxed),
+            scans_skipped: self.scans_skipped.load(Ordering::Relaxed),
+            lease_holder: lock(&self.lease_holder).clone(),
             stripes_deleted: self.stripes_deleted.load(Ordering::Relaxed),
             bytes_deleted: self.bytes_deleted.load(Ordering::Relaxed),
             candidates: lock(&self.candidates).len() as u64,
@@ -243,13 +271,44 @@ impl StripeCollector {
         Some(BackgroundTask::periodic("stripe-gc", interval, move || {
             let collector = Arc::clone(&self);
             async move {
-                match collector.scan_at(Instant::now()).await {
-                    Ok(report) if report.deleted > 0 => tracing::info!(?report, "unreferenced stripe scan"),
+                match collector.round(unix_now_ms, Instant::now()).await {
+                    Ok(Some(report)) if report.deleted > 0 => tracing::info!(?report, "unreferenced stripe scan"),
                     Ok(_) => {}
                     Err(error) => tracing::warn!(%error, "unreferenced stripe scan given up; nothing deleted"),
                 }
             }
         }))
+    }
+
+    /// One round of the collector: claims the lease (wall clock `unix_ms()`, read at each claim)
+    /// and scans at `now` if this gateway holds it, then renews it; `None` when another gateway
+    /// holds the lease (this gateway's candidates are then dropped: its judgements would be stale).
+    pub async fn round(&self, unix_ms: fn() -> u64, now: Instant) -> Result<Option<StripeScanReport>, DataError> {
+        if !self.claim(unix_ms()).await? {
+            self.scans_skipped.fetch_add(1, Ordering::Relaxed);
+            lock(&self.candidates).clear();
+            return Ok(None);
+        }
+        let report = self.scan_at(now).await?;
+        // Renewed from the scan's end, so the term covers the wait for the next round.
+        self.claim(unix_ms()).await?;
+        Ok(Some(report))
+    }
+
+    /// Claims the collector's lease at `now_ms`; whether this gateway holds it. A metadata error
+    /// counts as a failed scan.
+    async fn claim(&self, now_ms: u64) -> Result<bool, DataError> {
+        let term_ms = self.config.stripe_scan_interval_ms.max(1).saturating_mul(LEASE_SCANS);
+        let lease = match self.meta.claim_lease(LEASE_NAME, &self.holder, now_ms, term_ms).await {
+            Ok(lease) => lease,
+            Err(error) => {
+                self.scans_failed.fetch_add(1, Ordering::Relaxed);
+                return Err(meta_error(error));
+            }
+        };
+        let held = lease.holder == self.holder;
+        *lock(&self.lease_holder) = Some(lease.holder);
+        Ok(held)
     }
 
     /// One scan at time `now` (tests pass a later `now` to skip the grace): judges every sealed

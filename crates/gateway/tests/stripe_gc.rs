@@ -232,3 +232,54 @@ async fn a_mostly_dead_packed_stripe_is_compacted_then_collected() {
     let now = meta.get_object(BUCKET, "live").await.unwrap();
     assert_eq!(data.read(&now.layout, 0..body.len() as u64).await.unwrap(), *body);
 }
+
+/// The wall clock the lease test's collectors claim by.
+static LEASE_CLOCK_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn lease_clock() -> u64 {
+    LEASE_CLOCK_MS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_gateway_scans_at_a_time_and_another_takes_over_when_its_lease_lapses() {
+    use gateway::stripe_gc::LEASE_SCANS;
+    let set_clock = |ms: u64| LEASE_CLOCK_MS.store(ms, std::sync::atomic::Ordering::SeqCst);
+    let cluster = TestCluster::start(9, 9).await;
+    let meta = Arc::clone(&cluster.meta);
+    let collector = |id: &str| {
+        let mut config = cluster.config("rs-6-3");
+        config.gateway_id = Some(id.into());
+        let meta = Arc::clone(&meta);
+        async move {
+            let data = ErasureData::new(config.clone(), Arc::clone(&meta)).await.unwrap();
+            (StripeCollector::new(meta, data.clone(), config.orphans), data)
+        }
+    };
+    let ((a, data), (b, _)) = (collector("gateway-a").await, collector("gateway-b").await);
+    let term_ms = OrphanConfig::default().stripe_scan_interval_ms * LEASE_SCANS;
+    // A write never committed: garbage the scanning gateway remembers.
+    data.write(pattern(1 << 20, 40)).await.unwrap();
+    let now = Instant::now();
+
+    set_clock(1_000);
+    let first = a.round(lease_clock, now).await.unwrap().expect("nobody held the lease: a scans");
+    assert_eq!(first.unreferenced, 1, "{first:?}");
+    assert_eq!(a.status().candidates, 1);
+    set_clock(2_000);
+    assert!(b.round(lease_clock, now).await.unwrap().is_none(), "a holds the lease: b skips");
+    let status = b.status();
+    assert_eq!((status.scans, status.scans_skipped, status.lease_holder.as_deref()), (0, 1, Some("gateway-a")));
+
+    // a renews at every round; b takes over only once a's last renewal has lapsed.
+    set_clock(3_000);
+    assert!(a.round(lease_clock, now).await.unwrap().is_some());
+    set_clock(3_000 + term_ms - 1);
+    assert!(b.round(lease_clock, now).await.unwrap().is_none(), "a's term runs until {}", 3_000 + term_ms);
+    set_clock(3_000 + term_ms);
+    let taken = b.round(lease_clock, now).await.unwrap().expect("a's term lapsed: b scans");
+    assert_eq!(taken.unreferenced, 1, "{taken:?}");
+    assert!(a.round(lease_clock, now).await.unwrap().is_none(), "now b holds it");
+    let status = a.status();
+    assert_eq!((status.scans, status.scans_skipped, status.candidates), (2, 1, 0), "a dropped its candidates");
+    assert_eq!(status.lease_holder.as_deref(), Some("gateway-b"));
+}

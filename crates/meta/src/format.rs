@@ -155,6 +155,11 @@ pub fn part_key(bucket: &str, upload_id: &str, part_number: u16) -> Vec<u8> {
     format!("part/{bucket}/{upload_id}/{part_number:05}").into_bytes()
 }
 
+/// Key of a lease.
+pub fn lease_key(name: &str) -> Vec<u8> {
+    format!("lease/{name}").into_bytes()
+}
+
 /// Key of a config entry.
 pub fn config_key(name: &str) -> Vec<u8> {
     format!("config/{name}").into_bytes()

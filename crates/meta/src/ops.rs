@@ -14,7 +14,7 @@ use crate::kv::{Backend, Kv, TxnFuture};
 use crate::listing;
 use crate::store::MetaStore;
 use crate::types::{
-    BucketMeta, CompletedPart, Layout, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo, NodeState,
+    BucketMeta, CompletedPart, Layout, Lease, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo, NodeState,
     ObjectListing, ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta,
 };
 use crate::validate;
@@ -474,5 +474,22 @@ impl<B: Backend> MetaStore for KvStore<B> {
         validate::config_name(name)?;
         let (name, value) = (name.to_string(), value.to_string());
         txn!(self.backend, write, (name, value), |kv| put_record(kv, format::config_key(&name), &value))
+    }
+
+    async fn claim_lease(&self, name: &str, holder: &str, now_ms: u64, ttl_ms: u64) -> Result<Lease> {
+        validate::lease(name, holder, ttl_ms)?;
+        let (name, holder) = (name.to_string(), holder.to_string());
+        txn!(self.backend, write, (name, holder), |kv| {
+            let key = format::lease_key(&name);
+            let current: Option<Lease> = get_record(kv, &key).await?;
+            match current {
+                Some(lease) if lease.holder != holder && lease.expires_ms > now_ms => Ok(lease),
+                _ => {
+                    let lease = Lease { holder: holder.clone(), expires_ms: now_ms.saturating_add(ttl_ms) };
+                    put_record(kv, key, &lease)?;
+                    Ok(lease)
+                }
+            }
+        })
     }
 }

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::types::{
-    BucketMeta, CompletedPart, Layout, MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing, ObjectMeta,
-    PartMeta, StripeId, StripeMeta, UploadMeta,
+    BucketMeta, CompletedPart, Layout, Lease, MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing,
+    ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta,
 };
 
 /// Cluster metadata. Every mutating call is one atomic, durable transaction: it either happens entirely
@@ -110,4 +110,13 @@ pub trait MetaStore: Send + Sync {
     async fn get_config(&self, name: &str) -> Result<Option<String>>;
     /// Sets a cluster-wide setting.
     async fn put_config(&self, name: &str, value: &str) -> Result<()>;
+
+    // ---- leases ----
+
+    /// Claims lease `name` for `holder` until `now_ms + ttl_ms`, atomically: granted when nobody
+    /// holds it, its term lapsed by `now_ms`, or `holder` holds it already (a renewal). Returns the
+    /// lease as it stands afterwards: `holder` has it exactly when the returned holder is `holder`.
+    /// Times are the callers' clocks, so a lease elects one runner for work that stays safe when two
+    /// run at once for a while (skew, a holder paused past its term); it is not a lock.
+    async fn claim_lease(&self, name: &str, holder: &str, now_ms: u64, ttl_ms: u64) -> Result<Lease>;
 }

@@ -201,6 +201,16 @@ pub enum NodeState {
     Removed,
 }
 
+/// Who runs a cluster-wide background job (one gateway's stripe collector, say) until when; see
+/// [`crate::MetaStore::claim_lease`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The holder's name (a gateway id).
+    pub holder: String,
+    /// Unix time in ms, by the holder's last claim, at which the lease lapses.
+    pub expires_ms: u64,
+}
+
 /// A registered storage node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {

@@ -80,6 +80,21 @@ pub fn upload_id(upload_id: &str) -> Result<()> {
     }
 }
 
+/// Checks a lease claim: a config-like name, a holder of 1 to `MAX_CONFIG_NAME_BYTES` bytes and a
+/// positive term.
+pub fn lease(name: &str, holder: &str, ttl_ms: u64) -> Result<()> {
+    config_name(name)?;
+    if holder.is_empty() || holder.len() > MAX_CONFIG_NAME_BYTES {
+        return Err(MetaError::InvalidArgument(format!(
+            "lease holder must be 1 to {MAX_CONFIG_NAME_BYTES} bytes long"
+        )));
+    }
+    if ttl_ms == 0 {
+        return Err(MetaError::InvalidArgument("a lease must last longer than 0 ms".into()));
+    }
+    Ok(())
+}
+
 /// Checks a config name: 1 to `MAX_CONFIG_NAME_BYTES` bytes.
 pub fn config_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_CONFIG_NAME_BYTES {

@@ -59,6 +59,24 @@ async fn two_gateways_race() {
     }
     assert_eq!(second.list_buckets().await.unwrap().len(), 10);
 
+    // Both gateways claim the same free lease at once, ten times: exactly one holds it each time, and
+    // both are told who.
+    for round in 0..10 {
+        let name = format!("lease-{round}");
+        let claims: Vec<_> = [(&first, "gateway-a"), (&second, "gateway-b")]
+            .into_iter()
+            .map(|(store, holder)| {
+                let (store, name) = (Arc::clone(store), name.clone());
+                tokio::spawn(async move { store.claim_lease(&name, holder, 1000, 500).await.unwrap() })
+            })
+            .collect();
+        let mut told = Vec::new();
+        for claim in claims {
+            told.push(claim.await.unwrap());
+        }
+        assert_eq!(told[0], told[1], "both see the one holder");
+    }
+
     // Both gateways move a unit of the same stripe from the same version: one wins, one gets Conflict.
     let id = first.allocate_stripe_id().await.unwrap();
     let created = first.create_stripe(conformance::stripe(id, [1, 2, 3, 4, 5, 6, 7, 8, 9])).await.unwrap();

@@ -7,8 +7,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use meta::{
-    BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, ListObjectsQuery, MetaError, MetaStore, NodeId,
-    NodeInfo, NodeState, ObjectMeta, PartMeta, StripeId, StripeMeta, StripeSegment, StripeState, UploadMeta,
+    BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, Lease, ListObjectsQuery, MetaError, MetaStore,
+    NodeId, NodeInfo, NodeState, ObjectMeta, PartMeta, StripeId, StripeMeta, StripeSegment, StripeState, UploadMeta,
 };
 
 /// A conformance case: runs against a fresh store and panics on a violation.
@@ -34,6 +34,7 @@ cases!(
     nodes,
     multipart,
     config,
+    leases,
 );
 
 pub fn bucket(name: &str) -> BucketMeta {
@@ -663,6 +664,26 @@ async fn multipart(store: Arc<dyn MetaStore>) {
     store.abort_multipart("mpu", "audio/a.mp3", &other.upload_id).await.unwrap();
     store.delete_object("mpu", "video.mp4").await.unwrap();
     store.delete_bucket("mpu").await.unwrap();
+}
+
+async fn leases(store: Arc<dyn MetaStore>) {
+    let claim = |holder: &'static str, now_ms: u64| {
+        let store = Arc::clone(&store);
+        async move { store.claim_lease("stripe-gc", holder, now_ms, 1000).await.unwrap() }
+    };
+    let lease = |holder: &str, expires_ms| Lease { holder: holder.into(), expires_ms };
+    assert_eq!(claim("a", 10_000).await, lease("a", 11_000), "nobody held it");
+    assert_eq!(claim("b", 10_500).await, lease("a", 11_000), "a holds it: b is told so, nothing changes");
+    assert_eq!(claim("a", 10_900).await, lease("a", 11_900), "a renews");
+    assert_eq!(claim("b", 11_899).await, lease("a", 11_900));
+    assert_eq!(claim("b", 11_900).await, lease("b", 12_900), "a's term lapsed: b takes over");
+    assert_eq!(claim("a", 12_000).await, lease("b", 12_900));
+    let other = store.claim_lease("other", "a", 12_000, 5).await.unwrap();
+    assert_eq!(other, lease("a", 12_005), "leases are independent");
+    assert!(is_invalid(store.claim_lease("", "a", 0, 1).await));
+    assert!(is_invalid(store.claim_lease("x", "", 0, 1).await));
+    assert!(is_invalid(store.claim_lease("x", "a", 0, 0).await));
+    assert_eq!(claim("b", 12_100).await, lease("b", 13_100), "the refused claims changed nothing");
 }
 
 async fn config(store: Arc<dyn MetaStore>) {
