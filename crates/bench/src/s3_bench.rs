@@ -1,8 +1,8 @@
-//! `lowtail bench s3`: PUT and GET throughput and latency of a lowtail cluster through its S3 API,
-//! measured with the AWS SDK for Rust as a real client would see them.
+//! `lowtail bench s3`: PUT, GET and DELETE throughput and latency of a lowtail cluster through its S3
+//! API, measured with the AWS SDK for Rust as a real client would see them.
 //!
 //! Owns: the choice of cluster (a running one named by its `cluster.json`, or a fresh 9-node rs-6-3
-//! cluster in a temporary directory), the closed-loop PUT and GET phases per object size, the
+//! cluster in a temporary directory), the closed-loop PUT, GET and DELETE phases per object size, the
 //! check of every GET's length and of a sample of GETs' bytes, the latency histograms, the gateway's
 //! peak resident memory per phase (when it runs on this host), the rows they become, and their
 //! rendering as a table or JSON.
@@ -47,6 +47,8 @@ pub const VERIFY_EVERY: u64 = 50;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Failure messages kept for the report (the count of all of them is in the rows).
 const KEPT_ERRORS: usize = 5;
+/// Longest a DELETE phase runs: it deletes every object its PUT phase wrote, unless this passes.
+const DELETE_PHASE_LIMIT: Duration = Duration::from_secs(600);
 /// How often the gateway's resident memory is sampled during a phase.
 const RSS_SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
 
@@ -111,6 +113,8 @@ pub enum S3Op {
     Put,
     /// GetObject of a key written in the PUT phase, body read to the end.
     Get,
+    /// DeleteObject of each key written in the PUT phase, once.
+    Delete,
 }
 
 impl S3Op {
@@ -118,6 +122,7 @@ impl S3Op {
         match self {
             S3Op::Put => "put",
             S3Op::Get => "get",
+            S3Op::Delete => "delete",
         }
     }
 }
@@ -385,6 +390,18 @@ async fn get_client(phase: Arc<Phase>, written: Arc<Vec<u64>>, client_seed: u64)
     tally
 }
 
+async fn delete_client(phase: Arc<Phase>, written: Arc<Vec<u64>>) -> ClientTally {
+    let mut tally = ClientTally::new();
+    // The phase issues at most `written.len()` requests, so every sequence names a written key.
+    while let Some(sequence) = phase.next_request() {
+        let key = phase.key(written[sequence as usize]);
+        let started = Instant::now();
+        let result = phase.s3.delete_object().bucket(BUCKET).key(&key).send().await;
+        tally.record(started, result.map(|_| ()).map_err(|error| format!("DELETE {key}: {}", error_text(&error))));
+    }
+    tally
+}
+
 /// One GET, its body read to the end and its length checked; the bytes too on every
 /// [`VERIFY_EVERY`]-th request. The latency includes reading the body but not the byte check.
 async fn get_and_check(phase: &Phase, key: &str, index: u64, sequence: u64) -> Result<(), String> {
@@ -419,7 +436,7 @@ async fn ensure_bucket(s3: &aws_sdk_s3::Client) -> anyhow::Result<()> {
 }
 
 fn progress_bar(config: &S3BenchConfig) -> ProgressBar {
-    let phases = 2 * config.object_sizes_bytes.len() as u64;
+    let phases = 3 * config.object_sizes_bytes.len() as u64;
     if !config.show_progress || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -449,17 +466,18 @@ async fn run_phases(
     let mut rows = Vec::new();
     let mut first_errors = Vec::new();
     for &object_bytes in &config.object_sizes_bytes {
-        let new_phase = || {
+        let phase_of = |duration: Duration, max_requests: u64| {
             Arc::new(Phase {
                 s3: s3.clone(),
                 prefix: prefix.clone(),
                 seed: config.seed,
                 object_bytes,
-                deadline: Instant::now() + config.phase_duration,
-                max_requests: config.max_requests_per_phase,
+                deadline: Instant::now() + duration,
+                max_requests,
                 issued: AtomicU64::new(0),
             })
         };
+        let new_phase = || phase_of(config.phase_duration, config.max_requests_per_phase);
 
         bar.set_message(format!("put {}", format_byte_size(object_bytes)));
         let phase = new_phase();
@@ -492,6 +510,20 @@ async fn run_phases(
             .collect();
         let tally = join_clients(clients).await?;
         let mut row = tally_row(S3Op::Get, object_bytes, &tally, started.elapsed(), config.concurrency);
+        row.gateway_rss_peak_mib = RssPeak::finish(rss).await;
+        rows.push(row);
+        first_errors.extend(tally.first_errors.iter().cloned());
+        bar.inc(1);
+
+        bar.set_message(format!("delete {}", format_byte_size(object_bytes)));
+        let phase = phase_of(DELETE_PHASE_LIMIT, written.len() as u64);
+        let rss = gateway_pid.and_then(RssPeak::start);
+        let started = Instant::now();
+        let clients: Vec<_> = (0..config.concurrency)
+            .map(|_| tokio::spawn(delete_client(Arc::clone(&phase), Arc::clone(&written))))
+            .collect();
+        let tally = join_clients(clients).await?;
+        let mut row = tally_row(S3Op::Delete, object_bytes, &tally, started.elapsed(), config.concurrency);
         row.gateway_rss_peak_mib = RssPeak::finish(rss).await;
         rows.push(row);
         first_errors.extend(tally.first_errors.iter().cloned());
@@ -579,8 +611,9 @@ pub fn render_table(report: &S3BenchReport) -> String {
          {cluster} at {endpoint}; each phase {seconds:.1} s, closed loop (each client sends its next request when its \
          last one ends), AWS SDK for Rust without retries.\n\
          PUT writes new keys of random bytes; GET reads random keys of that PUT phase to the end, checks every \
-         length and the bytes of every {VERIFY_EVERY}th.\n\
-         ops/s and MB/s (1e6 bytes of object per s): successful requests over the phase's wall time; latencies: \
+         length and the bytes of every {VERIFY_EVERY}th; DELETE deletes every key that PUT phase wrote, once.\n\
+         ops/s and MB/s (1e6 bytes of object per s, freed for DELETE): successful requests over the phase's wall \
+         time; latencies: \
          every request, failed ones included; gateway RSS: the peak resident memory of the gateway's process \
          during the phase (sampled every 10 ms; - when it does not run on this host).",
         endpoint = report.endpoint,
@@ -641,7 +674,7 @@ mod tests {
             gateway_rss_peak_mib: Some(73.5),
         };
         S3BenchReport {
-            rows: vec![row(S3Op::Put), row(S3Op::Get)],
+            rows: vec![row(S3Op::Put), row(S3Op::Get), row(S3Op::Delete)],
             endpoint: "http://127.0.0.1:9000".into(),
             fresh_cluster: true,
             phase_duration: Duration::from_secs(10),
@@ -653,9 +686,8 @@ mod tests {
     fn json_is_an_array_of_rows_with_the_documented_fields() {
         let json: serde_json::Value = serde_json::from_str(&render_json(&report(0))).unwrap();
         let rows = json.as_array().unwrap();
-        assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0]["op"], "put");
-        assert_eq!(rows[1]["op"], "get");
+        let ops: Vec<&str> = rows.iter().map(|row| row["op"].as_str().unwrap()).collect();
+        assert_eq!(ops, ["put", "get", "delete"]);
         let mut fields: Vec<&str> = rows[0].as_object().unwrap().keys().map(String::as_str).collect();
         fields.sort_unstable();
         assert_eq!(
@@ -681,7 +713,9 @@ mod tests {
     #[test]
     fn table_shows_figures_and_flags_errors() {
         let text = render_table(&report(0));
-        for expected in ["put", "get", "4 KiB", "1000", "500.0", "2.05", "1.50", "7.25", "12.00", "10.0 s", "74"] {
+        for expected in
+            ["put", "get", "delete", "4 KiB", "1000", "500.0", "2.05", "1.50", "7.25", "12.00", "10.0 s", "74"]
+        {
             assert!(text.contains(expected), "{expected:?} missing from\n{text}");
         }
         assert!(!text.contains("FAILED"), "{text}");

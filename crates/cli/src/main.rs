@@ -402,18 +402,20 @@ enum BenchCommand {
     /// fields code, k, m, unit_bytes, op ("encode" | "decode"), lost, gbps,
     /// engine, ceiling_gbps, and baseline_gbps on encode rows.
     Codec(CodecArgs),
-    /// S3 PUT and GET throughput and p50/p99 latency against a cluster, with the AWS SDK for Rust.
+    /// S3 PUT, GET and DELETE throughput and p50/p99 latency against a cluster, with the AWS SDK for Rust.
     ///
     /// Without --cluster it starts a fresh local cluster (9 nodes, rs-6-3, as `lowtail up` does) in a
     /// temporary directory and stops it afterwards; with --cluster DIR/cluster.json it measures that
-    /// running cluster (objects are left in the bucket lowtail-bench under a prefix of their own).
+    /// running cluster (in the bucket lowtail-bench, under a prefix of its own; the DELETE phases
+    /// delete what the PUT phases wrote).
     ///
     /// For every object size: a PUT phase (--concurrency clients writing new keys of random bytes back
-    /// to back for --duration-s seconds), then a GET phase reading random keys of those just written;
-    /// every GET's length is checked, and the bytes of every 50th. Requests are not retried: failures
+    /// to back for --duration-s seconds), then a GET phase reading random keys of those just written
+    /// (every GET's length is checked, and the bytes of every 50th), then a DELETE phase deleting each
+    /// of them once (at most 10 minutes). Requests are not retried: failures
     /// are counted in the `errors` column, and any makes the command exit non-zero after printing.
     ///
-    /// With --json, stdout is exactly one JSON array of objects with the fields op ("put" | "get"),
+    /// With --json, stdout is exactly one JSON array of objects with the fields op ("put" | "get" | "delete"),
     /// object_bytes, requests, errors, ops_per_s, mb_per_s, p50_ms, p99_ms, max_ms, concurrency,
     /// gateway_rss_peak_mib (the gateway's peak resident memory during the phase; null when it does
     /// not run on this host).

@@ -1,10 +1,10 @@
 //! `lowtail bench s3` as a user runs it: a real process that starts its own cluster, runs a short
-//! PUT and GET phase, stops the cluster and prints exactly one JSON array.
+//! PUT, GET and DELETE phase, stops the cluster and prints exactly one JSON array.
 
 use std::process::Command;
 
 #[test]
-fn bench_s3_quick_json_reports_put_and_get_rows_without_errors() {
+fn bench_s3_quick_json_reports_put_get_and_delete_rows_without_errors() {
     let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
         .args(["bench", "s3", "--quick", "--duration-s", "1", "--sizes", "4KiB", "--concurrency", "2", "--json"])
         .output()
@@ -14,7 +14,8 @@ fn bench_s3_quick_json_reports_put_and_get_rows_without_errors() {
     let rows: serde_json::Value = serde_json::from_slice(&output.stdout).expect("stdout is one JSON value");
     let rows = rows.as_array().expect("a JSON array");
     let ops: Vec<&str> = rows.iter().map(|row| row["op"].as_str().unwrap()).collect();
-    assert_eq!(ops, ["put", "get"]);
+    assert_eq!(ops, ["put", "get", "delete"]);
+    assert_eq!(rows[2]["requests"], rows[0]["requests"], "every object written is deleted once");
     for row in rows {
         assert_eq!(row["object_bytes"], 4096, "{row}");
         assert_eq!(row["concurrency"], 2, "{row}");
