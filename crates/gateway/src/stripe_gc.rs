@@ -284,28 +284,31 @@ impl StripeCollector {
     /// and scans at `now` if this gateway holds it, then renews it; `None` when another gateway
     /// holds the lease (this gateway's candidates are then dropped: its judgements would be stale).
     pub async fn round(&self, unix_ms: fn() -> u64, now: Instant) -> Result<Option<StripeScanReport>, DataError> {
-        if !self.claim(unix_ms()).await? {
-            self.scans_skipped.fetch_add(1, Ordering::Relaxed);
-            lock(&self.candidates).clear();
-            return Ok(None);
-        }
-        let report = self.scan_at(now).await?;
-        // Renewed from the scan's end, so the term covers the wait for the next round.
-        self.claim(unix_ms()).await?;
-        Ok(Some(report))
-    }
-
-    /// Claims the collector's lease at `now_ms`; whether this gateway holds it. A metadata error
-    /// counts as a failed scan.
-    async fn claim(&self, now_ms: u64) -> Result<bool, DataError> {
-        let term_ms = self.config.stripe_scan_interval_ms.max(1).saturating_mul(LEASE_SCANS);
-        let lease = match self.meta.claim_lease(LEASE_NAME, &self.holder, now_ms, term_ms).await {
-            Ok(lease) => lease,
+        match self.claim(unix_ms()).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.scans_skipped.fetch_add(1, Ordering::Relaxed);
+                lock(&self.candidates).clear();
+                return Ok(None);
+            }
             Err(error) => {
                 self.scans_failed.fetch_add(1, Ordering::Relaxed);
                 return Err(meta_error(error));
             }
-        };
+        }
+        let report = self.scan_at(now).await?;
+        // Renewed from the scan's end, so the term covers the wait for the next round. A failed
+        // renewal leaves the term of the first claim, which is enough for one round.
+        if let Err(error) = self.claim(unix_ms()).await {
+            tracing::warn!(%error, "the stripe collector's lease was not renewed after its scan");
+        }
+        Ok(Some(report))
+    }
+
+    /// Claims the collector's lease at `now_ms`; whether this gateway holds it.
+    async fn claim(&self, now_ms: u64) -> Result<bool, MetaError> {
+        let term_ms = self.config.stripe_scan_interval_ms.max(1).saturating_mul(LEASE_SCANS);
+        let lease = self.meta.claim_lease(LEASE_NAME, &self.holder, now_ms, term_ms).await?;
         let held = lease.holder == self.holder;
         *lock(&self.lease_holder) = Some(lease.holder);
         Ok(held)
