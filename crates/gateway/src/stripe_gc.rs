@@ -49,6 +49,7 @@ use meta::{Layout, ListObjectsQuery, MetaError, MetaStore, ObjectMeta, StripeId,
 use serde::Serialize;
 
 use crate::data::erasure::ErasureData;
+use crate::data::lease::LeaseClaims;
 use crate::data::membership::{BackgroundTask, unix_now_ms};
 use crate::data::{DataError, ObjectData, OrphanConfig, lock, meta_error};
 
@@ -206,9 +207,7 @@ pub struct StripeCollector {
     data: ErasureData,
     config: OrphanConfig,
     candidates: Mutex<HashMap<StripeId, Candidate>>,
-    /// This gateway's name in the lease.
-    holder: String,
-    lease_holder: Mutex<Option<String>>,
+    lease: LeaseClaims,
     scans: AtomicU64,
     scans_failed: AtomicU64,
     scans_skipped: AtomicU64,
@@ -228,14 +227,13 @@ impl StripeCollector {
     /// A collector over `meta` (the records) and `data` (which deletes), claiming the lease by the
     /// data path's `gateway_id`.
     pub fn new(meta: Arc<dyn MetaStore>, data: ErasureData, config: OrphanConfig) -> Self {
-        let holder = data.io().config().gateway_id().to_string();
+        let lease = LeaseClaims::new(LEASE_NAME, data.io().config().gateway_id());
         Self {
             meta,
             data,
             config,
             candidates: Mutex::new(HashMap::new()),
-            holder,
-            lease_holder: Mutex::new(None),
+            lease,
             scans: AtomicU64::new(0),
             scans_failed: AtomicU64::new(0),
             scans_skipped: AtomicU64::new(0),
@@ -252,7 +250,7 @@ impl StripeCollector {
             scans: self.scans.load(Ordering::Relaxed),
             scans_failed: self.scans_failed.load(Ordering::Relaxed),
             scans_skipped: self.scans_skipped.load(Ordering::Relaxed),
-            lease_holder: lock(&self.lease_holder).clone(),
+            lease_holder: self.lease.last_holder(),
             stripes_deleted: self.stripes_deleted.load(Ordering::Relaxed),
             bytes_deleted: self.bytes_deleted.load(Ordering::Relaxed),
             candidates: lock(&self.candidates).len() as u64,
@@ -308,10 +306,7 @@ impl StripeCollector {
     /// Claims the collector's lease at `now_ms`; whether this gateway holds it.
     async fn claim(&self, now_ms: u64) -> Result<bool, MetaError> {
         let term_ms = self.config.stripe_scan_interval_ms.max(1).saturating_mul(LEASE_SCANS);
-        let lease = self.meta.claim_lease(LEASE_NAME, &self.holder, now_ms, term_ms).await?;
-        let held = lease.holder == self.holder;
-        *lock(&self.lease_holder) = Some(lease.holder);
-        Ok(held)
+        self.lease.claim(self.meta.as_ref(), now_ms, term_ms).await
     }
 
     /// One scan at time `now` (tests pass a later `now` to skip the grace): judges every sealed

@@ -348,3 +348,44 @@ async fn overloaded_live_nodes_make_a_read_unavailable_not_lost() {
     }
     cluster.shutdown().await;
 }
+
+/// Two gateways over one cluster: only the holder of the repair lease rebuilds a dead node's units,
+/// so each stripe is read and rebuilt once, and the other gateway names the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_gateway_repairs_a_dead_node_while_the_other_leaves_it_to_the_lease_holder() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let mut services = Vec::new();
+    let mut first_data = None;
+    for id in ["gateway-a", "gateway-b"] {
+        let mut config = cluster.config("rs-6-3");
+        config.repair = RepairConfig { grace_ms: 0, ..Default::default() };
+        config.gateway_id = Some(id.into());
+        let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+        services.push(RepairService::new(Arc::clone(data.io()), config.repair.clone()));
+        first_data.get_or_insert(data);
+    }
+    let data = first_data.unwrap();
+    let objects = write_objects(&data, 70).await;
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    let Layout::Striped { segments } = &objects[2].1 else { panic!("a 5 MiB object is striped") };
+    let dead = cluster.meta.get_stripe(segments[0].stripe).await.unwrap().placement[0];
+    let on_dead = cluster.meta.stripes_on_node(dead, None, 1000).await.unwrap().len() as u64;
+    assert!(on_dead > 0);
+    cluster.kill(dead.0 as usize).await;
+
+    let (a, b) = tokio::join!(services[0].scan(), services[1].scan());
+    a.unwrap();
+    b.unwrap();
+    let statuses: Vec<_> = services.iter().map(RepairService::status).collect();
+    let holder = statuses[0].lease_holder.clone().expect("a lease was claimed");
+    assert_eq!(statuses[1].lease_holder.as_ref(), Some(&holder), "both see one holder");
+    let (repairer, other) =
+        if holder == "gateway-a" { (&statuses[0], &statuses[1]) } else { (&statuses[1], &statuses[0]) };
+    assert_eq!((repairer.stripes_repaired, repairer.stripe_failures), (on_dead, 0), "{repairer:?}");
+    assert_eq!(repairer.nodes_repairing, vec![dead]);
+    assert_eq!((other.stripes_repaired, other.stripe_failures), (0, 0), "{other:?}");
+    assert!(other.nodes_repairing.is_empty(), "the other gateway left the dead node alone: {other:?}");
+    assert!(cluster.meta.stripes_on_node(dead, None, 10).await.unwrap().is_empty(), "nothing left on the dead node");
+    assert_readable(&data, &objects, "after one gateway's repair").await;
+    cluster.shutdown().await;
+}

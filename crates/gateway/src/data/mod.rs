@@ -17,6 +17,7 @@ pub mod cut;
 pub mod delayed;
 pub mod erasure;
 pub mod holds;
+pub mod lease;
 pub mod membership;
 pub mod memory;
 pub mod orphans;

@@ -4,6 +4,14 @@
 //! at once, source bytes per second) so client reads keep the disks. Progress is exported as
 //! metrics and through [`RepairService::status`]. Must not serve client reads or change object
 //! metadata; it only moves units and updates stripe placements.
+//!
+//! **One repairer per cluster.** Every gateway watches membership, but only the holder of the
+//! `repair` lease ([`meta::MetaStore::claim_lease`], claimed at each scan and renewed during a long
+//! one) rebuilds the units of Down nodes and the corrupt units the nodes list, so several gateways
+//! do not all read the same recovery sets (only one compare-and-swap would win) and the read budget
+//! holds for the cluster, not per gateway. The others rebuild only the corrupt units their own reads
+//! reported. Safety does not depend on the lease: two repairers at once lose a compare-and-swap and
+//! undo, as before.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,9 +23,10 @@ use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeState};
 use serde::Serialize;
 
 use super::config::RepairConfig;
-use super::membership::BackgroundTask;
+use super::lease::LeaseClaims;
+use super::membership::{BackgroundTask, unix_now_ms};
 use super::stripe_io::{NodeMap, StripeIo};
-use super::{DataError, lock};
+use super::{DataError, lock, meta_error};
 
 /// Stripe ids read per page of a node's index.
 const STRIPE_PAGE: usize = 256;
@@ -25,6 +34,12 @@ const STRIPE_PAGE: usize = 256;
 const CAS_ATTEMPTS: usize = 3;
 /// Most stripes one scan takes on; the rest wait for the next scan.
 const MAX_STRIPES_PER_SCAN: usize = 100_000;
+/// The lease the gateways elect one repairer by.
+pub const REPAIR_LEASE: &str = "repair";
+/// The repair lease's term: this many scan intervals, and at least [`MIN_LEASE_TERM`]; a scan
+/// renews it every third of the term, so a stopped holder is replaced within one term.
+const LEASE_TERM_SCANS: u64 = 10;
+const MIN_LEASE_TERM: Duration = Duration::from_secs(30);
 
 /// Repair progress, for `lowtail admin status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -41,8 +56,11 @@ pub struct RepairStatus {
     pub stripes_remaining: u64,
     /// Down nodes still within the grace period.
     pub nodes_in_grace: Vec<NodeId>,
-    /// Down nodes past the grace period whose units are being rebuilt.
+    /// Down nodes past the grace period whose units are being rebuilt (by this gateway: empty
+    /// when another holds the repair lease).
     pub nodes_repairing: Vec<NodeId>,
+    /// The gateway that held the repair lease at this gateway's last claim (`None` before the first).
+    pub lease_holder: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -65,11 +83,13 @@ pub struct RepairService {
     next_read_at: tokio::sync::Mutex<Instant>,
     progress: Progress,
     nodes_repairing: Mutex<Vec<NodeId>>,
+    lease: LeaseClaims,
 }
 
 impl RepairService {
     /// A repair service over the data path's unit I/O.
     pub fn new(io: Arc<StripeIo>, config: RepairConfig) -> Self {
+        let lease = LeaseClaims::new(REPAIR_LEASE, io.config().gateway_id());
         Self {
             io,
             config,
@@ -77,7 +97,18 @@ impl RepairService {
             next_read_at: tokio::sync::Mutex::new(Instant::now()),
             progress: Progress::default(),
             nodes_repairing: Mutex::new(Vec::new()),
+            lease,
         }
+    }
+
+    fn lease_term(&self) -> Duration {
+        MIN_LEASE_TERM.max(Duration::from_millis(self.config.scan_interval_ms.saturating_mul(LEASE_TERM_SCANS)))
+    }
+
+    /// Claims (or renews) the repair lease; whether this gateway holds it.
+    async fn claim(&self) -> Result<bool, DataError> {
+        let term_ms = self.lease_term().as_millis() as u64;
+        self.lease.claim(self.io.cluster().meta().as_ref(), unix_now_ms(), term_ms).await.map_err(meta_error)
     }
 
     /// Progress so far.
@@ -94,6 +125,7 @@ impl RepairService {
             stripes_remaining: self.progress.remaining.load(Ordering::Relaxed),
             nodes_in_grace,
             nodes_repairing: lock(&self.nodes_repairing).clone(),
+            lease_holder: self.lease.last_holder(),
         }
     }
 
@@ -110,11 +142,17 @@ impl RepairService {
         })
     }
 
-    /// One pass: notes newly Down nodes, rebuilds every stripe with a unit on a node Down for longer
-    /// than the grace period, and every unit reported corrupt (by reads or by the nodes' stats).
+    /// One pass: notes newly Down nodes and claims the repair lease; holding it, rebuilds every
+    /// stripe with a unit on a node Down for longer than the grace period and every unit reported
+    /// corrupt (by this gateway's reads or by the nodes' stats), renewing the lease as it goes and
+    /// starting no more stripes if it is lost; not holding it, only the units its own reads
+    /// reported corrupt.
     pub async fn scan(&self) -> Result<(), DataError> {
         let nodes = self.io.cluster().node_map().await?;
-        let due = self.nodes_past_grace(&nodes);
+        let past_grace = self.nodes_past_grace(&nodes);
+        let mut claimed = Instant::now();
+        let held = self.claim().await?;
+        let due = if held { past_grace } else { Vec::new() };
         *lock(&self.nodes_repairing) = due.clone();
         // stripe → units known corrupt on the node that holds them.
         let mut work: BTreeMap<StripeId, Vec<(u16, NodeId)>> = BTreeMap::new();
@@ -135,16 +173,22 @@ impl RepairService {
                 });
             }
         }
-        for (stripe, unit, node) in self.corrupt_units(&nodes).await {
+        let corrupt = if held { self.corrupt_units(&nodes).await } else { self.reported_corrupt_units() };
+        for (stripe, unit, node) in corrupt {
             work.entry(stripe).or_default().push((unit, node));
         }
         self.progress.remaining.store(work.len() as u64, Ordering::Relaxed);
         metrics::gauge!("lowtail_gateway_repair_stripes_remaining").set(work.len() as f64);
         let nodes = &nodes;
-        let mut repairs = stream::iter(
-            work.into_iter()
-                .map(|(stripe, corrupt)| async move { (stripe, self.repair_stripe(nodes, stripe, &corrupt).await) }),
-        )
+        let still_held = std::sync::atomic::AtomicBool::new(true);
+        let still_held = &still_held;
+        let mut repairs = stream::iter(work.into_iter().map(|(stripe, corrupt)| async move {
+            // A holder that lost the lease mid-scan starts no more stripes: the new one takes them.
+            if held && !still_held.load(Ordering::Relaxed) {
+                return (stripe, Ok(0));
+            }
+            (stripe, self.repair_stripe(nodes, stripe, &corrupt).await)
+        }))
         .buffer_unordered(self.config.max_concurrent_stripes);
         while let Some((stripe, result)) = repairs.next().await {
             self.progress.remaining.fetch_sub(1, Ordering::Relaxed);
@@ -152,6 +196,19 @@ impl RepairService {
             if let Err(error) = result {
                 self.progress.failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%stripe, %error, "stripe repair failed; retried at the next scan");
+            }
+            if held && still_held.load(Ordering::Relaxed) && claimed.elapsed() >= self.lease_term() / 3 {
+                claimed = Instant::now();
+                match self.claim().await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!("repair lease lost mid-scan; the rest is left to its new holder");
+                        still_held.store(false, Ordering::Relaxed);
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "repair lease not renewed; tried again a third of a term later")
+                    }
+                }
             }
         }
         Ok(())
@@ -171,9 +228,14 @@ impl RepairService {
         due
     }
 
+    /// Corrupt units this gateway's reads reported.
+    fn reported_corrupt_units(&self) -> BTreeSet<(StripeId, u16, NodeId)> {
+        self.io.take_corrupt_reports().into_iter().collect()
+    }
+
     /// Corrupt units reported by reads, plus those the Up nodes list in their stats.
     async fn corrupt_units(&self, nodes: &NodeMap) -> BTreeSet<(StripeId, u16, NodeId)> {
-        let mut found: BTreeSet<(StripeId, u16, NodeId)> = self.io.take_corrupt_reports().into_iter().collect();
+        let mut found = self.reported_corrupt_units();
         for node in nodes.values().filter(|n| n.state == NodeState::Up) {
             let Ok(client) = self.io.cluster().client(node).await else { continue };
             match client.stats().await {
