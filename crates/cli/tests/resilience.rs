@@ -456,8 +456,9 @@ fn free_addr() -> std::net::SocketAddr {
 
 /// Two `lowtail gateway` processes share one cluster (eight `lowtail node` processes, RS(4,2)) through
 /// a real etcd; nodes are registered with `lowtail admin add-node`. Objects written through one
-/// gateway are read, listed and deleted through the other, byte for byte. Then a node dies: both
-/// gateways notice it and repair, and afterwards every stripe has all its units on live nodes, so
+/// gateway are read, listed and deleted through the other, byte for byte. Then a node dies: the
+/// gateway holding the repair lease repairs it while the other names that gateway and leaves the node
+/// alone, and afterwards every stripe has all its units on live nodes, so
 /// m = 2 more nodes can die and every object still reads back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gateways_share_one_cluster_through_etcd() {
@@ -625,7 +626,7 @@ packed.seal_after_ms = 300
         assert!(bytes == pseudo_random(sizes[i], 500 + i as u32), "from-a/{i} differs after the delete");
     }
 
-    // More stripes, written through both gateways, so repair has work for both.
+    // More stripes, written through both gateways, so repair has work.
     let mut objects: BTreeMap<String, Expected> = BTreeMap::new();
     for i in [0usize, 1, 3] {
         objects.insert(format!("from-a/{i}"), Expected { len: sizes[i], seed: 500 + i as u32 });
@@ -639,15 +640,24 @@ packed.seal_after_ms = 300
         objects.insert(format!("more-{i}"), expected);
     }
 
-    // Node 0 dies; both gateways mark it Down and repair its units once the grace period is over.
+    // Node 0 dies; the gateway holding the repair lease repairs its units once the grace period is
+    // over, and the other leaves them to it.
     {
         let (_, node) = processes.0.iter_mut().find(|(name, _)| name == "node-0").unwrap();
         node.kill().unwrap();
         node.wait().unwrap();
     }
-    for http in [http_a, http_b] {
-        wait_for_repair(|| common::admin_status_at(&format!("http://{http}")), &[0]).await;
-    }
+    let status_at = |http: &str| common::admin_status_at(&format!("http://{http}"));
+    let holder = common::poll("a repair lease holder", Duration::from_secs(30), || {
+        status_at(&http_a)["repair"]["lease_holder"].as_str().map(str::to_string).ok_or("no claim yet".to_string())
+    })
+    .await;
+    let (repairer, other) = if holder == "a" { (&http_a, &http_b) } else { (&http_b, &http_a) };
+    wait_for_repair(|| status_at(repairer), &[0]).await;
+    let repair = status_at(other)["repair"].clone();
+    assert_eq!(repair["lease_holder"], holder.as_str(), "both gateways see one repairer: {repair}");
+    assert_eq!(repair["nodes_repairing"], serde_json::json!([]), "the other gateway leaves node 0 alone: {repair}");
+    assert_eq!(repair["stripes_repaired"], 0, "{repair}");
     // Every stripe still referenced has its 6 units on the 7 live nodes.
     let mut units: BTreeMap<u64, Vec<u16>> = BTreeMap::new();
     for (dir, _) in &node_logs[1..] {
