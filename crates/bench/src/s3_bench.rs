@@ -15,6 +15,7 @@ use crate::s3_client::{S3Endpoint, error_text, measurement_client};
 use anyhow::{Context, ensure};
 use aws_sdk_s3::primitives::ByteStream;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use futures_util::FutureExt;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{Rng, RngCore, SeedableRng};
@@ -478,56 +479,42 @@ async fn run_phases(
             })
         };
         let new_phase = || phase_of(config.phase_duration, config.max_requests_per_phase);
+        let size = format_byte_size(object_bytes);
+        let mut record = |row: S3Row, tally: &ClientTally| {
+            rows.push(row);
+            first_errors.extend(tally.first_errors.iter().cloned());
+            bar.inc(1);
+        };
 
-        bar.set_message(format!("put {}", format_byte_size(object_bytes)));
+        bar.set_message(format!("put {size}"));
         let phase = new_phase();
-        let rss = gateway_pid.and_then(RssPeak::start);
-        let started = Instant::now();
-        let clients: Vec<_> = (0..config.concurrency).map(|_| tokio::spawn(put_client(Arc::clone(&phase)))).collect();
-        let tally = join_clients(clients).await?;
-        let mut row = tally_row(S3Op::Put, object_bytes, &tally, started.elapsed(), config.concurrency);
-        row.gateway_rss_peak_mib = RssPeak::finish(rss).await;
-        rows.push(row);
-        first_errors.extend(tally.first_errors.iter().cloned());
-        bar.inc(1);
+        let clients = (0..config.concurrency).map(|_| put_client(Arc::clone(&phase)).boxed()).collect();
+        let (row, tally) = run_phase(S3Op::Put, object_bytes, config.concurrency, gateway_pid, clients).await?;
+        record(row, &tally);
 
-        bar.set_message(format!("get {}", format_byte_size(object_bytes)));
         let written = Arc::new(tally.written);
         ensure!(
             !written.is_empty(),
-            "no {} object was written, so there is nothing to GET; first failures: {}",
-            format_byte_size(object_bytes),
+            "no {size} object was written, so there is nothing to GET; first failures: {}",
             tally.first_errors.join("; ")
         );
+        bar.set_message(format!("get {size}"));
         let phase = new_phase();
-        let rss = gateway_pid.and_then(RssPeak::start);
-        let started = Instant::now();
-        let clients: Vec<_> = (0..config.concurrency as u64)
+        let clients = (0..config.concurrency as u64)
             .map(|client| {
                 let client_seed = config.seed ^ (object_bytes as u64).rotate_left(32) ^ client;
-                tokio::spawn(get_client(Arc::clone(&phase), Arc::clone(&written), client_seed))
+                get_client(Arc::clone(&phase), Arc::clone(&written), client_seed).boxed()
             })
             .collect();
-        let tally = join_clients(clients).await?;
-        let mut row = tally_row(S3Op::Get, object_bytes, &tally, started.elapsed(), config.concurrency);
-        row.gateway_rss_peak_mib = RssPeak::finish(rss).await;
-        rows.push(row);
-        first_errors.extend(tally.first_errors.iter().cloned());
-        bar.inc(1);
+        let (row, tally) = run_phase(S3Op::Get, object_bytes, config.concurrency, gateway_pid, clients).await?;
+        record(row, &tally);
 
-        bar.set_message(format!("delete {}", format_byte_size(object_bytes)));
+        bar.set_message(format!("delete {size}"));
         let phase = phase_of(DELETE_PHASE_LIMIT, written.len() as u64);
-        let rss = gateway_pid.and_then(RssPeak::start);
-        let started = Instant::now();
-        let clients: Vec<_> = (0..config.concurrency)
-            .map(|_| tokio::spawn(delete_client(Arc::clone(&phase), Arc::clone(&written))))
-            .collect();
-        let tally = join_clients(clients).await?;
-        let mut row = tally_row(S3Op::Delete, object_bytes, &tally, started.elapsed(), config.concurrency);
-        row.gateway_rss_peak_mib = RssPeak::finish(rss).await;
-        rows.push(row);
-        first_errors.extend(tally.first_errors.iter().cloned());
-        bar.inc(1);
+        let clients =
+            (0..config.concurrency).map(|_| delete_client(Arc::clone(&phase), Arc::clone(&written)).boxed()).collect();
+        let (row, tally) = run_phase(S3Op::Delete, object_bytes, config.concurrency, gateway_pid, clients).await?;
+        record(row, &tally);
     }
     bar.finish_and_clear();
     first_errors.truncate(KEPT_ERRORS);
@@ -538,6 +525,26 @@ async fn run_phases(
         phase_duration: config.phase_duration,
         first_errors,
     })
+}
+
+/// One client of a phase, as a future the phase spawns.
+type ClientFuture = futures_util::future::BoxFuture<'static, ClientTally>;
+
+/// Runs one phase: spawns `clients`, waits for them and samples the gateway's resident memory
+/// meanwhile; returns the phase's row and what its clients saw.
+async fn run_phase(
+    op: S3Op,
+    object_bytes: usize,
+    concurrency: usize,
+    gateway_pid: Option<u32>,
+    clients: Vec<ClientFuture>,
+) -> anyhow::Result<(S3Row, ClientTally)> {
+    let rss = gateway_pid.and_then(RssPeak::start);
+    let started = Instant::now();
+    let tally = join_clients(clients.into_iter().map(tokio::spawn).collect()).await?;
+    let mut row = tally_row(op, object_bytes, &tally, started.elapsed(), concurrency);
+    row.gateway_rss_peak_mib = RssPeak::finish(rss).await;
+    Ok((row, tally))
 }
 
 /// Waits for every client of a phase and merges what they saw.
