@@ -54,7 +54,8 @@ pub struct ReleaseStatus {
 pub struct DelayedReleases {
     delay: Duration,
     queue: Mutex<VecDeque<Waiting>>,
-    status: Mutex<ReleaseStatus>,
+    /// The counters; `delay_ms` and `waiting` are filled in by [`DelayedReleases::status`].
+    counters: Mutex<ReleaseStatus>,
     /// Woken when a stripe is queued, so the deleter sleeps while nothing waits.
     queued: tokio::sync::Notify,
 }
@@ -62,8 +63,12 @@ pub struct DelayedReleases {
 impl DelayedReleases {
     /// A queue that keeps released stripes for `delay` (zero: every stripe is deleted at once).
     pub fn new(delay: Duration) -> Self {
-        let status = ReleaseStatus { delay_ms: delay.as_millis() as u64, ..Default::default() };
-        Self { delay, queue: Mutex::new(VecDeque::new()), status: Mutex::new(status), queued: Default::default() }
+        Self { delay, queue: Mutex::new(VecDeque::new()), counters: Mutex::default(), queued: Default::default() }
+    }
+
+    /// How long released stripes wait.
+    pub fn delay(&self) -> Duration {
+        self.delay
     }
 
     /// Queues `stripes`, released at `now`; returns those to delete at once (all of them without a
@@ -78,13 +83,9 @@ impl DelayedReleases {
         let mut stripes = stripes.into_iter();
         queue.extend(stripes.by_ref().take(room).map(|stripe| Waiting { due, stripe, attempts: 0 }));
         let at_once: Vec<StripeId> = stripes.collect();
-        let waiting = queue.len();
+        gauge_waiting(&queue);
         drop(queue);
-        let mut status = lock(&self.status);
-        status.waiting = waiting as u64;
-        status.deleted_without_delay += at_once.len() as u64;
-        drop(status);
-        metrics::gauge!("lowtail_gateway_released_stripes_waiting").set(waiting as f64);
+        lock(&self.counters).deleted_without_delay += at_once.len() as u64;
         if !at_once.is_empty() {
             tracing::warn!(stripes = at_once.len(), "release queue full: deleting released stripes without the delay");
         }
@@ -102,10 +103,7 @@ impl DelayedReleases {
             due.push((waiting.stripe, waiting.attempts));
         }
         debug_assert!(queue.iter().zip(queue.iter().skip(1)).all(|(a, b)| a.due <= b.due));
-        let waiting = queue.len();
-        drop(queue);
-        lock(&self.status).waiting = waiting as u64;
-        metrics::gauge!("lowtail_gateway_released_stripes_waiting").set(waiting as f64);
+        gauge_waiting(&queue);
         due
     }
 
@@ -113,20 +111,20 @@ impl DelayedReleases {
     /// delay later) until `MAX_DELETE_ATTEMPTS`, then left to the stripe collector.
     pub fn deleted(&self, stripe: StripeId, attempts: u8, succeeded: bool, now: Instant) {
         if succeeded {
-            lock(&self.status).deleted += 1;
+            lock(&self.counters).deleted += 1;
             metrics::counter!("lowtail_gateway_released_stripes_deleted_total").increment(1);
             return;
         }
         let attempts = attempts.saturating_add(1);
         if attempts >= MAX_DELETE_ATTEMPTS {
-            lock(&self.status).left_to_collector += 1;
+            lock(&self.counters).left_to_collector += 1;
             tracing::warn!(%stripe, attempts, "released stripe left to the stripe collector");
             return;
         }
         let mut queue = lock(&self.queue);
         let due = not_before_back(&queue, now + self.delay);
         queue.push_back(Waiting { due, stripe, attempts });
-        lock(&self.status).waiting = queue.len() as u64;
+        gauge_waiting(&queue);
     }
 
     /// When the first waiting stripe is due; `None` when nothing waits.
@@ -139,15 +137,20 @@ impl DelayedReleases {
         self.queued.notified().await;
     }
 
-    /// The counters.
+    /// The counters, the delay and the stripes waiting now.
     pub fn status(&self) -> ReleaseStatus {
-        lock(&self.status).clone()
+        let waiting = self.waiting() as u64;
+        ReleaseStatus { delay_ms: self.delay.as_millis() as u64, waiting, ..lock(&self.counters).clone() }
     }
 
     /// Stripes waiting now.
     pub fn waiting(&self) -> usize {
         lock(&self.queue).len()
     }
+}
+
+fn gauge_waiting(queue: &VecDeque<Waiting>) {
+    metrics::gauge!("lowtail_gateway_released_stripes_waiting").set(queue.len() as f64);
 }
 
 /// `due`, or the last waiting stripe's due time when that is later: callers read the clock before
