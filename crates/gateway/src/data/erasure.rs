@@ -143,11 +143,12 @@ impl ErasureData {
                 })
                 .buffer_unordered(RELEASE_DELETE_PARALLEL)
                 .collect::<()>();
-            let next = if more { Some(tokio::time::Instant::now()) } else { self.delayed.next_due() };
             tokio::select! {
                 _ = stop.changed() => break,
                 () = deletes => {}
             }
+            // After the deletes: a failed one was queued again.
+            let next = if more { Some(tokio::time::Instant::now()) } else { self.delayed.next_due() };
             tokio::select! {
                 _ = stop.changed() => break,
                 () = self.delayed.queued(), if next.is_none() => {}
@@ -767,7 +768,7 @@ impl ErasureData {
         });
         let orphans = Arc::new(OrphanCollector::new(Arc::clone(&data.io), orphan_config));
         let mut tasks = vec![Arc::clone(&membership).spawn(), Arc::clone(&repair).spawn(), packer_task];
-        if data.delayed.status().delay_ms > 0 {
+        if !data.delayed.delay().is_zero() {
             let deleter = data.clone();
             tasks.push(BackgroundTask::spawn("release-delay", move |stop| deleter.delete_released(stop)));
         }
