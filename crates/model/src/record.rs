@@ -59,7 +59,9 @@ pub struct RequestRecord {
     /// wall-clock [`Self::decision_compute_ns`] also counts lock waits and the time the thread
     /// was preempted on a busy host; this does not, so the two apart say which of them a slow
     /// decision was. The simulator writes its modelled decision time here. Zero where nothing
-    /// measured it (client-side records, and records written before it existed).
+    /// measured it: client-side records, records written before it existed, and the decisions a
+    /// gateway did not sample (it measures one in `[controller] cpu_sample_every`, because reading
+    /// the clock is itself a point where the kernel preempts).
     #[serde(default)]
     pub decision_cpu_ns: u64,
     /// Whether the bytes came from a recovery set (a degraded read),

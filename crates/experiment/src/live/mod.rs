@@ -175,8 +175,9 @@ pub struct Pair {
     pub sim: RunResult,
     /// p99 of the controller's own decision time (without probe replies), seconds.
     pub decision_p99_s: Option<f64>,
-    /// p99 of the deciding thread's CPU time, seconds: the decision without lock waits and
-    /// preemption, so a `decision_p99_s` far above it was the host's scheduler, not the policy.
+    /// p99 of the deciding thread's CPU time, seconds, over the decisions the gateways sampled
+    /// (`cpu_sample_every`): the decision without lock waits and preemption, so a
+    /// `decision_p99_s` far above it was the host's scheduler, not the policy.
     pub decision_cpu_p99_s: Option<f64>,
     /// How busy the host was during the live run: a busy host lengthens the decision's wall clock.
     pub host: Option<host::HostLoad>,
@@ -437,7 +438,7 @@ pub struct MeasuredRun {
     pub result: RunResult,
     /// p99 of the controller's own decision time, seconds.
     pub decision_p99_s: Option<f64>,
-    /// p99 of the deciding thread's CPU time, seconds.
+    /// p99 of the deciding thread's CPU time, seconds (sampled decisions).
     pub decision_cpu_p99_s: Option<f64>,
     /// How busy the host was during the run.
     pub host: Option<host::HostLoad>,
@@ -685,7 +686,7 @@ async fn measure_loaded(
         runs.push(MeasuredRun {
             policy,
             decision_p99_s: p99_s(&run.records, calibrate::decision_time_ns),
-            decision_cpu_p99_s: p99_s(&run.records, |record| record.request.decision_cpu_ns),
+            decision_cpu_p99_s: cpu_p99_s(&run.records),
             host: run.host,
             result,
             records: run.records,
@@ -818,6 +819,13 @@ fn latency_p99_since_s<'a>(requests: impl IntoIterator<Item = &'a RequestRecord>
 fn p99_s(records: &[Record], time_ns: fn(&Record) -> u64) -> Option<f64> {
     let sample = report::Sample::new(records.iter().map(time_ns).collect());
     sample.quantile_ns(0.99).map(|ns| ns as f64 / 1e9)
+}
+
+/// The p99 of the deciding thread's CPU time over the decisions the gateways measured it for
+/// (one in `cpu_sample_every`; the others record 0).
+fn cpu_p99_s(records: &[Record]) -> Option<f64> {
+    let measured = records.iter().map(|record| record.request.decision_cpu_ns).filter(|&ns| ns > 0).collect();
+    report::Sample::new(measured).quantile_ns(0.99).map(|ns| ns as f64 / 1e9)
 }
 
 /// The simulator on the identical configuration of `runs`, calibrated, for every policy; then each
