@@ -817,15 +817,18 @@ fn latency_p99_since_s<'a>(requests: impl IntoIterator<Item = &'a RequestRecord>
 
 /// p99 of `time_ns` over `records`, seconds.
 fn p99_s(records: &[Record], time_ns: fn(&Record) -> u64) -> Option<f64> {
-    let sample = report::Sample::new(records.iter().map(time_ns).collect());
-    sample.quantile_ns(0.99).map(|ns| ns as f64 / 1e9)
+    p99_of_ns(records.iter().map(time_ns).collect())
 }
 
 /// The p99 of the deciding thread's CPU time over the decisions the gateways measured it for
 /// (one in `cpu_sample_every`; the others record 0).
 fn cpu_p99_s(records: &[Record]) -> Option<f64> {
-    let measured = records.iter().map(|record| record.request.decision_cpu_ns).filter(|&ns| ns > 0).collect();
-    report::Sample::new(measured).quantile_ns(0.99).map(|ns| ns as f64 / 1e9)
+    p99_of_ns(records.iter().map(|record| record.request.decision_cpu_ns).filter(|&ns| ns > 0).collect())
+}
+
+/// The p99 of `values_ns`, in seconds; `None` when empty.
+fn p99_of_ns(values_ns: Vec<u64>) -> Option<f64> {
+    report::Sample::new(values_ns).quantile_ns(0.99).map(|ns| ns as f64 / 1e9)
 }
 
 /// The simulator on the identical configuration of `runs`, calibrated, for every policy; then each
