@@ -156,7 +156,8 @@ impl FromStr for PolicyKind {
 pub struct PolicySettings {
     /// Normal: time from dispatch until the degraded read is launched. The
     /// paper does not give it; its Normal max latency (1.24 s on LRC, which
-    /// includes a timeout plus a degraded read) bounds it, so 1 s.
+    /// includes a timeout plus a degraded read) bounds it, so 1 s. LMLF-PW2's cut of Normal's
+    /// median depends on it more than on anything else (`scripts/normal-timeout-sensitivity`).
     pub normal_timeout_ms: u64,
     /// LMLF-Lazy: queue table refresh period T (paper: 1 s).
     pub lmlf_lazy_period_ms: u64,
