@@ -13,7 +13,8 @@
 //!
 //! With `STAND_IN_SLOW=1` it also runs the live experiment's slow-node runs in the stand-in: the
 //! most-read node [`live::SLOW_FACTOR`] times slower from [`live::SLOW_AFTER_FRACTION`] of the run,
-//! for each of [`live::SLOW_POLICIES`], and prints each one's p99 over its healthy p99.
+//! for each of [`live::SLOW_POLICIES`], and prints each one's p99 over its healthy p99, both over
+//! the requests that arrived from the slowdown on (as the live experiment's `slow_node.json`).
 
 use experiment::fit::{PAPER_NORMAL, log_errors};
 use experiment::live::{self, regime};
@@ -62,6 +63,10 @@ fn main() -> anyhow::Result<()> {
             config.cluster.rate_bytes_per_s = (base_rate_bytes_per_s / scale).round() as u64;
             let cluster = regime::at_rate(cluster, &config);
             let mut normal = None;
+            // The slow-node ratios compare the requests that arrived from the slowdown on, in both
+            // runs, as the live experiment's do.
+            let slowed_at_s = caps.duration_s.expect("set above") * live::SLOW_AFTER_FRACTION;
+            let since_ns = (slowed_at_s * 1e9).round() as u64;
             let mut healthy_p99_s = Vec::new();
             for policy in live::POLICIES {
                 let output = sim::run(&config, &cluster, policy, workload);
@@ -77,7 +82,8 @@ fn main() -> anyhow::Result<()> {
                     latency.p99_s * 1e3,
                     latency.max_s * 1e3
                 );
-                healthy_p99_s.push((policy, latency.p99_s));
+                let window_p99_s = live::latency_p99_since_s(output.records.requests(), since_ns);
+                healthy_p99_s.push((policy, window_p99_s.unwrap_or(f64::NAN)));
                 match policy {
                     PolicyKind::Normal => {
                         let code_loss = log_errors(&latency, paper).iter().map(|e| e * e).sum::<f64>();
@@ -100,17 +106,15 @@ fn main() -> anyhow::Result<()> {
             if env_or("STAND_IN_SLOW", 0) == 1 {
                 let node = live::hottest_node(&cluster.placement, workload);
                 let mut slowed = config.clone();
-                let slowed_at_s = caps.duration_s.expect("set above") * live::SLOW_AFTER_FRACTION;
                 slowed.cluster.slow_node = Some(live::sim_slow_node(node, slowed_at_s, live::SLOW_FACTOR));
                 for policy in live::SLOW_POLICIES {
                     let output = sim::run(&slowed, &cluster, policy, workload);
-                    let summary = report::summarize(&output.records, &experiment::run_info(&slowed, &output, None));
-                    let p99_s = summary.request_latency.expect("requests completed").p99_s;
+                    let p99_s = live::latency_p99_since_s(output.records.requests(), since_ns).unwrap_or(f64::NAN);
                     let from_ns = slowed.cluster.slow_node.expect("set above").from_ms * 1_000_000;
                     let tail = tail_causes(&output.records, node, from_ns, (p99_s * 1e9) as u64);
                     let healthy = healthy_p99_s.iter().find(|(p, _)| *p == policy).map_or(f64::NAN, |(_, h)| *h);
                     println!(
-                        "       {:<10} {:<10} node {} {}x slower: p99 {:.1} ms, x{:.2} of healthy {:.1} ms",
+                        "       {:<10} {:<10} node {} {}x slower: p99 from then on {:.1} ms, x{:.2} of healthy {:.1} ms",
                         paper.code,
                         policy.name(),
                         node.0,

@@ -806,7 +806,7 @@ pub fn hottest_node(placement: &model::Placement, workload: &Workload) -> NodeId
 /// p99 latency, seconds, of the requests served that arrived from `since_ns` on: the reads made while
 /// the slowed node was slow (in the slowed run), or the same reads of the healthy run, so the
 /// healthy fifth before the slowdown does not dilute the comparison.
-fn latency_p99_since_s<'a>(requests: impl IntoIterator<Item = &'a RequestRecord>, since_ns: u64) -> Option<f64> {
+pub fn latency_p99_since_s<'a>(requests: impl IntoIterator<Item = &'a RequestRecord>, since_ns: u64) -> Option<f64> {
     let latencies_ns = requests
         .into_iter()
         .filter(|r| r.arrival_ns >= since_ns && r.outcome == Outcome::Ok && r.completion_ns != NEVER)
