@@ -713,6 +713,18 @@ fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
             );
         }
     }
+    for row in &outcome.timeout_sensitivity {
+        println!(
+            "{} normal at a {} ms timeout (simulated): p50/p95 {:.1}/{:.1} ms; LMLF-PW2 against it: p50 {:+.1} %, \
+             p95 {:+.1} %",
+            row.code,
+            row.normal_timeout_ms,
+            row.normal_median * 1e3,
+            row.normal_p95 * 1e3,
+            row.lmlf_pw2_median_change_pct,
+            row.lmlf_pw2_p95_change_pct
+        );
+    }
     print_findings(&outcome.findings);
     if outcome.regime.fitted() {
         println!("Regime fitted: {} (regime.json)", experiment::live::page::regime_text(&outcome.regime));

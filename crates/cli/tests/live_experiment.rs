@@ -150,6 +150,33 @@ fn the_quick_live_experiment_writes_the_results_folder() {
         // The simulated slowdown ran: a slowed node never makes the simulated p99 smaller by much.
         assert!(row["sim_ratio"].as_f64().is_some_and(|r| r > 0.5), "{row}");
     }
+    // Normal at several timeouts in the calibrated simulator; at the runs' own timeout it is the
+    // simulated Normal of sim/summary.json, the same deterministic run.
+    let timeouts = read_json("timeout_sensitivity.json");
+    let timeouts = timeouts.as_array().unwrap();
+    let per_code = experiment::live::TIMEOUT_SENSITIVITY_MS.len();
+    assert_eq!(timeouts.len(), 2 * per_code, "every timeout on both codes");
+    let sim_rows = read_json("sim/summary.json");
+    let own_timeout_ms = experiment::live::policy_settings().normal_timeout_ms;
+    for code in ["rs-6-3", "lrc-6-2-2"] {
+        let sim_normal = sim_rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["code"] == code && row["policy"] == "normal")
+            .unwrap_or_else(|| panic!("no simulated normal row for {code}"));
+        let own = timeouts
+            .iter()
+            .find(|row| row["code"] == code && row["normal_timeout_ms"].as_u64() == Some(own_timeout_ms))
+            .unwrap_or_else(|| panic!("no {own_timeout_ms} ms row for {code}: {timeouts:?}"));
+        assert_eq!(own["normal_median"], sim_normal["median"], "{own} against {sim_normal}");
+        assert_eq!(own["normal_p95"], sim_normal["p95"], "{own} against {sim_normal}");
+        for row in timeouts.iter().filter(|row| row["code"] == code) {
+            for field in ["normal_p95", "lmlf_pw2_median_change_pct", "lmlf_pw2_p95_change_pct"] {
+                assert!(row[field].as_f64().is_some_and(f64::is_finite), "{field} in {row}");
+            }
+        }
+    }
     assert!(!read_json("findings.json").as_array().unwrap().is_empty());
     assert_eq!(read_json("calibration.json").as_array().unwrap().len(), 2);
     let regime = read_json("regime.json");
@@ -183,4 +210,5 @@ fn the_quick_live_experiment_writes_the_results_folder() {
     let page = std::fs::read_to_string(out.path().join("sim_vs_live.html")).unwrap();
     assert!(page.contains("lmlf-pw2") && page.contains("sim/live p95"), "{page}");
     assert!(page.contains("plots/sim-vs-live.svg") && page.contains("plots/regime-fit.svg"), "{page}");
+    assert!(page.contains("Normal's timeout") && page.contains("timeout_sensitivity.json"), "{page}");
 }

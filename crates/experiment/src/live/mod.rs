@@ -214,6 +214,31 @@ pub struct SlowNodeRow {
     pub sim_ratio: Option<f64>,
 }
 
+/// Normal's timeouts the calibrated simulator also runs Normal at, ms. The paper does not publish
+/// the timeout, and LMLF-PW2's cut of Normal depends on it more than on anything else
+/// (docs/live-experiment.md, "Normal's timeout decides the cuts"), so the report shows how.
+pub const TIMEOUT_SENSITIVITY_MS: [u64; 5] = [500, 1_000, 1_500, 2_000, 4_000];
+
+/// Normal at one timeout in the calibrated simulator, against the simulated LMLF-PW2 run (which
+/// does not depend on Normal's timeout).
+#[derive(Clone, Debug, Serialize)]
+pub struct TimeoutRow {
+    /// The code.
+    pub code: String,
+    /// Normal's timeout, ms.
+    pub normal_timeout_ms: u64,
+    /// Normal's median request latency, seconds.
+    pub normal_median: f64,
+    /// Normal's p95 request latency, seconds.
+    pub normal_p95: f64,
+    /// Normal's mean node utilisation: its degraded reads after the timeout add to it.
+    pub normal_load: Option<f64>,
+    /// LMLF-PW2's median against Normal's, % (−30: a cut of 30 %).
+    pub lmlf_pw2_median_change_pct: f64,
+    /// LMLF-PW2's p95 against Normal's, %.
+    pub lmlf_pw2_p95_change_pct: f64,
+}
+
 /// What the experiment produced.
 #[derive(Debug)]
 pub struct LiveOutcome {
@@ -221,6 +246,8 @@ pub struct LiveOutcome {
     pub pairs: Vec<Pair>,
     /// The slow-node runs.
     pub slow_node: Vec<SlowNodeRow>,
+    /// Normal at each of [`TIMEOUT_SENSITIVITY_MS`] in the calibrated simulator, per code.
+    pub timeout_sensitivity: Vec<TimeoutRow>,
     /// The calibrations, per code.
     pub calibrations: Vec<(String, Calibration)>,
     /// The claims, judged.
@@ -392,11 +419,13 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
 
     let mut pairs = Vec::new();
     let mut calibrations = Vec::new();
+    let mut timeout_sensitivity = Vec::new();
     for code_runs in &measured {
         let calibration = calibrate::calibrate(code_runs.runs.iter().flat_map(|run| run.records.iter()))
             .with_context(|| format!("calibrating the simulator on {}", code_runs.code))?;
         let code_slow = slow_node.iter_mut().filter(|row| row.code == code_runs.code);
-        let sims = simulate(options, code_runs, &calibration, code_slow)?;
+        let (sims, timeout_rows) = simulate(options, code_runs, &calibration, code_slow)?;
+        timeout_sensitivity.extend(timeout_rows);
         for (run, sim) in code_runs.runs.iter().zip(sims) {
             pairs.push(Pair {
                 live: run.result.clone(),
@@ -415,6 +444,7 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: Step<'_>) -> anyhow:
     let outcome = LiveOutcome {
         pairs,
         slow_node,
+        timeout_sensitivity,
         calibrations,
         findings,
         requests: workload.requests.len(),
@@ -834,13 +864,14 @@ fn p99_of_ns(values_ns: Vec<u64>) -> Option<f64> {
 /// The simulator on the identical configuration of `runs`, calibrated, for every policy; then each
 /// of `slow_rows` (this code's slow-node runs) on the same configuration with the row's node
 /// slowed from the same time by the same factor, filling its `sim_slowed_p99` and `sim_ratio` (over
-/// the simulated healthy run of the same policy).
+/// the simulated healthy run of the same policy); then Normal at each of
+/// [`TIMEOUT_SENSITIVITY_MS`] against the simulated LMLF-PW2.
 fn simulate<'a>(
     options: &LiveOptions,
     runs: &CodeRuns,
     calibration: &Calibration,
     slow_rows: impl Iterator<Item = &'a mut SlowNodeRow>,
-) -> anyhow::Result<Vec<RunResult>> {
+) -> anyhow::Result<(Vec<RunResult>, Vec<TimeoutRow>)> {
     let mut config = sim::SimConfig { seed: options.seed, code: runs.code.clone(), ..sim::SimConfig::default() };
     config.cluster.nodes = NODES as u32;
     config.frontends.count = GATEWAYS as u16;
@@ -876,7 +907,38 @@ fn simulate<'a>(
         row.sim_slowed_p99 = window_p99(&slowed);
         row.sim_ratio = p99_ratio(healthy_p99, row.sim_slowed_p99);
     }
-    Ok(results)
+    let lmlf_pw2 = runs
+        .runs
+        .iter()
+        .zip(&results)
+        .find(|(measured, _)| measured.policy == PolicyKind::LmlfPw2)
+        .and_then(|(_, result)| result.summary.request_latency)
+        .context("the simulated LMLF-PW2 run served no request")?;
+    let normal_at = crate::parallel::run_parallel(
+        &TIMEOUT_SENSITIVITY_MS,
+        options.threads,
+        |timeout_ms| format!("{} normal sim at a {timeout_ms} ms timeout", runs.code),
+        |&timeout_ms| {
+            let mut config = config.clone();
+            config.policy.normal_timeout_ms = timeout_ms;
+            run(&config, PolicyKind::Normal).summary
+        },
+        |_| {},
+    );
+    let mut timeout_rows = Vec::with_capacity(TIMEOUT_SENSITIVITY_MS.len());
+    for (&timeout_ms, normal) in TIMEOUT_SENSITIVITY_MS.iter().zip(normal_at) {
+        let latency = normal.request_latency.context("a simulated Normal run served no request")?;
+        timeout_rows.push(TimeoutRow {
+            code: runs.code.clone(),
+            normal_timeout_ms: timeout_ms,
+            normal_median: latency.median_s,
+            normal_p95: latency.p95_s,
+            normal_load: normal.utilisation_mean,
+            lmlf_pw2_median_change_pct: change(latency.median_s, lmlf_pw2.median_s),
+            lmlf_pw2_p95_change_pct: change(latency.p95_s, lmlf_pw2.p95_s),
+        });
+    }
+    Ok((results, timeout_rows))
 }
 
 /// The simulator's form of a slow-node run: `node` `factor` times slower from `slowed_at_s` on.

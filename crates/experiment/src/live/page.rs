@@ -1,14 +1,14 @@
 //! The live experiment's results folder: the report crate's folder of the live runs (tables, plots,
 //! `report.html`, `summary.json` with `sim_median`, `sim_p95` and `sim_p99` added to each row), the
 //! simulator's own folder under `sim/`, `sim_vs_live.html` (linked from `report.html`), and
-//! `findings.json`, `slow_node.json`, `calibration.json`, `regime.json` (when the exponent or the
-//! service scale was fitted).
+//! `findings.json`, `slow_node.json`, `timeout_sensitivity.json`, `calibration.json`, `regime.json`
+//! (when the exponent or the service scale was fitted).
 //!
 //! Owns: the sim-vs-live page's markup and the extra JSON files. Must not: compute statistics (every
 //! number comes from a `report` summary or the calibration) or write a file outside the folder.
 
 use crate::live::regime::RegimeFit;
-use crate::live::{CodeRuns, LiveOptions, LiveOutcome, Regime, SlowNodeRow};
+use crate::live::{CodeRuns, LiveOptions, LiveOutcome, Regime, SlowNodeRow, TimeoutRow};
 use anyhow::Context;
 use report::{Experiment, RunInfo, RunResult};
 use std::fmt::Write as _;
@@ -104,6 +104,7 @@ pub fn write(
     add_sim_columns(out_dir, outcome)?;
     json_file(out_dir, "findings.json", &outcome.findings)?;
     json_file(out_dir, "slow_node.json", &outcome.slow_node)?;
+    json_file(out_dir, "timeout_sensitivity.json", &outcome.timeout_sensitivity)?;
     let calibrations: Vec<serde_json::Value> =
         outcome.calibrations.iter().map(|(code, c)| serde_json::json!({ "code": code, "calibration": c })).collect();
     json_file(out_dir, "calibration.json", &calibrations)?;
@@ -375,6 +376,7 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
         }
     }
     slow_table(&mut html, &outcome.slow_node);
+    timeout_table(&mut html, &outcome.timeout_sensitivity);
     html.push_str("<h2>Findings</h2>\n");
     for paragraph in findings.split("\n\n") {
         let _ = writeln!(html, "<p>{}</p>", escape(paragraph.trim()));
@@ -407,6 +409,36 @@ fn slow_table(html: &mut String, rows: &[SlowNodeRow]) {
             ms(row.slowed_p99),
             row.ratio.map_or_else(|| "–".to_owned(), |r| format!("{r:.2}")),
             row.sim_ratio.map_or_else(|| "–".to_owned(), |r| format!("{r:.2}"))
+        );
+    }
+    html.push_str("</table>\n");
+}
+
+fn timeout_table(html: &mut String, rows: &[TimeoutRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        html,
+        "<h2>Normal's timeout</h2>\n<p>The paper does not publish Normal's timeout; the runs use {} ms. Here Normal \
+         runs at other timeouts in the calibrated simulator, against the simulated LMLF-PW2, which does not depend \
+         on it. Normal's degraded reads after the timeout add to its load, so the cuts depend on the timeout \
+         (timeout_sensitivity.json).</p>\n<table>\n<tr><th>code</th><th>Normal timeout ms</th><th>Normal p50 \
+         ms</th><th>Normal p95 ms</th><th>Normal load</th><th>LMLF-PW2 p50 change</th><th>LMLF-PW2 p95 \
+         change</th></tr>",
+        super::policy_settings().normal_timeout_ms
+    );
+    for row in rows {
+        let _ = writeln!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:+.1} %</td><td>{:+.1} %</td></tr>",
+            escape(&row.code),
+            row.normal_timeout_ms,
+            ms(Some(row.normal_median)),
+            ms(Some(row.normal_p95)),
+            row.normal_load.map_or_else(|| "–".to_owned(), |load| format!("{load:.2}")),
+            row.lmlf_pw2_median_change_pct,
+            row.lmlf_pw2_p95_change_pct
         );
     }
     html.push_str("</table>\n");
