@@ -95,6 +95,12 @@ impl ErasureCode for Rs {
         self.core.is_decodable(present)
     }
 
+    /// MDS: any k units decode, so every unit beyond k may go.
+    fn failures_tolerated(&self, present: &[bool]) -> Option<usize> {
+        let alive = present.iter().filter(|p| **p).count();
+        (present.len() == self.k + self.m && alive >= self.k).then(|| alive - self.k)
+    }
+
     fn repair_coefficients(&self, target: usize, sources: &[usize]) -> Result<Vec<u8>> {
         self.core.repair_coefficients(target, sources)
     }

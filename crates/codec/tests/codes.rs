@@ -527,3 +527,43 @@ fn golden_parity_hashes_on_every_engine() {
         }
     }
 }
+
+/// The definition of `failures_tolerated`, by brute force: the largest f such that every loss of f
+/// more units (any subset of the present ones) still decodes.
+fn tolerated_by_definition(code: &dyn ErasureCode, present: &[bool]) -> Option<usize> {
+    if !code.is_decodable(present) {
+        return None;
+    }
+    let alive: Vec<usize> = (0..present.len()).filter(|&u| present[u]).collect();
+    let decodes_after = |f: usize| {
+        (0u32..1 << alive.len()).filter(|mask| mask.count_ones() as usize == f).all(|mask| {
+            let mut left = present.to_vec();
+            (0..alive.len()).filter(|i| mask & (1 << i) != 0).for_each(|i| left[alive[i]] = false);
+            code.is_decodable(&left)
+        })
+    };
+    Some((0..=alive.len()).take_while(|&f| decodes_after(f)).last().unwrap_or(0))
+}
+
+#[test]
+fn failures_tolerated_matches_its_definition_on_every_pattern() {
+    for name in ["rs-6-3", "lrc-6-2-2", "rs-4-2"] {
+        let code = build(name);
+        let n = code.total_units();
+        for lost_mask in 0u32..1 << n {
+            let present = presence(n, lost_mask);
+            assert_eq!(
+                code.failures_tolerated(&present),
+                tolerated_by_definition(code.as_ref(), &present),
+                "{name} with units {lost_mask:b} lost"
+            );
+        }
+        assert_eq!(code.failures_tolerated(&vec![true; n - 1]), None, "{name}: one flag per unit");
+    }
+    let lrc = build("lrc-6-2-2");
+    assert_eq!(lrc.failures_tolerated(&[true; 10]), Some(3), "LRC(6,2,2) decodes any 3 losses");
+    let rs = build("rs-6-3");
+    let mut present = [true; 9];
+    present[8] = false;
+    assert_eq!(rs.failures_tolerated(&present), Some(2));
+}

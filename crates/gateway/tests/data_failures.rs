@@ -297,7 +297,7 @@ async fn a_live_node_wrongly_marked_down_is_read_when_nothing_else_decodes() {
     }
     // A fourth node is alive but Down in the metadata (a probe timed out on a loaded machine):
     // only by reading it anyway can the stripes still be decoded.
-    cluster.meta.set_node_state(NodeId(3), NodeState::Down).await.unwrap();
+    cluster.meta.set_node_state(NodeId(3), NodeState::Down, 0).await.unwrap();
     assert_readable(&data, &objects, "3 nodes dead and a live one marked Down").await;
     // A fourth node really dead as well is data loss, reported as such.
     cluster.kill(3).await;

@@ -14,6 +14,7 @@
 //! | `stripe/<id: 16 hex>` | `StripeMeta` |
 //! | `node/<id: 8 hex>` | `NodeInfo` |
 //! | `node-stripe/<node: 8 hex>/<stripe: 16 hex>` | empty; index of the stripes with a unit on a node |
+//! | `under-redundant/<stripe: 16 hex>` | empty; index of the stripes with missing units |
 //! | `upload/<bucket>/<upload id>` | `UploadMeta` |
 //! | `part/<bucket>/<upload id>/<part: 5 digits>` | `PartMeta` |
 //! | `config/<name>` | config value (JSON string) |
@@ -126,7 +127,17 @@ pub fn node_stripe_prefix(node: NodeId) -> Vec<u8> {
     format!("node-stripe/{:08x}/", node.0).into_bytes()
 }
 
-/// Parses the stripe id out of a node → stripe index key.
+/// Key of an entry of the under-redundant index.
+pub fn under_redundant_key(stripe: StripeId) -> Vec<u8> {
+    format!("under-redundant/{:016x}", stripe.0).into_bytes()
+}
+
+/// Prefix of the under-redundant index.
+pub fn under_redundant_prefix() -> Vec<u8> {
+    b"under-redundant/".to_vec()
+}
+
+/// Parses the stripe id out of a node → stripe or under-redundant index key (its last component).
 pub fn stripe_of_index_key(key: &[u8]) -> Result<StripeId> {
     let text = std::str::from_utf8(key).ok();
     text.and_then(|text| text.rsplit('/').next())

@@ -117,13 +117,22 @@ async fn require_stripe(kv: &mut dyn Kv, id: StripeId) -> Result<StripeMeta> {
     get_record(kv, &format::stripe_key(id)).await?.ok_or(MetaError::NoSuchStripe(id.0))
 }
 
-fn index_stripe(kv: &mut dyn Kv, stripe: &StripeMeta, old_nodes: &BTreeSet<NodeId>) -> Result<()> {
+/// Keeps the node → stripe index and the under-redundant index of `stripe` in step with its record,
+/// given what the record was before (`None` for a new stripe).
+fn index_stripe(kv: &mut dyn Kv, stripe: &StripeMeta, old: Option<&StripeMeta>) -> Result<()> {
+    let old_nodes: BTreeSet<NodeId> = old.map(|old| old.placement.iter().copied().collect()).unwrap_or_default();
     let new_nodes: BTreeSet<NodeId> = stripe.placement.iter().copied().collect();
     for &node in old_nodes.difference(&new_nodes) {
         kv.delete(format::node_stripe_key(node, stripe.id))?;
     }
-    for &node in new_nodes.difference(old_nodes) {
+    for &node in new_nodes.difference(&old_nodes) {
         kv.put(format::node_stripe_key(node, stripe.id), Vec::new())?;
+    }
+    let was_under = old.is_some_and(|old| !old.missing_units.is_empty());
+    match (was_under, !stripe.missing_units.is_empty()) {
+        (false, true) => kv.put(format::under_redundant_key(stripe.id), Vec::new())?,
+        (true, false) => kv.delete(format::under_redundant_key(stripe.id))?,
+        _ => {}
     }
     Ok(())
 }
@@ -246,7 +255,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
                 return Err(MetaError::Conflict(format!("stripe {} already exists", stripe.id)));
             }
             put_record(kv, key, &stripe)?;
-            index_stripe(kv, &stripe, &BTreeSet::new())?;
+            index_stripe(kv, &stripe, None)?;
             Ok(stripe)
         })
     }
@@ -270,7 +279,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
                 )));
             }
             put_record(kv, format::stripe_key(id), &stripe)?;
-            index_stripe(kv, &stripe, &current.placement.iter().copied().collect())?;
+            index_stripe(kv, &stripe, Some(&current))?;
             Ok(stripe)
         })
     }
@@ -281,6 +290,9 @@ impl<B: Backend> MetaStore for KvStore<B> {
             kv.delete(format::stripe_key(id))?;
             for &node in &current.placement {
                 kv.delete(format::node_stripe_key(node, id))?;
+            }
+            if !current.missing_units.is_empty() {
+                kv.delete(format::under_redundant_key(id))?;
             }
             Ok(current)
         })
@@ -312,6 +324,17 @@ impl<B: Backend> MetaStore for KvStore<B> {
         })
     }
 
+    async fn under_redundant_stripes(&self, after: Option<StripeId>, limit: usize) -> Result<Vec<StripeId>> {
+        let limit = limit.min(MAX_STRIPE_PAGE);
+        txn!(self.backend, read, (), |kv| {
+            let (mut start, end) = range_of(&format::under_redundant_prefix());
+            if let Some(after) = after {
+                start = format::key_successor(&format::under_redundant_key(after));
+            }
+            kv.scan(&start, &end, limit).await?.iter().map(|(key, _)| format::stripe_of_index_key(key)).collect()
+        })
+    }
+
     async fn register_node(&self, node: NodeInfo) -> Result<()> {
         validate::node(&node)?;
         txn!(self.backend, write, (node), |kv| put_record(kv, format::node_key(node.id), &node))
@@ -337,9 +360,14 @@ impl<B: Backend> MetaStore for KvStore<B> {
         })
     }
 
-    async fn set_node_state(&self, id: NodeId, state: NodeState) -> Result<NodeInfo> {
+    async fn set_node_state(&self, id: NodeId, state: NodeState, now_ms: u64) -> Result<NodeInfo> {
         txn!(self.backend, write, (), |kv| {
             let mut node = require_node(kv, id).await?;
+            node.down_since_ms = match (node.state, state) {
+                (NodeState::Down, NodeState::Down) => node.down_since_ms.or(Some(now_ms)),
+                (_, NodeState::Down) => Some(now_ms),
+                _ => None,
+            };
             node.state = state;
             put_record(kv, format::node_key(id), &node)?;
             Ok(node)

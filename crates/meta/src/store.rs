@@ -63,6 +63,10 @@ pub trait MetaStore: Send + Sync {
     /// Up to `limit` ids of stripes with a unit on `node`, greater than `after`, ascending (through the
     /// node index: cost proportional to the answer, not to the number of stripes).
     async fn stripes_on_node(&self, node: NodeId, after: Option<StripeId>, limit: usize) -> Result<Vec<StripeId>>;
+    /// Up to `limit` ids of under-redundant stripes (with `missing_units`), greater than `after`,
+    /// ascending. The index is kept by `create_stripe`, `update_stripe` and `delete_stripe` in the
+    /// same transaction as the record, so no stripe committed with a missing unit can be absent.
+    async fn under_redundant_stripes(&self, after: Option<StripeId>, limit: usize) -> Result<Vec<StripeId>>;
 
     // ---- nodes ----
 
@@ -74,8 +78,9 @@ pub trait MetaStore: Send + Sync {
     async fn list_nodes(&self) -> Result<Vec<NodeInfo>>;
     /// Records a heartbeat at `now_ms` (never moves the time backwards).
     async fn heartbeat(&self, id: NodeId, now_ms: u64) -> Result<NodeInfo>;
-    /// Sets a node's membership state.
-    async fn set_node_state(&self, id: NodeId, state: NodeState) -> Result<NodeInfo>;
+    /// Sets a node's membership state. Marking a node Down that was not Down dates `down_since_ms`
+    /// at `now_ms`; any other state clears it.
+    async fn set_node_state(&self, id: NodeId, state: NodeState, now_ms: u64) -> Result<NodeInfo>;
 
     // ---- multipart uploads ----
 

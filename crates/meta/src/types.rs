@@ -176,6 +176,17 @@ pub struct StripeMeta {
     /// one, and a packed one sealed before this was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packed_bytes: Option<u64>,
+    /// Units of a sealed stripe that are not durable on the node `placement` names: never written
+    /// (a degraded write, a seal with a node down), or found lost or corrupt since. Ascending,
+    /// distinct, each below n. A stripe with any is *under-redundant*: the store indexes it
+    /// (`MetaStore::under_redundant_stripes`) in the same transaction, and repair rebuilds the units
+    /// (onto the node named, once it is Up, or elsewhere). Reads never ask for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_units: Vec<u16>,
+    /// Since when (unix ms, the writer's clock) the stripe has had missing units; set exactly when
+    /// `missing_units` is not empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded_since_ms: Option<u64>,
     /// Version for compare-and-swap: set to 1 on creation and incremented by every update; the value a
     /// caller passes in is ignored.
     pub version: u64,
@@ -185,6 +196,34 @@ impl StripeMeta {
     /// The parsed code spec.
     pub fn code_spec(&self) -> Result<codec::CodeSpec, codec::CodecError> {
         self.code.parse()
+    }
+
+    /// Whether unit `unit` is recorded missing (not durable on its node).
+    pub fn is_missing(&self, unit: usize) -> bool {
+        u16::try_from(unit).is_ok_and(|unit| self.missing_units.binary_search(&unit).is_ok())
+    }
+
+    /// Marks `units` missing (keeping the list ascending and distinct) and, if the stripe had none
+    /// missing before, dates that from `now_ms`. Returns whether anything changed.
+    pub fn mark_missing(&mut self, units: impl IntoIterator<Item = u16>, now_ms: u64) -> bool {
+        let before = self.missing_units.len();
+        self.missing_units.extend(units);
+        self.missing_units.sort_unstable();
+        self.missing_units.dedup();
+        if self.missing_units.is_empty() {
+            return false;
+        }
+        self.degraded_since_ms.get_or_insert(now_ms);
+        self.missing_units.len() != before
+    }
+
+    /// Marks `units` durable again; the stripe is healthy once none is missing.
+    pub fn clear_missing(&mut self, units: impl IntoIterator<Item = u16>) {
+        let restored: Vec<u16> = units.into_iter().collect();
+        self.missing_units.retain(|unit| !restored.contains(unit));
+        if self.missing_units.is_empty() {
+            self.degraded_since_ms = None;
+        }
     }
 }
 
@@ -226,6 +265,11 @@ pub struct NodeInfo {
     pub state: NodeState,
     /// Time of the last heartbeat, unix milliseconds.
     pub last_heartbeat_ms: u64,
+    /// When the node was last marked Down (unix ms, the marking gateway's clock), while it is Down;
+    /// `None` otherwise. Repair's grace period counts from it, so every gateway, and a gateway
+    /// after a restart, sees the same age.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_since_ms: Option<u64>,
 }
 
 /// An in-progress multipart upload.

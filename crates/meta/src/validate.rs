@@ -133,7 +133,26 @@ pub fn stripe(stripe: &StripeMeta) -> Result<()> {
     {
         return invalid(format!("{} checksums for {units} units", checksums.len()));
     }
-    Ok(())
+    missing_units(stripe, units).map_or(Ok(()), invalid)
+}
+
+/// Why a stripe's missing units are malformed, if they are: ascending, distinct, below `units`, on a
+/// sealed stripe only, with `degraded_since_ms` set exactly when there are any.
+fn missing_units(stripe: &StripeMeta, units: usize) -> Option<String> {
+    let missing = &stripe.missing_units;
+    if missing.windows(2).any(|pair| pair[0] >= pair[1]) {
+        return Some(format!("missing units {missing:?} are not ascending and distinct"));
+    }
+    if missing.last().is_some_and(|&last| usize::from(last) >= units) {
+        return Some(format!("missing units {missing:?} name a unit beyond the code's {units}"));
+    }
+    if !missing.is_empty() && stripe.state == crate::types::StripeState::Open {
+        return Some("an open stripe has no units to be missing".into());
+    }
+    if missing.is_empty() != stripe.degraded_since_ms.is_none() {
+        return Some("degraded_since_ms must be set exactly when units are missing".into());
+    }
+    None
 }
 
 /// Checks a node record: a non-empty address.

@@ -110,6 +110,7 @@ async fn two_gateways_race() {
             capacity_bytes: 1,
             state: NodeState::Up,
             last_heartbeat_ms: 0,
+            down_since_ms: None,
         })
         .await
         .unwrap();
@@ -120,7 +121,7 @@ async fn two_gateways_race() {
         })
         .collect();
     let drain = Arc::clone(&second);
-    beats.push(tokio::spawn(async move { drain.set_node_state(NodeId(1), NodeState::Draining).await.map(|_| ()) }));
+    beats.push(tokio::spawn(async move { drain.set_node_state(NodeId(1), NodeState::Draining, 0).await.map(|_| ()) }));
     for beat in beats {
         beat.await.unwrap().unwrap();
     }

@@ -243,6 +243,8 @@ mod tests {
                 state,
                 unit_checksums: None,
                 packed_bytes: None,
+                missing_units: Vec::new(),
+                degraded_since_ms: None,
                 version: 0,
             };
             store.create_stripe(stripe).await.unwrap();

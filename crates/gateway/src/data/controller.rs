@@ -1340,6 +1340,8 @@ mod tests {
             state: meta::StripeState::Sealed,
             unit_checksums: None,
             packed_bytes: None,
+            missing_units: Vec::new(),
+            degraded_since_ms: None,
             version: 1,
         };
         // RS(7,2) has as many units as RS(6,3) but other recovery sets: not the controller's.

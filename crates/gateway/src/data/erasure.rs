@@ -253,6 +253,8 @@ impl ErasureData {
             state: StripeState::Sealed,
             unit_checksums: None,
             packed_bytes: None,
+            missing_units: Vec::new(),
+            degraded_since_ms: None,
             version: 0,
         };
         match meta.create_stripe(stripe).await {

@@ -33,6 +33,7 @@ pub async fn register_node(
         capacity_bytes,
         state: NodeState::Up,
         last_heartbeat_ms: now_ms,
+        down_since_ms: None,
     };
     meta.register_node(node.clone()).await.map_err(|e| DataError::Meta(e.to_string()))?;
     Ok(node)
@@ -106,7 +107,7 @@ impl Membership {
                     tracing::info!(node = %node.id, "node answers again; marking it Up");
                     round.marked_up.push(node.id);
                     metrics::counter!("lowtail_gateway_nodes_marked_up_total").increment(1);
-                    meta.set_node_state(node.id, NodeState::Up).await.map(|_| ())
+                    meta.set_node_state(node.id, NodeState::Up, now_ms).await.map(|_| ())
                 } else {
                     beat.map(|_| ())
                 }
@@ -116,7 +117,7 @@ impl Membership {
                 metrics::counter!("lowtail_gateway_nodes_marked_down_total").increment(1);
                 // A reconnect after the node returns starts from a fresh connection.
                 self.cluster.forget(node.id);
-                meta.set_node_state(node.id, NodeState::Down).await.map(|_| ())
+                meta.set_node_state(node.id, NodeState::Down, now_ms).await.map(|_| ())
             } else {
                 Ok(())
             };

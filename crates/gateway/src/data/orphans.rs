@@ -342,6 +342,8 @@ mod tests {
             state,
             unit_checksums: None,
             packed_bytes: None,
+            missing_units: Vec::new(),
+            degraded_since_ms: None,
             version: 1,
         }
     }

@@ -314,6 +314,8 @@ impl Packer {
                 state: StripeState::Open,
                 unit_checksums: None,
                 packed_bytes: None,
+                missing_units: Vec::new(),
+                degraded_since_ms: None,
                 version: 0,
             };
             meta.create_stripe(record).await.map_err(meta_error)

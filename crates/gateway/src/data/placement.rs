@@ -125,6 +125,7 @@ mod tests {
             capacity_bytes: 1 << 40,
             state: NodeState::Up,
             last_heartbeat_ms: 0,
+            down_since_ms: None,
         }
     }
 

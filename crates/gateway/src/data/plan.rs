@@ -83,6 +83,7 @@ mod tests {
                 capacity_bytes: 0,
                 state,
                 last_heartbeat_ms: 0,
+                down_since_ms: None,
             };
             nodes.insert(id, info);
         }

@@ -81,7 +81,7 @@ impl TestCluster {
     /// Stops node `i` and marks it Down, as membership would.
     pub async fn kill(&mut self, i: usize) {
         self.stop(i).await;
-        self.meta.set_node_state(NodeId(i as u32), NodeState::Down).await.unwrap();
+        self.meta.set_node_state(NodeId(i as u32), NodeState::Down, 0).await.unwrap();
     }
 
     /// Starts node `i` again on its data directory (a new port), registered Up at its new address.

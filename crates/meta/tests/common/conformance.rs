@@ -31,6 +31,7 @@ cases!(
     stripe_ids_are_unique,
     stripes_and_cas,
     node_index,
+    under_redundant_index,
     nodes,
     multipart,
     config,
@@ -72,6 +73,8 @@ pub fn stripe(id: StripeId, nodes: [u32; 9]) -> StripeMeta {
         state: StripeState::Open,
         unit_checksums: None,
         packed_bytes: None,
+        missing_units: Vec::new(),
+        degraded_since_ms: None,
         version: 0,
     }
 }
@@ -84,6 +87,7 @@ fn node(id: u32) -> NodeInfo {
         capacity_bytes: 1 << 40,
         state: NodeState::Up,
         last_heartbeat_ms: 0,
+        down_since_ms: None,
     }
 }
 
@@ -508,6 +512,58 @@ async fn node_index(store: Arc<dyn MetaStore>) {
     assert_eq!(page, all[10..15]);
 }
 
+async fn under_redundant_index(store: Arc<dyn MetaStore>) {
+    let sealed = |id: StripeId| StripeMeta { state: StripeState::Sealed, ..stripe(id, [1, 2, 3, 4, 5, 6, 7, 8, 9]) };
+    let mut ids = Vec::new();
+    for i in 0..6u64 {
+        let id = store.allocate_stripe_id().await.unwrap();
+        let mut record = sealed(id);
+        if i % 2 == 1 {
+            assert!(record.mark_missing([8, 7], 1000 + i));
+        }
+        store.create_stripe(record).await.unwrap();
+        ids.push(id);
+    }
+    let odd: Vec<StripeId> = ids.iter().skip(1).step_by(2).copied().collect();
+    assert_eq!(store.under_redundant_stripes(None, 100).await.unwrap(), odd, "created under-redundant");
+    let first = store.under_redundant_stripes(None, 1).await.unwrap();
+    let rest = store.under_redundant_stripes(first.last().copied(), 100).await.unwrap();
+    assert_eq!([first, rest].concat(), odd, "paged");
+    let stored = store.get_stripe(ids[1]).await.unwrap();
+    assert_eq!((stored.missing_units.clone(), stored.degraded_since_ms), (vec![7, 8], Some(1001)));
+    // A unit found lost later enters the index in the update's transaction; a repair leaves it.
+    let mut lost = store.get_stripe(ids[0]).await.unwrap();
+    assert!(lost.mark_missing([0], 2000));
+    store.update_stripe(ids[0], lost.version, lost).await.unwrap();
+    let mut repaired = store.get_stripe(ids[1]).await.unwrap();
+    repaired.clear_missing([7]);
+    assert_eq!(repaired.degraded_since_ms, Some(1001), "still one unit short");
+    let repaired = store.update_stripe(ids[1], repaired.version, repaired).await.unwrap();
+    assert!(store.under_redundant_stripes(None, 100).await.unwrap().contains(&ids[1]));
+    let mut whole = repaired;
+    whole.clear_missing([8]);
+    assert_eq!(whole.degraded_since_ms, None);
+    store.update_stripe(ids[1], whole.version, whole).await.unwrap();
+    store.delete_stripe(ids[3]).await.unwrap();
+    assert_eq!(store.under_redundant_stripes(None, 100).await.unwrap(), [ids[0], ids[5]]);
+    // Malformed missing units are refused and change nothing.
+    let bad_records = [
+        StripeMeta { missing_units: vec![3, 2], degraded_since_ms: Some(1), ..sealed(StripeId(900)) },
+        StripeMeta { missing_units: vec![9], degraded_since_ms: Some(1), ..sealed(StripeId(900)) },
+        StripeMeta { missing_units: vec![1], degraded_since_ms: None, ..sealed(StripeId(900)) },
+        StripeMeta { missing_units: Vec::new(), degraded_since_ms: Some(1), ..sealed(StripeId(900)) },
+        StripeMeta {
+            missing_units: vec![1],
+            degraded_since_ms: Some(1),
+            ..stripe(StripeId(900), [1, 2, 3, 4, 5, 6, 7, 8, 9])
+        },
+    ];
+    for bad in bad_records {
+        assert!(is_invalid(store.create_stripe(bad).await));
+    }
+    assert_eq!(store.get_stripe(StripeId(900)).await, Err(MetaError::NoSuchStripe(900)));
+}
+
 async fn nodes(store: Arc<dyn MetaStore>) {
     for id in [3, 1, 2] {
         store.register_node(node(id)).await.unwrap();
@@ -517,7 +573,12 @@ async fn nodes(store: Arc<dyn MetaStore>) {
     assert_eq!(store.get_node(NodeId(2)).await.unwrap(), node(2));
     assert_eq!(store.heartbeat(NodeId(2), 5000).await.unwrap().last_heartbeat_ms, 5000);
     assert_eq!(store.heartbeat(NodeId(2), 4000).await.unwrap().last_heartbeat_ms, 5000, "never backwards");
-    assert_eq!(store.set_node_state(NodeId(2), NodeState::Draining).await.unwrap().state, NodeState::Draining);
+    assert_eq!(store.set_node_state(NodeId(2), NodeState::Draining, 1).await.unwrap().state, NodeState::Draining);
+    // Down is dated when it starts, kept while it lasts and cleared when it ends.
+    assert_eq!(store.set_node_state(NodeId(1), NodeState::Down, 7000).await.unwrap().down_since_ms, Some(7000));
+    assert_eq!(store.set_node_state(NodeId(1), NodeState::Down, 9000).await.unwrap().down_since_ms, Some(7000));
+    assert_eq!(store.set_node_state(NodeId(1), NodeState::Up, 9500).await.unwrap().down_since_ms, None);
+    assert_eq!(store.set_node_state(NodeId(1), NodeState::Down, 9900).await.unwrap().down_since_ms, Some(9900));
     let stored = store.get_node(NodeId(2)).await.unwrap();
     assert_eq!((stored.state, stored.last_heartbeat_ms), (NodeState::Draining, 5000));
     // Re-registering replaces the record (a node restarted on a new port).
@@ -526,7 +587,7 @@ async fn nodes(store: Arc<dyn MetaStore>) {
     assert_eq!(store.get_node(NodeId(2)).await.unwrap(), moved);
     assert_eq!(store.get_node(NodeId(9)).await, Err(MetaError::NoSuchNode(9)));
     assert_eq!(store.heartbeat(NodeId(9), 1).await, Err(MetaError::NoSuchNode(9)));
-    assert_eq!(store.set_node_state(NodeId(9), NodeState::Down).await, Err(MetaError::NoSuchNode(9)));
+    assert_eq!(store.set_node_state(NodeId(9), NodeState::Down, 1).await, Err(MetaError::NoSuchNode(9)));
     assert!(is_invalid(store.register_node(NodeInfo { address: " ".into(), ..node(9) }).await));
     // Concurrent heartbeats and a state change on one node: every read-modify-write lands.
     let beats: Vec<_> = (1..=10u64)
@@ -537,7 +598,7 @@ async fn nodes(store: Arc<dyn MetaStore>) {
         .collect();
     let state = {
         let store = Arc::clone(&store);
-        tokio::spawn(async move { store.set_node_state(NodeId(3), NodeState::Down).await.unwrap() })
+        tokio::spawn(async move { store.set_node_state(NodeId(3), NodeState::Down, 1).await.unwrap() })
     };
     for beat in beats {
         beat.await.unwrap();
