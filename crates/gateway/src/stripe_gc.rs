@@ -495,7 +495,7 @@ impl StripeCollector {
             let size = planned.object.size_bytes;
             // A node trouble stops this scan's moves; the next scan tries again.
             let copied = match self.data.read(&planned.object.layout, 0..size).await {
-                Ok(bytes) => self.data.write(bytes).await,
+                Ok(bytes) => self.data.write(bytes).await.map(|written| written.layout),
                 Err(error) => Err(error),
             };
             let copy = match copied {

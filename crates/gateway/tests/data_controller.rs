@@ -26,7 +26,7 @@ async fn write_objects(data: &ErasureData) -> Vec<(Bytes, Layout)> {
     let mut objects = Vec::new();
     for (i, size) in [1usize, 3000, 40_000, 300_000].into_iter().enumerate() {
         let body = pattern(size, 100 + i as u64);
-        let layout = data.write(body.clone()).await.unwrap();
+        let layout = data.write(body.clone()).await.unwrap().layout;
         objects.push((body, layout));
     }
     data.packer().flush(Duration::from_secs(30)).await.unwrap();
@@ -134,7 +134,7 @@ async fn lmlf_pw2_reads_around_a_queue_and_normal_waits_for_its_timeout() {
     config.packed.max_object_bytes = 0;
     let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
     let body = pattern(60_000, 7);
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     let hot = first_unit_node(&cluster, &layout).await;
     // A standing queue: evenly spaced 1 MiB background tasks that each take longer (40 ms) than the
     // gap (33 ms), so the backlog only grows and every probe sees at least one MiB. (With the gap
@@ -201,7 +201,7 @@ async fn a_planned_read_whose_node_died_is_served_and_recorded_degraded() {
     config.packed.max_object_bytes = 0;
     let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
     let body = pattern(60_000, 8);
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     let victim = first_unit_node(&cluster, &layout).await;
     let controller = with_controller(&data, "rs-6-3", PolicyKind::LmlfLazy).await;
     controller.refresh_once(data.io()).await.unwrap();
@@ -277,7 +277,7 @@ async fn a_read_of_an_open_packed_stripe_is_recorded_without_tasks() {
     let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
     let controller = with_controller(&data, "rs-6-3", PolicyKind::LmlfPw2).await;
     let body = pattern(3000, 11);
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     assert!(matches!(layout, Layout::Packed { .. }), "{layout:?}");
     assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body);
     let records = controller.take_records().0;
@@ -328,7 +328,7 @@ async fn a_probe_of_a_hung_node_gives_up_after_the_probe_timeout() {
     let rpc_timeout = Duration::from_millis(config.node_rpc_timeout_ms);
     let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
     let body = pattern(60_000, 9);
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     let victim = first_unit_node(&cluster, &layout).await;
     let config = ControllerConfig { policy: PolicyKind::LmlfPw2, probe_timeout_ms: 200, ..Default::default() };
     let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());

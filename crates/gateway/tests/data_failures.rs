@@ -23,7 +23,7 @@ async fn write_objects(data: &ErasureData, seed: u64) -> Vec<(Bytes, Layout)> {
     let mut objects = Vec::new();
     for (i, size) in [1usize, 100 << 10, (5 << 20) + 17].into_iter().enumerate() {
         let body = pattern(size, seed + i as u64);
-        let layout = data.write(body.clone()).await.unwrap();
+        let layout = data.write(body.clone()).await.unwrap().layout;
         objects.push((body, layout));
     }
     objects
@@ -146,7 +146,7 @@ async fn repair_reads_no_faster_than_its_budget() {
     let mut objects = Vec::new();
     for i in 0..12 {
         let body = pattern(200 << 10, 70 + i);
-        let layout = data.write(body.clone()).await.unwrap();
+        let layout = data.write(body.clone()).await.unwrap().layout;
         objects.push((body, layout));
     }
     cluster.kill(0).await;
@@ -215,7 +215,7 @@ async fn slow_node_is_read_around_after_the_timeout() {
     let cluster = TestCluster::start(9, 9).await;
     let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
     let body = pattern(200_000, 5); // above the packing limit: striped
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     let Layout::Striped { segments } = &layout else { panic!() };
     let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
     let slow = stripe.placement[0].0 as usize;
@@ -237,7 +237,7 @@ async fn corrupt_unit_is_served_degraded_reported_and_repaired() {
     let config = cluster.config("rs-6-3");
     let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     let body = pattern(300_000, 6);
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     let Layout::Striped { segments } = &layout else { panic!() };
     let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
     let holder = stripe.placement[1].0 as usize;
@@ -317,7 +317,7 @@ async fn overloaded_live_nodes_make_a_read_unavailable_not_lost() {
     config.node_rpc_timeout_ms = 600;
     let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
     let body = pattern(600_000, 8);
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     let Layout::Striped { segments } = &layout else { panic!("striped") };
     let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
     // Four live nodes (data units 0..4) answer far slower than the RPC timeout: every node is Up,

@@ -28,7 +28,7 @@ async fn write_all(data: &ErasureData, count: usize, seed: u64) -> Vec<(Bytes, L
     let bodies: Vec<Bytes> =
         sizes(count).into_iter().enumerate().map(|(i, len)| pattern(len, seed + i as u64)).collect();
     let layouts = join_all(bodies.iter().map(|body| data.write(body.clone()))).await;
-    bodies.into_iter().zip(layouts).map(|(body, layout)| (body, layout.unwrap())).collect()
+    bodies.into_iter().zip(layouts).map(|(body, written)| (body, written.unwrap().layout)).collect()
 }
 
 async fn assert_readable(data: &ErasureData, objects: &[(Bytes, Layout)], what: &str) {
@@ -204,7 +204,7 @@ async fn an_unanswering_replica_node_sends_the_object_to_the_striped_path() {
     // Stopped but still Up in the metadata: membership has not noticed yet.
     cluster.stop(open.placement[8].0 as usize).await;
     let body = pattern(3000, 42);
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     assert!(matches!(layout, Layout::Striped { .. }), "{layout:?}");
     assert_readable(&data, &[(body, layout)], "striped fallback").await;
     assert_readable(&data, &first, "object of the broken stripe").await;

@@ -23,7 +23,7 @@ async fn round_trips(code: &str) {
     let data = ErasureData::new(striped_only(cluster.config(code)), Arc::clone(&cluster.meta)).await.unwrap();
     for (seed, size) in SIZES.into_iter().enumerate() {
         let body = pattern(size, seed as u64);
-        let layout = data.write(body.clone()).await.unwrap();
+        let layout = data.write(body.clone()).await.unwrap().layout;
         let Layout::Striped { segments } = &layout else { panic!("striped layout expected") };
         assert_eq!(segments.iter().map(|s| s.length_bytes).sum::<u64>(), size as u64);
         let whole = data.read(&layout, 0..size as u64).await.unwrap();
@@ -49,36 +49,54 @@ async fn lrc_6_2_2_round_trips() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes_go_on_degraded_with_nodes_down_and_stop_below_k() {
+async fn writes_go_on_degraded_within_the_durability_rule_and_stop_below_it() {
     let mut cluster = TestCluster::start(9, 9).await;
     let data = ErasureData::new(striped_only(cluster.config("rs-6-3")), Arc::clone(&cluster.meta)).await.unwrap();
-    let layout = data.write(pattern(1000, 1)).await.unwrap();
+    let layout = data.write(pattern(1000, 1)).await.unwrap().layout;
     data.release(&layout).await.unwrap();
     assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "release dropped the stripe");
 
-    // One node Down with only n nodes: the stripe is written degraded, its last parity unit recorded
-    // on the Down node (where repair will rebuild it), and reads back.
+    // One node Down with only n nodes: the stripe is written degraded, its last parity unit placed
+    // on the Down node unwritten and recorded missing (under-redundant, for repair), and reads back.
     cluster.kill(4).await;
     let body = pattern(100_000, 2);
-    let degraded = data.write(body.clone()).await.unwrap();
-    assert!(data.read(&degraded, 0..body.len() as u64).await.unwrap() == body);
+    let written = data.write(body.clone()).await.unwrap();
+    assert_eq!((written.redundancy.failures_tolerated, written.redundancy.full), (2, 3), "8 of 9 units stored");
+    assert!(data.read(&written.layout, 0..body.len() as u64).await.unwrap() == body);
     let stripes = cluster.meta.list_stripes(None, 10).await.unwrap();
     assert_eq!(stripes.len(), 1);
-    assert_eq!(stripes[0].placement[8], NodeId(4), "the unwritten parity unit is recorded on the Down node");
-    assert_eq!(cluster.meta.stripes_on_node(NodeId(4), None, 10).await.unwrap(), vec![stripes[0].id]);
+    assert_eq!(stripes[0].placement[8], NodeId(4), "the unwritten parity unit is placed on the Down node");
+    assert_eq!(stripes[0].missing_units, vec![8], "and recorded missing");
+    assert!(stripes[0].degraded_since_ms.is_some());
+    assert_eq!(cluster.meta.under_redundant_stripes(None, 10).await.unwrap(), vec![stripes[0].id]);
     assert_eq!(data.io().counters().degraded_writes.load(Ordering::Relaxed), 1);
-    data.release(&degraded).await.unwrap();
+    data.release(&written.layout).await.unwrap();
+    assert!(cluster.meta.under_redundant_stripes(None, 10).await.unwrap().is_empty(), "released with its record");
 
-    // A node that is Up in the metadata but dead: its unit write fails and no replacement exists.
+    // A node that is Up in the metadata but dead (crashed, not yet noticed): its unit write fails
+    // and no node is left to take it, so that unit is missing too: 7 of 9 units still survive one
+    // more failure, which the default rule asks, so the write is acknowledged at once.
     cluster.stop(5).await;
-    let err = data.write(pattern(1000, 3)).await.unwrap_err();
-    assert!(matches!(err, DataError::Unavailable(_)), "{err}");
-    assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
-    // The same for an object of four stripes written in parallel: every stripe's units written on
-    // the live nodes are deleted again (checked below), and no stripe is recorded.
-    let err = data.write(pattern((20 << 20) + 3, 3)).await.unwrap_err();
-    assert!(matches!(err, DataError::Unavailable(_)), "{err}");
-    assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
+    let body = pattern((20 << 20) + 3, 3);
+    let written = data.write(body.clone()).await.unwrap();
+    assert_eq!(written.redundancy.failures_tolerated, 1, "7 of 9 units stored");
+    assert!(data.read(&written.layout, 0..body.len() as u64).await.unwrap() == body);
+    for stripe in cluster.meta.list_stripes(None, 10).await.unwrap() {
+        let missing: Vec<NodeId> = stripe.missing_units.iter().map(|&u| stripe.placement[usize::from(u)]).collect();
+        assert_eq!(missing.len(), 2, "stripe {}: {:?}", stripe.id, stripe.missing_units);
+        assert!(missing.contains(&NodeId(4)) && missing.contains(&NodeId(5)), "{missing:?}");
+    }
+    data.release(&written.layout).await.unwrap();
+
+    // A stricter rule refuses what the default accepts: every unit written is deleted again, for
+    // an object of four stripes written in parallel too, and no stripe is recorded.
+    let strict = DataConfig { ack_min_failures_tolerated: 2, ..striped_only(cluster.config("rs-6-3")) };
+    let strict = ErasureData::new(strict, Arc::clone(&cluster.meta)).await.unwrap();
+    for body in [pattern(1000, 5), pattern((20 << 20) + 3, 6)] {
+        let err = strict.write(body).await.unwrap_err();
+        assert!(matches!(&err, DataError::Unavailable(why) if why.contains("ack_min_failures_tolerated")), "{err}");
+        assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
+    }
 
     // Fewer than k nodes up: refused before anything is written.
     for i in [6, 7, 8] {
@@ -109,8 +127,9 @@ async fn streamed_writes_store_what_whole_writes_store_and_a_broken_body_leaves_
     let stripe_bytes = 6usize << 20;
     for (seed, size) in [0, 1000, stripe_bytes, (stripe_bytes * 7) / 2].into_iter().enumerate() {
         let body = pattern(size, seed as u64 + 40);
-        let streamed = data.write_stream(futures_util::stream::iter(chunked(&body, 65_537)).boxed()).await.unwrap();
-        let whole = data.write(body.clone()).await.unwrap();
+        let streamed =
+            data.write_stream(futures_util::stream::iter(chunked(&body, 65_537)).boxed()).await.unwrap().layout;
+        let whole = data.write(body.clone()).await.unwrap().layout;
         match (&streamed, &whole) {
             (Layout::Striped { segments: a }, Layout::Striped { segments: b }) => {
                 let shape = |segments: &[meta::StripeSegment]| {
@@ -147,7 +166,7 @@ async fn streamed_writes_store_what_whole_writes_store_and_a_broken_body_leaves_
     // A small body that arrives in pieces is packed, as one given whole is.
     let packing = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
     let small = pattern(1000, 51);
-    let packed = packing.write_stream(futures_util::stream::iter(chunked(&small, 300)).boxed()).await.unwrap();
+    let packed = packing.write_stream(futures_util::stream::iter(chunked(&small, 300)).boxed()).await.unwrap().layout;
     assert!(matches!(packed, Layout::Packed { .. }), "{packed:?}");
     assert!(packing.read(&packed, 0..1000).await.unwrap() == small);
     cluster.shutdown().await;
@@ -158,7 +177,7 @@ async fn a_held_layout_stays_readable_after_release_and_is_deleted_when_the_hold
     let cluster = TestCluster::start(9, 9).await;
     let data = ErasureData::new(striped_only(cluster.config("rs-6-3")), Arc::clone(&cluster.meta)).await.unwrap();
     let body = pattern((13 << 20) + 5, 60);
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     let hold = data.hold(&layout);
     let second = data.hold(&layout);
     data.release(&layout).await.unwrap();
@@ -182,7 +201,7 @@ async fn a_held_layout_stays_readable_after_release_and_is_deleted_when_the_hold
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     // A release with no hold deletes at once, as before.
-    let layout = data.write(pattern(1000, 61)).await.unwrap();
+    let layout = data.write(pattern(1000, 61)).await.unwrap().layout;
     data.release(&layout).await.unwrap();
     assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty());
     cluster.shutdown().await;
@@ -219,7 +238,7 @@ async fn a_release_through_one_gateway_keeps_the_stripes_for_reads_through_anoth
     let reader = ErasureData::start(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     let writer = ErasureData::start(config, Arc::clone(&cluster.meta)).await.unwrap();
     let body = pattern((13 << 20) + 5, 70);
-    let layout = writer.data.write(body.clone()).await.unwrap();
+    let layout = writer.data.write(body.clone()).await.unwrap().layout;
     let stripes = stored(&cluster).await;
     assert_eq!(stripes, (3, 27));
 
@@ -236,7 +255,7 @@ async fn a_release_through_one_gateway_keeps_the_stripes_for_reads_through_anoth
     assert_eq!((status.waiting, status.deleted, status.deleted_without_delay), (0, 3, 0), "{status:?}");
 
     // A held layout waits for its hold on this gateway, then the delay.
-    let layout = writer.data.write(pattern(3 << 20, 71)).await.unwrap();
+    let layout = writer.data.write(pattern(3 << 20, 71)).await.unwrap().layout;
     let hold = writer.data.hold(&layout);
     writer.data.release(&layout).await.unwrap();
     tokio::time::sleep(delay * 2).await;
@@ -247,7 +266,7 @@ async fn a_release_through_one_gateway_keeps_the_stripes_for_reads_through_anoth
     assert!(took >= delay, "deleted {took:?} after the hold ended, before the {delay:?} delay");
 
     // At shutdown what still waits is left (unreferenced) for the stripe collector.
-    let layout = writer.data.write(pattern(1000, 72)).await.unwrap();
+    let layout = writer.data.write(pattern(1000, 72)).await.unwrap().layout;
     writer.data.release(&layout).await.unwrap();
     writer.shutdown().await;
     tokio::time::sleep(delay + std::time::Duration::from_millis(500)).await;

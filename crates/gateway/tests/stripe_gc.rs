@@ -63,14 +63,14 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
 
     // Referenced: a striped object, and a packed stripe keeping one live object of two.
     let striped = (pattern(5 << 20, 1), Layout::Striped { segments: Vec::new() });
-    let striped = (striped.0.clone(), data.write(striped.0).await.unwrap());
+    let striped = (striped.0.clone(), data.write(striped.0).await.unwrap().layout);
     commit(meta.as_ref(), "striped", &striped.0, &striped.1).await;
     let small = pattern(1000, 2);
-    let small_layout = data.write(small.clone()).await.unwrap();
+    let small_layout = data.write(small.clone()).await.unwrap().layout;
     assert!(matches!(small_layout, Layout::Packed { .. }), "{small_layout:?}");
     commit(meta.as_ref(), "small", &small, &small_layout).await;
     let gone = pattern(900, 3);
-    let gone_layout = data.write(gone.clone()).await.unwrap();
+    let gone_layout = data.write(gone.clone()).await.unwrap().layout;
     assert_eq!(only_stripe(&gone_layout), only_stripe(&small_layout), "both packed into one stripe");
     commit(meta.as_ref(), "gone", &gone, &gone_layout).await;
     let removed = meta.delete_object(BUCKET, "gone").await.unwrap().unwrap();
@@ -79,7 +79,7 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
 
     // Unreferenced: a packed stripe whose only object was deleted, once sealed.
     let lonely = pattern(800, 4);
-    let lonely_layout = data.write(lonely.clone()).await.unwrap();
+    let lonely_layout = data.write(lonely.clone()).await.unwrap().layout;
     let lonely_stripe = only_stripe(&lonely_layout);
     assert_ne!(lonely_stripe, only_stripe(&small_layout), "a new stripe after the flush");
     commit(meta.as_ref(), "lonely", &lonely, &lonely_layout).await;
@@ -101,7 +101,7 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
         .await
         .unwrap();
     let part = pattern(2 << 20, 5);
-    let part_layout = data.write(part.clone()).await.unwrap();
+    let part_layout = data.write(part.clone()).await.unwrap().layout;
     let part_meta = PartMeta {
         part_number: 1,
         size_bytes: part.len() as u64,
@@ -112,13 +112,13 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
     meta.put_part(BUCKET, "multi", &upload.upload_id, part_meta).await.unwrap();
 
     // Unreferenced: a striped write whose commit never came.
-    let leaked_layout = data.write(pattern(3 << 20, 6)).await.unwrap();
+    let leaked_layout = data.write(pattern(3 << 20, 6)).await.unwrap().layout;
     let leaked_stripe = only_stripe(&leaked_layout);
     // Not yet referenced at the first scan, committed before the second (a slow commit).
     let late = pattern(100 << 10, 7);
-    let late_layout = data.write(late.clone()).await.unwrap();
+    let late_layout = data.write(late.clone()).await.unwrap().layout;
     // Open, so never judged: a small object not yet committed, in a stripe not yet sealed.
-    let open_layout = data.write(pattern(700, 8)).await.unwrap();
+    let open_layout = data.write(pattern(700, 8)).await.unwrap().layout;
     let open_stripe = only_stripe(&open_layout);
 
     // Compaction off: the stripe of "small" is mostly dead, and is the next test's.
@@ -179,7 +179,7 @@ async fn a_striped_write_past_its_deadline_fails_and_keeps_nothing() {
     assert!(cluster.meta.list_stripes(None, 100).await.unwrap().is_empty(), "the first stripe was dropped");
     // One stripe's worth fits any deadline.
     let body = pattern(5 << 20, 10);
-    let layout = data.write(body.clone()).await.unwrap();
+    let layout = data.write(body.clone()).await.unwrap().layout;
     assert_eq!(data.read(&layout, 0..body.len() as u64).await.unwrap(), body);
 }
 
@@ -194,7 +194,7 @@ async fn a_mostly_dead_packed_stripe_is_compacted_then_collected() {
     let mut layouts = Vec::new();
     for (i, key) in ["a", "b", "c", "live"].into_iter().enumerate() {
         let body = pattern(1000, 20 + i as u64);
-        let layout = data.write(body.clone()).await.unwrap();
+        let layout = data.write(body.clone()).await.unwrap().layout;
         commit(meta.as_ref(), key, &body, &layout).await;
         layouts.push((key, body, layout));
     }
@@ -258,7 +258,7 @@ async fn one_gateway_scans_at_a_time_and_another_takes_over_when_its_lease_lapse
     let ((a, data), (b, _)) = (collector("gateway-a").await, collector("gateway-b").await);
     let term_ms = OrphanConfig::default().stripe_scan_interval_ms * LEASE_SCANS;
     // A write never committed: garbage the scanning gateway remembers.
-    data.write(pattern(1 << 20, 40)).await.unwrap();
+    data.write(pattern(1 << 20, 40)).await.unwrap().layout;
     let now = Instant::now();
 
     set_clock(1_000);

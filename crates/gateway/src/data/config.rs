@@ -31,8 +31,19 @@ pub struct DataConfig {
     /// body bytes it holds (for a streamed body, those of one stripe more than are in flight).
     /// Default 4; 1 writes stripe after stripe.
     pub max_parallel_stripe_writes: usize,
-    /// Extra placements tried for a unit whose write failed before the write fails. Default 3.
+    /// Extra placements tried for a unit whose write failed before the unit is left missing (the
+    /// write is then acknowledged degraded if `ack_min_failures_tolerated` allows). Default 3.
     pub write_retries: u32,
+    /// The durability rule: the fewest further node failures, whichever they are, that the units a
+    /// write stored must survive for it to be acknowledged. When some units cannot be stored (nodes
+    /// Down, or failing before membership notices), the write is acknowledged *degraded* if the
+    /// units stored still survive this many failures; the stripe is recorded under-redundant in the
+    /// same transaction and repair restores the rest. Otherwise the write fails (503) and keeps
+    /// nothing. Default 1: for RS(k,m) at least k + 1 units durable (as Ceph's `min_size`). The
+    /// code's full tolerance (m for RS, 3 for LRC(6,2,2)) refuses every degraded write: then a PUT
+    /// fails whenever any unit cannot be stored. See docs/data-path.md, "What an acknowledgement
+    /// guarantees".
+    pub ack_min_failures_tolerated: usize,
     /// Longest a striped write may run before it stops starting stripes, fails (`Unavailable`, 503
     /// to S3 clients) and drops what it wrote; for a streamed body, receiving it counts. It bounds
     /// how long a stripe record can exist before the object that will reference it is committed,
@@ -159,6 +170,7 @@ impl Default for DataConfig {
             max_parallel_unit_reads: 32,
             max_parallel_stripe_writes: 4,
             write_retries: 3,
+            ack_min_failures_tolerated: 1,
             write_deadline_ms: 1_200_000,
             rack_aware: false,
             placement_seed: None,
@@ -205,10 +217,23 @@ impl DataConfig {
         self.code.parse().map_err(|e| DataError::Internal(format!("data config: code {:?}: {e}", self.code)))
     }
 
+    /// The most failures a fully written stripe of the configured code survives.
+    pub fn full_failures_tolerated(&self) -> Result<usize, DataError> {
+        let code = self.code_spec()?.build().map_err(|e| DataError::Internal(format!("data config: {e}")))?;
+        code.failures_tolerated(&vec![true; code.total_units()])
+            .ok_or_else(|| DataError::Internal("data config: the code does not decode its own stripe".into()))
+    }
+
     /// Checks the configuration; the data path never starts with one that fails.
     pub fn validate(&self) -> Result<(), DataError> {
         let bad = |what: String| Err(DataError::Internal(format!("data config: {what}")));
-        self.code_spec()?;
+        let full = self.full_failures_tolerated()?;
+        if self.ack_min_failures_tolerated > full {
+            return bad(format!(
+                "ack_min_failures_tolerated ({}) is more than {} survives even with every unit stored ({full})",
+                self.ack_min_failures_tolerated, self.code
+            ));
+        }
         if self.unit_bytes == 0 || !self.unit_bytes.is_multiple_of(64) || self.unit_bytes > MAX_UNIT_BYTES {
             return bad(format!("unit_bytes must be a positive multiple of 64 up to {MAX_UNIT_BYTES}"));
         }
@@ -350,6 +375,17 @@ mod tests {
         assert!(DataConfig { orphans: no_collector, ..valid() }.validate().is_ok(), "nothing cuts it short");
         let at_once = OrphanConfig { release_delay_ms: 0, ..Default::default() };
         assert!(DataConfig { orphans: at_once, ..valid() }.validate().is_ok());
+    }
+
+    #[test]
+    fn the_ack_rule_is_at_most_the_code_tolerance() {
+        for (code, full) in [("rs-6-3", 3), ("lrc-6-2-2", 3), ("rs-10-4", 4)] {
+            let config = |rule| DataConfig { code: code.into(), ack_min_failures_tolerated: rule, ..valid() };
+            assert_eq!(config(0).full_failures_tolerated().unwrap(), full);
+            assert!(config(full).validate().is_ok(), "{code}: the strict rule is valid");
+            let error = config(full + 1).validate().unwrap_err().to_string();
+            assert!(error.contains("ack_min_failures_tolerated") && error.contains(code), "{error}");
+        }
     }
 
     #[test]

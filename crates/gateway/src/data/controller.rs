@@ -912,9 +912,10 @@ impl Controller {
         let UnitRead { io, nodes, stripe, .. } = *target;
         debug_assert_eq!(stripe.placement[usize::from(task.unit)], node, "plan and stripe agree on the node");
         let sent_ns = self.now_ns();
-        if !is_up(nodes, node) {
-            // A node that is not Up fails its task at once (no RPC that could only time out), so
-            // the plan's fallback or the robust read starts without waiting.
+        if !is_up(nodes, node) || stripe.is_missing(usize::from(task.unit)) {
+            // A node that is not Up, or a unit recorded missing, fails its task at once (no RPC
+            // that could only time out or fail), so the plan's fallback or the robust read starts
+            // without waiting.
             return (TaskEnd::Failed { sent_ns }, None);
         }
         match io.read_unit_timed(nodes, stripe, usize::from(task.unit), task.offset, task.length).await {

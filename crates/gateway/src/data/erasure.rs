@@ -26,12 +26,14 @@ use super::controller::{Controller, ControllerConfig};
 use super::cut::{CutLimits, StripeCut, cut_stripes};
 use super::delayed::DelayedReleases;
 use super::holds::{ReadHold, StripeHolds, owned_stripes};
+use super::membership::unix_now_ms;
 use super::membership::{BackgroundTask, Membership};
 use super::orphans::OrphanCollector;
 use super::packed::{PackRefused, Packer};
 use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
-use super::{BodyStream, DataError, ObjectData};
+use super::stripe_write::{encode_units, forget_placement, judge, place_new_stripe, write_units};
+use super::{BodyStream, DataError, ObjectData, Redundancy, Written};
 
 /// Alignment of the unit size of an object's last stripe (the codec kernels' step).
 pub const UNIT_ALIGN_BYTES: u64 = 64;
@@ -56,6 +58,8 @@ pub struct ErasureData {
     io: Arc<StripeIo>,
     code: Arc<dyn ErasureCode>,
     code_name: String,
+    /// Failures a fully written stripe of `code` survives.
+    full_failures_tolerated: usize,
     packer: Arc<Packer>,
     holds: Arc<StripeHolds>,
     delayed: Arc<DelayedReleases>,
@@ -94,7 +98,9 @@ impl ErasureData {
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name)?;
         let packer = Packer::new(Arc::clone(&io), Arc::clone(&code), code_name.clone());
-        let data = Self { io, code, code_name, packer, holds: Arc::new(StripeHolds::default()), delayed };
+        let full_failures_tolerated = io.config().full_failures_tolerated()?;
+        let holds = Arc::new(StripeHolds::default());
+        let data = Self { io, code, code_name, full_failures_tolerated, packer, holds, delayed };
         data.count_existing_units().await?;
         Ok(data)
     }
@@ -191,51 +197,18 @@ impl ErasureData {
         encode_units(self.code.as_ref(), data, unit_bytes)
     }
 
-    /// Writes the n units of a new stripe to n distinct Up nodes (a unit whose write fails is
-    /// placed elsewhere, at most `write_retries` more rounds), then records the stripe. On failure
-    /// the units written are deleted and nothing references them.
-    ///
-    /// With fewer than n nodes up (but at least k), the stripe is written *degraded*: the data units
-    /// and as many parity units as there are Up nodes are written, and the remaining parity units are
-    /// recorded on distinct Down nodes without being written. The stripe then tolerates exactly as
-    /// many further failures as the cluster has left before losing m nodes in all, so an
-    /// acknowledged object still survives any m failures counted from a healthy cluster; and repair
-    /// rebuilds those units when it rebuilds everything else those Down nodes held.
-    async fn write_stripe(&self, units: Vec<Bytes>, unit_bytes: u64) -> Result<StripeMeta, DataError> {
+    /// Writes the n units of a new stripe and records it (Sealed); returns the record and the
+    /// further node failures its durable units survive. Units go to n distinct nodes, Up ones
+    /// first; with fewer than n Up (but at least k) the rest are placed on Down nodes unwritten. A
+    /// unit whose write fails is placed elsewhere ([`write_units`]); one no node can take is left
+    /// missing. The stripe is recorded only if what is durable meets the durability rule
+    /// ([`judge`]), with its missing units in the same transaction (so repair finds it); otherwise,
+    /// and if recording fails, the units written are deleted and nothing references them.
+    async fn write_stripe(&self, units: Vec<Bytes>, unit_bytes: u64) -> Result<(StripeMeta, usize), DataError> {
         let n = units.len();
-        let k = self.code.data_units();
         let nodes: NodeMap = self.io.cluster().node_map().await?;
         let node_list: Vec<_> = nodes.values().cloned().collect();
-        let up = node_list.iter().filter(|node| node.state == NodeState::Up).count();
-        let written_now = n.min(up);
-        if written_now < k {
-            return Err(DataError::Unavailable(format!("{up} storage nodes up, a stripe needs at least {k}")));
-        }
-        let mut placement = self
-            .io
-            .placer()
-            .place(&node_list, written_now, &[], &[])
-            .map_err(|e| DataError::Unavailable(e.to_string()))?;
-        if written_now < n {
-            let mut down: Vec<NodeId> =
-                node_list.iter().filter(|node| node.state == NodeState::Down).map(|node| node.id).collect();
-            down.sort();
-            down.truncate(n - written_now);
-            if down.len() < n - written_now {
-                forget_placement(&self.io, &placement);
-                return Err(DataError::Unavailable(format!(
-                    "{up} storage nodes up and {} down: a stripe needs {n} distinct nodes",
-                    down.len()
-                )));
-            }
-            let mut placer = self.io.placer();
-            down.iter().for_each(|&node| placer.adjust(node, 1));
-            drop(placer);
-            placement.extend(down);
-            self.io.counters().degraded_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            metrics::counter!("lowtail_gateway_degraded_writes_total").increment(1);
-        }
-        debug_assert_eq!(placement.len(), n);
+        let (placement, to_write) = place_new_stripe(&self.io, &node_list, n, self.code.data_units())?;
         let meta = self.io.cluster().meta();
         let id = match meta.allocate_stripe_id().await {
             Ok(id) => id,
@@ -244,12 +217,19 @@ impl ErasureData {
                 return Err(DataError::Meta(error.to_string()));
             }
         };
-        let placement = write_units(&self.io, &nodes, &node_list, id, &units, placement, written_now).await?;
-        let stripe = StripeMeta {
+        let writes = write_units(&self.io, &nodes, &node_list, id, &units, placement, &to_write).await;
+        let tolerated = match judge(&self.io, &nodes, self.code.as_ref(), id, &writes).await {
+            Ok(tolerated) => tolerated,
+            Err(error) => {
+                forget_placement(&self.io, &writes.placement);
+                return Err(error);
+            }
+        };
+        let mut stripe = StripeMeta {
             id,
             code: self.code_name.clone(),
             unit_bytes,
-            placement: placement.clone(),
+            placement: writes.placement.clone(),
             state: StripeState::Sealed,
             unit_checksums: None,
             packed_bytes: None,
@@ -257,12 +237,15 @@ impl ErasureData {
             degraded_since_ms: None,
             version: 0,
         };
+        if stripe.mark_missing(writes.missing(), unix_now_ms()) {
+            self.io.counters().degraded_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            metrics::counter!("lowtail_gateway_degraded_writes_total").increment(1);
+        }
         match meta.create_stripe(stripe).await {
-            Ok(stored) => Ok(stored),
+            Ok(stored) => Ok((stored, tolerated)),
             Err(error) => {
-                let all: Vec<(usize, NodeId)> = placement.iter().copied().enumerate().collect();
-                self.io.delete_units_best_effort(&nodes, id, &all).await;
-                forget_placement(&self.io, &placement);
+                self.io.delete_units_best_effort(&nodes, id, &writes.durable_units()).await;
+                forget_placement(&self.io, &writes.placement);
                 Err(DataError::Meta(error.to_string()))
             }
         }
@@ -333,116 +316,6 @@ impl ErasureData {
         assert_eq!(out.len() as u64, range.end - range.start, "read assembled the whole range");
         Ok(out.freeze())
     }
-}
-
-/// Zero-pads `data` (k data units, each at most `unit_bytes` long) to `unit_bytes` and appends the
-/// parity units: the n units of a stripe.
-pub(super) fn encode_units(code: &dyn ErasureCode, data: Vec<Bytes>, unit_bytes: u64) -> Result<Vec<Bytes>, DataError> {
-    let unit_len = usize::try_from(unit_bytes).map_err(|_| DataError::Internal("unit too large".into()))?;
-    assert_eq!(data.len(), code.data_units(), "one buffer per data unit");
-    let data: Vec<Bytes> = data
-        .into_iter()
-        .map(|unit| {
-            assert!(unit.len() <= unit_len, "a data unit longer than the stripe's unit size");
-            if unit.len() == unit_len {
-                unit
-            } else {
-                let mut padded = vec![0u8; unit_len];
-                padded[..unit.len()].copy_from_slice(&unit);
-                Bytes::from(padded)
-            }
-        })
-        .collect();
-    let mut parity = vec![vec![0u8; unit_len]; code.parity_units()];
-    {
-        let data_slices: Vec<&[u8]> = data.iter().map(|b| b.as_ref()).collect();
-        let mut parity_slices: Vec<&mut [u8]> = parity.iter_mut().map(|p| p.as_mut_slice()).collect();
-        code.encode(&data_slices, &mut parity_slices).map_err(|e| DataError::Internal(format!("encode: {e}")))?;
-    }
-    Ok(data.into_iter().chain(parity.into_iter().map(Bytes::from)).collect())
-}
-
-/// Undoes the placer's count of `placement` (units that will not exist after all).
-pub(super) fn forget_placement(io: &StripeIo, placement: &[NodeId]) {
-    let mut placer = io.placer();
-    placement.iter().for_each(|node| placer.adjust(*node, -1));
-}
-
-/// Writes `units[0..written_now]` of stripe `id` to their nodes in `placement` (already counted by
-/// the placer) in parallel; a unit whose write fails is placed on another node, at most
-/// `write_retries` more rounds. Returns the placement the units ended up on. On failure every unit
-/// written is deleted again and the placement is forgotten, so nothing is left behind.
-pub(super) async fn write_units(
-    io: &StripeIo,
-    nodes: &NodeMap,
-    node_list: &[meta::NodeInfo],
-    id: StripeId,
-    units: &[Bytes],
-    mut placement: Vec<NodeId>,
-    written_now: usize,
-) -> Result<Vec<NodeId>, DataError> {
-    let n = units.len();
-    assert_eq!(placement.len(), n, "one node per unit");
-    assert!(written_now <= n);
-    // Units written_now..n (parity only) stay unwritten on their Down nodes.
-    let mut pending: Vec<usize> = (0..written_now).collect();
-    let mut failed_nodes: Vec<NodeId> = Vec::new();
-    let mut written: Vec<bool> = (0..n).map(|unit| unit >= written_now).collect();
-    let retries = io.config().write_retries;
-    let mut round = 0;
-    while !pending.is_empty() {
-        let current = &placement;
-        let results = futures_util::future::join_all(pending.iter().map(|&unit| async move {
-            match nodes.get(&current[unit]) {
-                Some(node) => io.write_unit(node, id, unit, units[unit].clone()).await,
-                None => Err(format!("node {} is not registered", current[unit])),
-            }
-        }))
-        .await;
-        let mut still_pending = Vec::new();
-        for (&unit, result) in pending.iter().zip(results) {
-            match result {
-                Ok(()) => written[unit] = true,
-                Err(error) => {
-                    tracing::warn!(stripe = %id, unit, %error, "unit write failed");
-                    failed_nodes.push(placement[unit]);
-                    still_pending.push(unit);
-                }
-            }
-        }
-        pending = still_pending;
-        if pending.is_empty() {
-            break;
-        }
-        let replacement = if round < retries {
-            let peers: Vec<NodeId> = (0..n).filter(|u| !pending.contains(u)).map(|u| placement[u]).collect();
-            let mut placer = io.placer();
-            pending.iter().for_each(|&unit| placer.adjust(placement[unit], -1));
-            placer.place(node_list, pending.len(), &failed_nodes, &peers).map_err(|e| e.to_string())
-        } else {
-            pending.iter().for_each(|&unit| io.placer().adjust(placement[unit], -1));
-            Err(format!("unit writes still failing after {retries} retries"))
-        };
-        match replacement {
-            Ok(replacement) => {
-                io.counters().write_retries.fetch_add(pending.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                for (&unit, node) in pending.iter().zip(replacement) {
-                    placement[unit] = node;
-                }
-            }
-            Err(why) => {
-                let done: Vec<(usize, NodeId)> =
-                    (0..written_now).filter(|&u| written[u]).map(|u| (u, placement[u])).collect();
-                io.delete_units_best_effort(nodes, id, &done).await;
-                let others: Vec<NodeId> = (0..n).filter(|u| !pending.contains(u)).map(|u| placement[u]).collect();
-                forget_placement(io, &others);
-                return Err(DataError::Unavailable(format!("stripe {id}: {why}")));
-            }
-        }
-        round += 1;
-    }
-    assert!(written.iter().all(|w| *w), "every unit on an Up node durable before the stripe is recorded");
-    Ok(placement)
 }
 
 /// Size of the object stored at `layout`.
@@ -521,6 +394,11 @@ pub fn last_stripe_unit_bytes(len: u64, k: u64) -> u64 {
 }
 
 impl ErasureData {
+    /// The redundancy of bytes whose every unit is durable.
+    fn full_redundancy(&self) -> Redundancy {
+        Redundancy::full(self.full_failures_tolerated)
+    }
+
     /// When a write starting now must be done (`write_deadline_ms`).
     fn write_deadline(&self) -> tokio::time::Instant {
         tokio::time::Instant::now() + Duration::from_millis(self.io.config().write_deadline_ms)
@@ -544,7 +422,7 @@ impl ErasureData {
         &self,
         cuts: impl futures_util::Stream<Item = Result<StripeCut, DataError>> + Send,
         deadline: tokio::time::Instant,
-    ) -> Result<Layout, DataError> {
+    ) -> Result<Written, DataError> {
         let k = self.code.data_units();
         let up = self.io.cluster().nodes().await?.iter().filter(|node| node.state == NodeState::Up).count();
         if up < k {
@@ -571,21 +449,28 @@ impl ErasureData {
                 let this_unit_bytes =
                     if length == k * unit_bytes { unit_bytes } else { last_stripe_unit_bytes(length, k) };
                 let units = self.encode(&cut.bytes, this_unit_bytes)?;
-                let stripe = self.write_stripe(units, this_unit_bytes).await?;
-                Ok(StripeSegment {
+                let (stripe, tolerated) = self.write_stripe(units, this_unit_bytes).await?;
+                let segment = StripeSegment {
                     stripe: stripe.id,
                     unit_bytes: this_unit_bytes,
                     object_offset_bytes: cut.offset_bytes,
                     length_bytes: length,
-                })
+                };
+                Ok((segment, tolerated))
             })
         });
         let parallel = self.io.config().max_parallel_stripe_writes;
         match in_order_bounded(parallel, may_start, writes).await {
-            Ok(segments) => Ok(Layout::Striped { segments }),
+            Ok(written) => {
+                let full = self.full_redundancy();
+                let tolerated = written.iter().map(|(_, tolerated)| *tolerated).min().unwrap_or(full.full);
+                let redundancy = Redundancy { failures_tolerated: tolerated, full: full.full };
+                let segments = written.into_iter().map(|(segment, _)| segment).collect();
+                Ok(Written { layout: Layout::Striped { segments }, redundancy })
+            }
             Err((error, written)) => {
                 // Nothing half-written stays referenced: drop the stripes already recorded.
-                for segment in written {
+                for (segment, _) in written {
                     if let Err(cleanup) = self.delete_stripe(segment.stripe).await {
                         tracing::warn!(stripe = %segment.stripe, %cleanup, "could not drop stripe of a failed write");
                     }
@@ -598,18 +483,22 @@ impl ErasureData {
 
 #[async_trait]
 impl ObjectData for ErasureData {
-    async fn write(&self, body: Bytes) -> Result<Layout, DataError> {
+    async fn write(&self, body: Bytes) -> Result<Written, DataError> {
         let size = body.len() as u64;
         let limit = self.io.config().max_object_bytes;
         if size > limit {
             return Err(DataError::TooLarge { size, limit });
         }
         if body.is_empty() {
-            return Ok(Layout::Striped { segments: Vec::new() });
+            return Ok(Written {
+                layout: Layout::Striped { segments: Vec::new() },
+                redundancy: self.full_redundancy(),
+            });
         }
         if size <= self.io.config().packed.max_object_bytes {
             match self.packer.write(&body).await {
-                Ok(layout) => return Ok(layout),
+                // m + 1 replicas survive m failures, as the code does once sealed.
+                Ok(layout) => return Ok(Written { layout, redundancy: self.full_redundancy() }),
                 Err(PackRefused::NotNow(why)) => tracing::debug!(%why, "object striped instead of packed"),
                 Err(PackRefused::Failed(error)) => {
                     tracing::info!(%error, "packing failed; object striped instead");
@@ -622,7 +511,7 @@ impl ObjectData for ErasureData {
         self.write_striped(cuts, deadline).await
     }
 
-    async fn write_stream(&self, body: BodyStream<'_>) -> Result<Layout, DataError> {
+    async fn write_stream(&self, body: BodyStream<'_>) -> Result<Written, DataError> {
         // The deadline counts from the first byte awaited: receiving the body is part of the write.
         let deadline = self.write_deadline();
         let mut cuts = cut_stripes(body, self.cut_limits(deadline)).peekable();

@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use meta::{Layout, StripeId, StripeSegment};
 
 use super::holds::{ReadHold, StripeHolds};
-use super::{BodyStream, DataError, ObjectData};
+use super::{BodyStream, DataError, ObjectData, Redundancy, Written};
 
 /// Default most object bytes per synthetic stripe (as a striped layout of k = 6 units of 1 MiB holds).
 pub const DEFAULT_SEGMENT_BYTES: u64 = 6 << 20;
@@ -169,7 +169,7 @@ fn slice(bytes: &Bytes, range: Range<u64>) -> Result<&[u8], DataError> {
 
 #[async_trait]
 impl ObjectData for MemoryData {
-    async fn write(&self, body: Bytes) -> Result<Layout, DataError> {
+    async fn write(&self, body: Bytes) -> Result<Written, DataError> {
         self.check_available()?;
         let allowed = self.writes_left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| match left {
             u64::MAX => Some(u64::MAX),
@@ -200,10 +200,11 @@ impl ObjectData for MemoryData {
             });
             offset += length;
         }
-        Ok(Layout::Striped { segments })
+        // One copy in memory: it survives no failure, and never will.
+        Ok(Written { layout: Layout::Striped { segments }, redundancy: Redundancy::full(0) })
     }
 
-    async fn write_stream(&self, mut body: BodyStream<'_>) -> Result<Layout, DataError> {
+    async fn write_stream(&self, mut body: BodyStream<'_>) -> Result<Written, DataError> {
         // Held whole, as this store holds everything: the limit is checked as the body arrives.
         let mut collected = BytesMut::new();
         // Ends with the body; the limit stops one that never ends.
@@ -266,7 +267,7 @@ mod tests {
         block_on(async {
             let data = MemoryData::new(4);
             let body = Bytes::from_static(b"0123456789");
-            let layout = data.write(body.clone()).await.unwrap();
+            let layout = data.write(body.clone()).await.unwrap().layout;
             let Layout::Striped { segments } = &layout else { panic!("striped expected") };
             assert_eq!(segments.len(), 3);
             assert_eq!(data.live_stripes(), 3);
@@ -284,8 +285,8 @@ mod tests {
     fn reads_composites_and_empty_objects() {
         block_on(async {
             let data = MemoryData::new(3);
-            let first = data.write(Bytes::from_static(b"abcde")).await.unwrap();
-            let second = data.write(Bytes::from_static(b"fgh")).await.unwrap();
+            let first = data.write(Bytes::from_static(b"abcde")).await.unwrap().layout;
+            let second = data.write(Bytes::from_static(b"fgh")).await.unwrap().layout;
             let composite = Layout::Composite {
                 pieces: vec![
                     CompositePiece { object_offset_bytes: 0, length_bytes: 5, layout: first },
@@ -293,7 +294,7 @@ mod tests {
                 ],
             };
             assert_eq!(data.read(&composite, 2..7).await.unwrap(), Bytes::from_static(b"cdefg"));
-            let empty = data.write(Bytes::new()).await.unwrap();
+            let empty = data.write(Bytes::new()).await.unwrap().layout;
             assert_eq!(empty, Layout::Striped { segments: vec![] });
             assert!(data.read(&empty, 0..0).await.unwrap().is_empty());
             data.set_unavailable(true);
@@ -306,7 +307,7 @@ mod tests {
         block_on(async {
             let data = MemoryData::new(3);
             data.limit_writes(Some(1));
-            let written = data.write(Bytes::from_static(b"abc")).await.unwrap();
+            let written = data.write(Bytes::from_static(b"abc")).await.unwrap().layout;
             assert!(matches!(data.write(Bytes::from_static(b"d")).await, Err(DataError::Unavailable(_))));
             assert_eq!(data.read(&written, 0..3).await.unwrap(), Bytes::from_static(b"abc"));
             data.limit_writes(None);

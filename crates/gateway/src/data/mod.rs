@@ -26,6 +26,7 @@ pub mod placement;
 pub mod plan;
 pub mod repair;
 pub mod stripe_io;
+pub mod stripe_write;
 
 pub use config::{DataConfig, MembershipConfig, OrphanConfig, PackedConfig, RepairConfig};
 pub use erasure::ErasureData;
@@ -81,6 +82,46 @@ pub enum DataError {
     Internal(String),
 }
 
+/// How redundant a write's bytes were when it was acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Redundancy {
+    /// Further node failures the bytes survive as acknowledged, whichever nodes fail (the least over
+    /// their stripes).
+    pub failures_tolerated: usize,
+    /// What they survive once every unit is durable: the code's own tolerance.
+    pub full: usize,
+}
+
+impl Redundancy {
+    /// As redundant as the code makes them: nothing left for repair to restore.
+    pub fn full(failures: usize) -> Self {
+        Self { failures_tolerated: failures, full: failures }
+    }
+
+    /// Whether the bytes were acknowledged with every unit durable.
+    pub fn is_full(&self) -> bool {
+        self.failures_tolerated >= self.full
+    }
+
+    /// The lesser of two (the redundancy of bytes stored in both places).
+    pub fn min(self, other: Self) -> Self {
+        Self {
+            failures_tolerated: self.failures_tolerated.min(other.failures_tolerated),
+            full: self.full.min(other.full),
+        }
+    }
+}
+
+/// What a write stored: where the bytes live and how redundant they were at the acknowledgement
+/// (below `full` after a degraded write, until repair restores the missing units).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// Where the bytes live.
+    pub layout: Layout,
+    /// Their redundancy when the write returned.
+    pub redundancy: Redundancy,
+}
+
 /// An object body as it arrives: chunks of any size, in order, ending with the body or with the
 /// error that fails the write.
 pub type BodyStream<'a> = futures_util::stream::BoxStream<'a, Result<Bytes, DataError>>;
@@ -89,15 +130,18 @@ pub type BodyStream<'a> = futures_util::stream::BoxStream<'a, Result<Bytes, Data
 /// an in-memory one for tests of the layers above.
 #[async_trait]
 pub trait ObjectData: Send + Sync {
-    /// Stores `body` and returns where it lives. When this returns Ok the bytes survive the loss of
-    /// any m storage nodes (any decodable pattern for LRC): an acknowledged write is never lost.
-    async fn write(&self, body: Bytes) -> Result<Layout, DataError>;
+    /// Stores `body` and returns where it lives and how redundant it is. When this returns Ok the
+    /// bytes survive the loss of any `redundancy.failures_tolerated` storage nodes from now on (the
+    /// code's full tolerance unless the write was degraded, and never fewer than the configured
+    /// durability rule allows), and repair brings them back to full: an acknowledged write is never
+    /// lost within that guarantee.
+    async fn write(&self, body: Bytes) -> Result<Written, DataError>;
 
     /// Stores a body that arrives as a stream, as [`write`](Self::write) stores a whole one. An
     /// error from `body` (or running past the limits `write` has) fails the write, and nothing of it
     /// is kept. The erasure-coded store writes each stripe as soon as its bytes are in, so a large
     /// body is never held whole.
-    async fn write_stream(&self, body: BodyStream<'_>) -> Result<Layout, DataError>;
+    async fn write_stream(&self, body: BodyStream<'_>) -> Result<Written, DataError>;
 
     /// Reads bytes `range` (within `0..size` of the object) of the object stored at `layout`,
     /// through a degraded read when a unit's node is down, slow or returns a corrupt unit.

@@ -39,8 +39,10 @@ use tokio::sync::{Mutex, OwnedRwLockReadGuard, RwLock};
 use tokio::time::Instant;
 
 use super::controller::Unplanned;
-use super::erasure::{UNIT_ALIGN_BYTES, encode_units, forget_placement, write_units};
+use super::erasure::UNIT_ALIGN_BYTES;
+use super::membership::unix_now_ms;
 use super::stripe_io::{NodeMap, StripeIo};
+use super::stripe_write::{encode_units, forget_placement, judge, move_off_unavailable, write_units};
 use super::{DataError, meta_error};
 
 /// Unit indexes at or above this are replica units of an open stripe, not stripe units.
@@ -391,48 +393,35 @@ impl Packer {
             self.delete_replicas(&nodes, &current, open.replicas.iter().map(|(&seq, &unit)| (seq, unit))).await;
             return Ok(());
         }
-        // Nodes that went down since opening are replaced before writing (counted by the placer).
+        // Nodes that went down since opening are replaced before writing where another node can
+        // take their unit (counted by the placer); the others' units are left missing.
         let mut placement = current.placement.clone();
-        let lost: Vec<usize> = (0..placement.len())
-            .filter(|&u| !nodes.get(&placement[u]).is_some_and(|node| node.state == NodeState::Up))
-            .collect();
-        if !lost.is_empty() {
-            let lost_nodes: Vec<NodeId> = lost.iter().map(|&u| placement[u]).collect();
-            let peers: Vec<NodeId> = (0..placement.len()).filter(|u| !lost.contains(u)).map(|u| placement[u]).collect();
-            let replacement = self
-                .io
-                .placer()
-                .place(&node_list, lost.len(), &lost_nodes, &peers)
-                .map_err(|e| DataError::Unavailable(format!("sealing stripe {id}: {e}")))?;
+        let to_write = move_off_unavailable(&self.io, &nodes, &node_list, &mut placement);
+        let writes = write_units(&self.io, &nodes, &node_list, id, &units, placement, &to_write).await;
+        // The open record still holds its nodes: on failure the placer counts those again.
+        let undo_placement = || {
+            forget_placement(&self.io, &writes.placement);
             let mut placer = self.io.placer();
-            lost_nodes.iter().for_each(|node| placer.adjust(*node, -1));
-            drop(placer);
-            for (&unit, node) in lost.iter().zip(replacement) {
-                placement[unit] = node;
-            }
-        }
-        let n = units.len();
-        let placement = match write_units(&self.io, &nodes, &node_list, id, &units, placement, n).await {
-            Ok(placement) => placement,
-            Err(error) => {
-                // write_units forgot the placement; the open record still holds its nodes.
-                let mut placer = self.io.placer();
-                current.placement.iter().for_each(|node| placer.adjust(*node, 1));
-                return Err(error);
-            }
+            current.placement.iter().for_each(|node| placer.adjust(*node, 1));
         };
+        // The replicas keep the objects safe until a seal meets the durability rule.
+        if let Err(error) = judge(&self.io, &nodes, self.code.as_ref(), id, &writes).await {
+            undo_placement();
+            return Err(error);
+        }
         let packed_bytes = open.units.iter().map(|u| u.len() as u64).sum();
-        let sealed = StripeMeta {
+        let mut sealed = StripeMeta {
             unit_bytes,
-            placement: placement.clone(),
+            placement: writes.placement.clone(),
             state: StripeState::Sealed,
             packed_bytes: Some(packed_bytes),
             ..current.clone()
         };
+        sealed.mark_missing(writes.missing(), unix_now_ms());
         if let Err(error) = meta.update_stripe(id, current.version, sealed).await {
-            let all: Vec<(usize, NodeId)> = placement.iter().copied().enumerate().collect();
             // The units are not referenced by a sealed record; the replicas still are.
-            self.io.delete_units_best_effort(&nodes, id, &all).await;
+            self.io.delete_units_best_effort(&nodes, id, &writes.durable_units()).await;
+            undo_placement();
             return Err(meta_error(error));
         }
         metrics::counter!("lowtail_gateway_packed_stripes_sealed_total").increment(1);

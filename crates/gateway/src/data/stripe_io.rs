@@ -174,6 +174,13 @@ impl StripeIo {
         length: u64,
     ) -> Result<(Bytes, node::TaskTiming), UnitReadError> {
         let node_id = stripe.placement[unit];
+        if stripe.is_missing(unit) {
+            // Never asked for: its node may hold a stale copy (an earlier, failed seal's).
+            return Err(UnitReadError {
+                message: format!("unit {}/{unit} is recorded missing", stripe.id),
+                gone: true,
+            });
+        }
         let transient = |message: String| UnitReadError { message, gone: false };
         let node = nodes.get(&node_id).ok_or_else(|| transient(format!("node {node_id} is not registered")))?;
         let client = self.cluster.client(node).await.map_err(|e| transient(e.to_string()))?;
@@ -234,8 +241,9 @@ impl StripeIo {
             }
             other => other,
         };
+        let missing = stripe.is_missing(unit);
         let node_up = nodes.get(&stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
-        if node_up {
+        if node_up && !missing {
             let primary = self.read_unit(nodes, stripe, unit, offset, length);
             tokio::pin!(primary);
             let primary_error = tokio::select! {
@@ -273,7 +281,7 @@ impl StripeIo {
         self.count_degraded();
         match self.rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new()).await {
             // The unit's node may be Down only because a probe timed out: ask it before giving up.
-            Err(error @ (DataError::Lost(_) | DataError::Unavailable(_))) => {
+            Err(error @ (DataError::Lost(_) | DataError::Unavailable(_))) if !missing => {
                 self.read_unit(nodes, stripe, unit, offset, length).await.map(|data| (data, false)).map_err(|_| error)
             }
             other => other.map(|data| (data, true)),
@@ -287,8 +295,9 @@ impl StripeIo {
     }
 
     /// Rebuilds bytes `offset .. offset + length` of unit `target` from a recovery set chosen by
-    /// [`plan::recovery_units`], never reading `target` or a unit in `failed`. A source that fails
-    /// is added to `failed` and the plan is redone; the others still in flight are dropped.
+    /// [`plan::recovery_units`], never reading `target`, a unit in `failed` or one the stripe
+    /// records missing. A source that fails is added to `failed` and the plan is redone; the others
+    /// still in flight are dropped.
     #[allow(clippy::too_many_arguments)]
     pub async fn rebuild_range(
         &self,
@@ -301,6 +310,7 @@ impl StripeIo {
         mut failed: BTreeSet<usize>,
     ) -> Result<Bytes, DataError> {
         failed.insert(target);
+        failed.extend(stripe.missing_units.iter().map(|&unit| usize::from(unit)));
         let mut busy: BTreeSet<usize> = BTreeSet::new();
         // Every retry marks one more unit failed, so the loop ends within n rounds.
         for _round in 0..stripe.placement.len() {

@@ -30,7 +30,7 @@ use super::copy::{self, Directive};
 use super::errors::{from_data, from_meta, s3};
 use super::listing::{page_uploads, start_after_marker, url_encode};
 use super::read_body;
-use crate::data::ObjectData;
+use crate::data::{ObjectData, Redundancy, Written};
 
 /// Name of the request latency histogram (seconds), labelled by `operation` and `outcome`.
 pub const REQUEST_SECONDS_METRIC: &str = "lowtail_s3_request_seconds";
@@ -94,21 +94,21 @@ impl LowtailS3 {
         body: Option<StreamingBlob>,
         content_length: Option<i64>,
         content_md5: Option<&str>,
-    ) -> S3Result<(Layout, String, u64)> {
+    ) -> S3Result<(Written, String, u64)> {
         let limit = self.options.max_object_bytes;
         let declared = DeclaredBody::new(content_length, content_md5, limit)?;
         let mut tally = BodyTally::default();
         let written = self.data.write_stream(tallied(body, limit, &mut tally)).await;
-        let layout = match written {
-            Ok(layout) => layout,
+        let written = match written {
+            Ok(written) => written,
             // The body's own failure is what the client needs to hear, not the write it stopped.
             Err(error) => return Err(tally.take_error().unwrap_or_else(|| from_data(error))),
         };
         if let Err(error) = declared.check(&tally) {
-            self.release(&layout).await;
+            self.release(&written.layout).await;
             return Err(error);
         }
-        Ok((layout, tally.etag(), tally.size_bytes()))
+        Ok((written, tally.etag(), tally.size_bytes()))
     }
 
     /// The object's metadata, with conditional headers checked (412 / 304).
@@ -158,20 +158,22 @@ impl LowtailS3 {
     /// multipart ETag; any other source is copied as one object. Either way the bytes stream from
     /// the read to the write (`copy_range`) and no write exceeds `max_object_bytes`. If anything
     /// fails, what was written is released.
-    async fn copy_bytes(&self, source: &ObjectMeta) -> S3Result<(Layout, String)> {
-        let (layout, etag) = match &source.layout {
+    async fn copy_bytes(&self, source: &ObjectMeta) -> S3Result<(Written, String)> {
+        let (written, etag) = match &source.layout {
             Layout::Composite { pieces } => {
                 let mut copied = Vec::with_capacity(pieces.len());
                 let mut etags = Vec::with_capacity(pieces.len());
+                let mut redundancy: Option<Redundancy> = None;
                 for piece in pieces {
                     let range = piece.object_offset_bytes..piece.object_offset_bytes + piece.length_bytes;
                     match self.copy_range(&source.layout, range).await {
-                        Ok((layout, etag)) => {
+                        Ok((written, etag)) => {
                             copied.push(CompositePiece {
                                 object_offset_bytes: piece.object_offset_bytes,
                                 length_bytes: piece.length_bytes,
-                                layout,
+                                layout: written.layout,
                             });
+                            redundancy = Some(redundancy.map_or(written.redundancy, |r| r.min(written.redundancy)));
                             etags.push(etag);
                         }
                         Err(error) => {
@@ -181,11 +183,14 @@ impl LowtailS3 {
                     }
                 }
                 let layout = Layout::Composite { pieces: copied };
-                match multipart_etag(&etags.iter().map(String::as_str).collect::<Vec<_>>()) {
-                    Ok(etag) => (layout, etag),
-                    Err(error) => {
+                match (multipart_etag(&etags.iter().map(String::as_str).collect::<Vec<_>>()), redundancy) {
+                    (Ok(etag), Some(redundancy)) => (Written { layout, redundancy }, etag),
+                    (Err(error), _) => {
                         self.release(&layout).await;
                         return Err(error);
+                    }
+                    (Ok(_), None) => {
+                        return Err(s3(S3ErrorCode::InternalError, "a multipart source without parts"));
                     }
                 }
             }
@@ -194,7 +199,7 @@ impl LowtailS3 {
             }
         };
         if etag != source.etag {
-            self.release(&layout).await;
+            self.release(&written.layout).await;
             tracing::error!(
                 source_etag = %source.etag,
                 read_etag = %etag,
@@ -202,14 +207,14 @@ impl LowtailS3 {
             );
             return Err(s3(S3ErrorCode::InternalError, "the bytes read for the copy do not match the source's ETag"));
         }
-        Ok((layout, etag))
+        Ok((written, etag))
     }
 
     /// Reads bytes `range` of the object at `layout` and writes them as a new layout (at most
     /// `max_object_bytes`, EntityTooLarge beyond, as for a PutObject body). Returns the layout and
     /// the hex MD5 of the bytes. The bytes stream from the read to the write in the reads a
     /// GetObject body is cut into, so a copy holds no more of them than a streamed PutObject.
-    async fn copy_range(&self, layout: &Layout, range: std::ops::Range<u64>) -> S3Result<(Layout, String)> {
+    async fn copy_range(&self, layout: &Layout, range: std::ops::Range<u64>) -> S3Result<(Written, String)> {
         let length = range.end - range.start;
         let limit = self.options.max_object_bytes;
         if length > limit {
@@ -229,13 +234,27 @@ impl LowtailS3 {
                     md5.update(bytes);
                 }
             });
-        let layout = self.data.write_stream(reads.boxed()).await.map_err(from_data)?;
-        Ok((layout, hex::encode(md5.finalize())))
+        let written = self.data.write_stream(reads.boxed()).await.map_err(from_data)?;
+        Ok((written, hex::encode(md5.finalize())))
     }
 
     async fn list_v2(&self, bucket: &str, query: &ListObjectsQuery) -> S3Result<ObjectListing> {
         self.meta.list_objects(bucket, query).await.map_err(from_meta)
     }
+}
+
+/// Header of a write's response: how many node failures its bytes survive as acknowledged.
+pub const FAILURES_TOLERATED_HEADER: &str = "x-lowtail-failures-tolerated";
+/// Header of a write's response: `full`, or `degraded` when some units could not be stored and
+/// repair still owes them (the durability contract's "reported in the response").
+pub const REDUNDANCY_HEADER: &str = "x-lowtail-redundancy";
+
+/// Adds the redundancy headers of a write's acknowledgement to its response.
+fn with_redundancy<T>(mut response: S3Response<T>, redundancy: Redundancy) -> S3Response<T> {
+    let state = if redundancy.is_full() { "full" } else { "degraded" };
+    response.headers.insert(FAILURES_TOLERATED_HEADER, hyper::header::HeaderValue::from(redundancy.failures_tolerated));
+    response.headers.insert(REDUNDANCY_HEADER, hyper::header::HeaderValue::from_static(state));
+    response
 }
 
 /// Runs one operation inside a tracing span and records its latency in the request histogram.
@@ -563,7 +582,7 @@ impl S3 for LowtailS3 {
                     return Err(s3(S3ErrorCode::PreconditionFailed, "a precondition does not hold"));
                 }
             }
-            let (layout, etag, size_bytes) =
+            let (written, etag, size_bytes) =
                 self.write_body(input.body, input.content_length, input.content_md5.as_deref()).await?;
             let object = ObjectMeta {
                 size_bytes,
@@ -572,12 +591,13 @@ impl S3 for LowtailS3 {
                 user_metadata: user_metadata(input.metadata),
                 headers: content_headers!(input),
                 last_modified_ms: now_ms(),
-                layout: layout.clone(),
+                layout: written.layout.clone(),
             };
             let committed = self.meta.put_object(&input.bucket, &input.key, object).await;
-            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &layout).await?;
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &written.layout)
+                .await?;
             let output = PutObjectOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() };
-            Ok(S3Response::new(output))
+            Ok(with_redundancy(S3Response::new(output), written.redundancy))
         })
         .await
     }
@@ -660,7 +680,7 @@ impl S3 for LowtailS3 {
                 Directive::Copy => (source.content_type.clone(), source.user_metadata.clone(), source.headers.clone()),
                 Directive::Replace => (input.content_type, user_metadata(input.metadata), content_headers!(input)),
             };
-            let (layout, etag) = self.copy_bytes(&source).await?;
+            let (written, etag) = self.copy_bytes(&source).await?;
             let last_modified_ms = now_ms();
             let object = ObjectMeta {
                 size_bytes: source.size_bytes,
@@ -669,12 +689,13 @@ impl S3 for LowtailS3 {
                 user_metadata,
                 headers,
                 last_modified_ms,
-                layout: layout.clone(),
+                layout: written.layout.clone(),
             };
             // For a copy onto itself the replaced version is the source: releasing it is safe
             // because the new version has bytes of its own.
             let committed = self.meta.put_object(&input.bucket, &input.key, object).await;
-            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &layout).await?;
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &written.layout)
+                .await?;
             let output = CopyObjectOutput {
                 copy_object_result: Some(CopyObjectResult {
                     e_tag: Some(ETag::Strong(etag)),
@@ -683,7 +704,7 @@ impl S3 for LowtailS3 {
                 }),
                 ..Default::default()
             };
-            Ok(S3Response::new(output))
+            Ok(with_redundancy(S3Response::new(output), written.redundancy))
         })
         .await
     }
@@ -945,18 +966,20 @@ impl S3 for LowtailS3 {
             let number = part_number(input.part_number)?;
             // Before reading the body, so a part for a missing upload writes no data.
             self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
-            let (layout, etag, size_bytes) =
+            let (written, etag, size_bytes) =
                 self.write_body(input.body, input.content_length, input.content_md5.as_deref()).await?;
             let part = PartMeta {
                 part_number: number,
                 size_bytes,
                 etag: etag.clone(),
                 last_modified_ms: now_ms(),
-                layout: layout.clone(),
+                layout: written.layout.clone(),
             };
             let committed = self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await;
-            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &layout).await?;
-            Ok(S3Response::new(UploadPartOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() }))
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &written.layout)
+                .await?;
+            let output = UploadPartOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() };
+            Ok(with_redundancy(S3Response::new(output), written.redundancy))
         })
         .await
     }
@@ -982,17 +1005,18 @@ impl S3 for LowtailS3 {
             let (_, _, source) = self.copy_source(&input.copy_source, &conditions).await?;
             let range = copy::source_range(input.copy_source_range.as_deref(), source.size_bytes)?;
             let size_bytes = range.end - range.start;
-            let (layout, etag) = self.copy_range(&source.layout, range).await?;
+            let (written, etag) = self.copy_range(&source.layout, range).await?;
             let last_modified_ms = now_ms();
             let part = PartMeta {
                 part_number: number,
                 size_bytes,
                 etag: etag.clone(),
                 last_modified_ms,
-                layout: layout.clone(),
+                layout: written.layout.clone(),
             };
             let committed = self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await;
-            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &layout).await?;
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &written.layout)
+                .await?;
             let output = UploadPartCopyOutput {
                 copy_part_result: Some(CopyPartResult {
                     e_tag: Some(ETag::Strong(etag)),
@@ -1001,7 +1025,7 @@ impl S3 for LowtailS3 {
                 }),
                 ..Default::default()
             };
-            Ok(S3Response::new(output))
+            Ok(with_redundancy(S3Response::new(output), written.redundancy))
         })
         .await
     }

@@ -1,0 +1,223 @@
+//! Writing a stripe's units, shared by striped writes ([`super::erasure`]) and packed seals
+//! ([`super::packed`]): encoding, placing the n units on distinct nodes, writing them in parallel
+//! (a unit whose write fails is placed elsewhere, at most `write_retries` more rounds, else left
+//! missing) and judging by the durability rule (`ack_min_failures_tolerated`) whether what landed
+//! may be acknowledged. The caller records the stripe, with its missing units, afterwards.
+//!
+//! Must not: create or change stripe records, touch object metadata, or acknowledge anything: it
+//! reports which units are durable and what they survive.
+
+use bytes::Bytes;
+use codec::ErasureCode;
+use meta::{NodeId, NodeInfo, NodeState, StripeId};
+
+use super::DataError;
+use super::stripe_io::{NodeMap, StripeIo};
+
+/// What became of a stripe's unit writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct UnitWrites {
+    /// Where each unit is stored, or was meant to be (its node holds no durable copy when the unit
+    /// is not `durable`). Distinct nodes, all counted by the placer.
+    pub placement: Vec<NodeId>,
+    /// Which units are durable on their node.
+    pub durable: Vec<bool>,
+}
+
+impl UnitWrites {
+    /// The units not durable, for the stripe record.
+    pub fn missing(&self) -> Vec<u16> {
+        (0..self.durable.len()).filter(|&unit| !self.durable[unit]).map(|unit| unit as u16).collect()
+    }
+
+    /// The durable units and their nodes.
+    pub fn durable_units(&self) -> Vec<(usize, NodeId)> {
+        (0..self.durable.len()).filter(|&unit| self.durable[unit]).map(|unit| (unit, self.placement[unit])).collect()
+    }
+}
+
+/// Zero-pads `data` (k data units, each at most `unit_bytes` long) to `unit_bytes` and appends the
+/// parity units: the n units of a stripe.
+pub(super) fn encode_units(code: &dyn ErasureCode, data: Vec<Bytes>, unit_bytes: u64) -> Result<Vec<Bytes>, DataError> {
+    let unit_len = usize::try_from(unit_bytes).map_err(|_| DataError::Internal("unit too large".into()))?;
+    assert_eq!(data.len(), code.data_units(), "one buffer per data unit");
+    let data: Vec<Bytes> = data
+        .into_iter()
+        .map(|unit| {
+            assert!(unit.len() <= unit_len, "a data unit longer than the stripe's unit size");
+            if unit.len() == unit_len {
+                unit
+            } else {
+                let mut padded = vec![0u8; unit_len];
+                padded[..unit.len()].copy_from_slice(&unit);
+                Bytes::from(padded)
+            }
+        })
+        .collect();
+    let mut parity = vec![vec![0u8; unit_len]; code.parity_units()];
+    {
+        let data_slices: Vec<&[u8]> = data.iter().map(|b| b.as_ref()).collect();
+        let mut parity_slices: Vec<&mut [u8]> = parity.iter_mut().map(|p| p.as_mut_slice()).collect();
+        code.encode(&data_slices, &mut parity_slices).map_err(|e| DataError::Internal(format!("encode: {e}")))?;
+    }
+    Ok(data.into_iter().chain(parity.into_iter().map(Bytes::from)).collect())
+}
+
+/// Undoes the placer's count of `placement` (units that will not exist after all).
+pub(super) fn forget_placement(io: &StripeIo, placement: &[NodeId]) {
+    let mut placer = io.placer();
+    placement.iter().for_each(|node| placer.adjust(*node, -1));
+}
+
+/// The placement of a new stripe of `n` units and which of them to write now (counted by the
+/// placer): Up nodes for as many units as there are Up nodes, the rest on distinct Down nodes,
+/// never written (missing from the start). Fewer than `k` Up nodes, or fewer than `n` Up and Down
+/// nodes in all, is `Unavailable` and counts nothing.
+pub(super) fn place_new_stripe(
+    io: &StripeIo,
+    node_list: &[NodeInfo],
+    n: usize,
+    k: usize,
+) -> Result<(Vec<NodeId>, Vec<bool>), DataError> {
+    let up = node_list.iter().filter(|node| node.state == NodeState::Up).count();
+    if up < k {
+        return Err(DataError::Unavailable(format!("{up} storage nodes up, a stripe needs at least {k}")));
+    }
+    let written_now = n.min(up);
+    let mut placement =
+        io.placer().place(node_list, written_now, &[], &[]).map_err(|e| DataError::Unavailable(e.to_string()))?;
+    let mut down: Vec<NodeId> =
+        node_list.iter().filter(|node| node.state == NodeState::Down).map(|node| node.id).collect();
+    down.sort();
+    down.truncate(n - written_now);
+    if down.len() < n - written_now {
+        forget_placement(io, &placement);
+        return Err(DataError::Unavailable(format!(
+            "{up} storage nodes up and {} down: a stripe needs {n} distinct nodes",
+            down.len()
+        )));
+    }
+    let mut placer = io.placer();
+    down.iter().for_each(|&node| placer.adjust(node, 1));
+    drop(placer);
+    placement.extend(down);
+    let to_write = (0..n).map(|unit| unit < written_now).collect();
+    Ok((placement, to_write))
+}
+
+/// Moves the units of `placement` whose node is not Up to Up nodes holding no unit of the stripe,
+/// one at a time while the placer finds one (keeping the placer's counts); returns which units are
+/// on Up nodes now, to be written. A unit no node can take stays where it is, to be left missing.
+pub(super) fn move_off_unavailable(
+    io: &StripeIo,
+    nodes: &NodeMap,
+    node_list: &[NodeInfo],
+    placement: &mut [NodeId],
+) -> Vec<bool> {
+    let is_up = |node: &NodeId| nodes.get(node).is_some_and(|info| info.state == NodeState::Up);
+    for unit in 0..placement.len() {
+        if is_up(&placement[unit]) {
+            continue;
+        }
+        let peers: Vec<NodeId> = (0..placement.len()).filter(|&u| u != unit).map(|u| placement[u]).collect();
+        let mut placer = io.placer();
+        if let Ok(found) = placer.place(node_list, 1, &[placement[unit]], &peers) {
+            placer.adjust(placement[unit], -1);
+            placement[unit] = found[0];
+        }
+    }
+    placement.iter().map(is_up).collect()
+}
+
+/// Writes the units flagged in `to_write` to their nodes in `placement` (already counted by the
+/// placer), in parallel. A unit whose write fails is placed on another Up node holding no unit of
+/// the stripe and written again, at most `write_retries` more rounds; one that still fails, or
+/// that no node can take, stays on the node it failed on and is reported not durable. Never fails:
+/// the caller judges what landed ([`judge`]).
+pub(super) async fn write_units(
+    io: &StripeIo,
+    nodes: &NodeMap,
+    node_list: &[NodeInfo],
+    id: StripeId,
+    units: &[Bytes],
+    mut placement: Vec<NodeId>,
+    to_write: &[bool],
+) -> UnitWrites {
+    let n = units.len();
+    assert_eq!(placement.len(), n, "one node per unit");
+    assert_eq!(to_write.len(), n, "one flag per unit");
+    let mut pending: Vec<usize> = (0..n).filter(|&unit| to_write[unit]).collect();
+    let mut durable = vec![false; n];
+    let mut failed_nodes: Vec<NodeId> = Vec::new();
+    // Each round writes every pending unit once: at most write_retries + 1 rounds.
+    for round in 0..=io.config().write_retries {
+        let current = &placement;
+        let results = futures_util::future::join_all(pending.iter().map(|&unit| async move {
+            match nodes.get(&current[unit]) {
+                Some(node) => io.write_unit(node, id, unit, units[unit].clone()).await,
+                None => Err(format!("node {} is not registered", current[unit])),
+            }
+        }))
+        .await;
+        let mut failed = Vec::new();
+        for (&unit, result) in pending.iter().zip(results) {
+            match result {
+                Ok(()) => durable[unit] = true,
+                Err(error) => {
+                    tracing::info!(stripe = %id, unit, %error, "unit write failed");
+                    failed_nodes.push(placement[unit]);
+                    failed.push(unit);
+                }
+            }
+        }
+        if failed.is_empty() || round == io.config().write_retries {
+            break;
+        }
+        pending =
+            failed.into_iter().filter(|&unit| replace(io, node_list, &mut placement, unit, &failed_nodes)).collect();
+        io.counters().write_retries.fetch_add(pending.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+    UnitWrites { placement, durable }
+}
+
+/// Moves unit `unit` to another node (not in `excluded`, holding no unit of the stripe); whether
+/// one was found.
+fn replace(io: &StripeIo, node_list: &[NodeInfo], placement: &mut [NodeId], unit: usize, excluded: &[NodeId]) -> bool {
+    let peers: Vec<NodeId> = (0..placement.len()).filter(|&u| u != unit).map(|u| placement[u]).collect();
+    let mut placer = io.placer();
+    match placer.place(node_list, 1, excluded, &peers) {
+        Ok(found) => {
+            placer.adjust(placement[unit], -1);
+            placement[unit] = found[0];
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Judges unit writes by the durability rule: the further failures the durable units survive,
+/// when at least `ack_min_failures_tolerated`. Otherwise the durable units are deleted again (best
+/// effort; an undeleted one is an orphan) and the write is `Unavailable`; the placer's counts are
+/// the caller's to undo.
+pub(super) async fn judge(
+    io: &StripeIo,
+    nodes: &NodeMap,
+    code: &dyn ErasureCode,
+    id: StripeId,
+    writes: &UnitWrites,
+) -> Result<usize, DataError> {
+    let rule = io.config().ack_min_failures_tolerated;
+    let tolerated = code.failures_tolerated(&writes.durable);
+    if let Some(tolerated) = tolerated.filter(|&tolerated| tolerated >= rule) {
+        return Ok(tolerated);
+    }
+    io.delete_units_best_effort(nodes, id, &writes.durable_units()).await;
+    let stored = writes.durable.iter().filter(|d| **d).count();
+    let failed: Vec<NodeId> = writes.missing().iter().map(|&unit| writes.placement[usize::from(unit)]).collect();
+    Err(DataError::Unavailable(format!(
+        "stripe {id}: only {stored} of {} units could be stored (no durable copy on nodes {failed:?}); \
+         the durability rule (ack_min_failures_tolerated = {rule}) needs what is stored to survive {rule} \
+         more node failures",
+        writes.durable.len()
+    )))
+}
