@@ -258,7 +258,7 @@ async fn one_gateway_scans_at_a_time_and_another_takes_over_when_its_lease_lapse
     let ((a, data), (b, _)) = (collector("gateway-a").await, collector("gateway-b").await);
     let term_ms = OrphanConfig::default().stripe_scan_interval_ms * LEASE_SCANS;
     // A write never committed: garbage the scanning gateway remembers.
-    data.write(pattern(1 << 20, 40)).await.unwrap().layout;
+    data.write(pattern(1 << 20, 40)).await.unwrap();
     let now = Instant::now();
 
     set_clock(1_000);
