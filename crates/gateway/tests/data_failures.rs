@@ -250,9 +250,16 @@ async fn corrupt_unit_is_served_degraded_reported_and_repaired() {
     data.packer().flush(Duration::from_secs(30)).await.unwrap();
     let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
     repair.scan().await.unwrap();
-    assert_eq!(repair.status().units_repaired, 1, "{:?}", repair.status());
+    let status = repair.status();
+    assert_eq!((status.units_marked_missing, status.units_repaired), (1, 1), "{status:?}");
     let repaired = cluster.meta.get_stripe(stripe.id).await.unwrap();
-    assert_ne!(repaired.placement[1], stripe.placement[1], "unit moved off the corrupting node");
+    assert_eq!(repaired.placement[1], stripe.placement[1], "rewritten in place");
+    assert!(repaired.missing_units.is_empty() && repaired.degraded_since_ms.is_none(), "{repaired:?}");
+    assert!(cluster.meta.under_redundant_stripes(None, 10).await.unwrap().is_empty());
+    let stats = cluster.client(holder).await.stats().await.unwrap();
+    assert!(stats.corrupt_units.is_empty(), "the node forgot the corrupt copy: {:?}", stats.corrupt_units);
+    let census = status.census.expect("the only gateway holds the lease");
+    assert_eq!(census.stripes_under_redundant, 0, "{census:?}");
     let degraded_before = data.io().counters().degraded_reads.load(Ordering::Relaxed);
     let read = data.read(&layout, 0..body.len() as u64).await.unwrap();
     assert!(read == body);

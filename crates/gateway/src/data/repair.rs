@@ -1,38 +1,53 @@
-//! The repair service: rebuilds the units of nodes that stayed Down longer than the grace period,
-//! and units reported corrupt, onto other Up nodes that hold no unit of the stripe (read a recovery
-//! set, decode at the gateway, write, then compare-and-swap the stripe's placement). Paced (stripes
-//! at once, source bytes per second) so client reads keep the disks. Progress is exported as
-//! metrics and through [`RepairService::status`]. Must not serve client reads or change object
-//! metadata; it only moves units and updates stripe placements.
+//! The repair service: brings every stripe back to n durable units, whatever order failures,
+//! restarts and returns come in, and says how far it is from there.
 //!
-//! **One repairer per cluster.** Every gateway watches membership, but only the holder of the
-//! `repair` lease ([`meta::MetaStore::claim_lease`], claimed at each scan and renewed during a long
-//! one) rebuilds the units of Down nodes and the corrupt units the nodes list, so several gateways
-//! do not all read the same recovery sets (only one compare-and-swap would win) and the read budget
-//! holds for the cluster, not per gateway. The others rebuild only the corrupt units their own reads
-//! reported. Safety does not depend on the lease: two repairers at once lose a compare-and-swap and
-//! undo, as before.
+//! What needs repair is known durably, in the metadata store, never only in one gateway's memory:
+//! - **missing units**: units a stripe records as not durable (`StripeMeta::missing_units`, found
+//!   through the under-redundant index): never written by a degraded write or seal, or found
+//!   corrupt or gone by a read or by a node's scrub. Every gateway turns the corrupt units it hears
+//!   of into such records first (a compare-and-swap on the stripe), so a restart forgets nothing;
+//! - **Down nodes** past the grace period, counted from `NodeInfo::down_since_ms`: their units (the
+//!   node → stripe index) are rebuilt elsewhere; within the grace they are left alone, since a
+//!   node that returns keeps its intact units.
+//!
+//! A missing unit is rebuilt onto the node its stripe names when that node is Up (in place: the
+//! node's store replaces whatever file it had, stale or corrupt, and forgets it was corrupt), else
+//! onto a spare Up node holding no unit of the stripe; a Down node's unit onto a spare. Rebuilding
+//! reads a recovery set and decodes at the gateway, paced to `max_read_bytes_per_s`, then
+//! compare-and-swaps the stripe's placement and missing units. Corrupt replicas of open packed
+//! stripes are copied back from another replica. What cannot progress is grouped by cause and
+//! logged once per cause (then at most once a minute while it lasts), and every scan ends with a
+//! census of the stripes still short of n, for `lowtail admin status`.
+//!
+//! **One repairer per cluster.** Only the holder of the `repair` lease
+//! ([`meta::MetaStore::claim_lease`], claimed at each scan and renewed during a long one) rebuilds;
+//! the others record the corrupt units they hear of and count. Safety does not depend on the lease:
+//! two repairers at once lose a compare-and-swap and undo.
+//!
+//! Must not: serve client reads, change object metadata, or trust a missing unit's file.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures_util::{StreamExt, stream};
-use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeState};
+use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta, StripeState};
 use serde::Serialize;
 
 use super::config::RepairConfig;
 use super::lease::LeaseClaims;
 use super::membership::{BackgroundTask, unix_now_ms};
+use super::packed::REPLICA_UNIT_BASE;
 use super::stripe_io::{NodeMap, StripeIo};
 use super::{DataError, lock, meta_error};
 
-/// Stripe ids read per page of a node's index.
+/// Stripe ids read per page of an index.
 const STRIPE_PAGE: usize = 256;
 /// Compare-and-swap attempts per stripe before it is left for the next scan.
 const CAS_ATTEMPTS: usize = 3;
-/// Most stripes one scan takes on; the rest wait for the next scan.
+/// Most stripes one scan takes on; the rest wait for the next scan (the census says so).
 const MAX_STRIPES_PER_SCAN: usize = 100_000;
 /// The lease the gateways elect one repairer by.
 pub const REPAIR_LEASE: &str = "repair";
@@ -40,27 +55,115 @@ pub const REPAIR_LEASE: &str = "repair";
 /// renews it every third of the term, so a stopped holder is replaced within one term.
 const LEASE_TERM_SCANS: u64 = 10;
 const MIN_LEASE_TERM: Duration = Duration::from_secs(30);
+/// A stripe that could not progress is tried again after this long, or at once when a node
+/// changes state (what usually unblocks it).
+const BLOCKED_RETRY: Duration = Duration::from_secs(30);
+/// A cause of failure still present is logged again after this long.
+const LOG_AGAIN_AFTER: Duration = Duration::from_secs(60);
+
+/// Why a stripe's repair could not progress; the unit of grouping in logs and status.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Blocker {
+    /// Units must move off nodes that are not Up, and no Up node outside the stripe takes them.
+    NoSpareNode,
+    /// Fewer units readable than decoding needs (until nodes return, the data is unreadable).
+    TooFewReadable,
+    /// Reading the sources failed (nodes that did not answer in time).
+    SourcesUnavailable,
+    /// Writing a rebuilt unit to this node failed.
+    WriteFailed(NodeId),
+    /// Another writer kept changing the stripe.
+    KeptChanging,
+    /// The metadata store failed.
+    Metadata,
+}
+
+impl std::fmt::Display for Blocker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blocker::NoSpareNode => {
+                f.write_str("no Up node outside the stripe's placement can take the units of nodes that are not Up")
+            }
+            Blocker::TooFewReadable => {
+                f.write_str("too few units readable to rebuild from (unreadable until nodes return)")
+            }
+            Blocker::SourcesUnavailable => f.write_str("nodes holding the sources did not answer"),
+            Blocker::WriteFailed(node) => write!(f, "writing rebuilt units to node {node} failed"),
+            Blocker::KeptChanging => f.write_str("the stripe kept changing under repair"),
+            Blocker::Metadata => f.write_str("the metadata store failed"),
+        }
+    }
+}
+
+/// Stripes held up by one cause in the last scan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockedStripes {
+    /// The cause.
+    pub cause: Blocker,
+    /// In words.
+    pub why: String,
+    /// Stripes it held up.
+    pub stripes: u64,
+}
+
+/// The stripes short of n durable units, as the last scan counted them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Census {
+    /// Stripes with a unit missing or on a node that is not Up.
+    pub stripes_under_redundant: u64,
+    /// Of those, how many are short of how many units (`units short → stripes`).
+    pub by_units_short: BTreeMap<usize, u64>,
+    /// Stripes recorded under-redundant (missing units) in the metadata store.
+    pub stripes_missing_units: u64,
+    /// Stripes with a unit on a node that is not Up.
+    pub stripes_on_unavailable_nodes: u64,
+    /// The earliest `degraded_since_ms` among the recorded ones (unix ms).
+    pub oldest_degraded_since_ms: Option<u64>,
+    /// When the census was taken (unix ms; 0 before the first scan).
+    pub counted_at_ms: u64,
+    /// Whether every such stripe was counted (false when a scan hit its limit or an error).
+    pub complete: bool,
+}
+
+/// A Down node within the grace period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeInGrace {
+    /// The node.
+    pub node: NodeId,
+    /// How long until its units are rebuilt elsewhere.
+    pub repair_in_ms: u64,
+}
 
 /// Repair progress, for `lowtail admin status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RepairStatus {
-    /// Stripes whose lost units were all rebuilt, since start.
+    /// Stripes whose units were rebuilt (all or some), since start.
     pub stripes_repaired: u64,
     /// Units rebuilt, since start.
     pub units_repaired: u64,
     /// Bytes of units rebuilt, since start.
     pub bytes_repaired: u64,
-    /// Stripe repairs that failed (retried at the next scan), since start.
+    /// Stripe repairs that did not progress (retried later), since start.
     pub stripe_failures: u64,
+    /// Units this gateway recorded missing after hearing they were corrupt or gone, since start.
+    pub units_marked_missing: u64,
+    /// Corrupt replicas of open packed stripes copied back from another replica, since start.
+    pub replicas_repaired: u64,
     /// Stripes the current scan still has to repair.
     pub stripes_remaining: u64,
     /// Down nodes still within the grace period.
-    pub nodes_in_grace: Vec<NodeId>,
+    pub nodes_in_grace: Vec<NodeInGrace>,
     /// Down nodes past the grace period whose units are being rebuilt (by this gateway: empty
     /// when another holds the repair lease).
     pub nodes_repairing: Vec<NodeId>,
     /// The gateway that held the repair lease at this gateway's last claim (`None` before the first).
     pub lease_holder: Option<String>,
+    /// Why stripes could not be repaired in the last scan, by cause.
+    pub blocked: Vec<BlockedStripes>,
+    /// The stripes still short of n units after the last scan; taken by the lease holder only
+    /// (`None` on the other gateways: ask the holder).
+    pub census: Option<Census>,
 }
 
 #[derive(Debug, Default)]
@@ -69,7 +172,42 @@ struct Progress {
     units: AtomicU64,
     bytes: AtomicU64,
     failures: AtomicU64,
+    marked: AtomicU64,
+    replicas: AtomicU64,
     remaining: AtomicU64,
+}
+
+/// What became of one stripe in a scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    /// Nothing to do (or nothing left: the stripe is gone).
+    Whole,
+    /// Some units rebuilt; `short` still missing or unavailable, missing since `since_ms`.
+    Repaired { units: usize, bytes: u64, short: usize, since_ms: Option<u64> },
+    /// Nothing could be done now.
+    Blocked { cause: Blocker, short: usize, since_ms: Option<u64> },
+    /// Short only of units on Down nodes within the grace: nothing to do yet.
+    Waiting { short: usize },
+    /// Left to a later scan (not examined: the lease was lost, or the stripe is waiting out a retry).
+    Skipped,
+}
+
+/// What a scan knows of one stripe before repairing it.
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    /// Units of nodes Down past the grace (to move).
+    due_nodes: bool,
+    /// Nodes not Up it has a unit on (from the node index).
+    unavailable_units: usize,
+    /// Recorded under-redundant.
+    recorded: bool,
+}
+
+/// The scan's memory of blocked stripes: what the nodes looked like and when each was tried.
+#[derive(Debug, Default)]
+struct BlockedMemory {
+    node_states: Vec<(NodeId, NodeState)>,
+    stripes: HashMap<StripeId, (Instant, Outcome)>,
 }
 
 /// The repair service; see the module documentation.
@@ -77,12 +215,15 @@ struct Progress {
 pub struct RepairService {
     io: Arc<StripeIo>,
     config: RepairConfig,
-    /// When this gateway first saw each node Down.
-    down_since: Mutex<HashMap<NodeId, Instant>>,
     /// Earliest time the next paced read may start.
     next_read_at: tokio::sync::Mutex<Instant>,
     progress: Progress,
     nodes_repairing: Mutex<Vec<NodeId>>,
+    nodes_in_grace: Mutex<Vec<NodeInGrace>>,
+    blocked: Mutex<BlockedMemory>,
+    last_blocked: Mutex<Vec<BlockedStripes>>,
+    census: Mutex<Option<Census>>,
+    logged: Mutex<HashMap<Blocker, Instant>>,
     lease: LeaseClaims,
 }
 
@@ -93,10 +234,14 @@ impl RepairService {
         Self {
             io,
             config,
-            down_since: Mutex::new(HashMap::new()),
             next_read_at: tokio::sync::Mutex::new(Instant::now()),
             progress: Progress::default(),
             nodes_repairing: Mutex::new(Vec::new()),
+            nodes_in_grace: Mutex::new(Vec::new()),
+            blocked: Mutex::new(BlockedMemory::default()),
+            last_blocked: Mutex::new(Vec::new()),
+            census: Mutex::new(None),
+            logged: Mutex::new(HashMap::new()),
             lease,
         }
     }
@@ -113,19 +258,19 @@ impl RepairService {
 
     /// Progress so far.
     pub fn status(&self) -> RepairStatus {
-        let grace = Duration::from_millis(self.config.grace_ms);
-        let mut nodes_in_grace: Vec<NodeId> =
-            lock(&self.down_since).iter().filter(|(_, since)| since.elapsed() < grace).map(|(node, _)| *node).collect();
-        nodes_in_grace.sort();
         RepairStatus {
             stripes_repaired: self.progress.stripes.load(Ordering::Relaxed),
             units_repaired: self.progress.units.load(Ordering::Relaxed),
             bytes_repaired: self.progress.bytes.load(Ordering::Relaxed),
             stripe_failures: self.progress.failures.load(Ordering::Relaxed),
+            units_marked_missing: self.progress.marked.load(Ordering::Relaxed),
+            replicas_repaired: self.progress.replicas.load(Ordering::Relaxed),
             stripes_remaining: self.progress.remaining.load(Ordering::Relaxed),
-            nodes_in_grace,
+            nodes_in_grace: lock(&self.nodes_in_grace).clone(),
             nodes_repairing: lock(&self.nodes_repairing).clone(),
             lease_holder: self.lease.last_holder(),
+            blocked: lock(&self.last_blocked).clone(),
+            census: lock(&self.census).clone(),
         }
     }
 
@@ -142,62 +287,156 @@ impl RepairService {
         })
     }
 
-    /// One pass: notes newly Down nodes and claims the repair lease; holding it, rebuilds every
-    /// stripe with a unit on a node Down for longer than the grace period and every unit reported
-    /// corrupt (by this gateway's reads or by the nodes' stats), renewing the lease as it goes and
-    /// starting no more stripes if it is lost; not holding it, only the units its own reads
-    /// reported corrupt.
+    /// One pass: records the corrupt units this gateway heard of as missing; claims the repair
+    /// lease; holding it, also records those the nodes list, copies corrupt open-stripe replicas
+    /// back, and rebuilds every under-redundant stripe and every stripe of a node Down past the
+    /// grace (renewing the lease as it goes, starting no more stripes if it is lost). Every gateway
+    /// ends with a census of what is still short.
     pub async fn scan(&self) -> Result<(), DataError> {
         let nodes = self.io.cluster().node_map().await?;
-        let past_grace = self.nodes_past_grace(&nodes);
-        let mut claimed = Instant::now();
+        let reported = self.io.take_corrupt_reports();
+        self.record_corrupt(&nodes, reported).await;
         let held = self.claim().await?;
-        let due = if held { past_grace } else { Vec::new() };
-        *lock(&self.nodes_repairing) = due.clone();
-        // stripe → units known corrupt on the node that holds them.
-        let mut work: BTreeMap<StripeId, Vec<(u16, NodeId)>> = BTreeMap::new();
-        for node in &due {
-            let mut after = None;
-            while work.len() < MAX_STRIPES_PER_SCAN {
-                let page = self
-                    .io
-                    .cluster()
-                    .meta()
-                    .stripes_on_node(*node, after, STRIPE_PAGE)
-                    .await
-                    .map_err(|e| DataError::Meta(e.to_string()))?;
-                let Some(last) = page.last() else { break };
-                after = Some(*last);
-                page.into_iter().for_each(|id| {
-                    work.entry(id).or_default();
-                });
+        let due = self.note_grace(&nodes);
+        *lock(&self.nodes_repairing) = if held { due.clone() } else { Vec::new() };
+        if held {
+            let listed = self.corrupt_units_listed(&nodes).await;
+            self.record_corrupt(&nodes, listed).await;
+        }
+        if !held {
+            *lock(&self.census) = None;
+            return Ok(());
+        }
+        let (pending, complete) = self.collect(&nodes, &due).await;
+        let outcomes = self.repair_all(&nodes, &pending).await;
+        self.take_census(&pending, &outcomes, complete);
+        Ok(())
+    }
+
+    /// Down nodes past the grace (sorted), noting the ones still within it for status.
+    fn note_grace(&self, nodes: &NodeMap) -> Vec<NodeId> {
+        let grace_ms = self.config.grace_ms;
+        let now_ms = unix_now_ms();
+        let mut due = Vec::new();
+        let mut waiting = Vec::new();
+        for node in nodes.values().filter(|n| n.state == NodeState::Down) {
+            // Records written before `down_since_ms` existed date it from the last heartbeat.
+            let since_ms = node.down_since_ms.unwrap_or(node.last_heartbeat_ms);
+            let down_ms = now_ms.saturating_sub(since_ms);
+            if down_ms >= grace_ms {
+                due.push(node.id);
+            } else {
+                waiting.push(NodeInGrace { node: node.id, repair_in_ms: grace_ms - down_ms });
             }
         }
-        let corrupt = if held { self.corrupt_units(&nodes).await } else { self.reported_corrupt_units() };
-        for (stripe, unit, node) in corrupt {
-            work.entry(stripe).or_default().push((unit, node));
+        due.sort();
+        waiting.sort_by_key(|w| w.node);
+        *lock(&self.nodes_in_grace) = waiting;
+        due
+    }
+
+    /// Every stripe that may need repair: the under-redundant index, and the stripes of every node
+    /// that is not Up (those past the grace to be moved, the rest only counted). Whether the lists
+    /// were read whole.
+    async fn collect(&self, nodes: &NodeMap, due: &[NodeId]) -> (BTreeMap<StripeId, Pending>, bool) {
+        let meta = self.io.cluster().meta();
+        let mut pending: BTreeMap<StripeId, Pending> = BTreeMap::new();
+        let mut complete = true;
+        let mut after = None;
+        loop {
+            if pending.len() >= MAX_STRIPES_PER_SCAN {
+                complete = false;
+                break;
+            }
+            match meta.under_redundant_stripes(after, STRIPE_PAGE).await {
+                Ok(page) => {
+                    let Some(&last) = page.last() else { break };
+                    after = Some(last);
+                    page.into_iter().for_each(|id| pending.entry(id).or_default().recorded = true);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "could not list under-redundant stripes");
+                    complete = false;
+                    break;
+                }
+            }
         }
+        let mut unavailable: Vec<NodeId> = nodes
+            .values()
+            .filter(|n| n.state != NodeState::Up && n.state != NodeState::Removed)
+            .map(|n| n.id)
+            .collect();
+        unavailable.sort();
+        for node in unavailable {
+            let is_due = due.contains(&node);
+            let mut after = None;
+            loop {
+                if pending.len() >= MAX_STRIPES_PER_SCAN {
+                    complete = false;
+                    break;
+                }
+                match meta.stripes_on_node(node, after, STRIPE_PAGE).await {
+                    Ok(page) => {
+                        let Some(&last) = page.last() else { break };
+                        after = Some(last);
+                        for id in page {
+                            let entry = pending.entry(id).or_default();
+                            entry.unavailable_units += 1;
+                            entry.due_nodes |= is_due;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%node, %error, "could not list a node's stripes");
+                        complete = false;
+                        break;
+                    }
+                }
+            }
+        }
+        (pending, complete)
+    }
+
+    /// Repairs every stripe that needs it and is not waiting out a retry; what became of each.
+    async fn repair_all(&self, nodes: &NodeMap, pending: &BTreeMap<StripeId, Pending>) -> BTreeMap<StripeId, Outcome> {
+        let work: Vec<StripeId> = {
+            let mut memory = lock(&self.blocked);
+            let states: Vec<(NodeId, NodeState)> = {
+                let mut states: Vec<_> = nodes.values().map(|n| (n.id, n.state)).collect();
+                states.sort_by_key(|(id, _)| *id);
+                states
+            };
+            if states != memory.node_states {
+                // A node changed state: whatever was blocked may move now.
+                memory.stripes.clear();
+                memory.node_states = states;
+            }
+            memory.stripes.retain(|id, (tried, _)| pending.contains_key(id) && tried.elapsed() < BLOCKED_RETRY);
+            pending
+                .iter()
+                .filter(|(id, p)| (p.recorded || p.due_nodes) && !memory.stripes.contains_key(id))
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        let mut outcomes: BTreeMap<StripeId, Outcome> = BTreeMap::new();
         self.progress.remaining.store(work.len() as u64, Ordering::Relaxed);
         metrics::gauge!("lowtail_gateway_repair_stripes_remaining").set(work.len() as f64);
-        let nodes = &nodes;
-        let still_held = std::sync::atomic::AtomicBool::new(true);
+        let still_held = AtomicBool::new(true);
         let still_held = &still_held;
-        let mut repairs = stream::iter(work.into_iter().map(|(stripe, corrupt)| async move {
+        let mut repairs = stream::iter(work.into_iter().map(|id| async move {
             // A holder that lost the lease mid-scan starts no more stripes: the new one takes them.
-            if held && !still_held.load(Ordering::Relaxed) {
-                return (stripe, Ok(0));
+            if !still_held.load(Ordering::Relaxed) {
+                return (id, Outcome::Skipped);
             }
-            (stripe, self.repair_stripe(nodes, stripe, &corrupt).await)
+            (id, self.repair_stripe(nodes, id).await)
         }))
         .buffer_unordered(self.config.max_concurrent_stripes);
-        while let Some((stripe, result)) = repairs.next().await {
+        let mut claimed = Instant::now();
+        while let Some((id, outcome)) = repairs.next().await {
             self.progress.remaining.fetch_sub(1, Ordering::Relaxed);
             metrics::gauge!("lowtail_gateway_repair_stripes_remaining").decrement(1.0);
-            if let Err(error) = result {
-                self.progress.failures.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%stripe, %error, "stripe repair failed; retried at the next scan");
-            }
-            if held && still_held.load(Ordering::Relaxed) && claimed.elapsed() >= self.lease_term() / 3 {
+            self.count(id, &outcome);
+            outcomes.insert(id, outcome);
+            if still_held.load(Ordering::Relaxed) && claimed.elapsed() >= self.lease_term() / 3 {
                 claimed = Instant::now();
                 match self.claim().await {
                     Ok(true) => {}
@@ -211,31 +450,175 @@ impl RepairService {
                 }
             }
         }
-        Ok(())
+        drop(repairs);
+        self.log_blocked(&outcomes);
+        outcomes
     }
 
-    fn nodes_past_grace(&self, nodes: &NodeMap) -> Vec<NodeId> {
-        let grace = Duration::from_millis(self.config.grace_ms);
-        let mut down_since = lock(&self.down_since);
-        down_since.retain(|node, _| nodes.get(node).is_some_and(|n| n.state == NodeState::Down));
-        let now = Instant::now();
-        for node in nodes.values().filter(|n| n.state == NodeState::Down) {
-            down_since.entry(node.id).or_insert(now);
+    /// Counts one stripe's outcome (progress, metrics, the blocked memory).
+    fn count(&self, id: StripeId, outcome: &Outcome) {
+        match outcome {
+            Outcome::Repaired { units, bytes, .. } => {
+                self.progress.stripes.fetch_add(1, Ordering::Relaxed);
+                self.progress.units.fetch_add(*units as u64, Ordering::Relaxed);
+                self.progress.bytes.fetch_add(*bytes, Ordering::Relaxed);
+                metrics::counter!("lowtail_gateway_repair_stripes_total").increment(1);
+                metrics::counter!("lowtail_gateway_repair_units_total").increment(*units as u64);
+                metrics::counter!("lowtail_gateway_repair_bytes_total").increment(*bytes);
+            }
+            Outcome::Blocked { .. } => {
+                self.progress.failures.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("lowtail_gateway_repair_failures_total").increment(1);
+                lock(&self.blocked).stripes.insert(id, (Instant::now(), outcome.clone()));
+            }
+            Outcome::Whole | Outcome::Waiting { .. } | Outcome::Skipped => {}
         }
-        let mut due: Vec<NodeId> =
-            down_since.iter().filter(|(_, since)| now.duration_since(**since) >= grace).map(|(n, _)| *n).collect();
-        due.sort();
-        due
     }
 
-    /// Corrupt units this gateway's reads reported.
-    fn reported_corrupt_units(&self) -> BTreeSet<(StripeId, u16, NodeId)> {
-        self.io.take_corrupt_reports().into_iter().collect()
+    /// Logs each cause that held stripes up: when it first appears, then at most once a minute
+    /// while it lasts, with the count; and once when it is gone.
+    fn log_blocked(&self, outcomes: &BTreeMap<StripeId, Outcome>) {
+        let mut by_cause: BTreeMap<Blocker, u64> = BTreeMap::new();
+        for outcome in outcomes.values() {
+            if let Outcome::Blocked { cause, .. } = outcome {
+                *by_cause.entry(cause.clone()).or_default() += 1;
+            }
+        }
+        let memory: Vec<(Blocker, u64)> = {
+            let blocked = lock(&self.blocked);
+            let mut waiting: BTreeMap<Blocker, u64> = BTreeMap::new();
+            for (id, (_, outcome)) in &blocked.stripes {
+                if let (false, Outcome::Blocked { cause, .. }) = (outcomes.contains_key(id), outcome) {
+                    *waiting.entry(cause.clone()).or_default() += 1;
+                }
+            }
+            waiting.into_iter().collect()
+        };
+        for (cause, count) in memory {
+            *by_cause.entry(cause).or_default() += count;
+        }
+        let mut logged = lock(&self.logged);
+        for (cause, &stripes) in &by_cause {
+            let due = logged.get(cause).is_none_or(|at| at.elapsed() >= LOG_AGAIN_AFTER);
+            if due {
+                tracing::warn!(stripes, why = %cause, "stripes not repaired; retried later");
+                logged.insert(cause.clone(), Instant::now());
+            }
+        }
+        logged.retain(|cause, _| {
+            let present = by_cause.contains_key(cause);
+            if !present {
+                tracing::info!(why = %cause, "repair no longer held up by this");
+            }
+            present
+        });
+        *lock(&self.last_blocked) = by_cause
+            .into_iter()
+            .map(|(cause, stripes)| BlockedStripes { why: cause.to_string(), cause, stripes })
+            .collect();
     }
 
-    /// Corrupt units reported by reads, plus those the Up nodes list in their stats.
-    async fn corrupt_units(&self, nodes: &NodeMap) -> BTreeSet<(StripeId, u16, NodeId)> {
-        let mut found = self.reported_corrupt_units();
+    /// Counts the stripes still short after the repairs.
+    fn take_census(
+        &self,
+        pending: &BTreeMap<StripeId, Pending>,
+        outcomes: &BTreeMap<StripeId, Outcome>,
+        complete: bool,
+    ) {
+        let blocked = lock(&self.blocked);
+        let mut census = Census { counted_at_ms: unix_now_ms(), complete, ..Census::default() };
+        for (id, entry) in pending {
+            let examined = match outcomes.get(id) {
+                Some(Outcome::Skipped) | None => blocked.stripes.get(id).map(|(_, outcome)| outcome),
+                known => known,
+            };
+            let (short, since_ms) = match examined {
+                Some(Outcome::Whole) => (0, None),
+                Some(Outcome::Repaired { short, since_ms, .. } | Outcome::Blocked { short, since_ms, .. }) => {
+                    (*short, *since_ms)
+                }
+                Some(Outcome::Waiting { short }) => (*short, None),
+                Some(Outcome::Skipped) | None => (entry.unavailable_units.max(usize::from(entry.recorded)), None),
+            };
+            if short == 0 {
+                continue;
+            }
+            census.stripes_under_redundant += 1;
+            *census.by_units_short.entry(short).or_default() += 1;
+            census.stripes_missing_units += u64::from(since_ms.is_some() || (examined.is_none() && entry.recorded));
+            census.stripes_on_unavailable_nodes += u64::from(entry.unavailable_units > 0);
+            if let Some(since_ms) = since_ms {
+                census.oldest_degraded_since_ms =
+                    Some(census.oldest_degraded_since_ms.map_or(since_ms, |oldest| oldest.min(since_ms)));
+            }
+        }
+        drop(blocked);
+        *lock(&self.census) = Some(census);
+    }
+
+    /// Records `units` (stripe, unit, node that held the bad copy) as missing in their stripes,
+    /// when the stripe still places the unit on that node; a replica of an open packed stripe is
+    /// copied back from another instead.
+    async fn record_corrupt(&self, nodes: &NodeMap, units: Vec<(StripeId, u16, NodeId)>) {
+        let mut by_stripe: BTreeMap<StripeId, Vec<(u16, NodeId)>> = BTreeMap::new();
+        for (stripe, unit, node) in units {
+            if unit >= REPLICA_UNIT_BASE {
+                if let Err(error) = self.repair_replica(nodes, stripe, unit, node).await {
+                    tracing::warn!(%stripe, replica = unit, %node, %error, "corrupt replica not repaired yet");
+                }
+                continue;
+            }
+            by_stripe.entry(stripe).or_default().push((unit, node));
+        }
+        for (stripe, units) in by_stripe {
+            match self.mark_missing(stripe, &units).await {
+                Ok(marked) => {
+                    self.progress.marked.fetch_add(marked as u64, Ordering::Relaxed);
+                    if marked > 0 {
+                        tracing::info!(%stripe, units = ?units, "corrupt or lost units recorded missing, for repair");
+                    }
+                }
+                Err(error) => tracing::warn!(%stripe, %error, "could not record corrupt units; asked again later"),
+            }
+        }
+    }
+
+    /// Marks `units` (unit, node) of `id` missing where the stripe still places them on that
+    /// node; how many were newly marked.
+    async fn mark_missing(&self, id: StripeId, units: &[(u16, NodeId)]) -> Result<usize, DataError> {
+        let meta = self.io.cluster().meta();
+        for _attempt in 0..CAS_ATTEMPTS {
+            let mut stripe = match meta.get_stripe(id).await {
+                Ok(stripe) => stripe,
+                Err(MetaError::NoSuchStripe(_)) => return Ok(0),
+                Err(error) => return Err(meta_error(error)),
+            };
+            if stripe.state == StripeState::Open {
+                return Ok(0);
+            }
+            let placed: Vec<u16> = units
+                .iter()
+                .filter(|&&(unit, node)| stripe.placement.get(usize::from(unit)) == Some(&node))
+                .map(|&(unit, _)| unit)
+                .filter(|&unit| !stripe.is_missing(usize::from(unit)))
+                .collect();
+            if placed.is_empty() {
+                return Ok(0);
+            }
+            let version = stripe.version;
+            stripe.mark_missing(placed.iter().copied(), unix_now_ms());
+            match meta.update_stripe(id, version, stripe).await {
+                Ok(_) => return Ok(placed.len()),
+                Err(MetaError::Conflict(_)) => continue,
+                Err(error) => return Err(meta_error(error)),
+            }
+        }
+        Err(DataError::Meta(format!("stripe {id}: kept changing while units were recorded missing")))
+    }
+
+    /// Corrupt units the Up nodes list in their stats (found by reads or by their scrub).
+    async fn corrupt_units_listed(&self, nodes: &NodeMap) -> Vec<(StripeId, u16, NodeId)> {
+        let mut found = Vec::new();
         for node in nodes.values().filter(|n| n.state == NodeState::Up) {
             let Ok(client) = self.io.cluster().client(node).await else { continue };
             match client.stats().await {
@@ -251,6 +634,45 @@ impl RepairService {
         found
     }
 
+    /// Copies replica `seq` of open packed stripe `id` back onto `node` (where it is corrupt) from
+    /// another node that holds it whole; a replica of a stripe that is sealed or gone is garbage
+    /// and deleted instead.
+    async fn repair_replica(&self, nodes: &NodeMap, id: StripeId, seq: u16, node: NodeId) -> Result<(), DataError> {
+        let Some(target) = nodes.get(&node) else { return Ok(()) };
+        let stripe = match self.io.cluster().meta().get_stripe(id).await {
+            Ok(stripe) if stripe.state == StripeState::Open => stripe,
+            Ok(_) | Err(MetaError::NoSuchStripe(_)) => {
+                self.io.delete_unit_best_effort(target, id, usize::from(seq)).await;
+                return Ok(());
+            }
+            Err(error) => return Err(meta_error(error)),
+        };
+        let holders = stripe.placement.iter().filter(|&&other| other != node).filter_map(|other| nodes.get(other));
+        for holder in holders.filter(|h| h.state == NodeState::Up) {
+            let Ok(bytes) = self.read_replica(holder, id, seq).await else { continue };
+            self.io.write_unit(target, id, usize::from(seq), bytes).await.map_err(DataError::Unavailable)?;
+            self.progress.replicas.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(stripe = %id, replica = seq, %node, from = %holder.id, "corrupt replica copied back");
+            return Ok(());
+        }
+        Err(DataError::Unavailable(format!("no other node of open stripe {id} holds replica {seq} whole")))
+    }
+
+    /// The whole replica unit `seq` of stripe `id` on `holder` (verified by the node's checksums).
+    async fn read_replica(&self, holder: &NodeInfo, id: StripeId, seq: u16) -> Result<Bytes, DataError> {
+        let client = self.io.cluster().client(holder).await.map_err(|e| DataError::Unavailable(e.to_string()))?;
+        let listed = client
+            .list_units(Some((id.0, seq.saturating_sub(1))), 1)
+            .await
+            .map_err(|e| DataError::Unavailable(e.to_string()))?;
+        let Some(unit) = listed.units.first().filter(|u| u.stripe == id.0 && u.unit == u32::from(seq)) else {
+            return Err(DataError::Unavailable(format!("node {} has no replica {seq}", holder.id)));
+        };
+        let (bytes, _) =
+            client.read_range(id.0, seq, 0, unit.len).await.map_err(|e| DataError::Unavailable(e.to_string()))?;
+        Ok(bytes)
+    }
+
     /// Waits until `bytes` more source bytes fit the read budget.
     async fn pace(&self, bytes: u64) {
         let cost = Duration::from_secs_f64(bytes as f64 / self.config.max_read_bytes_per_s as f64);
@@ -263,169 +685,215 @@ impl RepairService {
         tokio::time::sleep_until(start.into()).await;
     }
 
-    /// Rebuilds every unit of `id` whose node is not Up, or which is listed in `corrupt` as corrupt
-    /// on the node that still holds it, onto new nodes; returns how many units were rebuilt.
-    pub async fn repair_stripe(
-        &self,
-        nodes: &NodeMap,
-        id: StripeId,
-        corrupt: &[(u16, NodeId)],
-    ) -> Result<usize, DataError> {
+    /// Rebuilds what stripe `id` lacks: its missing units (in place when their node is Up, else on
+    /// a spare) and the units of nodes Down past the grace (on spares). Units that cannot be
+    /// placed now stay as they are; the outcome says how many are still short.
+    async fn repair_stripe(&self, nodes: &NodeMap, id: StripeId) -> Outcome {
         let meta = self.io.cluster().meta();
-        let node_list: Vec<NodeInfo> = nodes.values().cloned().collect();
         for _attempt in 0..CAS_ATTEMPTS {
             let stripe = match meta.get_stripe(id).await {
                 Ok(stripe) => stripe,
                 // Released meanwhile: nothing left to protect.
-                Err(MetaError::NoSuchStripe(_)) => return Ok(0),
-                Err(error) => return Err(DataError::Meta(error.to_string())),
+                Err(MetaError::NoSuchStripe(_)) => return Outcome::Whole,
+                Err(_) => return Outcome::Blocked { cause: Blocker::Metadata, short: 1, since_ms: None },
             };
+            // An open (packing) stripe has no units yet, only replicas of its objects on m + 1
+            // nodes; its packer seals it within `packed.seal_after_ms`.
             if stripe.state == StripeState::Open {
-                // An open (packing) stripe has no units yet, only replicas of its objects on m + 1
-                // nodes; its packer seals it within `packed.seal_after_ms`, replacing Down nodes,
-                // and a later scan repairs the sealed stripe if it still needs it.
-                return Ok(0);
+                return Outcome::Whole;
             }
-            let lost: Vec<usize> = (0..stripe.placement.len())
-                .filter(|&unit| {
-                    let node = stripe.placement[unit];
-                    !nodes.get(&node).is_some_and(|n| n.state == NodeState::Up)
-                        || corrupt.iter().any(|&(u, on)| usize::from(u) == unit && on == node)
-                })
-                .collect();
-            if lost.is_empty() {
-                return Ok(0);
-            }
-            let code = self.io.code(&stripe.code)?;
-            let lost_nodes: Vec<NodeId> = lost.iter().map(|&u| stripe.placement[u]).collect();
-            let peers: Vec<NodeId> =
-                (0..stripe.placement.len()).filter(|u| !lost.contains(u)).map(|u| stripe.placement[u]).collect();
-            let targets = self.choose_targets(nodes, &node_list, &stripe, &lost, &lost_nodes, &peers)?;
-            // Units rebuilt on a new node (the others are corrupt copies rewritten where they are).
-            let moved = |unit: usize, target: NodeId| stripe.placement[unit] != target;
-            let failed: BTreeSet<usize> = lost.iter().copied().collect();
-            let mut written: Vec<(usize, NodeId)> = Vec::new();
-            let mut outcome = Ok(());
-            for (&unit, &target) in lost.iter().zip(&targets) {
-                self.pace(stripe.unit_bytes * code.data_units() as u64).await;
-                let rebuilt = match self
-                    .io
-                    .rebuild_range(nodes, &stripe, code.as_ref(), unit, 0, stripe.unit_bytes, failed.clone())
-                    .await
-                {
-                    Ok(rebuilt) => rebuilt,
-                    Err(error) => {
-                        outcome = Err(error);
-                        break;
-                    }
-                };
-                if let Err(error) = self.io.write_unit(&nodes[&target], id, unit, rebuilt).await {
-                    outcome = Err(DataError::Unavailable(error));
-                    break;
-                }
-                written.push((unit, target));
-            }
-            let mut updated = stripe.clone();
-            for &(unit, target) in &written {
-                updated.placement[unit] = target;
-            }
-            let result = match outcome {
-                Ok(()) => meta.update_stripe(id, stripe.version, updated).await.map_err(|e| match e {
-                    MetaError::Conflict(why) => DataError::Meta(format!("conflict: {why}")),
-                    other => DataError::Meta(other.to_string()),
-                }),
-                Err(error) => Err(error),
-            };
-            match result {
-                Ok(stored) => {
-                    assert_eq!(stored.placement.iter().collect::<BTreeSet<_>>().len(), stored.placement.len());
-                    {
-                        let mut placer = self.io.placer();
-                        lost.iter()
-                            .zip(&targets)
-                            .filter(|&(&unit, &target)| moved(unit, target))
-                            .for_each(|(&unit, _)| placer.adjust(stripe.placement[unit], -1));
-                    }
-                    // Old copies of moved units on live nodes (corrupt ones) are dropped; dead
-                    // nodes' are orphans. A copy rewritten in place is the new copy: it stays.
-                    let stale: Vec<(usize, NodeId)> = lost
-                        .iter()
-                        .zip(&targets)
-                        .filter(|&(&unit, &target)| moved(unit, target))
-                        .map(|(&u, _)| (u, stripe.placement[u]))
-                        .filter(|(_, node)| nodes.get(node).is_some_and(|n| n.state == NodeState::Up))
-                        .collect();
-                    self.io.delete_units_best_effort(nodes, id, &stale).await;
-                    let bytes = stripe.unit_bytes * lost.len() as u64;
-                    self.progress.stripes.fetch_add(1, Ordering::Relaxed);
-                    self.progress.units.fetch_add(lost.len() as u64, Ordering::Relaxed);
-                    self.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
-                    metrics::counter!("lowtail_gateway_repair_stripes_total").increment(1);
-                    metrics::counter!("lowtail_gateway_repair_units_total").increment(lost.len() as u64);
-                    metrics::counter!("lowtail_gateway_repair_bytes_total").increment(bytes);
-                    tracing::info!(stripe = %id, units = ?lost, to = ?targets, "stripe repaired");
-                    return Ok(lost.len());
-                }
-                Err(error) => {
-                    // Undo: the new copies on new nodes are unreferenced. A copy rewritten in
-                    // place is kept: it replaced the corrupt one, and the placement still names it.
-                    // Another gateway repairing the same stripe may have won the compare-and-swap
-                    // with a copy on the same node: unit files are named by (stripe, unit) only, so
-                    // deleting "ours" would delete its referenced copy. Keep what the stored
-                    // placement names.
-                    let current = meta.get_stripe(id).await.map(|s| s.placement).unwrap_or_default();
-                    let unreferenced: Vec<(usize, NodeId)> = written
-                        .iter()
-                        .copied()
-                        .filter(|&(unit, target)| moved(unit, target) && current.get(unit) != Some(&target))
-                        .collect();
-                    self.io.delete_units_best_effort(nodes, id, &unreferenced).await;
-                    {
-                        let mut placer = self.io.placer();
-                        lost.iter()
-                            .zip(&targets)
-                            .filter(|&(&unit, &target)| moved(unit, target))
-                            .for_each(|(_, &target)| placer.adjust(target, -1));
-                    }
-                    if !matches!(&error, DataError::Meta(why) if why.starts_with("conflict")) {
-                        return Err(error);
-                    }
-                }
+            match self.rebuild_once(nodes, &stripe).await {
+                Attempt::Done(outcome) => return outcome,
+                Attempt::Conflict => continue,
             }
         }
-        Err(DataError::Meta(format!("stripe {id}: placement kept changing during repair")))
+        Outcome::Blocked { cause: Blocker::KeptChanging, short: 1, since_ms: None }
     }
 
-    /// A target node per lost unit: new Up nodes holding no unit of the stripe. When there are not
-    /// enough of those (a cluster of exactly n nodes has none), a corrupt unit on an Up node is
-    /// rewritten on its own node instead (the node's store replaces the bad file and forgets it was
-    /// corrupt), so only units of nodes that are not Up need new homes.
-    fn choose_targets(
+    /// One attempt at rebuilding `stripe` as read; `Conflict` when its record changed meanwhile.
+    async fn rebuild_once(&self, nodes: &NodeMap, stripe: &StripeMeta) -> Attempt {
+        let plan = self.plan_stripe(nodes, stripe);
+        let short = plan.lost.len();
+        let since_ms = stripe.degraded_since_ms;
+        if short == 0 {
+            return Attempt::Done(Outcome::Whole);
+        }
+        if plan.targets.is_empty() {
+            let outcome = if plan.unplaced > 0 {
+                Outcome::Blocked { cause: Blocker::NoSpareNode, short, since_ms }
+            } else {
+                Outcome::Waiting { short }
+            };
+            return Attempt::Done(outcome);
+        }
+        let written = match self.rebuild_units(nodes, stripe, &plan).await {
+            Ok(written) => written,
+            Err(cause) => {
+                self.undo(nodes, stripe, &plan, &[]).await;
+                return Attempt::Done(Outcome::Blocked { cause, short, since_ms });
+            }
+        };
+        let mut updated = stripe.clone();
+        for &(unit, target) in &written {
+            updated.placement[unit] = target;
+        }
+        updated.clear_missing(written.iter().map(|&(unit, _)| unit as u16));
+        match self.io.cluster().meta().update_stripe(stripe.id, stripe.version, updated).await {
+            Ok(stored) => {
+                assert_eq!(stored.placement.iter().collect::<BTreeSet<_>>().len(), stored.placement.len());
+                self.finish(nodes, stripe, &plan, &written).await;
+                let bytes = stripe.unit_bytes * written.len() as u64;
+                tracing::info!(stripe = %stripe.id, units = ?written, "units rebuilt");
+                let (units, short) = (written.len(), short - written.len());
+                Attempt::Done(Outcome::Repaired { units, bytes, short, since_ms: stored.degraded_since_ms })
+            }
+            Err(error) => {
+                self.undo(nodes, stripe, &plan, &written).await;
+                if matches!(error, MetaError::Conflict(_)) {
+                    Attempt::Conflict
+                } else {
+                    Attempt::Done(Outcome::Blocked { cause: Blocker::Metadata, short, since_ms })
+                }
+            }
+        }
+    }
+
+    /// Which units of `stripe` are lost and where each that can be rebuilt now goes.
+    fn plan_stripe(&self, nodes: &NodeMap, stripe: &StripeMeta) -> StripePlan {
+        let grace_ms = self.config.grace_ms;
+        let now_ms = unix_now_ms();
+        let node_up = |node: &NodeId| nodes.get(node).is_some_and(|n| n.state == NodeState::Up);
+        let past_grace = |node: &NodeId| {
+            nodes.get(node).is_some_and(|n| {
+                n.state == NodeState::Down
+                    && now_ms.saturating_sub(n.down_since_ms.unwrap_or(n.last_heartbeat_ms)) >= grace_ms
+            })
+        };
+        let mut lost = Vec::new();
+        let mut to_move = Vec::new();
+        let mut targets = Vec::new();
+        let mut unplaced = 0;
+        for (unit, node) in stripe.placement.iter().enumerate() {
+            let missing = stripe.is_missing(unit);
+            if missing && node_up(node) {
+                // In place: the node's store replaces whatever it holds under this name.
+                lost.push(unit);
+                targets.push((unit, *node));
+            } else if missing || !node_up(node) {
+                lost.push(unit);
+                if missing || past_grace(node) {
+                    to_move.push(unit);
+                }
+            }
+        }
+        let node_list: Vec<NodeInfo> = nodes.values().cloned().collect();
+        let mut placement = stripe.placement.clone();
+        for unit in to_move {
+            let peers: Vec<NodeId> = (0..placement.len()).filter(|&u| u != unit).map(|u| placement[u]).collect();
+            let mut placer = self.io.placer();
+            match placer.place(&node_list, 1, &[placement[unit]], &peers) {
+                Ok(found) => {
+                    placement[unit] = found[0];
+                    targets.push((unit, found[0]));
+                }
+                Err(_) => unplaced += 1,
+            }
+        }
+        targets.sort_unstable();
+        StripePlan { lost, targets, unplaced }
+    }
+
+    /// Rebuilds and writes every planned unit; the ones written (unit, node), or why it stopped.
+    async fn rebuild_units(
         &self,
         nodes: &NodeMap,
-        node_list: &[NodeInfo],
-        stripe: &meta::StripeMeta,
-        lost: &[usize],
-        lost_nodes: &[NodeId],
-        peers: &[NodeId],
-    ) -> Result<Vec<NodeId>, DataError> {
-        let is_up = |unit: usize| nodes.get(&stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
-        let mut placer = self.io.placer();
-        let everywhere = match placer.place(node_list, lost.len(), lost_nodes, peers) {
-            Ok(targets) => return Ok(targets),
-            Err(error) => error,
-        };
-        let must_move: Vec<usize> = lost.iter().copied().filter(|&unit| !is_up(unit)).collect();
-        if must_move.len() == lost.len() {
-            return Err(DataError::Unavailable(everywhere.to_string()));
+        stripe: &StripeMeta,
+        plan: &StripePlan,
+    ) -> Result<Vec<(usize, NodeId)>, Blocker> {
+        let code = self.io.code(&stripe.code).map_err(|_| Blocker::Metadata)?;
+        let failed: BTreeSet<usize> = plan.lost.iter().copied().collect();
+        let mut written = Vec::new();
+        for &(unit, target) in &plan.targets {
+            self.pace(stripe.unit_bytes * code.data_units() as u64).await;
+            let rebuilt = self
+                .io
+                .rebuild_range(nodes, stripe, code.as_ref(), unit, 0, stripe.unit_bytes, failed.clone())
+                .await
+                .map_err(|error| match error {
+                    DataError::Lost(_) => Blocker::TooFewReadable,
+                    DataError::Meta(_) | DataError::Internal(_) => Blocker::Metadata,
+                    _ => Blocker::SourcesUnavailable,
+                });
+            let rebuilt = match rebuilt {
+                Ok(rebuilt) => rebuilt,
+                Err(cause) if written.is_empty() => return Err(cause),
+                // Keep what was rebuilt: the record takes it, the rest waits.
+                Err(_) => break,
+            };
+            match self.io.write_unit(&nodes[&target], stripe.id, unit, rebuilt).await {
+                Ok(()) => written.push((unit, target)),
+                Err(_) if written.is_empty() => return Err(Blocker::WriteFailed(target)),
+                Err(_) => break,
+            }
         }
-        let mut moved = placer
-            .place(node_list, must_move.len(), lost_nodes, peers)
-            .map_err(|e| DataError::Unavailable(e.to_string()))?
-            .into_iter();
-        Ok(lost
-            .iter()
-            .map(|&unit| if is_up(unit) { stripe.placement[unit] } else { moved.next().expect("one per unit to move") })
-            .collect())
+        Ok(written)
     }
+
+    /// After the record took `written` of `plan`: the placer's counts follow the moves (and forget
+    /// the targets not written), and old copies of moved units on live nodes are deleted (copies on
+    /// dead nodes are orphans for the collector).
+    async fn finish(&self, nodes: &NodeMap, stripe: &StripeMeta, plan: &StripePlan, written: &[(usize, NodeId)]) {
+        let moved: Vec<(usize, NodeId)> =
+            written.iter().copied().filter(|&(unit, target)| stripe.placement[unit] != target).collect();
+        {
+            let mut placer = self.io.placer();
+            moved.iter().for_each(|&(unit, _)| placer.adjust(stripe.placement[unit], -1));
+            plan.targets
+                .iter()
+                .filter(|&&(unit, target)| stripe.placement[unit] != target && !written.contains(&(unit, target)))
+                .for_each(|&(_, target)| placer.adjust(target, -1));
+        }
+        let stale: Vec<(usize, NodeId)> = moved
+            .iter()
+            .map(|&(unit, _)| (unit, stripe.placement[unit]))
+            .filter(|(_, node)| nodes.get(node).is_some_and(|n| n.state == NodeState::Up))
+            .collect();
+        self.io.delete_units_best_effort(nodes, stripe.id, &stale).await;
+    }
+
+    /// After the record refused `plan`: the placer forgets the new homes, and units written on new
+    /// nodes that the stored record does not name are deleted. Another gateway repairing the same
+    /// stripe may have won with a copy on the same node (unit files are named by stripe and unit
+    /// only), so what the stored placement names is kept; in-place rewrites are the right bytes.
+    async fn undo(&self, nodes: &NodeMap, stripe: &StripeMeta, plan: &StripePlan, written: &[(usize, NodeId)]) {
+        let moved = |&(unit, target): &(usize, NodeId)| stripe.placement[unit] != target;
+        {
+            let mut placer = self.io.placer();
+            plan.targets.iter().filter(|t| moved(t)).for_each(|&(_, target)| placer.adjust(target, -1));
+        }
+        if written.is_empty() {
+            return;
+        }
+        let current = self.io.cluster().meta().get_stripe(stripe.id).await.map(|s| s.placement).unwrap_or_default();
+        let unreferenced: Vec<(usize, NodeId)> =
+            written.iter().copied().filter(|w| moved(w) && current.get(w.0) != Some(&w.1)).collect();
+        self.io.delete_units_best_effort(nodes, stripe.id, &unreferenced).await;
+    }
+}
+
+/// Units of a stripe to rebuild and where.
+#[derive(Debug)]
+struct StripePlan {
+    /// Every unit missing or on a node that is not Up.
+    lost: Vec<usize>,
+    /// The ones rebuildable now: (unit, target node), counted by the placer when the target is new.
+    targets: Vec<(usize, NodeId)>,
+    /// Units that must move but no node could take.
+    unplaced: usize,
+}
+
+/// One attempt's end.
+enum Attempt {
+    Done(Outcome),
+    Conflict,
 }

@@ -78,10 +78,11 @@ impl TestCluster {
         }
     }
 
-    /// Stops node `i` and marks it Down, as membership would.
+    /// Stops node `i` and marks it Down now, as membership would (repair's grace starts now).
     pub async fn kill(&mut self, i: usize) {
         self.stop(i).await;
-        self.meta.set_node_state(NodeId(i as u32), NodeState::Down, 0).await.unwrap();
+        let now_ms = gateway::data::membership::unix_now_ms();
+        self.meta.set_node_state(NodeId(i as u32), NodeState::Down, now_ms).await.unwrap();
     }
 
     /// Starts node `i` again on its data directory (a new port), registered Up at its new address.

@@ -1,0 +1,176 @@
+//! The durability contract on real storage nodes: a stripe stored with fewer than n durable units
+//! (a degraded write or seal, a unit found corrupt) is known durably and brought back to n by
+//! repair, whatever order the failures, restarts and returns come in; a gateway that restarts (a
+//! fresh repair service) forgets nothing; and afterwards m more failures lose nothing.
+
+mod data_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use data_support::{TestCluster, pattern};
+use gateway::data::repair::{Blocker, RepairService};
+use gateway::data::{ErasureData, ObjectData, RepairConfig};
+use meta::{Layout, NodeId, StripeState};
+
+async fn assert_readable(data: &ErasureData, objects: &[(Bytes, Layout)], what: &str) {
+    for (body, layout) in objects {
+        let read = data.read(layout, 0..body.len() as u64).await.unwrap();
+        assert!(read == *body, "{what}: {} B object read back identical", body.len());
+    }
+}
+
+/// Every stripe has all n units durable on distinct Up nodes.
+async fn assert_whole(cluster: &TestCluster, what: &str) {
+    assert!(cluster.meta.under_redundant_stripes(None, 10).await.unwrap().is_empty(), "{what}: index empty");
+    for stripe in cluster.meta.list_stripes(None, 10_000).await.unwrap() {
+        if stripe.state == StripeState::Open {
+            continue;
+        }
+        assert!(stripe.missing_units.is_empty(), "{what}: stripe {} misses {:?}", stripe.id, stripe.missing_units);
+        for (unit, node) in stripe.placement.iter().enumerate() {
+            let held = cluster.client(node.0 as usize).await.read_range(stripe.id.0, unit as u16, 0, 0).await;
+            assert!(held.is_ok(), "{what}: unit {unit} of stripe {} is not on node {node}", stripe.id);
+        }
+    }
+}
+
+/// The scenario, in one process: with exactly n nodes (no spare), a node dies and objects
+/// are written degraded (units left missing on it); a second node dies unannounced mid-way (its
+/// units fail to write); the gateway "restarts" (a new repair service: nothing in memory); the
+/// nodes return; one scan rebuilds every missing unit in place; then m other nodes die and every
+/// object still reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn degraded_writes_are_repaired_in_place_when_their_nodes_return_after_a_restart() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.repair = RepairConfig { grace_ms: 60_000, ..Default::default() };
+    config.packed.seal_after_ms = 60_000;
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let mut objects = Vec::new();
+    let mut write = async |data: &ErasureData, seed: u64| {
+        for (i, size) in [700usize, 100 << 10, (7 << 20) + 5].into_iter().enumerate() {
+            let body = pattern(size, seed + i as u64);
+            let written = data.write(body.clone()).await.unwrap();
+            objects.push((body, written.layout));
+        }
+    };
+    write(&data, 1).await;
+    cluster.kill(2).await;
+    write(&data, 10).await;
+    cluster.stop(5).await; // dead, still Up in the metadata
+    write(&data, 20).await;
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    assert_readable(&data, &objects, "two nodes dead").await;
+    let under = cluster.meta.under_redundant_stripes(None, 1000).await.unwrap();
+    assert!(under.len() >= 4, "degraded stripes recorded: {under:?}");
+
+    // Within the grace, with no spare node: repair can do nothing, and says why.
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    let status = repair.status();
+    let census = status.census.clone().expect("the only gateway holds the lease");
+    assert!(census.stripes_under_redundant >= under.len() as u64, "{census:?}");
+    assert!(census.oldest_degraded_since_ms.is_some(), "{census:?}");
+    assert!(status.blocked.iter().any(|b| b.cause == Blocker::NoSpareNode), "{status:?}");
+    assert_eq!(status.nodes_in_grace.iter().map(|n| n.node).collect::<Vec<_>>(), vec![NodeId(2)], "{status:?}");
+
+    // The gateway restarts (nothing of the above in memory) and the nodes come back.
+    drop(repair);
+    cluster.restart(2).await;
+    cluster.restart(5).await;
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    let status = repair.status();
+    assert!(status.units_repaired >= under.len() as u64, "{status:?}");
+    assert_eq!(status.census.as_ref().map(|c| c.stripes_under_redundant), Some(0), "{status:?}");
+    assert!(status.blocked.is_empty(), "{status:?}");
+    assert_whole(&cluster, "after one scan").await;
+
+    // Full redundancy again: any m = 3 nodes may go.
+    for i in [0, 2, 5] {
+        cluster.kill(i).await;
+    }
+    assert_readable(&data, &objects, "three more nodes down after repair").await;
+    cluster.shutdown().await;
+}
+
+/// With a spare node, missing units are rebuilt onto it at once (they are durable nowhere, so
+/// there is nothing to wait for), while a Down node's intact units wait out the grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_units_move_to_a_spare_at_once_and_a_down_nodes_units_wait_for_the_grace() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    config.repair = RepairConfig { grace_ms: 60_000, ..Default::default() };
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let before = pattern(3 << 20, 1);
+    let before_layout = data.write(before.clone()).await.unwrap().layout;
+    // Nodes 0 and 9 go Down now (their grace starts): 8 Up nodes for 9 units, so each stripe
+    // written now leaves one unit missing, placed on node 0.
+    cluster.kill(0).await;
+    cluster.kill(9).await;
+    let body = pattern(3 << 20, 2);
+    let written = data.write(body.clone()).await.unwrap();
+    assert_eq!(written.redundancy.failures_tolerated, 2);
+    let under = cluster.meta.under_redundant_stripes(None, 10).await.unwrap();
+    assert!(!under.is_empty());
+    for id in &under {
+        let stripe = cluster.meta.get_stripe(*id).await.unwrap();
+        assert_eq!(stripe.missing_units.len(), 1, "{stripe:?}");
+        assert_eq!(stripe.placement[usize::from(stripe.missing_units[0])], NodeId(0), "{stripe:?}");
+    }
+    // Node 9 returns, empty of the new stripes: a spare for them.
+    cluster.restart(9).await;
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    let status = repair.status();
+    for id in &under {
+        let stripe = cluster.meta.get_stripe(*id).await.unwrap();
+        assert!(stripe.missing_units.is_empty(), "stripe {id} rebuilt onto the spare: {stripe:?}");
+        assert!(stripe.placement.contains(&NodeId(9)) && !stripe.placement.contains(&NodeId(0)), "{stripe:?}");
+    }
+    // What remains short is only the intact units of node 0, waiting for the grace.
+    let census = status.census.clone().unwrap();
+    assert_eq!((census.stripes_missing_units, census.stripes_under_redundant), (0, 1), "{census:?}");
+    assert_eq!(status.stripe_failures, 0, "{status:?}");
+    assert!(status.blocked.is_empty(), "waiting is not blocked: {status:?}");
+    assert_eq!(status.nodes_in_grace.iter().map(|n| n.node).collect::<Vec<_>>(), vec![NodeId(0)]);
+    assert_readable(&data, &[(before, before_layout), (body, written.layout)], "after the spare repair").await;
+    cluster.shutdown().await;
+}
+
+/// A packed stripe sealed while a node is dead is sealed degraded (its unit recorded missing)
+/// rather than kept open, and repair restores it when the node returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_packed_stripe_seals_degraded_with_a_dead_node_and_is_repaired_when_it_returns() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.seal_after_ms = 60_000;
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let mut objects = Vec::new();
+    for i in 0..20 {
+        let body = pattern(1000 + i * 37, 100 + i as u64);
+        objects.push((body.clone(), data.write(body).await.unwrap().layout));
+    }
+    let open = cluster.meta.list_stripes(None, 10).await.unwrap();
+    assert_eq!(open.len(), 1);
+    let dead = open[0].placement[3].0 as usize;
+    cluster.kill(dead).await;
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    let sealed = cluster.meta.get_stripe(open[0].id).await.unwrap();
+    assert_eq!(sealed.state, StripeState::Sealed);
+    assert_eq!(sealed.missing_units, vec![3], "sealed with the dead node's unit missing");
+    assert_readable(&data, &objects, "sealed degraded").await;
+    cluster.restart(dead).await;
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    assert_whole(&cluster, "after the node returned").await;
+    for i in [0usize, 1, 2].into_iter().filter(|&i| i != dead).chain([dead]).take(3) {
+        cluster.kill(i).await;
+    }
+    assert_readable(&data, &objects, "three nodes down after repair").await;
+    cluster.shutdown().await;
+}
