@@ -174,3 +174,53 @@ async fn a_packed_stripe_seals_degraded_with_a_dead_node_and_is_repaired_when_it
     assert_readable(&data, &objects, "three nodes down after repair").await;
     cluster.shutdown().await;
 }
+
+/// Every node scrubs its own units: a flipped byte in a parity unit and in a packed replica (of a
+/// stripe still open) is found without any read asking for them, and repair rewrites both; the
+/// node's corrupt-units gauge falls back to zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrubbing_finds_a_rotten_parity_unit_and_replica_and_repair_rewrites_them() {
+    let cluster = TestCluster::start_with(9, 9, |node| {
+        node.scrub = node::ScrubConfig { pass_interval_s: 1, max_bytes_per_s: 1 << 30 };
+    })
+    .await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.seal_after_ms = 600_000;
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let big = pattern(2 << 20, 1);
+    let big_layout = data.write(big.clone()).await.unwrap().layout;
+    let small = pattern(3000, 2);
+    let small_layout = data.write(small.clone()).await.unwrap().layout;
+    let Layout::Striped { segments } = &big_layout else { panic!("striped") };
+    let striped = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
+    let Layout::Packed { stripe: open_id, replica_unit: Some(seq), .. } = small_layout else { panic!("packed") };
+    let open = cluster.meta.get_stripe(open_id).await.unwrap();
+    assert_eq!(open.state, StripeState::Open);
+    let parity_node = striped.placement[7].0 as usize;
+    let replica_node = open.placement[8].0 as usize; // a parity node holds every replica
+    cluster.corrupt_unit(parity_node, striped.id.0, 7);
+    cluster.corrupt_unit(replica_node, open_id.0, seq);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let found = |i: usize| cluster.nodes[i].as_ref().unwrap().scheduler().store().corrupt_units().len();
+    while found(parity_node) == 0 || found(replica_node) == 0 {
+        assert!(std::time::Instant::now() < deadline, "scrub did not find the flipped bytes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    let status = repair.status();
+    assert_eq!((status.units_marked_missing, status.replicas_repaired), (1, 1), "{status:?}");
+    assert_eq!(status.units_repaired, 1, "{status:?}");
+    assert!(status.scrub.iter().any(|s| s.corrupt_found > 0 && s.passes_completed > 0), "{:?}", status.scrub);
+    for i in [parity_node, replica_node] {
+        assert_eq!(found(i), 0, "node {i} forgot its corrupt unit once rewritten");
+        let metrics = node::metrics::handle().render();
+        let line = format!("lowtail_node_corrupt_units{{node=\"{i}\"}} 0");
+        assert!(metrics.contains(&line), "gauge of node {i} back at zero:\n{metrics}");
+    }
+    let replica = cluster.client(replica_node).await.read_range(open_id.0, seq, 24, 3000).await.unwrap().0;
+    assert!(replica == small, "the replica holds the object again");
+    assert_readable(&data, &[(big, big_layout), (small, small_layout)], "after scrub and repair").await;
+    assert_whole(&cluster, "after scrub and repair").await;
+    cluster.shutdown().await;
+}

@@ -35,6 +35,8 @@ pub struct NodeConfig {
     pub read_chunk_bytes: usize,
     /// Emulated service model; off by default.
     pub service_model: ServiceModel,
+    /// Background verification of every stored unit's checksums (on by default: a pass a week).
+    pub scrub: crate::scrub::ScrubConfig,
     /// When set, the node writes the addresses it bound (`{"rpc_addr": .., "metrics_addr": ..}`,
     /// JSON) to this file once it listens, so a launcher can use port 0 and learn the real ports
     /// without racing other processes for a port it picked in advance. Absent by default.
@@ -60,6 +62,7 @@ impl Default for NodeConfig {
             max_unit_bytes: 256 << 20,
             read_chunk_bytes: 1 << 20,
             service_model: ServiceModel::default(),
+            scrub: crate::scrub::ScrubConfig::default(),
             address_file: None,
         }
     }
@@ -89,6 +92,7 @@ impl NodeConfig {
         if !(1..=MAX_READ_CHUNK_BYTES).contains(&self.read_chunk_bytes) {
             return bad(&format!("read_chunk_bytes must be in 1..={MAX_READ_CHUNK_BYTES}"));
         }
+        self.scrub.validate()?;
         self.service_model.validate()
     }
 }

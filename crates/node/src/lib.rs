@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod model;
 pub mod queue;
 pub mod scheduler;
+pub mod scrub;
 pub mod server;
 pub mod store;
 
@@ -38,6 +39,7 @@ pub use config::NodeConfig;
 pub use error::{NodeError, UnitId};
 pub use model::ServiceModel;
 pub use scheduler::{Scheduler, TaskOutcome, TaskTiming};
+pub use scrub::{ScrubConfig, ScrubProgress, Scrubber};
 pub use store::{ConditionalDelete, UnitStore};
 
 use crate::queue::QueueLimits;
@@ -59,6 +61,8 @@ pub struct RunningNode {
     metrics_server: Option<JoinHandle<std::io::Result<()>>>,
     workers: Vec<JoinHandle<()>>,
     background: JoinHandle<()>,
+    scrubber: Arc<Scrubber>,
+    scrub: JoinHandle<()>,
 }
 
 impl RunningNode {
@@ -75,6 +79,11 @@ impl RunningNode {
     /// The node's scheduler (queue, counters, store), for in-process inspection.
     pub fn scheduler(&self) -> &Arc<Scheduler> {
         &self.scheduler
+    }
+
+    /// The node's scrubber, for in-process inspection.
+    pub fn scrubber(&self) -> &Arc<Scrubber> {
+        &self.scrubber
     }
 
     /// Stops accepting requests, lets in-flight ones finish (at most [`SHUTDOWN_GRACE`]), drains
@@ -96,6 +105,7 @@ impl RunningNode {
             let _ = worker.await;
         }
         self.background.abort();
+        self.scrub.abort();
         if let (Some(stop), Some(server)) = (self.stop_metrics, self.metrics_server) {
             let _ = stop.send(());
             let _ = server.await;
@@ -114,7 +124,9 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
         .await
         .map_err(|e| NodeError::io(&config.data_dir, std::io::Error::other(e.to_string())))??;
     let limits = QueueLimits { max_queued_bytes: config.max_queued_bytes, max_queued_tasks: config.max_queued_tasks };
-    let scheduler = Scheduler::new(config.node_id, Arc::new(store), limits, config.service_model.clone())?;
+    let store = Arc::new(store);
+    let scrubber = Arc::new(Scrubber::new(Arc::clone(&store), config.scrub.clone(), &config.data_dir, config.node_id));
+    let scheduler = Scheduler::new(config.node_id, store, limits, config.service_model.clone())?;
 
     let rpc_listener = tokio::net::TcpListener::bind(config.listen_addr)
         .await
@@ -133,11 +145,15 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
     }
     // From here on nothing can fail: start the tasks.
     metrics::handle();
+    let corrupt_gauge = ::metrics::gauge!("lowtail_node_corrupt_units", "node" => config.node_id.to_string());
+    scheduler.store().publish_corrupt_count(corrupt_gauge);
     let workers = scheduler.spawn_workers(config.workers);
     let background = scheduler.spawn_background_load();
+    let scrub = tokio::spawn(Arc::clone(&scrubber).run());
 
     let (stop_rpc, rpc_stopped) = oneshot::channel::<()>();
-    let service = NodeService::new(Arc::clone(&scheduler), config.read_chunk_bytes).into_server(&config.cluster_secret);
+    let service = NodeService::new(Arc::clone(&scheduler), Arc::clone(&scrubber), config.read_chunk_bytes)
+        .into_server(&config.cluster_secret);
     let incoming = TcpIncoming::from(rpc_listener).with_nodelay(Some(true));
     let rpc_server = tokio::spawn(
         tonic::transport::Server::builder().add_service(service).serve_with_incoming_shutdown(incoming, async {
@@ -166,6 +182,8 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
         metrics_server,
         workers,
         background,
+        scrubber,
+        scrub,
     })
 }
 

@@ -366,13 +366,7 @@ impl Scheduler {
             }
             Err(error) => {
                 self.counters.tasks_failed.fetch_add(1, Ordering::Relaxed);
-                if let NodeError::Corrupt { .. } = error {
-                    metrics::gauge!("lowtail_node_corrupt_units", "node" => self.node_label.clone())
-                        .set(self.store.corrupt_units().len() as f64);
-                    TaskOutcome::Corrupt
-                } else {
-                    TaskOutcome::Failed
-                }
+                if let NodeError::Corrupt { .. } = error { TaskOutcome::Corrupt } else { TaskOutcome::Failed }
             }
         }
     }

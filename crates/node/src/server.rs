@@ -60,16 +60,18 @@ impl Interceptor for SecretCheck {
 #[derive(Debug, Clone)]
 pub struct NodeService {
     scheduler: Arc<Scheduler>,
+    scrubber: Arc<crate::scrub::Scrubber>,
     read_chunk_bytes: usize,
     node_label: String,
 }
 
 impl NodeService {
-    /// A service over `scheduler`, streaming reads in chunks of `read_chunk_bytes`.
-    pub fn new(scheduler: Arc<Scheduler>, read_chunk_bytes: usize) -> Self {
+    /// A service over `scheduler`, streaming reads in chunks of `read_chunk_bytes`, reporting
+    /// `scrubber`'s progress in its stats.
+    pub fn new(scheduler: Arc<Scheduler>, scrubber: Arc<crate::scrub::Scrubber>, read_chunk_bytes: usize) -> Self {
         assert!(read_chunk_bytes > 0, "read chunks must be non-empty");
         let node_label = scheduler.node_id().to_string();
-        Self { scheduler, read_chunk_bytes, node_label }
+        Self { scheduler, scrubber, read_chunk_bytes, node_label }
     }
 
     /// This service behind the secret check, ready to add to a tonic server.
@@ -168,7 +170,23 @@ impl NodeService {
                 .map(|id| proto::UnitRef { stripe: id.stripe, unit: u32::from(id.unit) })
                 .collect(),
             service_model: Some(proto::ServiceModel::from(&scheduler.service_model())),
+            scrub: Some(scrub_progress(&self.scrubber)),
         }
+    }
+}
+
+/// The scrubber's progress as the stats RPC reports it.
+fn scrub_progress(scrubber: &crate::scrub::Scrubber) -> proto::ScrubProgress {
+    let progress = scrubber.progress();
+    proto::ScrubProgress {
+        enabled: scrubber.enabled(),
+        passes_completed: progress.passes_completed,
+        last_pass_completed_ms: progress.last_pass_completed_ms,
+        pass_started_ms: progress.pass_started_ms,
+        pass_bytes_verified: progress.pass_bytes_verified,
+        pass_bytes_total: progress.pass_bytes_total,
+        corrupt_found: progress.corrupt_found,
+        bytes_verified_since_start: scrubber.bytes_verified_total(),
     }
 }
 

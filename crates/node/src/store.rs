@@ -115,7 +115,11 @@ pub struct UnitStore {
     index: Mutex<BTreeMap<UnitId, IndexEntry>>,
     /// Units that failed a checksum since start (or since they were rewritten / deleted).
     corrupt: Mutex<BTreeSet<UnitId>>,
+    /// Set to the number of corrupt units whenever it changes (once the node names the gauge).
+    corrupt_gauge: std::sync::OnceLock<metrics::Gauge>,
     temp_counter: AtomicU64,
+    /// Data bytes of every unit in the index (kept with it, under its lock).
+    stored_bytes: AtomicU64,
     /// The next generation to hand out.
     next_generation: AtomicU64,
 }
@@ -198,11 +202,14 @@ impl UnitStore {
             }
         }
         tracing::info!(dir = %units_dir.display(), units = index.len(), corrupt = corrupt.len(), "unit store opened");
+        let stored_bytes = index.values().map(|entry| entry.data_len).sum();
         Ok(Self {
             units_dir,
             max_unit_bytes,
             index: Mutex::new(index),
             corrupt: Mutex::new(corrupt),
+            corrupt_gauge: std::sync::OnceLock::new(),
+            stored_bytes: AtomicU64::new(stored_bytes),
             temp_counter: AtomicU64::new(0),
             next_generation: AtomicU64::new(generation + 1),
         })
@@ -223,6 +230,22 @@ impl UnitStore {
 
     fn corrupt_set(&self) -> MutexGuard<'_, BTreeSet<UnitId>> {
         self.corrupt.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Reports the number of corrupt units on `gauge` from now on (now included).
+    pub fn publish_corrupt_count(&self, gauge: metrics::Gauge) {
+        gauge.set(self.corrupt_set().len() as f64);
+        let _ = self.corrupt_gauge.set(gauge);
+    }
+
+    /// Adds or removes `id` in the corrupt list; whether the list changed.
+    fn set_corrupt(&self, id: UnitId, corrupt: bool) -> bool {
+        let mut set = self.corrupt_set();
+        let changed = if corrupt { set.insert(id) } else { set.remove(&id) };
+        if changed && let Some(gauge) = self.corrupt_gauge.get() {
+            gauge.set(set.len() as f64);
+        }
+        changed
     }
 
     /// Starts a streaming write of `total_len` bytes: creates a temp file and writes the header.
@@ -282,11 +305,15 @@ impl UnitStore {
             fs::rename(&staged.temp_path, &final_path).map_err(|e| NodeError::io(&final_path, e))?;
             staged.committed = true;
             let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-            index.insert(staged.id, IndexEntry { data_len: staged.total_len, generation });
+            let replaced = index.insert(staged.id, IndexEntry { data_len: staged.total_len, generation });
+            self.stored_bytes.fetch_add(staged.total_len, Ordering::Relaxed);
+            if let Some(replaced) = replaced {
+                self.stored_bytes.fetch_sub(replaced.data_len, Ordering::Relaxed);
+            }
         }
         sync_dir(&self.units_dir)?;
         // A rewrite (repair) replaces the bad bytes, so the unit is no longer corrupt.
-        self.corrupt_set().remove(&staged.id);
+        self.set_corrupt(staged.id, false);
         Ok(())
     }
 
@@ -338,7 +365,7 @@ impl UnitStore {
     }
 
     fn mark_corrupt(&self, id: UnitId, what: String) -> NodeError {
-        if self.corrupt_set().insert(id) {
+        if self.set_corrupt(id, true) {
             tracing::warn!(unit = %id, %what, "corrupt unit");
         }
         NodeError::Corrupt { unit: id, what }
@@ -355,8 +382,10 @@ impl UnitStore {
         if existed {
             sync_dir(&self.units_dir)?;
         }
-        self.index().remove(&id);
-        self.corrupt_set().remove(&id);
+        if let Some(removed) = self.index().remove(&id) {
+            self.stored_bytes.fetch_sub(removed.data_len, Ordering::Relaxed);
+        }
+        self.set_corrupt(id, false);
         Ok(existed)
     }
 
@@ -376,9 +405,11 @@ impl UnitStore {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(NodeError::io(&path, e)),
             }
-            index.remove(&id);
+            if let Some(removed) = index.remove(&id) {
+                self.stored_bytes.fetch_sub(removed.data_len, Ordering::Relaxed);
+            }
         }
-        self.corrupt_set().remove(&id);
+        self.set_corrupt(id, false);
         sync_dir(&self.units_dir)?;
         Ok(ConditionalDelete::Deleted)
     }
@@ -397,6 +428,11 @@ impl UnitStore {
             .collect();
         let truncated = range.next().is_some();
         (page, truncated)
+    }
+
+    /// Data bytes of every unit stored.
+    pub fn stored_bytes(&self) -> u64 {
+        self.stored_bytes.load(Ordering::Relaxed)
     }
 
     /// Number of units stored.

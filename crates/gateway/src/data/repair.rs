@@ -164,6 +164,29 @@ pub struct RepairStatus {
     /// The stripes still short of n units after the last scan; taken by the lease holder only
     /// (`None` on the other gateways: ask the holder).
     pub census: Option<Census>,
+    /// The nodes' scrubbing, as the lease holder last polled it (empty on the other gateways).
+    pub scrub: Vec<NodeScrub>,
+}
+
+/// One node's scrubbing, from its stats.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeScrub {
+    /// The node.
+    pub node: NodeId,
+    /// Whether it scrubs at all.
+    pub enabled: bool,
+    /// Full passes over its units so far.
+    pub passes_completed: u64,
+    /// When its last full pass ended (unix ms; 0 = never).
+    pub last_pass_completed_ms: u64,
+    /// How far the current pass is, in bytes, of about how many.
+    pub pass_bytes_verified: u64,
+    /// Bytes stored when the current pass began.
+    pub pass_bytes_total: u64,
+    /// Units its scrub found corrupt, in all.
+    pub corrupt_found: u64,
+    /// Units it lists as corrupt now (found by scrub or reads, not yet rewritten).
+    pub corrupt_now: u64,
 }
 
 #[derive(Debug, Default)]
@@ -223,6 +246,7 @@ pub struct RepairService {
     blocked: Mutex<BlockedMemory>,
     last_blocked: Mutex<Vec<BlockedStripes>>,
     census: Mutex<Option<Census>>,
+    scrub: Mutex<Vec<NodeScrub>>,
     logged: Mutex<HashMap<Blocker, Instant>>,
     lease: LeaseClaims,
 }
@@ -241,6 +265,7 @@ impl RepairService {
             blocked: Mutex::new(BlockedMemory::default()),
             last_blocked: Mutex::new(Vec::new()),
             census: Mutex::new(None),
+            scrub: Mutex::new(Vec::new()),
             logged: Mutex::new(HashMap::new()),
             lease,
         }
@@ -271,6 +296,7 @@ impl RepairService {
             lease_holder: self.lease.last_holder(),
             blocked: lock(&self.last_blocked).clone(),
             census: lock(&self.census).clone(),
+            scrub: lock(&self.scrub).clone(),
         }
     }
 
@@ -300,11 +326,12 @@ impl RepairService {
         let due = self.note_grace(&nodes);
         *lock(&self.nodes_repairing) = if held { due.clone() } else { Vec::new() };
         if held {
-            let listed = self.corrupt_units_listed(&nodes).await;
+            let listed = self.poll_nodes(&nodes).await;
             self.record_corrupt(&nodes, listed).await;
         }
         if !held {
             *lock(&self.census) = None;
+            lock(&self.scrub).clear();
             return Ok(());
         }
         let (pending, complete) = self.collect(&nodes, &due).await;
@@ -616,21 +643,38 @@ impl RepairService {
         Err(DataError::Meta(format!("stripe {id}: kept changing while units were recorded missing")))
     }
 
-    /// Corrupt units the Up nodes list in their stats (found by reads or by their scrub).
-    async fn corrupt_units_listed(&self, nodes: &NodeMap) -> Vec<(StripeId, u16, NodeId)> {
+    /// Polls the Up nodes' stats: the corrupt units they list (found by reads or by their scrub),
+    /// returned, and their scrub progress, kept for status.
+    async fn poll_nodes(&self, nodes: &NodeMap) -> Vec<(StripeId, u16, NodeId)> {
         let mut found = Vec::new();
+        let mut scrub = Vec::new();
         for node in nodes.values().filter(|n| n.state == NodeState::Up) {
             let Ok(client) = self.io.cluster().client(node).await else { continue };
             match client.stats().await {
-                Ok(stats) => found.extend(
-                    stats
-                        .corrupt_units
-                        .iter()
-                        .filter_map(|u| u16::try_from(u.unit).ok().map(|unit| (StripeId(u.stripe), unit, node.id))),
-                ),
+                Ok(stats) => {
+                    found.extend(
+                        stats
+                            .corrupt_units
+                            .iter()
+                            .filter_map(|u| u16::try_from(u.unit).ok().map(|unit| (StripeId(u.stripe), unit, node.id))),
+                    );
+                    let progress = stats.scrub.unwrap_or_default();
+                    scrub.push(NodeScrub {
+                        node: node.id,
+                        enabled: progress.enabled,
+                        passes_completed: progress.passes_completed,
+                        last_pass_completed_ms: progress.last_pass_completed_ms,
+                        pass_bytes_verified: progress.pass_bytes_verified,
+                        pass_bytes_total: progress.pass_bytes_total,
+                        corrupt_found: progress.corrupt_found,
+                        corrupt_now: stats.corrupt_units.len() as u64,
+                    });
+                }
                 Err(error) => tracing::debug!(node = %node.id, %error, "no stats for corrupt units"),
             }
         }
+        scrub.sort_by_key(|s| s.node);
+        *lock(&self.scrub) = scrub;
         found
     }
 

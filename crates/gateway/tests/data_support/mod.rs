@@ -25,6 +25,11 @@ pub struct TestCluster {
 impl TestCluster {
     /// `count` nodes with ids 0.., node i in rack `rack{i % racks}`.
     pub async fn start(count: usize, racks: usize) -> Self {
+        Self::start_with(count, racks, |_| {}).await
+    }
+
+    /// [`TestCluster::start`] with every node's config changed by `configure` first.
+    pub async fn start_with(count: usize, racks: usize, configure: impl Fn(&mut NodeConfig)) -> Self {
         let meta_dir = tempfile::tempdir().unwrap();
         let meta: Arc<dyn MetaStore> = Arc::new(RedbStore::open(meta_dir.path()).unwrap());
         let mut nodes = Vec::new();
@@ -32,13 +37,14 @@ impl TestCluster {
         let mut addresses = Vec::new();
         for i in 0..count {
             let dir = tempfile::tempdir().unwrap();
-            let config = NodeConfig {
+            let mut config = NodeConfig {
                 node_id: i as u32,
                 listen_addr: "127.0.0.1:0".parse().unwrap(),
                 data_dir: dir.path().to_path_buf(),
                 cluster_secret: SECRET.into(),
                 ..Default::default()
             };
+            configure(&mut config);
             let node = node::start(config).await.unwrap();
             let address = node.rpc_addr().to_string();
             gateway::data::membership::register_node(
