@@ -97,7 +97,12 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
     if let Some(policy) = status["policy"]["policy"].as_str() {
         text.push_str(&format!("read policy: {policy}\n"));
     }
-    for section in ["repair", "orphans", "stripe_gc", "releases"] {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    text.push_str(&render_redundancy(&status["repair"], nodes, now_ms));
+    text.push_str(&render_scrub(&status["repair"]["scrub"], now_ms));
+    for section in ["orphans", "stripe_gc", "releases"] {
         if let Some(fields) = status[section].as_object() {
             text.push_str(&format!("{section}:\n"));
             for (name, value) in fields {
@@ -106,6 +111,117 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
         }
     }
     Ok(text)
+}
+
+/// `ms` as a span people read: `40 s`, `5 min`, `3 h`, `2 d`.
+fn span(ms: u64) -> String {
+    match ms / 1000 {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s if s < 172_800 => format!("{} h", s / 3600),
+        s => format!("{} d", s / 86_400),
+    }
+}
+
+/// Unix ms as a date, and how long ago.
+fn when(at_ms: u64, now_ms: u64) -> String {
+    let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(at_ms));
+    format!("{date} ({} ago)", span(now_ms.saturating_sub(at_ms)))
+}
+
+/// The `units short → stripes` map as words: `8 short 1 unit, 4 short 2 units`.
+fn by_units_short(census: &Value) -> String {
+    let Some(map) = census["by_units_short"].as_object() else { return String::new() };
+    map.iter()
+        .map(|(units, stripes)| {
+            let plural = if units == "1" { "" } else { "s" };
+            format!("{stripes} short {units} unit{plural}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The repair section in words: how many stripes are short of their units and by how much, since
+/// when, which nodes are down and when repair moves their units, why repair is not progressing,
+/// and what it has done.
+fn render_redundancy(repair: &Value, nodes: &[Value], now_ms: u64) -> String {
+    let mut text = String::new();
+    let census = &repair["census"];
+    if census.is_null() {
+        let holder = repair["lease_holder"].as_str().unwrap_or("(none yet)");
+        text.push_str(&format!("redundancy: counted by the repair lease holder, gateway {holder}: ask it\n"));
+    } else {
+        let stripes = census["stripes_under_redundant"].as_u64().unwrap_or(0);
+        let counted = census["counted_at_ms"].as_u64().unwrap_or(0);
+        let partial = if census["complete"].as_bool() == Some(false) { " (at least: the count was cut short)" } else { "" };
+        if stripes == 0 {
+            text.push_str(&format!(
+                "redundancy: every stripe has all its units (counted {} ago){partial}\n",
+                span(now_ms.saturating_sub(counted))
+            ));
+        } else {
+            text.push_str(&format!("redundancy: {stripes} stripes under-redundant{partial}: {}\n", by_units_short(census)));
+            if let Some(oldest) = census["oldest_degraded_since_ms"].as_u64() {
+                let missing = census["stripes_missing_units"].as_u64().unwrap_or(0);
+                text.push_str(&format!("  {missing} with units missing, the oldest since {}\n", when(oldest, now_ms)));
+            }
+            let on_down = census["stripes_on_unavailable_nodes"].as_u64().unwrap_or(0);
+            if on_down > 0 {
+                text.push_str(&format!("  {on_down} with units on nodes that are not Up\n"));
+            }
+        }
+    }
+    for node in nodes.iter().filter(|n| n["state"] == "Down") {
+        let since = node["down_since_ms"].as_u64().map(|ms| format!(" since {}", when(ms, now_ms))).unwrap_or_default();
+        let waiting = repair["nodes_in_grace"].as_array().and_then(|all| all.iter().find(|w| w["node"] == node["id"]));
+        let plan = match waiting.and_then(|w| w["repair_in_ms"].as_u64()) {
+            Some(ms) => format!("its units are rebuilt elsewhere in {} unless it returns", span(ms)),
+            None => "past the grace period: its units are rebuilt elsewhere where a node can take them".into(),
+        };
+        text.push_str(&format!("  node {} is Down{since}; {plan}\n", node["id"]));
+    }
+    if let Some(blocked) = repair["blocked"].as_array().filter(|b| !b.is_empty()) {
+        let up = nodes.iter().filter(|n| n["state"] == "Up").count();
+        text.push_str(&format!("  repair is not progressing ({up} nodes Up):\n"));
+        for cause in blocked {
+            text.push_str(&format!("    {} stripes: {}\n", cause["stripes"], cause["why"].as_str().unwrap_or("?")));
+        }
+    }
+    let count = |field: &str| repair[field].as_u64().unwrap_or(0);
+    text.push_str(&format!(
+        "repair: {} units rebuilt ({} MiB) in {} stripes since start; {} units recorded missing after reads or scrubs found them bad; {} replicas copied back\n",
+        count("units_repaired"),
+        count("bytes_repaired") >> 20,
+        count("stripes_repaired"),
+        count("units_marked_missing"),
+        count("replicas_repaired"),
+    ));
+    text
+}
+
+/// The nodes' scrubbing in words: the oldest last full pass, the pass in progress, what it found.
+fn render_scrub(scrub: &Value, now_ms: u64) -> String {
+    let Some(nodes) = scrub.as_array().filter(|n| !n.is_empty()) else { return String::new() };
+    let enabled: Vec<&Value> = nodes.iter().filter(|n| n["enabled"] == true).collect();
+    if enabled.is_empty() {
+        return "scrub: off on every node\n".into();
+    }
+    let never = enabled.iter().filter(|n| n["passes_completed"] == 0).count();
+    let oldest = enabled.iter().filter_map(|n| n["last_pass_completed_ms"].as_u64()).filter(|&ms| ms > 0).min();
+    let mut text = format!("scrub: {} of {} nodes scrubbing", enabled.len(), nodes.len());
+    match (oldest, never) {
+        (Some(oldest), 0) => text.push_str(&format!("; every node finished a full pass since {}", when(oldest, now_ms))),
+        (_, never) => text.push_str(&format!("; {never} still in their first pass")),
+    }
+    let verified: u64 = enabled.iter().filter_map(|n| n["pass_bytes_verified"].as_u64()).sum();
+    let total: u64 = enabled.iter().filter_map(|n| n["pass_bytes_total"].as_u64()).sum();
+    if total > 0 {
+        text.push_str(&format!("; current passes {:.0} % done", 100.0 * verified.min(total) as f64 / total as f64));
+    }
+    let found: u64 = nodes.iter().filter_map(|n| n["corrupt_found"].as_u64()).sum();
+    let now: u64 = nodes.iter().filter_map(|n| n["corrupt_now"].as_u64()).sum();
+    text.push_str(&format!("; {found} units found corrupt in all, {now} awaiting repair\n"));
+    text
 }
 
 #[cfg(test)]
@@ -117,9 +233,27 @@ mod tests {
         let status = serde_json::json!({
             "nodes": [
                 {"id": 0, "state": "Up", "address": "127.0.0.1:1", "rack": "r0"},
-                {"id": 1, "state": "Down", "address": "127.0.0.1:2", "rack": "r1"}
+                {"id": 1, "state": "Down", "address": "127.0.0.1:2", "rack": "r1", "down_since_ms": 1_000}
             ],
-            "repair": {"units_repaired": 3},
+            "repair": {
+                "units_repaired": 3,
+                "bytes_repaired": 3 << 20,
+                "nodes_in_grace": [{"node": 1, "repair_in_ms": 42_000}],
+                "blocked": [{"cause": "no_spare_node", "why": "no Up node can take them", "stripes": 8}],
+                "census": {
+                    "stripes_under_redundant": 12,
+                    "by_units_short": {"1": 8, "2": 4},
+                    "stripes_missing_units": 9,
+                    "stripes_on_unavailable_nodes": 12,
+                    "oldest_degraded_since_ms": 1_000,
+                    "counted_at_ms": 2_000,
+                    "complete": true
+                },
+                "scrub": [
+                    {"node": 0, "enabled": true, "passes_completed": 2, "last_pass_completed_ms": 1_000,
+                     "pass_bytes_verified": 50, "pass_bytes_total": 200, "corrupt_found": 1, "corrupt_now": 0}
+                ]
+            },
             "orphans": {"units_deleted": 2},
             "stripe_gc": {"stripes_deleted": 4},
             "releases": {"waiting": 3},
@@ -127,7 +261,17 @@ mod tests {
         });
         let text = render_status(&status).unwrap();
         assert!(text.contains("2 registered, 1 up"), "{text}");
-        assert!(text.contains("Down") && text.contains("units_repaired: 3"), "{text}");
+        assert!(text.contains("12 stripes under-redundant: 8 short 1 unit, 4 short 2 units"), "{text}");
+        assert!(text.contains("9 with units missing, the oldest since Thu, 01 Jan 1970 00:00:01 GMT"), "{text}");
+        assert!(text.contains("node 1 is Down since") && text.contains("elsewhere in 42 s unless it returns"), "{text}");
+        assert!(text.contains("8 stripes: no Up node can take them"), "{text}");
+        assert!(text.contains("repair: 3 units rebuilt (3 MiB)"), "{text}");
+        assert!(text.contains("every node finished a full pass since") && text.contains("25 % done"), "{text}");
+        assert!(text.contains("1 units found corrupt in all, 0 awaiting repair"), "{text}");
+        let whole = serde_json::json!({"nodes": [], "repair": {"census": {"stripes_under_redundant": 0, "counted_at_ms": 0}}});
+        assert!(render_status(&whole).unwrap().contains("every stripe has all its units"));
+        let other = serde_json::json!({"nodes": [], "repair": {"census": null, "lease_holder": "gw-2"}});
+        assert!(render_status(&other).unwrap().contains("gateway gw-2: ask it"));
         assert!(text.contains("orphans:\n  units_deleted: 2"), "{text}");
         assert!(text.contains("stripe_gc:\n  stripes_deleted: 4"), "{text}");
         assert!(text.contains("releases:\n  waiting: 3"), "{text}");
