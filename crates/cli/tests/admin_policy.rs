@@ -50,7 +50,7 @@ async fn admin_policy_switches_the_gateway_and_records_show_it() {
     let up_toml = temp.path().join("up.toml");
     std::fs::write(
         &up_toml,
-        "[controller]\npolicy = \"normal\"\nsettings = { normal_timeout_ms = 700 }\n\n\
+        "[controller]\npolicy = \"normal\"\nmax_records = 100000\nsettings = { normal_timeout_ms = 700 }\n\n\
          [data.packed]\nseal_after_ms = 600000\n",
     )
     .unwrap();

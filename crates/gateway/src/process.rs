@@ -78,6 +78,9 @@ pub struct GatewayConfig {
     /// Largest PutObject body or upload part, bytes. Default 5 GiB, S3's single-PUT limit (bodies
     /// stream into stripes as they arrive, so this costs no gateway memory).
     pub max_object_bytes: u64,
+    /// How long a request body (PutObject, UploadPart) may go without a byte before the request
+    /// fails with RequestTimeout (400) and nothing of it is kept. Default 20 000 ms.
+    pub body_idle_timeout_ms: u64,
     /// Metadata backend. Default: embedded in `lowtail-meta`.
     pub meta: MetaConfig,
     /// The data path: code, unit size, timeouts, membership, repair, cluster secret.
@@ -95,6 +98,7 @@ impl Default for GatewayConfig {
             credentials: Vec::new(),
             region: "us-east-1".to_string(),
             max_object_bytes: crate::s3::DEFAULT_MAX_OBJECT_BYTES,
+            body_idle_timeout_ms: crate::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
             meta: MetaConfig::default(),
             data: DataConfig::default(),
             controller: ControllerConfig::default(),
@@ -120,6 +124,7 @@ impl GatewayConfig {
             );
         }
         anyhow::ensure!(self.max_object_bytes > 0, "gateway config: max_object_bytes must be positive");
+        anyhow::ensure!(self.body_idle_timeout_ms > 0, "gateway config: body_idle_timeout_ms must be positive");
         anyhow::ensure!(!self.data.cluster_secret.is_empty(), "gateway config: data.cluster_secret must be set");
         // Two gateways with one name would seal each other's open packing stripes.
         anyhow::ensure!(
@@ -267,8 +272,12 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
     };
     let object_data: Arc<dyn ObjectData> = Arc::new(data.data.clone());
     let credentials = config.credentials.iter().map(|c| (c.access_key.clone(), c.secret_key.clone())).collect();
-    let options =
-        S3Options { max_object_bytes: config.max_object_bytes, region: config.region.clone(), ..S3Options::default() };
+    let options = S3Options {
+        max_object_bytes: config.max_object_bytes,
+        region: config.region.clone(),
+        body_idle_timeout: std::time::Duration::from_millis(config.body_idle_timeout_ms),
+        ..S3Options::default()
+    };
     let service = build_service(Arc::clone(&meta), object_data, credentials, options)?;
     let s3_listener = TcpListener::bind(config.s3_listen)
         .await

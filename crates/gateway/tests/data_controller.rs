@@ -34,7 +34,7 @@ async fn write_objects(data: &ErasureData) -> Vec<(Bytes, Layout)> {
 }
 
 async fn with_controller(data: &ErasureData, code: &str, policy: PolicyKind) -> Arc<Controller> {
-    let config = ControllerConfig { policy, ..Default::default() };
+    let config = ControllerConfig { policy, max_records: 1_000_000, ..Default::default() };
     let controller = Arc::new(Controller::new(&config, code).unwrap());
     data.io().attach_controller(Arc::clone(&controller)).unwrap();
     controller

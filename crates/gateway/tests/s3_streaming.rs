@@ -39,8 +39,17 @@ async fn start() -> Gateway {
 
 /// An S3 server over `data` and the cluster's metadata; returns its endpoint and its stop.
 async fn serve_s3(cluster: &TestCluster, data: Arc<dyn ObjectData>) -> (String, tokio::sync::oneshot::Sender<()>) {
+    serve_s3_with(cluster, data, S3Options::default()).await
+}
+
+/// [`serve_s3`] with `options`.
+async fn serve_s3_with(
+    cluster: &TestCluster,
+    data: Arc<dyn ObjectData>,
+    options: S3Options,
+) -> (String, tokio::sync::oneshot::Sender<()>) {
     let credentials = vec![(ACCESS_KEY.into(), SECRET_KEY.into())];
-    let service = build_service(Arc::clone(&cluster.meta), data, credentials, S3Options::default()).unwrap();
+    let service = build_service(Arc::clone(&cluster.meta), data, credentials, options).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
@@ -153,6 +162,41 @@ async fn bodies_stream_into_stripes_and_failed_ones_leave_nothing() {
 
     let _ = gateway.shutdown.send(());
     gateway.cluster.shutdown().await;
+}
+
+/// A client that declares 100 bytes, sends 10 and falls silent holds its connection only for the
+/// body idle timeout: it gets RequestTimeout (400) and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stops_arriving_times_out_and_keeps_nothing() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data: Arc<dyn ObjectData> =
+        Arc::new(ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap());
+    let options = S3Options { body_idle_timeout: Duration::from_secs(1), ..S3Options::default() };
+    let (endpoint, stop) = serve_s3_with(&cluster, data, options).await;
+    let client = client_with(&endpoint, ACCESS_KEY, SECRET_KEY);
+    client.create_bucket().bucket("idle").send().await.unwrap();
+    let expires = PresigningConfig::expires_in(Duration::from_secs(300)).unwrap();
+    let presigned = client.put_object().bucket("idle").key("silent").presigned(expires).await.unwrap();
+    let uri: hyper::Uri = presigned.uri().parse().unwrap();
+    let mut connection = tokio::net::TcpStream::connect(uri.authority().unwrap().as_str()).await.unwrap();
+    let head = format!(
+        "PUT {} HTTP/1.1\r\nHost: {}\r\nContent-Length: 100\r\n\r\n0123456789",
+        uri.path_and_query().unwrap(),
+        uri.authority().unwrap()
+    );
+    let started = Instant::now();
+    connection.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(10), connection.read(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer[..read.expect("answered within 10 s").unwrap()]).to_string();
+    let took = started.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("RequestTimeout"), "{answer}");
+    assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(5), "answered after {took:?}");
+    let error = client.head_object().bucket("idle").key("silent").send().await.unwrap_err();
+    assert_eq!(failure(&error).0, 404);
+    assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "nothing of the body kept");
+    let _ = stop.send(());
+    cluster.shutdown().await;
 }
 
 /// Two gateways over one cluster: a GetObject body streaming from one is read to its end although

@@ -153,14 +153,18 @@ fn render_redundancy(repair: &Value, nodes: &[Value], now_ms: u64) -> String {
     } else {
         let stripes = census["stripes_under_redundant"].as_u64().unwrap_or(0);
         let counted = census["counted_at_ms"].as_u64().unwrap_or(0);
-        let partial = if census["complete"].as_bool() == Some(false) { " (at least: the count was cut short)" } else { "" };
+        let partial =
+            if census["complete"].as_bool() == Some(false) { " (at least: the count was cut short)" } else { "" };
         if stripes == 0 {
             text.push_str(&format!(
                 "redundancy: every stripe has all its units (counted {} ago){partial}\n",
                 span(now_ms.saturating_sub(counted))
             ));
         } else {
-            text.push_str(&format!("redundancy: {stripes} stripes under-redundant{partial}: {}\n", by_units_short(census)));
+            text.push_str(&format!(
+                "redundancy: {stripes} stripes under-redundant{partial}: {}\n",
+                by_units_short(census)
+            ));
             if let Some(oldest) = census["oldest_degraded_since_ms"].as_u64() {
                 let missing = census["stripes_missing_units"].as_u64().unwrap_or(0);
                 text.push_str(&format!("  {missing} with units missing, the oldest since {}\n", when(oldest, now_ms)));
@@ -210,7 +214,9 @@ fn render_scrub(scrub: &Value, now_ms: u64) -> String {
     let oldest = enabled.iter().filter_map(|n| n["last_pass_completed_ms"].as_u64()).filter(|&ms| ms > 0).min();
     let mut text = format!("scrub: {} of {} nodes scrubbing", enabled.len(), nodes.len());
     match (oldest, never) {
-        (Some(oldest), 0) => text.push_str(&format!("; every node finished a full pass since {}", when(oldest, now_ms))),
+        (Some(oldest), 0) => {
+            text.push_str(&format!("; every node finished a full pass since {}", when(oldest, now_ms)))
+        }
         (_, never) => text.push_str(&format!("; {never} still in their first pass")),
     }
     let verified: u64 = enabled.iter().filter_map(|n| n["pass_bytes_verified"].as_u64()).sum();
@@ -263,12 +269,16 @@ mod tests {
         assert!(text.contains("2 registered, 1 up"), "{text}");
         assert!(text.contains("12 stripes under-redundant: 8 short 1 unit, 4 short 2 units"), "{text}");
         assert!(text.contains("9 with units missing, the oldest since Thu, 01 Jan 1970 00:00:01 GMT"), "{text}");
-        assert!(text.contains("node 1 is Down since") && text.contains("elsewhere in 42 s unless it returns"), "{text}");
+        assert!(
+            text.contains("node 1 is Down since") && text.contains("elsewhere in 42 s unless it returns"),
+            "{text}"
+        );
         assert!(text.contains("8 stripes: no Up node can take them"), "{text}");
         assert!(text.contains("repair: 3 units rebuilt (3 MiB)"), "{text}");
         assert!(text.contains("every node finished a full pass since") && text.contains("25 % done"), "{text}");
         assert!(text.contains("1 units found corrupt in all, 0 awaiting repair"), "{text}");
-        let whole = serde_json::json!({"nodes": [], "repair": {"census": {"stripes_under_redundant": 0, "counted_at_ms": 0}}});
+        let whole =
+            serde_json::json!({"nodes": [], "repair": {"census": {"stripes_under_redundant": 0, "counted_at_ms": 0}}});
         assert!(render_status(&whole).unwrap().contains("every stripe has all its units"));
         let other = serde_json::json!({"nodes": [], "repair": {"census": null, "lease_holder": "gw-2"}});
         assert!(render_status(&other).unwrap().contains("gateway gw-2: ask it"));

@@ -28,6 +28,9 @@ pub const MAX_FLEET_PROCESSES: usize = 128;
 /// The etcd key prefix of a fleet's metadata.
 pub const FLEET_META_PREFIX: &str = "/lowtail/fleet";
 
+/// Records each fleet gateway keeps until they are taken, unless the harness sets its own.
+pub const EXPERIMENT_MAX_RECORDS: i64 = 1_000_000;
+
 /// Fields of a gateway's `[controller]` table (TOML values by field name).
 pub type ControllerTable = toml::Table;
 
@@ -141,6 +144,8 @@ impl Fleet {
             let mut controller = config.controller.clone();
             controller.insert("frontend_id".into(), toml::Value::Integer(index as i64));
             controller.insert("frontend_count".into(), toml::Value::Integer(config.gateways as i64));
+            // A harness takes the gateways' records: keep them (a served gateway keeps none).
+            controller.entry("max_records").or_insert(toml::Value::Integer(EXPERIMENT_MAX_RECORDS));
             let gateway = start_gateway(binary, &root.join(format!("gateway-{index}")), &gateway_config, &controller)
                 .await
                 .with_context(|| format!("starting gateway {index}"))?;

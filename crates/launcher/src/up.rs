@@ -33,6 +33,9 @@ pub struct UpConfig {
     pub racks: usize,
     /// S3 address; absent = 127.0.0.1:9000 when free, else a free port (kept across restarts).
     pub s3_listen: Option<SocketAddr>,
+    /// How long a request body may go without a byte before the request fails with
+    /// RequestTimeout. Default 20 000 ms.
+    pub body_idle_timeout_ms: u64,
     /// The gateway's data path (unit size, timeouts, membership, repair). `code` and
     /// `cluster_secret` here are ignored: the cluster's own are used.
     pub data: DataConfig,
@@ -50,6 +53,7 @@ impl Default for UpConfig {
             code: "rs-6-3".to_string(),
             racks: 0,
             s3_listen: None,
+            body_idle_timeout_ms: gateway::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
             data: DataConfig::default(),
             service_model: ServiceModel::default(),
             controller: ControllerConfig::default(),
@@ -175,6 +179,7 @@ async fn start_gateway(
         http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         credentials: vec![Credential { access_key: state.access_key.clone(), secret_key: state.secret_key.clone() }],
         region: state.region.clone(),
+        body_idle_timeout_ms: config.body_idle_timeout_ms,
         meta: meta_config,
         data,
         controller: config.controller.clone(),

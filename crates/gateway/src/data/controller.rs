@@ -61,7 +61,9 @@ pub struct ControllerConfig {
     /// Gateways sharing the cluster: Opt-Lazy scales its own demand by it. Default 1.
     pub frontend_count: u32,
     /// Records kept until taken (`POST /admin/records/take`); later ones are counted and dropped.
-    /// Default 1,000,000 (about 200 MB at the worst).
+    /// Records are an experiment's instrument, not a log: default 0 keeps none, so a production
+    /// gateway's memory stays flat however long it serves. The live experiment's gateways keep
+    /// 1,000,000 (about 200 MB at the worst) and take them after every run.
     pub max_records: usize,
     /// Seed of the policy's random draws. Default 0 (with `frontend_id` mixed in).
     pub seed: u64,
@@ -86,7 +88,7 @@ impl Default for ControllerConfig {
             settings: PolicySettings::default(),
             frontend_id: 0,
             frontend_count: 1,
-            max_records: 1_000_000,
+            max_records: 0,
             seed: 0,
             probe_timeout_ms: 500,
             cpu_sample_every: 8,
@@ -450,6 +452,9 @@ impl Controller {
     }
 
     fn keep(&self, record: Record) {
+        if self.max_records == 0 {
+            return;
+        }
         let mut records = self.lock_records();
         if records.len() >= self.max_records {
             count(&self.counters.dropped_records, "lowtail_controller_records_dropped_total", 1);

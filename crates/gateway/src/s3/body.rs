@@ -94,41 +94,83 @@ fn too_large(size: u64, limit: u64) -> S3Error {
     s3(S3ErrorCode::EntityTooLarge, format!("the body of {size} bytes exceeds the limit of {limit}"))
 }
 
-/// `body` as the data path reads it, tallied into `tally`. A chunk that takes the body past
-/// `limit`, or a failure to receive it (a signature mismatch of a streaming upload, a reset
-/// connection), ends it with [`DataError::Body`], and the S3 error waits in `tally`.
-pub fn tallied(body: Option<StreamingBlob>, limit: u64, tally: &mut BodyTally) -> BodyStream<'_> {
-    let Some(body) = body else { return futures_util::stream::empty().boxed() };
-    body.map(move |chunk| {
-        let failed = |tally: &mut BodyTally, error: S3Error| {
-            let message = error.message().unwrap_or("the body failed").to_owned();
-            tally.error.get_or_insert(error);
-            Err(DataError::Body(message))
-        };
-        let chunk: Bytes = match chunk {
-            Ok(chunk) => chunk,
-            Err(error) => {
-                let error = match error.downcast::<S3Error>() {
-                    Ok(error) => *error,
-                    Err(error) => s3(S3ErrorCode::IncompleteBody, format!("reading the request body: {error}")),
-                };
-                return failed(tally, error);
-            }
-        };
-        let size_bytes = tally.size_bytes + chunk.len() as u64;
-        if size_bytes > limit {
-            return failed(tally, too_large(size_bytes, limit));
+/// A chunk of a request body, or the body falling silent.
+enum Arrival<E> {
+    Chunk(Result<Bytes, E>),
+    /// Nothing arrived for the idle timeout; the body ends here.
+    Idle(std::time::Duration),
+}
+
+/// `body`'s chunks, ending with [`Arrival::Idle`] if `idle` passes without one.
+fn idle_limited<S, E>(body: S, idle: std::time::Duration) -> impl futures_util::Stream<Item = Arrival<E>>
+where
+    S: futures_util::Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    futures_util::stream::unfold(Some(body), move |body| async move {
+        let mut body = body?;
+        match tokio::time::timeout(idle, body.next()).await {
+            Ok(Some(chunk)) => Some((Arrival::Chunk(chunk), Some(body))),
+            Ok(None) => None,
+            Err(_) => Some((Arrival::Idle(idle), None)),
         }
-        tally.size_bytes = size_bytes;
-        tally.md5.update(&chunk);
-        Ok(chunk)
     })
-    .boxed()
+}
+
+/// `body` as the data path reads it, tallied into `tally`. A chunk that takes the body past
+/// `limit`, a failure to receive it (a signature mismatch of a streaming upload, a reset
+/// connection), or `idle` passing without a byte (RequestTimeout, as S3 answers a client that
+/// stops sending) ends it with [`DataError::Body`], and the S3 error waits in `tally`.
+pub fn tallied(
+    body: Option<StreamingBlob>,
+    limit: u64,
+    idle: std::time::Duration,
+    tally: &mut BodyTally,
+) -> BodyStream<'_> {
+    let Some(body) = body else { return futures_util::stream::empty().boxed() };
+    idle_limited(body, idle)
+        .map(move |arrival| {
+            let failed = |tally: &mut BodyTally, error: S3Error| {
+                let message = error.message().unwrap_or("the body failed").to_owned();
+                tally.error.get_or_insert(error);
+                Err(DataError::Body(message))
+            };
+            let chunk = match arrival {
+                Arrival::Chunk(chunk) => chunk,
+                Arrival::Idle(idle) => {
+                    let why = format!(
+                        "Your socket connection to the server was not read from or written to within the timeout \
+                     period ({} s without a byte of the body).",
+                        idle.as_secs_f64()
+                    );
+                    return failed(tally, s3(S3ErrorCode::RequestTimeout, why));
+                }
+            };
+            let chunk: Bytes = match chunk {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    let error = match error.downcast::<S3Error>() {
+                        Ok(error) => *error,
+                        Err(error) => s3(S3ErrorCode::IncompleteBody, format!("reading the request body: {error}")),
+                    };
+                    return failed(tally, error);
+                }
+            };
+            let size_bytes = tally.size_bytes + chunk.len() as u64;
+            if size_bytes > limit {
+                return failed(tally, too_large(size_bytes, limit));
+            }
+            tally.size_bytes = size_bytes;
+            tally.md5.update(&chunk);
+            Ok(chunk)
+        })
+        .boxed()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const IDLE: std::time::Duration = std::time::Duration::from_secs(20);
 
     fn blob(chunks: Vec<Result<Bytes, std::io::Error>>) -> Option<StreamingBlob> {
         Some(StreamingBlob::wrap(futures_util::stream::iter(chunks)))
@@ -147,14 +189,14 @@ mod tests {
     async fn hashes_and_counts_what_passes() {
         let mut tally = BodyTally::default();
         let chunks = vec![Ok(Bytes::from_static(b"hello ")), Ok(Bytes::from_static(b"world"))];
-        let out = drain(tallied(blob(chunks), 100, &mut tally)).await.unwrap();
+        let out = drain(tallied(blob(chunks), 100, IDLE, &mut tally)).await.unwrap();
         assert_eq!(out, b"hello world");
         assert_eq!(tally.size_bytes(), 11);
         assert_eq!(tally.etag(), hex::encode(Md5::digest(b"hello world")));
         assert!(tally.take_error().is_none());
 
         let mut empty = BodyTally::default();
-        assert!(drain(tallied(None, 100, &mut empty)).await.unwrap().is_empty());
+        assert!(drain(tallied(None, 100, IDLE, &mut empty)).await.unwrap().is_empty());
         assert_eq!(empty.etag(), "d41d8cd98f00b204e9800998ecf8427e", "the MD5 of no bytes");
     }
 
@@ -162,14 +204,28 @@ mod tests {
     async fn a_body_past_the_limit_or_broken_ends_with_the_clients_error() {
         let mut tally = BodyTally::default();
         let chunks = vec![Ok(Bytes::from_static(b"0123")), Ok(Bytes::from_static(b"4567"))];
-        let error = drain(tallied(blob(chunks), 6, &mut tally)).await.unwrap_err();
+        let error = drain(tallied(blob(chunks), 6, IDLE, &mut tally)).await.unwrap_err();
         assert!(matches!(error, DataError::Body(_)), "{error}");
         assert_eq!(*tally.take_error().unwrap().code(), S3ErrorCode::EntityTooLarge);
 
         let mut tally = BodyTally::default();
         let chunks = vec![Ok(Bytes::from_static(b"0123")), Err(std::io::Error::other("reset"))];
-        drain(tallied(blob(chunks), 100, &mut tally)).await.unwrap_err();
+        drain(tallied(blob(chunks), 100, IDLE, &mut tally)).await.unwrap_err();
         assert_eq!(*tally.take_error().unwrap().code(), S3ErrorCode::IncompleteBody);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_stops_arriving_ends_with_request_timeout() {
+        let mut tally = BodyTally::default();
+        let first = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"0123456789"))]);
+        let silent = first.chain(futures_util::stream::pending());
+        let body = Some(StreamingBlob::wrap(silent));
+        let started = tokio::time::Instant::now();
+        let error = drain(tallied(body, 100, IDLE, &mut tally)).await.unwrap_err();
+        assert!(matches!(error, DataError::Body(_)), "{error}");
+        assert_eq!(*tally.take_error().unwrap().code(), S3ErrorCode::RequestTimeout);
+        assert_eq!(tally.size_bytes(), 10, "what arrived was counted");
+        assert_eq!(started.elapsed(), IDLE, "ended one idle period after the last byte");
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub struct S3Options {
     pub region: String,
     /// Domain for virtual-hosted-style requests (`bucket.DOMAIN/key`); path style always works.
     pub virtual_host_domain: Option<String>,
+    /// How long a request body may go without a byte before the request fails with
+    /// RequestTimeout (400) and nothing of it is kept.
+    pub body_idle_timeout: std::time::Duration,
 }
 
 impl Default for S3Options {
@@ -54,9 +57,13 @@ impl Default for S3Options {
             min_part_bytes: S3_MIN_PART_BYTES,
             region: "us-east-1".to_string(),
             virtual_host_domain: None,
+            body_idle_timeout: std::time::Duration::from_millis(DEFAULT_BODY_IDLE_TIMEOUT_MS),
         }
     }
 }
+
+/// Default of [`S3Options::body_idle_timeout`]: 20 s, about when S3 gives up on a silent client.
+pub const DEFAULT_BODY_IDLE_TIMEOUT_MS: u64 = 20_000;
 
 /// An error building the service from its settings.
 #[derive(Debug, thiserror::Error)]

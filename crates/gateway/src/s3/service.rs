@@ -98,7 +98,8 @@ impl LowtailS3 {
         let limit = self.options.max_object_bytes;
         let declared = DeclaredBody::new(content_length, content_md5, limit)?;
         let mut tally = BodyTally::default();
-        let written = self.data.write_stream(tallied(body, limit, &mut tally)).await;
+        let idle = self.options.body_idle_timeout;
+        let written = self.data.write_stream(tallied(body, limit, idle, &mut tally)).await;
         let written = match written {
             Ok(written) => written,
             // The body's own failure is what the client needs to hear, not the write it stopped.
