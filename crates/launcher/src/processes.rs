@@ -17,30 +17,54 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Stops node processes a previous `lowtail up` on the same directory left running (it was killed
-/// before it could stop them): two processes on one data directory would corrupt it. A pid counts as
-/// such a node only while its command line is `lowtail node --config <this directory's node.toml>`,
-/// so a pid reused by an unrelated process is left alone.
+/// before it could stop them, or a node was restarted by hand): two processes on one data
+/// directory would corrupt it. A process counts as such a node only while its command line is
+/// `lowtail node --config <this directory's node.toml>` of one of `previous`'s nodes, so an
+/// unrelated process is left alone; every one is found by its command line, not only the pids
+/// the manifest names. All get SIGTERM at once, then SIGKILL if they are still there after
+/// [`NODE_STOP_TIMEOUT`].
 pub fn stop_leftover_nodes(dir: &ClusterDir, previous: &crate::manifest::Manifest) {
-    for node in &previous.nodes {
-        let config_file = dir.node_dir(node.id).join("node.toml");
-        let Some(args) = command_line(node.pid) else { continue };
-        let is_our_node = args.iter().any(|a| a == b"node")
-            && args.iter().any(|a| a.as_slice() == config_file.as_os_str().as_encoded_bytes());
-        if !is_our_node {
-            continue;
-        }
-        tracing::warn!(node = node.id, pid = node.pid, "stopping a node left running by an earlier lowtail up");
-        // SAFETY: kill(2) with a pid whose command line we just checked, and valid signals.
-        unsafe { libc::kill(node.pid as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + NODE_STOP_TIMEOUT;
-        while Path::new(&format!("/proc/{}", node.pid)).exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if Path::new(&format!("/proc/{}", node.pid)).exists() {
-            // SAFETY: as above.
-            unsafe { libc::kill(node.pid as libc::pid_t, libc::SIGKILL) };
-        }
+    let configs: Vec<Vec<u8>> = previous
+        .nodes
+        .iter()
+        .map(|node| dir.node_dir(node.id).join("node.toml").into_os_string().into_encoded_bytes())
+        .collect();
+    let is_our_node = |args: &[Vec<u8>]| {
+        args.iter().any(|a| a == b"node") && args.iter().any(|a| configs.iter().any(|config| a == config))
+    };
+    let leftovers: Vec<u32> =
+        running_pids().into_iter().filter(|&pid| command_line(pid).is_some_and(|args| is_our_node(&args))).collect();
+    if leftovers.is_empty() {
+        return;
     }
+    tracing::warn!(nodes = leftovers.len(), "stopping nodes left running by an earlier lowtail up");
+    eprintln!("stopping {} storage nodes left running by an earlier lowtail up ...", leftovers.len());
+    for &pid in &leftovers {
+        // SAFETY: kill(2) with a pid whose command line we just checked, and a valid signal.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + NODE_STOP_TIMEOUT;
+    while leftovers.iter().any(|&pid| is_alive(pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for pid in leftovers.into_iter().filter(|&pid| is_alive(pid)) {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+/// Whether process `pid` exists and has not exited (a zombie waiting for a parent that may never
+/// reap it, as under a container's first process, counts as gone).
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state follows the command name in parentheses, which may itself hold spaces.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_some_and(|state| state != "Z")
+}
+
+/// The pids of every process (the numeric entries of `/proc`).
+fn running_pids() -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
 
 /// The arguments of a running process, or `None` when there is no such process.
@@ -164,6 +188,20 @@ impl NodeProcess {
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         self.process.is_running()
+    }
+
+    /// Writes the addresses the node bound into its config file (once [`NodeProcess::wait_ready`]
+    /// returned), so that the node restarted by hand (`lowtail node --config FILE`, the cluster
+    /// secret in `LOWTAIL_CLUSTER_SECRET`) listens where the gateway already knows it and rejoins
+    /// as soon as membership probes it. The next `lowtail up` picks fresh ports again.
+    pub fn pin_addresses(&self) -> anyhow::Result<()> {
+        let Some((rpc_addr, metrics_addr)) = self.addresses else { bail!("node {} is not ready", self.slot.id) };
+        let config_file = self.data_dir.join("node.toml");
+        let mut config = NodeConfig::from_toml_file(&config_file)?;
+        config.listen_addr = rpc_addr;
+        config.metrics_addr = metrics_addr.or(config.metrics_addr);
+        std::fs::write(&config_file, toml::to_string_pretty(&config)?)
+            .with_context(|| format!("cannot write {}", config_file.display()))
     }
 
     /// SIGTERM, then SIGKILL after [`NODE_STOP_TIMEOUT`]. A node that already exited is fine.

@@ -41,6 +41,8 @@ pub struct UpConfig {
     pub data: DataConfig,
     /// Service-model emulation applied to every node (off by default); see the node's README.
     pub service_model: ServiceModel,
+    /// Every node's scrubbing (default: a pass a week, at most 16 MiB/s).
+    pub scrub: node::ScrubConfig,
     /// The gateway's read controller: the policy reads follow (default `normal`) and its settings;
     /// see docs/controller.md. Switch a running cluster with `lowtail admin policy set`.
     pub controller: ControllerConfig,
@@ -56,6 +58,7 @@ impl Default for UpConfig {
             body_idle_timeout_ms: gateway::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
             data: DataConfig::default(),
             service_model: ServiceModel::default(),
+            scrub: node::ScrubConfig::default(),
             controller: ControllerConfig::default(),
         }
     }
@@ -123,10 +126,11 @@ pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow
     }
     let mut nodes = Vec::with_capacity(state.nodes.len());
     for slot in &state.nodes {
-        let model = config.service_model.clone();
+        let (model, scrub) = (config.service_model.clone(), config.scrub.clone());
         let node =
             NodeProcess::spawn(binary, &dir, slot, &state.cluster_secret, Lifetime::Detached, 0, |node_config| {
                 node_config.service_model = model;
+                node_config.scrub = scrub;
             });
         match node {
             Ok(node) => nodes.push(node),
@@ -137,7 +141,7 @@ pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow
         }
     }
     for node in &mut nodes {
-        if let Err(error) = node.wait_ready(&state.cluster_secret).await {
+        if let Err(error) = node.wait_ready(&state.cluster_secret).await.and_then(|()| node.pin_addresses()) {
             stop_all(nodes).await;
             return Err(error);
         }

@@ -249,7 +249,8 @@ impl NodeClient {
     pub async fn delete_unit(&self, stripe: u64, unit: u16) -> Result<bool, ClientError> {
         const OP: &str = "delete_unit";
         let mut inner = self.inner.clone();
-        let request = proto::DeleteUnitRequest { stripe, unit: u32::from(unit), if_generation: 0 };
+        let request =
+            proto::DeleteUnitRequest { stripe, unit: u32::from(unit), if_generation: 0, only_if_corrupt: false };
         self.timed(OP, async move {
             let reply =
                 inner.delete_unit(request).await.map_err(|status| ClientError::Status { operation: OP, status })?;
@@ -266,10 +267,27 @@ impl NodeClient {
         unit: u16,
         generation: u64,
     ) -> Result<ConditionalDelete, ClientError> {
-        const OP: &str = "delete_unit";
         assert_ne!(generation, 0, "generation 0 would delete unconditionally");
+        let request = proto::DeleteUnitRequest {
+            stripe,
+            unit: u32::from(unit),
+            if_generation: generation,
+            only_if_corrupt: false,
+        };
+        self.conditional_delete(request).await
+    }
+
+    /// Deletes a unit only while the node lists it corrupt: a copy rewritten since it was listed
+    /// (which clears the mark) is kept.
+    pub async fn delete_unit_if_corrupt(&self, stripe: u64, unit: u16) -> Result<ConditionalDelete, ClientError> {
+        let request =
+            proto::DeleteUnitRequest { stripe, unit: u32::from(unit), if_generation: 0, only_if_corrupt: true };
+        self.conditional_delete(request).await
+    }
+
+    async fn conditional_delete(&self, request: proto::DeleteUnitRequest) -> Result<ConditionalDelete, ClientError> {
+        const OP: &str = "delete_unit";
         let mut inner = self.inner.clone();
-        let request = proto::DeleteUnitRequest { stripe, unit: u32::from(unit), if_generation: generation };
         self.timed(OP, async move {
             let reply =
                 inner.delete_unit(request).await.map_err(|status| ClientError::Status { operation: OP, status })?;

@@ -277,14 +277,19 @@ impl node_server::Node for NodeService {
         let result = match unit_id(request.stripe, request.unit) {
             Ok(unit) => {
                 let store = Arc::clone(self.scheduler.store());
-                let generation = request.if_generation;
-                blocking(move || match generation {
-                    0 => store.delete(unit).map(|existed| proto::DeleteUnitResponse { existed, changed: false }),
-                    generation => {
-                        store.delete_if_generation(unit, generation).map(|outcome| proto::DeleteUnitResponse {
-                            existed: outcome != ConditionalDelete::Absent,
-                            changed: outcome == ConditionalDelete::Changed,
-                        })
+                let (generation, only_if_corrupt) = (request.if_generation, request.only_if_corrupt);
+                let answer = |outcome: ConditionalDelete| proto::DeleteUnitResponse {
+                    existed: outcome != ConditionalDelete::Absent,
+                    changed: outcome == ConditionalDelete::Changed,
+                };
+                blocking(move || match (generation, only_if_corrupt) {
+                    (0, false) => {
+                        store.delete(unit).map(|existed| proto::DeleteUnitResponse { existed, changed: false })
+                    }
+                    (0, true) => store.delete_if_corrupt(unit).map(answer),
+                    (generation, false) => store.delete_if_generation(unit, generation).map(answer),
+                    (_, true) => {
+                        Err(NodeError::InvalidArgument("if_generation and only_if_corrupt cannot be combined".into()))
                     }
                 })
                 .await

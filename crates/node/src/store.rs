@@ -392,12 +392,36 @@ impl UnitStore {
     /// Deletes a unit only if it still has `generation` (durably, as [`UnitStore::delete`]). A
     /// unit rewritten since it was listed is kept: whoever rewrote it may be about to reference it.
     pub fn delete_if_generation(&self, id: UnitId, generation: u64) -> Result<ConditionalDelete, NodeError> {
+        self.delete_unless(id, |entry, _corrupt| match entry {
+            None => Some(ConditionalDelete::Absent),
+            Some(entry) if entry.generation != generation => Some(ConditionalDelete::Changed),
+            Some(_) => None,
+        })
+    }
+
+    /// Deletes a unit only while it is in the corrupt list (durably, as [`UnitStore::delete`]): a
+    /// copy rewritten since it was found corrupt is kept. For the garbage copies repair finds
+    /// corrupt that no stripe references any more.
+    pub fn delete_if_corrupt(&self, id: UnitId) -> Result<ConditionalDelete, NodeError> {
+        self.delete_unless(id, |entry, corrupt| match (entry, corrupt) {
+            (_, true) => None,
+            (Some(_), false) => Some(ConditionalDelete::Changed),
+            (None, false) => Some(ConditionalDelete::Absent),
+        })
+    }
+
+    /// Deletes unit `id` unless `keep`, asked with its index entry and whether it is corrupt under
+    /// the index lock (so a commit, which renews both, cannot slip in between), says why not.
+    fn delete_unless(
+        &self,
+        id: UnitId,
+        keep: impl FnOnce(Option<&IndexEntry>, bool) -> Option<ConditionalDelete>,
+    ) -> Result<ConditionalDelete, NodeError> {
         {
             let mut index = self.index();
-            match index.get(&id) {
-                None => return Ok(ConditionalDelete::Absent),
-                Some(entry) if entry.generation != generation => return Ok(ConditionalDelete::Changed),
-                Some(_) => {}
+            let corrupt = self.corrupt_set().contains(&id);
+            if let Some(kept) = keep(index.get(&id), corrupt) {
+                return Ok(kept);
             }
             let path = self.unit_path(id);
             match fs::remove_file(&path) {
@@ -577,6 +601,35 @@ mod tests {
         assert!(!store.delete(id).unwrap());
         assert!(matches!(store.read_range(id, 0, 1), Err(NodeError::NotFound(_))));
         assert_eq!(store.unit_count(), 0);
+    }
+
+    #[test]
+    fn a_delete_if_corrupt_removes_only_a_copy_still_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        let (bad, good) = (UnitId::new(3, 0), UnitId::new(3, 1));
+        write(&store, bad, &pattern(100_000, 1), 4096);
+        write(&store, good, &pattern(100, 2), 100);
+        assert_eq!(store.delete_if_corrupt(good).unwrap(), ConditionalDelete::Changed, "not corrupt: kept");
+        assert_eq!(store.delete_if_corrupt(UnitId::new(9, 9)).unwrap(), ConditionalDelete::Absent);
+        let path = store.path_of(bad);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[HEADER_BYTES as usize + 10] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(matches!(store.read_range(bad, 0, 10), Err(NodeError::Corrupt { .. })));
+        assert_eq!(store.corrupt_units(), vec![bad]);
+        // Rewritten since it was found corrupt: the new copy stays.
+        write(&store, bad, &pattern(100, 3), 100);
+        assert_eq!(store.delete_if_corrupt(bad).unwrap(), ConditionalDelete::Changed);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[HEADER_BYTES as usize + 10] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(store.read_range(bad, 0, 10).is_err());
+        let stored = store.stored_bytes();
+        assert_eq!(store.delete_if_corrupt(bad).unwrap(), ConditionalDelete::Deleted);
+        assert!(store.corrupt_units().is_empty() && !path.exists());
+        assert_eq!(store.stored_bytes(), stored - 100);
+        assert_eq!(store.unit_len(good), Some(100));
     }
 
     #[test]

@@ -599,43 +599,65 @@ impl RepairService {
         }
         for (stripe, units) in by_stripe {
             match self.mark_missing(stripe, &units).await {
-                Ok(marked) => {
+                Ok((marked, unreferenced)) => {
                     self.progress.marked.fetch_add(marked as u64, Ordering::Relaxed);
                     if marked > 0 {
                         tracing::info!(%stripe, units = ?units, "corrupt or lost units recorded missing, for repair");
                     }
+                    self.delete_corrupt_garbage(nodes, stripe, &unreferenced).await;
                 }
                 Err(error) => tracing::warn!(%stripe, %error, "could not record corrupt units; asked again later"),
             }
         }
     }
 
+    /// Deletes corrupt copies no stripe references (a unit moved off a node that was Down, a
+    /// stripe released): only while the node still lists them corrupt, so a copy rewritten since
+    /// (by repair choosing the node again) is kept.
+    async fn delete_corrupt_garbage(&self, nodes: &NodeMap, stripe: StripeId, units: &[(u16, NodeId)]) {
+        for &(unit, node) in units {
+            let Some(info) = nodes.get(&node).filter(|n| n.state == NodeState::Up) else { continue };
+            let deleted = match self.io.cluster().client(info).await {
+                Ok(client) => client.delete_unit_if_corrupt(stripe.0, unit).await.map_err(|e| e.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            match deleted {
+                Ok(node::ConditionalDelete::Deleted) => {
+                    tracing::info!(%stripe, unit, %node, "corrupt copy no stripe references deleted");
+                }
+                Ok(_) => {}
+                Err(error) => tracing::debug!(%stripe, unit, %node, %error, "corrupt garbage not deleted yet"),
+            }
+        }
+    }
+
     /// Marks `units` (unit, node) of `id` missing where the stripe still places them on that
-    /// node; how many were newly marked.
-    async fn mark_missing(&self, id: StripeId, units: &[(u16, NodeId)]) -> Result<usize, DataError> {
+    /// node: how many were newly marked, and the ones no stripe references there (garbage).
+    async fn mark_missing(
+        &self,
+        id: StripeId,
+        units: &[(u16, NodeId)],
+    ) -> Result<(usize, Vec<(u16, NodeId)>), DataError> {
         let meta = self.io.cluster().meta();
         for _attempt in 0..CAS_ATTEMPTS {
             let mut stripe = match meta.get_stripe(id).await {
                 Ok(stripe) => stripe,
-                Err(MetaError::NoSuchStripe(_)) => return Ok(0),
+                Err(MetaError::NoSuchStripe(_)) => return Ok((0, units.to_vec())),
                 Err(error) => return Err(meta_error(error)),
             };
-            if stripe.state == StripeState::Open {
-                return Ok(0);
-            }
-            let placed: Vec<u16> = units
-                .iter()
-                .filter(|&&(unit, node)| stripe.placement.get(usize::from(unit)) == Some(&node))
-                .map(|&(unit, _)| unit)
-                .filter(|&unit| !stripe.is_missing(usize::from(unit)))
-                .collect();
-            if placed.is_empty() {
-                return Ok(0);
+            let referenced = |&(unit, node): &(u16, NodeId)| {
+                stripe.state == StripeState::Sealed && stripe.placement.get(usize::from(unit)) == Some(&node)
+            };
+            let (placed, unreferenced): (Vec<UnitOn>, Vec<UnitOn>) = units.iter().copied().partition(referenced);
+            let newly: Vec<u16> =
+                placed.iter().map(|&(unit, _)| unit).filter(|&unit| !stripe.is_missing(usize::from(unit))).collect();
+            if newly.is_empty() {
+                return Ok((0, unreferenced));
             }
             let version = stripe.version;
-            stripe.mark_missing(placed.iter().copied(), unix_now_ms());
+            stripe.mark_missing(newly.iter().copied(), unix_now_ms());
             match meta.update_stripe(id, version, stripe).await {
-                Ok(_) => return Ok(placed.len()),
+                Ok(_) => return Ok((newly.len(), unreferenced)),
                 Err(MetaError::Conflict(_)) => continue,
                 Err(error) => return Err(meta_error(error)),
             }
@@ -924,6 +946,9 @@ impl RepairService {
         self.io.delete_units_best_effort(nodes, stripe.id, &unreferenced).await;
     }
 }
+
+/// A unit of a stripe and the node a copy of it is on.
+type UnitOn = (u16, NodeId);
 
 /// Units of a stripe to rebuild and where.
 #[derive(Debug)]

@@ -1,0 +1,40 @@
+//! lowtail's fault swarm, in the spirit of FoundationDB's simulation workloads and Jepsen: a seeded
+//! random schedule of S3 operations (puts of every size, gets, deletes, multipart uploads) and
+//! faults (SIGKILL and restart of nodes and of the gateway, bytes flipped in data, parity and
+//! replica unit files) runs against a real `lowtail up`; after each epoch the cluster quiesces and
+//! the invariants are checked; at the end m more nodes are killed and every object must still
+//! read back. A seed names its schedule: `lowtail-swarm run --first-seed S --seeds 1` replays it
+//! (the schedule, not the exact interleaving: the processes are real).
+//!
+//! Layers: [`schedule`] (pure, seeded), [`model`] (what each key may hold), [`cluster`] (the
+//! processes and the faults done to them), [`run`] (one seed, its checks and report),
+//! [`scenario`] (the scripted scenarios of the durability issue), [`report`] (the table).
+//! Must not: share code paths with the store beyond its public interfaces (S3, the admin status,
+//! the command line, the files on disk), or judge anything the store reports about itself without
+//! checking it from outside where it can.
+
+pub mod cluster;
+pub mod model;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod schedule;
+
+/// The `up.toml` of a swarm cluster: failures are noticed within a second, repair starts after a
+/// few, every node scrubs its units every two seconds, packed stripes are sealed after two.
+pub const SWARM_UP_TOML: &str = r#"
+[data.membership]
+probe_interval_ms = 500
+down_after_probes = 2
+
+[data.repair]
+grace_ms = 3000
+scan_interval_ms = 500
+
+[data.packed]
+seal_after_ms = 2000
+
+[scrub]
+pass_interval_s = 2
+max_bytes_per_s = 268435456
+"#;

@@ -1,0 +1,209 @@
+//! `lowtail-swarm`: the fault swarm and the durability scenarios from the command line (see the
+//! library's documentation). Parses arguments and prints; the work is the library's.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use swarm::run::{RunSettings, run_seed};
+use swarm::scenario::ScenarioSettings;
+use swarm::schedule::ScheduleSettings;
+
+#[derive(Debug, Parser)]
+#[command(name = "lowtail-swarm", about = "Fault swarm and durability scenarios against a real lowtail up")]
+struct Cli {
+    /// The `lowtail` executable (default: the one beside this program).
+    #[arg(long, global = true)]
+    lowtail: Option<PathBuf>,
+    /// Where the clusters live (default: a new temporary directory).
+    #[arg(long, global = true)]
+    work_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Seeded random schedules of workload and faults; prints a table, exits non-zero on any
+    /// violation with the seed that replays it.
+    Run(RunArgs),
+    /// Objects written while three nodes are killed, Ctrl-C, restart, census, more kills.
+    KillsRestart {
+        /// Objects written (sizes log-uniform from 1 KiB to --max-bytes).
+        #[arg(long, default_value_t = 1000)]
+        objects: usize,
+        /// Largest object.
+        #[arg(long, default_value_t = 20 << 20)]
+        max_bytes: u64,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Seed of the sizes and of the nodes killed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Clients writing while one node is SIGKILLed: failed PUTs counted.
+    CrashWrites {
+        /// Seconds of writing (the kill comes a third of the way in).
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Largest object.
+        #[arg(long, default_value_t = 4 << 20)]
+        max_bytes: u64,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Seed of the sizes and of the node killed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Clients reading and writing for minutes; the gateway's resident memory sampled.
+    Soak {
+        /// Minutes of load.
+        #[arg(long, default_value_t = 10)]
+        minutes: u64,
+        /// Seconds after the start that the memory comparison leaves out.
+        #[arg(long, default_value_t = 120)]
+        warmup_s: u64,
+        /// Largest object.
+        #[arg(long, default_value_t = 1 << 20)]
+        max_bytes: u64,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 4)]
+        clients: usize,
+        /// Seed of the keys and sizes.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// How many seeds.
+    #[arg(long, default_value_t = 10)]
+    seeds: u64,
+    /// The first seed (seeds are consecutive).
+    #[arg(long, default_value_t = 1)]
+    first_seed: u64,
+    /// Epochs per seed.
+    #[arg(long, default_value_t = 3)]
+    epochs: usize,
+    /// Seconds of workload and faults per epoch.
+    #[arg(long, default_value_t = 20)]
+    epoch_s: u64,
+    /// Storage nodes (RS(6,3): 9 leaves no spare, 10 or more let repair move units).
+    #[arg(long, default_value_t = 10)]
+    nodes: u32,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Faults per epoch.
+    #[arg(long, default_value_t = 6)]
+    faults: usize,
+    /// Most distinct nodes faulted per epoch (at most m = 3 for RS(6,3)).
+    #[arg(long, default_value_t = 3)]
+    faulty_nodes: u32,
+    /// Seconds a quiesce may take.
+    #[arg(long, default_value_t = 120)]
+    quiesce_s: u64,
+    /// Keep every seed's cluster directory (logs), not only the failing ones.
+    #[arg(long)]
+    keep: bool,
+    /// Print the reports as JSON too.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber_init();
+    let cli = Cli::parse();
+    let lowtail = match cli.lowtail {
+        Some(path) => path,
+        None => std::env::current_exe()?.with_file_name("lowtail"),
+    };
+    anyhow::ensure!(
+        lowtail.exists(),
+        "no lowtail at {} (build it: cargo build --release -p cli, or pass --lowtail)",
+        lowtail.display()
+    );
+    let temp = tempfile_dir(cli.work_dir)?;
+    match cli.command {
+        Command::Run(args) => run(args, lowtail, temp),
+        Command::KillsRestart { objects, max_bytes, clients, seed } => {
+            let settings = ScenarioSettings { lowtail, dir: temp.join("kills-restart"), clients, seed };
+            let report = swarm::scenario::kills_then_restart(&settings, objects, max_bytes)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            anyhow::ensure!(report.lost_after_one_more == 0 && report.lost_after_three_more == 0, "objects were lost");
+            Ok(())
+        }
+        Command::CrashWrites { seconds, max_bytes, clients, seed } => {
+            let settings = ScenarioSettings { lowtail, dir: temp.join("crash-writes"), clients, seed };
+            let report = swarm::scenario::writes_through_a_crash(&settings, seconds, max_bytes)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            anyhow::ensure!(report.failed == 0 && report.unreadable == 0, "writes failed or objects were lost");
+            Ok(())
+        }
+        Command::Soak { minutes, warmup_s, max_bytes, clients, seed } => {
+            let settings = ScenarioSettings { lowtail, dir: temp.join("soak"), clients, seed };
+            let report = swarm::scenario::soak(&settings, minutes, warmup_s, max_bytes)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(())
+        }
+    }
+}
+
+fn run(args: RunArgs, lowtail: PathBuf, work_dir: PathBuf) -> anyhow::Result<()> {
+    let settings = RunSettings {
+        schedule: ScheduleSettings {
+            nodes: args.nodes,
+            epochs: args.epochs,
+            epoch_ms: args.epoch_s * 1000,
+            clients: args.clients,
+            keys_per_client: 12,
+            ops_per_client: 10_000,
+            faulty_nodes: args.faulty_nodes,
+            faults_per_epoch: args.faults,
+        },
+        lowtail,
+        work_dir: work_dir.clone(),
+        quiesce_timeout: Duration::from_secs(args.quiesce_s),
+        keep: args.keep,
+    };
+    let mut reports = Vec::new();
+    for seed in args.first_seed..args.first_seed + args.seeds {
+        eprintln!("seed {seed} ...");
+        let report = run_seed(seed, &settings, swarm::SWARM_UP_TOML).with_context(|| format!("seed {seed}"))?;
+        for violation in &report.violations {
+            eprintln!("seed {seed}: {violation}");
+        }
+        if !report.violations.is_empty() {
+            eprintln!(
+                "replay: lowtail-swarm run --first-seed {seed} --seeds 1 --keep  (logs in {})",
+                work_dir.join(format!("seed-{seed}")).display()
+            );
+        }
+        reports.push(report);
+    }
+    println!("{}", swarm::report::table(&reports));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    }
+    let violations: usize = reports.iter().map(|r| r.violations.len()).sum();
+    anyhow::ensure!(violations == 0, "{violations} invariant violations");
+    Ok(())
+}
+
+fn tempfile_dir(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let dir = match given {
+        Some(dir) => dir,
+        None => std::env::temp_dir().join(format!("lowtail-swarm-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn tracing_subscriber_init() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| "warn".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

@@ -1,0 +1,449 @@
+//! One seed's run: the schedule's epochs against a real cluster, each ending with a quiesce and a
+//! check, and a last check that m more failures lose nothing. The invariants:
+//!
+//! 1. every read returns a version its key may hold, byte for byte (no acknowledged write lost,
+//!    nothing half-written ever visible), and none says the data is lost;
+//! 2. after each epoch the cluster quiesces: every node back and Up, every unit the epoch
+//!    corrupted found by a scrub pass begun after it, and no stripe short of a unit (the census);
+//! 3. after the last epoch, `faulty_nodes` more nodes killed lose nothing.
+//!
+//! Owns the epoch's timing and the counts of the report. Must not decide what is correct beyond
+//! asking the [`Model`], or reach into the cluster except through [`Cluster`] and S3.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::error::ProvideErrorMetadata;
+use aws_sdk_s3::primitives::ByteStream;
+use serde::Serialize;
+
+use crate::cluster::{Cluster, ClusterSettings, pick_nodes, rng};
+use crate::model::{Ack, Model, Read, Version, body_bytes};
+use crate::schedule::{Epoch, Fault, Op, Schedule, ScheduleSettings, draw};
+
+/// The bucket every client writes in.
+const BUCKET: &str = "swarm";
+/// A request unanswered this long counts as uncertain.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// A client pauses this long after an error (the gateway may be restarting).
+const ERROR_PAUSE: Duration = Duration::from_millis(200);
+
+/// Everything a run needs beside its seed.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// What the schedules are drawn for.
+    pub schedule: ScheduleSettings,
+    /// The `lowtail` executable.
+    pub lowtail: std::path::PathBuf,
+    /// Where each seed's cluster lives (a directory per seed under it).
+    pub work_dir: std::path::PathBuf,
+    /// How long a quiesce may take before it is a violation.
+    pub quiesce_timeout: Duration,
+    /// Keep each seed's cluster directory (its logs) even when the run passed.
+    pub keep: bool,
+}
+
+/// Outcomes of one kind of operation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OpCounts {
+    /// Answered 2xx (a read: with the right bytes or a right 404).
+    pub ok: u64,
+    /// Answered with an error or not at all.
+    pub failed: u64,
+}
+
+/// What one seed's run did and found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SeedReport {
+    /// The seed.
+    pub seed: u64,
+    /// Epochs run.
+    pub epochs: usize,
+    /// Operations by kind.
+    pub ops: BTreeMap<String, OpCounts>,
+    /// Faults injected by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Reads checked against the model (during the epochs, after each quiesce, after the m losses).
+    pub reads_checked: u64,
+    /// Seconds each quiesce took.
+    pub quiesce_s: Vec<f64>,
+    /// Every invariant violated, in words (empty when the run passed).
+    pub violations: Vec<String>,
+    /// Seconds the whole run took.
+    pub duration_s: f64,
+}
+
+/// Shared by the clients and the checks of one run.
+struct Shared {
+    model: Mutex<Model>,
+    report: Mutex<SeedReport>,
+}
+
+impl Shared {
+    fn count_op(&self, kind: &str, ok: bool) {
+        let mut report = self.report.lock().expect("report lock");
+        let counts = report.ops.entry(kind.to_string()).or_default();
+        if ok { counts.ok += 1 } else { counts.failed += 1 }
+    }
+
+    fn violation(&self, what: String) {
+        tracing::error!(%what, "invariant violated");
+        self.report.lock().expect("report lock").violations.push(what);
+    }
+}
+
+/// Runs `seed`'s schedule against a fresh cluster; the report says what it found.
+pub fn run_seed(seed: u64, settings: &RunSettings, up_toml: &str) -> anyhow::Result<SeedReport> {
+    let started = Instant::now();
+    let schedule = draw(seed, &settings.schedule);
+    let dir = settings.work_dir.join(format!("seed-{seed}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cluster = Cluster::start(ClusterSettings {
+        lowtail: settings.lowtail.clone(),
+        dir: dir.clone(),
+        nodes: settings.schedule.nodes,
+        up_toml: up_toml.to_string(),
+    })?;
+    let shared = Arc::new(Shared {
+        model: Mutex::new(Model::default()),
+        report: Mutex::new(SeedReport { seed, ..SeedReport::default() }),
+    });
+    let cluster = Arc::new(Mutex::new(cluster));
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let outcome = runtime.block_on(run_epochs(&schedule, settings, &cluster, &shared));
+    cluster.lock().expect("cluster lock").stop();
+    outcome?;
+    let mut report = shared.report.lock().expect("report lock").clone();
+    report.epochs = schedule.epochs.len();
+    report.duration_s = started.elapsed().as_secs_f64();
+    if report.violations.is_empty() && !settings.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(report)
+}
+
+async fn run_epochs(
+    schedule: &Schedule,
+    settings: &RunSettings,
+    cluster: &Arc<Mutex<Cluster>>,
+    shared: &Arc<Shared>,
+) -> anyhow::Result<()> {
+    let client = {
+        let manifest = cluster.lock().expect("cluster lock").manifest().clone();
+        let endpoint = bench::s3_client::S3Endpoint::from_manifest(&manifest);
+        bench::s3_client::measurement_client(&endpoint, "lowtail-swarm", REQUEST_TIMEOUT)
+    };
+    client.create_bucket().bucket(BUCKET).send().await.map_err(|e| anyhow::anyhow!("create bucket: {e:?}"))?;
+    for (index, epoch) in schedule.epochs.iter().enumerate() {
+        tracing::info!(seed = schedule.seed, epoch = index, "epoch starts");
+        run_epoch(epoch, settings, cluster, shared, &client).await;
+        quiesce_and_check(settings, cluster, shared, &client, index).await;
+    }
+    lose_more_and_check(schedule, settings, cluster, shared, &client).await;
+    Ok(())
+}
+
+/// The epoch's clients and faults, side by side, until both are done.
+async fn run_epoch(
+    epoch: &Epoch,
+    settings: &RunSettings,
+    cluster: &Arc<Mutex<Cluster>>,
+    shared: &Arc<Shared>,
+    client: &aws_sdk_s3::Client,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(settings.schedule.epoch_ms);
+    let faults = {
+        let (cluster, shared, faults) = (Arc::clone(cluster), Arc::clone(shared), epoch.faults.clone());
+        let start = Instant::now();
+        tokio::task::spawn_blocking(move || inject(&faults, start, &cluster, &shared))
+    };
+    let clients: Vec<_> = epoch
+        .clients
+        .iter()
+        .map(|ops| {
+            let (ops, shared, client) = (ops.clone(), Arc::clone(shared), client.clone());
+            tokio::spawn(async move {
+                for op in ops {
+                    if tokio::time::Instant::now() >= deadline {
+                        break;
+                    }
+                    if !perform(&client, &op, &shared).await {
+                        tokio::time::sleep(ERROR_PAUSE).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in clients {
+        let _ = task.await;
+    }
+    let _ = faults.await;
+}
+
+/// Applies `faults` at their times (a blocking thread: restarts wait for processes).
+fn inject(faults: &[crate::schedule::TimedFault], start: Instant, cluster: &Mutex<Cluster>, shared: &Shared) {
+    for timed in faults {
+        let at = start + Duration::from_millis(timed.at_ms);
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        let mut cluster = cluster.lock().expect("cluster lock");
+        let kind = match &timed.fault {
+            Fault::KillNode(node) => {
+                cluster.kill_node(*node);
+                "kill node"
+            }
+            Fault::RestartNode(node) => {
+                if let Err(error) = cluster.restart_node(*node) {
+                    shared.violation(format!("could not restart node {node}: {error:#}"));
+                }
+                "restart node"
+            }
+            Fault::KillGateway => {
+                cluster.kill_gateway();
+                "kill gateway"
+            }
+            Fault::RestartGateway => {
+                if let Err(error) = cluster.restart_gateway() {
+                    shared.violation(format!("could not restart the gateway: {error:#}"));
+                }
+                "restart gateway"
+            }
+            Fault::CorruptUnit { node, kind, pick, offset_pick } => {
+                match cluster.corrupt_unit(*node, *kind, *pick, *offset_pick) {
+                    Ok(Some(path)) => tracing::info!(file = %path.display(), "unit corrupted"),
+                    Ok(None) => continue,
+                    Err(error) => tracing::warn!(%error, "could not corrupt a unit"),
+                }
+                match kind {
+                    crate::schedule::UnitKind::Data => "corrupt data unit",
+                    crate::schedule::UnitKind::Parity => "corrupt parity unit",
+                    crate::schedule::UnitKind::Replica => "corrupt replica",
+                }
+            }
+        };
+        tracing::info!(fault = ?timed.fault, "fault injected");
+        *shared.report.lock().expect("report lock").faults.entry(kind.to_string()).or_default() += 1;
+    }
+}
+
+/// Performs one operation and records it; whether it succeeded.
+async fn perform(client: &aws_sdk_s3::Client, op: &Op, shared: &Shared) -> bool {
+    match op {
+        Op::Put { key, body_seed, size_bytes } => {
+            let body = body_bytes(*body_seed, *size_bytes);
+            let sent = client.put_object().bucket(BUCKET).key(key).body(ByteStream::from(body)).send().await;
+            let version = Version::Body { seed: *body_seed, size_bytes: *size_bytes };
+            wrote(shared, "put", key, version, sent.is_ok())
+        }
+        Op::Multipart { key, body_seed, part_bytes } => {
+            let size_bytes = part_bytes.iter().sum();
+            let done = multipart(client, key, *body_seed, part_bytes).await.is_ok();
+            wrote(shared, "multipart", key, Version::Body { seed: *body_seed, size_bytes }, done)
+        }
+        Op::Delete { key } => {
+            let sent = client.delete_object().bucket(BUCKET).key(key).send().await;
+            wrote(shared, "delete", key, Version::Absent, sent.is_ok())
+        }
+        Op::Get { key } => read_and_check(client, key, shared, false).await,
+    }
+}
+
+fn wrote(shared: &Shared, kind: &str, key: &str, version: Version, ok: bool) -> bool {
+    let ack = if ok { Ack::Acknowledged } else { Ack::Uncertain };
+    shared.model.lock().expect("model lock").wrote(key, version, ack);
+    shared.count_op(kind, ok);
+    ok
+}
+
+/// A multipart upload of `part_bytes`-sized parts of the body of `seed`; aborted if it fails.
+async fn multipart(client: &aws_sdk_s3::Client, key: &str, seed: u64, part_bytes: &[u64]) -> anyhow::Result<()> {
+    use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+    let body = body_bytes(seed, part_bytes.iter().sum());
+    let created = client.create_multipart_upload().bucket(BUCKET).key(key).send().await?;
+    let upload_id = created.upload_id().unwrap_or_default().to_string();
+    let mut parts = Vec::new();
+    let mut offset = 0usize;
+    let result: anyhow::Result<()> = async {
+        for (index, &bytes) in part_bytes.iter().enumerate() {
+            let number = index as i32 + 1;
+            let piece = body[offset..offset + bytes as usize].to_vec();
+            offset += bytes as usize;
+            let sent = client
+                .upload_part()
+                .bucket(BUCKET)
+                .key(key)
+                .upload_id(&upload_id)
+                .part_number(number)
+                .body(ByteStream::from(piece))
+                .send()
+                .await?;
+            parts
+                .push(CompletedPart::builder().part_number(number).set_e_tag(sent.e_tag().map(str::to_string)).build());
+        }
+        let upload = CompletedMultipartUpload::builder().set_parts(Some(parts)).build();
+        client
+            .complete_multipart_upload()
+            .bucket(BUCKET)
+            .key(key)
+            .upload_id(&upload_id)
+            .multipart_upload(upload)
+            .send()
+            .await?;
+        Ok(())
+    }
+    .await;
+    if result.is_err() {
+        let _ = client.abort_multipart_upload().bucket(BUCKET).key(key).upload_id(&upload_id).send().await;
+    }
+    result
+}
+
+/// Reads `key` and checks it against the model. A failed read is a violation when `must_answer`
+/// (the cluster is quiesced, or has lost no more than it tolerates) or when it says data is lost.
+async fn read_and_check(client: &aws_sdk_s3::Client, key: &str, shared: &Shared, must_answer: bool) -> bool {
+    let read = match client.get_object().bucket(BUCKET).key(key).send().await {
+        Ok(output) => match output.body.collect().await {
+            Ok(bytes) => Some(Read::Bytes(bytes.into_bytes().to_vec())),
+            Err(error) => {
+                failed_read(shared, key, &format!("body cut off: {error}"), must_answer);
+                None
+            }
+        },
+        Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => Some(Read::Absent),
+        Err(error) => {
+            let status = error.raw_response().map(|r| r.status().as_u16());
+            let text = format!("{status:?} {}: {}", error.code().unwrap_or("-"), bench::s3_client::error_text(&error));
+            failed_read(shared, key, &text, must_answer);
+            None
+        }
+    };
+    let Some(read) = read else {
+        shared.count_op("get", false);
+        return false;
+    };
+    let wrong = shared.model.lock().expect("model lock").check_read(key, &read);
+    shared.report.lock().expect("report lock").reads_checked += 1;
+    if let Some(wrong) = wrong {
+        shared.violation(wrong);
+    }
+    shared.count_op("get", true);
+    true
+}
+
+fn failed_read(shared: &Shared, key: &str, why: &str, must_answer: bool) {
+    if must_answer || why.contains("data lost") {
+        shared.violation(format!("{key}: read failed: {why}"));
+    }
+}
+
+/// Every key of the model read and checked.
+async fn check_every_key(client: &aws_sdk_s3::Client, shared: &Shared) {
+    let keys: Vec<String> = shared.model.lock().expect("model lock").keys().cloned().collect();
+    for key in keys {
+        read_and_check(client, &key, shared, true).await;
+    }
+}
+
+/// Brings every node back and waits for the cluster to be whole, then reads every key.
+async fn quiesce_and_check(
+    settings: &RunSettings,
+    cluster: &Arc<Mutex<Cluster>>,
+    shared: &Arc<Shared>,
+    client: &aws_sdk_s3::Client,
+    epoch: usize,
+) {
+    let started = Instant::now();
+    let waited = {
+        let (cluster, nodes, timeout) = (Arc::clone(cluster), settings.schedule.nodes, settings.quiesce_timeout);
+        tokio::task::spawn_blocking(move || quiesce(&mut cluster.lock().expect("cluster lock"), nodes, timeout)).await
+    };
+    match waited {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => shared.violation(format!("epoch {epoch}: the cluster did not quiesce: {why:#}")),
+        Err(error) => shared.violation(format!("epoch {epoch}: quiesce panicked: {error}")),
+    }
+    shared.report.lock().expect("report lock").quiesce_s.push(started.elapsed().as_secs_f64());
+    check_every_key(client, shared).await;
+}
+
+/// Restarts what is down and waits (bounded) until the status shows a whole cluster: every node
+/// Up, a scrub pass completed by every node after now began, no corrupt unit awaiting repair,
+/// no stripe short of a unit and no packed stripe left unsealed.
+fn quiesce(cluster: &mut Cluster, nodes: u32, timeout: Duration) -> anyhow::Result<()> {
+    cluster.restart_gateway()?;
+    for id in 0..nodes {
+        cluster.restart_node(id)?;
+    }
+    let since_ms = unix_now_ms();
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("no status yet");
+    while Instant::now() < deadline {
+        match cluster.status() {
+            Ok(status) => match whole(&status, since_ms) {
+                None => return Ok(()),
+                Some(why) => last = why,
+            },
+            Err(error) => last = format!("{error:#}"),
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    anyhow::bail!("after {timeout:?}: {last}")
+}
+
+/// Why `status` is not of a whole cluster yet (`None` when it is).
+fn whole(status: &serde_json::Value, scrubbed_since_ms: u64) -> Option<String> {
+    let nodes = status["nodes"].as_array()?;
+    if let Some(node) = nodes.iter().find(|n| n["state"] != "Up") {
+        return Some(format!("node {} is {}", node["id"], node["state"]));
+    }
+    let repair = &status["repair"];
+    let scrub = repair["scrub"].as_array().cloned().unwrap_or_default();
+    if scrub.len() < nodes.len() {
+        return Some(format!("{} of {} nodes reported their scrub", scrub.len(), nodes.len()));
+    }
+    if let Some(node) = scrub.iter().find(|s| s["last_pass_completed_ms"].as_u64().unwrap_or(0) < scrubbed_since_ms) {
+        return Some(format!("node {} has not finished a scrub pass since the epoch ended", node["node"]));
+    }
+    if let Some(node) = scrub.iter().find(|s| s["corrupt_now"].as_u64().unwrap_or(0) > 0) {
+        return Some(format!("node {} lists corrupt units", node["node"]));
+    }
+    let census = &repair["census"];
+    if census.is_null() || census["complete"] != true {
+        return Some("no complete census yet".into());
+    }
+    if census["counted_at_ms"].as_u64().unwrap_or(0) < scrubbed_since_ms {
+        return Some("no census since the epoch ended".into());
+    }
+    if census["stripes_under_redundant"].as_u64() != Some(0) {
+        return Some(format!("census: {census}; blocked: {}", repair["blocked"]));
+    }
+    if status["packed"]["unsealed_stripes"].as_u64().unwrap_or(0) > 0 {
+        return Some("packed stripes waiting to be sealed".into());
+    }
+    None
+}
+
+/// Kills `faulty_nodes` nodes at random and reads every key: a whole cluster loses nothing.
+async fn lose_more_and_check(
+    schedule: &Schedule,
+    settings: &RunSettings,
+    cluster: &Arc<Mutex<Cluster>>,
+    shared: &Arc<Shared>,
+    client: &aws_sdk_s3::Client,
+) {
+    let victims = pick_nodes(&mut rng(schedule.seed), settings.schedule.nodes, settings.schedule.faulty_nodes);
+    {
+        let mut cluster = cluster.lock().expect("cluster lock");
+        victims.iter().for_each(|&node| cluster.kill_node(node));
+    }
+    tracing::info!(?victims, "nodes killed for the last check");
+    *shared.report.lock().expect("report lock").faults.entry("kill node (last check)".into()).or_default() +=
+        victims.len() as u64;
+    check_every_key(client, shared).await;
+}
+
+fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

@@ -1,0 +1,395 @@
+//! The scripted scenarios behind the durability issue's figures, each against a default
+//! `lowtail up` (9 nodes, RS(6,3)) driven by real S3 clients:
+//!
+//! - [`kills_then_restart`]: objects written while three nodes are killed one after another,
+//!   Ctrl-C, a restart with every node, the census until no stripe is short, then more nodes
+//!   killed and every object read back;
+//! - [`writes_through_a_crash`]: clients writing while a node is killed, counting failed writes;
+//! - [`soak`]: clients reading and writing for minutes while the gateway's resident memory is
+//!   sampled.
+//!
+//! Owns the scripts and their printed results. Must not relax a check to make a figure look
+//! better: every count comes from the clients' own answers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::primitives::ByteStream;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::cluster::{Cluster, ClusterSettings};
+use crate::model::body_bytes;
+
+const BUCKET: &str = "scenario";
+
+/// Where a scenario runs.
+#[derive(Debug, Clone)]
+pub struct ScenarioSettings {
+    /// The `lowtail` executable.
+    pub lowtail: std::path::PathBuf,
+    /// The cluster's directory.
+    pub dir: std::path::PathBuf,
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Seed of the object sizes.
+    pub seed: u64,
+}
+
+/// An acknowledged object: its key and the seed and size of its bytes.
+#[derive(Debug, Clone, Copy)]
+struct Stored {
+    index: u64,
+    size_bytes: u64,
+}
+
+fn key(index: u64) -> String {
+    format!("o/{index:06}")
+}
+
+fn client_of(cluster: &Cluster) -> aws_sdk_s3::Client {
+    let endpoint = bench::s3_client::S3Endpoint::from_manifest(cluster.manifest());
+    bench::s3_client::measurement_client(&endpoint, "lowtail-swarm", Duration::from_secs(120))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+/// A size from 1 KiB to `max_bytes`, log-uniform (as many small objects as large ones).
+fn size(rng: &mut rand_chacha::ChaCha8Rng, max_bytes: u64) -> u64 {
+    let exponent = rng.random_range(10.0..(max_bytes as f64).log2());
+    2f64.powf(exponent) as u64
+}
+
+/// Progress of [`put_all`], readable while it runs.
+#[derive(Debug, Default)]
+struct Progress {
+    acknowledged: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// PUTs objects `0..sizes.len()` (object i of `sizes[i]` bytes) with `clients` clients until done
+/// or stopped; the acknowledged ones.
+async fn put_all(
+    client: aws_sdk_s3::Client,
+    sizes: Arc<Vec<u64>>,
+    clients: usize,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    progress: Arc<Progress>,
+) -> Vec<Stored> {
+    let next = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (client, sizes, next, progress, stop) =
+                (client.clone(), Arc::clone(&sizes), Arc::clone(&next), Arc::clone(&progress), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let mut stored = Vec::new();
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index as usize >= sizes.len() || stop.load(Ordering::Relaxed) {
+                        return stored;
+                    }
+                    let size_bytes = sizes[index as usize];
+                    let body = ByteStream::from(body_bytes(index, size_bytes));
+                    match client.put_object().bucket(BUCKET).key(key(index)).body(body).send().await {
+                        Ok(_) => {
+                            stored.push(Stored { index, size_bytes });
+                            progress.acknowledged.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(error) => {
+                            progress.failed.fetch_add(1, Ordering::Relaxed);
+                            eprintln!("PUT {} failed: {}", key(index), bench::s3_client::error_text(&error));
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut stored = Vec::new();
+    for task in tasks {
+        stored.extend(task.await.unwrap_or_default());
+    }
+    stored
+}
+
+/// How many of `stored` fail to read back byte for byte (with the first few errors).
+async fn count_unreadable(client: &aws_sdk_s3::Client, stored: &[Stored]) -> (u64, Vec<String>) {
+    let mut lost = 0;
+    let mut examples = Vec::new();
+    for object in stored {
+        let problem = match client.get_object().bucket(BUCKET).key(key(object.index)).send().await {
+            Ok(output) => match output.body.collect().await {
+                Ok(bytes) => (bytes.into_bytes() != body_bytes(object.index, object.size_bytes))
+                    .then(|| "wrong bytes".to_string()),
+                Err(error) => Some(format!("body: {error}")),
+            },
+            Err(error) => Some(bench::s3_client::error_text(&error)),
+        };
+        if let Some(problem) = problem {
+            lost += 1;
+            if examples.len() < 5 {
+                examples.push(format!("{}: {problem}", key(object.index)));
+            }
+        }
+    }
+    (lost, examples)
+}
+
+/// What [`kills_then_restart`] measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct KillsReport {
+    /// PUTs attempted.
+    pub puts: u64,
+    /// Acknowledged.
+    pub acknowledged: u64,
+    /// Of those, unreadable right after the writes (three nodes down).
+    pub unreadable_with_three_down: u64,
+    /// The census right after the restart, and the one that found no stripe short.
+    pub census_after_restart: serde_json::Value,
+    /// Seconds from the restart until the census found no stripe short.
+    pub whole_after_s: f64,
+    /// The repair grace and scan interval in force (ms).
+    pub grace_ms: u64,
+    /// Acknowledged objects unreadable after one more node was killed, then after three.
+    pub lost_after_one_more: u64,
+    /// Same, after three.
+    pub lost_after_three_more: u64,
+    /// A few of the failures, if any.
+    pub examples: Vec<String>,
+}
+
+/// The first scenario; see the module documentation.
+pub fn kills_then_restart(settings: &ScenarioSettings, objects: usize, max_bytes: u64) -> anyhow::Result<KillsReport> {
+    let mut cluster = Cluster::start(cluster_settings(settings, 9, ""))?;
+    let runtime = runtime()?;
+    let client = client_of(&cluster);
+    runtime.block_on(client.create_bucket().bucket(BUCKET).send())?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(settings.seed);
+    let sizes: Arc<Vec<u64>> = Arc::new((0..objects).map(|_| size(&mut rng, max_bytes)).collect());
+    let victims = crate::cluster::pick_nodes(&mut rng, 9, 3);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = Arc::new(Progress::default());
+    // The three kills land a quarter, a half and three quarters of the way through the writes.
+    let writes =
+        runtime.spawn(put_all(client.clone(), Arc::clone(&sizes), settings.clients, stop, Arc::clone(&progress)));
+    for (i, &victim) in victims.iter().enumerate() {
+        wait_for_progress(&progress, objects as u64 * (i as u64 + 1) / 4)?;
+        println!("killing node {victim} (SIGKILL)");
+        cluster.kill_node(victim);
+    }
+    let stored = runtime.block_on(writes)?;
+    let failed = progress.failed.load(Ordering::Relaxed);
+    println!("{} of {objects} PUTs acknowledged, {failed} failed", stored.len());
+    let (unreadable, mut examples) = runtime.block_on(count_unreadable(&client, &stored));
+    println!("with three nodes down: {unreadable} acknowledged objects unreadable");
+    println!("stopping lowtail up (SIGINT, as Ctrl-C) and starting it again with every node");
+    cluster.stop_gracefully_and_restart()?;
+    let restarted = Instant::now();
+    let grace_ms = 60_000;
+    let (first, last) = wait_until_whole(&cluster, Duration::from_millis(grace_ms + 60_000))?;
+    let whole_after_s = restarted.elapsed().as_secs_f64();
+    println!("census right after the restart: {first}");
+    println!("no stripe short of a unit {whole_after_s:.1} s after the restart: {last}");
+    let client = client_of(&cluster);
+    let mut lost = Vec::new();
+    for (count, victims) in [(1u32, 1u32), (3, 2)] {
+        for node in crate::cluster::pick_nodes(&mut rng, 9, victims) {
+            println!("killing node {node}");
+            cluster.kill_node(node);
+        }
+        let (unreadable, more) = runtime.block_on(count_unreadable(&client, &stored));
+        println!("{count} more nodes down: {unreadable} of {} acknowledged objects unreadable", stored.len());
+        examples.extend(more);
+        lost.push(unreadable);
+    }
+    cluster.stop();
+    Ok(KillsReport {
+        puts: objects as u64,
+        acknowledged: stored.len() as u64,
+        unreadable_with_three_down: unreadable,
+        census_after_restart: first,
+        whole_after_s,
+        grace_ms,
+        lost_after_one_more: lost[0],
+        lost_after_three_more: lost[1],
+        examples,
+    })
+}
+
+fn cluster_settings(settings: &ScenarioSettings, nodes: u32, up_toml: &str) -> ClusterSettings {
+    ClusterSettings {
+        lowtail: settings.lowtail.clone(),
+        dir: settings.dir.clone(),
+        nodes,
+        up_toml: up_toml.to_string(),
+    }
+}
+
+/// Waits until `done` PUTs were answered (acknowledged or failed).
+fn wait_for_progress(progress: &Progress, done: u64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(1200);
+    while progress.acknowledged.load(Ordering::Relaxed) + progress.failed.load(Ordering::Relaxed) < done {
+        anyhow::ensure!(Instant::now() < deadline, "the writes did not progress for twenty minutes");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Polls the census until no stripe is short; the first census seen and the last.
+fn wait_until_whole(cluster: &Cluster, timeout: Duration) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
+    let deadline = Instant::now() + timeout;
+    let mut first = None;
+    loop {
+        let census = cluster.status().map(|status| status["repair"]["census"].clone()).unwrap_or_default();
+        if !census.is_null() && first.is_none() {
+            first = Some(census.clone());
+        }
+        if census["complete"] == true && census["stripes_under_redundant"] == 0 {
+            return Ok((first.unwrap_or_default(), census));
+        }
+        anyhow::ensure!(Instant::now() < deadline, "still short after {timeout:?}: {census}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What [`writes_through_a_crash`] measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct CrashReport {
+    /// PUTs attempted.
+    pub puts: u64,
+    /// Failed (an error or no answer).
+    pub failed: u64,
+    /// PUTs acknowledged after the kill (while the node was dead).
+    pub acknowledged_after_kill: u64,
+    /// Acknowledged objects unreadable afterwards.
+    pub unreadable: u64,
+    /// Examples of failures.
+    pub examples: Vec<String>,
+}
+
+/// Clients write for `seconds`; a third of the way in one node is SIGKILLed.
+pub fn writes_through_a_crash(
+    settings: &ScenarioSettings,
+    seconds: u64,
+    max_bytes: u64,
+) -> anyhow::Result<CrashReport> {
+    let mut cluster = Cluster::start(cluster_settings(settings, 9, ""))?;
+    let runtime = runtime()?;
+    let client = client_of(&cluster);
+    runtime.block_on(client.create_bucket().bucket(BUCKET).send())?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(settings.seed);
+    let sizes: Arc<Vec<u64>> = Arc::new((0..1_000_000).map(|_| size(&mut rng, max_bytes)).collect());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let progress = Arc::new(Progress::default());
+    let writes =
+        runtime.spawn(put_all(client.clone(), sizes, settings.clients, Arc::clone(&stop), Arc::clone(&progress)));
+    std::thread::sleep(Duration::from_secs(seconds / 3));
+    let victim = crate::cluster::pick_nodes(&mut rng, 9, 1)[0];
+    let before = progress.acknowledged.load(Ordering::Relaxed);
+    println!("killing node {victim} (SIGKILL) after {before} acknowledged PUTs");
+    cluster.kill_node(victim);
+    std::thread::sleep(Duration::from_secs(seconds - seconds / 3));
+    stop.store(true, Ordering::Relaxed);
+    let stored = runtime.block_on(writes)?;
+    let failed = progress.failed.load(Ordering::Relaxed);
+    let (unreadable, examples) = runtime.block_on(count_unreadable(&client, &stored));
+    let puts = stored.len() as u64 + failed;
+    let acknowledged_after_kill = stored.len() as u64 - before.min(stored.len() as u64);
+    cluster.stop();
+    Ok(CrashReport { puts, failed, acknowledged_after_kill, unreadable, examples })
+}
+
+/// What [`soak`] measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct SoakReport {
+    /// Requests served (PUT and GET).
+    pub requests: u64,
+    /// Failed ones.
+    pub failed: u64,
+    /// The gateway process's resident memory, sampled every 10 s: (seconds in, KiB).
+    pub rss_kib: Vec<(u64, u64)>,
+    /// Highest over lowest resident memory after the warm-up.
+    pub rss_ratio_after_warmup: f64,
+}
+
+/// `clients` clients put and get objects for `minutes`; the gateway's RSS is sampled.
+pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes: u64) -> anyhow::Result<SoakReport> {
+    let mut cluster = Cluster::start(cluster_settings(settings, 9, ""))?;
+    let runtime = runtime()?;
+    let client = client_of(&cluster);
+    runtime.block_on(client.create_bucket().bucket(BUCKET).send())?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let requests = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..settings.clients as u64)
+        .map(|client_index| {
+            let (client, stop, requests, failed) =
+                (client.clone(), Arc::clone(&stop), Arc::clone(&requests), Arc::clone(&failed));
+            let seed = settings.seed ^ client_index;
+            runtime.spawn(soak_client(client, seed, max_bytes, stop, requests, failed))
+        })
+        .collect();
+    let pid = cluster.gateway_pid().ok_or_else(|| anyhow::anyhow!("no gateway"))?;
+    let started = Instant::now();
+    let mut rss_kib = Vec::new();
+    while started.elapsed() < Duration::from_secs(minutes * 60) {
+        std::thread::sleep(Duration::from_secs(10));
+        let kib = resident_kib(pid)?;
+        let at = started.elapsed().as_secs();
+        println!("{at:>5} s  gateway RSS {:>8} KiB  requests {}", kib, requests.load(Ordering::Relaxed));
+        rss_kib.push((at, kib));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        let _ = runtime.block_on(task);
+    }
+    cluster.stop();
+    let after: Vec<u64> = rss_kib.iter().filter(|(at, _)| *at >= warmup_s).map(|(_, kib)| *kib).collect();
+    let ratio = match (after.iter().max(), after.iter().min()) {
+        (Some(&max), Some(&min)) if min > 0 => max as f64 / min as f64,
+        _ => f64::NAN,
+    };
+    Ok(SoakReport {
+        requests: requests.load(Ordering::Relaxed),
+        failed: failed.load(Ordering::Relaxed),
+        rss_kib,
+        rss_ratio_after_warmup: ratio,
+    })
+}
+
+/// One soak client: puts and gets over a fixed set of 200 keys until stopped.
+async fn soak_client(
+    client: aws_sdk_s3::Client,
+    seed: u64,
+    max_bytes: u64,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    requests: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    while !stop.load(Ordering::Relaxed) {
+        let index = (seed << 16) | rng.random_range(0..200u64);
+        let ok = if rng.random_bool(0.4) {
+            let body = ByteStream::from(body_bytes(index, size(&mut rng, max_bytes)));
+            client.put_object().bucket(BUCKET).key(key(index)).body(body).send().await.is_ok()
+        } else {
+            match client.get_object().bucket(BUCKET).key(key(index)).send().await {
+                Ok(output) => output.body.collect().await.is_ok(),
+                Err(error) => error.as_service_error().is_some_and(|e| e.is_no_such_key()),
+            }
+        };
+        requests.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Resident memory of process `pid` (`VmRSS` of `/proc/PID/status`), in KiB.
+fn resident_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).ok_or_else(|| anyhow::anyhow!("no VmRSS"))?;
+    Ok(line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).unwrap_or(0))
+}
