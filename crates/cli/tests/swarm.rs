@@ -1,0 +1,50 @@
+//! The fault swarm in CI: a few seeds of `lowtail-swarm run` against the `lowtail` binary this
+//! build made (real processes on loopback, the AWS SDK as the client), which must find no
+//! violation; and a control that shows the checks can fail: with one more node faulted than RS(6,3)
+//! tolerates, the swarm must report lost data. `scripts/swarm --seeds 100` runs many more.
+
+use std::time::Duration;
+
+use swarm::run::{RunSettings, run_seed};
+use swarm::schedule::ScheduleSettings;
+
+fn settings(work_dir: &std::path::Path, faulty_nodes: u32) -> RunSettings {
+    RunSettings {
+        schedule: ScheduleSettings {
+            nodes: 10,
+            epochs: 2,
+            epoch_ms: 15_000,
+            clients: 4,
+            keys_per_client: 12,
+            ops_per_client: 10_000,
+            faulty_nodes,
+            faults_per_epoch: 6,
+        },
+        lowtail: env!("CARGO_BIN_EXE_lowtail").into(),
+        work_dir: work_dir.to_path_buf(),
+        quiesce_timeout: Duration::from_secs(120),
+        keep: false,
+    }
+}
+
+#[test]
+fn seeded_fault_schedules_violate_no_invariant_and_one_fault_too_many_is_caught() {
+    let temp = tempfile::tempdir().unwrap();
+    let settings = settings(temp.path(), 3);
+    let mut reports = Vec::new();
+    for seed in [1, 2] {
+        let report = run_seed(seed, &settings, swarm::SWARM_UP_TOML).unwrap();
+        assert!(report.violations.is_empty(), "seed {seed} (replay: lowtail-swarm run --first-seed {seed} --seeds 1): {:?}", report.violations);
+        let faults: u64 = report.faults.values().sum();
+        assert!(faults >= 5 && report.reads_checked > 100, "seed {seed} did too little: {report:?}");
+        reports.push(report);
+    }
+    println!("{}", swarm::report::table(&reports));
+    // The control: four nodes faulted and four killed at the end, one more than m = 3.
+    let control = run_seed(1, &self::settings(temp.path(), 4), swarm::SWARM_UP_TOML).unwrap();
+    assert!(
+        control.violations.iter().any(|v| v.contains("data lost") || v.contains("matching no version")),
+        "four failures of RS(6,3) must lose data, and the swarm must say so: {:?}",
+        control.violations
+    );
+}
