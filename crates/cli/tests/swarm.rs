@@ -34,7 +34,11 @@ fn seeded_fault_schedules_violate_no_invariant_and_one_fault_too_many_is_caught(
     let mut reports = Vec::new();
     for seed in [1, 2] {
         let report = run_seed(seed, &settings, swarm::SWARM_UP_TOML).unwrap();
-        assert!(report.violations.is_empty(), "seed {seed} (replay: lowtail-swarm run --first-seed {seed} --seeds 1): {:?}", report.violations);
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed} (replay: lowtail-swarm run --first-seed {seed} --seeds 1): {:?}",
+            report.violations
+        );
         let faults: u64 = report.faults.values().sum();
         assert!(faults >= 5 && report.reads_checked > 100, "seed {seed} did too little: {report:?}");
         reports.push(report);

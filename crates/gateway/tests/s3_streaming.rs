@@ -164,6 +164,34 @@ async fn bodies_stream_into_stripes_and_failed_ones_leave_nothing() {
     gateway.cluster.shutdown().await;
 }
 
+/// A PUT's answer says how redundant the object is: `full` with every unit stored, `degraded` with
+/// the failures it still survives when a node died unnoticed and no spare took its unit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_says_how_many_failures_its_object_survives() {
+    let mut gateway = start().await;
+    let client = client_with(&gateway.endpoint, ACCESS_KEY, SECRET_KEY);
+    client.create_bucket().bucket("redundancy").send().await.unwrap();
+    let put = async |client: &aws_sdk_s3::Client, key: &str| {
+        let expires = PresigningConfig::expires_in(Duration::from_secs(300)).unwrap();
+        let request = client.put_object().bucket("redundancy").key(key).presigned(expires).await.unwrap();
+        let headers: Vec<(String, String)> =
+            request.headers().map(|(name, value)| (name.to_string(), value.to_string())).collect();
+        let body = bytes::Bytes::from(pattern(3 << 20, 4));
+        let (status, headers, _) = s3_common::raw_request("PUT", request.uri(), &headers, body).await;
+        let header = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string());
+        (status, header("x-lowtail-redundancy"), header("x-lowtail-failures-tolerated"))
+    };
+    let full = put(&client, "whole").await;
+    assert_eq!(full, (200, Some("full".into()), Some("3".into())));
+    gateway.cluster.stop(4).await; // dead, still Up in the metadata: nine nodes, no spare
+    let degraded = put(&client, "degraded").await;
+    assert_eq!(degraded, (200, Some("degraded".into()), Some("2".into())));
+    let read = client.get_object().bucket("redundancy").key("degraded").send().await.unwrap();
+    assert_eq!(read.body.collect().await.unwrap().into_bytes().to_vec(), pattern(3 << 20, 4));
+    let _ = gateway.shutdown.send(());
+    gateway.cluster.shutdown().await;
+}
+
 /// A client that declares 100 bytes, sends 10 and falls silent holds its connection only for the
 /// body idle timeout: it gets RequestTimeout (400) and nothing is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

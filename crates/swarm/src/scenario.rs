@@ -150,6 +150,9 @@ pub struct KillsReport {
     pub census_after_restart: serde_json::Value,
     /// Seconds from the restart until the census found no stripe short.
     pub whole_after_s: f64,
+    /// What repair did after the restart, as the gateway reports it (`repair` of its status, without
+    /// the scrub list).
+    pub repair_after_restart: serde_json::Value,
     /// The repair grace and scan interval in force (ms).
     pub grace_ms: u64,
     /// Acknowledged objects unreadable after one more node was killed, then after three.
@@ -190,8 +193,13 @@ pub fn kills_then_restart(settings: &ScenarioSettings, objects: usize, max_bytes
     let grace_ms = 60_000;
     let (first, last) = wait_until_whole(&cluster, Duration::from_millis(grace_ms + 60_000))?;
     let whole_after_s = restarted.elapsed().as_secs_f64();
+    let mut repair_after_restart = cluster.status().map(|status| status["repair"].clone()).unwrap_or_default();
+    if let Some(repair) = repair_after_restart.as_object_mut() {
+        repair.remove("scrub");
+    }
     println!("census right after the restart: {first}");
     println!("no stripe short of a unit {whole_after_s:.1} s after the restart: {last}");
+    println!("repair since the restart: {repair_after_restart}");
     let client = client_of(&cluster);
     let mut lost = Vec::new();
     for (count, victims) in [(1u32, 1u32), (3, 2)] {
@@ -211,6 +219,7 @@ pub fn kills_then_restart(settings: &ScenarioSettings, objects: usize, max_bytes
         unreadable_with_three_down: unreadable,
         census_after_restart: first,
         whole_after_s,
+        repair_after_restart,
         grace_ms,
         lost_after_one_more: lost[0],
         lost_after_three_more: lost[1],

@@ -417,7 +417,10 @@ impl Packer {
             packed_bytes: Some(packed_bytes),
             ..current.clone()
         };
-        sealed.mark_missing(writes.missing(), unix_now_ms());
+        if sealed.mark_missing(writes.missing(), unix_now_ms()) {
+            self.io.counters().degraded_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            metrics::counter!("lowtail_gateway_degraded_writes_total").increment(1);
+        }
         if let Err(error) = meta.update_stripe(id, current.version, sealed).await {
             // The units are not referenced by a sealed record; the replicas still are.
             self.io.delete_units_best_effort(&nodes, id, &writes.durable_units()).await;

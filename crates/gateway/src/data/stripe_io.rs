@@ -38,8 +38,8 @@ pub struct DataCounters {
     pub corrupt_units: AtomicU64,
     /// Unit writes that failed and were placed elsewhere.
     pub write_retries: AtomicU64,
-    /// Stripes written while fewer than n nodes were up: their missing parity units are recorded on
-    /// Down nodes, where repair rebuilds them like every other unit of a Down node.
+    /// Stripes recorded with units missing (a degraded write or seal: some unit no node took), left
+    /// for repair through the under-redundant index.
     pub degraded_writes: AtomicU64,
 }
 
@@ -188,9 +188,9 @@ impl StripeIo {
         match client.read_range(stripe.id.0, unit_index, offset, length).await {
             Ok(answer) => Ok(answer),
             Err(error) => {
-                // A corrupt unit, or one its node does not have (written while the node was down,
-                // and the node came back before repair moved the unit): either way the copy must be
-                // rebuilt, which is what a corrupt report asks repair to do.
+                // A corrupt unit, or one its node does not have (a lost file, a wiped disk): either
+                // way the copy must be rebuilt, which is what a corrupt report asks repair to do
+                // (it records the unit missing first).
                 let gone = error.is_corrupt() || error.is_not_found();
                 if gone {
                     self.report_corrupt(stripe.id, unit_index, node_id);
