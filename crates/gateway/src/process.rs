@@ -43,6 +43,10 @@ pub enum MetaConfig {
     Embedded {
         /// Directory of the database file.
         dir: PathBuf,
+        /// Most memory the store caches pages in. Default 64 MiB (bounds the gateway's memory
+        /// whatever the metadata's size; the OS page cache holds the file besides).
+        #[serde(default = "default_cache_bytes")]
+        cache_bytes: usize,
     },
     /// etcd, shared by several gateways.
     Etcd {
@@ -55,8 +59,12 @@ pub enum MetaConfig {
 
 impl Default for MetaConfig {
     fn default() -> Self {
-        MetaConfig::Embedded { dir: PathBuf::from("lowtail-meta") }
+        MetaConfig::Embedded { dir: PathBuf::from("lowtail-meta"), cache_bytes: default_cache_bytes() }
     }
+}
+
+fn default_cache_bytes() -> usize {
+    meta::DEFAULT_CACHE_BYTES
 }
 
 /// Everything a gateway is started with.
@@ -138,8 +146,8 @@ impl GatewayConfig {
 /// Opens the configured metadata backend.
 pub async fn open_meta(config: &MetaConfig) -> anyhow::Result<Arc<dyn MetaStore>> {
     Ok(match config {
-        MetaConfig::Embedded { dir } => Arc::new(
-            meta::RedbStore::open(dir)
+        MetaConfig::Embedded { dir, cache_bytes } => Arc::new(
+            meta::RedbStore::open_with_cache(dir, *cache_bytes)
                 .map_err(|e| anyhow::anyhow!("cannot open the metadata store in {}: {e}", dir.display()))?,
         ),
         MetaConfig::Etcd { endpoints, prefix } => Arc::new(

@@ -36,6 +36,8 @@ pub struct UpConfig {
     /// How long a request body may go without a byte before the request fails with
     /// RequestTimeout. Default 20 000 ms.
     pub body_idle_timeout_ms: u64,
+    /// Most memory the embedded metadata store caches pages in. Default 64 MiB.
+    pub meta_cache_bytes: usize,
     /// The gateway's data path (unit size, timeouts, membership, repair). `code` and
     /// `cluster_secret` here are ignored: the cluster's own are used.
     pub data: DataConfig,
@@ -56,6 +58,7 @@ impl Default for UpConfig {
             racks: 0,
             s3_listen: None,
             body_idle_timeout_ms: gateway::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
+            meta_cache_bytes: meta::DEFAULT_CACHE_BYTES,
             data: DataConfig::default(),
             service_model: ServiceModel::default(),
             scrub: node::ScrubConfig::default(),
@@ -167,7 +170,7 @@ async fn start_gateway(
     config: &UpConfig,
     nodes: &[NodeProcess],
 ) -> anyhow::Result<(RunningGateway, Manifest)> {
-    let meta_config = MetaConfig::Embedded { dir: dir.meta_dir() };
+    let meta_config = MetaConfig::Embedded { dir: dir.meta_dir(), cache_bytes: config.meta_cache_bytes };
     let meta: Arc<dyn MetaStore> = gateway::process::open_meta(&meta_config).await?;
     for node in nodes {
         let address = node.rpc_addr().context("a ready node has an address")?.to_string();

@@ -25,6 +25,6 @@ pub use error::{MetaError, Result};
 pub use etcd_backend::{EtcdBackend, EtcdStore};
 pub use kv::{Backend, Entry, Kv, TxnFuture};
 pub use ops::{KvStore, MAX_STRIPE_PAGE};
-pub use redb_backend::{DATABASE_FILE_NAME, RedbBackend, RedbStore};
+pub use redb_backend::{DATABASE_FILE_NAME, DEFAULT_CACHE_BYTES, RedbBackend, RedbStore};
 pub use store::MetaStore;
 pub use types::*;

@@ -28,15 +28,27 @@ pub const DATABASE_FILE_NAME: &str = "meta.redb";
 /// The embedded metadata store.
 pub type RedbStore = KvStore<RedbBackend>;
 
+/// The embedded store's default page cache: 64 MiB.
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
 impl KvStore<RedbBackend> {
     /// Opens the store in `dir` (created if missing), keeping any data already there.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// [`RedbStore::open`] with a page cache of at most `cache_bytes` (redb's own default is 1 GiB,
+    /// which a long-running gateway fills as the database grows: its memory would follow the
+    /// metadata's size; the file's pages stay in the OS page cache either way).
+    pub fn open_with_cache(dir: impl AsRef<Path>, cache_bytes: usize) -> Result<Self> {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir)
             .map_err(|error| MetaError::backend(&format!("create {}", dir.display()), error))?;
         let path = dir.join(DATABASE_FILE_NAME);
-        let db =
-            Database::create(&path).map_err(|error| MetaError::backend(&format!("open {}", path.display()), error))?;
+        let db = redb::Builder::new()
+            .set_cache_size(cache_bytes)
+            .create(&path)
+            .map_err(|error| MetaError::backend(&format!("open {}", path.display()), error))?;
         // Create the table once so read transactions can always open it.
         let txn = db.begin_write().map_err(|error| MetaError::backend("begin", error))?;
         txn.open_table(TABLE).map_err(|error| MetaError::backend("open table", error))?;

@@ -19,6 +19,12 @@ struct Cli {
     /// Where the clusters live (default: a new temporary directory).
     #[arg(long, global = true)]
     work_dir: Option<PathBuf>,
+    /// An `up.toml` for the scenarios' cluster (default: every default of `lowtail up`).
+    #[arg(long, global = true)]
+    up_toml: Option<PathBuf>,
+    /// Keep a scenario's cluster directory afterwards (its logs; its data can be many GB).
+    #[arg(long, global = true)]
+    keep_cluster: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -67,7 +73,7 @@ enum Command {
         #[arg(long, default_value_t = 120)]
         warmup_s: u64,
         /// Largest object.
-        #[arg(long, default_value_t = 1 << 20)]
+        #[arg(long, default_value_t = 256 << 10)]
         max_bytes: u64,
         /// Concurrent clients.
         #[arg(long, default_value_t = 4)]
@@ -128,24 +134,43 @@ fn main() -> anyhow::Result<()> {
         lowtail.display()
     );
     let temp = tempfile_dir(cli.work_dir)?;
+    let up_toml = match &cli.up_toml {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
+        None => String::new(),
+    };
     match cli.command {
         Command::Run(args) => run(args, lowtail, temp),
         Command::KillsRestart { objects, max_bytes, clients, seed } => {
-            let settings = ScenarioSettings { lowtail, dir: temp.join("kills-restart"), clients, seed };
+            let settings = ScenarioSettings {
+                lowtail,
+                dir: temp.join("kills-restart"),
+                clients,
+                seed,
+                up_toml,
+                keep: cli.keep_cluster,
+            };
             let report = swarm::scenario::kills_then_restart(&settings, objects, max_bytes)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(report.lost_after_one_more == 0 && report.lost_after_three_more == 0, "objects were lost");
             Ok(())
         }
         Command::CrashWrites { seconds, max_bytes, clients, seed } => {
-            let settings = ScenarioSettings { lowtail, dir: temp.join("crash-writes"), clients, seed };
+            let settings = ScenarioSettings {
+                lowtail,
+                dir: temp.join("crash-writes"),
+                clients,
+                seed,
+                up_toml,
+                keep: cli.keep_cluster,
+            };
             let report = swarm::scenario::writes_through_a_crash(&settings, seconds, max_bytes)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(report.failed == 0 && report.unreadable == 0, "writes failed or objects were lost");
             Ok(())
         }
         Command::Soak { minutes, warmup_s, max_bytes, clients, seed } => {
-            let settings = ScenarioSettings { lowtail, dir: temp.join("soak"), clients, seed };
+            let settings =
+                ScenarioSettings { lowtail, dir: temp.join("soak"), clients, seed, up_toml, keep: cli.keep_cluster };
             let report = swarm::scenario::soak(&settings, minutes, warmup_s, max_bytes)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(())

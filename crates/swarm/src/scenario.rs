@@ -35,6 +35,19 @@ pub struct ScenarioSettings {
     pub clients: usize,
     /// Seed of the object sizes.
     pub seed: u64,
+    /// The cluster's `up.toml` (empty: every default).
+    pub up_toml: String,
+    /// Keep the cluster's directory afterwards (its logs; its data can be many GB).
+    pub keep: bool,
+}
+
+/// Stops the cluster and, unless asked to keep it, removes its directory (a soak writes gigabytes).
+fn finish(mut cluster: Cluster, settings: &ScenarioSettings) {
+    cluster.stop();
+    drop(cluster);
+    if !settings.keep {
+        let _ = std::fs::remove_dir_all(&settings.dir);
+    }
 }
 
 /// An acknowledged object: its key and the seed and size of its bytes.
@@ -165,7 +178,7 @@ pub struct KillsReport {
 
 /// The first scenario; see the module documentation.
 pub fn kills_then_restart(settings: &ScenarioSettings, objects: usize, max_bytes: u64) -> anyhow::Result<KillsReport> {
-    let mut cluster = Cluster::start(cluster_settings(settings, 9, ""))?;
+    let mut cluster = Cluster::start(cluster_settings(settings, 9))?;
     let runtime = runtime()?;
     let client = client_of(&cluster);
     runtime.block_on(client.create_bucket().bucket(BUCKET).send())?;
@@ -212,7 +225,7 @@ pub fn kills_then_restart(settings: &ScenarioSettings, objects: usize, max_bytes
         examples.extend(more);
         lost.push(unreadable);
     }
-    cluster.stop();
+    finish(cluster, settings);
     Ok(KillsReport {
         puts: objects as u64,
         acknowledged: stored.len() as u64,
@@ -227,12 +240,12 @@ pub fn kills_then_restart(settings: &ScenarioSettings, objects: usize, max_bytes
     })
 }
 
-fn cluster_settings(settings: &ScenarioSettings, nodes: u32, up_toml: &str) -> ClusterSettings {
+fn cluster_settings(settings: &ScenarioSettings, nodes: u32) -> ClusterSettings {
     ClusterSettings {
         lowtail: settings.lowtail.clone(),
         dir: settings.dir.clone(),
         nodes,
-        up_toml: up_toml.to_string(),
+        up_toml: settings.up_toml.clone(),
     }
 }
 
@@ -284,7 +297,7 @@ pub fn writes_through_a_crash(
     seconds: u64,
     max_bytes: u64,
 ) -> anyhow::Result<CrashReport> {
-    let mut cluster = Cluster::start(cluster_settings(settings, 9, ""))?;
+    let mut cluster = Cluster::start(cluster_settings(settings, 9))?;
     let runtime = runtime()?;
     let client = client_of(&cluster);
     runtime.block_on(client.create_bucket().bucket(BUCKET).send())?;
@@ -306,7 +319,7 @@ pub fn writes_through_a_crash(
     let (unreadable, examples) = runtime.block_on(count_unreadable(&client, &stored));
     let puts = stored.len() as u64 + failed;
     let acknowledged_after_kill = stored.len() as u64 - before.min(stored.len() as u64);
-    cluster.stop();
+    finish(cluster, settings);
     Ok(CrashReport { puts, failed, acknowledged_after_kill, unreadable, examples })
 }
 
@@ -325,7 +338,7 @@ pub struct SoakReport {
 
 /// `clients` clients put and get objects for `minutes`; the gateway's RSS is sampled.
 pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes: u64) -> anyhow::Result<SoakReport> {
-    let mut cluster = Cluster::start(cluster_settings(settings, 9, ""))?;
+    let cluster = Cluster::start(cluster_settings(settings, 9))?;
     let runtime = runtime()?;
     let client = client_of(&cluster);
     runtime.block_on(client.create_bucket().bucket(BUCKET).send())?;
@@ -354,7 +367,7 @@ pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes:
     for task in tasks {
         let _ = runtime.block_on(task);
     }
-    cluster.stop();
+    finish(cluster, settings);
     let after: Vec<u64> = rss_kib.iter().filter(|(at, _)| *at >= warmup_s).map(|(_, kib)| *kib).collect();
     let ratio = match (after.iter().max(), after.iter().min()) {
         (Some(&max), Some(&min)) if min > 0 => max as f64 / min as f64,
@@ -368,7 +381,7 @@ pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes:
     })
 }
 
-/// One soak client: puts and gets over a fixed set of 200 keys until stopped.
+/// One soak client: puts (a quarter) and gets over a fixed set of 200 keys until stopped.
 async fn soak_client(
     client: aws_sdk_s3::Client,
     seed: u64,
@@ -380,7 +393,7 @@ async fn soak_client(
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     while !stop.load(Ordering::Relaxed) {
         let index = (seed << 16) | rng.random_range(0..200u64);
-        let ok = if rng.random_bool(0.4) {
+        let ok = if rng.random_bool(0.25) {
             let body = ByteStream::from(body_bytes(index, size(&mut rng, max_bytes)));
             client.put_object().bucket(BUCKET).key(key(index)).body(body).send().await.is_ok()
         } else {
