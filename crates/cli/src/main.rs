@@ -5,6 +5,11 @@
 //! Must not: compute, measure or decide anything itself.
 
 use anyhow::Context;
+
+/// mimalloc returns freed memory to the system; glibc's malloc held the gateway's freed buffers in
+/// its arenas (see docs/data-path.md, "Memory").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use bench::engines::{engine_listing, render_engine_listing, select_engine};
 use bench::s3_bench::{ClusterSource, QUICK_PHASE_DURATION, S3BenchConfig};
 use bench::{CodecBenchConfig, Timing, parse_byte_size, run_codec_bench, run_s3_bench};

@@ -21,6 +21,11 @@ const LATENCY_BUCKETS_S: &[f64] = &[
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+/// How often histogram samples are drained into their buckets. The recorder keeps every sample
+/// until then: without upkeep a process nobody scrapes grew by every request it served (found by
+/// a soak: the gateway's live heap rose 14 MB in 200 s).
+const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The process's Prometheus handle, installing the recorder on first use. If another recorder
 /// was installed first (an embedding process), the node's metrics go to that one and this
 /// handle renders an empty page.
@@ -33,6 +38,16 @@ pub fn handle() -> &'static PrometheusHandle {
         let handle = recorder.handle();
         if metrics::set_global_recorder(recorder).is_err() {
             tracing::warn!("a metrics recorder was already installed; /metrics will not show the node's metrics");
+        }
+        let upkeep = handle.clone();
+        let spawned = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || {
+            loop {
+                std::thread::sleep(UPKEEP_INTERVAL);
+                upkeep.run_upkeep();
+            }
+        });
+        if let Err(error) = spawned {
+            tracing::warn!(%error, "no metrics upkeep thread: histograms grow until /metrics is scraped");
         }
         handle
     })

@@ -330,10 +330,17 @@ pub struct SoakReport {
     pub requests: u64,
     /// Failed ones.
     pub failed: u64,
-    /// The gateway process's resident memory, sampled every 10 s: (seconds in, KiB).
+    /// The gateway process's resident memory, sampled every 5 s: (seconds in, KiB).
     pub rss_kib: Vec<(u64, u64)>,
-    /// Highest over lowest resident memory after the warm-up.
+    /// Highest over lowest single sample after the warm-up (seals and reads in flight hold buffers
+    /// for moments: this swings without a trend).
     pub rss_ratio_after_warmup: f64,
+    /// Mean resident memory over the first minute after the warm-up, KiB.
+    pub rss_first_minute_mean_kib: f64,
+    /// Mean resident memory over the last minute, KiB.
+    pub rss_last_minute_mean_kib: f64,
+    /// The last minute's mean over the first's: the trend (1.0 = flat).
+    pub rss_trend: f64,
 }
 
 /// `clients` clients put and get objects for `minutes`; the gateway's RSS is sampled.
@@ -357,7 +364,7 @@ pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes:
     let started = Instant::now();
     let mut rss_kib = Vec::new();
     while started.elapsed() < Duration::from_secs(minutes * 60) {
-        std::thread::sleep(Duration::from_secs(10));
+        std::thread::sleep(Duration::from_secs(5));
         let kib = resident_kib(pid)?;
         let at = started.elapsed().as_secs();
         println!("{at:>5} s  gateway RSS {:>8} KiB  requests {}", kib, requests.load(Ordering::Relaxed));
@@ -373,11 +380,22 @@ pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes:
         (Some(&max), Some(&min)) if min > 0 => max as f64 / min as f64,
         _ => f64::NAN,
     };
+    let end_s = rss_kib.last().map_or(0, |(at, _)| *at);
+    let mean = |from: u64, to: u64| {
+        let inside: Vec<f64> =
+            rss_kib.iter().filter(|(at, _)| (from..to).contains(at)).map(|(_, kib)| *kib as f64).collect();
+        inside.iter().sum::<f64>() / inside.len().max(1) as f64
+    };
+    let first = mean(warmup_s, warmup_s + 60);
+    let last = mean(end_s.saturating_sub(59), end_s + 1);
     Ok(SoakReport {
         requests: requests.load(Ordering::Relaxed),
         failed: failed.load(Ordering::Relaxed),
         rss_kib,
         rss_ratio_after_warmup: ratio,
+        rss_first_minute_mean_kib: first,
+        rss_last_minute_mean_kib: last,
+        rss_trend: last / first,
     })
 }
 
