@@ -1,6 +1,6 @@
 //! `lowtail up` as a user runs it: a real process that starts 9 node processes and the gateway, a
-//! real S3 client (the AWS SDK for Rust) against it, m = 3 nodes killed with SIGKILL (reads and
-//! writes go on), a clean stop on SIGINT (Ctrl-C), and a restart on the same directory that still
+//! real S3 client (the AWS SDK for Rust) against it, m = 3 nodes killed with SIGKILL (reads go on,
+//! writes go on while they can survive one more failure), a clean stop on SIGINT (Ctrl-C), and a restart on the same directory that still
 //! serves every object.
 
 mod common;
@@ -27,31 +27,44 @@ async fn up_serves_s3_survives_m_failures_and_restarts_with_its_data() {
     for (key, bytes) in &objects {
         s3.put_object().bucket("demo").key(key).body(ByteStream::from(bytes.clone())).send().await.unwrap();
     }
-    for node in &manifest.nodes[..3] {
+    for node in &manifest.nodes[..2] {
         signal(node.pid, libc::SIGKILL);
     }
-    for (key, bytes) in &objects {
-        assert!(get(&s3, key).await == *bytes, "{key} differs with 3 nodes killed");
-    }
     // Writes go on once membership has marked the killed nodes Down (three missed probes, a second
-    // apart): the new stripes are written degraded.
+    // apart): the new stripes are written degraded, 7 of 9 units, still surviving one more failure.
     let written_degraded = pseudo_random(2 << 20, 99);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let put = s3
             .put_object()
             .bucket("demo")
-            .key("written-with-3-down")
+            .key("written-with-2-down")
             .body(ByteStream::from(written_degraded.clone()))
             .send()
             .await;
         if put.is_ok() {
             break;
         }
-        assert!(Instant::now() < deadline, "writes did not resume with 3 nodes down: {put:?}");
+        assert!(Instant::now() < deadline, "writes did not resume with 2 nodes down: {put:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert!(get(&s3, "written-with-3-down").await == written_degraded);
+    assert!(get(&s3, "written-with-2-down").await == written_degraded);
+    signal(manifest.nodes[2].pid, libc::SIGKILL);
+    for (key, bytes) in &objects {
+        assert!(get(&s3, key).await == *bytes, "{key} differs with 3 nodes killed");
+    }
+    assert!(get(&s3, "written-with-2-down").await == written_degraded, "degraded write with 3 down");
+    // With m nodes down a new stripe could survive no further failure: the durability rule refuses
+    // the write (503, retryable) instead of acknowledging it.
+    let refused = s3
+        .put_object()
+        .bucket("demo")
+        .key("refused-with-3-down")
+        .body(ByteStream::from(pseudo_random(1 << 20, 7)))
+        .send()
+        .await;
+    let error = refused.expect_err("a write with 3 of 9 nodes down was acknowledged");
+    assert_eq!(error.raw_response().map(|r| r.status().as_u16()), Some(503), "{error:?}");
     interrupt(up);
 
     let mut up = start_up(&dir);
@@ -60,7 +73,7 @@ async fn up_serves_s3_survives_m_failures_and_restarts_with_its_data() {
     for (key, bytes) in &objects {
         assert!(get(&s3, key).await == *bytes, "{key} differs after a restart");
     }
-    assert!(get(&s3, "written-with-3-down").await == written_degraded, "degraded write after a restart");
+    assert!(get(&s3, "written-with-2-down").await == written_degraded, "degraded write after a restart");
     let listed = s3.list_objects_v2().bucket("demo").send().await.unwrap();
     assert_eq!(listed.key_count(), Some(objects.len() as i32 + 1));
     interrupt(up);
