@@ -330,7 +330,8 @@ async fn a_probe_of_a_hung_node_gives_up_after_the_probe_timeout() {
     let body = pattern(60_000, 9);
     let layout = data.write(body.clone()).await.unwrap().layout;
     let victim = first_unit_node(&cluster, &layout).await;
-    let config = ControllerConfig { policy: PolicyKind::LmlfPw2, probe_timeout_ms: 200, ..Default::default() };
+    let config =
+        ControllerConfig { policy: PolicyKind::LmlfPw2, probe_timeout_ms: 200, max_records: 100, ..Default::default() };
     let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
     data.io().attach_controller(Arc::clone(&controller)).unwrap();
     let victim_info = cluster.node_info(victim).await;

@@ -138,40 +138,33 @@ fn main() -> anyhow::Result<()> {
         Some(path) => std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
         None => String::new(),
     };
+    let keep = cli.keep_cluster;
+    let settings = |name: &str, clients: usize, seed: u64| ScenarioSettings {
+        lowtail: lowtail.clone(),
+        dir: temp.join(name),
+        clients,
+        seed,
+        up_toml: up_toml.clone(),
+        keep,
+    };
     match cli.command {
-        Command::Run(args) => run(args, lowtail, temp),
+        Command::Run(args) => run(args, lowtail.clone(), temp.clone()),
         Command::KillsRestart { objects, max_bytes, clients, seed } => {
-            let settings = ScenarioSettings {
-                lowtail,
-                dir: temp.join("kills-restart"),
-                clients,
-                seed,
-                up_toml,
-                keep: cli.keep_cluster,
-            };
-            let report = swarm::scenario::kills_then_restart(&settings, objects, max_bytes)?;
+            let report =
+                swarm::scenario::kills_then_restart(&settings("kills-restart", clients, seed), objects, max_bytes)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(report.lost_after_one_more == 0 && report.lost_after_three_more == 0, "objects were lost");
             Ok(())
         }
         Command::CrashWrites { seconds, max_bytes, clients, seed } => {
-            let settings = ScenarioSettings {
-                lowtail,
-                dir: temp.join("crash-writes"),
-                clients,
-                seed,
-                up_toml,
-                keep: cli.keep_cluster,
-            };
-            let report = swarm::scenario::writes_through_a_crash(&settings, seconds, max_bytes)?;
+            let report =
+                swarm::scenario::writes_through_a_crash(&settings("crash-writes", clients, seed), seconds, max_bytes)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(report.failed == 0 && report.unreadable == 0, "writes failed or objects were lost");
             Ok(())
         }
         Command::Soak { minutes, warmup_s, max_bytes, clients, seed } => {
-            let settings =
-                ScenarioSettings { lowtail, dir: temp.join("soak"), clients, seed, up_toml, keep: cli.keep_cluster };
-            let report = swarm::scenario::soak(&settings, minutes, warmup_s, max_bytes)?;
+            let report = swarm::scenario::soak(&settings("soak", clients, seed), minutes, warmup_s, max_bytes)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(())
         }

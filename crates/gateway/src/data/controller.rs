@@ -1337,7 +1337,8 @@ mod tests {
 
     #[test]
     fn an_unplanned_read_is_recorded_only_for_a_stripe_of_the_controllers_code() {
-        let controller = Controller::new(&ControllerConfig::default(), "rs-6-3").unwrap();
+        let config = ControllerConfig { max_records: 100, ..Default::default() };
+        let controller = Controller::new(&config, "rs-6-3").unwrap();
         let stripe = |id: u64, code: &str| meta::StripeMeta {
             id: meta::StripeId(id),
             code: code.to_string(),
