@@ -146,6 +146,10 @@ impl Fleet {
             controller.insert("frontend_count".into(), toml::Value::Integer(config.gateways as i64));
             // A harness takes the gateways' records: keep them (a served gateway keeps none).
             controller.entry("max_records").or_insert(toml::Value::Integer(EXPERIMENT_MAX_RECORDS));
+            // ... and a run's every stripe in the placement: a fresh start mid-run would reset the
+            // policy's tables in the middle of a measurement.
+            let max_catalog_stripes = gateway::data::controller::MAX_CATALOG_STRIPES as i64;
+            controller.entry("max_catalog_stripes").or_insert(toml::Value::Integer(max_catalog_stripes));
             let gateway = start_gateway(binary, &root.join(format!("gateway-{index}")), &gateway_config, &controller)
                 .await
                 .with_context(|| format!("starting gateway {index}"))?;

@@ -36,8 +36,7 @@ use serde::{Deserialize, Serialize};
 use super::DataError;
 use super::stripe_io::{NodeMap, StripeIo, decode};
 
-/// Most stripes the controller's placement holds; past it the placement and the policy's tables
-/// start afresh (bounds memory on a store with more stripes than any workload reads in a period).
+/// Largest `max_catalog_stripes` accepted (about 180 MB of placement and policy tables).
 pub const MAX_CATALOG_STRIPES: usize = 1 << 20;
 /// Queue a probe that failed reports: an unreachable node looks so loaded no policy picks it.
 pub const UNREACHABLE_QUEUE_BYTES: u64 = 1 << 50;
@@ -79,6 +78,12 @@ pub struct ControllerConfig {
     /// this project's 2-core host, reading it on every decision put 2.3 % of the PW2 decisions
     /// over 200 µs, against 0.8 % with one in 8 (docs/controller.md).
     pub cpu_sample_every: u32,
+    /// Stripes the controller's placement holds (about 170 bytes each); the first read of one
+    /// more makes the placement and the policy's tables start afresh, keeping the nodes and their
+    /// measured rates. Every stripe ever read would otherwise stay: a gateway's memory would
+    /// follow the store's size. Default 65,536 (about 11 MB); the live experiment's gateways keep
+    /// [`MAX_CATALOG_STRIPES`], so a run never starts afresh in the middle.
+    pub max_catalog_stripes: usize,
 }
 
 impl Default for ControllerConfig {
@@ -92,6 +97,7 @@ impl Default for ControllerConfig {
             seed: 0,
             probe_timeout_ms: 500,
             cpu_sample_every: 8,
+            max_catalog_stripes: 1 << 16,
         }
     }
 }
@@ -111,6 +117,9 @@ impl ControllerConfig {
         }
         if self.cpu_sample_every == 0 {
             return bad("cpu_sample_every must be at least 1 (1 measures every decision)");
+        }
+        if !(1..=MAX_CATALOG_STRIPES).contains(&self.max_catalog_stripes) {
+            return bad(&format!("max_catalog_stripes must be 1 to {MAX_CATALOG_STRIPES}"));
         }
         validate_settings(&self.settings)
     }
@@ -159,7 +168,8 @@ pub struct ControllerCounters {
 
 /// The store's stripes and nodes in the policy's dense ids.
 struct Catalog {
-    code_name: String,
+    /// Stripes held before [`Catalog::stripe`] asks for a fresh start.
+    max_stripes: usize,
     layout: CodeLayout,
     placement: Placement,
     /// Store stripe → (dense stripe, the store nodes it was registered with).
@@ -173,14 +183,14 @@ struct Catalog {
 }
 
 impl Catalog {
-    fn new(code_name: &str) -> Result<Catalog, DataError> {
+    fn new(code_name: &str, max_stripes: usize) -> Result<Catalog, DataError> {
         let spec: codec::CodeSpec =
             code_name.parse().map_err(|e| DataError::Internal(format!("code {code_name:?}: {e}")))?;
         let layout = CodeLayout::new(spec).map_err(|e| DataError::Internal(e.to_string()))?;
         let placement =
             Placement::empty(spec, spec.total_units() as u32).map_err(|e| DataError::Internal(e.to_string()))?;
         Ok(Catalog {
-            code_name: code_name.to_string(),
+            max_stripes,
             layout,
             placement,
             stripes: HashMap::new(),
@@ -212,13 +222,27 @@ impl Catalog {
         {
             return Ok(Some(*dense));
         }
-        if self.placement.stripe_count() as usize >= MAX_CATALOG_STRIPES {
+        if self.placement.stripe_count() as usize >= self.max_stripes {
             return Ok(None);
         }
         let dense_nodes: Vec<model::NodeId> = stripe.placement.iter().map(|&n| self.node(n)).collect();
         let dense = self.placement.push_stripe(&dense_nodes).map_err(|e| DataError::Internal(e.to_string()))?;
         self.stripes.insert(stripe.id.0, (dense, stripe.placement.clone()));
         Ok(Some(dense))
+    }
+
+    /// Forgets every stripe; the nodes keep their dense ids and measured rates.
+    fn forget_stripes(&mut self) -> Result<(), DataError> {
+        let spec = self.layout.spec();
+        let node_count = (self.nodes.len() as u32).max(spec.total_units() as u32);
+        self.placement = Placement::empty(spec, node_count).map_err(|e| DataError::Internal(e.to_string()))?;
+        self.stripes = HashMap::new();
+        Ok(())
+    }
+
+    #[cfg(test)]
+    fn stripe_count(&self) -> usize {
+        self.stripes.len()
     }
 
     fn measured(&self, node: model::NodeId) -> bool {
@@ -373,7 +397,7 @@ impl Controller {
     /// A controller for stripes of code `code_name`.
     pub fn new(config: &ControllerConfig, code_name: &str) -> Result<Controller, DataError> {
         config.validate()?;
-        let catalog = Catalog::new(code_name)?;
+        let catalog = Catalog::new(code_name, config.max_catalog_stripes)?;
         let code = catalog.layout.spec();
         let seed = config.seed ^ (u64::from(config.frontend_id) << 48);
         Ok(Controller {
@@ -711,8 +735,8 @@ impl Controller {
     }
 
     fn reset_catalog(&self, state: &mut State) -> Result<(), DataError> {
-        tracing::info!(stripes = MAX_CATALOG_STRIPES, "controller placement full; starting afresh");
-        state.catalog = Catalog::new(&state.catalog.code_name)?;
+        tracing::info!(stripes = state.catalog.max_stripes, "controller placement full; starting afresh");
+        state.catalog.forget_stripes()?;
         state.policy = build_read_policy(state.kind, &state.settings);
         state.generation += 1;
         Ok(())
@@ -1219,7 +1243,7 @@ mod tests {
 
     #[test]
     fn unreachable_nodes_look_full_and_measured_rates_and_overheads_are_kept() {
-        let mut catalog = Catalog::new("rs-2-1").unwrap();
+        let mut catalog = Catalog::new("rs-2-1", MAX_CATALOG_STRIPES).unwrap();
         let a = catalog.node(meta::NodeId(7));
         let b = catalog.node(meta::NodeId(9));
         assert_eq!(catalog.node(meta::NodeId(7)), a, "a node keeps its dense id");
@@ -1335,11 +1359,9 @@ mod tests {
         assert_eq!(controller.policy().policy, PolicyKind::LmlfLazy);
     }
 
-    #[test]
-    fn an_unplanned_read_is_recorded_only_for_a_stripe_of_the_controllers_code() {
-        let config = ControllerConfig { max_records: 100, ..Default::default() };
-        let controller = Controller::new(&config, "rs-6-3").unwrap();
-        let stripe = |id: u64, code: &str| meta::StripeMeta {
+    /// A sealed stripe of `code` on nodes 0 to 8.
+    fn stripe(id: u64, code: &str) -> meta::StripeMeta {
+        meta::StripeMeta {
             id: meta::StripeId(id),
             code: code.to_string(),
             unit_bytes: 4096,
@@ -1350,7 +1372,49 @@ mod tests {
             missing_units: Vec::new(),
             degraded_since_ms: None,
             version: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn the_catalog_holds_at_most_its_bound_and_a_fresh_start_keeps_the_nodes_rates() {
+        let mut catalog = Catalog::new("rs-6-3", 2).unwrap();
+        assert_eq!(catalog.stripe(&stripe(10, "rs-6-3")).unwrap(), Some(model::StripeId(0)));
+        assert_eq!(catalog.stripe(&stripe(11, "rs-6-3")).unwrap(), Some(model::StripeId(1)));
+        assert_eq!(catalog.stripe(&stripe(10, "rs-6-3")).unwrap(), Some(model::StripeId(0)), "known: no growth");
+        assert_eq!(catalog.stripe(&stripe(12, "rs-6-3")).unwrap(), None, "full: the caller starts afresh");
+        let node = catalog.node(meta::NodeId(4));
+        catalog.rates[node.index()] = 3e6;
+        catalog.forget_stripes().unwrap();
+        assert_eq!(catalog.stripe_count(), 0);
+        assert_eq!(catalog.node(meta::NodeId(4)), node, "nodes keep their dense ids");
+        assert_eq!(catalog.rate(node), 3e6, "and their measured rates");
+        assert_eq!(catalog.stripe(&stripe(12, "rs-6-3")).unwrap(), Some(model::StripeId(0)));
+    }
+
+    #[test]
+    fn a_controller_reading_more_stripes_than_its_bound_starts_afresh_and_stays_bounded() {
+        let config = ControllerConfig { max_records: 100, max_catalog_stripes: 3, ..Default::default() };
+        let controller = Controller::new(&config, "rs-6-3").unwrap();
+        let generation = controller.lock().generation;
+        for id in 0..10 {
+            let read_stripe = stripe(id, "rs-6-3");
+            let read =
+                Unplanned { stripe: &read_stripe, unit: 0, length: 100, arrival_ns: 5, degraded: false, served: true };
+            controller.record_unplanned(&read);
+            assert!(controller.lock().catalog.stripe_count() <= 3, "stripe {id}: the catalog passed its bound");
+        }
+        assert_eq!(controller.lock().generation, generation + 3, "fresh starts at the 4th, 7th and 10th stripe");
+        assert_eq!(controller.take_records().0.len(), 10, "every read recorded across the fresh starts");
+        assert!(ControllerConfig { max_catalog_stripes: 0, ..Default::default() }.validate().is_err());
+        assert!(
+            ControllerConfig { max_catalog_stripes: MAX_CATALOG_STRIPES + 1, ..Default::default() }.validate().is_err()
+        );
+    }
+
+    #[test]
+    fn an_unplanned_read_is_recorded_only_for_a_stripe_of_the_controllers_code() {
+        let config = ControllerConfig { max_records: 100, ..Default::default() };
+        let controller = Controller::new(&config, "rs-6-3").unwrap();
         // RS(7,2) has as many units as RS(6,3) but other recovery sets: not the controller's.
         let (own, other) = (stripe(1, "rs-6-3"), stripe(2, "rs-7-2"));
         assert!(controller.is_own_code(&own) && !controller.is_own_code(&other));
