@@ -1,7 +1,8 @@
 //! The fault swarm in CI: a few seeds of `lowtail-swarm run` against the `lowtail` binary this
 //! build made (real processes on loopback, the AWS SDK as the client), which must find no
 //! violation; and a control that shows the checks can fail: with one more node faulted than RS(6,3)
-//! tolerates, the swarm must report lost data. `scripts/swarm --seeds 100` runs many more.
+//! tolerates, the swarm must report lost data. `scripts/swarm --seeds 100` runs many more. And the
+//! scrub scenario: flipped units found by the nodes' scrub and rewritten by repair.
 
 use std::time::Duration;
 
@@ -51,4 +52,37 @@ fn seeded_fault_schedules_violate_no_invariant_and_one_fault_too_many_is_caught(
         "four failures of RS(6,3) must lose data, and the swarm must say so: {:?}",
         control.violations
     );
+}
+
+/// `lowtail-swarm scrub`: a flipped parity unit and packed replica are found by the nodes' scrub
+/// (their metrics count them) and rewritten by repair; every object reads back.
+#[test]
+fn scrub_finds_a_flipped_parity_unit_and_replica_and_repair_rewrites_them() {
+    let temp = tempfile::tempdir().unwrap();
+    let settings = swarm::scenario::ScenarioSettings {
+        lowtail: env!("CARGO_BIN_EXE_lowtail").into(),
+        dir: temp.path().join("scrub"),
+        clients: 1,
+        seed: 3,
+        up_toml: String::new(),
+        keep: false,
+    };
+    let report = swarm::scrub_scenario::scrub_and_repair(&settings, 5).unwrap();
+    assert_eq!(report.flipped.len(), 2, "{report:?}");
+    let found_lines =
+        report.metrics_after_repair.iter().filter(|l| l.starts_with("lowtail_node_scrub_corrupt_found_total"));
+    let found: u64 = found_lines.filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok()).sum();
+    assert_eq!(found, 2, "the scrub of the flipped nodes found both: {report:?}");
+    assert!(
+        report
+            .metrics_after_repair
+            .iter()
+            .filter(|l| l.starts_with("lowtail_node_corrupt_units"))
+            .all(|l| l.ends_with(" 0")),
+        "the corrupt-units gauges fell back to 0: {report:?}"
+    );
+    let repair = &report.repair;
+    let rewritten = repair["units_repaired"].as_u64().unwrap_or(0) + repair["replicas_repaired"].as_u64().unwrap_or(0);
+    assert!(rewritten >= 2, "{repair}");
+    assert_eq!(report.unreadable, 0);
 }

@@ -19,6 +19,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod schedule;
+pub mod scrub_scenario;
 
 /// The `up.toml` of a swarm cluster: failures are noticed within a second, repair starts after a
 /// few, every node scrubs its units every two seconds, packed stripes are sealed after two.

@@ -6,7 +6,9 @@
 //!   killed and every object read back;
 //! - [`writes_through_a_crash`]: clients writing while a node is killed, counting failed writes;
 //! - [`soak`]: clients reading and writing for minutes while the gateway's resident memory is
-//!   sampled.
+//!   sampled;
+//! - [`crate::scrub_scenario::scrub_and_repair`]: bytes flipped in a parity unit and a packed
+//!   replica, found by the nodes' scrub and rewritten by repair.
 //!
 //! Owns the scripts and their printed results. Must not relax a check to make a figure look
 //! better: every count comes from the clients' own answers.
@@ -22,7 +24,7 @@ use serde::Serialize;
 use crate::cluster::{Cluster, ClusterSettings};
 use crate::model::body_bytes;
 
-const BUCKET: &str = "scenario";
+pub(crate) const BUCKET: &str = "scenario";
 
 /// Where a scenario runs.
 #[derive(Debug, Clone)]
@@ -42,7 +44,7 @@ pub struct ScenarioSettings {
 }
 
 /// Stops the cluster and, unless asked to keep it, removes its directory (a soak writes gigabytes).
-fn finish(mut cluster: Cluster, settings: &ScenarioSettings) {
+pub(crate) fn finish(mut cluster: Cluster, settings: &ScenarioSettings) {
     cluster.stop();
     drop(cluster);
     if !settings.keep {
@@ -52,21 +54,21 @@ fn finish(mut cluster: Cluster, settings: &ScenarioSettings) {
 
 /// An acknowledged object: its key and the seed and size of its bytes.
 #[derive(Debug, Clone, Copy)]
-struct Stored {
-    index: u64,
-    size_bytes: u64,
+pub(crate) struct Stored {
+    pub(crate) index: u64,
+    pub(crate) size_bytes: u64,
 }
 
-fn key(index: u64) -> String {
+pub(crate) fn key(index: u64) -> String {
     format!("o/{index:06}")
 }
 
-fn client_of(cluster: &Cluster) -> aws_sdk_s3::Client {
+pub(crate) fn client_of(cluster: &Cluster) -> aws_sdk_s3::Client {
     let endpoint = bench::s3_client::S3Endpoint::from_manifest(cluster.manifest());
     bench::s3_client::measurement_client(&endpoint, "lowtail-swarm", Duration::from_secs(120))
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
 }
 
@@ -128,7 +130,7 @@ async fn put_all(
 }
 
 /// How many of `stored` fail to read back byte for byte (with the first few errors).
-async fn count_unreadable(client: &aws_sdk_s3::Client, stored: &[Stored]) -> (u64, Vec<String>) {
+pub(crate) async fn count_unreadable(client: &aws_sdk_s3::Client, stored: &[Stored]) -> (u64, Vec<String>) {
     let mut lost = 0;
     let mut examples = Vec::new();
     for object in stored {
@@ -240,7 +242,7 @@ pub fn kills_then_restart(settings: &ScenarioSettings, objects: usize, max_bytes
     })
 }
 
-fn cluster_settings(settings: &ScenarioSettings, nodes: u32) -> ClusterSettings {
+pub(crate) fn cluster_settings(settings: &ScenarioSettings, nodes: u32) -> ClusterSettings {
     ClusterSettings {
         lowtail: settings.lowtail.clone(),
         dir: settings.dir.clone(),
@@ -260,7 +262,10 @@ fn wait_for_progress(progress: &Progress, done: u64) -> anyhow::Result<()> {
 }
 
 /// Polls the census until no stripe is short; the first census seen and the last.
-fn wait_until_whole(cluster: &Cluster, timeout: Duration) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
+pub(crate) fn wait_until_whole(
+    cluster: &Cluster,
+    timeout: Duration,
+) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
     let deadline = Instant::now() + timeout;
     let mut first = None;
     loop {
