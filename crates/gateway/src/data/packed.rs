@@ -131,6 +131,9 @@ struct PackerState {
     sealing: usize,
     /// Every stripe this gateway must seal (open, unsealed or sealing), as listed in the registry.
     registered: Vec<StripeId>,
+    /// Registered stripes of a previous run not rebuilt from their replicas yet (a parity node did
+    /// not answer); `tick` tries again.
+    unrecovered: Vec<StripeId>,
 }
 
 /// Why an object could not be packed; the caller stripes it instead.
@@ -175,7 +178,13 @@ impl Packer {
             io,
             code,
             code_name,
-            state: Mutex::new(PackerState { open: None, unsealed: Vec::new(), sealing: 0, registered: Vec::new() }),
+            state: Mutex::new(PackerState {
+                open: None,
+                unsealed: Vec::new(),
+                sealing: 0,
+                registered: Vec::new(),
+                unrecovered: Vec::new(),
+            }),
             me: me.clone(),
         })
     }
@@ -196,7 +205,7 @@ impl Packer {
         PackedStatus {
             open_bytes: state.open.as_ref().map_or(0, |o| o.units.iter().map(|u| u.len() as u64).sum()),
             open_objects: state.open.as_ref().map_or(0, |o| o.replicas.len() as u64),
-            unsealed_stripes: state.unsealed.len() + state.sealing,
+            unsealed_stripes: state.unsealed.len() + state.sealing + state.unrecovered.len(),
         }
     }
 
@@ -556,6 +565,10 @@ impl Packer {
         for stripe in std::mem::take(&mut state.unsealed) {
             self.send_to_seal(&mut state, stripe);
         }
+        if !state.unrecovered.is_empty() {
+            let ids = std::mem::take(&mut state.unrecovered);
+            self.recover_stripes(&mut state, ids).await;
+        }
     }
 
     /// Closes the open stripe for appends, seals it and every stripe whose seal failed before, and
@@ -599,29 +612,42 @@ impl Packer {
             .map_err(|e| DataError::Internal(format!("open-stripe registry {:?}: {e}", self.registry_key())))?;
         let mut state = self.state.lock().await;
         state.registered = ids.iter().map(|&id| StripeId(id)).collect();
+        let recovered = self.recover_stripes(&mut state, ids.into_iter().map(StripeId).collect()).await;
+        let registered = state.registered.clone();
+        self.save_registry(&registered).await?;
+        Ok(recovered)
+    }
+
+    /// Rebuilds registered stripes `ids` from their replicas and sends them to be sealed; those
+    /// that cannot be rebuilt now wait in `unrecovered` for the next `tick`. Returns how many were.
+    async fn recover_stripes(&self, state: &mut PackerState, ids: Vec<StripeId>) -> usize {
+        let meta = self.io.cluster().meta();
         let mut recovered = 0;
-        for id in ids.into_iter().map(StripeId) {
+        for id in ids {
             let stripe = match meta.get_stripe(id).await {
                 Ok(stripe) => stripe,
                 Err(MetaError::NoSuchStripe(_)) => {
                     state.registered.retain(|r| *r != id);
                     continue;
                 }
-                Err(error) => return Err(meta_error(error)),
+                Err(error) => {
+                    tracing::warn!(stripe = %id, %error, "open stripe left by a previous run not read yet");
+                    state.unrecovered.push(id);
+                    continue;
+                }
             };
             match self.rebuild_open(&stripe).await {
                 Ok(open) => {
                     recovered += 1;
-                    self.send_to_seal(&mut state, open);
+                    self.send_to_seal(state, open);
                 }
                 Err(error) => {
                     tracing::warn!(stripe = %id, %error, "open stripe left by a previous run not rebuilt yet");
+                    state.unrecovered.push(id);
                 }
             }
         }
-        let registered = state.registered.clone();
-        self.save_registry(&registered).await?;
-        Ok(recovered)
+        recovered
     }
 
     /// An open stripe's data units, rebuilt from the replicas on its nodes (any replica found on
@@ -637,18 +663,31 @@ impl Packer {
         if !parity_up && stripe.state == StripeState::Open {
             return Err(DataError::Unavailable(format!("no parity node of open stripe {} is up", stripe.id)));
         }
+        let open = stripe.state == StripeState::Open;
         let mut lookups: FuturesUnordered<_> = stripe
             .placement
             .iter()
             .filter_map(|node| nodes.get(node).filter(|n| n.state == NodeState::Up))
-            .map(|node| self.replicas_on(node, stripe.id))
+            .map(|node| async move { (node.id, self.replicas_on(node, stripe.id).await) })
             .collect();
         let mut found: BTreeMap<u16, Vec<(NodeInfo, u64)>> = BTreeMap::new();
-        while let Some(result) = lookups.next().await {
-            if let Ok((node, listed)) = result {
-                for (seq, len) in listed {
-                    found.entry(seq).or_default().push((node.clone(), len));
+        while let Some((node_id, result)) = lookups.next().await {
+            match result {
+                Ok((node, listed)) => {
+                    for (seq, len) in listed {
+                        found.entry(seq).or_default().push((node.clone(), len));
+                    }
                 }
+                // Every acknowledged replica is on every parity node: an Up parity node that did
+                // not answer may hold replicas no other node listed, and sealing without them
+                // would drop acknowledged objects (an empty list deletes the stripe's record).
+                Err(error) if open && stripe.placement[k..].contains(&node_id) => {
+                    return Err(DataError::Unavailable(format!(
+                        "open stripe {}: parity node {node_id} did not list its replicas ({error})",
+                        stripe.id
+                    )));
+                }
+                Err(_) => {}
             }
         }
         drop(lookups);
@@ -661,7 +700,15 @@ impl Packer {
                     break;
                 }
             }
-            let Some(bytes) = body else { continue };
+            let Some(bytes) = body else {
+                if open {
+                    return Err(DataError::Unavailable(format!(
+                        "open stripe {}: replica {seq} is listed but no node could read it",
+                        stripe.id
+                    )));
+                }
+                continue;
+            };
             let Some((header, object)) = ReplicaHeader::decode(&bytes) else {
                 tracing::warn!(stripe = %stripe.id, seq, "replica unit with a bad header ignored");
                 continue;
