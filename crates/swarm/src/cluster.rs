@@ -24,6 +24,10 @@ const UNIT_HEADER_BYTES: u64 = 40;
 /// Unit indexes at or above this are packed replicas.
 const REPLICA_UNIT_BASE: u16 = 0x8000;
 
+/// The log filter of a swarm's cluster (`RUST_LOG` syntax, e.g. `info,gateway=debug` to replay a
+/// seed with the gateway's decisions in `up.log`); default `warn`.
+pub const CLUSTER_LOG_ENV: &str = "LOWTAIL_SWARM_CLUSTER_LOG";
+
 /// What the cluster is started with.
 #[derive(Debug, Clone)]
 pub struct ClusterSettings {
@@ -266,7 +270,8 @@ fn start_up(settings: &ClusterSettings, listen: &str) -> anyhow::Result<(Child, 
         .arg(listen)
         .arg("--dir")
         .arg(&dir)
-        .env("RUST_LOG", "warn")
+        // Warnings only, unless the operator replaying a seed asks for more.
+        .env("RUST_LOG", std::env::var(CLUSTER_LOG_ENV).unwrap_or_else(|_| "warn".into()))
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
