@@ -161,6 +161,35 @@ async fn a_gateway_killed_with_open_stripes_seals_them_at_its_next_start() {
     cluster.shutdown().await;
 }
 
+/// A gateway killed after sealing a stripe and deleting its replicas, before saving its registry,
+/// finds the stripe registered at its next start with no replica left. The fault swarm's seed 3 hit
+/// it: recovery took the sealed stripe for an empty open one and deleted its record, losing every
+/// object in it. A sealed stripe is only cleaned up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_stripe_still_registered_at_start_keeps_its_objects() {
+    let cluster = TestCluster::start(9, 9).await;
+    let config = config(&cluster, "rs-6-3");
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_all(&data, 12, 17).await;
+    let stripes = packed_stripes(&objects);
+    data.packer().flush(FLUSH).await.unwrap();
+    drop(data);
+    assert_eq!(replicas_left(&cluster).await, 0, "sealing deleted the replicas");
+    let ids: Vec<u64> = stripes.iter().map(|id| id.0).collect();
+    cluster.meta.put_config("packed-open/gateway", &serde_json::to_string(&ids).unwrap()).await.unwrap();
+
+    let running = ErasureData::start(config, Arc::clone(&cluster.meta)).await.unwrap();
+    running.data.packer().flush(FLUSH).await.unwrap();
+    for &id in &stripes {
+        assert_eq!(stripe(&cluster, id).await.state, StripeState::Sealed, "stripe {id} kept");
+    }
+    assert_readable(&running.data, &objects, "sealed, registered again, restarted").await;
+    let registry = cluster.meta.get_config("packed-open/gateway").await.unwrap();
+    assert_eq!(registry.as_deref(), Some("[]"), "the sealed stripes leave the registry");
+    running.shutdown().await;
+    cluster.shutdown().await;
+}
+
 /// A gateway that starts before its nodes (a power cut; the fault swarm's seed 3 did it with kills)
 /// listed an open stripe's replicas while every node holding one was dead but still marked Up,
 /// found none, and sealing an empty stripe deleted its record: every object in it was lost. An Up

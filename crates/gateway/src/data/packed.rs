@@ -384,6 +384,18 @@ impl Packer {
         let meta = self.io.cluster().meta();
         let nodes = self.io.cluster().node_map().await?;
         let id = open.stripe.id;
+        let current = match meta.get_stripe(id).await {
+            Ok(current) => current,
+            Err(MetaError::NoSuchStripe(_)) => return Ok(()),
+            Err(error) => return Err(meta_error(error)),
+        };
+        // Sealed already (a run killed after sealing, before its registry was saved): objects
+        // reference it, whatever replicas are left. Only leftovers go.
+        if current.state == StripeState::Sealed {
+            self.delete_replicas(&nodes, &current, open.replicas.iter().map(|(&seq, &unit)| (seq, unit))).await;
+            return Ok(());
+        }
+        // Open with no acknowledged replica on any parity node: no object references it.
         if open.replicas.is_empty() {
             match meta.delete_stripe(id).await {
                 Ok(_) | Err(MetaError::NoSuchStripe(_)) => {}
@@ -397,11 +409,6 @@ impl Packer {
         let data: Vec<Bytes> = open.units.iter().map(|u| Bytes::copy_from_slice(u)).collect();
         let units = encode_units(self.code.as_ref(), data, unit_bytes)?;
         let node_list: Vec<NodeInfo> = nodes.values().cloned().collect();
-        let current = meta.get_stripe(id).await.map_err(meta_error)?;
-        if current.state == StripeState::Sealed {
-            self.delete_replicas(&nodes, &current, open.replicas.iter().map(|(&seq, &unit)| (seq, unit))).await;
-            return Ok(());
-        }
         // Nodes that went down since opening are replaced before writing where another node can
         // take their unit (counted by the placer); the others' units are left missing.
         let mut placement = current.placement.clone();
