@@ -180,7 +180,7 @@ async fn a_packed_stripe_seals_degraded_with_a_dead_node_and_is_repaired_when_it
 /// node's corrupt-units gauge falls back to zero.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scrubbing_finds_a_rotten_parity_unit_and_replica_and_repair_rewrites_them() {
-    let cluster = TestCluster::start_with(9, 9, |node| {
+    let mut cluster = TestCluster::start_with(9, 9, |node| {
         node.scrub = node::ScrubConfig { pass_interval_s: 1, max_bytes_per_s: 1 << 30 };
     })
     .await;
@@ -222,5 +222,10 @@ async fn scrubbing_finds_a_rotten_parity_unit_and_replica_and_repair_rewrites_th
     assert!(replica == small, "the replica holds the object again");
     assert_readable(&data, &[(big, big_layout), (small, small_layout)], "after scrub and repair").await;
     assert_whole(&cluster, "after scrub and repair").await;
+    // A node that stops answering before membership notices is named in the status, not skipped.
+    cluster.stop(parity_node).await;
+    repair.scan().await.unwrap();
+    let scrub = repair.status().scrub;
+    assert!(scrub.iter().any(|s| s.node.0 as usize == parity_node && s.unanswered.is_some()), "{scrub:?}");
     cluster.shutdown().await;
 }

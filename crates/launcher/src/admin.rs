@@ -206,9 +206,17 @@ fn render_redundancy(repair: &Value, nodes: &[Value], now_ms: u64) -> String {
 /// The nodes' scrubbing in words: the oldest last full pass, the pass in progress, what it found.
 fn render_scrub(scrub: &Value, now_ms: u64) -> String {
     let Some(nodes) = scrub.as_array().filter(|n| !n.is_empty()) else { return String::new() };
+    let unanswered: Vec<String> = nodes
+        .iter()
+        .filter_map(|n| n["unanswered"].as_str().map(|why| format!("node {} ({why})", n["node"])))
+        .collect();
+    let unanswered = match unanswered.is_empty() {
+        true => String::new(),
+        false => format!("scrub: no stats from {}: their corrupt units are unknown\n", unanswered.join(", ")),
+    };
     let enabled: Vec<&Value> = nodes.iter().filter(|n| n["enabled"] == true).collect();
     if enabled.is_empty() {
-        return "scrub: off on every node\n".into();
+        return unanswered + "scrub: off on every node that answered\n";
     }
     let never = enabled.iter().filter(|n| n["passes_completed"] == 0).count();
     let oldest = enabled.iter().filter_map(|n| n["last_pass_completed_ms"].as_u64()).filter(|&ms| ms > 0).min();
@@ -227,7 +235,7 @@ fn render_scrub(scrub: &Value, now_ms: u64) -> String {
     let found: u64 = nodes.iter().filter_map(|n| n["corrupt_found"].as_u64()).sum();
     let now: u64 = nodes.iter().filter_map(|n| n["corrupt_now"].as_u64()).sum();
     text.push_str(&format!("; {found} units found corrupt in all, {now} awaiting repair\n"));
-    text
+    unanswered + &text
 }
 
 #[cfg(test)]
@@ -257,7 +265,10 @@ mod tests {
                 },
                 "scrub": [
                     {"node": 0, "enabled": true, "passes_completed": 2, "last_pass_completed_ms": 1_000,
-                     "pass_bytes_verified": 50, "pass_bytes_total": 200, "corrupt_found": 1, "corrupt_now": 0}
+                     "pass_bytes_verified": 50, "pass_bytes_total": 200, "corrupt_found": 1, "corrupt_now": 0},
+                    {"node": 2, "enabled": false, "passes_completed": 0, "last_pass_completed_ms": 0,
+                     "pass_bytes_verified": 0, "pass_bytes_total": 0, "corrupt_found": 0, "corrupt_now": 0,
+                     "unanswered": "connection refused"}
                 ]
             },
             "orphans": {"units_deleted": 2},
@@ -277,6 +288,8 @@ mod tests {
         assert!(text.contains("repair: 3 units rebuilt (3 MiB)"), "{text}");
         assert!(text.contains("every node finished a full pass since") && text.contains("25 % done"), "{text}");
         assert!(text.contains("1 units found corrupt in all, 0 awaiting repair"), "{text}");
+        assert!(text.contains("scrub: no stats from node 2 (connection refused)"), "{text}");
+        assert!(text.contains("scrub: 1 of 2 nodes scrubbing"), "{text}");
         let whole =
             serde_json::json!({"nodes": [], "repair": {"census": {"stripes_under_redundant": 0, "counted_at_ms": 0}}});
         assert!(render_status(&whole).unwrap().contains("every stripe has all its units"));

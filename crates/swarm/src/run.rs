@@ -398,6 +398,9 @@ fn whole(status: &serde_json::Value, scrubbed_since_ms: u64) -> Option<String> {
     }
     let repair = &status["repair"];
     let scrub = repair["scrub"].as_array().cloned().unwrap_or_default();
+    if let Some(node) = scrub.iter().find(|s| !s["unanswered"].is_null()) {
+        return Some(format!("node {} gives no stats: {}", node["node"], node["unanswered"]));
+    }
     if scrub.len() < nodes.len() {
         return Some(format!("{} of {} nodes reported their scrub", scrub.len(), nodes.len()));
     }

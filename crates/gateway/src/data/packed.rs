@@ -58,6 +58,8 @@ const REGISTRY_PREFIX: &str = "packed-open/";
 const LIST_PAGE: u32 = 1024;
 /// Reads of an open stripe's object retried after the stripe was sealed under them.
 const READ_ATTEMPTS: usize = 3;
+/// How often `tick` retries rebuilding stripes a previous run left open that could not be rebuilt.
+const UNRECOVERED_RETRY: Duration = Duration::from_secs(1);
 
 /// Where one acknowledged replica lives in the stripe's data units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +136,19 @@ struct PackerState {
     /// Registered stripes of a previous run not rebuilt from their replicas yet (a parity node did
     /// not answer); `tick` tries again.
     unrecovered: Vec<StripeId>,
+    /// When `tick` may try `unrecovered` again (each try reads every node of each stripe).
+    retry_unrecovered_at: Option<Instant>,
+}
+
+/// Registered stripes of a previous run, sorted by what became of them.
+#[derive(Default)]
+struct Rebuilt {
+    /// Rebuilt from their replicas, ready to seal.
+    ready: Vec<OpenStripe>,
+    /// Their record is gone: nothing to seal.
+    gone: Vec<StripeId>,
+    /// Not readable now; tried again later.
+    waiting: Vec<StripeId>,
 }
 
 /// Why an object could not be packed; the caller stripes it instead.
@@ -184,6 +199,7 @@ impl Packer {
                 sealing: 0,
                 registered: Vec::new(),
                 unrecovered: Vec::new(),
+                retry_unrecovered_at: None,
             }),
             me: me.clone(),
         })
@@ -572,10 +588,16 @@ impl Packer {
         for stripe in std::mem::take(&mut state.unsealed) {
             self.send_to_seal(&mut state, stripe);
         }
-        if !state.unrecovered.is_empty() {
-            let ids = std::mem::take(&mut state.unrecovered);
-            self.recover_stripes(&mut state, ids).await;
+        let now = Instant::now();
+        if state.unrecovered.is_empty() || state.retry_unrecovered_at.is_some_and(|at| now < at) {
+            return;
         }
+        state.retry_unrecovered_at = Some(now + UNRECOVERED_RETRY);
+        let ids = std::mem::take(&mut state.unrecovered);
+        // Rebuilding reads the nodes: appends must not wait on it.
+        drop(state);
+        let rebuilt = self.rebuild_registered(ids).await;
+        self.apply_rebuilt(&mut *self.state.lock().await, rebuilt);
     }
 
     /// Closes the open stripe for appends, seals it and every stripe whose seal failed before, and
@@ -617,44 +639,54 @@ impl Packer {
         let Some(value) = meta.get_config(&self.registry_key()).await.map_err(meta_error)? else { return Ok(0) };
         let ids: Vec<u64> = serde_json::from_str(&value)
             .map_err(|e| DataError::Internal(format!("open-stripe registry {:?}: {e}", self.registry_key())))?;
+        self.state.lock().await.registered = ids.iter().map(|&id| StripeId(id)).collect();
+        let rebuilt = self.rebuild_registered(ids.into_iter().map(StripeId).collect()).await;
         let mut state = self.state.lock().await;
-        state.registered = ids.iter().map(|&id| StripeId(id)).collect();
-        let recovered = self.recover_stripes(&mut state, ids.into_iter().map(StripeId).collect()).await;
+        let recovered = self.apply_rebuilt(&mut state, rebuilt);
         let registered = state.registered.clone();
         self.save_registry(&registered).await?;
         Ok(recovered)
     }
 
-    /// Rebuilds registered stripes `ids` from their replicas and sends them to be sealed; those
-    /// that cannot be rebuilt now wait in `unrecovered` for the next `tick`. Returns how many were.
-    async fn recover_stripes(&self, state: &mut PackerState, ids: Vec<StripeId>) -> usize {
+    /// Rebuilds registered stripes `ids` of a previous run from their replicas (node RPCs, so
+    /// without the state lock).
+    async fn rebuild_registered(&self, ids: Vec<StripeId>) -> Rebuilt {
         let meta = self.io.cluster().meta();
-        let mut recovered = 0;
+        let mut rebuilt = Rebuilt::default();
         for id in ids {
             let stripe = match meta.get_stripe(id).await {
                 Ok(stripe) => stripe,
                 Err(MetaError::NoSuchStripe(_)) => {
-                    state.registered.retain(|r| *r != id);
+                    rebuilt.gone.push(id);
                     continue;
                 }
                 Err(error) => {
                     tracing::warn!(stripe = %id, %error, "open stripe left by a previous run not read yet");
-                    state.unrecovered.push(id);
+                    rebuilt.waiting.push(id);
                     continue;
                 }
             };
             match self.rebuild_open(&stripe).await {
-                Ok(open) => {
-                    recovered += 1;
-                    self.send_to_seal(state, open);
-                }
+                Ok(open) => rebuilt.ready.push(open),
                 Err(error) => {
                     tracing::warn!(stripe = %id, %error, "open stripe left by a previous run not rebuilt yet");
-                    state.unrecovered.push(id);
+                    rebuilt.waiting.push(id);
                 }
             }
         }
-        recovered
+        rebuilt
+    }
+
+    /// Sends the rebuilt stripes to be sealed, forgets the gone ones and keeps the others in
+    /// `unrecovered` for a later `tick`. Returns how many were sent.
+    fn apply_rebuilt(&self, state: &mut PackerState, rebuilt: Rebuilt) -> usize {
+        state.registered.retain(|id| !rebuilt.gone.contains(id));
+        state.unrecovered.extend(rebuilt.waiting);
+        let sent = rebuilt.ready.len();
+        for open in rebuilt.ready {
+            self.send_to_seal(state, open);
+        }
+        sent
     }
 
     /// An open stripe's data units, rebuilt from the replicas on its nodes (any replica found on

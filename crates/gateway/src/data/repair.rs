@@ -187,6 +187,26 @@ pub struct NodeScrub {
     pub corrupt_found: u64,
     /// Units it lists as corrupt now (found by scrub or reads, not yet rewritten).
     pub corrupt_now: u64,
+    /// Why an Up node gave no stats at the last poll (its corrupt units are unknown meanwhile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unanswered: Option<String>,
+}
+
+impl NodeScrub {
+    /// An Up node that gave no stats, and why.
+    fn unanswered(node: NodeId, error: String) -> Self {
+        Self {
+            node,
+            enabled: false,
+            passes_completed: 0,
+            last_pass_completed_ms: 0,
+            pass_bytes_verified: 0,
+            pass_bytes_total: 0,
+            corrupt_found: 0,
+            corrupt_now: 0,
+            unanswered: Some(error),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -671,32 +691,40 @@ impl RepairService {
         let mut found = Vec::new();
         let mut scrub = Vec::new();
         for node in nodes.values().filter(|n| n.state == NodeState::Up) {
-            let Ok(client) = self.io.cluster().client(node).await else { continue };
-            match client.stats().await {
-                Ok(stats) => {
-                    found.extend(
-                        stats
-                            .corrupt_units
-                            .iter()
-                            .filter_map(|u| u16::try_from(u.unit).ok().map(|unit| (StripeId(u.stripe), unit, node.id))),
-                    );
-                    let progress = stats.scrub.unwrap_or_default();
-                    scrub.push(NodeScrub {
-                        node: node.id,
-                        enabled: progress.enabled,
-                        passes_completed: progress.passes_completed,
-                        last_pass_completed_ms: progress.last_pass_completed_ms,
-                        pass_bytes_verified: progress.pass_bytes_verified,
-                        pass_bytes_total: progress.pass_bytes_total,
-                        corrupt_found: progress.corrupt_found,
-                        corrupt_now: stats.corrupt_units.len() as u64,
-                    });
+            let stats = match self.io.cluster().client(node).await {
+                Ok(client) => client.stats().await.map_err(|error| error.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            let stats = match stats {
+                Ok(stats) => stats,
+                Err(error) => {
+                    scrub.push(NodeScrub::unanswered(node.id, error));
+                    continue;
                 }
-                Err(error) => tracing::debug!(node = %node.id, %error, "no stats for corrupt units"),
-            }
+            };
+            found.extend(
+                stats
+                    .corrupt_units
+                    .iter()
+                    .filter_map(|u| u16::try_from(u.unit).ok().map(|unit| (StripeId(u.stripe), unit, node.id))),
+            );
+            let progress = stats.scrub.unwrap_or_default();
+            scrub.push(NodeScrub {
+                node: node.id,
+                enabled: progress.enabled,
+                passes_completed: progress.passes_completed,
+                last_pass_completed_ms: progress.last_pass_completed_ms,
+                pass_bytes_verified: progress.pass_bytes_verified,
+                pass_bytes_total: progress.pass_bytes_total,
+                corrupt_found: progress.corrupt_found,
+                corrupt_now: stats.corrupt_units.len() as u64,
+                unanswered: None,
+            });
         }
         scrub.sort_by_key(|s| s.node);
-        *lock(&self.scrub) = scrub;
+        let mut last = lock(&self.scrub);
+        log_stats_changes(&last, &scrub);
+        *last = scrub;
         found
     }
 
@@ -965,4 +993,19 @@ struct StripePlan {
 enum Attempt {
     Done(Outcome),
     Conflict,
+}
+
+/// Logs each node whose stats stopped (warn) or started again (info) between two polls: once per
+/// change, not once per poll.
+fn log_stats_changes(before: &[NodeScrub], now: &[NodeScrub]) {
+    let was_unanswered = |node: NodeId| before.iter().any(|s| s.node == node && s.unanswered.is_some());
+    for entry in now {
+        match (&entry.unanswered, was_unanswered(entry.node)) {
+            (Some(error), false) => {
+                tracing::warn!(node = %entry.node, %error, "an Up node gives no stats: its corrupt units and scrub are unknown")
+            }
+            (None, true) => tracing::info!(node = %entry.node, "the node gives its stats again"),
+            _ => {}
+        }
+    }
 }
