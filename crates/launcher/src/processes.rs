@@ -12,6 +12,7 @@ use crate::state::{ClusterDir, NodeSlot};
 use anyhow::{Context, bail};
 use node::{NodeClient, NodeConfig};
 use std::net::SocketAddr;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -19,21 +20,18 @@ use std::time::{Duration, Instant};
 /// Stops node processes a previous `lowtail up` on the same directory left running (it was killed
 /// before it could stop them, or a node was restarted by hand): two processes on one data
 /// directory would corrupt it. A process counts as such a node only while its command line is
-/// `lowtail node --config <this directory's node.toml>` of one of `previous`'s nodes, so an
-/// unrelated process is left alone; every one is found by its command line, not only the pids
-/// the manifest names. All get SIGTERM at once, then SIGKILL if they are still there after
-/// [`NODE_STOP_TIMEOUT`].
-pub fn stop_leftover_nodes(dir: &ClusterDir, previous: &crate::manifest::Manifest) {
-    let configs: Vec<Vec<u8>> = previous
-        .nodes
-        .iter()
-        .map(|node| dir.node_dir(node.id).join("node.toml").into_os_string().into_encoded_bytes())
+/// `lowtail node --config <node.toml of one of this directory's nodes `node_ids`>` (a relative
+/// path taken from the process's working directory), so an unrelated process is left alone. The
+/// nodes come from the directory's state, not from the last manifest: a run killed before it
+/// wrote its manifest, or a manifest removed, must not hide them. All get SIGTERM at once, then
+/// SIGKILL if they are still there after [`NODE_STOP_TIMEOUT`].
+pub fn stop_leftover_nodes(dir: &ClusterDir, node_ids: &[u32]) {
+    let configs: Vec<PathBuf> =
+        node_ids.iter().filter_map(|&id| std::path::absolute(dir.node_dir(id).join("node.toml")).ok()).collect();
+    let leftovers: Vec<u32> = running_pids()
+        .into_iter()
+        .filter(|&pid| node_config(pid).is_some_and(|config| configs.contains(&config)))
         .collect();
-    let is_our_node = |args: &[Vec<u8>]| {
-        args.iter().any(|a| a == b"node") && args.iter().any(|a| configs.iter().any(|config| a == config))
-    };
-    let leftovers: Vec<u32> =
-        running_pids().into_iter().filter(|&pid| command_line(pid).is_some_and(|args| is_our_node(&args))).collect();
     if leftovers.is_empty() {
         return;
     }
@@ -51,6 +49,21 @@ pub fn stop_leftover_nodes(dir: &ClusterDir, previous: &crate::manifest::Manifes
         // SAFETY: as above.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     }
+}
+
+/// The absolute `--config` path of process `pid` when it runs `lowtail node --config <path>`.
+fn node_config(pid: u32) -> Option<PathBuf> {
+    let args = command_line(pid)?;
+    if !args.iter().any(|a| a == b"node") {
+        return None;
+    }
+    let at = args.iter().position(|a| a == b"--config")?;
+    let config = PathBuf::from(std::ffi::OsString::from_vec(args.get(at + 1)?.clone()));
+    if config.is_absolute() {
+        return Some(config);
+    }
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    Some(cwd.join(config))
 }
 
 /// Whether process `pid` exists and has not exited (a zombie waiting for a parent that may never

@@ -114,19 +114,19 @@ impl LocalCluster {
 pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow::Result<LocalCluster> {
     let dir = ClusterDir::new(&options.dir);
     let state = dir.load_or_create(options)?;
-    if let Ok(previous) = Manifest::read(&dir.manifest_file()) {
-        if let Some(gateway) = &previous.gateway
-            && gateway.pid != std::process::id()
-            && crate::processes::command_line(gateway.pid).is_some_and(|args| args.iter().any(|a| a == b"up"))
-        {
-            anyhow::bail!(
-                "a lowtail up (pid {}) is already running on {}; stop it first",
-                gateway.pid,
-                dir.root().display()
-            );
-        }
-        crate::processes::stop_leftover_nodes(&dir, &previous);
+    if let Ok(previous) = Manifest::read(&dir.manifest_file())
+        && let Some(gateway) = &previous.gateway
+        && gateway.pid != std::process::id()
+        && crate::processes::command_line(gateway.pid).is_some_and(|args| args.iter().any(|a| a == b"up"))
+    {
+        anyhow::bail!(
+            "a lowtail up (pid {}) is already running on {}; stop it first",
+            gateway.pid,
+            dir.root().display()
+        );
     }
+    let node_ids: Vec<u32> = state.nodes.iter().map(|slot| slot.id).collect();
+    crate::processes::stop_leftover_nodes(&dir, &node_ids);
     let mut nodes = Vec::with_capacity(state.nodes.len());
     for slot in &state.nodes {
         let (model, scrub) = (config.service_model.clone(), config.scrub.clone());

@@ -82,6 +82,9 @@ pub enum NodeError {
     /// The node is shutting down and takes no new tasks.
     #[error("node is shutting down")]
     ShuttingDown,
+    /// Another process holds the data directory (a node already runs on it).
+    #[error("data directory {0} is in use by another lowtail node process; stop that one first")]
+    DirectoryInUse(PathBuf),
     /// A file-system operation failed.
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -109,6 +112,7 @@ impl NodeError {
             Self::QueueFull { .. } => Code::ResourceExhausted,
             Self::Cancelled => Code::Cancelled,
             Self::ShuttingDown => Code::Unavailable,
+            Self::DirectoryInUse(_) => Code::FailedPrecondition,
             Self::Io { .. } => Code::Internal,
         }
     }

@@ -107,6 +107,8 @@ fn sync_dir(dir: &Path) -> Result<(), NodeError> {
 /// The units stored on this node's disk.
 #[derive(Debug)]
 pub struct UnitStore {
+    /// The data directory's lock, held while the store lives: one process per directory.
+    _dir_lock: fs::File,
     units_dir: PathBuf,
     max_unit_bytes: u64,
     /// Every committed unit with its data length and generation; mirrors the directory. A commit's
@@ -165,6 +167,27 @@ fn first_generation() -> u64 {
     now_ns.max(1)
 }
 
+/// The lock file in a node's data directory (see [`lock_data_dir`]).
+pub const LOCK_FILE: &str = "lock";
+
+/// Takes the exclusive lock of `data_dir` (released when the process exits, however it exits). A
+/// second process on the same directory would delete the first one's in-flight temp files when it
+/// opens, race its renames and scrub units it is rewriting: it is refused instead.
+fn lock_data_dir(data_dir: &Path) -> Result<fs::File, NodeError> {
+    let path = data_dir.join(LOCK_FILE);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| NodeError::io(&path, e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(NodeError::DirectoryInUse(data_dir.to_path_buf())),
+        Err(fs::TryLockError::Error(e)) => Err(NodeError::io(&path, e)),
+    }
+}
+
 impl UnitStore {
     /// Opens (creating if needed) the store under `data_dir`, removes temp files a crash left
     /// behind and indexes the units present. Units longer than `max_unit_bytes` are refused on
@@ -172,6 +195,7 @@ impl UnitStore {
     pub fn open(data_dir: &Path, max_unit_bytes: u64) -> Result<Self, NodeError> {
         let units_dir = data_dir.join("units");
         fs::create_dir_all(&units_dir).map_err(|e| NodeError::io(&units_dir, e))?;
+        let dir_lock = lock_data_dir(data_dir)?;
         let mut index = BTreeMap::new();
         let mut corrupt = BTreeSet::new();
         let mut generation = first_generation();
@@ -204,6 +228,7 @@ impl UnitStore {
         tracing::info!(dir = %units_dir.display(), units = index.len(), corrupt = corrupt.len(), "unit store opened");
         let stored_bytes = index.values().map(|entry| entry.data_len).sum();
         Ok(Self {
+            _dir_lock: dir_lock,
             units_dir,
             max_unit_bytes,
             index: Mutex::new(index),
@@ -573,6 +598,22 @@ mod tests {
 
     fn pattern(len: usize, seed: u8) -> Vec<u8> {
         (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    }
+
+    #[test]
+    fn a_second_store_on_a_directory_in_use_is_refused_and_deletes_nothing() {
+        let temp = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(temp.path(), 1 << 20).unwrap();
+        let staged = store.begin_write(UnitId { stripe: 1, unit: 0 }, 10).unwrap();
+        let temps = || fs::read_dir(temp.path().join("units")).unwrap().count();
+        let before = temps();
+        let Err(error) = UnitStore::open(temp.path(), 1 << 20) else { panic!("refused while in use") };
+        assert!(matches!(error, NodeError::DirectoryInUse(_)), "{error}");
+        assert!(error.to_string().contains("in use by another lowtail node"), "{error}");
+        assert_eq!(temps(), before, "the refused open left the in-flight write's temp file alone");
+        drop(staged);
+        drop(store);
+        UnitStore::open(temp.path(), 1 << 20).expect("free once the first store is gone");
     }
 
     fn write(store: &UnitStore, id: UnitId, data: &[u8], chunk: usize) {

@@ -108,7 +108,6 @@ impl Cluster {
             return Ok(());
         }
         self.reap_restarted();
-        let _ = std::fs::remove_file(self.cluster_dir().join("cluster.json"));
         let (up, manifest) = start_up(&self.settings, &self.listen)?;
         self.up = Some(up);
         self.manifest = manifest;
