@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -146,16 +147,37 @@ impl GatewayConfig {
 /// Opens the configured metadata backend.
 pub async fn open_meta(config: &MetaConfig) -> anyhow::Result<Arc<dyn MetaStore>> {
     Ok(match config {
-        MetaConfig::Embedded { dir, cache_bytes } => Arc::new(
-            meta::RedbStore::open_with_cache(dir, *cache_bytes)
-                .map_err(|e| anyhow::anyhow!("cannot open the metadata store in {}: {e}", dir.display()))?,
-        ),
+        MetaConfig::Embedded { dir, cache_bytes } => {
+            let store = Arc::new(
+                meta::RedbStore::open_with_cache(dir, *cache_bytes)
+                    .map_err(|e| anyhow::anyhow!("cannot open the metadata store in {}: {e}", dir.display()))?,
+            );
+            publish_meta_cache_bytes(Arc::downgrade(&store));
+            store
+        }
         MetaConfig::Etcd { endpoints, prefix } => Arc::new(
             meta::EtcdStore::connect(endpoints, prefix)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot connect to etcd at {endpoints:?}: {e}"))?,
         ),
     })
+}
+
+/// How often the metadata cache's size is published.
+const META_CACHE_GAUGE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Sets `lowtail_gateway_meta_cache_bytes` to the embedded store's page-cache size every
+/// [`META_CACHE_GAUGE_INTERVAL`] while the store lives: the largest bounded part of a gateway's
+/// memory, so an operator can tell it from growth.
+fn publish_meta_cache_bytes(store: std::sync::Weak<meta::RedbStore>) {
+    let gauge = metrics::gauge!("lowtail_gateway_meta_cache_bytes");
+    tokio::spawn(async move {
+        while let Some(store) = store.upgrade() {
+            gauge.set(store.cache_used_bytes() as f64);
+            drop(store);
+            tokio::time::sleep(META_CACHE_GAUGE_INTERVAL).await;
+        }
+    });
 }
 
 /// The cluster as `GET /admin/status` reports it.

@@ -173,6 +173,42 @@ async fn repair_reads_no_faster_than_its_budget() {
     cluster.shutdown().await;
 }
 
+/// A scan rebuilding a dead node's units elsewhere stops starting stripes once the node is back Up:
+/// its units are intact, so moving the rest would only cost reads and writes, and the scan's view
+/// (and the status it publishes) would stay stale for as long as it runs. The fault swarm saw
+/// scans run for minutes on the node map they began with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_stops_moving_a_nodes_units_once_the_node_is_back() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    config.repair = RepairConfig { grace_ms: 0, max_read_bytes_per_s: 400_000, ..Default::default() };
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    for i in 0..16 {
+        data.write(pattern(200 << 10, 90 + i)).await.unwrap();
+    }
+    cluster.kill(0).await;
+    let meta = Arc::clone(&cluster.meta);
+    let on_node_0 = || async {
+        let stripes = meta.list_stripes(None, 1000).await.unwrap();
+        stripes.iter().filter(|stripe| stripe.placement.contains(&NodeId(0))).count()
+    };
+    let before = on_node_0().await;
+    assert!(before >= 8, "too few stripes on node 0: {before}");
+    let repair = Arc::new(RepairService::new(Arc::clone(data.io()), config.repair.clone()));
+    let scan = tokio::spawn({
+        let repair = Arc::clone(&repair);
+        async move { repair.scan().await }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cluster.restart(0).await;
+    tokio::time::timeout(Duration::from_secs(10), scan).await.expect("the scan ends soon").unwrap().unwrap();
+    let moved = repair.status().stripes_repaired as usize;
+    assert!(moved < before, "the scan moved all {before} stripes although node 0 came back");
+    assert_eq!(on_node_0().await, before - moved, "the rest stay on node 0");
+    cluster.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rs_survives_m_losses_and_repair_restores_redundancy() {
     lose_m_then_repair_then_lose_m_more("rs-6-3", 3).await;

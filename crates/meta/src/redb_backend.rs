@@ -60,6 +60,12 @@ impl KvStore<RedbBackend> {
     pub fn path(&self) -> &Path {
         &self.backend_ref().path
     }
+
+    /// Bytes redb's page cache holds now (read cache and write buffer), at most the `cache_bytes`
+    /// it was opened with.
+    pub fn cache_used_bytes(&self) -> usize {
+        self.backend_ref().db.cache_stats().used_bytes()
+    }
 }
 
 /// redb behind the `Backend` seam.

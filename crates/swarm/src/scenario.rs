@@ -346,6 +346,13 @@ pub struct SoakReport {
     pub rss_last_minute_mean_kib: f64,
     /// The last minute's mean over the first's: the trend (1.0 = flat).
     pub rss_trend: f64,
+    /// The gateway's metadata page cache (`lowtail_gateway_meta_cache_bytes`), sampled with the
+    /// RSS: (seconds in, KiB). It fills up to `meta_cache_bytes` and stays there.
+    pub meta_cache_kib: Vec<(u64, u64)>,
+    /// Mean metadata cache over the first minute after the warm-up and over the last, KiB.
+    pub meta_cache_first_last_minute_mean_kib: (f64, f64),
+    /// The trend of the RSS less the metadata cache: what grows besides the bounded cache.
+    pub rss_less_meta_cache_trend: f64,
 }
 
 /// `clients` clients put and get objects for `minutes`; the gateway's RSS is sampled.
@@ -366,14 +373,18 @@ pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes:
         })
         .collect();
     let pid = cluster.gateway_pid().ok_or_else(|| anyhow::anyhow!("no gateway"))?;
+    let metrics_url = cluster.manifest().gateway.as_ref().map(|g| g.metrics.clone()).unwrap_or_default();
     let started = Instant::now();
-    let mut rss_kib = Vec::new();
+    let (mut rss_kib, mut meta_cache_kib) = (Vec::new(), Vec::new());
     while started.elapsed() < Duration::from_secs(minutes * 60) {
         std::thread::sleep(Duration::from_secs(5));
         let kib = resident_kib(pid)?;
+        let cache_kib = gauge(&metrics_url, "lowtail_gateway_meta_cache_bytes").unwrap_or(0.0) as u64 / 1024;
         let at = started.elapsed().as_secs();
-        println!("{at:>5} s  gateway RSS {:>8} KiB  requests {}", kib, requests.load(Ordering::Relaxed));
+        let served = requests.load(Ordering::Relaxed);
+        println!("{at:>5} s  gateway RSS {kib:>8} KiB  metadata cache {cache_kib:>7} KiB  requests {served}");
         rss_kib.push((at, kib));
+        meta_cache_kib.push((at, cache_kib));
     }
     stop.store(true, Ordering::Relaxed);
     for task in tasks {
@@ -386,13 +397,10 @@ pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes:
         _ => f64::NAN,
     };
     let end_s = rss_kib.last().map_or(0, |(at, _)| *at);
-    let mean = |from: u64, to: u64| {
-        let inside: Vec<f64> =
-            rss_kib.iter().filter(|(at, _)| (from..to).contains(at)).map(|(_, kib)| *kib as f64).collect();
-        inside.iter().sum::<f64>() / inside.len().max(1) as f64
-    };
-    let first = mean(warmup_s, warmup_s + 60);
-    let last = mean(end_s.saturating_sub(59), end_s + 1);
+    let first_and_last =
+        |series: &[(u64, u64)]| (minute_mean(series, warmup_s), minute_mean(series, end_s.saturating_sub(59)));
+    let (first, last) = first_and_last(&rss_kib);
+    let cache = first_and_last(&meta_cache_kib);
     Ok(SoakReport {
         requests: requests.load(Ordering::Relaxed),
         failed: failed.load(Ordering::Relaxed),
@@ -401,7 +409,23 @@ pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes:
         rss_first_minute_mean_kib: first,
         rss_last_minute_mean_kib: last,
         rss_trend: last / first,
+        meta_cache_kib,
+        meta_cache_first_last_minute_mean_kib: cache,
+        rss_less_meta_cache_trend: (last - cache.1) / (first - cache.0),
     })
+}
+
+/// The mean of the samples of `series` taken in the minute from `from_s`.
+fn minute_mean(series: &[(u64, u64)], from_s: u64) -> f64 {
+    let inside: Vec<f64> =
+        series.iter().filter(|(at, _)| (from_s..from_s + 60).contains(at)).map(|(_, kib)| *kib as f64).collect();
+    inside.iter().sum::<f64>() / inside.len().max(1) as f64
+}
+
+/// The value of Prometheus gauge `name` at `url` (`None` when it cannot be read).
+fn gauge(url: &str, name: &str) -> Option<f64> {
+    let text = ureq::get(url).call().ok()?.body_mut().read_to_string().ok()?;
+    text.lines().find(|line| line.starts_with(name))?.split_whitespace().last()?.parse().ok()
 }
 
 /// One soak client: puts (a quarter) and gets over a fixed set of 200 keys until stopped.

@@ -58,6 +58,8 @@ const MIN_LEASE_TERM: Duration = Duration::from_secs(30);
 /// A stripe that could not progress is tried again after this long, or at once when a node
 /// changes state (what usually unblocks it).
 const BLOCKED_RETRY: Duration = Duration::from_secs(30);
+/// How often a scan checks whether a node changed state since it was planned.
+const NODE_RECHECK: Duration = Duration::from_secs(1);
 /// A cause of failure still present is logged again after this long.
 const LOG_AGAIN_AFTER: Duration = Duration::from_secs(60);
 
@@ -467,29 +469,39 @@ impl RepairService {
         let mut outcomes: BTreeMap<StripeId, Outcome> = BTreeMap::new();
         self.progress.remaining.store(work.len() as u64, Ordering::Relaxed);
         metrics::gauge!("lowtail_gateway_repair_stripes_remaining").set(work.len() as f64);
-        let still_held = AtomicBool::new(true);
-        let still_held = &still_held;
+        // False once the lease is lost or a node changed state: no more stripes start.
+        let go_on = AtomicBool::new(true);
+        let go_on = &go_on;
         let mut repairs = stream::iter(work.into_iter().map(|id| async move {
             // A holder that lost the lease mid-scan starts no more stripes: the new one takes them.
-            if !still_held.load(Ordering::Relaxed) {
+            // Nor does a scan planned on node states that changed: a node back Up keeps its units,
+            // so the next scan plans again instead of rebuilding them elsewhere.
+            if !go_on.load(Ordering::Relaxed) {
                 return (id, Outcome::Skipped);
             }
             (id, self.repair_stripe(nodes, id).await)
         }))
         .buffer_unordered(self.config.max_concurrent_stripes);
-        let mut claimed = Instant::now();
+        let (mut claimed, mut checked) = (Instant::now(), Instant::now());
         while let Some((id, outcome)) = repairs.next().await {
             self.progress.remaining.fetch_sub(1, Ordering::Relaxed);
             metrics::gauge!("lowtail_gateway_repair_stripes_remaining").decrement(1.0);
             self.count(id, &outcome);
             outcomes.insert(id, outcome);
-            if still_held.load(Ordering::Relaxed) && claimed.elapsed() >= self.lease_term() / 3 {
+            if go_on.load(Ordering::Relaxed) && checked.elapsed() >= NODE_RECHECK {
+                checked = Instant::now();
+                if self.node_states_changed(nodes).await {
+                    tracing::info!("a node changed state mid-scan; the next scan plans again");
+                    go_on.store(false, Ordering::Relaxed);
+                }
+            }
+            if go_on.load(Ordering::Relaxed) && claimed.elapsed() >= self.lease_term() / 3 {
                 claimed = Instant::now();
                 match self.claim().await {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::warn!("repair lease lost mid-scan; the rest is left to its new holder");
-                        still_held.store(false, Ordering::Relaxed);
+                        go_on.store(false, Ordering::Relaxed);
                     }
                     Err(error) => {
                         tracing::warn!(%error, "repair lease not renewed; tried again a third of a term later")
@@ -500,6 +512,13 @@ impl RepairService {
         drop(repairs);
         self.log_blocked(&outcomes);
         outcomes
+    }
+
+    /// Whether any node's state differs from `planned` now (a metadata error counts as no change).
+    async fn node_states_changed(&self, planned: &NodeMap) -> bool {
+        let Ok(now) = self.io.cluster().node_map().await else { return false };
+        now.len() != planned.len()
+            || now.values().any(|node| planned.get(&node.id).is_none_or(|before| before.state != node.state))
     }
 
     /// Counts one stripe's outcome (progress, metrics, the blocked memory).
