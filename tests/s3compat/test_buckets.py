@@ -77,6 +77,23 @@ def test_bucket_delete_nonempty():
     assert _get_keys(client.list_objects(Bucket=bucket_name)) == ["foo"]
 
 
+@pytest.mark.lowtail
+def test_bucket_delete_with_pending_upload():
+    # S3 deletes a bucket that holds no objects whatever multipart uploads are pending (a crashed
+    # upload must not make `aws s3 rb --force`, `rclone purge` or `s3cmd rb --recursive` fail);
+    # the uploads go with it.
+    bucket_name = get_new_bucket()
+    client = get_client()
+    upload_id = client.create_multipart_upload(Bucket=bucket_name, Key="crashed")["UploadId"]
+    client.upload_part(Bucket=bucket_name, Key="crashed", UploadId=upload_id, PartNumber=1, Body=b"x" * 1024)
+    client.delete_bucket(Bucket=bucket_name)
+    e = assert_raises(ClientError, client.head_bucket, Bucket=bucket_name)
+    status, _ = _get_status_and_error_code(e.response)
+    assert status == 404
+    client.create_bucket(Bucket=bucket_name)
+    assert client.list_multipart_uploads(Bucket=bucket_name).get("Uploads", []) == []
+
+
 def test_object_write_to_nonexist_bucket():
     bucket_name = "whatchutalkinboutwillis"
     client = get_client()

@@ -14,6 +14,7 @@ use crate::data::orphans::{OrphanCollector, OrphanStatus};
 use crate::data::packed::{PackedStatus, Packer};
 use crate::data::repair::{RepairService, RepairStatus};
 use crate::data::{DataConfig, ObjectData};
+use crate::s3::abandoned_uploads::UploadExpiry;
 use crate::s3::{S3Options, build_service, serve};
 use crate::stripe_gc::{StripeCollector, StripeGcStatus};
 use meta::{MetaStore, NodeInfo};
@@ -90,6 +91,9 @@ pub struct GatewayConfig {
     /// How long a request body (PutObject, UploadPart) may go without a byte before the request
     /// fails with RequestTimeout (400) and nothing of it is kept. Default 20 000 ms.
     pub body_idle_timeout_ms: u64,
+    /// Multipart uploads initiated longer ago than this are aborted and their parts deleted, in every
+    /// bucket (S3's `AbortIncompleteMultipartUpload` lifecycle rule). Default 604 800 (7 days); 0 = never.
+    pub abort_incomplete_uploads_after_s: u64,
     /// Metadata backend. Default: embedded in `lowtail-meta`.
     pub meta: MetaConfig,
     /// The data path: code, unit size, timeouts, membership, repair, cluster secret.
@@ -108,6 +112,7 @@ impl Default for GatewayConfig {
             region: "us-east-1".to_string(),
             max_object_bytes: crate::s3::DEFAULT_MAX_OBJECT_BYTES,
             body_idle_timeout_ms: crate::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
+            abort_incomplete_uploads_after_s: crate::s3::abandoned_uploads::DEFAULT_ABORT_AFTER_S,
             meta: MetaConfig::default(),
             data: DataConfig::default(),
             controller: ControllerConfig::default(),
@@ -234,6 +239,7 @@ pub struct RunningGateway {
     controller: Arc<Controller>,
     status: StatusSources,
     stripe_gc_task: Option<BackgroundTask>,
+    upload_expiry_task: Option<BackgroundTask>,
     stop_s3: oneshot::Sender<()>,
     s3_server: JoinHandle<()>,
     stop_http: Option<oneshot::Sender<()>>,
@@ -273,7 +279,7 @@ impl RunningGateway {
         if let Some(server) = self.http_server {
             let _ = server.await;
         }
-        if let Some(task) = self.stripe_gc_task {
+        for task in [self.stripe_gc_task, self.upload_expiry_task].into_iter().flatten() {
             task.shutdown().await;
         }
         self.data.shutdown().await;
@@ -308,6 +314,9 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         body_idle_timeout: std::time::Duration::from_millis(config.body_idle_timeout_ms),
         ..S3Options::default()
     };
+    let upload_expiry_task =
+        UploadExpiry::new(Arc::clone(&meta), Arc::clone(&object_data), config.abort_incomplete_uploads_after_s)
+            .map(UploadExpiry::spawn);
     let service = build_service(Arc::clone(&meta), object_data, credentials, options)?;
     let s3_listener = TcpListener::bind(config.s3_listen)
         .await
@@ -366,6 +375,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         controller,
         status,
         stripe_gc_task,
+        upload_expiry_task,
         stop_s3,
         s3_server,
         stop_http,

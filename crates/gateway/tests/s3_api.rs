@@ -391,6 +391,57 @@ async fn multipart_uploads() {
     );
 }
 
+/// An abandoned upload neither blocks deleting its bucket nor lives for ever: DeleteBucket on a bucket
+/// with no objects aborts its pending uploads and releases their parts (before, 409 BucketNotEmpty,
+/// so `aws s3 rb --force` and `rclone purge` failed), and uploads older than
+/// `abort_incomplete_uploads_after_s` are aborted in the background.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_uploads_go_with_their_bucket_and_after_their_age() {
+    use gateway::data::membership::unix_now_ms;
+    use gateway::s3::abandoned_uploads::UploadExpiry;
+
+    let server = start().await;
+    let client = client(&server);
+    let start_upload = |bucket: &'static str| {
+        let client = client.clone();
+        async move {
+            client.create_bucket().bucket(bucket).send().await.expect("create");
+            let upload = client.create_multipart_upload().bucket(bucket).key("big").send().await.expect("initiate");
+            let id = upload.upload_id().expect("upload id").to_string();
+            let part = ByteStream::from(vec![7u8; 100_000]);
+            client
+                .upload_part()
+                .bucket(bucket)
+                .key("big")
+                .upload_id(&id)
+                .part_number(1)
+                .body(part)
+                .send()
+                .await
+                .expect("part");
+        }
+    };
+    start_upload("crashed").await;
+    put(&client, "crashed", "k", b"v".to_vec()).await;
+    let refused = client.delete_bucket().bucket("crashed").send().await.unwrap_err();
+    assert_eq!(failure(&refused), (409, "BucketNotEmpty".into()), "an object still blocks it");
+    let uploads = client.list_multipart_uploads().bucket("crashed").send().await.expect("list uploads");
+    assert_eq!(uploads.uploads().len(), 1, "the refused delete aborted nothing");
+    client.delete_object().bucket("crashed").key("k").send().await.expect("delete");
+    client.delete_bucket().bucket("crashed").send().await.expect("a bucket with only an upload is deleted");
+    assert_eq!(server.data.live_stripes(), 0, "the upload's part was released");
+
+    start_upload("old").await;
+    let data: std::sync::Arc<dyn gateway::data::ObjectData> = server.data.clone();
+    let expiry = UploadExpiry::new(std::sync::Arc::clone(&server.meta), data, 3600).expect("on");
+    assert_eq!(expiry.round(unix_now_ms()).await.unwrap(), 0, "younger than the age: kept");
+    assert_eq!(expiry.round(unix_now_ms() + 3_601_000).await.unwrap(), 1, "older: aborted");
+    let uploads = client.list_multipart_uploads().bucket("old").send().await.expect("list uploads");
+    assert!(uploads.uploads().is_empty());
+    assert_eq!(server.data.live_stripes(), 0, "its part was released");
+    client.delete_bucket().bucket("old").send().await.expect("empty now");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_delete() {
     let server = start().await;

@@ -36,6 +36,9 @@ pub struct UpConfig {
     /// How long a request body may go without a byte before the request fails with
     /// RequestTimeout. Default 20 000 ms.
     pub body_idle_timeout_ms: u64,
+    /// Multipart uploads initiated longer ago are aborted, their parts deleted. Default 604 800 (7
+    /// days); 0 = never.
+    pub abort_incomplete_uploads_after_s: u64,
     /// Most memory the embedded metadata store caches pages in. Default 64 MiB.
     pub meta_cache_bytes: usize,
     /// The gateway's data path (unit size, timeouts, membership, repair). `code` and
@@ -58,6 +61,7 @@ impl Default for UpConfig {
             racks: 0,
             s3_listen: None,
             body_idle_timeout_ms: gateway::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
+            abort_incomplete_uploads_after_s: gateway::s3::abandoned_uploads::DEFAULT_ABORT_AFTER_S,
             meta_cache_bytes: meta::DEFAULT_CACHE_BYTES,
             data: DataConfig::default(),
             service_model: ServiceModel::default(),
@@ -187,6 +191,7 @@ async fn start_gateway(
         credentials: vec![Credential { access_key: state.access_key.clone(), secret_key: state.secret_key.clone() }],
         region: state.region.clone(),
         body_idle_timeout_ms: config.body_idle_timeout_ms,
+        abort_incomplete_uploads_after_s: config.abort_incomplete_uploads_after_s,
         meta: meta_config,
         data,
         controller: config.controller.clone(),

@@ -6,6 +6,7 @@
 //! except through `ObjectData`, or make policy decisions. `docs/s3.md` lists the supported operations,
 //! limits and error codes.
 
+pub mod abandoned_uploads;
 mod auth;
 mod body;
 mod conditions;

@@ -24,6 +24,7 @@ use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use tracing::Instrument;
 
 use super::S3Options;
+use super::abandoned_uploads;
 use super::body::{BodyTally, DeclaredBody, tallied};
 use super::conditions::{self, Conditions, Precondition};
 use super::copy::{self, Directive};
@@ -518,7 +519,17 @@ impl S3 for LowtailS3 {
 
     async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
         observe("DeleteBucket", async {
-            self.meta.delete_bucket(&req.input.bucket).await.map_err(from_meta)?;
+            let bucket = &req.input.bucket;
+            // S3 deletes a bucket without objects whatever uploads are pending, aborting them. One
+            // begun after this still makes the delete fail with BucketNotEmpty, as an object would.
+            let query = meta::ListObjectsQuery { max_keys: 1, ..Default::default() };
+            let listing = self.meta.list_objects(bucket, &query).await.map_err(from_meta)?;
+            if listing.objects.is_empty() {
+                abandoned_uploads::abort_uploads(self.meta.as_ref(), self.data.as_ref(), bucket, u64::MAX)
+                    .await
+                    .map_err(from_meta)?;
+            }
+            self.meta.delete_bucket(bucket).await.map_err(from_meta)?;
             Ok(S3Response::new(DeleteBucketOutput::default()))
         })
         .await

@@ -29,6 +29,8 @@ pub struct TestServer {
     pub endpoint: String,
     /// The object bytes behind the server.
     pub data: Arc<MemoryData>,
+    /// The metadata behind the server.
+    pub meta: Arc<dyn meta::MetaStore>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
 }
@@ -52,15 +54,15 @@ pub async fn start_with(options: S3Options) -> TestServer {
     let meta: Arc<dyn meta::MetaStore> = Arc::new(meta::RedbStore::open(dir.path()).expect("redb store"));
     // Small segments, so larger objects span several synthetic stripes.
     let data = Arc::new(MemoryData::new(1 << 20));
-    let service =
-        build_service(meta, data.clone(), vec![(ACCESS_KEY.into(), SECRET_KEY.into())], options).expect("service");
+    let service = build_service(Arc::clone(&meta), data.clone(), vec![(ACCESS_KEY.into(), SECRET_KEY.into())], options)
+        .expect("service");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let endpoint = format!("http://{}", listener.local_addr().expect("address"));
     let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(serve(listener, service, async move {
         let _ = stop.await;
     }));
-    TestServer { endpoint, data, shutdown: Some(shutdown), _dir: dir }
+    TestServer { endpoint, data, meta, shutdown: Some(shutdown), _dir: dir }
 }
 
 /// An SDK client for `endpoint` with the given keys (path style, plain HTTP, no retries so that
