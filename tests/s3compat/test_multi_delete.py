@@ -116,3 +116,59 @@ def test_multi_object_delete_key_too_long():
     response = client.delete_objects(Bucket=bucket_name, Delete=_make_objs_dict(["a", "k" * 1025]))
     assert [d["Key"] for d in response["Deleted"]] == ["a"]
     assert [(e["Key"], e["Code"]) for e in response["Errors"]] == [("k" * 1025, "KeyTooLongError")]
+
+
+def _delete_with_content_md5(client, bucket_name, keys, content_md5):
+    # botocore computes its own checksum header; this one is set just before signing, so it is the
+    # Content-MD5 the gateway sees, signed.
+    def set_md5(request, **kwargs):
+        # HTTPHeaders appends on assignment: replace, do not add a second header.
+        del request.headers["Content-MD5"]
+        request.headers["Content-MD5"] = content_md5
+
+    client.meta.events.register("before-sign.s3.DeleteObjects", set_md5)
+    try:
+        return client.delete_objects(Bucket=bucket_name, Delete=_make_objs_dict(keys))
+    finally:
+        client.meta.events.unregister("before-sign.s3.DeleteObjects", set_md5)
+
+
+@pytest.mark.lowtail
+@pytest.mark.parametrize(
+    "content_md5,code",
+    [("1B2M2Y8AsgTpgAmY7PhCfg==", "BadDigest"), ("not base64!", "InvalidDigest"), ("AAAA", "InvalidDigest")],
+)
+def test_multi_object_delete_bad_content_md5(content_md5, code):
+    # A DeleteObjects whose Content-MD5 is not its body's is refused and deletes nothing (before,
+    # s3s parsed the body without checking it and every key was deleted).
+    key_names = ["key0", "key1"]
+    bucket_name = _create_objects(keys=key_names)
+    client = get_client()
+    e = assert_raises(ClientError, _delete_with_content_md5, client, bucket_name, key_names, content_md5)
+    status, error_code = _get_status_and_error_code(e.response)
+    assert (status, error_code) == (400, code)
+    assert _get_keys(client.list_objects(Bucket=bucket_name)) == key_names
+
+
+@pytest.mark.lowtail
+def test_multi_object_delete_good_content_md5():
+    import base64
+    import hashlib
+
+    key_names = ["key0"]
+    bucket_name = _create_objects(keys=key_names)
+    client = get_client()
+    body = {}
+
+    def capture(request, **kwargs):
+        body["md5"] = base64.b64encode(hashlib.md5(request.body).digest()).decode()
+        del request.headers["Content-MD5"]
+        request.headers["Content-MD5"] = body["md5"]
+
+    client.meta.events.register("before-sign.s3.DeleteObjects", capture)
+    try:
+        response = client.delete_objects(Bucket=bucket_name, Delete=_make_objs_dict(key_names))
+    finally:
+        client.meta.events.unregister("before-sign.s3.DeleteObjects", capture)
+    assert len(response["Deleted"]) == 1
+    assert "Contents" not in client.list_objects(Bucket=bucket_name)

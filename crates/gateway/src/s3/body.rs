@@ -73,6 +73,16 @@ impl DeclaredBody {
         Ok(DeclaredBody { length_bytes, md5 })
     }
 
+    /// BadDigest unless the declared Content-MD5 (if any) is `md5`, the digest of a body read whole.
+    pub fn check_md5(&self, md5: [u8; 16]) -> S3Result<()> {
+        match self.md5 {
+            Some(declared) if declared != md5 => {
+                Err(s3(S3ErrorCode::BadDigest, "the Content-MD5 does not match the body"))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Whether the body read is the one declared: IncompleteBody if it is shorter than its
     /// Content-Length, BadDigest if its MD5 is not the Content-MD5.
     pub fn check(&self, tally: &BodyTally) -> S3Result<()> {

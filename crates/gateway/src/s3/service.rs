@@ -750,6 +750,7 @@ impl S3 for LowtailS3 {
 
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
         observe("DeleteObjects", async {
+            check_multi_delete_md5(&req.headers)?;
             let input = req.input;
             if input.delete.objects.len() > MAX_DELETE_KEYS {
                 return Err(s3(S3ErrorCode::MalformedXML, format!("at most {MAX_DELETE_KEYS} keys per request")));
@@ -1253,6 +1254,18 @@ impl S3 for LowtailS3 {
         })
         .await
     }
+}
+
+/// Checks a DeleteObjects request's `Content-MD5` (InvalidDigest, BadDigest) against the body the
+/// server read whole, before any key is deleted: s3s parses the body without checking it.
+fn check_multi_delete_md5(headers: &hyper::HeaderMap) -> S3Result<()> {
+    let Some(value) = headers.get("content-md5") else { return Ok(()) };
+    let value = value.to_str().map_err(|_| s3(S3ErrorCode::InvalidDigest, "Content-MD5 is not base64"))?;
+    let declared = DeclaredBody::new(None, Some(value), u64::MAX)?;
+    let Some(md5) = super::server::buffered_body_md5() else {
+        return Err(s3(S3ErrorCode::InternalError, "the body's MD5 was not computed; nothing was deleted"));
+    };
+    declared.check_md5(md5)
 }
 
 #[cfg(test)]
