@@ -16,6 +16,7 @@ mod listing;
 mod read_body;
 mod server;
 mod service;
+mod unsupported;
 
 use std::sync::Arc;
 

@@ -31,6 +31,7 @@ use super::copy::{self, Directive};
 use super::errors::{from_data, from_meta, s3};
 use super::listing::{page_uploads, start_after_marker, url_encode};
 use super::read_body;
+use super::unsupported::refuse_unsupported;
 use crate::data::{ObjectData, Redundancy, Written};
 
 /// Name of the request latency histogram (seconds), labelled by `operation` and `outcome`.
@@ -488,6 +489,7 @@ impl S3 for LowtailS3 {
 
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
         observe("CreateBucket", async {
+            refuse_unsupported(&req.headers)?;
             let name = req.input.bucket;
             check_bucket_name(&name)?;
             let region = req
@@ -573,6 +575,7 @@ impl S3 for LowtailS3 {
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         observe("PutObject", async {
+            refuse_unsupported(&req.headers)?;
             let input = req.input;
             check_key(&input.key)?;
             // Before reading the body, so a request into a missing bucket writes no data.
@@ -657,6 +660,7 @@ impl S3 for LowtailS3 {
     /// PutObject commits: its old version stays readable until then, and is released after.
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         observe("CopyObject", async {
+            refuse_unsupported(&req.headers)?;
             let input = req.input;
             check_key(&input.key)?;
             let directive = copy::directive(input.metadata_directive.as_ref())?;
@@ -949,6 +953,7 @@ impl S3 for LowtailS3 {
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         observe("CreateMultipartUpload", async {
+            refuse_unsupported(&req.headers)?;
             let input = req.input;
             check_key(&input.key)?;
             let upload = UploadMeta {
@@ -974,6 +979,7 @@ impl S3 for LowtailS3 {
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
         observe("UploadPart", async {
+            refuse_unsupported(&req.headers)?;
             let input = req.input;
             check_key(&input.key)?;
             let number = part_number(input.part_number)?;
@@ -1004,6 +1010,7 @@ impl S3 for LowtailS3 {
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
         observe("UploadPartCopy", async {
+            refuse_unsupported(&req.headers)?;
             let input = req.input;
             check_key(&input.key)?;
             let number = part_number(input.part_number)?;
