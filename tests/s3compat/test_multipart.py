@@ -318,9 +318,8 @@ def test_multipart_no_such_upload():
     assert _get_status_and_error_code(e.response) == (404, "NoSuchUpload")
     (upload_id, data, parts) = _multipart_upload(bucket_name=bucket_name, key=key, size=10)
     client.complete_multipart_upload(Bucket=bucket_name, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})
-    # A completed upload is gone: completing it again, or uploading into it, is NoSuchUpload.
-    e = assert_raises(ClientError, client.complete_multipart_upload, Bucket=bucket_name, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})
-    assert _get_status_and_error_code(e.response) == (404, "NoSuchUpload")
+    # A completed upload is gone: uploading into it is NoSuchUpload. (lowtail: completing it again
+    # with the same parts is the retry S3 answers 200, test_multipart_complete_retried_after_success.)
     e = assert_raises(ClientError, client.upload_part, Bucket=bucket_name, Key=key, UploadId=upload_id, PartNumber=2, Body=b"x")
     assert _get_status_and_error_code(e.response) == (404, "NoSuchUpload")
 
@@ -421,3 +420,31 @@ def test_multipart_get_part():
     response = client.get_object(Bucket=bucket_name, Key=key, PartNumber=1)
     assert response["PartsCount"] == 2
     assert response["ContentLength"] == part_size
+
+
+@pytest.mark.lowtail
+def test_multipart_complete_retried_after_success():
+    # A client whose CompleteMultipartUpload timed out retries it; S3 answers the identical retry of a
+    # completed upload with 200 and the same ETag (before: 404 NoSuchUpload). A retry naming other
+    # parts, or completing an aborted upload, is still NoSuchUpload.
+    bucket_name = get_new_bucket()
+    client = get_client()
+    key = "retried"
+    (upload_id, data, parts) = _multipart_upload(bucket_name=bucket_name, key=key, size=6 * MB)
+    first = client.complete_multipart_upload(Bucket=bucket_name, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})
+    again = client.complete_multipart_upload(Bucket=bucket_name, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})
+    assert again["ETag"] == first["ETag"]
+    assert _get_body(client.get_object(Bucket=bucket_name, Key=key)) == data
+    e = assert_raises(
+        ClientError, client.complete_multipart_upload, Bucket=bucket_name, Key=key, UploadId=upload_id,
+        MultipartUpload={"Parts": parts[:1]},
+    )
+    assert _get_status_and_error_code(e.response) == (404, "NoSuchUpload")
+    (aborted_id, _, aborted_parts) = _multipart_upload(bucket_name=bucket_name, key=key, size=6 * MB)
+    client.abort_multipart_upload(Bucket=bucket_name, Key=key, UploadId=aborted_id)
+    e = assert_raises(
+        ClientError, client.complete_multipart_upload, Bucket=bucket_name, Key=key, UploadId=aborted_id,
+        MultipartUpload={"Parts": aborted_parts},
+    )
+    assert _get_status_and_error_code(e.response) == (404, "NoSuchUpload")
+    assert _get_body(client.get_object(Bucket=bucket_name, Key=key)) == data

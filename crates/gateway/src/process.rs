@@ -175,10 +175,11 @@ const META_CACHE_GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 /// [`META_CACHE_GAUGE_INTERVAL`] while the store lives: the largest bounded part of a gateway's
 /// memory, so an operator can tell it from growth.
 fn publish_meta_cache_bytes(store: std::sync::Weak<meta::RedbStore>) {
-    let gauge = metrics::gauge!("lowtail_gateway_meta_cache_bytes");
     tokio::spawn(async move {
         while let Some(store) = store.upgrade() {
-            gauge.set(store.cache_used_bytes() as f64);
+            // Looked up each time: the store opens before the metrics recorder is installed, and a
+            // handle taken then would feed no recorder.
+            metrics::gauge!("lowtail_gateway_meta_cache_bytes").set(store.cache_used_bytes() as f64);
             drop(store);
             tokio::time::sleep(META_CACHE_GAUGE_INTERVAL).await;
         }

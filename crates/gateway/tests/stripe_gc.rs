@@ -28,6 +28,7 @@ fn object(body: &Bytes, layout: &Layout) -> ObjectMeta {
         user_metadata: BTreeMap::new(),
         headers: Default::default(),
         last_modified_ms: 1,
+        completed_upload_id: None,
         layout: layout.clone(),
     }
 }

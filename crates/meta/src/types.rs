@@ -143,6 +143,11 @@ pub struct ObjectMeta {
     pub headers: ContentHeaders,
     /// Last modification time, unix milliseconds.
     pub last_modified_ms: u64,
+    /// The multipart upload this object was completed from, so that a client retrying the same
+    /// completion (after a timeout) is answered as S3 does, not with NoSuchUpload. Absent for
+    /// objects written whole and for records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_upload_id: Option<String>,
     /// Where the bytes live.
     pub layout: Layout,
 }

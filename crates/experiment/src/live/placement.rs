@@ -212,6 +212,7 @@ mod tests {
             user_metadata: Default::default(),
             headers: Default::default(),
             last_modified_ms: 0,
+            completed_upload_id: None,
             layout,
         }
     }

@@ -63,6 +63,25 @@ impl LowtailS3 {
 
     /// Frees a layout nothing references any more. A failure leaks space but loses no data, so it is
     /// logged rather than failing a request whose change is already committed.
+    /// The answer to a CompleteMultipartUpload whose upload is gone because this very completion
+    /// already succeeded (a client retrying after a timeout): the object the upload became, with the
+    /// ETag the same parts make. `None` when the key holds anything else.
+    async fn completed_already(
+        &self,
+        input: &CompleteMultipartUploadInput,
+        requested: &[CompletedPart],
+    ) -> S3Result<Option<S3Response<CompleteMultipartUploadOutput>>> {
+        let object = match self.meta.get_object(&input.bucket, &input.key).await {
+            Ok(object) => object,
+            Err(MetaError::NoSuchKey { .. }) => return Ok(None),
+            Err(error) => return Err(from_meta(error)),
+        };
+        let etags: Vec<&str> = requested.iter().map(|part| part.etag.as_str()).collect();
+        let same = object.completed_upload_id.as_deref() == Some(input.upload_id.as_str())
+            && object.etag == multipart_etag(&etags)?;
+        Ok(same.then(|| completed(input, object.etag)))
+    }
+
     async fn release(&self, layout: &Layout) {
         if let Err(error) = self.data.release(layout).await {
             tracing::warn!(%error, "could not release an unreferenced layout; its space leaks");
@@ -606,6 +625,7 @@ impl S3 for LowtailS3 {
                 user_metadata: user_metadata(input.metadata),
                 headers: content_headers!(input),
                 last_modified_ms: now_ms(),
+                completed_upload_id: None,
                 layout: written.layout.clone(),
             };
             let committed = self.meta.put_object(&input.bucket, &input.key, object).await;
@@ -705,6 +725,7 @@ impl S3 for LowtailS3 {
                 user_metadata,
                 headers,
                 last_modified_ms,
+                completed_upload_id: None,
                 layout: written.layout.clone(),
             };
             // For a copy onto itself the replaced version is the source: releasing it is safe
@@ -1055,9 +1076,9 @@ impl S3 for LowtailS3 {
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         observe("CompleteMultipartUpload", async {
-            let input = req.input;
+            let mut input = req.input;
             check_key(&input.key)?;
-            let named = input.multipart_upload.and_then(|upload| upload.parts).unwrap_or_default();
+            let named = input.multipart_upload.take().and_then(|upload| upload.parts).unwrap_or_default();
             if named.is_empty() {
                 return Err(s3(S3ErrorCode::MalformedXML, "the completion names no parts"));
             }
@@ -1070,8 +1091,16 @@ impl S3 for LowtailS3 {
             if requested.windows(2).any(|pair| pair[0].part_number >= pair[1].part_number) {
                 return Err(from_meta(MetaError::InvalidPartOrder));
             }
-            let upload =
-                self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            let upload = match self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await {
+                Ok(upload) => upload,
+                Err(MetaError::NoSuchUpload(id)) => {
+                    return self
+                        .completed_already(&input, &requested)
+                        .await?
+                        .ok_or_else(|| from_meta(MetaError::NoSuchUpload(id)));
+                }
+                Err(error) => return Err(from_meta(error)),
+            };
             let stored = self.meta.list_parts(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
             let mut pieces = Vec::with_capacity(requested.len());
             let mut used: Vec<&PartMeta> = Vec::with_capacity(requested.len());
@@ -1112,6 +1141,7 @@ impl S3 for LowtailS3 {
                 user_metadata: upload.user_metadata,
                 headers: upload.headers,
                 last_modified_ms: now_ms(),
+                completed_upload_id: Some(input.upload_id.clone()),
                 layout: Layout::Composite { pieces },
             };
             let completion = self
@@ -1130,14 +1160,7 @@ impl S3 for LowtailS3 {
             if let Some(previous) = completion.previous {
                 self.release(&previous.layout).await;
             }
-            let output = CompleteMultipartUploadOutput {
-                bucket: Some(input.bucket.clone()),
-                key: Some(input.key.clone()),
-                e_tag: Some(ETag::Strong(etag)),
-                location: Some(format!("/{}/{}", input.bucket, input.key)),
-                ..Default::default()
-            };
-            Ok(S3Response::new(output))
+            Ok(completed(&input, etag))
         })
         .await
     }
@@ -1261,6 +1284,17 @@ impl S3 for LowtailS3 {
         })
         .await
     }
+}
+
+/// The answer to a CompleteMultipartUpload that made (or had made) the object with `etag`.
+fn completed(input: &CompleteMultipartUploadInput, etag: String) -> S3Response<CompleteMultipartUploadOutput> {
+    S3Response::new(CompleteMultipartUploadOutput {
+        bucket: Some(input.bucket.clone()),
+        key: Some(input.key.clone()),
+        e_tag: Some(ETag::Strong(etag)),
+        location: Some(format!("/{}/{}", input.bucket, input.key)),
+        ..Default::default()
+    })
 }
 
 /// Checks a DeleteObjects request's `Content-MD5` (InvalidDigest, BadDigest) against the body the

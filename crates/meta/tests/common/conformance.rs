@@ -54,6 +54,7 @@ pub fn object(size_bytes: u64, stripe: u64) -> ObjectMeta {
             ..ContentHeaders::default()
         },
         last_modified_ms: 1_700_000_000_001,
+        completed_upload_id: None,
         layout: Layout::Packed {
             stripe: StripeId(stripe),
             unit: 2,
@@ -155,6 +156,7 @@ async fn objects(store: Arc<dyn MetaStore>) {
     assert_eq!(store.get_object("objs", "a/b.txt").await.unwrap(), object(10, 1));
     // Overwrite returns the previous version so its layout can be collected.
     let striped = ObjectMeta {
+        completed_upload_id: None,
         layout: Layout::Striped {
             segments: vec![
                 StripeSegment { stripe: StripeId(7), unit_bytes: 100, object_offset_bytes: 0, length_bytes: 600 },
@@ -181,6 +183,7 @@ async fn objects(store: Arc<dyn MetaStore>) {
     assert_eq!(listed.objects.iter().map(|o| o.key.as_str()).collect::<Vec<_>>(), [longest.as_str()]);
     // Composite layouts (completed multipart uploads) round-trip too.
     let composite = ObjectMeta {
+        completed_upload_id: None,
         layout: Layout::Composite {
             pieces: vec![
                 CompositePiece { object_offset_bytes: 0, length_bytes: 605, layout: object(605, 3).layout },
@@ -208,7 +211,11 @@ async fn object_moves_are_conditional(store: Arc<dyn MetaStore>) {
     store.put_object("moves", "k", original.clone()).await.unwrap();
     let new_layout = object(100, 8).layout;
     let moved = store.move_object("moves", "k", &original, new_layout.clone()).await.unwrap();
-    assert_eq!(moved, ObjectMeta { layout: new_layout.clone(), ..original.clone() }, "only the layout changes");
+    assert_eq!(
+        moved,
+        ObjectMeta { completed_upload_id: None, layout: new_layout.clone(), ..original.clone() },
+        "only the layout changes"
+    );
     assert_eq!(store.get_object("moves", "k").await.unwrap(), moved);
     // The record read before the move is stale now: a second mover loses and writes nothing.
     let stale = store.move_object("moves", "k", &original, object(100, 9).layout).await;
