@@ -364,3 +364,31 @@ def test_object_metadata_several_and_head():
     client.put_object(Bucket=bucket_name, Key="foo", Body="bar", Metadata=metadata)
     assert client.head_object(Bucket=bucket_name, Key="foo")["Metadata"] == metadata
     assert client.get_object(Bucket=bucket_name, Key="foo")["Metadata"] == metadata
+
+
+@pytest.mark.lowtail
+def test_object_metadata_too_large():
+    # S3 bounds user metadata at 2 KB (names and values); beyond it: 400 MetadataTooLarge and nothing
+    # stored (before, any size was kept).
+    bucket_name = get_new_bucket()
+    client = get_client()
+    client.put_object(Bucket=bucket_name, Key="fits", Body=b"x", Metadata={"a": "v" * 2047})
+    for call, kwargs in [
+        (client.put_object, {"Key": "big", "Body": b"x"}),
+        (client.create_multipart_upload, {"Key": "big"}),
+    ]:
+        e = assert_raises(ClientError, call, Bucket=bucket_name, Metadata={"a": "v" * 2048}, **kwargs)
+        assert _get_status_and_error_code(e.response) == (400, "MetadataTooLarge")
+    keys = [o["Key"] for o in client.list_objects(Bucket=bucket_name)["Contents"]]
+    assert keys == ["fits"]
+    assert client.list_multipart_uploads(Bucket=bucket_name).get("Uploads", []) == []
+
+
+@pytest.mark.lowtail
+def test_object_default_content_type():
+    # An object stored without a Content-Type is served as binary/octet-stream, as S3 does.
+    bucket_name = get_new_bucket()
+    client = get_client()
+    client.put_object(Bucket=bucket_name, Key="plain", Body=b"x")
+    assert client.head_object(Bucket=bucket_name, Key="plain")["ContentType"] == "binary/octet-stream"
+    assert client.get_object(Bucket=bucket_name, Key="plain")["ContentType"] == "binary/octet-stream"

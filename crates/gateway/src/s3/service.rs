@@ -350,7 +350,7 @@ macro_rules! object_answer {
             e_tag: Some(ETag::Strong($object.etag.clone())),
             last_modified: Some(timestamp($object.last_modified_ms)),
             metadata: output_metadata(&$object),
-            content_type: $object.content_type.clone(),
+            content_type: Some($object.content_type.clone().unwrap_or_else(|| DEFAULT_CONTENT_TYPE.into())),
             cache_control: $object.headers.cache_control.clone(),
             content_disposition: $object.headers.content_disposition.clone(),
             content_encoding: $object.headers.content_encoding.clone(),
@@ -399,9 +399,24 @@ fn check_bucket_name(name: &str) -> S3Result<()> {
     meta::validate::bucket_name(name).map_err(|error| s3(S3ErrorCode::InvalidBucketName, error.to_string()))
 }
 
-/// `x-amz-meta-*` names lower-cased, as HTTP header names are case-insensitive.
-fn user_metadata(metadata: Option<Metadata>) -> std::collections::BTreeMap<String, String> {
-    metadata.unwrap_or_default().into_iter().map(|(name, value)| (name.to_ascii_lowercase(), value)).collect()
+/// S3's bound on an object's user metadata: the bytes of every `x-amz-meta-*` name and value.
+const MAX_USER_METADATA_BYTES: usize = 2048;
+/// The Content-Type S3 answers for an object stored without one.
+const DEFAULT_CONTENT_TYPE: &str = "binary/octet-stream";
+
+/// `x-amz-meta-*` names lower-cased, as HTTP header names are case-insensitive; MetadataTooLarge
+/// beyond [`MAX_USER_METADATA_BYTES`], before anything is stored.
+fn user_metadata(metadata: Option<Metadata>) -> S3Result<std::collections::BTreeMap<String, String>> {
+    let metadata: std::collections::BTreeMap<String, String> =
+        metadata.unwrap_or_default().into_iter().map(|(name, value)| (name.to_ascii_lowercase(), value)).collect();
+    let bytes: usize = metadata.iter().map(|(name, value)| name.len() + value.len()).sum();
+    if bytes > MAX_USER_METADATA_BYTES {
+        return Err(s3(
+            S3ErrorCode::MetadataTooLarge,
+            format!("user metadata of {bytes} bytes exceeds the limit of {MAX_USER_METADATA_BYTES}"),
+        ));
+    }
+    Ok(metadata)
 }
 
 fn output_metadata(object: &ObjectMeta) -> Option<Metadata> {
@@ -595,8 +610,9 @@ impl S3 for LowtailS3 {
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         observe("PutObject", async {
             refuse_unsupported(&req.headers)?;
-            let input = req.input;
+            let mut input = req.input;
             check_key(&input.key)?;
+            let metadata = user_metadata(input.metadata.take())?;
             // Before reading the body, so a request into a missing bucket writes no data.
             self.meta.get_bucket(&input.bucket).await.map_err(from_meta)?;
             if input.if_match.is_some() || input.if_none_match.is_some() {
@@ -622,7 +638,7 @@ impl S3 for LowtailS3 {
                 size_bytes,
                 etag: etag.clone(),
                 content_type: input.content_type,
-                user_metadata: user_metadata(input.metadata),
+                user_metadata: metadata,
                 headers: content_headers!(input),
                 last_modified_ms: now_ms(),
                 completed_upload_id: None,
@@ -714,7 +730,7 @@ impl S3 for LowtailS3 {
             }
             let (content_type, user_metadata, headers) = match directive {
                 Directive::Copy => (source.content_type.clone(), source.user_metadata.clone(), source.headers.clone()),
-                Directive::Replace => (input.content_type, user_metadata(input.metadata), content_headers!(input)),
+                Directive::Replace => (input.content_type, user_metadata(input.metadata)?, content_headers!(input)),
             };
             let (written, etag) = self.copy_bytes(&source).await?;
             let last_modified_ms = now_ms();
@@ -983,7 +999,7 @@ impl S3 for LowtailS3 {
                 key: input.key.clone(),
                 initiated_ms: now_ms(),
                 content_type: input.content_type,
-                user_metadata: user_metadata(input.metadata),
+                user_metadata: user_metadata(input.metadata)?,
                 headers: content_headers!(input),
             };
             let upload = self.meta.create_multipart(upload).await.map_err(from_meta)?;
