@@ -409,7 +409,6 @@ def test_upload_part_invalid_number():
         assert _get_status_and_error_code(e.response) == (400, "InvalidArgument")
 
 
-@pytest.mark.xfail(reason="GetObject partNumber is not implemented (docs/s3.md lists it as NotImplemented)", strict=True)
 def test_multipart_get_part():
     bucket_name = get_new_bucket()
     client = get_client()
@@ -422,16 +421,23 @@ def test_multipart_get_part():
     assert response["ContentLength"] == part_size
 
 
+def _completed_multipart(key, size):
+    """A new bucket holding a multipart object of `size` random bytes at `key`, in 5 MiB parts; returns
+    (bucket, client, upload id, data, parts, the completion's answer)."""
+    bucket_name = get_new_bucket()
+    client = get_client()
+    (upload_id, data, parts) = _multipart_upload(bucket_name=bucket_name, key=key, size=size)
+    completed = client.complete_multipart_upload(Bucket=bucket_name, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})
+    return (bucket_name, client, upload_id, data, parts, completed)
+
+
 @pytest.mark.lowtail
 def test_multipart_complete_retried_after_success():
     # A client whose CompleteMultipartUpload timed out retries it; S3 answers the identical retry of a
     # completed upload with 200 and the same ETag (before: 404 NoSuchUpload). A retry naming other
     # parts, or completing an aborted upload, is still NoSuchUpload.
-    bucket_name = get_new_bucket()
-    client = get_client()
     key = "retried"
-    (upload_id, data, parts) = _multipart_upload(bucket_name=bucket_name, key=key, size=6 * MB)
-    first = client.complete_multipart_upload(Bucket=bucket_name, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})
+    (bucket_name, client, upload_id, data, parts, first) = _completed_multipart(key, 6 * MB)
     again = client.complete_multipart_upload(Bucket=bucket_name, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})
     assert again["ETag"] == first["ETag"]
     assert _get_body(client.get_object(Bucket=bucket_name, Key=key)) == data
@@ -448,3 +454,29 @@ def test_multipart_complete_retried_after_success():
     )
     assert _get_status_and_error_code(e.response) == (404, "NoSuchUpload")
     assert _get_body(client.get_object(Bucket=bucket_name, Key=key)) == data
+
+
+@pytest.mark.lowtail
+def test_multipart_get_part_number():
+    # GET and HEAD `?partNumber=N` answer that part's bytes (206, Content-Range, x-amz-mp-parts-count);
+    # before, the whole object came back with 200. A simple object is one part.
+    key = "parts"
+    (bucket_name, client, _, data, _, _) = _completed_multipart(key, 12 * MB)
+    part_size = 5 * MB
+    for number, start, end in [(1, 0, part_size), (2, part_size, 2 * part_size), (3, 2 * part_size, 12 * MB)]:
+        response = client.get_object(Bucket=bucket_name, Key=key, PartNumber=number)
+        assert response["ResponseMetadata"]["HTTPStatusCode"] == 206
+        assert response["PartsCount"] == 3
+        assert response["ContentRange"] == f"bytes {start}-{end - 1}/{12 * MB}"
+        assert _get_body(response) == data[start:end]
+        head = client.head_object(Bucket=bucket_name, Key=key, PartNumber=number)
+        assert (head["ContentLength"], head["PartsCount"]) == (end - start, 3)
+    e = assert_raises(ClientError, client.get_object, Bucket=bucket_name, Key=key, PartNumber=4)
+    assert _get_status_and_error_code(e.response) == (416, "InvalidPartNumber")
+    e = assert_raises(ClientError, client.get_object, Bucket=bucket_name, Key=key, PartNumber=1, Range="bytes=0-1")
+    assert _get_status_and_error_code(e.response) == (400, "InvalidRequest")
+    client.put_object(Bucket=bucket_name, Key="simple", Body=b"simple object")
+    response = client.get_object(Bucket=bucket_name, Key="simple", PartNumber=1)
+    assert _get_body(response) == "simple object"
+    e = assert_raises(ClientError, client.get_object, Bucket=bucket_name, Key="simple", PartNumber=2)
+    assert _get_status_and_error_code(e.response) == (416, "InvalidPartNumber")

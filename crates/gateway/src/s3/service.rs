@@ -333,8 +333,20 @@ macro_rules! read_target {
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         };
         let object = $self.object_for_read(&input.bucket, &input.key, &conditions).await?;
-        let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
-        (object, range, content_range)
+        let (range, content_range, parts_count) = match input.part_number {
+            None => {
+                let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
+                (range, content_range, None)
+            }
+            Some(_) if input.range.is_some() => {
+                return Err(s3(
+                    S3ErrorCode::InvalidRequest,
+                    "Cannot specify both Range header and partNumber query parameter",
+                ));
+            }
+            Some(number) => part_range(&object, number)?,
+        };
+        (object, range, content_range, parts_count)
     }};
 }
 
@@ -379,6 +391,37 @@ fn resolve_range(requested: Option<&s3s::dto::Range>, size: u64) -> S3Result<(st
     })?;
     let content_range = format!("bytes {}-{}/{size}", range.start, range.end - 1);
     Ok((range, Some(content_range)))
+}
+
+/// The bytes of part `number` of `object` (GET and HEAD `?partNumber=N`), its Content-Range and the
+/// object's part count: a multipart object's parts are its composite pieces, in order; any other
+/// object is one part. A part past the last → 416 InvalidPartNumber, as S3 answers.
+fn part_range(object: &ObjectMeta, number: i32) -> S3Result<(std::ops::Range<u64>, Option<String>, Option<i32>)> {
+    let index =
+        usize::try_from(number).ok().filter(|n| (1..=usize::from(MAX_PART_NUMBER)).contains(n)).ok_or_else(|| {
+            s3(S3ErrorCode::InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive")
+        })? - 1;
+    let (range, parts_count) = match &object.layout {
+        Layout::Composite { pieces } => {
+            let piece = pieces
+                .get(index)
+                .ok_or_else(|| invalid_part_number(format!("the object has {} parts, not {number}", pieces.len())))?;
+            let start = piece.object_offset_bytes;
+            (start..start + piece.length_bytes, Some(i32::try_from(pieces.len()).unwrap_or(i32::MAX)))
+        }
+        _ if index == 0 => (0..object.size_bytes, None),
+        _ => return Err(invalid_part_number(format!("the object has 1 part, not {number}"))),
+    };
+    let size = object.size_bytes;
+    let content_range = (!range.is_empty()).then(|| format!("bytes {}-{}/{size}", range.start, range.end - 1));
+    Ok((range, content_range, parts_count))
+}
+
+/// S3's 416 InvalidPartNumber ("The requested partnumber is not satisfiable"), which s3s does not name.
+fn invalid_part_number(message: String) -> s3s::S3Error {
+    let mut error = s3(S3ErrorCode::Custom("InvalidPartNumber".into()), message);
+    error.set_status_code(hyper::StatusCode::RANGE_NOT_SATISFIABLE);
+    error
 }
 
 fn check_key(key: &str) -> S3Result<()> {
@@ -655,7 +698,7 @@ impl S3 for LowtailS3 {
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
         observe("GetObject", async {
-            let (object, range, content_range) = read_target!(self, req.input);
+            let (object, range, content_range, parts_count) = read_target!(self, req.input);
             let length = range.end - range.start;
             // Read piece by piece: the first before answering, the rest as the client takes them,
             // all under a hold, so an overwrite or delete meanwhile waits to free the bytes.
@@ -673,7 +716,8 @@ impl S3 for LowtailS3 {
             } else {
                 read_body::streamed(Arc::clone(&self.data), object.layout.clone(), hold, first, rest)
             };
-            let output = object_answer!(GetObjectOutput, object, length, content_range, { body: Some(body) });
+            let output =
+                object_answer!(GetObjectOutput, object, length, content_range, { body: Some(body), parts_count: parts_count });
             Ok(S3Response::new(output))
         })
         .await
@@ -681,11 +725,11 @@ impl S3 for LowtailS3 {
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
         observe("HeadObject", async {
-            let (object, range, content_range) = read_target!(self, req.input);
+            let (object, range, content_range, parts_count) = read_target!(self, req.input);
             let length = range.end - range.start;
             // A ranged HEAD answers 206; s3s 0.14 ignores a status set here for HeadObject, so
             // `server` sets it from the Content-Range header.
-            let output = object_answer!(HeadObjectOutput, object, length, content_range, {});
+            let output = object_answer!(HeadObjectOutput, object, length, content_range, { parts_count: parts_count });
             Ok(S3Response::new(output))
         })
         .await
