@@ -60,6 +60,26 @@ pub struct NodeEntry {
     pub log: PathBuf,
 }
 
+/// How to run this program again from a shell: `lowtail` when that name on `PATH` is this very
+/// program, else its full path (after `cargo run` no `lowtail` is on `PATH`, and naming one would
+/// send a new user looking for it).
+pub fn invocation() -> String {
+    match std::env::current_exe() {
+        Ok(me) => invocation_given(&std::env::var_os("PATH").unwrap_or_default(), &me),
+        Err(_) => "lowtail".into(),
+    }
+}
+
+/// [`invocation`] for the program at `me` under the search path `path`.
+fn invocation_given(path: &std::ffi::OsStr, me: &Path) -> String {
+    let Ok(me) = me.canonicalize() else { return "lowtail".into() };
+    let on_path = std::env::split_paths(path).map(|dir| dir.join("lowtail")).find(|candidate| candidate.is_file());
+    match on_path.and_then(|found| found.canonicalize().ok()) {
+        Some(found) if found == me => "lowtail".into(),
+        _ => me.display().to_string(),
+    }
+}
+
 impl Manifest {
     /// Writes the manifest to `path` (mode 0600, atomically).
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {
@@ -83,12 +103,13 @@ impl Manifest {
             text.push_str(&format!("  metrics       {}\n", gateway.metrics));
         }
         text.push_str(&format!(
-            "\nTry it:\n  unset AWS_CA_BUNDLE   # if set: aws-cli mishandles it even for plain http\n  export AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY={} AWS_DEFAULT_REGION={}\n  aws --endpoint-url {} s3 mb s3://demo\n  aws --endpoint-url {} s3 cp README.md s3://demo/\n\nCtrl-C stops everything; `lowtail up --dir {}` starts it again with all its data.\n",
+            "\nTry it:\n  unset AWS_CA_BUNDLE   # if set: aws-cli mishandles it even for plain http\n  export AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY={} AWS_DEFAULT_REGION={}\n  aws --endpoint-url {} s3 mb s3://demo\n  aws --endpoint-url {} s3 cp README.md s3://demo/\n\nCtrl-C stops everything; `{} up --dir {}` starts it again with all its data.\n",
             self.access_key,
             self.secret_key,
             self.region,
             self.endpoint,
             self.endpoint,
+            invocation(),
             self.dir.display(),
         ));
         text
@@ -104,6 +125,24 @@ impl Manifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_restart_hint_names_lowtail_only_when_path_finds_this_program() {
+        let temp = tempfile::tempdir().unwrap();
+        let (bin, other) = (temp.path().join("bin"), temp.path().join("other"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        let me = temp.path().join("target-lowtail");
+        std::fs::write(&me, b"").unwrap();
+        let full = me.canonicalize().unwrap().display().to_string();
+        assert_eq!(invocation_given(std::ffi::OsStr::new(""), &me), full, "nothing on PATH: the full path");
+        std::fs::write(other.join("lowtail"), b"").unwrap();
+        let path = std::env::join_paths([&other, &bin]).unwrap();
+        assert_eq!(invocation_given(&path, &me), full, "another lowtail comes first: the full path");
+        std::os::unix::fs::symlink(&me, bin.join("lowtail")).unwrap();
+        let path = std::env::join_paths([&bin, &other]).unwrap();
+        assert_eq!(invocation_given(&path, &me), "lowtail", "PATH finds this program");
+    }
 
     #[test]
     fn round_trips_privately() {
