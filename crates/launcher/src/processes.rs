@@ -26,12 +26,8 @@ use std::time::{Duration, Instant};
 /// wrote its manifest, or a manifest removed, must not hide them. All get SIGTERM at once, then
 /// SIGKILL if they are still there after [`NODE_STOP_TIMEOUT`].
 pub fn stop_leftover_nodes(dir: &ClusterDir, node_ids: &[u32]) {
-    let configs: Vec<PathBuf> =
-        node_ids.iter().filter_map(|&id| std::path::absolute(dir.node_dir(id).join("node.toml")).ok()).collect();
-    let leftovers: Vec<u32> = running_pids()
-        .into_iter()
-        .filter(|&pid| node_config(pid).is_some_and(|config| configs.contains(&config)))
-        .collect();
+    let configs: Vec<PathBuf> = node_ids.iter().map(|&id| dir.node_dir(id).join("node.toml")).collect();
+    let leftovers = running_nodes(&configs);
     if leftovers.is_empty() {
         return;
     }
@@ -49,6 +45,16 @@ pub fn stop_leftover_nodes(dir: &ClusterDir, node_ids: &[u32]) {
         // SAFETY: as above.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     }
+}
+
+/// The pids of the live processes running `lowtail node --config <one of configs>` (relative paths
+/// compared as absolute ones, a process's own taken from its working directory).
+pub fn running_nodes(configs: &[PathBuf]) -> Vec<u32> {
+    let configs: Vec<PathBuf> = configs.iter().filter_map(|config| std::path::absolute(config).ok()).collect();
+    running_pids()
+        .into_iter()
+        .filter(|&pid| is_alive(pid) && node_config(pid).is_some_and(|config| configs.contains(&config)))
+        .collect()
 }
 
 /// The absolute `--config` path of process `pid` when it runs `lowtail node --config <path>`.

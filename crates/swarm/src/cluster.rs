@@ -144,20 +144,11 @@ impl Cluster {
         Ok(())
     }
 
-    /// The pids of every process running node `id` of this cluster: `lowtail node --config` with
-    /// the node's config file (the same path whoever started it: the directory is absolute).
+    /// The pids of every process running node `id` of this cluster (started by `lowtail up` or by
+    /// hand: the same config file either way).
     fn node_pids(&self, id: u32) -> Vec<u32> {
         let Some(entry) = self.manifest.nodes.iter().find(|n| n.id == id) else { return Vec::new() };
-        let wanted = entry.data_dir.join("node.toml").into_os_string().into_encoded_bytes();
-        let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-        entries
-            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|&pid| launcher::processes::is_alive(pid))
-            .filter(|&pid| {
-                launcher::processes::command_line(pid)
-                    .is_some_and(|args| args.iter().any(|a| a == b"node") && args.contains(&wanted))
-            })
-            .collect()
+        launcher::processes::running_nodes(&[entry.data_dir.join("node.toml")])
     }
 
     fn reap_restarted(&mut self) {

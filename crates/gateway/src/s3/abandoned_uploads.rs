@@ -37,20 +37,30 @@ pub async fn abort_uploads(
         if upload.initiated_ms >= initiated_before_ms {
             continue;
         }
-        let parts = match meta.abort_multipart(bucket, &upload.key, &upload.upload_id).await {
-            Ok(parts) => parts,
+        match abort_upload(meta, data, bucket, &upload.key, &upload.upload_id).await {
+            Ok(()) => aborted += 1,
             // Completed or aborted since the listing: nothing of it is ours to release.
-            Err(MetaError::NoSuchUpload(_)) => continue,
+            Err(MetaError::NoSuchUpload(_)) => {}
             Err(error) => return Err(error),
-        };
-        for part in &parts {
-            if let Err(error) = data.release(&part.layout).await {
-                tracing::warn!(%bucket, key = %upload.key, %error, "could not release a part of an aborted upload");
-            }
         }
-        aborted += 1;
     }
     Ok(aborted)
+}
+
+/// Aborts one upload (AbortMultipartUpload, and the aborts above) and releases its parts' bytes.
+pub async fn abort_upload(
+    meta: &dyn MetaStore,
+    data: &dyn ObjectData,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+) -> Result<(), MetaError> {
+    for part in meta.abort_multipart(bucket, key, upload_id).await? {
+        if let Err(error) = data.release(&part.layout).await {
+            tracing::warn!(%bucket, %key, %error, "could not release a part of an aborted upload; its space leaks");
+        }
+    }
+    Ok(())
 }
 
 /// Aborts, every bucket, the uploads older than a set age; see the module documentation.

@@ -1231,11 +1231,10 @@ impl S3 for LowtailS3 {
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
         observe("AbortMultipartUpload", async {
             let input = req.input;
-            let parts =
-                self.meta.abort_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
-            for part in &parts {
-                self.release(&part.layout).await;
-            }
+            let (meta, data) = (self.meta.as_ref(), self.data.as_ref());
+            abandoned_uploads::abort_upload(meta, data, &input.bucket, &input.key, &input.upload_id)
+                .await
+                .map_err(from_meta)?;
             Ok(S3Response::new(AbortMultipartUploadOutput::default()))
         })
         .await
