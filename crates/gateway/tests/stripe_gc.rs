@@ -29,6 +29,7 @@ fn object(body: &Bytes, layout: &Layout) -> ObjectMeta {
         headers: Default::default(),
         last_modified_ms: 1,
         completed_upload_id: None,
+        checksum: None,
         layout: layout.clone(),
     }
 }
@@ -98,6 +99,7 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
             content_type: None,
             user_metadata: BTreeMap::new(),
             headers: Default::default(),
+            checksum: None,
         })
         .await
         .unwrap();
@@ -108,6 +110,7 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
         size_bytes: part.len() as u64,
         etag: "p1".into(),
         last_modified_ms: 1,
+        checksum: None,
         layout: part_layout.clone(),
     };
     meta.put_part(BUCKET, "multi", &upload.upload_id, part_meta).await.unwrap();

@@ -148,8 +148,50 @@ pub struct ObjectMeta {
     /// objects written whole and for records written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_upload_id: Option<String>,
+    /// The S3 additional checksum of the object (CRC64NVME when the client sent none). Absent for
+    /// records written before checksums were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<StoredChecksum>,
     /// Where the bytes live.
     pub layout: Layout,
+}
+
+/// One of the checksum algorithms S3 defines besides Content-MD5.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum ChecksumAlgorithm {
+    /// CRC-32 (ISO-HDLC), 4 bytes.
+    Crc32,
+    /// CRC-32C (Castagnoli), 4 bytes.
+    Crc32c,
+    /// CRC-64/NVME, 8 bytes.
+    Crc64nvme,
+    /// SHA-1, 20 bytes.
+    Sha1,
+    /// SHA-256, 32 bytes.
+    Sha256,
+}
+
+/// An object's or a part's S3 checksum, as S3 returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredChecksum {
+    /// Algorithm.
+    pub algorithm: ChecksumAlgorithm,
+    /// The base64 digest; a composite one ends with `-N`, N being the number of parts.
+    pub value: String,
+    /// S3's COMPOSITE type: the checksum of a multipart object's part checksums, not of its bytes
+    /// (FULL_OBJECT).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub composite: bool,
+}
+
+/// The checksum a multipart upload was created with (`x-amz-checksum-algorithm`, `-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadChecksum {
+    /// Algorithm every part is checked and recorded with.
+    pub algorithm: ChecksumAlgorithm,
+    /// Whether the object's checksum is COMPOSITE (of the parts' checksums) or FULL_OBJECT.
+    pub composite: bool,
 }
 
 /// Whether a stripe still accepts packed appends.
@@ -295,6 +337,9 @@ pub struct UploadMeta {
     /// Standard headers for the final object.
     #[serde(default, skip_serializing_if = "ContentHeaders::is_empty")]
     pub headers: ContentHeaders,
+    /// The checksum the upload was created with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<UploadChecksum>,
 }
 
 /// The standard headers S3 keeps with an object and returns on GET and HEAD. Records written before
@@ -336,6 +381,9 @@ pub struct PartMeta {
     pub etag: String,
     /// Upload time, unix milliseconds.
     pub last_modified_ms: u64,
+    /// The part's checksum (always FULL_OBJECT), if one was sent or the upload has an algorithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<StoredChecksum>,
     /// Where the part's bytes live.
     pub layout: Layout,
 }

@@ -213,6 +213,7 @@ mod tests {
             headers: Default::default(),
             last_modified_ms: 0,
             completed_upload_id: None,
+            checksum: None,
             layout,
         }
     }

@@ -1,7 +1,7 @@
 //! Request bodies on their way into the data path: each chunk is hashed (MD5, for the ETag) and
 //! counted as it passes, the size limit is enforced as it arrives, and a body that fails ends with
 //! the S3 error the client should see. Owns the body checks of PutObject and UploadPart
-//! (Content-Length, Content-MD5, the size limit). Must not store or release anything: the handler
+//! (Content-Length, Content-MD5, the size limit; the S3 checksums' rules are `checksum`'s). Must not store or release anything: the handler
 //! decides what to keep once the body is known to be whole and right.
 
 use base64::Engine as _;
@@ -11,6 +11,7 @@ use md5::{Digest, Md5};
 use s3s::dto::StreamingBlob;
 use s3s::{S3Error, S3ErrorCode, S3Result};
 
+use super::checksum::{Declared, Hasher};
 use super::errors::s3;
 use crate::data::{BodyStream, DataError};
 
@@ -19,11 +20,23 @@ use crate::data::{BodyStream, DataError};
 pub struct BodyTally {
     md5: Md5,
     size_bytes: u64,
+    /// The S3 checksum being computed, if the request declared one (or it has a default).
+    checksum: Option<Hasher>,
     /// Why the body failed, in the form the client gets (the data path only sees that it failed).
     error: Option<S3Error>,
 }
 
 impl BodyTally {
+    /// A tally that also computes `checksum`'s digest.
+    pub fn with_checksum(checksum: Option<&Declared>) -> Self {
+        BodyTally { checksum: checksum.map(Declared::hasher), ..Default::default() }
+    }
+
+    /// The digest of the declared checksum's algorithm, once the body has passed.
+    pub fn take_checksum_digest(&mut self) -> Option<Vec<u8>> {
+        self.checksum.take().map(Hasher::finalize)
+    }
+
     /// Bytes that passed.
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes
@@ -171,6 +184,9 @@ pub fn tallied(
             }
             tally.size_bytes = size_bytes;
             tally.md5.update(&chunk);
+            if let Some(checksum) = &mut tally.checksum {
+                checksum.update(&chunk);
+            }
             Ok(chunk)
         })
         .boxed()

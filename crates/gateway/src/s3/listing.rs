@@ -139,6 +139,7 @@ mod tests {
             initiated_ms: 0,
             content_type: None,
             headers: Default::default(),
+            checksum: None,
             user_metadata: BTreeMap::new(),
         }
     }

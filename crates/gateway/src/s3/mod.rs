@@ -9,6 +9,7 @@
 pub mod abandoned_uploads;
 mod auth;
 mod body;
+mod checksum;
 mod conditions;
 mod copy;
 mod errors;

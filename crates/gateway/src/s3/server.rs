@@ -36,8 +36,8 @@ const MAX_MULTI_DELETE_BODY_BYTES: usize = 8 << 20;
 tokio::task_local! {
     /// The id of the request whose answer the current task is computing.
     static REQUEST_ID: String;
-    /// The MD5 of the current request's body, when it was read whole here (DeleteObjects).
-    static BODY_MD5: Option<[u8; 16]>;
+    /// The current request's body, when it was read whole here (DeleteObjects).
+    static WHOLE_BODY: Option<Bytes>;
 }
 
 /// The id of the request being served on this task, for error documents; `None` outside `serve`.
@@ -45,10 +45,10 @@ pub fn current_request_id() -> Option<String> {
     REQUEST_ID.try_with(String::clone).ok()
 }
 
-/// The MD5 of the body of the request being served on this task when the server read it whole
-/// before the service (DeleteObjects, whose `Content-MD5` s3s does not pass on); else `None`.
-pub fn buffered_body_md5() -> Option<[u8; 16]> {
-    BODY_MD5.try_with(|md5| *md5).ok().flatten()
+/// The body of the request being served on this task when the server read it whole before the
+/// service (DeleteObjects, whose `Content-MD5` and checksum s3s does not check); else `None`.
+pub fn buffered_body() -> Option<Bytes> {
+    WHOLE_BODY.try_with(Clone::clone).ok().flatten()
 }
 
 /// Whether `request` is a DeleteObjects (`POST /bucket?delete`).
@@ -60,17 +60,15 @@ fn is_multi_delete<B>(request: &hyper::Request<B>) -> bool {
             .is_some_and(|query| query.split('&').any(|pair| pair.split('=').next() == Some("delete")))
 }
 
-/// Reads a DeleteObjects body whole (bounded) and hashes it, for the service to check the request's
-/// `Content-MD5` against. A body over the bound, or one that fails, is passed on empty.
-async fn buffer_multi_delete(request: hyper::Request<Incoming>) -> (hyper::Request<s3s::Body>, Option<[u8; 16]>) {
+/// Reads a DeleteObjects body whole (bounded), for the service to check the request's
+/// `Content-MD5` and checksum against. A body over the bound, or one that fails, is passed on empty.
+async fn buffer_multi_delete(request: hyper::Request<Incoming>) -> (hyper::Request<s3s::Body>, Option<Bytes>) {
     use http_body_util::BodyExt;
-    use md5::Digest;
     let (parts, body) = request.into_parts();
     match http_body_util::Limited::new(body, MAX_MULTI_DELETE_BODY_BYTES).collect().await {
         Ok(collected) => {
             let bytes = collected.to_bytes();
-            let md5: [u8; 16] = md5::Md5::digest(&bytes).into();
-            (hyper::Request::from_parts(parts, s3s::Body::from(bytes)), Some(md5))
+            (hyper::Request::from_parts(parts, s3s::Body::from(bytes.clone())), Some(bytes))
         }
         Err(error) => {
             tracing::debug!(%error, "a DeleteObjects body was not read whole");
@@ -133,7 +131,7 @@ async fn handle(
     let id = ids.next();
     let is_head = request.method() == Method::HEAD;
     let finished = Arc::new(AtomicBool::new(request.body().is_end_stream()));
-    let (request, body_md5) = if is_multi_delete(&request) {
+    let (request, whole_body) = if is_multi_delete(&request) {
         let (request, md5) = buffer_multi_delete(request).await;
         finished.store(md5.is_some(), Ordering::Relaxed);
         (request, md5)
@@ -141,7 +139,7 @@ async fn handle(
         let tracked = Arc::clone(&finished);
         (request.map(|inner| s3s::Body::http_body(TrackedBody { inner, finished: tracked })), None)
     };
-    let answer = BODY_MD5.scope(body_md5, service.call(request));
+    let answer = WHOLE_BODY.scope(whole_body, service.call(request));
     let mut response = REQUEST_ID.scope(id.clone(), answer).await?;
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);

@@ -17,15 +17,16 @@ use md5::{Digest, Md5};
 use meta::validate::{MAX_KEY_BYTES, MAX_PART_NUMBER};
 use meta::{
     BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, ListObjectsQuery, MAX_LIST_KEYS, MetaError,
-    MetaStore, ObjectListing, ObjectMeta, PartMeta, UploadMeta,
+    MetaStore, ObjectListing, ObjectMeta, PartMeta, StoredChecksum, UploadChecksum, UploadMeta,
 };
 use s3s::dto::*;
-use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, TrailingHeaders};
 use tracing::Instrument;
 
 use super::S3Options;
 use super::abandoned_uploads;
 use super::body::{BodyTally, DeclaredBody, tallied};
+use super::checksum::{self, Completion, Declared};
 use super::conditions::{self, Conditions, Precondition};
 use super::copy::{self, Directive};
 use super::errors::{from_data, from_meta, s3};
@@ -41,6 +42,25 @@ const MAX_DELETE_KEYS: usize = 1000;
 /// Largest source a CopyObject copies (S3's limit; larger objects are copied part by part with
 /// UploadPartCopy, as clients do). Bounds how long one request runs, not its memory (see `copy_bytes`).
 const MAX_COPY_OBJECT_BYTES: u64 = 5 << 30;
+
+/// What a request says about the body it sends.
+struct BodyClaims<'a> {
+    content_length: Option<i64>,
+    content_md5: Option<&'a str>,
+    /// The S3 checksum to check and keep, if any.
+    checksum: Option<Declared>,
+    /// Where an aws-chunked body's trailers arrive.
+    trailers: Option<&'a TrailingHeaders>,
+}
+
+/// A body stored by `write_body`.
+struct WrittenBody {
+    written: Written,
+    /// Hex MD5.
+    etag: String,
+    size_bytes: u64,
+    checksum: Option<StoredChecksum>,
+}
 
 /// The S3 service: S3 semantics over a metadata store and an object data store.
 pub struct LowtailS3 {
@@ -79,7 +99,7 @@ impl LowtailS3 {
         let etags: Vec<&str> = requested.iter().map(|part| part.etag.as_str()).collect();
         let same = object.completed_upload_id.as_deref() == Some(input.upload_id.as_str())
             && object.etag == multipart_etag(&etags)?;
-        Ok(same.then(|| completed(input, object.etag)))
+        Ok(same.then(|| completed(input, object.etag.clone(), object.checksum.as_ref())))
     }
 
     async fn release(&self, layout: &Layout) {
@@ -105,20 +125,15 @@ impl LowtailS3 {
         }
     }
 
-    /// Streams a request body into the data path and returns its layout, ETag (hex MD5) and size.
-    /// The body is never held whole: the data path writes each stripe as its bytes arrive. A body
-    /// above `max_object_bytes` (EntityTooLarge), one that fails to arrive (IncompleteBody, or the
-    /// signature error of a streaming upload), or one unlike its Content-Length or Content-MD5
-    /// (IncompleteBody, BadDigest) leaves nothing stored.
-    async fn write_body(
-        &self,
-        body: Option<StreamingBlob>,
-        content_length: Option<i64>,
-        content_md5: Option<&str>,
-    ) -> S3Result<(Written, String, u64)> {
+    /// Streams a request body into the data path and returns its layout, ETag (hex MD5), size and
+    /// S3 checksum. The body is never held whole: the data path writes each stripe as its bytes
+    /// arrive. A body above `max_object_bytes` (EntityTooLarge), one that fails to arrive
+    /// (IncompleteBody, or the signature error of a streaming upload), or one unlike its
+    /// Content-Length, Content-MD5 or checksum (IncompleteBody, BadDigest) leaves nothing stored.
+    async fn write_body(&self, body: Option<StreamingBlob>, claims: BodyClaims<'_>) -> S3Result<WrittenBody> {
         let limit = self.options.max_object_bytes;
-        let declared = DeclaredBody::new(content_length, content_md5, limit)?;
-        let mut tally = BodyTally::default();
+        let declared = DeclaredBody::new(claims.content_length, claims.content_md5, limit)?;
+        let mut tally = BodyTally::with_checksum(claims.checksum.as_ref());
         let idle = self.options.body_idle_timeout;
         let written = self.data.write_stream(tallied(body, limit, idle, &mut tally)).await;
         let written = match written {
@@ -126,11 +141,21 @@ impl LowtailS3 {
             // The body's own failure is what the client needs to hear, not the write it stopped.
             Err(error) => return Err(tally.take_error().unwrap_or_else(|| from_data(error))),
         };
-        if let Err(error) = declared.check(&tally) {
-            self.release(&written.layout).await;
-            return Err(error);
+        let checksum = declared.check(&tally).and_then(|()| match (&claims.checksum, tally.take_checksum_digest()) {
+            (Some(checksum), Some(digest)) => {
+                // The trailers of an aws-chunked body are known once the body has been read.
+                let trailers = claims.trailers.and_then(TrailingHeaders::take);
+                checksum.verify(&digest, trailers.as_ref()).map(Some)
+            }
+            _ => Ok(None),
+        });
+        match checksum {
+            Ok(checksum) => Ok(WrittenBody { etag: tally.etag(), size_bytes: tally.size_bytes(), checksum, written }),
+            Err(error) => {
+                self.release(&written.layout).await;
+                Err(error)
+            }
         }
-        Ok((written, tally.etag(), tally.size_bytes()))
     }
 
     /// The object's metadata, with conditional headers checked (412 / 304).
@@ -172,52 +197,27 @@ impl LowtailS3 {
     }
 
     /// Copies a whole object's bytes to a new layout, read through the same data path as GetObject
-    /// and written through the same one as PutObject. Returns the layout and the copy's ETag,
-    /// computed from the bytes read; it must equal the source's, or nothing is kept (a copy never
-    /// stores bytes that differ from what the source's ETag vouches for).
+    /// and written through the same one as PutObject. Returns the layout, the copy's ETag and its
+    /// checksum as `plan` says, computed from the bytes read; the ETag must equal the source's, or
+    /// nothing is kept (a copy never stores bytes that differ from what the source's ETag vouches
+    /// for).
     ///
     /// A multipart source is copied part by part into the same parts, so the copy has the source's
     /// multipart ETag; any other source is copied as one object. Either way the bytes stream from
     /// the read to the write (`copy_range`) and no write exceeds `max_object_bytes`. If anything
     /// fails, what was written is released.
-    async fn copy_bytes(&self, source: &ObjectMeta) -> S3Result<(Written, String)> {
-        let (written, etag) = match &source.layout {
-            Layout::Composite { pieces } => {
-                let mut copied = Vec::with_capacity(pieces.len());
-                let mut etags = Vec::with_capacity(pieces.len());
-                let mut redundancy: Option<Redundancy> = None;
-                for piece in pieces {
-                    let range = piece.object_offset_bytes..piece.object_offset_bytes + piece.length_bytes;
-                    match self.copy_range(&source.layout, range).await {
-                        Ok((written, etag)) => {
-                            copied.push(CompositePiece {
-                                object_offset_bytes: piece.object_offset_bytes,
-                                length_bytes: piece.length_bytes,
-                                layout: written.layout,
-                            });
-                            redundancy = Some(redundancy.map_or(written.redundancy, |r| r.min(written.redundancy)));
-                            etags.push(etag);
-                        }
-                        Err(error) => {
-                            self.release(&Layout::Composite { pieces: copied }).await;
-                            return Err(error);
-                        }
-                    }
-                }
-                let layout = Layout::Composite { pieces: copied };
-                match (multipart_etag(&etags.iter().map(String::as_str).collect::<Vec<_>>()), redundancy) {
-                    (Ok(etag), Some(redundancy)) => (Written { layout, redundancy }, etag),
-                    (Err(error), _) => {
-                        self.release(&layout).await;
-                        return Err(error);
-                    }
-                    (Ok(_), None) => {
-                        return Err(s3(S3ErrorCode::InternalError, "a multipart source without parts"));
-                    }
-                }
-            }
+    async fn copy_bytes(
+        &self,
+        source: &ObjectMeta,
+        plan: UploadChecksum,
+    ) -> S3Result<(Written, String, StoredChecksum)> {
+        let (written, etag, checksum) = match &source.layout {
+            Layout::Composite { pieces } => self.copy_parts(source, pieces, plan).await?,
             Layout::Striped { .. } | Layout::Packed { .. } => {
-                self.copy_range(&source.layout, 0..source.size_bytes).await?
+                let mut hasher = Some(checksum::Hasher::new(plan.algorithm));
+                let (written, etag) = self.copy_range(&source.layout, 0..source.size_bytes, &mut hasher).await?;
+                let digest = hasher.map(checksum::Hasher::finalize).unwrap_or_default();
+                (written, etag, checksum::full(plan.algorithm, &digest))
             }
         };
         if etag != source.etag {
@@ -229,14 +229,69 @@ impl LowtailS3 {
             );
             return Err(s3(S3ErrorCode::InternalError, "the bytes read for the copy do not match the source's ETag"));
         }
-        Ok((written, etag))
+        Ok((written, etag, checksum))
+    }
+
+    /// `copy_bytes` of a multipart source: part by part, each part's checksum computed on its own
+    /// for a COMPOSITE `plan`, all of them in one for a FULL_OBJECT one.
+    async fn copy_parts(
+        &self,
+        source: &ObjectMeta,
+        pieces: &[CompositePiece],
+        plan: UploadChecksum,
+    ) -> S3Result<(Written, String, StoredChecksum)> {
+        let mut copied = Vec::with_capacity(pieces.len());
+        let mut etags = Vec::with_capacity(pieces.len());
+        let mut part_digests = Vec::with_capacity(pieces.len());
+        let mut whole = (!plan.composite).then(|| checksum::Hasher::new(plan.algorithm));
+        let mut redundancy: Option<Redundancy> = None;
+        for piece in pieces {
+            let range = piece.object_offset_bytes..piece.object_offset_bytes + piece.length_bytes;
+            let mut part = plan.composite.then(|| checksum::Hasher::new(plan.algorithm));
+            let hasher = if plan.composite { &mut part } else { &mut whole };
+            match self.copy_range(&source.layout, range, hasher).await {
+                Ok((written, etag)) => {
+                    copied.push(CompositePiece {
+                        object_offset_bytes: piece.object_offset_bytes,
+                        length_bytes: piece.length_bytes,
+                        layout: written.layout,
+                    });
+                    redundancy = Some(redundancy.map_or(written.redundancy, |r| r.min(written.redundancy)));
+                    etags.push(etag);
+                    part_digests.extend(part.map(checksum::Hasher::finalize));
+                }
+                Err(error) => {
+                    self.release(&Layout::Composite { pieces: copied }).await;
+                    return Err(error);
+                }
+            }
+        }
+        let layout = Layout::Composite { pieces: copied };
+        let checksum = match whole {
+            Some(whole) => checksum::full(plan.algorithm, &whole.finalize()),
+            None => checksum::composite(plan.algorithm, &part_digests),
+        };
+        match (multipart_etag(&etags.iter().map(String::as_str).collect::<Vec<_>>()), redundancy) {
+            (Ok(etag), Some(redundancy)) => Ok((Written { layout, redundancy }, etag, checksum)),
+            (Err(error), _) => {
+                self.release(&layout).await;
+                Err(error)
+            }
+            (Ok(_), None) => Err(s3(S3ErrorCode::InternalError, "a multipart source without parts")),
+        }
     }
 
     /// Reads bytes `range` of the object at `layout` and writes them as a new layout (at most
     /// `max_object_bytes`, EntityTooLarge beyond, as for a PutObject body). Returns the layout and
-    /// the hex MD5 of the bytes. The bytes stream from the read to the write in the reads a
-    /// GetObject body is cut into, so a copy holds no more of them than a streamed PutObject.
-    async fn copy_range(&self, layout: &Layout, range: std::ops::Range<u64>) -> S3Result<(Written, String)> {
+    /// the hex MD5 of the bytes, and feeds them to `hasher` if there is one. The bytes stream from
+    /// the read to the write in the reads a GetObject body is cut into, so a copy holds no more of
+    /// them than a streamed PutObject.
+    async fn copy_range(
+        &self,
+        layout: &Layout,
+        range: std::ops::Range<u64>,
+        hasher: &mut Option<checksum::Hasher>,
+    ) -> S3Result<(Written, String)> {
         let length = range.end - range.start;
         let limit = self.options.max_object_bytes;
         if length > limit {
@@ -254,6 +309,9 @@ impl LowtailS3 {
             .inspect(|read| {
                 if let Ok(bytes) = read {
                     md5.update(bytes);
+                    if let Some(hasher) = hasher.as_mut() {
+                        hasher.update(bytes);
+                    }
                 }
             });
         let written = self.data.write_stream(reads.boxed()).await.map_err(from_data)?;
@@ -314,11 +372,42 @@ macro_rules! content_headers {
         ContentHeaders {
             cache_control: $input.cache_control,
             content_disposition: $input.content_disposition,
-            content_encoding: $input.content_encoding,
+            content_encoding: stored_content_encoding($input.content_encoding),
             content_language: $input.content_language,
             expires_ms: $input.expires.map(timestamp_ms),
         }
     };
+}
+
+/// Sets the checksum value fields of `$output` (any s3s output with S3's five `checksum_*`
+/// fields) from an `Option<&StoredChecksum>`.
+macro_rules! set_checksum {
+    ($output:expr, $stored:expr) => {{
+        let (fields, _) = checksum::fields($stored);
+        $output.checksum_crc32 = fields.checksum_crc32;
+        $output.checksum_crc32c = fields.checksum_crc32c;
+        $output.checksum_crc64nvme = fields.checksum_crc64nvme;
+        $output.checksum_sha1 = fields.checksum_sha1;
+        $output.checksum_sha256 = fields.checksum_sha256;
+    }};
+}
+
+/// Whether a GET or HEAD returns the object's checksum: asked for (`x-amz-checksum-mode: ENABLED`)
+/// and answering the whole object (a range's bytes are not what the checksum covers).
+fn checksum_asked(mode: Option<&ChecksumMode>, length: u64, object: &ObjectMeta) -> bool {
+    mode.is_some_and(|mode| mode.as_str().eq_ignore_ascii_case(ChecksumMode::ENABLED)) && length == object.size_bytes
+}
+
+/// The Content-Encoding to keep: without `aws-chunked`, which describes how this request's body
+/// was sent, not the object (S3 drops it too); none if nothing else was named.
+fn stored_content_encoding(sent: Option<String>) -> Option<String> {
+    let sent = sent?;
+    let kept: Vec<&str> = sent
+        .split(',')
+        .map(str::trim)
+        .filter(|coding| !coding.is_empty() && !coding.eq_ignore_ascii_case("aws-chunked"))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join(", "))
 }
 
 /// The object a GET or HEAD input (distinct s3s types with the same field names) names, once its
@@ -675,23 +764,32 @@ impl S3 for LowtailS3 {
                     return Err(s3(S3ErrorCode::PreconditionFailed, "a precondition does not hold"));
                 }
             }
-            let (written, etag, size_bytes) =
-                self.write_body(input.body, input.content_length, input.content_md5.as_deref()).await?;
+            // Without a checksum of its own, an object gets S3's default, CRC64NVME.
+            let claims = BodyClaims {
+                content_length: input.content_length,
+                content_md5: input.content_md5.as_deref(),
+                checksum: Declared::from_headers(&req.headers, Some(meta::ChecksumAlgorithm::Crc64nvme))?,
+                trailers: req.trailing_headers.as_ref(),
+            };
+            let body = self.write_body(input.body.take(), claims).await?;
             let object = ObjectMeta {
-                size_bytes,
-                etag: etag.clone(),
-                content_type: input.content_type,
+                size_bytes: body.size_bytes,
+                etag: body.etag.clone(),
+                content_type: input.content_type.take(),
                 user_metadata: metadata,
                 headers: content_headers!(input),
                 last_modified_ms: now_ms(),
                 completed_upload_id: None,
-                layout: written.layout.clone(),
+                checksum: body.checksum.clone(),
+                layout: body.written.layout.clone(),
             };
             let committed = self.meta.put_object(&input.bucket, &input.key, object).await;
-            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &written.layout)
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &body.written.layout)
                 .await?;
-            let output = PutObjectOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() };
-            Ok(with_redundancy(S3Response::new(output), written.redundancy))
+            let mut output = PutObjectOutput { e_tag: Some(ETag::Strong(body.etag)), ..Default::default() };
+            set_checksum!(output, body.checksum.as_ref());
+            output.checksum_type = body.checksum.as_ref().map(|_| checksum::type_of(false));
+            Ok(with_redundancy(S3Response::new(output), body.written.redundancy))
         })
         .await
     }
@@ -716,8 +814,12 @@ impl S3 for LowtailS3 {
             } else {
                 read_body::streamed(Arc::clone(&self.data), object.layout.clone(), hold, first, rest)
             };
-            let output =
+            let mut output =
                 object_answer!(GetObjectOutput, object, length, content_range, { body: Some(body), parts_count: parts_count });
+            if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
+                set_checksum!(output, object.checksum.as_ref());
+                output.checksum_type = object.checksum.as_ref().map(|stored| checksum::type_of(stored.composite));
+            }
             Ok(S3Response::new(output))
         })
         .await
@@ -729,7 +831,12 @@ impl S3 for LowtailS3 {
             let length = range.end - range.start;
             // A ranged HEAD answers 206; s3s 0.14 ignores a status set here for HeadObject, so
             // `server` sets it from the Content-Range header.
-            let output = object_answer!(HeadObjectOutput, object, length, content_range, { parts_count: parts_count });
+            let mut output =
+                object_answer!(HeadObjectOutput, object, length, content_range, { parts_count: parts_count });
+            if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
+                set_checksum!(output, object.checksum.as_ref());
+                output.checksum_type = object.checksum.as_ref().map(|stored| checksum::type_of(stored.composite));
+            }
             Ok(S3Response::new(output))
         })
         .await
@@ -772,11 +879,12 @@ impl S3 for LowtailS3 {
                     ),
                 ));
             }
+            let plan = checksum::for_copy(source.checksum.as_ref(), input.checksum_algorithm.as_ref())?;
             let (content_type, user_metadata, headers) = match directive {
                 Directive::Copy => (source.content_type.clone(), source.user_metadata.clone(), source.headers.clone()),
                 Directive::Replace => (input.content_type, user_metadata(input.metadata)?, content_headers!(input)),
             };
-            let (written, etag) = self.copy_bytes(&source).await?;
+            let (written, etag, copied_checksum) = self.copy_bytes(&source, plan).await?;
             let last_modified_ms = now_ms();
             let object = ObjectMeta {
                 size_bytes: source.size_bytes,
@@ -786,6 +894,7 @@ impl S3 for LowtailS3 {
                 headers,
                 last_modified_ms,
                 completed_upload_id: None,
+                checksum: Some(copied_checksum.clone()),
                 layout: written.layout.clone(),
             };
             // For a copy onto itself the replaced version is the source: releasing it is safe
@@ -793,14 +902,14 @@ impl S3 for LowtailS3 {
             let committed = self.meta.put_object(&input.bucket, &input.key, object).await;
             self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &written.layout)
                 .await?;
-            let output = CopyObjectOutput {
-                copy_object_result: Some(CopyObjectResult {
-                    e_tag: Some(ETag::Strong(etag)),
-                    last_modified: Some(timestamp(last_modified_ms)),
-                    ..Default::default()
-                }),
+            let mut result = CopyObjectResult {
+                e_tag: Some(ETag::Strong(etag)),
+                last_modified: Some(timestamp(last_modified_ms)),
+                checksum_type: Some(checksum::type_of(copied_checksum.composite)),
                 ..Default::default()
             };
+            set_checksum!(result, Some(&copied_checksum));
+            let output = CopyObjectOutput { copy_object_result: Some(result), ..Default::default() };
             Ok(with_redundancy(S3Response::new(output), written.redundancy))
         })
         .await
@@ -835,7 +944,7 @@ impl S3 for LowtailS3 {
 
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
         observe("DeleteObjects", async {
-            check_multi_delete_md5(&req.headers)?;
+            check_multi_delete_body(&req.headers)?;
             let input = req.input;
             if input.delete.objects.len() > MAX_DELETE_KEYS {
                 return Err(s3(S3ErrorCode::MalformedXML, format!("at most {MAX_DELETE_KEYS} keys per request")));
@@ -1037,6 +1146,8 @@ impl S3 for LowtailS3 {
             refuse_unsupported(&req.headers)?;
             let input = req.input;
             check_key(&input.key)?;
+            let upload_checksum =
+                checksum::for_upload(input.checksum_algorithm.as_ref(), input.checksum_type.as_ref())?;
             let upload = UploadMeta {
                 upload_id: String::new(),
                 bucket: input.bucket.clone(),
@@ -1045,12 +1156,15 @@ impl S3 for LowtailS3 {
                 content_type: input.content_type,
                 user_metadata: user_metadata(input.metadata)?,
                 headers: content_headers!(input),
+                checksum: upload_checksum,
             };
             let upload = self.meta.create_multipart(upload).await.map_err(from_meta)?;
             let output = CreateMultipartUploadOutput {
                 bucket: Some(input.bucket),
                 key: Some(input.key),
                 upload_id: Some(upload.upload_id),
+                checksum_algorithm: input.checksum_algorithm,
+                checksum_type: upload_checksum.map(|upload| checksum::type_of(upload.composite)),
                 ..Default::default()
             };
             Ok(S3Response::new(output))
@@ -1065,21 +1179,32 @@ impl S3 for LowtailS3 {
             check_key(&input.key)?;
             let number = part_number(input.part_number)?;
             // Before reading the body, so a part for a missing upload writes no data.
-            self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
-            let (written, etag, size_bytes) =
-                self.write_body(input.body, input.content_length, input.content_md5.as_deref()).await?;
+            let upload =
+                self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            // A part of an upload created with a checksum is checked and recorded with it.
+            let declared = Declared::from_headers(&req.headers, upload.checksum.map(|upload| upload.algorithm))?;
+            checksum::check_part_algorithm(upload.checksum.as_ref(), declared.as_ref())?;
+            let claims = BodyClaims {
+                content_length: input.content_length,
+                content_md5: input.content_md5.as_deref(),
+                checksum: declared,
+                trailers: req.trailing_headers.as_ref(),
+            };
+            let body = self.write_body(input.body, claims).await?;
             let part = PartMeta {
                 part_number: number,
-                size_bytes,
-                etag: etag.clone(),
+                size_bytes: body.size_bytes,
+                etag: body.etag.clone(),
                 last_modified_ms: now_ms(),
-                layout: written.layout.clone(),
+                checksum: body.checksum.clone(),
+                layout: body.written.layout.clone(),
             };
             let committed = self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await;
-            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &written.layout)
+            self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &body.written.layout)
                 .await?;
-            let output = UploadPartOutput { e_tag: Some(ETag::Strong(etag)), ..Default::default() };
-            Ok(with_redundancy(S3Response::new(output), written.redundancy))
+            let mut output = UploadPartOutput { e_tag: Some(ETag::Strong(body.etag)), ..Default::default() };
+            set_checksum!(output, body.checksum.as_ref());
+            Ok(with_redundancy(S3Response::new(output), body.written.redundancy))
         })
         .await
     }
@@ -1096,7 +1221,8 @@ impl S3 for LowtailS3 {
             check_key(&input.key)?;
             let number = part_number(input.part_number)?;
             // Before reading the source, so a part for a missing upload reads and writes nothing.
-            self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            let upload =
+                self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
             let conditions = Conditions {
                 if_match: input.copy_source_if_match.as_ref(),
                 if_none_match: input.copy_source_if_none_match.as_ref(),
@@ -1106,26 +1232,31 @@ impl S3 for LowtailS3 {
             let (_, _, source) = self.copy_source(&input.copy_source, &conditions).await?;
             let range = copy::source_range(input.copy_source_range.as_deref(), source.size_bytes)?;
             let size_bytes = range.end - range.start;
-            let (written, etag) = self.copy_range(&source.layout, range).await?;
+            // The part's checksum, in its upload's algorithm, is computed from the bytes copied.
+            let algorithm = upload.checksum.map(|upload| upload.algorithm);
+            let mut hasher = algorithm.map(checksum::Hasher::new);
+            let (written, etag) = self.copy_range(&source.layout, range, &mut hasher).await?;
+            let part_checksum =
+                algorithm.zip(hasher).map(|(algorithm, hasher)| checksum::full(algorithm, &hasher.finalize()));
             let last_modified_ms = now_ms();
             let part = PartMeta {
                 part_number: number,
                 size_bytes,
                 etag: etag.clone(),
                 last_modified_ms,
+                checksum: part_checksum.clone(),
                 layout: written.layout.clone(),
             };
             let committed = self.meta.put_part(&input.bucket, &input.key, &input.upload_id, part).await;
             self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &written.layout)
                 .await?;
-            let output = UploadPartCopyOutput {
-                copy_part_result: Some(CopyPartResult {
-                    e_tag: Some(ETag::Strong(etag)),
-                    last_modified: Some(timestamp(last_modified_ms)),
-                    ..Default::default()
-                }),
+            let mut result = CopyPartResult {
+                e_tag: Some(ETag::Strong(etag)),
+                last_modified: Some(timestamp(last_modified_ms)),
                 ..Default::default()
             };
+            set_checksum!(result, part_checksum.as_ref());
+            let output = UploadPartCopyOutput { copy_part_result: Some(result), ..Default::default() };
             Ok(with_redundancy(S3Response::new(output), written.redundancy))
         })
         .await
@@ -1193,6 +1324,16 @@ impl S3 for LowtailS3 {
                 offset_bytes += part.size_bytes;
                 used.push(part);
             }
+            if let Some(declared) = input.mpu_object_size
+                && u64::try_from(declared).ok() != Some(offset_bytes)
+            {
+                return Err(s3(
+                    S3ErrorCode::InvalidRequest,
+                    format!("x-amz-mp-object-size is {declared}; the parts named make {offset_bytes} bytes"),
+                ));
+            }
+            let completion = Completion { named: &named, parts: &used, whole: &input };
+            let object_checksum = checksum::for_completion(upload.checksum.as_ref(), &completion)?;
             let etag = multipart_etag(&used.iter().map(|part| part.etag.as_str()).collect::<Vec<_>>())?;
             let object = ObjectMeta {
                 size_bytes: offset_bytes,
@@ -1202,6 +1343,7 @@ impl S3 for LowtailS3 {
                 headers: upload.headers,
                 last_modified_ms: now_ms(),
                 completed_upload_id: Some(input.upload_id.clone()),
+                checksum: object_checksum.clone(),
                 layout: Layout::Composite { pieces },
             };
             let completion = self
@@ -1220,7 +1362,7 @@ impl S3 for LowtailS3 {
             if let Some(previous) = completion.previous {
                 self.release(&previous.layout).await;
             }
-            Ok(completed(&input, etag))
+            Ok(completed(&input, etag, object_checksum.as_ref()))
         })
         .await
     }
@@ -1300,7 +1442,8 @@ impl S3 for LowtailS3 {
             let input = req.input;
             let max_parts = max_keys(input.max_parts)?;
             let marker = input.part_number_marker.unwrap_or(0).max(0);
-            self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
+            let upload =
+                self.meta.get_multipart(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
             let stored = self.meta.list_parts(&input.bucket, &input.key, &input.upload_id).await.map_err(from_meta)?;
             let mut after_marker = stored.into_iter().filter(|part| i32::from(part.part_number) > marker).peekable();
             let mut parts = Vec::new();
@@ -1328,15 +1471,23 @@ impl S3 for LowtailS3 {
                 parts: Some(
                     parts
                         .iter()
-                        .map(|part| Part {
-                            part_number: Some(i32::from(part.part_number)),
-                            e_tag: Some(ETag::Strong(part.etag.clone())),
-                            size: Some(part.size_bytes as i64),
-                            last_modified: Some(timestamp(part.last_modified_ms)),
-                            ..Default::default()
+                        .map(|part| {
+                            let mut listed = Part {
+                                part_number: Some(i32::from(part.part_number)),
+                                e_tag: Some(ETag::Strong(part.etag.clone())),
+                                size: Some(part.size_bytes as i64),
+                                last_modified: Some(timestamp(part.last_modified_ms)),
+                                ..Default::default()
+                            };
+                            set_checksum!(listed, part.checksum.as_ref());
+                            listed
                         })
                         .collect(),
                 ),
+                checksum_algorithm: upload
+                    .checksum
+                    .map(|upload| ChecksumAlgorithm::from_static(checksum::name(upload.algorithm))),
+                checksum_type: upload.checksum.map(|upload| checksum::type_of(upload.composite)),
                 ..Default::default()
             };
             Ok(S3Response::new(output))
@@ -1346,26 +1497,44 @@ impl S3 for LowtailS3 {
 }
 
 /// The answer to a CompleteMultipartUpload that made (or had made) the object with `etag`.
-fn completed(input: &CompleteMultipartUploadInput, etag: String) -> S3Response<CompleteMultipartUploadOutput> {
-    S3Response::new(CompleteMultipartUploadOutput {
+fn completed(
+    input: &CompleteMultipartUploadInput,
+    etag: String,
+    object_checksum: Option<&StoredChecksum>,
+) -> S3Response<CompleteMultipartUploadOutput> {
+    let mut output = CompleteMultipartUploadOutput {
         bucket: Some(input.bucket.clone()),
         key: Some(input.key.clone()),
         e_tag: Some(ETag::Strong(etag)),
         location: Some(format!("/{}/{}", input.bucket, input.key)),
+        checksum_type: object_checksum.map(|stored| checksum::type_of(stored.composite)),
         ..Default::default()
-    })
+    };
+    set_checksum!(output, object_checksum);
+    S3Response::new(output)
 }
 
-/// Checks a DeleteObjects request's `Content-MD5` (InvalidDigest, BadDigest) against the body the
-/// server read whole, before any key is deleted: s3s parses the body without checking it.
-fn check_multi_delete_md5(headers: &hyper::HeaderMap) -> S3Result<()> {
-    let Some(value) = headers.get("content-md5") else { return Ok(()) };
-    let value = value.to_str().map_err(|_| s3(S3ErrorCode::InvalidDigest, "Content-MD5 is not base64"))?;
-    let declared = DeclaredBody::new(None, Some(value), u64::MAX)?;
-    let Some(md5) = super::server::buffered_body_md5() else {
-        return Err(s3(S3ErrorCode::InternalError, "the body's MD5 was not computed; nothing was deleted"));
+/// Checks a DeleteObjects request's `Content-MD5` (InvalidDigest, BadDigest) and S3 checksum
+/// (InvalidRequest, BadDigest) against the body the server read whole, before any key is deleted:
+/// s3s parses the body without checking either.
+fn check_multi_delete_body(headers: &hyper::HeaderMap) -> S3Result<()> {
+    let content_md5 = match headers.get("content-md5") {
+        None => None,
+        Some(value) => Some(value.to_str().map_err(|_| s3(S3ErrorCode::InvalidDigest, "Content-MD5 is not base64"))?),
     };
-    declared.check_md5(md5)
+    let declared = DeclaredBody::new(None, content_md5, u64::MAX)?;
+    let checksum = Declared::from_headers(headers, None)?;
+    if content_md5.is_none() && checksum.is_none() {
+        return Ok(());
+    }
+    let Some(body) = super::server::buffered_body() else {
+        return Err(s3(S3ErrorCode::InternalError, "the body was not read whole to check it; nothing was deleted"));
+    };
+    declared.check_md5(Md5::digest(&body).into())?;
+    if let Some(checksum) = checksum {
+        checksum.verify(&checksum::digest(checksum.algorithm(), &body), None)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

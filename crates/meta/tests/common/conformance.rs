@@ -55,6 +55,7 @@ pub fn object(size_bytes: u64, stripe: u64) -> ObjectMeta {
         },
         last_modified_ms: 1_700_000_000_001,
         completed_upload_id: None,
+        checksum: None,
         layout: Layout::Packed {
             stripe: StripeId(stripe),
             unit: 2,
@@ -157,6 +158,7 @@ async fn objects(store: Arc<dyn MetaStore>) {
     // Overwrite returns the previous version so its layout can be collected.
     let striped = ObjectMeta {
         completed_upload_id: None,
+        checksum: None,
         layout: Layout::Striped {
             segments: vec![
                 StripeSegment { stripe: StripeId(7), unit_bytes: 100, object_offset_bytes: 0, length_bytes: 600 },
@@ -184,6 +186,7 @@ async fn objects(store: Arc<dyn MetaStore>) {
     // Composite layouts (completed multipart uploads) round-trip too.
     let composite = ObjectMeta {
         completed_upload_id: None,
+        checksum: None,
         layout: Layout::Composite {
             pieces: vec![
                 CompositePiece { object_offset_bytes: 0, length_bytes: 605, layout: object(605, 3).layout },
@@ -624,6 +627,7 @@ pub fn upload(bucket: &str, key: &str) -> UploadMeta {
         content_type: Some("video/mp4".into()),
         user_metadata: BTreeMap::from([("k".to_string(), "v".to_string())]),
         headers: ContentHeaders { content_disposition: Some("attachment".into()), ..ContentHeaders::default() },
+        checksum: None,
     }
 }
 
@@ -633,6 +637,7 @@ fn part(part_number: u16, etag: &str) -> PartMeta {
         size_bytes: 5 << 20,
         etag: etag.into(),
         last_modified_ms: 1_700_000_000_002,
+        checksum: None,
         layout: object(5 << 20, u64::from(part_number)).layout,
     }
 }
