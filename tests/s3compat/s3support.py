@@ -98,6 +98,26 @@ def _make_client(access_key, secret_key, signature_version=None):
     )
 
 
+def botocore_at_least(major, minor):
+    """Whether the installed botocore is at least major.minor (newer S3 parameters and defaults)."""
+    return tuple(int(x) for x in botocore.__version__.split(".")[:2]) >= (major, minor)
+
+
+def signed_raw(method, path, body, headers):
+    """A request signed with SigV4 headers as given (x-amz-content-sha256 included), sent as is:
+    for bodies botocore would not send (aws-chunked over plain HTTP, malformed XML)."""
+    import urllib3
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    s = settings()
+    request = AWSRequest(method=method, url=f"{s.endpoint}{path}", data=body, headers=headers)
+    SigV4Auth(Credentials(s.access_key, s.secret_key), "s3", s.region).add_auth(request)
+    prepared = request.prepare()
+    return urllib3.PoolManager(retries=False).request(method, prepared.url, body=body, headers=dict(prepared.headers))
+
+
 def get_client():
     s = settings()
     return _make_client(s.access_key, s.secret_key)

@@ -7,6 +7,8 @@ import datetime
 import pytest
 from botocore.exceptions import ClientError
 
+import s3support
+
 from s3support import (
     _create_objects,
     _get_keys,
@@ -343,3 +345,27 @@ def test_bucket_create_naming_dns_dash_dot():
     status, error_code = check_invalid_bucketname("foo-.bar")
     assert status == 400
     assert error_code == "InvalidBucketName"
+
+
+@pytest.mark.lowtail
+@pytest.mark.skipif(not s3support.botocore_at_least(1, 35), reason="ListBuckets paging came with botocore 1.35")
+def test_list_buckets_paged_by_max_buckets_and_prefix():
+    client = get_client()
+    names = sorted(get_new_bucket(client) for _ in range(3))
+    prefix = get_prefix()
+    seen = []
+    token = None
+    for _ in range(10):
+        kwargs = {"MaxBuckets": 2, "Prefix": prefix}
+        if token:
+            kwargs["ContinuationToken"] = token
+        page = client.list_buckets(**kwargs)
+        assert len(page["Buckets"]) <= 2
+        assert page["Prefix"] == prefix
+        seen += [b["Name"] for b in page["Buckets"]]
+        token = page.get("ContinuationToken")
+        if not token:
+            break
+    assert len(seen) == len(set(seen)) and [n for n in seen if n in names] == names
+    e = assert_raises(ClientError, client.list_buckets, MaxBuckets=10001)
+    assert _get_status_and_error_code(e.response) == (400, "InvalidArgument")

@@ -11,10 +11,6 @@ import zlib
 
 import botocore
 import pytest
-import urllib3
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 import s3support
@@ -59,9 +55,8 @@ def _response_header(response, name):
     return response["ResponseMetadata"]["HTTPHeaders"].get(name)
 
 
-_BOTO3_DEFAULT_CHECKSUMS = tuple(int(x) for x in botocore.__version__.split(".")[:2]) >= (1, 36)
 needs_recent_boto3 = pytest.mark.skipif(
-    not _BOTO3_DEFAULT_CHECKSUMS,
+    not s3support.botocore_at_least(1, 36),
     reason=f"botocore {botocore.__version__} predates default checksums and x-amz-checksum-type (1.36); "
     "CI runs this suite with a recent boto3",
 )
@@ -177,8 +172,6 @@ def test_put_without_checksum_gets_crc64nvme():
 def _chunked_trailer_put(bucket, key, body, trailer_value):
     # An aws-chunked body with its checksum in a trailer (STREAMING-UNSIGNED-PAYLOAD-TRAILER), as
     # SDKs send over HTTPS; built by hand because botocore uses it only over TLS.
-    s = s3support.settings()
-    url = f"{s.endpoint}/{bucket}/{key}"
     payload = b"%x\r\n" % len(body) + body + b"\r\n0\r\n" + b"x-amz-checksum-crc32:" + trailer_value.encode() + b"\r\n\r\n"
     headers = {
         "Content-Encoding": "aws-chunked",
@@ -188,10 +181,7 @@ def _chunked_trailer_put(bucket, key, body, trailer_value):
         "x-amz-sdk-checksum-algorithm": "CRC32",
         "Content-Length": str(len(payload)),
     }
-    request = AWSRequest(method="PUT", url=url, data=payload, headers=headers)
-    SigV4Auth(Credentials(s.access_key, s.secret_key), "s3", s.region).add_auth(request)
-    prepared = request.prepare()
-    return urllib3.PoolManager(retries=False).request("PUT", prepared.url, body=payload, headers=dict(prepared.headers))
+    return s3support.signed_raw("PUT", f"/{bucket}/{key}", payload, headers)
 
 
 def test_put_trailer_checksum_is_checked():

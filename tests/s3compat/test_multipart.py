@@ -480,3 +480,45 @@ def test_multipart_get_part_number():
     assert _get_body(response) == "simple object"
     e = assert_raises(ClientError, client.get_object, Bucket=bucket_name, Key="simple", PartNumber=2)
     assert _get_status_and_error_code(e.response) == (416, "InvalidPartNumber")
+
+
+@pytest.mark.lowtail
+def test_multipart_complete_duplicate_part_number():
+    # A part resent under the same number replaces the first upload; a completion naming the
+    # number twice is refused with InvalidPartOrder (AWS documents the list as strictly ascending),
+    # and completing with the number once uses the second upload.
+    bucket_name = get_new_bucket()
+    client = get_client()
+    upload_id = client.create_multipart_upload(Bucket=bucket_name, Key="mp")["UploadId"]
+    first = client.upload_part(Bucket=bucket_name, Key="mp", UploadId=upload_id, PartNumber=1, Body=b"first")
+    second = client.upload_part(Bucket=bucket_name, Key="mp", UploadId=upload_id, PartNumber=1, Body=b"second")
+    twice = [{"PartNumber": 1, "ETag": first["ETag"]}, {"PartNumber": 1, "ETag": second["ETag"]}]
+    e = assert_raises(
+        ClientError,
+        client.complete_multipart_upload,
+        Bucket=bucket_name,
+        Key="mp",
+        UploadId=upload_id,
+        MultipartUpload={"Parts": twice},
+    )
+    assert _get_status_and_error_code(e.response) == (400, "InvalidPartOrder")
+    client.complete_multipart_upload(
+        Bucket=bucket_name, Key="mp", UploadId=upload_id, MultipartUpload={"Parts": [twice[1]]}
+    )
+    assert _get_body(client.get_object(Bucket=bucket_name, Key="mp")) == "second"
+
+
+@pytest.mark.lowtail
+def test_multipart_complete_huge_whitespace_body():
+    # A 20 MiB completion body of whitespace is a client's mistake: 400, not a server error, and the
+    # upload is still there to complete.
+    import s3support
+
+    bucket_name = get_new_bucket()
+    client = get_client()
+    upload_id = client.create_multipart_upload(Bucket=bucket_name, Key="mp")["UploadId"]
+    body = b" " * (20 * MB)
+    headers = {"x-amz-content-sha256": "UNSIGNED-PAYLOAD"}
+    response = s3support.signed_raw("POST", f"/{bucket_name}/mp?uploadId={upload_id}", body, headers)
+    assert response.status == 400, response.data[:500]
+    assert client.list_parts(Bucket=bucket_name, Key="mp", UploadId=upload_id)["UploadId"] == upload_id

@@ -146,3 +146,36 @@ def test_ranged_requests_across_stripes():
         response = client.get_object(Bucket=bucket_name, Key="testobj", Range=f"bytes={first}-{last}")
         assert response["Body"].read() == body[first : last + 1], (first, last)
         assert response["ResponseMetadata"]["HTTPHeaders"]["content-range"] == f"bytes {first}-{last}/{size}"
+
+
+@pytest.mark.lowtail
+@pytest.mark.parametrize("header", ["bytes=abc", "bytes=5-2", "bytes=0-1,3-4", "items=0-1", "bytes="])
+def test_ranged_request_unusable_range_is_ignored(header):
+    # As S3 does (and RFC 9110 allows): a Range header that is not one byte range is ignored, and
+    # the whole object comes back with 200.
+    bucket_name = get_new_bucket()
+    client = get_client()
+    client.put_object(Bucket=bucket_name, Key="obj", Body="0123456789")
+    response = client.get_object(Bucket=bucket_name, Key="obj", Range=header)
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert _get_body(response) == "0123456789"
+    assert "ContentRange" not in response
+    head = client.head_object(Bucket=bucket_name, Key="obj", Range=header)
+    assert (head["ResponseMetadata"]["HTTPStatusCode"], head["ContentLength"]) == (200, 10)
+
+
+@pytest.mark.lowtail
+def test_ranged_request_unusable_range_still_needs_a_signature():
+    # The detour that ignores such a Range runs after the signature check: an unsigned request is
+    # still refused, and a presigned URL still works.
+    import urllib3
+
+    bucket_name = get_new_bucket()
+    client = get_client()
+    client.put_object(Bucket=bucket_name, Key="obj", Body="0123456789")
+    http = urllib3.PoolManager(retries=False)
+    url = client.generate_presigned_url("get_object", Params={"Bucket": bucket_name, "Key": "obj"}, ExpiresIn=60)
+    unsigned = http.request("GET", url.split("?")[0], headers={"Range": "bytes=abc"})
+    assert unsigned.status == 403
+    presigned = http.request("GET", url, headers={"Range": "bytes=abc"})
+    assert (presigned.status, presigned.data) == (200, b"0123456789")

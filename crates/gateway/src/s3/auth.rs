@@ -52,20 +52,25 @@ pub struct SignedOnly;
 #[async_trait::async_trait]
 impl S3Access for SignedOnly {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        if cx.credentials().is_none() {
-            return Err(s3s::S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required"));
-        }
-        if let Some(expires) = presigned_expires(cx.uri().query().unwrap_or("")) {
-            let valid = expires.parse::<i64>().is_ok_and(|secs| (1..=MAX_PRESIGNED_EXPIRES_SECS).contains(&secs));
-            if !valid {
-                return Err(s3s::S3Error::with_message(
-                    S3ErrorCode::AccessDenied,
-                    format!("X-Amz-Expires must be between 1 and {MAX_PRESIGNED_EXPIRES_SECS} seconds"),
-                ));
-            }
-        }
-        Ok(())
+        check_signed(cx.credentials(), cx.uri())
     }
+}
+
+/// [`SignedOnly`]'s rule for a request with `credentials` (verified by `s3s`) to `uri`.
+pub fn check_signed(credentials: Option<&s3s::auth::Credentials>, uri: &hyper::Uri) -> S3Result<()> {
+    if credentials.is_none() {
+        return Err(s3s::S3Error::with_message(S3ErrorCode::AccessDenied, "Signature is required"));
+    }
+    if let Some(expires) = presigned_expires(uri.query().unwrap_or("")) {
+        let valid = expires.parse::<i64>().is_ok_and(|secs| (1..=MAX_PRESIGNED_EXPIRES_SECS).contains(&secs));
+        if !valid {
+            return Err(s3s::S3Error::with_message(
+                S3ErrorCode::AccessDenied,
+                format!("X-Amz-Expires must be between 1 and {MAX_PRESIGNED_EXPIRES_SECS} seconds"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The raw `X-Amz-Expires` value of a query string, if present.

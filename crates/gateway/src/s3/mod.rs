@@ -18,6 +18,7 @@ mod read_body;
 mod server;
 mod service;
 mod unsupported;
+mod unusable_range;
 
 use std::sync::Arc;
 
@@ -90,15 +91,25 @@ pub fn build_service(
     credentials: Vec<(String, String)>,
     options: S3Options,
 ) -> Result<S3Service, BuildError> {
+    let host = |domain: &String| {
+        s3s::host::SingleDomain::new(domain)
+            .map_err(|error| BuildError::InvalidDomain { domain: domain.clone(), reason: error.to_string() })
+    };
+    // The same operations without authentication, reachable only through the route below, which
+    // runs after a request's signature has been verified.
+    let mut unauthenticated =
+        S3ServiceBuilder::new(LowtailS3::new(Arc::clone(&meta), Arc::clone(&data), options.clone()));
+    if let Some(domain) = &options.virtual_host_domain {
+        unauthenticated.set_host(host(domain)?);
+    }
     let domain = options.virtual_host_domain.clone();
     let mut builder = S3ServiceBuilder::new(LowtailS3::new(meta, data, options));
     builder.set_auth(CredentialTable::new(credentials));
     // Runs only because an auth provider is set (s3s skips access checks without one).
     builder.set_access(auth::SignedOnly);
-    if let Some(domain) = domain {
-        let host = s3s::host::SingleDomain::new(&domain)
-            .map_err(|error| BuildError::InvalidDomain { domain: domain.clone(), reason: error.to_string() })?;
-        builder.set_host(host);
+    builder.set_route(unusable_range::IgnoreUnusableRange { unauthenticated: unauthenticated.build() });
+    if let Some(domain) = &domain {
+        builder.set_host(host(domain)?);
     }
     Ok(builder.build())
 }

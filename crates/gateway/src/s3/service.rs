@@ -37,6 +37,8 @@ use crate::data::{ObjectData, Redundancy, Written};
 
 /// Name of the request latency histogram (seconds), labelled by `operation` and `outcome`.
 pub const REQUEST_SECONDS_METRIC: &str = "lowtail_s3_request_seconds";
+/// Largest `max-buckets` of a ListBuckets (S3's limit).
+const MAX_LIST_BUCKETS: i32 = 10_000;
 /// Most keys one DeleteObjects request may name (S3's limit).
 const MAX_DELETE_KEYS: usize = 1000;
 /// Largest source a CopyObject copies (S3's limit; larger objects are copied part by part with
@@ -632,21 +634,41 @@ fn part_number(number: i32) -> S3Result<u16> {
 impl S3 for LowtailS3 {
     async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
         observe("ListBuckets", async {
-            let buckets = self.meta.list_buckets().await.map_err(from_meta)?;
-            let prefix = req.input.prefix.unwrap_or_default();
-            let buckets = buckets
-                .into_iter()
-                .filter(|bucket| bucket.name.starts_with(&prefix))
+            let input = req.input;
+            let max_buckets = match input.max_buckets {
+                None => usize::MAX,
+                Some(max) if (1..=MAX_LIST_BUCKETS).contains(&max) => max as usize,
+                Some(max) => {
+                    return Err(s3(
+                        S3ErrorCode::InvalidArgument,
+                        format!("max-buckets is {max}; it must be between 1 and {MAX_LIST_BUCKETS}"),
+                    ));
+                }
+            };
+            let prefix = input.prefix.clone().unwrap_or_default();
+            let after = input.continuation_token.clone().unwrap_or_default();
+            let region_of = |bucket: &BucketMeta| bucket.region.clone().unwrap_or_else(|| self.options.region.clone());
+            let mut listed = self.meta.list_buckets().await.map_err(from_meta)?.into_iter().filter(|bucket| {
+                bucket.name.starts_with(&prefix)
+                    && bucket.name > after
+                    && input.bucket_region.as_ref().is_none_or(|region| *region == region_of(bucket))
+            });
+            let buckets: Vec<Bucket> = listed
+                .by_ref()
+                .take(max_buckets)
                 .map(|bucket| Bucket {
-                    name: Some(bucket.name),
+                    name: Some(bucket.name.clone()),
                     creation_date: Some(timestamp(bucket.created_ms)),
-                    bucket_region: Some(bucket.region.unwrap_or_else(|| self.options.region.clone())),
+                    bucket_region: Some(region_of(&bucket)),
                 })
                 .collect();
+            // The token is the last name listed: names are unique and listed in order.
+            let continuation_token = listed.next().and(buckets.last()).and_then(|bucket| bucket.name.clone());
             let output = ListBucketsOutput {
                 buckets: Some(buckets),
                 owner: owner(req.credentials.as_ref()),
-                ..Default::default()
+                continuation_token,
+                prefix: input.prefix,
             };
             Ok(S3Response::new(output))
         })
