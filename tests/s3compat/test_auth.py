@@ -239,3 +239,19 @@ def test_object_raw_get_unsigned():
     res = _raw("GET", client.meta.endpoint_url + f"/{bucket_name}/foo")
     assert res.status == 403
     assert b"AccessDenied" in res.data
+
+
+@pytest.mark.lowtail
+def test_anonymous_request_to_missing_bucket_is_no_such_bucket():
+    # As AWS answers: an anonymous request naming a bucket that does not exist is 404 NoSuchBucket;
+    # one naming a bucket that exists is 403 AccessDenied, and changes nothing.
+    missing = get_new_bucket_name()
+    anonymous = get_unauthenticated_client()
+    e = assert_raises(ClientError, anonymous.get_object, Bucket=missing, Key="foo")
+    assert _get_status_and_error_code(e.response) == (404, "NoSuchBucket")
+    e = assert_raises(ClientError, anonymous.put_object, Bucket=missing, Key="foo", Body=b"x")
+    assert _get_status_and_error_code(e.response) == (404, "NoSuchBucket")
+    bucket_name = get_new_bucket()
+    e = assert_raises(ClientError, anonymous.put_object, Bucket=bucket_name, Key="foo", Body=b"x")
+    assert _get_status_and_error_code(e.response) == (403, "AccessDenied")
+    assert _get_keys(get_client().list_objects(Bucket=bucket_name)) == []

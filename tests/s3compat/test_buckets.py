@@ -369,3 +369,30 @@ def test_list_buckets_paged_by_max_buckets_and_prefix():
     assert len(seen) == len(set(seen)) and [n for n in seen if n in names] == names
     e = assert_raises(ClientError, client.list_buckets, MaxBuckets=10001)
     assert _get_status_and_error_code(e.response) == (400, "InvalidArgument")
+
+
+@pytest.mark.lowtail
+def test_invalid_bucket_name_error_has_message_and_request_id():
+    # s3s refuses such a name while parsing the path, before a handler runs; the document still
+    # carries AWS's message and the request id, as every error document does.
+    response = s3support.signed_raw("GET", "/ab/key", b"", {"x-amz-content-sha256": "UNSIGNED-PAYLOAD"})
+    assert response.status == 400
+    body = response.data.decode()
+    assert "<Code>InvalidBucketName</Code>" in body
+    assert "<Message>The specified bucket is not valid.</Message>" in body
+    assert f"<RequestId>{response.headers['x-amz-request-id']}</RequestId>" in body
+    import urllib3
+
+    anonymous = urllib3.PoolManager(retries=False).request("GET", s3support.settings().endpoint + "/")
+    assert anonymous.status == 403
+    assert f"<RequestId>{anonymous.headers['x-amz-request-id']}</RequestId>" in anonymous.data.decode()
+
+
+@pytest.mark.lowtail
+def test_head_bucket_names_its_arn_and_put_its_size():
+    bucket_name = get_new_bucket()
+    client = get_client()
+    head = client.head_bucket(Bucket=bucket_name)
+    assert head["ResponseMetadata"]["HTTPHeaders"]["x-amz-bucket-arn"] == f"arn:aws:s3:::{bucket_name}"
+    put = client.put_object(Bucket=bucket_name, Key="obj", Body=b"12345")
+    assert put["ResponseMetadata"]["HTTPHeaders"]["x-amz-object-size"] == "5"

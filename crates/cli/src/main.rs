@@ -914,12 +914,23 @@ fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     runtime.block_on(node::run(config, shutdown_signal())).context("node failed")
 }
 
-/// Structured logs on stderr; `RUST_LOG` filters them (default: info).
+/// Default log filter. `s3s` logs every request that ends in an error at ERROR, a client's mistake
+/// (404, 403, 412) as much as a failure; the gateway logs its own answers instead (client errors at
+/// DEBUG, server errors at WARN), so `s3s`'s request logs are off unless `RUST_LOG` asks.
+const DEFAULT_LOG_FILTER: &str = "info,s3s::ops=off";
+
+/// Structured logs on stderr; `RUST_LOG` filters them (default: [`DEFAULT_LOG_FILTER`]). Colours only
+/// when stderr is a terminal: `lowtail up` sends each process's logs to a file.
 fn init_logging() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     // A second initialisation (impossible in this binary) would only keep the first subscriber.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Completes on Ctrl-C or SIGTERM, the two ways a node is asked to stop.

@@ -4,6 +4,9 @@
 //! lookup and that rule only; it must not verify signatures itself (that is `s3s`'s) or log secrets.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use meta::MetaStore;
 
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
@@ -44,14 +47,31 @@ impl S3Auth for CredentialTable {
 }
 
 /// Who may do what: any request signed with a known key, which `s3s` has verified by the time this
-/// runs. Anonymous requests are refused (as `s3s`'s default check does), and so are presigned URLs
-/// whose `X-Amz-Expires` is outside 1 s to 7 days, which `s3s` 0.14 accepts.
-#[derive(Debug, Default)]
-pub struct SignedOnly;
+/// runs. Anonymous requests are refused (as `s3s`'s default check does): AccessDenied, or, as AWS
+/// answers, NoSuchBucket when the bucket they name does not exist (CreateBucket aside). Presigned URLs whose
+/// `X-Amz-Expires` is outside 1 s to 7 days, which `s3s` 0.14 accepts, are refused too.
+pub struct SignedOnly {
+    /// Where an anonymous request's bucket is looked up.
+    pub meta: Arc<dyn MetaStore>,
+}
+
+impl std::fmt::Debug for SignedOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedOnly").finish_non_exhaustive()
+    }
+}
 
 #[async_trait::async_trait]
 impl S3Access for SignedOnly {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        // A CreateBucket names a bucket that does not exist yet: AccessDenied, as for AWS.
+        if cx.credentials().is_none()
+            && cx.s3_op().name() != "CreateBucket"
+            && let Some(bucket) = cx.s3_path().get_bucket_name()
+            && let Err(meta::MetaError::NoSuchBucket(_)) = self.meta.get_bucket(bucket).await
+        {
+            return Err(s3s::S3Error::with_message(S3ErrorCode::NoSuchBucket, "The specified bucket does not exist"));
+        }
         check_signed(cx.credentials(), cx.uri())
     }
 }

@@ -103,10 +103,10 @@ pub fn build_service(
         unauthenticated.set_host(host(domain)?);
     }
     let domain = options.virtual_host_domain.clone();
-    let mut builder = S3ServiceBuilder::new(LowtailS3::new(meta, data, options));
+    let mut builder = S3ServiceBuilder::new(LowtailS3::new(Arc::clone(&meta), data, options));
     builder.set_auth(CredentialTable::new(credentials));
     // Runs only because an auth provider is set (s3s skips access checks without one).
-    builder.set_access(auth::SignedOnly);
+    builder.set_access(auth::SignedOnly { meta });
     builder.set_route(unusable_range::IgnoreUnusableRange { unauthenticated: unauthenticated.build() });
     if let Some(domain) = &domain {
         builder.set_host(host(domain)?);

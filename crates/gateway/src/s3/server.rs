@@ -150,12 +150,26 @@ async fn handle(
     if !finished.load(Ordering::Relaxed) {
         response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     }
+    if response.status().is_client_error() || response.status().is_server_error() {
+        complete_error_document(&mut response, &id);
+    }
     // s3s 0.14 always answers HeadObject with 200; a ranged HEAD is partial content, as its
     // Content-Range says.
     if is_head && response.status() == StatusCode::OK && response.headers().contains_key(CONTENT_RANGE) {
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
     }
     Ok(response)
+}
+
+/// Adds the request id (and a message `s3s` left out) to an error document `s3s` wrote before any
+/// handler ran (a signature, a bucket name or a path it refused).
+fn complete_error_document(response: &mut HttpResponse, request_id: &str) {
+    let Some(document) = response.body().bytes() else { return };
+    if let Some(completed) = super::errors::completed_error_document(&document, request_id) {
+        // hyper frames the new body by its length.
+        response.headers_mut().remove(hyper::header::CONTENT_LENGTH);
+        *response.body_mut() = s3s::Body::from(Bytes::from(completed));
+    }
 }
 
 /// Serves `service` on `listener` until `shutdown` completes, then stops accepting, waits up to

@@ -352,7 +352,12 @@ async fn observe<T>(operation: &'static str, work: impl Future<Output = S3Result
         .record(started.elapsed().as_secs_f64());
     match result {
         Err(mut error) => {
-            tracing::debug!(operation, code = error.code().as_str(), message = error.message(), "request failed");
+            // A client's mistake is not the server's failure: only the latter is worth a warning.
+            if outcome == "server_error" {
+                tracing::warn!(operation, code = error.code().as_str(), message = error.message(), "request failed");
+            } else {
+                tracing::debug!(operation, code = error.code().as_str(), message = error.message(), "request failed");
+            }
             // The error document names the request, as its x-amz-request-id header does.
             if let Some(id) = super::server::current_request_id() {
                 error.set_request_id(id);
@@ -729,7 +734,12 @@ impl S3 for LowtailS3 {
         observe("HeadBucket", async {
             let bucket = self.meta.get_bucket(&req.input.bucket).await.map_err(from_meta)?;
             let region = bucket.region.unwrap_or_else(|| self.options.region.clone());
-            Ok(S3Response::new(HeadBucketOutput { bucket_region: Some(region), ..Default::default() }))
+            let mut response = S3Response::new(HeadBucketOutput { bucket_region: Some(region), ..Default::default() });
+            // Current SDKs read the bucket's ARN from HeadBucket (s3s 0.14 has no field for it).
+            if let Ok(arn) = hyper::header::HeaderValue::from_str(&format!("arn:aws:s3:::{}", bucket.name)) {
+                response.headers.insert("x-amz-bucket-arn", arn);
+            }
+            Ok(response)
         })
         .await
     }
@@ -808,7 +818,11 @@ impl S3 for LowtailS3 {
             let committed = self.meta.put_object(&input.bucket, &input.key, object).await;
             self.settle_commit(committed.map(|replaced| replaced.map(|version| version.layout)), &body.written.layout)
                 .await?;
-            let mut output = PutObjectOutput { e_tag: Some(ETag::Strong(body.etag)), ..Default::default() };
+            let mut output = PutObjectOutput {
+                e_tag: Some(ETag::Strong(body.etag)),
+                size: i64::try_from(body.size_bytes).ok(),
+                ..Default::default()
+            };
             set_checksum!(output, body.checksum.as_ref());
             output.checksum_type = body.checksum.as_ref().map(|_| checksum::type_of(false));
             Ok(with_redundancy(S3Response::new(output), body.written.redundancy))

@@ -1,5 +1,5 @@
 //! Request headers asking for features lowtail does not have: ACL grants, object lock and legal hold,
-//! server-side encryption. Accepting them and storing the object anyway would break the promise they
+//! server-side encryption, object tags. Accepting them and storing the object anyway would break the promise they
 //! ask for (an object "locked" in COMPLIANCE mode that a DELETE then removes), so a write carrying one
 //! is refused with the error AWS gives a bucket without the feature, before anything is stored.
 //!
@@ -40,6 +40,9 @@ pub fn refuse_unsupported(headers: &hyper::HeaderMap) -> S3Result<()> {
             ));
         } else if name == "x-amz-bucket-object-lock-enabled" && !value.as_bytes().eq_ignore_ascii_case(b"false") {
             return Err(s3(S3ErrorCode::NotImplemented, "object lock is not supported"));
+        } else if name == "x-amz-tagging" && !value.is_empty() {
+            // Tags would be dropped: GetObjectTagging answers an empty set for every object.
+            return Err(s3(S3ErrorCode::NotImplemented, "object tagging is not supported (x-amz-tagging)"));
         } else if name.starts_with("x-amz-server-side-encryption")
             || name.starts_with("x-amz-copy-source-server-side-encryption")
         {
@@ -75,5 +78,7 @@ mod tests {
             Some(S3ErrorCode::NotImplemented)
         );
         assert_eq!(refused("x-amz-meta-acl", "public-read"), None, "user metadata is not an ACL");
+        assert_eq!(refused("x-amz-tagging", "project=a"), Some(S3ErrorCode::NotImplemented));
+        assert_eq!(refused("x-amz-tagging", ""), None, "no tags asks for nothing");
     }
 }
