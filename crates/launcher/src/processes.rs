@@ -32,19 +32,31 @@ pub fn stop_leftover_nodes(dir: &ClusterDir, node_ids: &[u32]) {
         return;
     }
     tracing::warn!(nodes = leftovers.len(), "stopping nodes left running by an earlier lowtail up");
-    eprintln!("stopping {} storage nodes left running by an earlier lowtail up ...", leftovers.len());
+    eprintln!(
+        "stopping {} storage nodes left running by an earlier lowtail up (all at once; up to {} s) ...",
+        leftovers.len(),
+        NODE_STOP_TIMEOUT.as_secs()
+    );
+    let started = Instant::now();
     for &pid in &leftovers {
         // SAFETY: kill(2) with a pid whose command line we just checked, and a valid signal.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
     }
-    let deadline = Instant::now() + NODE_STOP_TIMEOUT;
+    let deadline = started + NODE_STOP_TIMEOUT;
     while leftovers.iter().any(|&pid| is_alive(pid)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for pid in leftovers.into_iter().filter(|&pid| is_alive(pid)) {
+    let stubborn: Vec<u32> = leftovers.iter().copied().filter(|&pid| is_alive(pid)).collect();
+    for &pid in &stubborn {
         // SAFETY: as above.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     }
+    eprintln!(
+        "stopped {} leftover nodes in {:.1} s ({} of them killed after not stopping in time)",
+        leftovers.len(),
+        started.elapsed().as_secs_f64(),
+        stubborn.len()
+    );
 }
 
 /// The pids of the live processes running `lowtail node --config <one of configs>` (relative paths

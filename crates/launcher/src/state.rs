@@ -24,7 +24,8 @@ pub struct UpOptions {
     pub nodes: usize,
     /// The erasure code of new stripes.
     pub code: CodeSpec,
-    /// Address of the S3 endpoint; `None` keeps the stored one, or picks 127.0.0.1:9000 when free.
+    /// Address of the S3 endpoint; `None` keeps the stored one, or takes 127.0.0.1:9000 (refused
+    /// when busy: say `--listen`).
     pub s3_listen: Option<SocketAddr>,
     /// Racks the nodes are spread over (round robin); 0 = one rack per node.
     pub racks: usize,
@@ -136,10 +137,12 @@ impl ClusterDir {
                     state.s3_listen
                 );
             }
+            ensure_free(state.s3_listen)?;
             return Ok(state);
         }
-        std::fs::create_dir_all(&self.root).with_context(|| format!("cannot create {}", self.root.display()))?;
+        // Chosen (and the S3 address checked) before anything is created: a refusal leaves nothing.
         let state = new_state(options)?;
+        std::fs::create_dir_all(&self.root).with_context(|| format!("cannot create {}", self.root.display()))?;
         write_private(&path, &toml::to_string_pretty(&state)?)?;
         Ok(state)
     }
@@ -147,11 +150,10 @@ impl ClusterDir {
 
 fn new_state(options: &UpOptions) -> anyhow::Result<ClusterState> {
     let default_s3: SocketAddr = ([127, 0, 0, 1], 9000).into();
-    let s3_listen = match options.s3_listen {
-        Some(listen) => listen,
-        None if TcpListener::bind(default_s3).is_ok() => default_s3,
-        None => SocketAddr::from(([127, 0, 0, 1], free_port()?)),
-    };
+    // A busy default port is refused, not silently replaced: the cluster would keep a random port
+    // for good, and clients pointed at :9000 would reach whatever holds it.
+    let s3_listen = options.s3_listen.unwrap_or(default_s3);
+    ensure_free(s3_listen)?;
     let racks = if options.racks == 0 { options.nodes } else { options.racks };
     let nodes = (0..options.nodes).map(|i| NodeSlot { id: i as u32, rack: format!("rack-{}", i % racks) }).collect();
     Ok(ClusterState {
@@ -165,11 +167,20 @@ fn new_state(options: &UpOptions) -> anyhow::Result<ClusterState> {
     })
 }
 
-/// A port the kernel just handed out on 127.0.0.1. Another process could take it before the node
-/// binds it; the node then fails to start with a clear error, and a second `lowtail up` picks again.
-fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("cannot find a free port on 127.0.0.1")?;
-    Ok(listener.local_addr()?.port())
+/// Fails, saying what to do, if `address` (the S3 endpoint) cannot be bound: before any node starts.
+/// Port 0 (a new free port at every start) is always free.
+fn ensure_free(address: SocketAddr) -> anyhow::Result<()> {
+    if address.port() == 0 {
+        return Ok(());
+    }
+    match TcpListener::bind(address) {
+        Ok(_) => Ok(()),
+        Err(error) => bail!(
+            "cannot serve S3 on {address}: {error}. Is another `lowtail up` (or another S3 server) running? \
+             Stop it, or serve elsewhere: --listen 127.0.0.1:PORT when creating a cluster (127.0.0.1:0 picks a \
+             free port at every start); an existing cluster's address is `s3_listen` in its cluster.toml"
+        ),
+    }
 }
 
 pub(crate) fn random_token(len: usize) -> String {
@@ -201,7 +212,26 @@ mod tests {
     use super::*;
 
     fn options(dir: &Path, nodes: usize) -> UpOptions {
-        UpOptions { dir: dir.to_path_buf(), nodes, code: CodeSpec::Rs { k: 6, m: 3 }, s3_listen: None, racks: 3 }
+        // Port 0: the tests must not depend on 127.0.0.1:9000 being free on the machine.
+        let s3_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        UpOptions { dir: dir.to_path_buf(), nodes, code: CodeSpec::Rs { k: 6, m: 3 }, s3_listen, racks: 3 }
+    }
+
+    #[test]
+    fn a_busy_s3_address_is_refused_before_anything_is_created() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = ClusterDir::new(temp.path().join("c"));
+        let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+        let busy = UpOptions { s3_listen: Some(holder.local_addr().unwrap()), ..options(dir.root(), 9) };
+        let error = dir.load_or_create(&busy).unwrap_err().to_string();
+        assert!(error.contains("cannot serve S3 on") && error.contains("--listen"), "{error}");
+        assert!(!dir.root().exists(), "nothing created");
+        drop(holder);
+        let stored = dir.load_or_create(&busy).unwrap();
+        // A restart whose address has been taken meanwhile is refused the same way.
+        let _holder = TcpListener::bind(stored.s3_listen).unwrap();
+        let error = dir.load_or_create(&UpOptions { s3_listen: None, ..busy }).unwrap_err().to_string();
+        assert!(error.contains("s3_listen"), "{error}");
     }
 
     #[test]

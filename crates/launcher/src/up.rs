@@ -31,7 +31,7 @@ pub struct UpConfig {
     pub code: String,
     /// Racks the nodes are spread over, round robin; 0 (the default) = one rack per node.
     pub racks: usize,
-    /// S3 address; absent = 127.0.0.1:9000 when free, else a free port (kept across restarts).
+    /// S3 address; absent = 127.0.0.1:9000 (refused when busy), kept across restarts.
     pub s3_listen: Option<SocketAddr>,
     /// How long a request body may go without a byte before the request fails with
     /// RequestTimeout. Default 20 000 ms.

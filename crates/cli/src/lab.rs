@@ -1,0 +1,660 @@
+//! The lab: `lowtail experiment`, `sim`, `load`, `bench` and `engines`, which reproduce papers, run
+//! the simulator, replay workloads and measure. Built with the `lab` feature (on by default);
+//! `--no-default-features` builds the server alone (`up`, `node`, `gateway`, `admin`) without the
+//! experiment, plotting, simulator and benchmark-client crates. Like `main`, it parses arguments
+//! and calls the library crates: it must not compute, measure or decide anything itself.
+
+use anyhow::Context;
+use bench::engines::{engine_listing, render_engine_listing, select_engine};
+use bench::s3_bench::{ClusterSource, QUICK_PHASE_DURATION, S3BenchConfig};
+use bench::{CodecBenchConfig, Timing, parse_byte_size, run_codec_bench, run_s3_bench};
+use clap::{Args, Subcommand};
+use codec::CodeSpec;
+use std::path::PathBuf;
+
+use crate::print_stdout;
+
+/// `lowtail bench ...`.
+pub(crate) fn bench(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Codec(args) => bench_codec(args),
+        BenchCommand::S3(args) => bench_s3(args),
+    }
+}
+
+/// `lowtail engines`.
+pub(crate) fn engines() -> anyhow::Result<()> {
+    print_stdout(&render_engine_listing(&engine_listing()?))
+}
+
+/// `lowtail experiment ...`.
+pub(crate) fn experiment(command: ExperimentCommand) -> anyhow::Result<()> {
+    match command {
+        ExperimentCommand::Hu2017(args) => run_hu2017(args),
+        ExperimentCommand::Hu2017Fit(args) => run_hu2017_fit(args),
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LoadArgs {
+    /// A running cluster, by the cluster.json `lowtail up` wrote (its gateway; further gateways of
+    /// the same cluster with --endpoint).
+    #[arg(long, value_name = "FILE")]
+    cluster: Vec<PathBuf>,
+    /// A gateway's S3 endpoint URL (repeatable), with --access-key and --secret-key.
+    #[arg(long, value_name = "URL")]
+    endpoint: Vec<String>,
+    /// Access key for --endpoint.
+    #[arg(long, value_name = "KEY")]
+    access_key: Option<String>,
+    /// Secret key for --endpoint.
+    #[arg(long, value_name = "KEY")]
+    secret_key: Option<String>,
+    /// Region for --endpoint.
+    #[arg(long, value_name = "REGION", default_value = "us-east-1")]
+    region: String,
+    /// A `lowtail sim` config: its [workload] and seed are used.
+    #[arg(long, value_name = "FILE", conflicts_with = "trace")]
+    config: Option<PathBuf>,
+    /// A trace of `time, object_id, size` lines (needs --partitions).
+    #[arg(long, value_name = "FILE", requires = "partitions")]
+    trace: Option<PathBuf>,
+    /// Data partitions the trace's objects are grouped into.
+    #[arg(long, value_name = "P")]
+    partitions: Option<u32>,
+    /// Seed of the workload and the object contents (default: the config's, else 1).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Span of the generator's arrivals, in seconds.
+    #[arg(long, value_name = "S")]
+    duration_s: Option<f64>,
+    /// The generator's arrival rate, requests per second.
+    #[arg(long, value_name = "PER_S")]
+    rate: Option<f64>,
+    /// A ~10 s run (10 s of arrivals at no more than 100 requests/s).
+    #[arg(long)]
+    quick: bool,
+    /// Multiply arrival times by this (> 1 slows the run down).
+    #[arg(long, value_name = "F")]
+    time_scale: Option<f64>,
+    /// Zipf exponent of object popularity of the generator (its default: 1.1).
+    #[arg(long, value_name = "S")]
+    zipf: Option<f64>,
+    /// Object sizes (and read lengths) are clamped to this many bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = load::source::DEFAULT_MAX_OBJECT_BYTES)]
+    max_object_bytes: u64,
+    /// The generator's object count is clamped to this.
+    #[arg(long, value_name = "N", default_value_t = load::source::DEFAULT_MAX_OBJECTS)]
+    max_objects: u64,
+    /// Open loop: most requests in flight (later ones wait; the wait counts in their latency).
+    #[arg(long, value_name = "N", default_value_t = load::executor::DEFAULT_MAX_IN_FLIGHT)]
+    max_in_flight: usize,
+    /// Closed loop with this many clients instead of the open loop.
+    #[arg(long, value_name = "N")]
+    clients: Option<usize>,
+    /// Closed loop: pause between a response and the client's next request, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 0, requires = "clients")]
+    think_ms: u64,
+    /// Bucket of the objects (created when missing).
+    #[arg(long, value_name = "NAME", default_value = load::objects::DEFAULT_BUCKET)]
+    bucket: String,
+    /// Do not load the objects first (they must be there already).
+    #[arg(long)]
+    no_prepare: bool,
+    /// Compare the bytes of every Nth request (every request has its length checked).
+    #[arg(long, value_name = "N", default_value_t = load::run::DEFAULT_VERIFY_EVERY)]
+    verify_every: u64,
+    /// Results folder (created; files of the same names are replaced).
+    #[arg(long, value_name = "DIR", default_value = "load-results")]
+    out: PathBuf,
+    /// Also write the records as CSV under DIR/records.
+    #[arg(long)]
+    records: bool,
+    /// Write SVG plots only (no PNGs).
+    #[arg(long)]
+    no_png: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SimArgs {
+    /// The simulation config (TOML).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Results folder (created; files of the same names are replaced).
+    #[arg(long, value_name = "DIR", default_value = "sim-results")]
+    out: PathBuf,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Simulations run at once (each on one thread).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
+    /// Also write every run's records as CSV under DIR/records (one row per request, one per task).
+    #[arg(long)]
+    records: bool,
+    /// Write SVG plots only (no PNG copies).
+    #[arg(long)]
+    no_png: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ExperimentCommand {
+    /// Hu et al., SoCC '17 (proactive degraded reads): the seven read policies on RS(6,3) and the
+    /// paper's five on LRC(6,2,2) at the paper's scale (90 nodes, 2004 partitions, 12 M objects, a
+    /// peak hour), 3 or 8 frontends as in the paper, and a latency-vs-load sweep. Writes
+    /// summary.json, findings.json (the paper's claims, judged), findings-sweep.json (the same claims
+    /// at every rate of the sweep), tables, plots and report.html.
+    Hu2017(Hu2017Args),
+    /// Fits the workload parameters Hu et al. do not publish (Zipf exponent of popularity and
+    /// arrival rate) to the paper's Normal rows, from Normal runs only, over a grid; prints the
+    /// grid and the best point, writes fit.json and plots/fit-loss.svg (docs/simulator.md).
+    #[command(name = "hu2017-fit")]
+    Hu2017Fit(Hu2017FitArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Hu2017FitArgs {
+    /// Results folder (created; fit.json and plots/fit-loss.* are replaced).
+    #[arg(long, value_name = "DIR", default_value = "hu2017-fit")]
+    out: PathBuf,
+    /// A 2 x 2 grid of 20-second runs instead of 5 x 8 of a simulated hour (about 7 minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Seed of the workloads and runs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Simulations run at once (each on one thread).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
+    /// Write the SVG plot only (no PNG copy).
+    #[arg(long)]
+    no_png: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Hu2017Args {
+    /// Results folder (created; files of the same names are replaced).
+    #[arg(long, value_name = "DIR", default_value = "hu2017-results")]
+    out: PathBuf,
+    /// Two simulated minutes per run instead of a peak hour (seconds of wall time).
+    #[arg(long)]
+    quick: bool,
+    /// Seed of the workload and of every run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Headline arrival rate in requests per second (default: the fitted one, see
+    /// docs/simulator.md). The sweep runs at 1/8 to 9/8 of it.
+    #[arg(long, value_name = "REQ_PER_S")]
+    rate: Option<f64>,
+    /// Zipf exponent of object popularity (default: the fitted one, see docs/simulator.md; with
+    /// --live, fitted together with the service scale, see docs/live-experiment.md).
+    #[arg(long, value_name = "S")]
+    zipf: Option<f64>,
+    /// Skip the latency-vs-load sweep.
+    #[arg(long)]
+    no_sweep: bool,
+    /// Run on a loopback cluster of real processes instead (etcd, 30 storage nodes with the service
+    /// model, 3 gateways): Normal, LLF-PW2, LMLF-PW2, LMLF-Lazy and Opt-Lazy on RS(6,3) and
+    /// LRC(6,2,2), a node made 10x slower during a run, and the simulator calibrated from the live
+    /// records on the identical configuration (sim_vs_live.html). Needs the etcd binary; about 15
+    /// minutes, --quick about 3 (docs/live-experiment.md).
+    #[arg(long)]
+    live: bool,
+    /// With --live: the nodes' service time as a multiple of 10 ms per task + bytes at 2 MB/s,
+    /// instead of fitting it (with the Zipf exponent) to the paper's Normal rows in a simulated
+    /// stand-in of the cluster.
+    #[arg(long, value_name = "F", requires = "live")]
+    service_scale: Option<f64>,
+    /// With --live: niceness of the storage node processes, 0 (the default: the gateways'
+    /// priority) to 19 (they yield the CPU to the gateways and the client).
+    #[arg(long, value_name = "N", requires = "live", value_parser = clap::value_parser!(i32).range(0..=19))]
+    node_nice: Option<i32>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Single-thread RS encode and decode throughput, with the memory ceiling.
+    ///
+    /// For every code and unit size: encode, decode with 1 lost data unit and
+    /// decode with m lost data units, in GB/s of data input (k × unit bytes
+    /// per second of thread CPU time), the median of several runs on 64-byte
+    /// aligned buffers. Each operation's output is verified before it is
+    /// timed. Next to each figure: the XOR ceiling (a plain read of the same
+    /// k units: what the memory hierarchy allows) and the reed-solomon-erasure
+    /// crate encoding the same shape in the same run.
+    ///
+    /// With --json, stdout is exactly one JSON array of objects with the
+    /// fields code, k, m, unit_bytes, op ("encode" | "decode"), lost, gbps,
+    /// engine, ceiling_gbps, and baseline_gbps on encode rows.
+    Codec(CodecArgs),
+    /// S3 PUT, GET and DELETE throughput and p50/p99 latency against a cluster, with the AWS SDK for Rust.
+    ///
+    /// Without --cluster it starts a fresh local cluster (9 nodes, rs-6-3, as `lowtail up` does) in a
+    /// temporary directory and stops it afterwards; with --cluster DIR/cluster.json it measures that
+    /// running cluster (in the bucket lowtail-bench, under a prefix of its own; the DELETE phases
+    /// delete what the PUT phases wrote).
+    ///
+    /// For every object size: a PUT phase (--concurrency clients writing new keys of random bytes back
+    /// to back for --duration-s seconds), then a GET phase reading random keys of those just written
+    /// (every GET's length is checked, and the bytes of every 50th), then a DELETE phase deleting each
+    /// of them once (at most 10 minutes). Requests are not retried: failures
+    /// are counted in the `errors` column, and any makes the command exit non-zero after printing.
+    ///
+    /// With --json, stdout is exactly one JSON array of objects with the fields op ("put" | "get" | "delete"),
+    /// object_bytes, requests, errors, ops_per_s, mb_per_s, p50_ms, p99_ms, max_ms, concurrency,
+    /// gateway_rss_peak_mib (the gateway's peak resident memory during the phase; null when it does
+    /// not run on this host).
+    S3(S3Args),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct S3Args {
+    /// The cluster.json of a running cluster (written by `lowtail up`) instead of a fresh cluster.
+    #[arg(long, value_name = "FILE")]
+    cluster: Option<PathBuf>,
+    /// Object sizes, comma-separated, with an optional B, KiB, MiB or GiB suffix.
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', default_value = "4KiB,1MiB", value_parser = parse_byte_size)]
+    sizes: Vec<usize>,
+    /// Requests in flight (closed loop).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    concurrency: u32,
+    /// Seconds each phase runs (default 10, or 2 with --quick).
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u32).range(1..=3600))]
+    duration_s: Option<u32>,
+    /// A fast smoke run: 2 s phases instead of 10 s.
+    #[arg(long)]
+    quick: bool,
+    /// Seed of the object contents and of the GET key choice.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Print a JSON array on stdout instead of a table (and no progress bar).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CodecArgs {
+    /// Print a JSON array on stdout instead of a table (and no progress bar).
+    #[arg(long)]
+    json: bool,
+    /// Run on this engine (see `lowtail engines`) instead of the fastest supported one.
+    #[arg(long, value_name = "NAME")]
+    engine: Option<String>,
+    /// A fast smoke run: 5 runs of at least 5 ms instead of 15 of at least 20 ms.
+    #[arg(long)]
+    quick: bool,
+    /// RS codes to measure, comma-separated.
+    #[arg(long, value_name = "CODES", value_delimiter = ',', default_value = "rs-6-3,rs-10-4,rs-12-4")]
+    codes: Vec<CodeSpec>,
+    /// Unit sizes, comma-separated, with an optional B, KiB, MiB or GiB suffix.
+    #[arg(long, value_name = "SIZES", value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = parse_byte_size)]
+    unit_sizes: Vec<usize>,
+    /// Timed runs per figure (the median is reported); overrides the count --quick implies.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    runs: Option<u32>,
+}
+
+/// A progress bar over `total` runs on stderr (hidden when stderr is not a terminal).
+pub(crate) fn runs_progress(total: usize, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{what} [{{bar:30}}] {{pos}}/{{len}} runs {{msg}} ({{elapsed}})"
+        ))
+        .expect("a valid progress template")
+        .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+/// One table per code, in order of first appearance.
+pub(crate) fn print_tables<'a>(summaries: impl Iterator<Item = &'a report::Summary>) {
+    let summaries: Vec<&report::Summary> = summaries.collect();
+    let mut codes: Vec<&str> = Vec::new();
+    for summary in &summaries {
+        if !codes.contains(&summary.run.code.as_str()) {
+            codes.push(&summary.run.code);
+        }
+    }
+    for code in codes {
+        let of_code: Vec<&report::Summary> = summaries.iter().copied().filter(|s| s.run.code == code).collect();
+        println!("{code}:");
+        println!("{}", report::text_table(&of_code).trim_end());
+        println!();
+    }
+}
+
+pub(crate) fn run_sim(args: SimArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.run.threads > 0, "--threads must be at least 1");
+    let config = experiment::simulate::read_config(&args.config)?;
+    let bar = runs_progress(config.policies.len(), "sim");
+    let options =
+        experiment::SimulateOptions { threads: args.run.threads, records_csv: args.run.records, png: !args.run.no_png };
+    let started = std::time::Instant::now();
+    let (runs, _files) = experiment::simulate(&config, &args.out, &options, &|progress| {
+        bar.set_position(progress.done as u64);
+        bar.set_message(progress.label);
+    })?;
+    bar.finish_and_clear();
+    print_tables(runs.iter().map(|run| &run.summary));
+    println!(
+        "{} runs in {:.1} s; results in {} (open report.html)",
+        runs.len(),
+        started.elapsed().as_secs_f64(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+pub(crate) fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
+    if args.live {
+        return run_hu2017_live(args);
+    }
+    anyhow::ensure!(args.run.threads > 0, "--threads must be at least 1");
+    if let Some(rate) = args.rate {
+        anyhow::ensure!(rate.is_finite() && rate > 0.0, "--rate must be a positive number of requests per second");
+    }
+    let options = experiment::Hu2017Options {
+        quick: args.quick,
+        seed: args.seed,
+        threads: args.run.threads,
+        records_csv: args.run.records,
+        png: !args.run.no_png,
+        sweep_factors: if args.no_sweep { Vec::new() } else { experiment::hu2017::SWEEP_FACTORS.to_vec() },
+        rate_per_s: args.rate,
+        zipf_exponent: args.zipf,
+        ..experiment::Hu2017Options::default()
+    };
+    let runs: usize = experiment::hu2017::codes().iter().map(|(_, policies)| policies.len()).sum();
+    let bar = runs_progress(runs * (1 + options.sweep_factors.len()), "hu2017");
+    let started = std::time::Instant::now();
+    let outcome = experiment::hu2017::run(&options, &args.out, &|progress| {
+        bar.set_position(progress.done as u64);
+        bar.set_message(progress.label);
+    })?;
+    bar.finish_and_clear();
+    print_tables(outcome.runs.iter().map(|run| &run.summary));
+    print_findings(&outcome.findings);
+    if !outcome.sweep_findings.is_empty() {
+        println!("across the sweep (findings-sweep.json):");
+        for line in experiment::hu2017::where_claims_hold(&outcome.sweep_findings) {
+            println!("  {line}");
+        }
+        println!("  {}", experiment::hu2017::every_claim_line(&outcome.sweep_findings));
+    }
+    println!(
+        "{} headline runs of {} requests at {:.0} req/s and {} sweep runs in {:.1} s; results in {} (open report.html)",
+        outcome.runs.len(),
+        outcome.requests,
+        outcome.rate_per_s,
+        outcome.sweep.len(),
+        started.elapsed().as_secs_f64(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+pub(crate) fn run_hu2017_fit(args: Hu2017FitArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.threads > 0, "--threads must be at least 1");
+    let options = experiment::fit::FitOptions {
+        png: !args.no_png,
+        ..experiment::fit::FitOptions::new(args.quick, args.seed, args.threads)
+    };
+    let bar = runs_progress(options.runs(), "hu2017-fit");
+    let started = std::time::Instant::now();
+    let outcome = experiment::fit::run_fit(&options, &args.out, &|progress| {
+        bar.set_position(progress.done as u64);
+        bar.set_message(progress.label);
+    })?;
+    bar.finish_and_clear();
+    let mut out = String::new();
+    for paper in &outcome.paper {
+        out.push_str(&format!(
+            "paper Normal {:<10} mean {:.3}  median {:.3}  p95 {:.3}  min {:.3} s\n",
+            paper.code, paper.mean_s, paper.median_s, paper.p95_s, paper.min_s
+        ));
+    }
+    out.push_str(&format!(
+        "{:>5} {:>6}  {:<10} {:>6} {:>8} {:>8} {:>8} {:>8}  {:>6} {:>6} {:>6}  {:>7}\n",
+        "zipf", "rate", "code", "load", "mean", "median", "p95", "min", "e_med", "e_p95", "e_mean", "loss"
+    ));
+    for (index, point) in outcome.points.iter().enumerate() {
+        for (row_index, row) in point.rows.iter().enumerate() {
+            let e = row.log_errors;
+            let loss = if row_index == 0 { format!("{:7.3}", point.loss) } else { String::new() };
+            let mark = if index == outcome.best && row_index == 0 { " <- best" } else { "" };
+            out.push_str(&format!(
+                "{:>5} {:>6.0}  {:<10} {:>6.3} {:>8.4} {:>8.4} {:>8.4} {:>8.4}  {:>6.2} {:>6.2} {:>6.2}  {:>7}{mark}\n",
+                point.zipf_exponent,
+                point.rate_per_s,
+                row.code,
+                row.load,
+                row.mean_s,
+                row.median_s,
+                row.p95_s,
+                row.min_s,
+                e[0],
+                e[1],
+                e[2],
+                loss
+            ));
+        }
+    }
+    let best = outcome.best_point();
+    out.push_str(&format!(
+        "best: Zipf {} at {:.0} requests/s (loss {:.3}); {} runs in {:.1} s; fit.json and plots/fit-loss.svg in {}\n\
+         run the experiment there: lowtail experiment hu2017 --zipf {} --rate {:.0}\n",
+        best.zipf_exponent,
+        best.rate_per_s,
+        best.loss,
+        options.runs(),
+        started.elapsed().as_secs_f64(),
+        args.out.display(),
+        best.zipf_exponent,
+        best.rate_per_s
+    ));
+    print_stdout(&out)
+}
+
+pub(crate) fn print_findings(findings: &[experiment::Finding]) {
+    for finding in findings {
+        println!("[{}] {}: {} ({})", finding.verdict(), finding.code, finding.claim, finding.measured);
+    }
+}
+
+pub(crate) fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
+    let etcd_binary = launcher::find_etcd_binary().context(
+        "the live experiment needs the etcd binary (Debian: apt-get install etcd-server), on the PATH or in LOWTAIL_ETCD_BIN",
+    )?;
+    let options = experiment::live::LiveOptions {
+        quick: args.quick,
+        seed: args.seed,
+        binary: std::env::current_exe().context("cannot find the lowtail executable to start the cluster with")?,
+        etcd_binary,
+        work_dir: None,
+        threads: args.run.threads,
+        png: !args.run.no_png,
+        records_csv: args.run.records,
+        rate_per_s: args.rate,
+        duration_s: None,
+        zipf_exponent: args.zipf,
+        service_scale: args.service_scale,
+        node_nice: args.node_nice.unwrap_or(experiment::live::NODE_NICE),
+    };
+    let bar = runs_progress(options.steps(), "hu2017 live");
+    let outcome = experiment::live::run(&options, &args.out, &|progress| {
+        bar.set_position(progress.done as u64);
+        bar.set_message(progress.label);
+    })?;
+    bar.finish_and_clear();
+    print_tables(outcome.pairs.iter().map(|pair| &pair.live.summary));
+    for pair in &outcome.pairs {
+        let (live, sim) = (pair.live.summary.request_latency, pair.sim.summary.request_latency);
+        if let (Some(live), Some(sim)) = (live, sim) {
+            println!(
+                "{} {}: live p50/p95/p99 {:.1}/{:.1}/{:.1} ms, sim {:.1}/{:.1}/{:.1} ms",
+                pair.live.summary.run.code,
+                pair.live.summary.run.policy,
+                live.median_s * 1e3,
+                live.p95_s * 1e3,
+                live.p99_s * 1e3,
+                sim.median_s * 1e3,
+                sim.p95_s * 1e3,
+                sim.p99_s * 1e3
+            );
+        }
+    }
+    for row in &outcome.timeout_sensitivity {
+        println!(
+            "{} normal at a {} ms timeout (simulated): p50/p95 {:.1}/{:.1} ms; LMLF-PW2 against it: p50 {:+.1} %, \
+             p95 {:+.1} %",
+            row.code,
+            row.normal_timeout_ms,
+            row.normal_median * 1e3,
+            row.normal_p95 * 1e3,
+            row.lmlf_pw2_median_change_pct,
+            row.lmlf_pw2_p95_change_pct
+        );
+    }
+    print_findings(&outcome.findings);
+    if outcome.regime.fitted() {
+        println!("Regime fitted: {} (regime.json)", experiment::live::page::regime_text(&outcome.regime));
+    }
+    println!(
+        "{} live runs of {} requests at {:.0} req/s, Zipf {}, service scale {}, in {:.0} s; results in {} (open \
+         report.html and sim_vs_live.html)",
+        outcome.pairs.len(),
+        outcome.requests,
+        outcome.rate_per_s,
+        outcome.zipf_exponent,
+        outcome.service_scale,
+        outcome.wall_s,
+        args.out.display()
+    );
+    Ok(())
+}
+
+pub(crate) fn bench_codec(args: CodecArgs) -> anyhow::Result<()> {
+    let mut timing = if args.quick { Timing::QUICK } else { Timing::STANDARD };
+    if let Some(runs) = args.runs {
+        timing.runs = runs as usize;
+    }
+    let config = CodecBenchConfig {
+        codes: args.codes,
+        unit_sizes_bytes: args.unit_sizes,
+        timing,
+        engine: select_engine(args.engine.as_deref())?,
+        show_progress: !args.json,
+    };
+    let report = run_codec_bench(&config).context("codec benchmark failed")?;
+    let text = if args.json { bench::report::render_json(&report) } else { bench::report::render_table(&report) };
+    print_stdout(&format!("{text}\n"))
+}
+
+pub(crate) fn bench_s3(args: S3Args) -> anyhow::Result<()> {
+    let cluster = match args.cluster {
+        Some(path) => ClusterSource::Manifest(path),
+        None => ClusterSource::Fresh(
+            std::env::current_exe().context("cannot find the lowtail executable to start nodes with")?,
+        ),
+    };
+    let mut config = S3BenchConfig::new(cluster);
+    config.object_sizes_bytes = args.sizes;
+    config.concurrency = args.concurrency as usize;
+    config.seed = args.seed;
+    config.show_progress = !args.json;
+    if args.quick {
+        config.phase_duration = QUICK_PHASE_DURATION;
+    }
+    if let Some(seconds) = args.duration_s {
+        config.phase_duration = std::time::Duration::from_secs(u64::from(seconds));
+    }
+    let report = run_s3_bench(&config).context("S3 benchmark failed")?;
+    let text = if args.json { bench::s3_bench::render_json(&report) } else { bench::s3_bench::render_table(&report) };
+    print_stdout(&format!("{text}\n"))?;
+    let errors = report.total_errors();
+    anyhow::ensure!(errors == 0, "{errors} S3 requests failed (see the errors column)");
+    Ok(())
+}
+
+pub(crate) fn run_load(args: LoadArgs) -> anyhow::Result<()> {
+    let (gateways, code, node_count) = load::run::resolve_gateways(
+        &args.cluster,
+        &args.endpoint,
+        args.access_key.as_deref(),
+        args.secret_key.as_deref(),
+        &args.region,
+    )?;
+    let source = match (args.config, args.trace, args.partitions) {
+        (Some(config), _, _) => load::WorkloadSource::Config(config),
+        (None, Some(path), Some(partitions)) => load::WorkloadSource::Trace { path, partitions },
+        (None, None, None) => load::WorkloadSource::Generator,
+        (None, _, _) => anyhow::bail!("--partitions goes with --trace"),
+    };
+    let mode = match args.clients {
+        Some(clients) => load::LoopMode::Closed { clients, think: std::time::Duration::from_millis(args.think_ms) },
+        None => load::LoopMode::Open { max_in_flight: args.max_in_flight },
+    };
+    let config = load::LoadConfig {
+        gateways,
+        code,
+        node_count,
+        source,
+        caps: load::LiveCaps {
+            seed: args.seed,
+            duration_s: args.duration_s,
+            rate_per_s: args.rate,
+            quick: args.quick,
+            max_object_bytes: args.max_object_bytes,
+            max_objects: args.max_objects,
+            time_scale: args.time_scale,
+            zipf_exponent: args.zipf,
+        },
+        mode,
+        bucket: args.bucket,
+        prepare: !args.no_prepare,
+        verify_every: args.verify_every,
+        out_dir: args.out.clone(),
+        records_csv: args.records,
+        png: !args.no_png,
+        show_progress: true,
+    };
+    let outcome = load::run_load(&config)?;
+    let stats = &outcome.stats;
+    if let Some(prepared) = &stats.prepare {
+        println!(
+            "objects: {} read by the workload, {} uploaded, {} already present ({:.1} s)",
+            prepared.objects, prepared.uploaded, prepared.present, stats.prepare_s
+        );
+    }
+    print_tables(std::iter::once(&outcome.result.summary));
+    let row = outcome.result.summary.row();
+    let ms = |seconds: Option<f64>| seconds.map_or("-".to_owned(), |s| format!("{:.2} ms", s * 1e3));
+    println!(
+        "{} over {} gateway(s): {} requests in {:.1} s, p50 {}, p95 {}, p99 {}, {} failed; results in {} (open report.html)",
+        stats.mode,
+        stats.gateways.len(),
+        stats.requests,
+        stats.run_s,
+        ms(row.median),
+        ms(row.p95),
+        ms(row.p99),
+        stats.failed,
+        args.out.display()
+    );
+    for error in &stats.first_errors {
+        eprintln!("failure: {error}");
+    }
+    anyhow::ensure!(stats.failed == 0, "{} of {} requests failed", stats.failed, stats.requests);
+    Ok(())
+}
