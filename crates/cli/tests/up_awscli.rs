@@ -14,7 +14,7 @@ use common::{interrupt, pseudo_random, signal, start_up, wait_for_manifest};
 const AWS: &str = "/usr/bin/aws";
 
 /// `aws --endpoint-url ENDPOINT s3 ARGS...` with the cluster's credentials and nothing from the
-/// environment (aws-cli mishandles AWS_CA_BUNDLE even for plain http).
+/// environment (a developer's profile or bundle must not change what the test sees).
 fn aws(manifest: &launcher::Manifest, args: &[&str]) -> Output {
     Command::new(AWS)
         .args(["--endpoint-url", &manifest.endpoint, "s3"])

@@ -103,7 +103,7 @@ impl Manifest {
             text.push_str(&format!("  metrics       {}\n", gateway.metrics));
         }
         text.push_str(&format!(
-            "\nTry it:\n  unset AWS_CA_BUNDLE   # if set: aws-cli mishandles it even for plain http\n  export AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY={} AWS_DEFAULT_REGION={}\n  aws --endpoint-url {} s3 mb s3://demo\n  aws --endpoint-url {} s3 cp README.md s3://demo/\n\nCtrl-C stops everything; `{} up --dir {}` starts it again with all its data.\n",
+            "\nTry it:\n  export AWS_ACCESS_KEY_ID={} AWS_SECRET_ACCESS_KEY={} AWS_DEFAULT_REGION={}\n  aws --endpoint-url {} s3 mb s3://demo\n  aws --endpoint-url {} s3 cp README.md s3://demo/\n  (rclone and other aws-sdk-go tools: unset AWS_CA_BUNDLE first; they refuse it even for http)\n\nCtrl-C stops everything; `{} up --dir {}` starts it again with all its data.\n",
             self.access_key,
             self.secret_key,
             self.region,
