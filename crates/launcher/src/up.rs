@@ -85,6 +85,10 @@ pub struct LocalCluster {
     manifest: Manifest,
     nodes: Vec<NodeProcess>,
     gateway: RunningGateway,
+    /// The exclusive lock on `DIR/up.lock`, held while this cluster runs (released by the kernel if
+    /// the process dies), so a second `lowtail up` on the directory is refused even while this one
+    /// is still starting.
+    _dir_lock: std::fs::File,
 }
 
 impl LocalCluster {
@@ -117,6 +121,7 @@ impl LocalCluster {
 /// nodes run as.
 pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow::Result<LocalCluster> {
     let dir = ClusterDir::new(&options.dir);
+    let dir_lock = lock_cluster_dir(&dir)?;
     let state = dir.load_or_create(options)?;
     if let Ok(previous) = Manifest::read(&dir.manifest_file())
         && let Some(gateway) = &previous.gateway
@@ -154,10 +159,33 @@ pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow
         }
     }
     match start_gateway(&dir, &state, config, &nodes).await {
-        Ok((gateway, manifest)) => Ok(LocalCluster { dir, manifest, nodes, gateway }),
+        Ok((gateway, manifest)) => Ok(LocalCluster { dir, manifest, nodes, gateway, _dir_lock: dir_lock }),
         Err(error) => {
             stop_all(nodes).await;
             Err(error)
+        }
+    }
+}
+
+/// Takes the exclusive lock on `DIR/up.lock` (creating `DIR`), or fails saying another `lowtail up`
+/// holds it. The descriptor is close-on-exec: the nodes this process starts do not inherit the lock.
+fn lock_cluster_dir(dir: &ClusterDir) -> anyhow::Result<std::fs::File> {
+    let root = dir.root();
+    std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+    let path = root.join("up.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            anyhow::bail!("another lowtail up is running (or starting) on {}; stop it first", root.display())
+        }
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("cannot lock {}", path.display()))
         }
     }
 }
@@ -226,4 +254,20 @@ async fn start_gateway(
     };
     manifest.write(&dir.manifest_file())?;
     Ok((gateway, manifest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_up_on_a_directory_is_refused_until_the_first_lets_go() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = ClusterDir::new(temp.path().join("c"));
+        let first = lock_cluster_dir(&dir).unwrap();
+        let error = lock_cluster_dir(&dir).unwrap_err().to_string();
+        assert!(error.contains("another lowtail up is running (or starting)"), "{error}");
+        drop(first);
+        lock_cluster_dir(&dir).expect("free once the first is gone");
+    }
 }
