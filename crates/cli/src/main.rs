@@ -11,6 +11,7 @@ mod lab;
 
 /// mimalloc returns freed memory to the system; glibc's malloc held the gateway's freed buffers in
 /// its arenas (see docs/data-path.md, "Memory").
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::{Args, Parser, Subcommand};
