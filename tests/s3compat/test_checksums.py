@@ -216,6 +216,20 @@ def _multipart(client, bucket, key, parts, **create):
     return upload["UploadId"], done
 
 
+def _complete_error(client, bucket, upload_id, parts, **extra):
+    # The (status, code) of a CompleteMultipartUpload of key "mp" that must fail.
+    e = assert_raises(
+        ClientError,
+        client.complete_multipart_upload,
+        Bucket=bucket,
+        Key="mp",
+        UploadId=upload_id,
+        MultipartUpload={"Parts": parts},
+        **extra,
+    )
+    return _get_status_and_error_code(e.response)
+
+
 def test_multipart_composite_checksum():
     bucket = get_new_bucket()
     client = get_client()
@@ -242,17 +256,10 @@ def test_multipart_full_object_crc32_is_combined_and_checked():
     upload_id, done = _multipart(
         client, bucket, "mp", parts, ChecksumAlgorithm="CRC32", ChecksumType="FULL_OBJECT"
     )
-    e = assert_raises(
-        ClientError,
-        client.complete_multipart_upload,
-        Bucket=bucket,
-        Key="mp",
-        UploadId=upload_id,
-        MultipartUpload={"Parts": done},
-        ChecksumCRC32=_b64(_crc32(whole + b"!")),
-        ChecksumType="FULL_OBJECT",
+    wrong = _complete_error(
+        client, bucket, upload_id, done, ChecksumCRC32=_b64(_crc32(whole + b"!")), ChecksumType="FULL_OBJECT"
     )
-    assert _get_status_and_error_code(e.response) == (400, "BadDigest")
+    assert wrong == (400, "BadDigest")
     complete = client.complete_multipart_upload(
         Bucket=bucket,
         Key="mp",
@@ -273,15 +280,7 @@ def test_multipart_composite_completion_must_name_part_checksums():
     without = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in done]
     wrong = [dict(p, ChecksumCRC32=_b64(_crc32(b"other"))) for p in done]
     for parts, code in [(without, "InvalidRequest"), (wrong, "InvalidPart")]:
-        e = assert_raises(
-            ClientError,
-            client.complete_multipart_upload,
-            Bucket=bucket,
-            Key="mp",
-            UploadId=upload_id,
-            MultipartUpload={"Parts": parts},
-        )
-        assert _get_status_and_error_code(e.response) == (400, code)
+        assert _complete_error(client, bucket, upload_id, parts) == (400, code)
 
 
 def test_multipart_part_of_another_algorithm_is_refused():

@@ -300,7 +300,7 @@ pub(crate) struct CodecArgs {
 }
 
 /// A progress bar over `total` runs on stderr (hidden when stderr is not a terminal).
-pub(crate) fn runs_progress(total: usize, what: &str) -> indicatif::ProgressBar {
+fn runs_progress(total: usize, what: &str) -> indicatif::ProgressBar {
     use std::io::IsTerminal;
     if !std::io::stderr().is_terminal() {
         return indicatif::ProgressBar::hidden();
@@ -318,7 +318,7 @@ pub(crate) fn runs_progress(total: usize, what: &str) -> indicatif::ProgressBar 
 }
 
 /// One table per code, in order of first appearance.
-pub(crate) fn print_tables<'a>(summaries: impl Iterator<Item = &'a report::Summary>) {
+fn print_tables<'a>(summaries: impl Iterator<Item = &'a report::Summary>) {
     let summaries: Vec<&report::Summary> = summaries.collect();
     let mut codes: Vec<&str> = Vec::new();
     for summary in &summaries {
@@ -356,7 +356,7 @@ pub(crate) fn run_sim(args: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
+fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
     if args.live {
         return run_hu2017_live(args);
     }
@@ -404,7 +404,7 @@ pub(crate) fn run_hu2017(args: Hu2017Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) fn run_hu2017_fit(args: Hu2017FitArgs) -> anyhow::Result<()> {
+fn run_hu2017_fit(args: Hu2017FitArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.threads > 0, "--threads must be at least 1");
     let options = experiment::fit::FitOptions {
         png: !args.no_png,
@@ -466,13 +466,13 @@ pub(crate) fn run_hu2017_fit(args: Hu2017FitArgs) -> anyhow::Result<()> {
     print_stdout(&out)
 }
 
-pub(crate) fn print_findings(findings: &[experiment::Finding]) {
+fn print_findings(findings: &[experiment::Finding]) {
     for finding in findings {
         println!("[{}] {}: {} ({})", finding.verdict(), finding.code, finding.claim, finding.measured);
     }
 }
 
-pub(crate) fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
+fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
     let etcd_binary = launcher::find_etcd_binary().context(
         "the live experiment needs the etcd binary (Debian: apt-get install etcd-server), on the PATH or in LOWTAIL_ETCD_BIN",
     )?;
@@ -544,7 +544,7 @@ pub(crate) fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) fn bench_codec(args: CodecArgs) -> anyhow::Result<()> {
+fn bench_codec(args: CodecArgs) -> anyhow::Result<()> {
     let mut timing = if args.quick { Timing::QUICK } else { Timing::STANDARD };
     if let Some(runs) = args.runs {
         timing.runs = runs as usize;
@@ -561,7 +561,7 @@ pub(crate) fn bench_codec(args: CodecArgs) -> anyhow::Result<()> {
     print_stdout(&format!("{text}\n"))
 }
 
-pub(crate) fn bench_s3(args: S3Args) -> anyhow::Result<()> {
+fn bench_s3(args: S3Args) -> anyhow::Result<()> {
     let cluster = match args.cluster {
         Some(path) => ClusterSource::Manifest(path),
         None => ClusterSource::Fresh(

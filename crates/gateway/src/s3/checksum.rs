@@ -478,10 +478,10 @@ fn check_named_parts(completion: &Completion<'_>) -> S3Result<()> {
     Ok(())
 }
 
-/// The response fields returning `stored`, and its type.
-pub fn fields(stored: Option<&StoredChecksum>) -> (dto::Checksum, Option<ChecksumType>) {
+/// The response fields returning `stored`.
+pub fn fields(stored: Option<&StoredChecksum>) -> dto::Checksum {
     let mut fields = dto::Checksum::default();
-    let Some(stored) = stored else { return (fields, None) };
+    let Some(stored) = stored else { return fields };
     let value = Some(stored.value.clone());
     match stored.algorithm {
         Algorithm::Crc32 => fields.checksum_crc32 = value,
@@ -490,7 +490,7 @@ pub fn fields(stored: Option<&StoredChecksum>) -> (dto::Checksum, Option<Checksu
         Algorithm::Sha1 => fields.checksum_sha1 = value,
         Algorithm::Sha256 => fields.checksum_sha256 = value,
     }
-    (fields, Some(type_of(stored.composite)))
+    fields
 }
 
 /// S3's name for a checksum's type.

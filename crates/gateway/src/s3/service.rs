@@ -387,15 +387,21 @@ macro_rules! content_headers {
 }
 
 /// Sets the checksum value fields of `$output` (any s3s output with S3's five `checksum_*`
-/// fields) from an `Option<&StoredChecksum>`.
+/// fields) from an `Option<&StoredChecksum>`; with `with_type`, its `checksum_type` too (the
+/// outputs that have one).
 macro_rules! set_checksum {
     ($output:expr, $stored:expr) => {{
-        let (fields, _) = checksum::fields($stored);
+        let fields = checksum::fields($stored);
         $output.checksum_crc32 = fields.checksum_crc32;
         $output.checksum_crc32c = fields.checksum_crc32c;
         $output.checksum_crc64nvme = fields.checksum_crc64nvme;
         $output.checksum_sha1 = fields.checksum_sha1;
         $output.checksum_sha256 = fields.checksum_sha256;
+    }};
+    ($output:expr, $stored:expr, with_type) => {{
+        let stored: Option<&StoredChecksum> = $stored;
+        set_checksum!($output, stored);
+        $output.checksum_type = stored.map(|stored| checksum::type_of(stored.composite));
     }};
 }
 
@@ -823,8 +829,7 @@ impl S3 for LowtailS3 {
                 size: i64::try_from(body.size_bytes).ok(),
                 ..Default::default()
             };
-            set_checksum!(output, body.checksum.as_ref());
-            output.checksum_type = body.checksum.as_ref().map(|_| checksum::type_of(false));
+            set_checksum!(output, body.checksum.as_ref(), with_type);
             Ok(with_redundancy(S3Response::new(output), body.written.redundancy))
         })
         .await
@@ -853,8 +858,7 @@ impl S3 for LowtailS3 {
             let mut output =
                 object_answer!(GetObjectOutput, object, length, content_range, { body: Some(body), parts_count: parts_count });
             if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
-                set_checksum!(output, object.checksum.as_ref());
-                output.checksum_type = object.checksum.as_ref().map(|stored| checksum::type_of(stored.composite));
+                set_checksum!(output, object.checksum.as_ref(), with_type);
             }
             Ok(S3Response::new(output))
         })
@@ -870,8 +874,7 @@ impl S3 for LowtailS3 {
             let mut output =
                 object_answer!(HeadObjectOutput, object, length, content_range, { parts_count: parts_count });
             if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
-                set_checksum!(output, object.checksum.as_ref());
-                output.checksum_type = object.checksum.as_ref().map(|stored| checksum::type_of(stored.composite));
+                set_checksum!(output, object.checksum.as_ref(), with_type);
             }
             Ok(S3Response::new(output))
         })
@@ -941,10 +944,9 @@ impl S3 for LowtailS3 {
             let mut result = CopyObjectResult {
                 e_tag: Some(ETag::Strong(etag)),
                 last_modified: Some(timestamp(last_modified_ms)),
-                checksum_type: Some(checksum::type_of(copied_checksum.composite)),
                 ..Default::default()
             };
-            set_checksum!(result, Some(&copied_checksum));
+            set_checksum!(result, Some(&copied_checksum), with_type);
             let output = CopyObjectOutput { copy_object_result: Some(result), ..Default::default() };
             Ok(with_redundancy(S3Response::new(output), written.redundancy))
         })
@@ -1543,10 +1545,9 @@ fn completed(
         key: Some(input.key.clone()),
         e_tag: Some(ETag::Strong(etag)),
         location: Some(format!("/{}/{}", input.bucket, input.key)),
-        checksum_type: object_checksum.map(|stored| checksum::type_of(stored.composite)),
         ..Default::default()
     };
-    set_checksum!(output, object_checksum);
+    set_checksum!(output, object_checksum, with_type);
     S3Response::new(output)
 }
 
