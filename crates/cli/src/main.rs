@@ -6,14 +6,10 @@
 
 use anyhow::Context;
 
+mod allocator;
 #[cfg(feature = "lab")]
 mod lab;
 
-/// mimalloc returns freed memory to the system; glibc's malloc held the gateway's freed buffers in
-/// its arenas (see docs/data-path.md, "Memory").
-#[cfg(not(feature = "system-allocator"))]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::{Args, Parser, Subcommand};
 use codec::CodeSpec;
 use std::io::Write;
@@ -247,8 +243,10 @@ fn disable_transparent_huge_pages() {
     }
 }
 
-/// The async runtime of a process that serves (`up`, `gateway`, `node`).
+/// The async runtime of a process that serves (`up`, `gateway`, `node`); it also starts the
+/// process's memory gauges.
 fn serving_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    allocator::start_gauges();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(MAX_BLOCKING_THREADS)

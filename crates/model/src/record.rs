@@ -127,9 +127,9 @@ pub struct TaskRecord {
     /// schema: records without it read as [`NEVER`].)
     #[serde(default = "never")]
     pub cancel_ns: u64,
-    /// Whether the node failed it (answered with an error, or not at all):
-    /// the live executor's; a simulated node never fails a task. A failed
-    /// task is not cancelled and has no latency.
+    /// Whether the node failed it (answered with an error, or not at all;
+    /// in the simulator, a node in an outage). A failed task is not
+    /// cancelled and has no latency.
     #[serde(default)]
     pub failed: bool,
 }

@@ -14,3 +14,9 @@ pub struct QueueState {
     /// Tasks on the node that have not finished.
     pub tasks: u32,
 }
+
+impl QueueState {
+    /// What a node that cannot be reached (down, or its probe unanswered) looks like to a policy:
+    /// full, so that no plan prefers it, with room left to add loads without overflow.
+    pub const UNREACHABLE: QueueState = QueueState { bytes: 1 << 50, tasks: u32::MAX };
+}

@@ -1,11 +1,11 @@
 //! Tidy: the crates of the scheduling spine (model, policy, optimize, sim,
-//! workload) stay free of async runtimes, wall clocks, threads and unseeded
+//! workload, execution) stay free of async runtimes, wall clocks, threads and unseeded
 //! randomness, and every module opens with a doc comment. Benchmarks are
 //! exempt (they measure wall time on purpose).
 
 use std::path::{Path, PathBuf};
 
-const SPINE: [&str; 5] = ["model", "policy", "optimize", "sim", "workload"];
+const SPINE: [&str; 6] = ["model", "policy", "optimize", "sim", "workload", "execution"];
 
 /// Banned spellings, built from pieces so that this file does not trip itself.
 fn banned() -> Vec<String> {

@@ -55,6 +55,22 @@ pub struct ClusterConfig {
     /// One node made slower part-way through the run (`[cluster.slow_node]`), as the live
     /// experiment's slow-node runs do; none by default.
     pub slow_node: Option<SlowNodeConfig>,
+    /// Nodes that fail and return at given times (`[[cluster.outage]]`); none by default.
+    pub outage: Vec<OutageConfig>,
+}
+
+/// A node down from `from_ms` until `until_ms` (for good without it): it fails every task it
+/// holds when it goes down and every task that reaches it meanwhile, and a probe finds it
+/// unreachable, as a live node that crashed and restarted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutageConfig {
+    /// The node (0-based).
+    pub node: u32,
+    /// When it goes down, ms of simulated time.
+    pub from_ms: u64,
+    /// When it is back, ms of simulated time (absent: never).
+    pub until_ms: Option<u64>,
 }
 
 /// A node made `factor` times slower (its per-task overhead × factor, its rate ÷ factor) for
@@ -82,6 +98,7 @@ impl Default for ClusterConfig {
             network_latency_us: 250,
             cancel_in_service: false,
             slow_node: None,
+            outage: Vec::new(),
         }
     }
 }
@@ -203,6 +220,20 @@ impl SimConfig {
             }
             if !(slow.factor.is_finite() && slow.factor >= 1.0) {
                 return invalid(format!("cluster.slow_node.factor = {} must be a number ≥ 1", slow.factor));
+            }
+        }
+        for outage in &self.cluster.outage {
+            if outage.node >= self.cluster.nodes {
+                return invalid(format!(
+                    "cluster.outage.node = {} is not one of the {} nodes (0-based)",
+                    outage.node, self.cluster.nodes
+                ));
+            }
+            if outage.until_ms.is_some_and(|until| until <= outage.from_ms) {
+                return invalid(format!(
+                    "cluster.outage of node {}: until_ms must come after from_ms = {}",
+                    outage.node, outage.from_ms
+                ));
             }
         }
         let partitions = self.workload.partitions();

@@ -10,11 +10,19 @@
 //! cancel reaches the node one latency later). A record is emitted once every
 //! task of the request is resolved (finished or cancelled).
 //!
-//! Must not: contain policy logic (plans come from `policy`), read a clock,
-//! or draw from anything but the seeded streams it owns.
+//! How a plan runs (which tasks start, the timeout and its fallback, when the
+//! quorum is met, what is cancelled) is decided by `execution`'s
+//! `ReadExecution`, the core the gateway drives too: this engine feeds it the
+//! results, cancels and timers of its virtual time and carries out its actions.
+//!
+//! Must not: contain policy logic (plans come from `policy`) or quorum logic
+//! (it is the execution core's), read a clock, or draw from anything but the
+//! seeded streams it owns.
 
+use codec::ErasureCode;
+use execution::{Action, ReadExecution};
 use model::{
-    CodeLayout, FrontendId, NEVER, NodeId, Outcome, Placement, QueueState, Quorum, ReadPlan, ReadRequest, RecordLog,
+    CodeLayout, FrontendId, NEVER, NodeId, Outcome, Placement, QueueState, ReadPlan, ReadRequest, RecordLog,
     RequestRecord, TaskRecord, TaskRole,
 };
 use policy::{ClusterView, ReadPolicy};
@@ -42,6 +50,21 @@ pub struct NodeModel {
     pub cancel_in_service: bool,
     /// A node made slower from a point in the run, if any.
     pub slowdown: Option<Slowdown>,
+    /// Nodes down for a while: they fail the tasks they hold and every task that reaches them.
+    pub outages: Vec<Outage>,
+}
+
+/// Node `node` is down from `from_ns` until `until_ns` ([`NEVER`]: for good). Going down fails
+/// every task it holds (waiting or in service); a task that reaches it while down fails at once;
+/// a probe finds it unreachable. Its failures reach the frontend one network latency later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outage {
+    /// The node.
+    pub node: u32,
+    /// When it goes down.
+    pub from_ns: u64,
+    /// When it is back.
+    pub until_ns: u64,
 }
 
 /// One node made `factor` times slower (overhead × factor, rate ÷ factor) for every task that
@@ -58,6 +81,11 @@ pub struct Slowdown {
 }
 
 impl NodeModel {
+    /// Whether `node` is down at `now_ns`.
+    pub fn is_down(&self, node: u32, now_ns: u64) -> bool {
+        self.outages.iter().any(|o| o.node == node && (o.from_ns..o.until_ns).contains(&now_ns))
+    }
+
     /// Per-task overhead (ns) and rate (bytes/s) of `node` for a task starting at `now_ns`.
     pub fn service_of(&self, node: u32, now_ns: u64) -> (u64, f64) {
         let rate = self.rates_bytes_per_s[node as usize];
@@ -85,6 +113,14 @@ pub struct FrontendModel {
     /// (one decision at a time, the paper's controller) or decides the next request meanwhile and
     /// dispatches the plan when the replies are in (lowtail's gateway: probes are asynchronous).
     pub probes_block_frontend: bool,
+}
+
+impl FrontendModel {
+    /// One frontend that decides at once and probes for free: the engine without a controller's
+    /// costs (queueing checks, scripted timelines).
+    pub fn instant() -> FrontendModel {
+        FrontendModel { count: 1, decision_ns: 0, probe_rtt_ns: 0, per_probe_ns: 0, probes_block_frontend: true }
+    }
 }
 
 /// Everything the engine needs besides the requests and the policies.
@@ -117,6 +153,9 @@ pub struct EngineOutput {
     pub events: u64,
     /// Time of the last event.
     pub end_ns: u64,
+    /// Every action of the execution core with its time and request, when asked for with
+    /// [`Engine::trace_actions`] (to compare executors; empty otherwise).
+    pub actions: Vec<(u64, model::RequestId, Action)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +184,10 @@ enum Event {
     },
     CancelArrive {
         task: u32,
+    },
+    /// A node goes down (an [`Outage`] begins).
+    NodeDown {
+        node: u32,
     },
     Refresh {
         frontend: u16,
@@ -183,11 +226,16 @@ enum TaskState {
     /// Service ended; result on its way or delivered.
     Finished,
     Cancelled,
+    /// Its node failed it (down when it arrived, or went down while holding it); the failure is
+    /// on its way to the frontend or delivered.
+    Failed,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Task {
     request: u32,
+    /// The task's index in its request's plan (the execution core's name for it).
+    position: u16,
     node: u32,
     unit: u8,
     role: TaskRole,
@@ -214,14 +262,12 @@ struct Active {
     decision_end_ns: u64,
     completion_ns: u64,
     probes: u32,
-    quorum: Quorum,
+    /// The plan's tasks, by position, as indices into the engine's tasks.
     tasks: Vec<u32>,
-    results: u16,
-    fallback_results: u16,
-    fallback_launched: bool,
+    /// How the plan runs (`None` until it is dispatched).
+    execution: Option<ReadExecution>,
+    /// Whether the read was served by decoding (set when it completes).
     degraded: bool,
-    completed: bool,
-    unresolved: u16,
     /// Bumped when the slot is reused, so stale timeouts are recognised.
     generation: u32,
     /// A plan decided but waiting for its probe replies (frontends that do not block on probes).
@@ -275,6 +321,9 @@ impl ClusterView for View<'_> {
     }
     fn probe(&mut self, node: NodeId) -> QueueState {
         self.probes += 1;
+        if self.model.is_down(node.0, self.now_ns) {
+            return QueueState::UNREACHABLE;
+        }
         let node = &self.nodes[node.index()];
         QueueState { bytes: node.queued_bytes, tasks: node.queued_tasks }
     }
@@ -290,6 +339,8 @@ fn stream(seed: u64, tag: u64, index: u64) -> ChaCha8Rng {
 pub struct Engine<'a> {
     setup: EngineSetup<'a>,
     policies: Vec<Box<dyn ReadPolicy>>,
+    /// The stripes' code: the execution core asks it whether answered units give the target.
+    code: Box<dyn ErasureCode>,
     events: BinaryHeap<Scheduled>,
     /// Events due one network latency after they were scheduled (task and
     /// cancel arrivals, results): with a constant latency they are due in
@@ -321,6 +372,8 @@ pub struct Engine<'a> {
     pending: VecDeque<Option<(RequestRecord, Vec<TaskRecord>)>>,
     /// Task vectors of emitted pending records, for reuse.
     task_vec_pool: Vec<Vec<TaskRecord>>,
+    /// The execution core's actions, when traced.
+    actions: Option<Vec<(u64, model::RequestId, Action)>>,
 }
 
 impl<'a> Engine<'a> {
@@ -332,6 +385,10 @@ impl<'a> Engine<'a> {
         let node_count = setup.placement.node_count() as usize;
         assert_eq!(setup.nodes.rates_bytes_per_s.len(), node_count, "one rate per node");
         assert!(setup.nodes.rates_bytes_per_s.iter().all(|&r| r > 0.0 && r.is_finite()));
+        assert!(
+            setup.nodes.outages.iter().all(|o| (o.node as usize) < node_count && o.from_ns < o.until_ns),
+            "outages of existing nodes, each ending after it begins"
+        );
         if let Some(slow) = setup.nodes.slowdown {
             assert!((slow.node as usize) < node_count && slow.factor >= 1.0 && slow.factor.is_finite(), "{slow:?}");
         }
@@ -349,9 +406,11 @@ impl<'a> Engine<'a> {
                 rng: stream(seed, 2, n as u64),
             })
             .collect();
+        let code = setup.layout.spec().build().expect("a code layout's spec builds");
         Engine {
             setup,
             policies,
+            code,
             events: BinaryHeap::new(),
             in_flight: VecDeque::new(),
             sequence: 0,
@@ -371,7 +430,15 @@ impl<'a> Engine<'a> {
             next_record: 0,
             pending: VecDeque::new(),
             task_vec_pool: Vec::new(),
+            actions: None,
         }
+    }
+
+    /// Keeps every action of the execution core (time, request, action) for
+    /// [`EngineOutput::actions`].
+    pub fn trace_actions(mut self) -> Engine<'a> {
+        self.actions = Some(Vec::new());
+        self
     }
 
     fn schedule(&mut self, time_ns: u64, event: Event) {
@@ -418,6 +485,9 @@ impl<'a> Engine<'a> {
     pub fn run(mut self, requests: &[ReadRequest]) -> EngineOutput {
         self.records = RecordLog::with_capacity(requests.len(), requests.len() * 2);
         self.dense_ids = requests.iter().enumerate().all(|(index, r)| r.id.0 == index as u64);
+        for outage in self.setup.nodes.outages.clone() {
+            self.schedule(outage.from_ns, Event::NodeDown { node: outage.node });
+        }
         // Lazy policies: the first refresh at time 0, then every period.
         for frontend in 0..self.frontends.len() {
             if self.policies[frontend].refresh_period_ns().is_some() {
@@ -466,6 +536,7 @@ impl<'a> Engine<'a> {
             refresh_probes: self.refresh_probes,
             events: self.events_done,
             end_ns: self.now_ns,
+            actions: self.actions.unwrap_or_default(),
         }
     }
 
@@ -509,14 +580,9 @@ impl<'a> Engine<'a> {
                 decision_end_ns: 0,
                 completion_ns: 0,
                 probes: 0,
-                quorum: Quorum::All,
                 tasks: Vec::new(),
-                results: 0,
-                fallback_results: 0,
-                fallback_launched: false,
+                execution: None,
                 degraded: false,
-                completed: false,
-                unresolved: 0,
                 generation: 0,
                 pending_plan: None,
             });
@@ -529,14 +595,9 @@ impl<'a> Engine<'a> {
         active.decision_end_ns = self.now_ns + decision_ns;
         active.completion_ns = NEVER;
         active.probes = probes;
-        active.quorum = plan.quorum;
         active.tasks.clear();
-        active.results = 0;
-        active.fallback_results = 0;
-        active.fallback_launched = false;
+        active.execution = None;
         active.degraded = false;
-        active.completed = false;
-        active.unresolved = 0;
         active.generation = active.generation.wrapping_add(1);
         if overlapped {
             // The frontend is free once it has computed; the plan waits for the probe replies.
@@ -559,6 +620,7 @@ impl<'a> Engine<'a> {
             Event::ResultArrive { task } => self.result_arrive(task),
             Event::Timeout { request, generation } => self.timeout(request, generation),
             Event::CancelArrive { task } => self.cancel_arrive(task),
+            Event::NodeDown { node } => self.node_down(node),
             Event::Refresh { frontend } => self.refresh(frontend as usize),
         }
     }
@@ -593,15 +655,16 @@ impl<'a> Engine<'a> {
         self.dispatch(slot, plan);
     }
 
-    /// Sends a decided plan's tasks (fallback tasks stay dormant until the timeout).
+    /// Creates a decided plan's tasks and starts its execution.
     fn dispatch(&mut self, slot: u32, plan: ReadPlan) {
-        for planned in &plan.tasks {
+        for (position, planned) in plan.tasks.iter().enumerate() {
             let task = Task {
                 request: slot,
+                position: position as u16,
                 node: planned.node.0,
                 unit: planned.unit,
                 role: planned.role,
-                state: if planned.role == TaskRole::Fallback { TaskState::Dormant } else { TaskState::InFlight },
+                state: TaskState::Dormant,
                 cancel_sent_ns: NEVER,
                 queued: false,
                 generation: 0,
@@ -622,14 +685,50 @@ impl<'a> Engine<'a> {
                 }
             };
             self.active[slot as usize].tasks.push(index);
-            if planned.role != TaskRole::Fallback {
-                self.active[slot as usize].unresolved += 1;
-                self.schedule_after_latency(Event::TaskArrive { task: index });
-            }
         }
-        if let Quorum::NormalThenFallback { timeout_ns } = plan.quorum {
-            let generation = self.active[slot as usize].generation;
-            self.schedule(self.now_ns + timeout_ns, Event::Timeout { request: slot, generation });
+        let target = self.setup.placement.locate(self.active[slot as usize].request.partition).unit;
+        self.active[slot as usize].execution = Some(ReadExecution::start(&plan, target, self.now_ns));
+        self.carry_out(slot);
+    }
+
+    /// Feeds `event` to request `slot`'s execution, carries out what it decides, and writes the
+    /// record once the request is settled.
+    fn feed(&mut self, slot: u32, event: execution::Event) {
+        let active = &mut self.active[slot as usize];
+        active.execution.as_mut().expect("a dispatched request").handle(event, self.code.as_ref());
+        self.carry_out(slot);
+        if self.active[slot as usize].execution.as_ref().is_some_and(ReadExecution::is_settled) {
+            self.resolve(slot);
+        }
+    }
+
+    /// Carries out the actions request `slot`'s execution decided.
+    fn carry_out(&mut self, slot: u32) {
+        while let Some(action) = self.active[slot as usize].execution.as_mut().and_then(ReadExecution::poll_action) {
+            if let Some(trace) = &mut self.actions {
+                trace.push((self.now_ns, self.active[slot as usize].request.id, action.clone()));
+            }
+            match action {
+                Action::Start { task } => {
+                    let index = self.active[slot as usize].tasks[task];
+                    let task = &mut self.tasks[index as usize];
+                    debug_assert_eq!(task.state, TaskState::Dormant);
+                    task.state = TaskState::InFlight;
+                    self.schedule_after_latency(Event::TaskArrive { task: index });
+                }
+                Action::Cancel { task } => self.cancel(self.active[slot as usize].tasks[task]),
+                Action::ArmTimer { at_ns } => {
+                    let generation = self.active[slot as usize].generation;
+                    self.schedule(at_ns, Event::Timeout { request: slot, generation });
+                }
+                Action::Complete { decoded, .. } => {
+                    let active = &mut self.active[slot as usize];
+                    active.completion_ns = self.now_ns;
+                    active.degraded = decoded;
+                }
+                // No task fails in the simulator yet; a failed read is recorded as such.
+                Action::Fail { .. } => self.active[slot as usize].completion_ns = self.now_ns,
+            }
         }
     }
 
@@ -641,8 +740,13 @@ impl<'a> Engine<'a> {
         if task.cancel_sent_ns != NEVER {
             // Cancelled on the way: the node drops it on arrival.
             task.state = TaskState::Cancelled;
-            let request = task.request;
-            self.resolve(request);
+            let (request, position) = (task.request, task.position);
+            self.feed(request, execution::Event::Cancelled { task: usize::from(position) });
+            return;
+        }
+        if self.setup.nodes.is_down(task.node, now) {
+            task.state = TaskState::Failed;
+            self.schedule_after_latency(Event::ResultArrive { task: index });
             return;
         }
         task.state = TaskState::Waiting;
@@ -675,7 +779,7 @@ impl<'a> Engine<'a> {
             if self.tasks[index as usize].state != TaskState::Waiting {
                 // Cancelled while waiting (lazily removed); free the slot if
                 // its request's record is already out.
-                debug_assert_eq!(self.tasks[index as usize].state, TaskState::Cancelled);
+                debug_assert!(matches!(self.tasks[index as usize].state, TaskState::Cancelled | TaskState::Failed));
                 if self.tasks[index as usize].request == u32::MAX {
                     self.free_tasks.push(index);
                 }
@@ -713,46 +817,41 @@ impl<'a> Engine<'a> {
 
     fn result_arrive(&mut self, index: u32) {
         let task = self.tasks[index as usize];
-        let slot = task.request;
-        let active = &mut self.active[slot as usize];
-        if !active.completed {
-            let complete = match active.quorum {
-                Quorum::All => {
-                    active.results += 1;
-                    active.results as usize == active.tasks.len()
-                }
-                Quorum::AnyK { k } | Quorum::FirstKOfN { k } => {
-                    active.results += 1;
-                    active.results >= k
-                }
-                Quorum::NormalThenFallback { .. } => {
-                    if task.role == TaskRole::Normal {
-                        true
-                    } else {
-                        active.fallback_results += 1;
-                        active.fallback_results as usize == active.tasks.len() - 1
+        let position = usize::from(task.position);
+        let event = if task.state == TaskState::Failed {
+            execution::Event::Failed { task: position }
+        } else {
+            execution::Event::Finished { task: position }
+        };
+        self.feed(task.request, event);
+    }
+
+    /// Node `node` goes down: the tasks it holds fail (their failures travel to their frontends)
+    /// and its queue empties.
+    fn node_down(&mut self, node_index: u32) {
+        let now = self.now_ns;
+        let node = &mut self.nodes[node_index as usize];
+        let held: Vec<u32> = node.queue.drain(..).chain(node.in_service.take()).collect();
+        for index in held {
+            let task = &mut self.tasks[index as usize];
+            task.queued = false;
+            match task.state {
+                TaskState::Waiting | TaskState::InService => {
+                    if task.state == TaskState::InService {
+                        // A failed task has no latency (finish stays NEVER); the node was busy.
+                        self.nodes[node_index as usize].busy_ns += now - task.start_ns;
                     }
+                    task.state = TaskState::Failed;
+                    let node = &mut self.nodes[node_index as usize];
+                    node.queued_bytes -= task.bytes;
+                    node.queued_tasks -= 1;
+                    self.schedule_after_latency(Event::ResultArrive { task: index });
                 }
-            };
-            if complete {
-                active.completed = true;
-                active.completion_ns = self.now_ns;
-                active.degraded = match active.quorum {
-                    Quorum::NormalThenFallback { .. } => task.role == TaskRole::Fallback,
-                    _ => active.tasks.iter().any(|&t| self.tasks[t as usize].role != TaskRole::Normal),
-                };
-                let cancel = !matches!(active.quorum, Quorum::AnyK { .. } | Quorum::All);
-                if cancel {
-                    // By position: `cancel` needs `self` mutably, and the
-                    // list does not change while a request is active.
-                    for position in 0..active.tasks.len() {
-                        let t = self.active[slot as usize].tasks[position];
-                        self.cancel(t);
-                    }
-                }
+                // A cancelled task left in the queue (lazy removal) whose record is out.
+                _ if task.request == u32::MAX => self.free_tasks.push(index),
+                _ => {}
             }
         }
-        self.resolve(slot);
     }
 
     /// Sends a cancel for a task that may still be pending.
@@ -760,7 +859,7 @@ impl<'a> Engine<'a> {
         let now = self.now_ns;
         let task = &mut self.tasks[index as usize];
         match task.state {
-            TaskState::Dormant | TaskState::Finished | TaskState::Cancelled => {}
+            TaskState::Dormant | TaskState::Finished | TaskState::Cancelled | TaskState::Failed => {}
             // Dropped when it arrives (`task_arrive` sees the cancel).
             TaskState::InFlight => task.cancel_sent_ns = now,
             TaskState::Waiting | TaskState::InService => {
@@ -780,8 +879,8 @@ impl<'a> Engine<'a> {
                 let node = &mut self.nodes[node_index as usize];
                 node.queued_bytes -= task.bytes;
                 node.queued_tasks -= 1;
-                let request = task.request;
-                self.resolve(request);
+                let (request, position) = (task.request, task.position);
+                self.feed(request, execution::Event::Cancelled { task: usize::from(position) });
             }
             TaskState::InService if self.setup.nodes.cancel_in_service => {
                 task.state = TaskState::Cancelled;
@@ -791,8 +890,8 @@ impl<'a> Engine<'a> {
                 node.queued_bytes -= task.bytes;
                 node.queued_tasks -= 1;
                 node.in_service = None;
-                let request = task.request;
-                self.resolve(request);
+                let (request, position) = (task.request, task.position);
+                self.feed(request, execution::Event::Cancelled { task: usize::from(position) });
                 self.start_next(node_index);
             }
             // Finished meanwhile, or runs to its end: resolved by its result.
@@ -801,36 +900,18 @@ impl<'a> Engine<'a> {
     }
 
     fn timeout(&mut self, slot: u32, generation: u32) {
-        let active = &mut self.active[slot as usize];
-        // A stale timeout of an earlier request in a reused slot, or one
-        // whose request is already served, does nothing.
-        if active.generation != generation || active.completed || active.fallback_launched {
-            return;
-        }
-        let normal = self.tasks[active.tasks[0] as usize];
-        if matches!(normal.state, TaskState::Finished | TaskState::Cancelled) {
-            return;
-        }
-        active.fallback_launched = true;
-        for position in 1..active.tasks.len() {
-            let t = self.active[slot as usize].tasks[position];
-            let task = &mut self.tasks[t as usize];
-            debug_assert_eq!(task.state, TaskState::Dormant);
-            task.state = TaskState::InFlight;
-            self.active[slot as usize].unresolved += 1;
-            self.schedule_after_latency(Event::TaskArrive { task: t });
+        // A timeout of a request already written out, or of an earlier request in a reused slot,
+        // does nothing (the execution ignores its own stale timers).
+        let active = &self.active[slot as usize];
+        if active.generation == generation && active.execution.is_some() {
+            self.feed(slot, execution::Event::TimerFired);
         }
     }
 
-    /// Called when a task of `slot` finished (result delivered) or was
-    /// cancelled: emits the record once everything is settled.
+    /// Emits the record of request `slot`, settled (over, every task resolved), and frees it.
     fn resolve(&mut self, slot: u32) {
         let active = &mut self.active[slot as usize];
-        debug_assert!(active.unresolved > 0);
-        active.unresolved -= 1;
-        if active.unresolved > 0 || !active.completed {
-            return;
-        }
+        let execution = active.execution.take().expect("a settled execution");
         self.task_scratch.clear();
         for &t in &active.tasks {
             let task = self.tasks[t as usize];
@@ -843,7 +924,7 @@ impl<'a> Engine<'a> {
                     cancelled: task.state == TaskState::Cancelled,
                     // A cancel that arrived after the task finished cancelled nothing.
                     cancel_ns: if task.state == TaskState::Cancelled { task.cancel_sent_ns } else { NEVER },
-                    failed: false,
+                    failed: task.state == TaskState::Failed,
                     bytes: task.bytes,
                     enqueue_ns: task.enqueue_ns,
                     start_ns: task.start_ns,
@@ -874,8 +955,8 @@ impl<'a> Engine<'a> {
             decision_cpu_ns: self.setup.frontends.decision_ns
                 + u64::from(active.probes) * self.setup.frontends.per_probe_ns,
             degraded: active.degraded,
-            timed_out: active.fallback_launched,
-            outcome: Outcome::Ok,
+            timed_out: execution.timed_out(),
+            outcome: if execution.is_complete() { Outcome::Ok } else { Outcome::Failed },
         };
         self.free_active.push(slot);
         self.write_record(record);

@@ -36,8 +36,10 @@
 mod config;
 mod engine;
 
-pub use config::{ClusterConfig, ConfigError, FrontendConfig, SimConfig, SlowNodeConfig};
-pub use engine::{Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel, Slowdown};
+pub mod scripted;
+
+pub use config::{ClusterConfig, ConfigError, FrontendConfig, OutageConfig, SimConfig, SlowNodeConfig};
+pub use engine::{Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel, Outage, Slowdown};
 
 use codec::CodeSpec;
 use config::us;
@@ -124,6 +126,18 @@ pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: 
                 from_ns: slow.from_ms.saturating_mul(model::NANOS_PER_SECOND / 1000),
                 factor: slow.factor,
             }),
+            outages: config
+                .cluster
+                .outage
+                .iter()
+                .map(|outage| Outage {
+                    node: outage.node,
+                    from_ns: outage.from_ms.saturating_mul(model::NANOS_PER_SECOND / 1000),
+                    until_ns: outage
+                        .until_ms
+                        .map_or(model::NEVER, |ms| ms.saturating_mul(model::NANOS_PER_SECOND / 1000)),
+                })
+                .collect(),
         },
         frontends: FrontendModel {
             count: frontends,

@@ -88,14 +88,9 @@ fn run(
             exp_mean_ns,
             cancel_in_service: true,
             slowdown: None,
+            outages: Vec::new(),
         },
-        frontends: FrontendModel {
-            count: 1,
-            decision_ns: 0,
-            probe_rtt_ns: 0,
-            per_probe_ns: 0,
-            probes_block_frontend: true,
-        },
+        frontends: FrontendModel::instant(),
         network_latency_ns: 0,
         seed: 11,
     };

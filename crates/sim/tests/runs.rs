@@ -278,3 +278,38 @@ fn drain_time_marginal_load_sends_fewer_reads_to_a_slowed_node() {
     assert!(4 * drain_normal < 3 * paper_normal, "normal reads: {drain_normal} by drain time, {paper_normal} by bytes");
     assert!(2 * drain_helper < paper_helper, "helper reads: {drain_helper} by drain time, {paper_helper} by bytes");
 }
+
+#[test]
+fn a_node_outage_fails_its_tasks_and_every_read_is_still_served() {
+    let text = "[[cluster.outage]]\nnode = 3\nfrom_ms = 5000\nuntil_ms = 12000\n";
+    let outage: SimConfig = toml::from_str(text).unwrap();
+    let config = SimConfig {
+        policies: vec![PolicyKind::Normal, PolicyKind::LmlfPw2],
+        cluster: sim::ClusterConfig { outage: outage.cluster.outage.clone(), ..small(4).cluster },
+        ..small(4)
+    };
+    config.validate().unwrap();
+    let outputs = sim::run_config(&config).unwrap();
+    // Normal reads node 3 blindly: its tasks fail and the fallback serves them.
+    let normal = &outputs[0];
+    let failed: Vec<_> = normal.records.all_tasks().iter().filter(|t| t.failed).copied().collect();
+    assert!(!failed.is_empty(), "node 3 failed nothing");
+    assert!(failed.iter().all(|t| t.node == model::NodeId(3) && t.latency_ns().is_none()));
+    for record in normal.records.iter().filter(|r| r.tasks.iter().any(|t| t.failed)) {
+        let r = record.request;
+        assert!(r.arrival_ns >= 4_000_000_000 && r.arrival_ns < 12_000_000_000, "failed only around the outage");
+        assert_eq!(r.outcome, model::Outcome::Ok, "RS(6,3) rides through one node down");
+        assert!(r.degraded);
+    }
+    // LMLF-PW2 probes: node 3 looks unreachable, so no task is sent there while it is down.
+    let probing = &outputs[1];
+    let during = |t: &&model::TaskRecord| t.enqueue_ns > 5_001_000_000 && t.enqueue_ns < 12_000_000_000;
+    assert!(!probing.records.all_tasks().iter().filter(during).any(|t| t.node == model::NodeId(3)));
+    assert!(probing.records.iter().all(|r| r.request.outcome == model::Outcome::Ok));
+    let beyond = "[[cluster.outage]]\nnode = 95\nfrom_ms = 1\n";
+    let bad = SimConfig { cluster: toml::from_str::<SimConfig>(beyond).unwrap().cluster, ..small(4) };
+    assert!(bad.validate().unwrap_err().to_string().contains("cluster.outage.node"));
+    let backwards = "[[cluster.outage]]\nnode = 1\nfrom_ms = 10\nuntil_ms = 5\n";
+    let bad = SimConfig { cluster: toml::from_str::<SimConfig>(backwards).unwrap().cluster, ..small(4) };
+    assert!(bad.validate().unwrap_err().to_string().contains("until_ms"));
+}

@@ -17,7 +17,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use codec::ErasureCode;
@@ -25,8 +27,8 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use meta::{NodeState, StripeMeta};
 use model::{
-    CodeLayout, FrontendId, NEVER, ObjectId, Outcome, PartitionId, Placement, PlannedTask, QueueState, Quorum,
-    ReadPlan, ReadRequest, Record, RequestId, RequestRecord, TaskRecord,
+    CodeLayout, FrontendId, NEVER, ObjectId, Outcome, PartitionId, Placement, PlannedTask, QueueState, ReadPlan,
+    ReadRequest, Record, RequestId, RequestRecord, TaskRecord,
 };
 use policy::{PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
 use rand::{RngCore, SeedableRng};
@@ -34,12 +36,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::DataError;
+use super::executor::{self, Clock, TaskEnd, TaskResult};
 use super::stripe_io::{NodeMap, StripeIo, decode};
 
 /// Largest `max_catalog_stripes` accepted (about 180 MB of placement and policy tables).
 pub const MAX_CATALOG_STRIPES: usize = 1 << 20;
-/// Queue a probe that failed reports: an unreachable node looks so loaded no policy picks it.
-pub const UNREACHABLE_QUEUE_BYTES: u64 = 1 << 50;
 /// How often the refresh task wakes when the policy is not lazy (to notice a switch to one).
 const IDLE_REFRESH_CHECK: Duration = Duration::from_millis(500);
 /// Plans retried when the policy is switched between announcing probes and planning.
@@ -345,30 +346,6 @@ struct Decision {
     store_nodes: Vec<meta::NodeId>,
 }
 
-/// How one task ended (times on the gateway's clock).
-#[derive(Clone, Copy)]
-enum TaskEnd {
-    Done {
-        timing: node::TaskTiming,
-        sent_ns: u64,
-        received_ns: u64,
-    },
-    /// The node answered with an error, or not at all.
-    Failed {
-        sent_ns: u64,
-    },
-    /// Dropped at `cancel_ns` (which closes the request on the node) before it answered.
-    Cancelled {
-        sent_ns: u64,
-        cancel_ns: u64,
-    },
-    /// Sent at `sent_ns` and not answered yet: what a launched task is until it ends.
-    Outstanding {
-        sent_ns: u64,
-    },
-    NotLaunched,
-}
-
 /// The live read controller; see the module documentation.
 pub struct Controller {
     epoch: Instant,
@@ -533,9 +510,8 @@ impl Controller {
         count(&self.counters.planned_reads, "lowtail_controller_reads_planned_total", 1);
         metrics::histogram!("lowtail_controller_decision_seconds")
             .record((decision.decision_end_ns - decision.decision_start_ns) as f64 / 1e9);
-        let mut ends = vec![TaskEnd::NotLaunched; decision.plan.tasks.len()];
         let target = UnitRead { io, nodes, stripe, code, unit };
-        let executed = self.execute(&target, &decision, &mut ends).await;
+        let (executed, ends) = self.execute(&target, &decision).await;
         let (result, degraded, timed_out) = match executed {
             Executed::Done { bytes, degraded, timed_out } => {
                 if degraded {
@@ -742,7 +718,7 @@ impl Controller {
         Ok(())
     }
 
-    /// Probes `targets` in parallel; a node that fails to answer reports [`UNREACHABLE_QUEUE_BYTES`].
+    /// Probes `targets` in parallel; a node that fails to answer reports [`QueueState::UNREACHABLE`].
     /// A node that is not Up is answered for at once, unprobed (it looks full too). Returns the
     /// replies and how many probes were sent.
     async fn probe_nodes(
@@ -781,163 +757,32 @@ impl Controller {
         (replies, sent)
     }
 
-    /// Carries out `decision`'s plan; fills `ends` with what became of each task.
-    async fn execute(&self, target: &UnitRead<'_>, decision: &Decision, ends: &mut [TaskEnd]) -> Executed {
+    /// Carries out `decision`'s plan through the execution core; says how each task ended.
+    async fn execute(&self, target: &UnitRead<'_>, decision: &Decision) -> (Executed, Vec<TaskEnd>) {
         let plan = &decision.plan;
-        match plan.quorum {
-            Quorum::NormalThenFallback { timeout_ns } => {
-                self.normal_then_fallback(target, decision, timeout_ns, ends).await
+        let clock = Clock { epoch: self.epoch };
+        let run_task = |i: usize| self.run_task(target, &plan.tasks[i], decision.store_nodes[i]);
+        let driven = executor::drive(plan, target.unit as u8, target.code, clock, run_task, None).await;
+        let timed_out = driven.timed_out;
+        let executed = match &driven.completed {
+            Some((tasks, false)) => {
+                let bytes = driven.bytes[tasks[0]].clone().expect("the completing task delivered");
+                Executed::Done { bytes, degraded: false, timed_out }
             }
-            // Every task of a normal read or a proactive degraded read; the first-k and any-k rules
-            // need a decodable subset, which `gather` checks as answers come.
-            Quorum::All | Quorum::AnyK { .. } | Quorum::FirstKOfN { .. } => {
-                let needed = match plan.quorum {
-                    Quorum::AnyK { k } | Quorum::FirstKOfN { k } => usize::from(k),
-                    _ => plan.tasks.len(),
-                };
-                let all: Vec<usize> = (0..plan.tasks.len()).collect();
-                match self.gather(target, decision, &all, needed, ends).await {
-                    Some((bytes, degraded)) => Executed::Done { bytes, degraded, timed_out: false },
-                    None => Executed::Failed { timed_out: false },
+            Some((tasks, true)) => match decode_from(target, plan, tasks, &driven.bytes) {
+                Ok(bytes) => Executed::Done { bytes, degraded: true, timed_out },
+                Err(error) => {
+                    tracing::warn!(%error, "a completed degraded read did not decode");
+                    Executed::Failed { timed_out }
                 }
-            }
-        }
-    }
-
-    /// Reads the normal task; when it has not answered `timeout_ns` after dispatch (or failed),
-    /// reads the fallback set beside it; the first complete answer wins and the rest is dropped,
-    /// which cancels it on its node.
-    async fn normal_then_fallback(
-        &self,
-        target: &UnitRead<'_>,
-        decision: &Decision,
-        timeout_ns: u64,
-        ends: &mut [TaskEnd],
-    ) -> Executed {
-        let plan = &decision.plan;
-        let sent_ns = self.now_ns();
-        let primary = self.run_task(target, &plan.tasks[0], decision.store_nodes[0]);
-        tokio::pin!(primary);
-        let mut primary_done = false;
-        tokio::select! {
-            (end, bytes) = &mut primary => {
-                ends[0] = end;
-                primary_done = true;
-                if let Some(bytes) = bytes {
-                    return Executed::Done { bytes, degraded: false, timed_out: false };
-                }
-            }
-            () = tokio::time::sleep(Duration::from_nanos(timeout_ns)) => {}
-        }
-        let timed_out = !primary_done;
-        // The fallback set runs; the normal task races it while it is still out.
-        let fallback: Vec<usize> = (1..plan.tasks.len()).collect();
-        let mut fallback_ends = vec![TaskEnd::NotLaunched; plan.tasks.len()];
-        let outcome = {
-            let degraded = self.gather(target, decision, &fallback, fallback.len(), &mut fallback_ends);
-            tokio::pin!(degraded);
-            if primary_done {
-                degraded.await
-            } else {
-                tokio::select! {
-                    (end, bytes) = &mut primary => {
-                        ends[0] = end;
-                        match bytes {
-                            Some(bytes) => Some((bytes, false)),
-                            None => degraded.await,
-                        }
-                    }
-                    result = &mut degraded => match result {
-                        Some(found) => {
-                            ends[0] = TaskEnd::Cancelled { sent_ns, cancel_ns: self.now_ns() };
-                            Some(found)
-                        }
-                        None => {
-                            let (end, bytes) = primary.await;
-                            ends[0] = end;
-                            bytes.map(|b| (b, false))
-                        }
-                    },
-                }
-            }
-        };
-        // A fallback read still out when the normal read won was dropped with `degraded`.
-        cancel_outstanding(&mut fallback_ends, self.now_ns());
-        ends[1..].copy_from_slice(&fallback_ends[1..]);
-        match outcome {
-            Some((bytes, degraded)) => Executed::Done { bytes, degraded, timed_out },
+            },
             None => Executed::Failed { timed_out },
-        }
-    }
-
-    /// Launches tasks `launch` of the plan in parallel and returns the target's bytes once they are
-    /// decodable from the answers (the target itself, or `needed` answers that rebuild it), with
-    /// whether they were decoded. Unfinished tasks are dropped (cancelled on their nodes).
-    async fn gather(
-        &self,
-        target: &UnitRead<'_>,
-        decision: &Decision,
-        launch: &[usize],
-        needed: usize,
-        ends: &mut [TaskEnd],
-    ) -> Option<(Bytes, bool)> {
-        let plan = &decision.plan;
-        let (stripe, code) = (target.stripe, target.code);
-        let sent_ns = self.now_ns();
-        for &i in launch {
-            ends[i] = TaskEnd::Outstanding { sent_ns };
-        }
-        let mut reads: FuturesUnordered<_> = launch
-            .iter()
-            .map(|&i| {
-                let read = self.run_task(target, &plan.tasks[i], decision.store_nodes[i]);
-                async move { (i, read.await) }
-            })
-            .collect();
-        let mut answered: Vec<(usize, Bytes)> = Vec::with_capacity(launch.len());
-        let mut failures = 0;
-        let mut result = None;
-        while let Some((i, (end, bytes))) = reads.next().await {
-            ends[i] = end;
-            let Some(bytes) = bytes else {
-                failures += 1;
-                if launch.len() - failures < needed {
-                    break;
-                }
-                continue;
-            };
-            let unit = usize::from(plan.tasks[i].unit);
-            if unit == target.unit {
-                result = Some((bytes, false));
-                break;
-            }
-            answered.push((unit, bytes));
-            if answered.len() >= needed {
-                let mask: Vec<bool> =
-                    (0..stripe.placement.len()).map(|u| answered.iter().any(|(a, _)| *a == u)).collect();
-                if let Some(sources) = super::plan::recovery_units(code, &mask, target.unit) {
-                    let buffers: Vec<Bytes> = sources
-                        .iter()
-                        .map(|s| answered.iter().find(|(a, _)| a == s).map(|(_, b)| b.clone()).unwrap_or_default())
-                        .collect();
-                    result = decode(code, target.unit, &sources, &buffers).ok().map(|b| (b, true));
-                    break;
-                }
-            }
-        }
-        // Dropping the reads still out cancels them on their nodes.
-        drop(reads);
-        cancel_outstanding(ends, self.now_ns());
-        result
+        };
+        (executed, driven.ends)
     }
 
     /// One task: its bytes (None when it failed) and how it ended.
-    async fn run_task(
-        &self,
-        target: &UnitRead<'_>,
-        task: &PlannedTask,
-        node: meta::NodeId,
-    ) -> (TaskEnd, Option<Bytes>) {
+    async fn run_task(&self, target: &UnitRead<'_>, task: &PlannedTask, node: meta::NodeId) -> TaskResult {
         let UnitRead { io, nodes, stripe, .. } = *target;
         debug_assert_eq!(stripe.placement[usize::from(task.unit)], node, "plan and stripe agree on the node");
         let sent_ns = self.now_ns();
@@ -1126,7 +971,7 @@ fn record_rates(
                 };
                 (node, state)
             }
-            None => (node, QueueState { bytes: UNREACHABLE_QUEUE_BYTES, tasks: u32::MAX }),
+            None => (node, QueueState::UNREACHABLE),
         })
         .collect()
 }
@@ -1142,14 +987,24 @@ fn count(counter: &AtomicU64, metric: &'static str, n: u64) {
     metrics::counter!(metric).increment(n);
 }
 
-/// Marks the tasks still out as cancelled at `cancel_ns`: their reads were dropped, which cancels
-/// them on their nodes.
-fn cancel_outstanding(ends: &mut [TaskEnd], cancel_ns: u64) {
-    for end in ends {
-        if let TaskEnd::Outstanding { sent_ns } = *end {
-            *end = TaskEnd::Cancelled { sent_ns, cancel_ns };
-        }
+/// The target of `target` decoded from the bytes of the completing `tasks` of `plan`: the
+/// recovery set among their units, as the stripe's code chooses it.
+fn decode_from(
+    target: &UnitRead<'_>,
+    plan: &ReadPlan,
+    tasks: &[usize],
+    bytes: &[Option<Bytes>],
+) -> Result<Bytes, DataError> {
+    let code = target.code;
+    let mut answered: Vec<Option<&Bytes>> = vec![None; code.total_units()];
+    for &task in tasks {
+        answered[usize::from(plan.tasks[task].unit)] = bytes[task].as_ref();
     }
+    let present: Vec<bool> = answered.iter().map(Option::is_some).collect();
+    let sources = execution::recovery::recovery_units(code, &present, target.unit)
+        .ok_or_else(|| DataError::Internal(format!("units {present:?} do not give unit {}", target.unit)))?;
+    let buffers: Vec<Bytes> = sources.iter().map(|&s| answered[s].cloned().unwrap_or_default()).collect();
+    decode(code, target.unit, &sources, &buffers)
 }
 
 /// A task's record. Node timestamps are on the node's clock; they are placed on the gateway's by
@@ -1184,10 +1039,6 @@ fn task_record(task: &PlannedTask, end: TaskEnd, dispatched_ns: u64) -> TaskReco
             TaskRecord { enqueue_ns: sent_ns, cancelled: true, cancel_ns, ..base }
         }
         TaskEnd::Failed { sent_ns } => TaskRecord { enqueue_ns: sent_ns, failed: true, ..base },
-        TaskEnd::Outstanding { sent_ns } => {
-            debug_assert!(false, "a launched task is answered or cancelled before its record");
-            TaskRecord { enqueue_ns: sent_ns, cancelled: true, cancel_ns: sent_ns, ..base }
-        }
         // A fallback task the normal read made unnecessary.
         TaskEnd::NotLaunched => TaskRecord { enqueue_ns: dispatched_ns, ..base },
     }
@@ -1259,7 +1110,7 @@ mod tests {
         };
         let answers = record_rates(&mut catalog, &[(a, Some(reply)), (b, None)]);
         assert_eq!(answers[0].1, QueueState { bytes: 15, tasks: 2 });
-        assert_eq!(answers[1].1.bytes, UNREACHABLE_QUEUE_BYTES);
+        assert_eq!(answers[1].1, QueueState::UNREACHABLE);
         assert_eq!(catalog.rate(a), 2e6);
         assert_eq!(catalog.rate(b), 2e6, "an unmeasured node takes the mean of the measured ones");
         assert_eq!(catalog.task_overhead_ns(a), 4_000_000, "the overhead that goes with the rate");

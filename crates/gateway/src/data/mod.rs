@@ -16,6 +16,7 @@ pub mod controller;
 pub mod cut;
 pub mod delayed;
 pub mod erasure;
+pub mod executor;
 pub mod holds;
 pub mod lease;
 pub mod membership;

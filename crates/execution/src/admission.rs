@@ -1,0 +1,237 @@
+//! Admission to a bounded pool of L in-flight tasks (FAST CLOUD's threads): a FIFO request queue
+//! of requests not yet admitted, a FIFO task queue of admitted requests' tasks waiting for a slot,
+//! and the admission rule: *non-blocking* admits the head request when a slot is idle, *blocking*
+//! only when as many slots are idle as it has tasks. A task that finishes, fails or is cancelled
+//! frees its slot at once. Unbounded (the default) admits everything at once.
+//!
+//! Must not: read a clock, do I/O, or know what a task does; requests and tasks are the shell's
+//! numbers.
+
+use std::collections::VecDeque;
+
+/// The admission rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AdmissionMode {
+    /// Admit the head request when at least one slot is idle (work conserving).
+    #[default]
+    NonBlocking,
+    /// Admit the head request only when as many slots are idle as it announced tasks.
+    Blocking,
+}
+
+/// What the pool lets the shell do now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admitted {
+    /// Request `request` may start (its plan runs; its tasks come back through
+    /// [`Admission::submit`]).
+    Request {
+        /// The shell's request number.
+        request: u64,
+    },
+    /// Task `task` of `request` has a slot: send it.
+    Task {
+        /// The shell's request number.
+        request: u64,
+        /// The task within the request.
+        task: usize,
+    },
+}
+
+/// The pool: L slots, the two queues and the rule.
+#[derive(Clone, Debug)]
+pub struct Admission {
+    slots: Option<usize>,
+    mode: AdmissionMode,
+    busy: usize,
+    /// Requests not yet admitted, with the tasks each announced.
+    requests: VecDeque<(u64, usize)>,
+    waiting_tasks: VecDeque<(u64, usize)>,
+    running: Vec<(u64, usize)>,
+    ready: VecDeque<Admitted>,
+}
+
+/// Most requests waiting for admission; beyond it [`Admission::arrive`] refuses.
+pub const REQUEST_QUEUE_MAX: usize = 1 << 22;
+
+impl Admission {
+    /// A pool of `slots` task slots (`None`: unbounded) under `mode`.
+    pub fn new(slots: Option<usize>, mode: AdmissionMode) -> Admission {
+        assert!(slots != Some(0), "a pool needs at least one slot");
+        Admission {
+            slots,
+            mode,
+            busy: 0,
+            requests: VecDeque::new(),
+            waiting_tasks: VecDeque::new(),
+            running: Vec::new(),
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// An unbounded pool: every request and task is admitted at once.
+    pub fn unbounded() -> Admission {
+        Admission::new(None, AdmissionMode::NonBlocking)
+    }
+
+    /// Request `request`, which will run `tasks` tasks at most at once, arrives. `false` when the
+    /// request queue is full (the shell refuses the request).
+    pub fn arrive(&mut self, request: u64, tasks: usize) -> bool {
+        if self.requests.len() >= REQUEST_QUEUE_MAX {
+            return false;
+        }
+        self.requests.push_back((request, tasks.max(1)));
+        self.admit();
+        true
+    }
+
+    /// Task `task` of admitted request `request` wants a slot.
+    pub fn submit(&mut self, request: u64, task: usize) {
+        self.waiting_tasks.push_back((request, task));
+        self.admit();
+    }
+
+    /// Task `task` of `request` finished, failed or was cancelled: its slot (if it had one) is
+    /// free at once, and a waiting one leaves the queue.
+    pub fn task_ended(&mut self, request: u64, task: usize) {
+        if let Some(position) = self.running.iter().position(|&t| t == (request, task)) {
+            self.running.swap_remove(position);
+            self.busy -= 1;
+        } else {
+            self.waiting_tasks.retain(|&t| t != (request, task));
+        }
+        self.admit();
+    }
+
+    /// `request` is over: its waiting tasks leave the queue (its running ones end through
+    /// [`Admission::task_ended`]).
+    pub fn request_ended(&mut self, request: u64) {
+        self.waiting_tasks.retain(|&(r, _)| r != request);
+        self.admit();
+    }
+
+    /// The next request or task the shell may start.
+    pub fn poll_admitted(&mut self) -> Option<Admitted> {
+        self.ready.pop_front()
+    }
+
+    /// Tasks holding a slot.
+    pub fn busy_slots(&self) -> usize {
+        self.busy
+    }
+
+    /// Requests waiting for admission.
+    pub fn waiting_requests(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Tasks of admitted requests waiting for a slot.
+    pub fn waiting_tasks(&self) -> usize {
+        self.waiting_tasks.len()
+    }
+
+    fn idle(&self) -> usize {
+        self.slots.map_or(usize::MAX, |slots| slots - self.busy)
+    }
+
+    /// Gives idle slots to waiting tasks first (admitted requests go before new ones), then admits
+    /// head requests while the rule allows.
+    fn admit(&mut self) {
+        loop {
+            while self.idle() > 0
+                && let Some((request, task)) = self.waiting_tasks.pop_front()
+            {
+                self.busy += 1;
+                self.running.push((request, task));
+                self.ready.push_back(Admitted::Task { request, task });
+            }
+            let Some(&(request, tasks)) = self.requests.front() else { return };
+            let needed = match self.mode {
+                AdmissionMode::NonBlocking => 1,
+                AdmissionMode::Blocking => self.slots.map_or(tasks, |slots| tasks.min(slots)),
+            };
+            if self.idle() < needed || !self.waiting_tasks.is_empty() {
+                return;
+            }
+            self.requests.pop_front();
+            self.ready.push_back(Admitted::Request { request });
+            // The shell submits the admitted request's tasks before it polls again; under the
+            // blocking rule they must find the slots they were admitted for.
+            if self.mode == AdmissionMode::Blocking && self.slots.is_some() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(pool: &mut Admission) -> Vec<Admitted> {
+        std::iter::from_fn(|| pool.poll_admitted()).collect()
+    }
+
+    #[test]
+    fn an_unbounded_pool_admits_everything_at_once() {
+        let mut pool = Admission::unbounded();
+        assert!(pool.arrive(1, 9));
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 1 }]);
+        for task in 0..9 {
+            pool.submit(1, task);
+        }
+        assert_eq!(drain(&mut pool).len(), 9);
+        assert_eq!(pool.busy_slots(), 9);
+    }
+
+    #[test]
+    fn non_blocking_admits_on_one_idle_slot_and_queues_the_tasks() {
+        let mut pool = Admission::new(Some(4), AdmissionMode::NonBlocking);
+        pool.arrive(1, 3);
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 1 }]);
+        (0..3).for_each(|t| pool.submit(1, t));
+        drain(&mut pool);
+        pool.arrive(2, 3);
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 2 }], "one slot idle");
+        (0..3).for_each(|t| pool.submit(2, t));
+        assert_eq!(drain(&mut pool), vec![Admitted::Task { request: 2, task: 0 }]);
+        assert_eq!(pool.waiting_tasks(), 2);
+        pool.arrive(3, 3);
+        assert!(drain(&mut pool).is_empty(), "no idle slot: request 3 waits");
+        pool.task_ended(1, 1);
+        assert_eq!(drain(&mut pool), vec![Admitted::Task { request: 2, task: 1 }], "waiting tasks go first");
+        pool.request_ended(2);
+        pool.task_ended(1, 0);
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 3 }], "request 2's waiting task left");
+    }
+
+    #[test]
+    fn blocking_admits_only_when_every_task_has_a_slot() {
+        let mut pool = Admission::new(Some(4), AdmissionMode::Blocking);
+        pool.arrive(1, 3);
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 1 }]);
+        (0..3).for_each(|t| pool.submit(1, t));
+        assert_eq!(drain(&mut pool).len(), 3);
+        pool.arrive(2, 3);
+        assert!(drain(&mut pool).is_empty(), "1 idle slot, 3 needed");
+        pool.task_ended(1, 0);
+        assert!(drain(&mut pool).is_empty(), "2 idle slots, 3 needed");
+        pool.task_ended(1, 2);
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 2 }]);
+        (0..3).for_each(|t| pool.submit(2, t));
+        assert_eq!(drain(&mut pool).len(), 3, "the slots it was admitted for");
+    }
+
+    #[test]
+    fn a_cancelled_running_task_frees_its_slot_at_once() {
+        let mut pool = Admission::new(Some(1), AdmissionMode::NonBlocking);
+        pool.arrive(1, 2);
+        drain(&mut pool);
+        pool.submit(1, 0);
+        pool.submit(1, 1);
+        assert_eq!(drain(&mut pool), vec![Admitted::Task { request: 1, task: 0 }]);
+        pool.task_ended(1, 0);
+        assert_eq!(drain(&mut pool), vec![Admitted::Task { request: 1, task: 1 }]);
+        pool.task_ended(1, 1);
+        assert_eq!(pool.busy_slots(), 0);
+    }
+}

@@ -1,0 +1,401 @@
+//! One read plan's execution as a state machine: the shell starts it, feeds it what happened to
+//! the tasks (finished, failed, cancelled) and the timer, and carries out the actions it returns
+//! (start a task, cancel a task, arm the timer, complete from these tasks, fail). Every quorum of
+//! [`model::Quorum`] runs here and nowhere else.
+//!
+//! A task is resolved once its result or its failure reached the shell, or its cancel took effect
+//! (the node dropped it); the execution is settled when it has completed or failed and every task
+//! it launched is resolved, which is when a record can be written.
+//!
+//! Must not: read a clock, do I/O, or know which executor drives it.
+
+use std::collections::VecDeque;
+
+use codec::ErasureCode;
+use model::{Quorum, ReadPlan, TaskRole};
+
+use crate::recovery::determines;
+
+/// What became of one planned task, as far as the execution knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    /// Not launched (a fallback task before its timeout, or never).
+    Dormant,
+    /// Launched; no answer yet.
+    Running,
+    /// A cancel was sent; the task may still finish.
+    CancelSent,
+    /// Its bytes arrived.
+    Finished,
+    /// It failed (error, node refused or unreachable).
+    Failed,
+    /// Its cancel took effect: it never delivered.
+    Cancelled,
+}
+
+impl TaskState {
+    fn is_unresolved(self) -> bool {
+        matches!(self, TaskState::Running | TaskState::CancelSent)
+    }
+}
+
+/// Something that happened to the execution, fed in by the shell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Task `task` (index into the plan's tasks) delivered its bytes.
+    Finished {
+        /// The task.
+        task: usize,
+    },
+    /// Task `task` failed.
+    Failed {
+        /// The task.
+        task: usize,
+    },
+    /// The cancel of task `task` took effect: the node dropped it before it delivered.
+    Cancelled {
+        /// The task.
+        task: usize,
+    },
+    /// The timer armed by [`Action::ArmTimer`] expired (a stale one does nothing).
+    TimerFired,
+    /// The requester went away: cancel everything, complete nothing.
+    Abort,
+}
+
+/// Why an execution failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailReason {
+    /// Too many tasks failed for the quorum to be met.
+    TooManyFailed,
+    /// Every task answered but their units do not give the target.
+    NotDecodable,
+    /// The shell aborted it.
+    Aborted,
+}
+
+/// Something the shell must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send task `task` to its node.
+    Start {
+        /// The task.
+        task: usize,
+    },
+    /// Cancel task `task` on its node (it may finish anyway).
+    Cancel {
+        /// The task.
+        task: usize,
+    },
+    /// Feed [`Event::TimerFired`] at `at_ns` (the shell's clock).
+    ArmTimer {
+        /// When.
+        at_ns: u64,
+    },
+    /// The read is served from the bytes of these tasks (in the order they finished): the target's
+    /// own when `decoded` is false, else the units to decode it from.
+    Complete {
+        /// The tasks whose bytes serve the read.
+        tasks: Vec<usize>,
+        /// Whether the target is rebuilt from other units (a degraded read).
+        decoded: bool,
+    },
+    /// The plan cannot serve the read.
+    Fail {
+        /// Why.
+        reason: FailReason,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Completed,
+    Failed(FailReason),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    unit: u8,
+    role: TaskRole,
+    state: TaskState,
+}
+
+/// The execution of one read plan for one target unit.
+#[derive(Clone, Debug)]
+pub struct ReadExecution {
+    quorum: Quorum,
+    target: u8,
+    tasks: Vec<Slot>,
+    /// Finished tasks in the order they finished.
+    finished: Vec<usize>,
+    phase: Phase,
+    fallback_launched: bool,
+    timed_out: bool,
+    actions: VecDeque<Action>,
+}
+
+impl ReadExecution {
+    /// Starts executing `plan` (already validated) to read unit `target` at `now_ns`: the tasks to
+    /// start and the timer come out of [`ReadExecution::poll_action`].
+    pub fn start(plan: &ReadPlan, target: u8, now_ns: u64) -> ReadExecution {
+        debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
+        let tasks = plan.tasks.iter().map(|t| Slot { unit: t.unit, role: t.role, state: TaskState::Dormant }).collect();
+        let mut execution = ReadExecution {
+            quorum: plan.quorum,
+            target,
+            tasks,
+            finished: Vec::with_capacity(plan.tasks.len()),
+            phase: Phase::Running,
+            fallback_launched: false,
+            timed_out: false,
+            actions: VecDeque::with_capacity(plan.tasks.len() + 2),
+        };
+        for task in 0..execution.tasks.len() {
+            if execution.tasks[task].role != TaskRole::Fallback {
+                execution.launch(task);
+            }
+        }
+        if let Quorum::NormalThenFallback { timeout_ns } = plan.quorum {
+            execution.actions.push_back(Action::ArmTimer { at_ns: now_ns.saturating_add(timeout_ns) });
+        }
+        execution
+    }
+
+    /// Feeds one event; `code` is the stripe's code (a quorum of units may need to rebuild the
+    /// target). Events for a task that is already resolved are refused as the shell's bug.
+    pub fn handle(&mut self, event: Event, code: &dyn ErasureCode) {
+        match event {
+            Event::Finished { task } => self.finished(task, code),
+            Event::Failed { task } => self.failed(task, code),
+            Event::Cancelled { task } => {
+                assert!(self.tasks[task].state.is_unresolved(), "task {task} cancelled while {:?}", self.tasks[task]);
+                self.tasks[task].state = TaskState::Cancelled;
+                self.after_a_task_left(code);
+            }
+            Event::TimerFired => self.timer_fired(),
+            Event::Abort => {
+                if self.phase == Phase::Running {
+                    self.fail(FailReason::Aborted);
+                }
+            }
+        }
+    }
+
+    /// The next action for the shell, in the order the execution decided them.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Whether the read completed (its bytes are available).
+    pub fn is_complete(&self) -> bool {
+        self.phase == Phase::Completed
+    }
+
+    /// Why the read failed, if it did.
+    pub fn failure(&self) -> Option<FailReason> {
+        match self.phase {
+            Phase::Failed(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Whether the read is over (completed or failed) and every launched task resolved.
+    pub fn is_settled(&self) -> bool {
+        self.phase != Phase::Running && !self.tasks.iter().any(|t| t.state.is_unresolved())
+    }
+
+    /// Whether the fallback launched because the timer fired while the normal task was out.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out
+    }
+
+    /// The state of task `task`.
+    pub fn task_state(&self, task: usize) -> TaskState {
+        self.tasks[task].state
+    }
+
+    fn launch(&mut self, task: usize) {
+        debug_assert_eq!(self.tasks[task].state, TaskState::Dormant);
+        self.tasks[task].state = TaskState::Running;
+        self.actions.push_back(Action::Start { task });
+    }
+
+    fn finished(&mut self, task: usize, code: &dyn ErasureCode) {
+        assert!(self.tasks[task].state.is_unresolved(), "task {task} finished while {:?}", self.tasks[task]);
+        self.tasks[task].state = TaskState::Finished;
+        self.finished.push(task);
+        if self.phase != Phase::Running {
+            return;
+        }
+        match self.quorum {
+            Quorum::All => {
+                if self.tasks.iter().all(|t| t.state == TaskState::Finished) {
+                    self.complete_from_finished(code, |_| true);
+                }
+            }
+            Quorum::AnyK { k } | Quorum::FirstKOfN { k } => {
+                if self.finished.len() >= usize::from(k) && self.finished_determine_target(code, |_| true) {
+                    self.complete_from_finished(code, |_| true);
+                } else {
+                    self.after_a_task_left(code);
+                }
+            }
+            Quorum::NormalThenFallback { .. } => {
+                if self.tasks[task].role == TaskRole::Normal {
+                    self.complete(vec![task], false);
+                } else if self.fallback_side_finished() {
+                    if self.finished_determine_target(code, is_fallback) {
+                        self.complete_from_finished(code, is_fallback);
+                    } else {
+                        self.fallback_side_failed();
+                    }
+                }
+            }
+        }
+    }
+
+    fn failed(&mut self, task: usize, code: &dyn ErasureCode) {
+        assert!(self.tasks[task].state.is_unresolved(), "task {task} failed while {:?}", self.tasks[task]);
+        self.tasks[task].state = TaskState::Failed;
+        if self.phase != Phase::Running {
+            return;
+        }
+        match self.quorum {
+            Quorum::All => self.fail(FailReason::TooManyFailed),
+            Quorum::AnyK { .. } | Quorum::FirstKOfN { .. } => self.after_a_task_left(code),
+            Quorum::NormalThenFallback { .. } => {
+                if self.tasks[task].role == TaskRole::Normal {
+                    if self.fallback_launched {
+                        self.after_a_task_left(code);
+                    } else {
+                        self.launch_fallback();
+                    }
+                } else {
+                    self.fallback_side_failed();
+                }
+            }
+        }
+    }
+
+    /// A task left without delivering, or a side gave up: fails the read if what is still out
+    /// cannot meet the quorum any more.
+    fn after_a_task_left(&mut self, code: &dyn ErasureCode) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        let hopeful = |state: TaskState| matches!(state, TaskState::Running | TaskState::Dormant);
+        match self.quorum {
+            Quorum::All => {}
+            Quorum::AnyK { k } | Quorum::FirstKOfN { k } => {
+                let possible = self.finished.len() + self.tasks.iter().filter(|t| hopeful(t.state)).count();
+                let out = self.tasks.iter().any(|t| t.state == TaskState::Running);
+                if possible < usize::from(k) || (!out && !self.finished_determine_target(code, |_| true)) {
+                    self.fail(if possible < usize::from(k) {
+                        FailReason::TooManyFailed
+                    } else {
+                        FailReason::NotDecodable
+                    });
+                }
+            }
+            Quorum::NormalThenFallback { .. } => {
+                let normal_out = self.tasks[0].state == TaskState::Running;
+                let fallback_out = self.tasks[1..].iter().any(|t| t.state == TaskState::Running);
+                if !normal_out && !fallback_out {
+                    self.fail(FailReason::TooManyFailed);
+                }
+            }
+        }
+    }
+
+    /// The fallback set cannot give the target: its tasks still out are cancelled; the normal task
+    /// may still win.
+    fn fallback_side_failed(&mut self) {
+        for task in 1..self.tasks.len() {
+            self.cancel(task);
+        }
+        if self.tasks[0].state == TaskState::Running {
+            return;
+        }
+        let reason = if self.fallback_side_finished() { FailReason::NotDecodable } else { FailReason::TooManyFailed };
+        self.fail(reason);
+    }
+
+    fn timer_fired(&mut self) {
+        let Quorum::NormalThenFallback { .. } = self.quorum else { return };
+        if self.phase != Phase::Running || self.fallback_launched || self.tasks[0].state != TaskState::Running {
+            return;
+        }
+        self.timed_out = true;
+        self.launch_fallback();
+    }
+
+    fn launch_fallback(&mut self) {
+        self.fallback_launched = true;
+        for task in 1..self.tasks.len() {
+            self.launch(task);
+        }
+    }
+
+    fn fallback_side_finished(&self) -> bool {
+        self.tasks[1..].iter().all(|t| t.state == TaskState::Finished)
+    }
+
+    /// Whether the finished tasks that `counts` admits give the target.
+    fn finished_determine_target(&self, code: &dyn ErasureCode, counts: impl Fn(TaskRole) -> bool) -> bool {
+        let mut present = vec![false; code.total_units()];
+        for &task in &self.finished {
+            let slot = self.tasks[task];
+            if counts(slot.role) {
+                present[usize::from(slot.unit)] = true;
+            }
+        }
+        determines(code, &present, usize::from(self.target))
+    }
+
+    /// Completes from the finished tasks that `counts` admits: the target's own task if it is
+    /// among them, else all of them (the shell decodes from them).
+    fn complete_from_finished(&mut self, code: &dyn ErasureCode, counts: impl Fn(TaskRole) -> bool) {
+        let chosen: Vec<usize> = self.finished.iter().copied().filter(|&t| counts(self.tasks[t].role)).collect();
+        if let Some(&own) = chosen.iter().find(|&&t| self.tasks[t].unit == self.target) {
+            self.complete(vec![own], false);
+        } else if self.finished_determine_target(code, &counts) {
+            self.complete(chosen, true);
+        } else {
+            self.fail(FailReason::NotDecodable);
+        }
+    }
+
+    fn complete(&mut self, tasks: Vec<usize>, decoded: bool) {
+        self.phase = Phase::Completed;
+        self.actions.push_back(Action::Complete { tasks, decoded });
+        // Late binding (any k) lets the others run to their end; every other rule cancels them.
+        if !matches!(self.quorum, Quorum::AnyK { .. }) {
+            for task in 0..self.tasks.len() {
+                self.cancel(task);
+            }
+        }
+    }
+
+    fn fail(&mut self, reason: FailReason) {
+        self.phase = Phase::Failed(reason);
+        self.actions.push_back(Action::Fail { reason });
+        for task in 0..self.tasks.len() {
+            self.cancel(task);
+        }
+    }
+
+    fn cancel(&mut self, task: usize) {
+        if self.tasks[task].state == TaskState::Running {
+            self.tasks[task].state = TaskState::CancelSent;
+            self.actions.push_back(Action::Cancel { task });
+        }
+    }
+}
+
+fn is_fallback(role: TaskRole) -> bool {
+    role == TaskRole::Fallback
+}
+
+#[cfg(test)]
+mod tests;

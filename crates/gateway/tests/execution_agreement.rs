@@ -1,0 +1,127 @@
+//! Agreement by construction: the simulator's engine and the gateway's executor shell drive the
+//! same execution core, so one scripted timeline (service times, a node down, a timeout) gives the
+//! same actions at the same times in both. The gateway side runs on tokio's paused clock with each
+//! task's I/O replaced by a sleep and an answer; the simulator side is `sim::scripted`.
+
+use bytes::Bytes;
+use execution::Action;
+use gateway::data::executor::{self, Clock, TaskEnd, TaskResult};
+use model::{NodeId, PlannedTask, Quorum, ReadPlan, TaskRole};
+use sim::Outage;
+use sim::scripted::Timeline;
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+
+fn task(unit: u8, role: TaskRole) -> PlannedTask {
+    PlannedTask { node: NodeId(u32::from(unit)), unit, offset: 0, length: 4096, role }
+}
+
+fn plan(tasks: Vec<PlannedTask>, quorum: Quorum) -> ReadPlan {
+    ReadPlan { tasks, quorum, decode: model::DecodeAt::Gateway, topology: model::ReconstructionTopology::Gateway }
+}
+
+/// Unit 0 from node 0, units 1..=6 after 100 ms.
+fn normal_then_fallback() -> ReadPlan {
+    let mut tasks = vec![task(0, TaskRole::Normal)];
+    tasks.extend((1..=6).map(|unit| task(unit, TaskRole::Fallback)));
+    plan(tasks, Quorum::NormalThenFallback { timeout_ns: 100 * MS })
+}
+
+/// Whether node `node` is down at `at_ns`, and when it goes down after `at_ns`.
+fn outage_of(outages: &[Outage], node: u32, at_ns: u64) -> (bool, Option<u64>) {
+    let down = outages.iter().any(|o| o.node == node && (o.from_ns..o.until_ns).contains(&at_ns));
+    let next = outages.iter().filter(|o| o.node == node && o.from_ns > at_ns).map(|o| o.from_ns).min();
+    (down, next)
+}
+
+/// The timeline in the gateway's shell: task i sleeps its node's service time and delivers, or
+/// fails at once on a node that is down, or fails when its node goes down while it runs.
+async fn live_actions(timeline: &Timeline) -> Vec<(u64, Action)> {
+    let code = timeline.code.build().unwrap();
+    let clock = Clock { epoch: tokio::time::Instant::now() };
+    let mut trace = Vec::new();
+    let run_task = |i: usize| {
+        let node = timeline.plan.tasks[i].node.0;
+        let service_ns = timeline.service_ns[node as usize];
+        let outages = timeline.outages.clone();
+        async move {
+            let sent_ns = clock.now_ns();
+            let (down, next_down_ns) = outage_of(&outages, node, sent_ns);
+            let fails_at = if down { Some(sent_ns) } else { next_down_ns.filter(|&at| at < sent_ns + service_ns) };
+            if let Some(at_ns) = fails_at {
+                tokio::time::sleep(Duration::from_nanos(at_ns - sent_ns)).await;
+                return (TaskEnd::Failed { sent_ns }, None) as TaskResult;
+            }
+            tokio::time::sleep(Duration::from_nanos(service_ns)).await;
+            let timing = node::TaskTiming {
+                node_id: node,
+                task_id: i as u64,
+                enqueue_ns: 0,
+                start_ns: 0,
+                finish_ns: service_ns,
+                bytes: 4096,
+                outcome: node::TaskOutcome::Ok,
+                bytes_ahead: 0,
+                emulated_service_ns: 0,
+            };
+            (TaskEnd::Done { timing, sent_ns, received_ns: clock.now_ns() }, Some(Bytes::from_static(b"unit")))
+        }
+    };
+    executor::drive(&timeline.plan, timeline.plan.tasks[0].unit, code.as_ref(), clock, run_task, Some(&mut trace))
+        .await;
+    trace
+}
+
+fn sim_actions(timeline: &Timeline) -> Vec<(u64, Action)> {
+    sim::scripted::run(timeline).actions.into_iter().map(|(at, _, action)| (at, action)).collect()
+}
+
+fn timeline(plan: ReadPlan, service_ms: [u64; 9], outages: Vec<Outage>) -> Timeline {
+    Timeline {
+        code: codec::CodeSpec::Rs { k: 6, m: 3 },
+        plan,
+        service_ns: service_ms.map(|ms| ms * MS).to_vec(),
+        outages,
+        latency_ns: 0,
+    }
+}
+
+async fn assert_agree(timeline: &Timeline) -> Vec<(u64, Action)> {
+    let simulated = sim_actions(timeline);
+    let live = live_actions(timeline).await;
+    assert_eq!(live, simulated, "the two shells disagree on {timeline:?}");
+    simulated
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_and_a_cancelled_loser_agree() {
+    let actions = assert_agree(&timeline(normal_then_fallback(), [1000, 10, 10, 10, 10, 10, 10, 10, 10], vec![])).await;
+    assert!(actions.contains(&(100 * MS, Action::Start { task: 1 })), "the timeout launched the fallback");
+    assert!(actions.contains(&(110 * MS, Action::Cancel { task: 0 })), "the loser was cancelled");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_task_and_a_failed_fallback_agree() {
+    let down = |node, from_ms, until_ms| Outage { node, from_ns: from_ms * MS, until_ns: until_ms * MS };
+    // Node 0 down: the normal task fails and the fallback starts at once.
+    assert_agree(&timeline(normal_then_fallback(), [10; 9], vec![down(0, 0, 1000)])).await;
+    // Node 3 goes down under its fallback task: the normal read wins at 300 ms.
+    let actions =
+        assert_agree(&timeline(normal_then_fallback(), [300, 10, 10, 10, 10, 10, 10, 10, 10], vec![down(3, 105, 200)]))
+            .await;
+    assert_eq!(actions.last(), Some(&(300 * MS, Action::Complete { tasks: vec![0], decoded: false })));
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_k_of_n_with_a_failure_agrees() {
+    let tasks = (0..9).map(|unit| task(unit, TaskRole::Degraded)).collect();
+    let service = [50, 20, 30, 40, 60, 70, 80, 90, 15];
+    let actions = assert_agree(&timeline(
+        plan(tasks, Quorum::FirstKOfN { k: 6 }),
+        service,
+        vec![Outage { node: 2, from_ns: 25 * MS, until_ns: 500 * MS }],
+    ))
+    .await;
+    assert!(actions.iter().any(|(_, a)| matches!(a, Action::Complete { decoded: false, .. })), "{actions:?}");
+}
