@@ -1,5 +1,5 @@
 //! The execution core: how a plan runs, as sans-I/O state machines that both executors drive (the
-//! simulator with virtual-time events, the gateway with node RPC completions and tokio timers), so
+//! simulator with virtual-time events, the gateway with node RPC completions and its runtime's timers), so
 //! the two agree by construction. Modelled on quinn-proto: a shell feeds events in
 //! ([`ReadExecution::handle`]) and carries out the actions that come back
 //! ([`ReadExecution::poll_action`]).
