@@ -26,6 +26,7 @@ pub mod packed;
 pub mod placement;
 pub mod plan;
 pub mod repair;
+pub mod robust;
 pub mod stripe_io;
 pub mod stripe_write;
 

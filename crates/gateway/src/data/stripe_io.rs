@@ -14,13 +14,14 @@ use codec::ErasureCode;
 use codec::engine::{Coefficients, Mode};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta};
+use meta::{MetaError, NodeId, NodeInfo, StripeId, StripeMeta};
 
+use super::DataError;
 use super::cluster::ClusterView;
 use super::config::DataConfig;
 use super::controller::Controller;
 use super::placement::Placer;
-use super::{DataError, plan};
+use super::robust::{self, RangeRead};
 
 /// Most corrupt-unit reports kept for repair; later ones are dropped (the node's own list of corrupt
 /// units still has them, and repair polls it).
@@ -219,11 +220,9 @@ impl StripeIo {
         }
     }
 
-    /// Bytes `offset .. offset + length` of data unit `unit`: from the unit itself, or through a
-    /// degraded read when its node is Down, it fails, or it has not answered within the degraded
-    /// read timeout (then both race and the loser is dropped, which cancels it on its node). The
-    /// robust read: it tries every decodable set, and units on Down nodes, before giving up. Says
-    /// whether the bytes were decoded (a degraded read).
+    /// Bytes `offset .. offset + length` of data unit `unit` by the robust read (see
+    /// [`robust`]): the unit itself, with its recovery set after the degraded-read timeout, round
+    /// after round until something answers. Says whether the bytes were decoded (a degraded read).
     pub async fn read_data_range_robust(
         &self,
         nodes: &NodeMap,
@@ -233,59 +232,8 @@ impl StripeIo {
         offset: u64,
         length: u64,
     ) -> Result<(Bytes, bool), DataError> {
-        // A live node holding the unit that failed only for now (timeout, refusal) means the data is
-        // there: a read that also cannot decode is then a 503 for the client to retry, not a loss.
-        let busy = |degraded_error: DataError, primary_error: &UnitReadError| match degraded_error {
-            DataError::Lost(why) if !primary_error.gone => {
-                DataError::Unavailable(format!("{why}; unit {unit}'s own node did not answer: {primary_error}; retry"))
-            }
-            other => other,
-        };
-        let missing = stripe.is_missing(unit);
-        let node_up = nodes.get(&stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
-        if node_up && !missing {
-            let primary = self.read_unit(nodes, stripe, unit, offset, length);
-            tokio::pin!(primary);
-            let primary_error = tokio::select! {
-                result = &mut primary => match result {
-                    Ok(data) => return Ok((data, false)),
-                    Err(error) => {
-                        tracing::info!(%error, "unit read failed; reading degraded");
-                        error
-                    }
-                },
-                () = tokio::time::sleep(self.config.degraded_read_timeout()) => {
-                    tracing::debug!(stripe = %stripe.id, unit, "unit read is slow; racing a degraded read");
-                    self.count_degraded();
-                    let degraded = self.rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new());
-                    tokio::pin!(degraded);
-                    return tokio::select! {
-                        result = &mut primary => match result {
-                            Ok(data) => Ok((data, false)),
-                            Err(primary_error) => degraded.await.map(|d| (d, true)).map_err(|e| busy(e, &primary_error)),
-                        },
-                        result = &mut degraded => match result {
-                            Ok(data) => Ok((data, true)),
-                            Err(degraded_error) => primary.await.map(|d| (d, false)).map_err(|e| busy(degraded_error, &e)),
-                        },
-                    };
-                }
-            };
-            self.count_degraded();
-            return self
-                .rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new())
-                .await
-                .map(|data| (data, true))
-                .map_err(|e| busy(e, &primary_error));
-        }
-        self.count_degraded();
-        match self.rebuild_range(nodes, stripe, code, unit, offset, length, BTreeSet::new()).await {
-            // The unit's node may be Down only because a probe timed out: ask it before giving up.
-            Err(error @ (DataError::Lost(_) | DataError::Unavailable(_))) if !missing => {
-                self.read_unit(nodes, stripe, unit, offset, length).await.map(|data| (data, false)).map_err(|_| error)
-            }
-            other => other.map(|data| (data, true)),
-        }
+        let range = RangeRead { io: self, nodes, stripe, code, unit, offset, length };
+        robust::read(range, self.config.degraded_read_timeout().as_nanos() as u64).await
     }
 
     /// Counts a unit range served through a recovery set (counter and metric).
@@ -294,10 +242,9 @@ impl StripeIo {
         metrics::counter!("lowtail_gateway_degraded_reads_total").increment(1);
     }
 
-    /// Rebuilds bytes `offset .. offset + length` of unit `target` from a recovery set chosen by
-    /// [`plan::recovery_units`], never reading `target`, a unit in `failed` or one the stripe
-    /// records missing. A source that fails is added to `failed` and the plan is redone; the others
-    /// still in flight are dropped.
+    /// Rebuilds bytes `offset .. offset + length` of unit `target` from its recovery sets (see
+    /// [`robust::rebuild`]), never reading `target`, a unit in `failed` or one the stripe records
+    /// missing.
     #[allow(clippy::too_many_arguments)]
     pub async fn rebuild_range(
         &self,
@@ -307,60 +254,9 @@ impl StripeIo {
         target: usize,
         offset: u64,
         length: u64,
-        mut failed: BTreeSet<usize>,
+        failed: BTreeSet<usize>,
     ) -> Result<Bytes, DataError> {
-        failed.insert(target);
-        failed.extend(stripe.missing_units.iter().map(|&unit| usize::from(unit)));
-        let mut busy: BTreeSet<usize> = BTreeSet::new();
-        // Every retry marks one more unit failed, so the loop ends within n rounds.
-        for _round in 0..stripe.placement.len() {
-            let readable = plan::readable_units(&stripe.placement, nodes, &failed);
-            // Membership can mark a slow but live node Down (a probe timed out on a loaded
-            // machine). Before declaring data lost, units on Down nodes that have not failed in
-            // this read are tried too: a dead node refuses quickly and lands in `failed`, so
-            // this costs at most one more round per such node.
-            let sources = plan::recovery_units(code, &readable, target).or_else(|| {
-                let not_failed: Vec<bool> = (0..stripe.placement.len()).map(|unit| !failed.contains(&unit)).collect();
-                plan::recovery_units(code, &not_failed, target)
-            });
-            let Some(sources) = sources else {
-                return Err(undecodable(stripe.id, target, &failed, &busy));
-            };
-            let mut reads: FuturesUnordered<_> =
-                sources
-                    .iter()
-                    .enumerate()
-                    .map(|(slot, &unit)| async move {
-                        (slot, unit, self.read_unit(nodes, stripe, unit, offset, length).await)
-                    })
-                    .collect();
-            let mut buffers = vec![Bytes::new(); sources.len()];
-            let mut source_failed = None;
-            while let Some((slot, unit, result)) = reads.next().await {
-                match result {
-                    Ok(data) => buffers[slot] = data,
-                    Err(error) => {
-                        tracing::info!(%error, "recovery-set read failed; choosing another set");
-                        // A live node that did not answer (overloaded, restarting) still holds
-                        // its copy: running out of units then is a 503, not data loss.
-                        let node_up = nodes.get(&stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
-                        if !error.gone && node_up {
-                            busy.insert(unit);
-                        }
-                        source_failed = Some(unit);
-                        break;
-                    }
-                }
-            }
-            drop(reads);
-            match source_failed {
-                Some(unit) => {
-                    failed.insert(unit);
-                }
-                None => return decode(code, target, &sources, &buffers),
-            }
-        }
-        Err(undecodable(stripe.id, target, &failed, &busy))
+        robust::rebuild(RangeRead { io: self, nodes, stripe, code, unit: target, offset, length }, failed).await
     }
 
     /// Writes a unit to `node`; returns once it is durable there.
@@ -415,7 +311,12 @@ impl std::fmt::Display for UnitReadError {
 /// The error of a read that found too few units: data loss only when every unit that failed is
 /// gone or on a node membership has marked Down; when some failed only because a live node did
 /// not answer, the data is there and the client should retry (503).
-fn undecodable(stripe: StripeId, target: usize, failed: &BTreeSet<usize>, busy: &BTreeSet<usize>) -> DataError {
+pub(super) fn undecodable(
+    stripe: StripeId,
+    target: usize,
+    failed: &BTreeSet<usize>,
+    busy: &BTreeSet<usize>,
+) -> DataError {
     if busy.is_empty() {
         DataError::Lost(format!("unit {stripe}/{target}: units {failed:?} unreadable, too few left to decode"))
     } else {

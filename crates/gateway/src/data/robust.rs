@@ -1,0 +1,165 @@
+//! The robust read of a unit range: what the gateway runs when no policy plan applies (no
+//! controller, a stripe of another code, the controller's catalog starting afresh) or a planned
+//! read failed, and what repair runs to rebuild a unit. It is a plan like a policy's, run by the
+//! execution core through `executor::drive`: the unit itself with its recovery set as the fallback
+//! after the degraded-read timeout (Normal of Hu et al.), or the recovery set alone when the unit's
+//! node is not Up. A round that fails marks the units that failed and plans again without them (at
+//! most n + 1 rounds); when no readable set is left, units on Down nodes are tried too, and then the
+//! target itself, because membership can mark a slow but live node Down.
+//!
+//! Owns the choice of the robust plan and the rounds. Must not run a quorum, a timeout or a cancel
+//! itself (the core does), nor decide a policy's plan.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use codec::ErasureCode;
+use meta::{NodeState, StripeMeta};
+use model::{DecodeAt, PlannedTask, Quorum, ReadPlan, ReconstructionTopology, TaskRole};
+use tokio::time::Instant;
+
+use super::DataError;
+use super::executor::{self, Clock, TaskEnd, TaskResult};
+use super::plan::recovery_units;
+use super::stripe_io::{NodeMap, StripeIo, decode, undecodable};
+
+/// One unit range to read, with what reading it needs.
+#[derive(Clone, Copy)]
+pub struct RangeRead<'a> {
+    /// Unit I/O.
+    pub io: &'a StripeIo,
+    /// The nodes and their states.
+    pub nodes: &'a NodeMap,
+    /// The sealed stripe.
+    pub stripe: &'a StripeMeta,
+    /// Its code.
+    pub code: &'a dyn ErasureCode,
+    /// The unit read (the decode target).
+    pub unit: usize,
+    /// Byte offset within the unit.
+    pub offset: u64,
+    /// Bytes.
+    pub length: u64,
+}
+
+/// Bytes of the range, read robustly; says whether they were decoded (a degraded read).
+pub async fn read(range: RangeRead<'_>, timeout_ns: u64) -> Result<(Bytes, bool), DataError> {
+    let failed = range.stripe.missing_units.iter().map(|&unit| usize::from(unit)).collect();
+    rounds(range, failed, true, timeout_ns).await
+}
+
+/// The range rebuilt from other units, never reading the target or a unit in `failed`.
+pub async fn rebuild(range: RangeRead<'_>, mut failed: BTreeSet<usize>) -> Result<Bytes, DataError> {
+    failed.extend(range.stripe.missing_units.iter().map(|&unit| usize::from(unit)));
+    rounds(range, failed, false, 0).await.map(|(bytes, _)| bytes)
+}
+
+/// Plans and runs rounds until one serves the range or nothing readable is left.
+async fn rounds(
+    range: RangeRead<'_>,
+    mut failed: BTreeSet<usize>,
+    may_read_target: bool,
+    timeout_ns: u64,
+) -> Result<(Bytes, bool), DataError> {
+    // Units whose live node did not answer: the data is there, so running out of units is a 503.
+    let mut busy: BTreeSet<usize> = BTreeSet::new();
+    let clock = Clock { epoch: Instant::now() };
+    // Each failed round adds at least one unit to `failed`, so n + 1 rounds exhaust the stripe.
+    for _round in 0..=range.stripe.placement.len() {
+        let Some(plan) = robust_plan(range, &failed, may_read_target, timeout_ns) else { break };
+        let gone: Mutex<Vec<(usize, bool)>> = Mutex::new(Vec::new());
+        let run_task = |i: usize| read_task(range, plan.tasks[i], clock, &gone);
+        let driven = executor::drive(&plan, range.unit as u8, range.code, clock, run_task, None).await;
+        if let Some((tasks, decoded)) = driven.completed {
+            return serve(range, &plan, &tasks, decoded, &driven.bytes);
+        }
+        let failures = gone.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if failures.is_empty() {
+            break;
+        }
+        for (unit, unit_gone) in failures {
+            failed.insert(unit);
+            let node_up = range.nodes.get(&range.stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
+            if !unit_gone && node_up {
+                busy.insert(unit);
+            }
+        }
+    }
+    Err(undecodable(range.stripe.id, range.unit, &failed, &busy))
+}
+
+/// The bytes of a completed round: the unit's own, or decoded from the completing tasks' units.
+fn serve(
+    range: RangeRead<'_>,
+    plan: &ReadPlan,
+    tasks: &[usize],
+    decoded: bool,
+    bytes: &[Option<Bytes>],
+) -> Result<(Bytes, bool), DataError> {
+    if !decoded {
+        return Ok((bytes[tasks[0]].clone().expect("the completing task delivered"), false));
+    }
+    range.io.count_degraded();
+    let sources: Vec<usize> = tasks.iter().map(|&t| usize::from(plan.tasks[t].unit)).collect();
+    let buffers: Vec<Bytes> = tasks.iter().map(|&t| bytes[t].clone().expect("completing tasks delivered")).collect();
+    decode(range.code, range.unit, &sources, &buffers).map(|bytes| (bytes, true))
+}
+
+/// The plan of one round, `None` when nothing readable can give the range.
+fn robust_plan(
+    range: RangeRead<'_>,
+    failed: &BTreeSet<usize>,
+    may_read_target: bool,
+    timeout_ns: u64,
+) -> Option<ReadPlan> {
+    let RangeRead { stripe, nodes, code, unit, .. } = range;
+    let up = |u: usize| nodes.get(&stripe.placement[u]).is_some_and(|n| n.state == NodeState::Up);
+    let not_failed: Vec<bool> = (0..stripe.placement.len()).map(|u| u != unit && !failed.contains(&u)).collect();
+    let readable: Vec<bool> = not_failed.iter().enumerate().map(|(u, &ok)| ok && up(u)).collect();
+    let target_ok = may_read_target && !failed.contains(&unit) && !stripe.is_missing(unit);
+    let task = |u: usize, role| PlannedTask {
+        node: model::NodeId(stripe.placement[u].0),
+        unit: u as u8,
+        offset: range.offset,
+        length: range.length,
+        role,
+    };
+    if target_ok && up(unit) {
+        let mut tasks = vec![task(unit, TaskRole::Normal)];
+        let Some(set) = recovery_units(code, &readable, unit) else { return Some(ReadPlan::normal(tasks[0])) };
+        tasks.extend(set.into_iter().map(|u| task(u, TaskRole::Fallback)));
+        return Some(ReadPlan {
+            tasks,
+            quorum: Quorum::NormalThenFallback { timeout_ns },
+            decode: DecodeAt::Gateway,
+            topology: ReconstructionTopology::Gateway,
+        });
+    }
+    match recovery_units(code, &readable, unit).or_else(|| recovery_units(code, &not_failed, unit)) {
+        Some(set) => Some(ReadPlan::degraded(set.into_iter().map(|u| task(u, TaskRole::Degraded)).collect())),
+        // Its node is marked Down, perhaps only because a probe timed out: ask it before giving up.
+        None if target_ok => Some(ReadPlan::normal(task(unit, TaskRole::Normal))),
+        None => None,
+    }
+}
+
+/// One task of a robust plan: the unit range from its node. A failure is noted in `gone` with
+/// whether the copy itself is gone (corrupt or missing) rather than its node slow or unreachable.
+async fn read_task(
+    range: RangeRead<'_>,
+    task: PlannedTask,
+    clock: Clock,
+    gone: &Mutex<Vec<(usize, bool)>>,
+) -> TaskResult {
+    let sent_ns = clock.now_ns();
+    let unit = usize::from(task.unit);
+    match range.io.read_unit_timed(range.nodes, range.stripe, unit, task.offset, task.length).await {
+        Ok((bytes, timing)) => (TaskEnd::Done { timing, sent_ns, received_ns: clock.now_ns() }, Some(bytes)),
+        Err(error) => {
+            tracing::info!(%error, "unit read failed; reading elsewhere");
+            gone.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((unit, error.gone));
+            (TaskEnd::Failed { sent_ns }, None)
+        }
+    }
+}
