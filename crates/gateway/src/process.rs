@@ -424,7 +424,9 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
     use axum::response::IntoResponse;
     let secret = Arc::new(secret);
     let authorized = |headers: &HeaderMap, secret: &str| {
-        headers.get(SECRET_HEADER).is_some_and(|v| constant_time_eq(v.as_bytes(), secret.as_bytes()))
+        headers
+            .get(SECRET_HEADER)
+            .is_some_and(|v| bool::from(subtle::ConstantTimeEq::ct_eq(v.as_bytes(), secret.as_bytes())))
     };
     let refused = || (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response();
     let (get_controller, put_controller, take_controller) =
@@ -497,11 +499,6 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
                 }
             }),
         )
-}
-
-/// Compares secrets without leaking where they differ through timing.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Opens the metadata store, starts the gateway, serves until `shutdown` completes, then stops it.

@@ -86,7 +86,7 @@ impl<W> TaskQueue<W> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<W>> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::scheduler::lock(&self.state)
     }
 
     /// The admission limits.

@@ -109,7 +109,9 @@ pub struct Scheduler {
     recent: Mutex<VecDeque<(u64, u64)>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `mutex`, recovering it from a thread that panicked while holding it: every structure the
+/// node guards stays consistent between statements, so its last state is usable.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 

@@ -126,7 +126,7 @@ impl Scrubber {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ScrubProgress> {
-        self.progress.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::scheduler::lock(&self.progress)
     }
 
     /// Scrubs pass after pass until the task is aborted; returns at once when scrubbing is off.

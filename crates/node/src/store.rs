@@ -250,11 +250,11 @@ impl UnitStore {
     }
 
     fn index(&self) -> MutexGuard<'_, BTreeMap<UnitId, IndexEntry>> {
-        self.index.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::scheduler::lock(&self.index)
     }
 
     fn corrupt_set(&self) -> MutexGuard<'_, BTreeSet<UnitId>> {
-        self.corrupt.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::scheduler::lock(&self.corrupt)
     }
 
     /// Reports the number of corrupt units on `gauge` from now on (now included).

@@ -21,7 +21,7 @@ figcaption{font-size:.9em;max-width:900px}.findings{background:#f6f6f6;padding:.
 .load figure img{width:440px}";
 
 /// Escapes text for HTML element content and attribute values.
-pub(crate) fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -22,6 +22,7 @@ mod summary;
 mod table;
 
 pub use experiment::{Experiment, Metric, MetricCurves, RunResult, SweepPoint, WrittenFiles, write_experiment};
+pub use html::escape as escape_html;
 pub use plot::{LinePanel, write_line_panels};
 pub use records::{RecordFiles, record_file_names, write_records_csv};
 pub use stats::{BoxStats, LatencyStats, Sample};

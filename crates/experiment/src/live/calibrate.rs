@@ -58,12 +58,8 @@ pub fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     Some((mean_y - slope * mean_x, slope))
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    Some(values[(values.len() - 1) / 2])
+fn median(values: Vec<f64>) -> Option<f64> {
+    bench::stats::median(&values)
 }
 
 /// The controller's own decision time of a request: deciding, without queueing at the frontend and

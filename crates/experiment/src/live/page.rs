@@ -19,10 +19,6 @@ pub const PAGE: &str = "sim_vs_live.html";
 /// Where `report.html` gets its link to the page.
 const NAV_START: &str = "<nav><ul>\n";
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
-
 fn json_file(dir: &Path, name: &str, value: &impl serde::Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value)? + "\n";
     std::fs::write(dir.join(name), text).with_context(|| format!("writing {}", dir.join(name).display()))
@@ -318,7 +314,7 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
              alt=\"regime fit\" width=\"100%\"></p>",
             outcome.zipf_exponent,
             outcome.service_scale,
-            escape(&regime_text(&outcome.regime)),
+            report::escape_html(&regime_text(&outcome.regime)),
         );
     }
     for code in codes(outcome) {
@@ -327,7 +323,7 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
             "<h2>{}</h2>\n<table>\n<tr><th>policy</th><th>live p50 ms</th><th>live p95 ms</th><th>live p99 ms</th>\
              <th>sim p50 ms</th><th>sim p95 ms</th><th>sim p99 ms</th><th>sim/live p50</th><th>sim/live p95</th>\
              <th>sim/live p99</th><th>decision p99 µs</th><th>its CPU p99 µs</th><th>host busy / steal %</th><th>client failures</th><th>records dropped</th></tr>",
-            escape(code)
+            report::escape_html(code)
         );
         for pair in outcome.pairs.iter().filter(|p| p.live.summary.run.code == code) {
             let live = pair.live.summary.request_latency;
@@ -339,7 +335,7 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
                 html,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
                  <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape(&pair.live.summary.run.policy),
+                report::escape_html(&pair.live.summary.run.policy),
                 ms(lm),
                 ms(l95),
                 ms(l99),
@@ -379,7 +375,7 @@ fn page(outcome: &LiveOutcome, findings: &str) -> String {
     timeout_table(&mut html, &outcome.timeout_sensitivity);
     html.push_str("<h2>Findings</h2>\n");
     for paragraph in findings.split("\n\n") {
-        let _ = writeln!(html, "<p>{}</p>", escape(paragraph.trim()));
+        let _ = writeln!(html, "<p>{}</p>", report::escape_html(paragraph.trim()));
     }
     html.push_str("</body>\n</html>\n");
     html
@@ -400,8 +396,8 @@ fn slow_table(html: &mut String, rows: &[SlowNodeRow]) {
         let _ = writeln!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}x</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&row.code),
-            escape(&row.policy),
+            report::escape_html(&row.code),
+            report::escape_html(&row.policy),
             row.node,
             row.factor,
             row.slowed_at_s,
@@ -432,7 +428,7 @@ fn timeout_table(html: &mut String, rows: &[TimeoutRow]) {
         let _ = writeln!(
             html,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:+.1} %</td><td>{:+.1} %</td></tr>",
-            escape(&row.code),
+            report::escape_html(&row.code),
             row.normal_timeout_ms,
             ms(Some(row.normal_median)),
             ms(Some(row.normal_p95)),

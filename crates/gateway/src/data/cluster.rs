@@ -67,6 +67,6 @@ impl ClusterView {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, (String, NodeClient)>> {
-        self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        super::lock(&self.clients)
     }
 }

@@ -445,11 +445,11 @@ impl Controller {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        super::lock(&self.state)
     }
 
     fn lock_records(&self) -> MutexGuard<'_, VecDeque<Record>> {
-        self.records.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        super::lock(&self.records)
     }
 
     fn keep(&self, record: Record) {

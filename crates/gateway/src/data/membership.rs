@@ -95,7 +95,7 @@ impl Membership {
         let meta = self.cluster.meta();
         while let Some((node, answered)) = probes.next().await {
             let misses = {
-                let mut misses = self.misses.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                let mut misses = super::lock(&self.misses);
                 let count = misses.entry(node.id).or_insert(0);
                 *count = if answered { 0 } else { count.saturating_add(1) };
                 *count

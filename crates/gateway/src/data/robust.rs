@@ -74,7 +74,7 @@ async fn rounds(
         if let Some((tasks, decoded)) = driven.completed {
             return serve(range, &plan, &tasks, decoded, &driven.bytes);
         }
-        let failures = gone.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let failures = std::mem::take(&mut *super::lock(&gone));
         if failures.is_empty() {
             break;
         }
@@ -158,7 +158,7 @@ async fn read_task(
         Ok((bytes, timing)) => (TaskEnd::Done { timing, sent_ns, received_ns: clock.now_ns() }, Some(bytes)),
         Err(error) => {
             tracing::info!(%error, "unit read failed; reading elsewhere");
-            gone.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((unit, error.gone));
+            super::lock(gone).push((unit, error.gone));
             (TaskEnd::Failed { sent_ns }, None)
         }
     }

@@ -106,12 +106,12 @@ impl StripeIo {
 
     /// The placer (short critical sections only: never held across an await).
     pub fn placer(&self) -> MutexGuard<'_, Placer> {
-        self.placer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        super::lock(&self.placer)
     }
 
     /// The built code named `name` (cached: building inverts matrices).
     pub fn code(&self, name: &str) -> Result<Arc<dyn ErasureCode>, DataError> {
-        let mut codes = self.codes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut codes = super::lock(&self.codes);
         if let Some(code) = codes.get(name) {
             return Ok(Arc::clone(code));
         }
@@ -135,7 +135,7 @@ impl StripeIo {
         tracing::warn!(%stripe, unit, %node, "corrupt unit reported by its node; scheduled for repair");
         self.counters.corrupt_units.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("lowtail_gateway_corrupt_units_total").increment(1);
-        let mut reports = self.corrupt_reports.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut reports = super::lock(&self.corrupt_reports);
         if reports.len() < MAX_CORRUPT_REPORTS {
             reports.insert((stripe, unit, node));
         }
@@ -143,13 +143,13 @@ impl StripeIo {
 
     /// Takes every pending corrupt-unit report: (stripe, unit, node that holds the corrupt copy).
     pub fn take_corrupt_reports(&self) -> Vec<(StripeId, u16, NodeId)> {
-        let mut reports = self.corrupt_reports.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut reports = super::lock(&self.corrupt_reports);
         std::mem::take(&mut *reports).into_iter().collect()
     }
 
     /// Corrupt-unit reports not yet taken by repair.
     pub fn pending_corrupt_reports(&self) -> usize {
-        self.corrupt_reports.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).len()
+        super::lock(&self.corrupt_reports).len()
     }
 
     /// Reads `length` bytes at `offset` of `unit` of `stripe` from the unit's node. A corrupt unit is

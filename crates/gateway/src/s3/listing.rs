@@ -34,18 +34,13 @@ pub fn start_after_marker(prefix: &str, delimiter: Option<&str>, marker: &str) -
     start_after
 }
 
-/// Percent-encodes `value` as S3 does for `encoding-type=url`: every byte but unreserved characters
-/// (RFC 3986) and `/`.
+/// What S3's `encoding-type=url` escapes: every byte but unreserved characters (RFC 3986) and `/`.
+const URL_ESCAPED: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~').remove(b'/');
+
+/// Percent-encodes `value` as S3 does for `encoding-type=url`.
 pub fn url_encode(value: &str) -> String {
-    let mut encoded = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~' | b'/') {
-            encoded.push(byte as char);
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
+    percent_encoding::utf8_percent_encode(value, URL_ESCAPED).to_string()
 }
 
 /// One page of a ListMultipartUploads answer.
