@@ -92,11 +92,10 @@ pub enum Action {
         /// When.
         at_ns: u64,
     },
-    /// The read is served from the bytes of these tasks (in the order they finished): the target's
-    /// own when `decoded` is false, else the units to decode it from.
+    /// The read is served from the bytes of the tasks [`ReadExecution::served_by`] lists (in the
+    /// order they finished): the target's own when `decoded` is false, else the units to decode it
+    /// from.
     Complete {
-        /// The tasks whose bytes serve the read.
-        tasks: Vec<usize>,
         /// Whether the target is rebuilt from other units (a degraded read).
         decoded: bool,
     },
@@ -129,6 +128,8 @@ pub struct ReadExecution {
     tasks: Vec<Slot>,
     /// Finished tasks in the order they finished.
     finished: Vec<usize>,
+    /// The tasks whose bytes serve the read, once it completed.
+    served_by: Vec<usize>,
     phase: Phase,
     fallback_launched: bool,
     timed_out: bool,
@@ -139,31 +140,56 @@ impl ReadExecution {
     /// Starts executing `plan` (already validated) to read unit `target` at `now_ns`: the tasks to
     /// start and the timer come out of [`ReadExecution::poll_action`].
     pub fn start(plan: &ReadPlan, target: u8, now_ns: u64) -> ReadExecution {
-        debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
-        let tasks = plan.tasks.iter().map(|t| Slot { unit: t.unit, role: t.role, state: TaskState::Dormant }).collect();
         let mut execution = ReadExecution {
             quorum: plan.quorum,
             target,
-            tasks,
+            tasks: Vec::with_capacity(plan.tasks.len()),
             finished: Vec::with_capacity(plan.tasks.len()),
+            served_by: Vec::with_capacity(plan.tasks.len()),
             phase: Phase::Running,
             fallback_launched: false,
             timed_out: false,
             actions: VecDeque::with_capacity(plan.tasks.len() + 2),
         };
-        for task in 0..execution.tasks.len() {
-            if execution.tasks[task].role != TaskRole::Fallback {
-                execution.launch(task);
+        execution.restart(plan, target, now_ns);
+        execution
+    }
+
+    /// Starts executing another plan in this execution's place, reusing its buffers (an executor
+    /// that runs millions of reads allocates nothing per read this way). Whatever the previous
+    /// execution had not settled is forgotten.
+    pub fn restart(&mut self, plan: &ReadPlan, target: u8, now_ns: u64) {
+        debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
+        self.quorum = plan.quorum;
+        self.target = target;
+        self.tasks.clear();
+        self.tasks.extend(plan.tasks.iter().map(|t| Slot { unit: t.unit, role: t.role, state: TaskState::Dormant }));
+        self.finished.clear();
+        self.served_by.clear();
+        self.phase = Phase::Running;
+        self.fallback_launched = false;
+        self.timed_out = false;
+        self.actions.clear();
+        for task in 0..self.tasks.len() {
+            if self.tasks[task].role != TaskRole::Fallback {
+                self.launch(task);
             }
         }
         if let Quorum::NormalThenFallback { timeout_ns } = plan.quorum {
-            execution.actions.push_back(Action::ArmTimer { at_ns: now_ns.saturating_add(timeout_ns) });
+            self.actions.push_back(Action::ArmTimer { at_ns: now_ns.saturating_add(timeout_ns) });
         }
-        execution
+    }
+
+    /// The tasks whose bytes serve the completed read, in the order they finished (empty before
+    /// [`Action::Complete`]).
+    #[inline]
+    pub fn served_by(&self) -> &[usize] {
+        &self.served_by
     }
 
     /// Feeds one event; `code` is the stripe's code (a quorum of units may need to rebuild the
     /// target). Events for a task that is already resolved are refused as the shell's bug.
+    #[inline]
     pub fn handle(&mut self, event: Event, code: &dyn ErasureCode) {
         match event {
             Event::Finished { task } => self.finished(task, code),
@@ -183,16 +209,19 @@ impl ReadExecution {
     }
 
     /// The next action for the shell, in the order the execution decided them.
+    #[inline]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
 
     /// Whether the read completed (its bytes are available).
+    #[inline]
     pub fn is_complete(&self) -> bool {
         self.phase == Phase::Completed
     }
 
     /// Why the read failed, if it did.
+    #[inline]
     pub fn failure(&self) -> Option<FailReason> {
         match self.phase {
             Phase::Failed(reason) => Some(reason),
@@ -201,16 +230,19 @@ impl ReadExecution {
     }
 
     /// Whether the read is over (completed or failed) and every launched task resolved.
+    #[inline]
     pub fn is_settled(&self) -> bool {
         self.phase != Phase::Running && !self.tasks.iter().any(|t| t.state.is_unresolved())
     }
 
     /// Whether the fallback launched because the timer fired while the normal task was out.
+    #[inline]
     pub fn timed_out(&self) -> bool {
         self.timed_out
     }
 
     /// The state of task `task`.
+    #[inline]
     pub fn task_state(&self, task: usize) -> TaskState {
         self.tasks[task].state
     }
@@ -243,7 +275,8 @@ impl ReadExecution {
             }
             Quorum::NormalThenFallback { .. } => {
                 if self.tasks[task].role == TaskRole::Normal {
-                    self.complete(vec![task], false);
+                    self.served_by.push(task);
+                    self.complete(false);
                 } else if self.fallback_side_finished() {
                     if self.finished_determine_target(code, is_fallback) {
                         self.complete_from_finished(code, is_fallback);
@@ -343,32 +376,38 @@ impl ReadExecution {
 
     /// Whether the finished tasks that `counts` admits give the target.
     fn finished_determine_target(&self, code: &dyn ErasureCode, counts: impl Fn(TaskRole) -> bool) -> bool {
-        let mut present = vec![false; code.total_units()];
+        // A code has at most 255 units: a flag per unit fits on the stack.
+        let mut present = [false; 256];
+        let present = &mut present[..code.total_units()];
         for &task in &self.finished {
             let slot = self.tasks[task];
             if counts(slot.role) {
                 present[usize::from(slot.unit)] = true;
             }
         }
-        determines(code, &present, usize::from(self.target))
+        determines(code, present, usize::from(self.target))
     }
 
     /// Completes from the finished tasks that `counts` admits: the target's own task if it is
     /// among them, else all of them (the shell decodes from them).
     fn complete_from_finished(&mut self, code: &dyn ErasureCode, counts: impl Fn(TaskRole) -> bool) {
-        let chosen: Vec<usize> = self.finished.iter().copied().filter(|&t| counts(self.tasks[t].role)).collect();
-        if let Some(&own) = chosen.iter().find(|&&t| self.tasks[t].unit == self.target) {
-            self.complete(vec![own], false);
+        let own =
+            self.finished.iter().copied().find(|&t| counts(self.tasks[t].role) && self.tasks[t].unit == self.target);
+        if let Some(own) = own {
+            self.served_by.push(own);
+            self.complete(false);
         } else if self.finished_determine_target(code, &counts) {
-            self.complete(chosen, true);
+            let ReadExecution { finished, served_by, tasks, .. } = self;
+            served_by.extend(finished.iter().copied().filter(|&t| counts(tasks[t].role)));
+            self.complete(true);
         } else {
             self.fail(FailReason::NotDecodable);
         }
     }
 
-    fn complete(&mut self, tasks: Vec<usize>, decoded: bool) {
+    fn complete(&mut self, decoded: bool) {
         self.phase = Phase::Completed;
-        self.actions.push_back(Action::Complete { tasks, decoded });
+        self.actions.push_back(Action::Complete { decoded });
         // Late binding (any k) lets the others run to their end; every other rule cancels them.
         if !matches!(self.quorum, Quorum::AnyK { .. }) {
             for task in 0..self.tasks.len() {

@@ -264,8 +264,11 @@ struct Active {
     probes: u32,
     /// The plan's tasks, by position, as indices into the engine's tasks.
     tasks: Vec<u32>,
-    /// How the plan runs (`None` until it is dispatched).
+    /// How the plan runs (`None` until the slot's first dispatch; reused by the slot's later
+    /// requests, so a run allocates no execution per request).
     execution: Option<ReadExecution>,
+    /// Whether the slot's request is dispatched and not yet written out.
+    executing: bool,
     /// Whether the read was served by decoding (set when it completes).
     degraded: bool,
     /// Bumped when the slot is reused, so stale timeouts are recognised.
@@ -582,6 +585,7 @@ impl<'a> Engine<'a> {
                 probes: 0,
                 tasks: Vec::new(),
                 execution: None,
+                executing: false,
                 degraded: false,
                 generation: 0,
                 pending_plan: None,
@@ -596,7 +600,7 @@ impl<'a> Engine<'a> {
         active.completion_ns = NEVER;
         active.probes = probes;
         active.tasks.clear();
-        active.execution = None;
+        active.executing = false;
         active.degraded = false;
         active.generation = active.generation.wrapping_add(1);
         if overlapped {
@@ -687,7 +691,12 @@ impl<'a> Engine<'a> {
             self.active[slot as usize].tasks.push(index);
         }
         let target = self.setup.placement.locate(self.active[slot as usize].request.partition).unit;
-        self.active[slot as usize].execution = Some(ReadExecution::start(&plan, target, self.now_ns));
+        let active = &mut self.active[slot as usize];
+        match &mut active.execution {
+            Some(execution) => execution.restart(&plan, target, self.now_ns),
+            None => active.execution = Some(ReadExecution::start(&plan, target, self.now_ns)),
+        }
+        active.executing = true;
         self.carry_out(slot);
     }
 
@@ -695,6 +704,7 @@ impl<'a> Engine<'a> {
     /// record once the request is settled.
     fn feed(&mut self, slot: u32, event: execution::Event) {
         let active = &mut self.active[slot as usize];
+        assert!(active.executing, "an event for a request already written out");
         active.execution.as_mut().expect("a dispatched request").handle(event, self.code.as_ref());
         self.carry_out(slot);
         if self.active[slot as usize].execution.as_ref().is_some_and(ReadExecution::is_settled) {
@@ -721,7 +731,7 @@ impl<'a> Engine<'a> {
                     let generation = self.active[slot as usize].generation;
                     self.schedule(at_ns, Event::Timeout { request: slot, generation });
                 }
-                Action::Complete { decoded, .. } => {
+                Action::Complete { decoded } => {
                     let active = &mut self.active[slot as usize];
                     active.completion_ns = self.now_ns;
                     active.degraded = decoded;
@@ -903,7 +913,7 @@ impl<'a> Engine<'a> {
         // A timeout of a request already written out, or of an earlier request in a reused slot,
         // does nothing (the execution ignores its own stale timers).
         let active = &self.active[slot as usize];
-        if active.generation == generation && active.execution.is_some() {
+        if active.generation == generation && active.executing {
             self.feed(slot, execution::Event::TimerFired);
         }
     }
@@ -911,7 +921,8 @@ impl<'a> Engine<'a> {
     /// Emits the record of request `slot`, settled (over, every task resolved), and frees it.
     fn resolve(&mut self, slot: u32) {
         let active = &mut self.active[slot as usize];
-        let execution = active.execution.take().expect("a settled execution");
+        active.executing = false;
+        let execution = active.execution.as_ref().expect("a settled execution");
         self.task_scratch.clear();
         for &t in &active.tasks {
             let task = self.tasks[t as usize];

@@ -38,8 +38,9 @@ fn a_normal_read_completes_from_its_own_task() {
     let mut read = ReadExecution::start(&ReadPlan::normal(task(2, TaskRole::Normal)), 2, 0);
     assert_eq!(drain(&mut read), vec![Action::Start { task: 0 }]);
     read.handle(Event::Finished { task: 0 }, code.as_ref());
-    assert_eq!(drain(&mut read), vec![Action::Complete { tasks: vec![0], decoded: false }]);
+    assert_eq!(drain(&mut read), vec![Action::Complete { decoded: false }]);
     assert!(read.is_complete() && read.is_settled() && !read.timed_out());
+    assert_eq!(read.served_by().to_vec(), vec![0]);
 }
 
 #[test]
@@ -53,7 +54,8 @@ fn a_degraded_read_waits_for_its_whole_recovery_set_and_decodes() {
         assert!(drain(&mut read).is_empty());
     }
     read.handle(Event::Finished { task: 4 }, code.as_ref());
-    assert_eq!(drain(&mut read), vec![Action::Complete { tasks: vec![3, 0, 1, 2, 5, 4], decoded: true }]);
+    assert_eq!(drain(&mut read), vec![Action::Complete { decoded: true }]);
+    assert_eq!(read.served_by().to_vec(), vec![3, 0, 1, 2, 5, 4]);
 }
 
 #[test]
@@ -87,10 +89,8 @@ fn the_timeout_launches_the_fallback_and_the_first_side_to_finish_wins() {
     for t in 1..=6 {
         read.handle(Event::Finished { task: t }, code.as_ref());
     }
-    assert_eq!(
-        drain(&mut read),
-        vec![Action::Complete { tasks: (1..=6).collect(), decoded: true }, Action::Cancel { task: 0 }]
-    );
+    assert_eq!(drain(&mut read), vec![Action::Complete { decoded: true }, Action::Cancel { task: 0 }]);
+    assert_eq!(read.served_by().to_vec(), (1..=6).collect::<Vec<usize>>());
     read.handle(Event::Cancelled { task: 0 }, code.as_ref());
     assert!(read.is_settled());
 }
@@ -104,8 +104,9 @@ fn the_normal_task_beating_its_fallback_cancels_the_fallback() {
     drain(&mut read);
     read.handle(Event::Finished { task: 2 }, code.as_ref());
     read.handle(Event::Finished { task: 0 }, code.as_ref());
-    let mut expected = vec![Action::Complete { tasks: vec![0], decoded: false }];
+    let mut expected = vec![Action::Complete { decoded: false }];
     expected.extend([1, 3, 4, 5, 6].map(|task| Action::Cancel { task }));
+    assert_eq!(read.served_by().to_vec(), vec![0]);
     assert_eq!(drain(&mut read), expected);
 }
 
@@ -159,8 +160,9 @@ fn first_k_of_n_completes_at_k_and_cancels_the_rest() {
     read.handle(Event::Failed { task: 3 }, code.as_ref());
     assert!(drain(&mut read).is_empty(), "6 of 8 still possible");
     read.handle(Event::Finished { task: 1 }, code.as_ref());
-    let mut expected = vec![Action::Complete { tasks: vec![8, 7, 6, 5, 4, 1], decoded: true }];
+    let mut expected = vec![Action::Complete { decoded: true }];
     expected.extend([0, 2].map(|task| Action::Cancel { task }));
+    assert_eq!(read.served_by().to_vec(), vec![8, 7, 6, 5, 4, 1]);
     assert_eq!(drain(&mut read), expected);
 }
 
@@ -173,8 +175,9 @@ fn any_k_completes_at_k_and_lets_the_others_run() {
     for t in 0..6 {
         read.handle(Event::Finished { task: t }, code.as_ref());
     }
-    assert_eq!(drain(&mut read), vec![Action::Complete { tasks: (0..6).collect(), decoded: true }]);
+    assert_eq!(drain(&mut read), vec![Action::Complete { decoded: true }]);
     assert!(!read.is_settled(), "two tasks still run");
+    assert_eq!(read.served_by().to_vec(), (0..6).collect::<Vec<usize>>());
     read.handle(Event::Finished { task: 6 }, code.as_ref());
     read.handle(Event::Finished { task: 7 }, code.as_ref());
     assert!(read.is_settled() && drain(&mut read).is_empty());

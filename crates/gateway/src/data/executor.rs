@@ -137,7 +137,7 @@ where
                     }
                 }
                 Action::ArmTimer { at_ns } => timer = Some(clock.instant_at(at_ns)),
-                Action::Complete { tasks, decoded } => driven.completed = Some((tasks, decoded)),
+                Action::Complete { decoded } => driven.completed = Some((execution.served_by().to_vec(), decoded)),
                 Action::Fail { reason } => driven.failure = Some(reason),
             }
         }
