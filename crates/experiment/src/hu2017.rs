@@ -271,6 +271,7 @@ pub fn run(
         findings: &text,
         log_x: true,
         png: options.png,
+        links: &[],
     };
     let mut files = report::write_experiment(out_dir, &experiment)?;
     let findings_json = serde_json::to_string_pretty(&findings)? + "\n";

@@ -74,6 +74,7 @@ pub fn simulate(
         findings: "",
         log_x: true,
         png: options.png,
+        links: &[],
     };
     let files = report::write_experiment(out_dir, &experiment)?;
     Ok((runs, files))

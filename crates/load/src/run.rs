@@ -291,6 +291,7 @@ fn write_results(
         findings: &findings,
         log_x: true,
         png: config.png,
+        links: &[],
     };
     report::write_experiment(out_dir, &experiment)?;
     let json = serde_json::to_string_pretty(stats).expect("plain data always serialises");

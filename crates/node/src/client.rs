@@ -15,10 +15,10 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::model::ServiceModel;
 use crate::proto::{self, node_client, write_unit_request::Part};
 use crate::scheduler::TaskTiming;
 use crate::server::SECRET_METADATA_KEY;
+use crate::service_model::ServiceModel;
 use crate::store::ConditionalDelete;
 
 /// Size of the chunks [`NodeClient::write_unit`] sends.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::error::NodeError;
-use crate::model::ServiceModel;
+use crate::service_model::ServiceModel;
 
 /// Configuration of one storage node. Every field has a default; `cluster_secret` must be set.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

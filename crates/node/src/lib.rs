@@ -13,11 +13,11 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod metrics;
-pub mod model;
 pub mod queue;
 pub mod scheduler;
 pub mod scrub;
 pub mod server;
+pub mod service_model;
 pub mod store;
 
 /// Generated protobuf messages and tonic client / server of `proto/node.proto`.
@@ -37,9 +37,9 @@ use tonic::transport::server::TcpIncoming;
 pub use client::{ClientError, NodeClient, ProbeReply};
 pub use config::NodeConfig;
 pub use error::{NodeError, UnitId};
-pub use model::ServiceModel;
 pub use scheduler::{Scheduler, TaskOutcome, TaskTiming};
 pub use scrub::{ScrubConfig, ScrubProgress, Scrubber};
+pub use service_model::ServiceModel;
 pub use store::{ConditionalDelete, UnitStore};
 
 use crate::queue::QueueLimits;

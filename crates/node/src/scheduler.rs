@@ -17,8 +17,8 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::{NodeError, UnitId};
-use crate::model::{ModelState, ServiceModel};
 use crate::queue::{QueueLimits, QueueSnapshot, QueuedTask, TaskId, TaskQueue};
+use crate::service_model::{ModelState, ServiceModel};
 use crate::store::{StagedUnit, UnitStore};
 
 /// How a task ended.

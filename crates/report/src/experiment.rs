@@ -176,6 +176,8 @@ pub struct Experiment<'a> {
     pub log_x: bool,
     /// Also write a PNG beside every SVG.
     pub png: bool,
+    /// Other pages the navigation links to, first: (relative address, text).
+    pub links: &'a [(&'a str, &'a str)],
 }
 
 /// Files written, relative to the output folder, in the order written.

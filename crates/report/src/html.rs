@@ -47,6 +47,9 @@ pub(crate) fn page(out_dir: &Path, experiment: &Experiment<'_>, sections: &[Code
          <style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n"
     );
     html.push_str("<nav><ul>\n");
+    for (address, text) in experiment.links {
+        let _ = writeln!(html, "<li><a href=\"{}\">{}</a></li>", escape(address), escape(text));
+    }
     for section in sections {
         let code = escape(section.code);
         let _ = writeln!(html, "<li><a href=\"#code-{code}\">{code}</a></li>");

@@ -260,6 +260,7 @@ fn write(dir: &Path, runs: &[RunResult], sweep: &[SweepPoint], png: bool) {
         findings: "LMLF-PW2 wins.\n\nSecond paragraph & <b>escaped</b>.",
         log_x: true,
         png,
+        links: &[],
     };
     write_experiment(dir, &experiment).unwrap();
 }
@@ -466,6 +467,7 @@ fn bad_experiments_are_refused() {
         findings: "",
         log_x: false,
         png: false,
+        links: &[],
     };
     let none = Experiment { runs: &[], ..base };
     assert!(write_experiment(dir.path(), &none).unwrap_err().to_string().contains("no runs"));
@@ -480,4 +482,23 @@ fn bad_experiments_are_refused() {
     assert!(empty[0].curves(Metric::Request).cdf.is_empty());
     let html = fs::read_to_string(dir.path().join("report.html")).unwrap();
     assert!(html.contains("<td>—</td>"));
+}
+
+#[test]
+fn the_navigation_links_other_pages_first_and_escapes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = experiment_runs();
+    let experiment = Experiment {
+        title: "links",
+        runs: &runs,
+        sweep: &[],
+        sweep_x_label: "x",
+        findings: "",
+        log_x: false,
+        png: false,
+        links: &[("other.html", "another <page>")],
+    };
+    write_experiment(dir.path(), &experiment).unwrap();
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(html.contains("<nav><ul>\n<li><a href=\"other.html\">another &lt;page&gt;</a></li>"), "{html}");
 }

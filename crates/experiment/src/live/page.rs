@@ -16,8 +16,6 @@ use std::path::Path;
 
 /// The sim-vs-live page's file name.
 pub const PAGE: &str = "sim_vs_live.html";
-/// Where `report.html` gets its link to the page.
-const NAV_START: &str = "<nav><ul>\n";
 
 fn json_file(dir: &Path, name: &str, value: &impl serde::Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value)? + "\n";
@@ -66,6 +64,7 @@ pub fn write(
             findings: &findings,
             log_x: true,
             png: options.png,
+            links: &[(PAGE, "simulator vs live"), ("sim/report.html", "simulator report")],
         },
     )?;
     report::write_experiment(
@@ -79,6 +78,7 @@ pub fn write(
                        simulator, its node and frontend models fitted on the live records (calibration.json).",
             log_x: true,
             png: options.png,
+            links: &[],
         },
     )?;
     if options.records_csv {
@@ -109,8 +109,7 @@ pub fn write(
         regime_plot(out_dir, &outcome.regime, options.png)?;
     }
     sim_vs_live_plot(out_dir, outcome, options.png)?;
-    std::fs::write(out_dir.join(PAGE), page(outcome, &findings)).with_context(|| format!("writing {PAGE}"))?;
-    link_page(out_dir)
+    std::fs::write(out_dir.join(PAGE), page(outcome, &findings)).with_context(|| format!("writing {PAGE}"))
 }
 
 /// `plots/sim-vs-live.svg`: per code, each policy's simulated p50, p95 and p99 over its live one, and
@@ -265,19 +264,6 @@ fn add_sim_columns(out_dir: &Path, outcome: &LiveOutcome) -> anyhow::Result<()> 
         }
     }
     json_file(out_dir, "summary.json", &rows)
-}
-
-fn link_page(out_dir: &Path) -> anyhow::Result<()> {
-    let path = out_dir.join("report.html");
-    let html = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let at = html
-        .find(NAV_START)
-        .with_context(|| format!("{} has no navigation list to link {PAGE} from", path.display()))?;
-    let link = format!(
-        "<li><a href=\"{PAGE}\">simulator vs live</a></li>\n<li><a href=\"sim/report.html\">simulator report</a></li>\n"
-    );
-    let linked = format!("{}{link}{}", &html[..at + NAV_START.len()], &html[at + NAV_START.len()..]);
-    std::fs::write(&path, linked).with_context(|| format!("writing {}", path.display()))
 }
 
 fn ms(seconds: Option<f64>) -> String {

@@ -1,4 +1,4 @@
-//! `ClusterView`: the storage nodes as the data path sees them: their records from the
+//! `NodeConnections`: the storage nodes as the data path sees them: their records from the
 //! [`meta::MetaStore`] and one lazily connected [`NodeClient`] per node, carrying the cluster secret.
 //! Owns connection reuse; must not decide placement, retries or degraded reads.
 
@@ -12,7 +12,7 @@ use node::{ClientError, NodeClient};
 use super::DataError;
 
 /// Node records and clients. Cheap to share behind an `Arc`.
-pub struct ClusterView {
+pub struct NodeConnections {
     meta: Arc<dyn MetaStore>,
     secret: String,
     rpc_timeout: Duration,
@@ -20,13 +20,13 @@ pub struct ClusterView {
     clients: Mutex<HashMap<NodeId, (String, NodeClient)>>,
 }
 
-impl std::fmt::Debug for ClusterView {
+impl std::fmt::Debug for NodeConnections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterView").field("rpc_timeout", &self.rpc_timeout).finish_non_exhaustive()
+        f.debug_struct("NodeConnections").field("rpc_timeout", &self.rpc_timeout).finish_non_exhaustive()
     }
 }
 
-impl ClusterView {
+impl NodeConnections {
     /// A view over `meta`'s nodes, connecting with `secret`; every call is limited to `rpc_timeout`.
     pub fn new(meta: Arc<dyn MetaStore>, secret: impl Into<String>, rpc_timeout: Duration) -> Self {
         Self { meta, secret: secret.into(), rpc_timeout, clients: Mutex::new(HashMap::new()) }

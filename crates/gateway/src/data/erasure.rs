@@ -20,7 +20,7 @@ use codec::ErasureCode;
 use futures_util::{StreamExt, TryStreamExt, stream};
 use meta::{Layout, MetaError, MetaStore, NodeId, NodeState, StripeId, StripeMeta, StripeSegment, StripeState};
 
-use super::cluster::ClusterView;
+use super::cluster::NodeConnections;
 use super::config::DataConfig;
 use super::controller::{Controller, ControllerConfig};
 use super::cut::{CutLimits, StripeCut, cut_stripes};
@@ -93,7 +93,7 @@ impl ErasureData {
     pub async fn new(config: DataConfig, meta: Arc<dyn MetaStore>) -> Result<Self, DataError> {
         config.validate()?;
         let delayed = Arc::new(DelayedReleases::new(Duration::from_millis(config.orphans.release_delay_ms)));
-        let cluster = Arc::new(ClusterView::new(meta, config.cluster_secret.clone(), config.node_rpc_timeout()));
+        let cluster = Arc::new(NodeConnections::new(meta, config.cluster_secret.clone(), config.node_rpc_timeout()));
         let code_name = config.code_spec()?.to_string();
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name)?;

@@ -13,7 +13,7 @@ use futures_util::stream::FuturesUnordered;
 use meta::{MetaStore, NodeId, NodeInfo, NodeState};
 
 use super::DataError;
-use super::cluster::ClusterView;
+use super::cluster::NodeConnections;
 use super::config::MembershipConfig;
 
 /// Registers (or re-registers, keeping its state when already known) a storage node as Up with a
@@ -47,7 +47,7 @@ pub fn unix_now_ms() -> u64 {
 /// The failure detector; see the module documentation.
 #[derive(Debug)]
 pub struct Membership {
-    cluster: Arc<ClusterView>,
+    cluster: Arc<NodeConnections>,
     config: MembershipConfig,
     /// Consecutive failed probes per node.
     misses: Mutex<HashMap<NodeId, u32>>,
@@ -66,7 +66,7 @@ pub struct ProbeRound {
 
 impl Membership {
     /// A failure detector over `cluster`'s nodes.
-    pub fn new(cluster: Arc<ClusterView>, config: MembershipConfig) -> Self {
+    pub fn new(cluster: Arc<NodeConnections>, config: MembershipConfig) -> Self {
         Self { cluster, config, misses: Mutex::new(HashMap::new()) }
     }
 

@@ -17,7 +17,7 @@ use futures_util::stream::FuturesUnordered;
 use meta::{MetaError, NodeId, NodeInfo, StripeId, StripeMeta};
 
 use super::DataError;
-use super::cluster::ClusterView;
+use super::cluster::NodeConnections;
 use super::config::DataConfig;
 use super::controller::Controller;
 use super::placement::Placer;
@@ -46,7 +46,7 @@ pub struct DataCounters {
 
 /// Shared unit I/O; see the module documentation.
 pub struct StripeIo {
-    cluster: Arc<ClusterView>,
+    cluster: Arc<NodeConnections>,
     config: DataConfig,
     placer: Mutex<Placer>,
     codes: Mutex<HashMap<String, Arc<dyn ErasureCode>>>,
@@ -65,7 +65,7 @@ impl std::fmt::Debug for StripeIo {
 
 impl StripeIo {
     /// Unit I/O over `cluster` with `config` (validated by the caller).
-    pub fn new(cluster: Arc<ClusterView>, config: DataConfig) -> Self {
+    pub fn new(cluster: Arc<NodeConnections>, config: DataConfig) -> Self {
         let placer = Placer::new(config.rack_aware, config.placement_seed);
         Self {
             cluster,
@@ -79,7 +79,7 @@ impl StripeIo {
     }
 
     /// The cluster view.
-    pub fn cluster(&self) -> &Arc<ClusterView> {
+    pub fn cluster(&self) -> &Arc<NodeConnections> {
         &self.cluster
     }
 
