@@ -36,7 +36,6 @@ code = "{code}"
 
 [data]
 unit_bytes = {UNIT_BYTES}
-degraded_read_timeout_ms = 500
 
 [data.membership]
 probe_interval_ms = 1000

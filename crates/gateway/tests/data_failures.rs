@@ -356,7 +356,6 @@ async fn overloaded_live_nodes_make_a_read_unavailable_not_lost() {
     let cluster = TestCluster::start(9, 9).await;
     let mut config = cluster.config("rs-6-3");
     config.packed.max_object_bytes = 0;
-    config.degraded_read_timeout_ms = 100;
     config.node_rpc_timeout_ms = 600;
     let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
     let body = pattern(600_000, 8);

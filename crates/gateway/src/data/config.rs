@@ -8,6 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use super::DataError;
 
+/// The error of a config that still names `degraded_read_timeout_ms`.
+pub const RETIRED_READ_TIMEOUT: &str = "degraded_read_timeout_ms is retired: a read's timeout is the read \
+     policy's normal_timeout_ms ([controller.settings] in up.toml, default 1000 ms; `lowtail admin policy set` \
+     changes it on a running cluster). Remove the line";
+
 /// Configuration of the erasure-coded data path. Every field has a default except `cluster_secret`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -17,9 +22,11 @@ pub struct DataConfig {
     /// Unit size of full stripes of striped objects. Default 1 MiB. The last stripe of an object
     /// uses `ceil(rest / k)` rounded up to 64 bytes instead, so small objects waste little space.
     pub unit_bytes: u64,
-    /// How long a data-unit read may take before a degraded read is started beside it ("Normal"
-    /// policy of Hu et al.). Default 500 ms.
-    pub degraded_read_timeout_ms: u64,
+    /// Retired: a read's timeout is the read policy's `normal_timeout_ms` (`[controller.settings]`,
+    /// default 1000 ms), for planned and robust reads alike. Named in a config, it is refused with
+    /// that advice rather than ignored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded_read_timeout_ms: Option<u64>,
     /// Limit on every other node call (writes, recovery-set reads, deletes). Default 30 s.
     pub node_rpc_timeout_ms: u64,
     /// Largest object one write accepts. Default 5 GiB (S3's single-PUT limit).
@@ -164,7 +171,7 @@ impl Default for DataConfig {
         Self {
             code: "rs-6-3".into(),
             unit_bytes: 1 << 20,
-            degraded_read_timeout_ms: 500,
+            degraded_read_timeout_ms: None,
             node_rpc_timeout_ms: 30_000,
             max_object_bytes: 5 << 30,
             max_parallel_unit_reads: 32,
@@ -240,8 +247,11 @@ impl DataConfig {
         if self.cluster_secret.is_empty() {
             return bad("cluster_secret must be set".into());
         }
-        if self.degraded_read_timeout_ms == 0 || self.node_rpc_timeout_ms == 0 {
-            return bad("timeouts must be positive".into());
+        if self.degraded_read_timeout_ms.is_some() {
+            return bad(RETIRED_READ_TIMEOUT.into());
+        }
+        if self.node_rpc_timeout_ms == 0 {
+            return bad("node_rpc_timeout_ms must be positive".into());
         }
         if self.max_parallel_unit_reads == 0 || self.repair.max_concurrent_stripes == 0 {
             return bad("max_parallel_unit_reads and repair.max_concurrent_stripes must be positive".into());
@@ -317,11 +327,6 @@ impl DataConfig {
         self.gateway_id.as_deref().unwrap_or(DEFAULT_GATEWAY_ID)
     }
 
-    /// `degraded_read_timeout_ms` as a duration.
-    pub fn degraded_read_timeout(&self) -> Duration {
-        Duration::from_millis(self.degraded_read_timeout_ms)
-    }
-
     /// `node_rpc_timeout_ms` as a duration.
     pub fn node_rpc_timeout(&self) -> Duration {
         Duration::from_millis(self.node_rpc_timeout_ms)
@@ -386,6 +391,19 @@ mod tests {
             let error = config(full + 1).validate().unwrap_err().to_string();
             assert!(error.contains("ack_min_failures_tolerated") && error.contains(code), "{error}");
         }
+    }
+
+    #[test]
+    fn a_config_naming_the_retired_read_timeout_is_refused_with_advice() {
+        let text = "cluster_secret = \"s\"\ndegraded_read_timeout_ms = 500\n";
+        let config: DataConfig = toml::from_str(text).expect("it still parses, to be refused by name");
+        let error = config.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("degraded_read_timeout_ms is retired") && error.contains("normal_timeout_ms"),
+            "{error}"
+        );
+        let written = toml::to_string(&valid()).unwrap();
+        assert!(!written.contains("degraded_read_timeout_ms"), "never written back: {written}");
     }
 
     #[test]

@@ -560,12 +560,12 @@ impl Packer {
                     .map(|(bytes, _timing)| bytes)
                     .map_err(|e| e.to_string())
             };
-            // A slow replica is abandoned after the degraded-read timeout for the next one
-            // (the "Normal" policy), except the last, which gets the whole RPC timeout.
+            // A slow replica is abandoned after the read timeout for the next one (the "Normal"
+            // policy), except the last, which gets the whole RPC timeout.
             let result = if i + 1 < targets.len() {
-                tokio::time::timeout(self.io.config().degraded_read_timeout(), read)
+                tokio::time::timeout(self.io.read_timeout(), read)
                     .await
-                    .unwrap_or_else(|_| Err("slower than the degraded-read timeout".into()))
+                    .unwrap_or_else(|_| Err("slower than the read timeout".into()))
             } else {
                 read.await
             };

@@ -221,7 +221,7 @@ impl StripeIo {
     }
 
     /// Bytes `offset .. offset + length` of data unit `unit` by the robust read (see
-    /// [`robust`]): the unit itself, with its recovery set after the degraded-read timeout, round
+    /// [`robust`]): the unit itself, with its recovery set after [`StripeIo::read_timeout`], round
     /// after round until something answers. Says whether the bytes were decoded (a degraded read).
     pub async fn read_data_range_robust(
         &self,
@@ -233,7 +233,15 @@ impl StripeIo {
         length: u64,
     ) -> Result<(Bytes, bool), DataError> {
         let range = RangeRead { io: self, nodes, stripe, code, unit, offset, length };
-        robust::read(range, self.config.degraded_read_timeout().as_nanos() as u64).await
+        robust::read(range, self.read_timeout().as_nanos() as u64).await
+    }
+
+    /// How long a unit read may take before its recovery set is read beside it: the read policy's
+    /// `normal_timeout_ms` (the attached controller's, switched live by `lowtail admin policy set`;
+    /// the default policy settings' without a controller). The one read timeout of the gateway.
+    pub fn read_timeout(&self) -> std::time::Duration {
+        let settings = self.controller.get().map_or_else(policy::PolicySettings::default, |c| c.policy().settings);
+        std::time::Duration::from_millis(settings.normal_timeout_ms)
     }
 
     /// Counts a unit range served through a recovery set (counter and metric).

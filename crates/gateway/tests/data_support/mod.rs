@@ -69,7 +69,6 @@ impl TestCluster {
             code: code.into(),
             cluster_secret: SECRET.into(),
             placement_seed: Some(42),
-            degraded_read_timeout_ms: 300,
             node_rpc_timeout_ms: 10_000,
             // Tests of release check what it deleted at once; `data_rw` tests the delay.
             orphans: OrphanConfig { release_delay_ms: 0, ..Default::default() },
