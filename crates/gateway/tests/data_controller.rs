@@ -36,7 +36,7 @@ async fn write_objects(data: &ErasureData) -> Vec<(Bytes, Layout)> {
 async fn with_controller(data: &ErasureData, code: &str, policy: PolicyKind) -> Arc<Controller> {
     let config = ControllerConfig { policy, max_records: 1_000_000, ..Default::default() };
     let controller = Arc::new(Controller::new(&config, code).unwrap());
-    data.io().attach_controller(Arc::clone(&controller)).unwrap();
+    data.reads().attach_controller(Arc::clone(&controller)).unwrap();
     controller
 }
 
@@ -305,8 +305,8 @@ async fn records_beyond_the_limit_are_counted_and_dropped() {
     let objects = write_objects(&data).await;
     let config = ControllerConfig { max_records: 2, ..Default::default() };
     let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
-    data.io().attach_controller(Arc::clone(&controller)).unwrap();
-    assert!(data.io().attach_controller(Arc::clone(&controller)).is_err(), "one controller per data path");
+    data.reads().attach_controller(Arc::clone(&controller)).unwrap();
+    assert!(data.reads().attach_controller(Arc::clone(&controller)).is_err(), "one controller per data path");
     for (body, layout) in &objects {
         data.read(layout, 0..body.len() as u64).await.unwrap();
     }
@@ -333,7 +333,7 @@ async fn a_probe_of_a_hung_node_gives_up_after_the_probe_timeout() {
     let config =
         ControllerConfig { policy: PolicyKind::LmlfPw2, probe_timeout_ms: 200, max_records: 100, ..Default::default() };
     let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
-    data.io().attach_controller(Arc::clone(&controller)).unwrap();
+    data.reads().attach_controller(Arc::clone(&controller)).unwrap();
     let victim_info = cluster.node_info(victim).await;
     cluster.stop(victim).await;
     // Its address now takes connections and never answers; the pooled connection is dropped so

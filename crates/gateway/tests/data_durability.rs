@@ -108,10 +108,17 @@ async fn missing_units_move_to_a_spare_at_once_and_a_down_nodes_units_wait_for_t
     let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     let before = pattern(3 << 20, 1);
     let before_layout = data.write(before.clone()).await.unwrap().layout;
-    // Nodes 0 and 9 go Down now (their grace starts): 8 Up nodes for 9 units, so each stripe
-    // written now leaves one unit missing, placed on node 0.
-    cluster.kill(0).await;
-    cluster.kill(9).await;
+    // Placement is random among equally loaded nodes: the first stripe is on 9 of the 10 nodes.
+    // One of them goes Down and stays (its intact unit waits for the grace); the one left out
+    // goes Down too and returns empty, a spare for the stripes written meanwhile.
+    let Layout::Striped { segments } = &before_layout else { panic!("striped") };
+    let before_placement = cluster.meta.get_stripe(segments[0].stripe).await.unwrap().placement;
+    let down = before_placement[0];
+    let spare = (0..10).map(NodeId).find(|n| !before_placement.contains(n)).expect("one node left out");
+    // Both go Down now (the grace starts): 8 Up nodes for 9 units, so each stripe written now
+    // leaves one unit missing, placed on a Down node.
+    cluster.kill(down.0 as usize).await;
+    cluster.kill(spare.0 as usize).await;
     let body = pattern(3 << 20, 2);
     let written = data.write(body.clone()).await.unwrap();
     assert_eq!(written.redundancy.failures_tolerated, 2);
@@ -120,24 +127,25 @@ async fn missing_units_move_to_a_spare_at_once_and_a_down_nodes_units_wait_for_t
     for id in &under {
         let stripe = cluster.meta.get_stripe(*id).await.unwrap();
         assert_eq!(stripe.missing_units.len(), 1, "{stripe:?}");
-        assert_eq!(stripe.placement[usize::from(stripe.missing_units[0])], NodeId(0), "{stripe:?}");
+        let on = stripe.placement[usize::from(stripe.missing_units[0])];
+        assert!(on == down || on == spare, "the missing unit is recorded on a Down node: {stripe:?}");
     }
-    // Node 9 returns, empty of the new stripes: a spare for them.
-    cluster.restart(9).await;
+    // The spare returns, empty of the new stripes.
+    cluster.restart(spare.0 as usize).await;
     let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
     repair.scan().await.unwrap();
     let status = repair.status();
     for id in &under {
         let stripe = cluster.meta.get_stripe(*id).await.unwrap();
-        assert!(stripe.missing_units.is_empty(), "stripe {id} rebuilt onto the spare: {stripe:?}");
-        assert!(stripe.placement.contains(&NodeId(9)) && !stripe.placement.contains(&NodeId(0)), "{stripe:?}");
+        assert!(stripe.missing_units.is_empty(), "stripe {id} rebuilt: {stripe:?}");
+        assert!(stripe.placement.contains(&spare) && !stripe.placement.contains(&down), "onto the spare: {stripe:?}");
     }
-    // What remains short is only the intact units of node 0, waiting for the grace.
+    // What remains short is only the intact unit of the Down node, waiting for the grace.
     let census = status.census.clone().unwrap();
     assert_eq!((census.stripes_missing_units, census.stripes_under_redundant), (0, 1), "{census:?}");
     assert_eq!(status.stripe_failures, 0, "{status:?}");
     assert!(status.blocked.is_empty(), "waiting is not blocked: {status:?}");
-    assert_eq!(status.nodes_in_grace.iter().map(|n| n.node).collect::<Vec<_>>(), vec![NodeId(0)]);
+    assert_eq!(status.nodes_in_grace.iter().map(|n| n.node).collect::<Vec<_>>(), vec![down]);
     assert_readable(&data, &[(before, before_layout), (body, written.layout)], "after the spare repair").await;
     cluster.shutdown().await;
 }

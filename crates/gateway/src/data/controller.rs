@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use super::DataError;
 use super::executor::{self, Clock, TaskEnd, TaskResult};
+use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo, decode};
 
 /// Largest `max_catalog_stripes` accepted (about 180 MB of placement and policy tables).
@@ -406,6 +407,12 @@ impl Controller {
         self.epoch.elapsed().as_nanos() as u64
     }
 
+    /// The gateway's read timeout: the running policy's `normal_timeout_ms` (Normal's fallback, and
+    /// the robust read's).
+    pub fn read_timeout(&self) -> Duration {
+        Duration::from_millis(self.lock().settings.normal_timeout_ms)
+    }
+
     /// The counters.
     pub fn counters(&self) -> &ControllerCounters {
         &self.counters
@@ -466,7 +473,7 @@ impl Controller {
 
     /// Bytes `offset .. offset + length` of data unit `unit` of sealed `stripe`, as the policy
     /// plans, with nodes that are not Up looking full to it. Reads the controller cannot plan (a
-    /// stripe of another code, the catalog starting afresh) take `io`'s robust path. Every read is
+    /// stripe of another code, the catalog starting afresh) take the robust read (`robust`). Every read is
     /// recorded; one served without a plan has no tasks.
     #[allow(clippy::too_many_arguments)]
     pub async fn read(
@@ -495,7 +502,8 @@ impl Controller {
         };
         let Some(decision) = decision else {
             count(&self.counters.bypassed, "lowtail_controller_reads_bypassed_total", 1);
-            let result = io.read_data_range_robust(nodes, stripe, code, unit, offset, length).await;
+            let range = RangeRead { io, nodes, stripe, code, unit, offset, length };
+            let result = robust::read(range, self.read_timeout().as_nanos() as u64).await;
             let read = Unplanned {
                 stripe,
                 unit,
@@ -522,7 +530,8 @@ impl Controller {
             Executed::Failed { timed_out } => {
                 // Availability first: the robust read tries every decodable set and Down nodes.
                 count(&self.counters.fallbacks, "lowtail_controller_fallbacks_total", 1);
-                let result = io.read_data_range_robust(nodes, stripe, code, unit, offset, length).await;
+                let range = RangeRead { io, nodes, stripe, code, unit, offset, length };
+                let result = robust::read(range, self.read_timeout().as_nanos() as u64).await;
                 (result.map(|(bytes, _)| bytes), true, timed_out)
             }
         };

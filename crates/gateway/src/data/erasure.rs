@@ -30,6 +30,7 @@ use super::membership::unix_now_ms;
 use super::membership::{BackgroundTask, Membership};
 use super::orphans::OrphanCollector;
 use super::packed::{PackRefused, Packer};
+use super::read::Reads;
 use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
 use super::stripe_write::{encode_units, forget_placement, judge, place_new_stripe, write_units};
@@ -56,6 +57,7 @@ const MAX_STRIPES_COUNTED: usize = 1 << 20;
 #[derive(Clone)]
 pub struct ErasureData {
     io: Arc<StripeIo>,
+    reads: Arc<Reads>,
     code: Arc<dyn ErasureCode>,
     code_name: String,
     /// Failures a fully written stripe of `code` survives.
@@ -82,7 +84,7 @@ struct UnitPiece {
 
 impl ErasureData {
     async fn read_piece(&self, nodes: &NodeMap, piece: UnitPiece) -> Result<Bytes, DataError> {
-        self.io.read_data_range(nodes, &piece.stripe, piece.code.as_ref(), piece.unit, piece.offset, piece.length).await
+        self.reads.read_range(nodes, &piece.stripe, piece.code.as_ref(), piece.unit, piece.offset, piece.length).await
     }
 
     /// A data path over the nodes registered in `meta`, with no background tasks (see
@@ -97,10 +99,11 @@ impl ErasureData {
         let code_name = config.code_spec()?.to_string();
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name)?;
-        let packer = Packer::new(Arc::clone(&io), Arc::clone(&code), code_name.clone());
+        let reads = Arc::new(Reads::new(Arc::clone(&io)));
+        let packer = Packer::new(Arc::clone(&io), Arc::clone(&reads), Arc::clone(&code), code_name.clone());
         let full_failures_tolerated = io.config().full_failures_tolerated()?;
         let holds = Arc::new(StripeHolds::default());
-        let data = Self { io, code, code_name, full_failures_tolerated, packer, holds, delayed };
+        let data = Self { io, reads, code, code_name, full_failures_tolerated, packer, holds, delayed };
         data.count_existing_units().await?;
         Ok(data)
     }
@@ -179,6 +182,11 @@ impl ErasureData {
     /// The shared unit I/O (counters, corrupt reports, cluster view), for membership and repair.
     pub fn io(&self) -> &Arc<StripeIo> {
         &self.io
+    }
+
+    /// Data-unit range reads, where the read controller is attached.
+    pub fn reads(&self) -> &Arc<Reads> {
+        &self.reads
     }
 
     /// Encodes one stripe's worth of object bytes into n units of `unit_bytes` each (the data zero
@@ -611,7 +619,7 @@ impl RunningData {
     /// follows its policy) and starts its lazy-refresh task. Once per data path.
     pub fn start_controller(&mut self, config: &ControllerConfig) -> Result<Arc<Controller>, DataError> {
         let controller = Arc::new(Controller::new(config, &self.data.code_name)?);
-        self.data.io.attach_controller(Arc::clone(&controller))?;
+        self.data.reads.attach_controller(Arc::clone(&controller))?;
         let (refresher, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
         self.tasks.push(BackgroundTask::spawn("controller-refresh", move |stop| refresher.run_refresh(io, stop)));
         Ok(controller)

@@ -25,6 +25,7 @@ pub mod orphans;
 pub mod packed;
 pub mod placement;
 pub mod plan;
+pub mod read;
 pub mod repair;
 pub mod robust;
 pub mod stripe_io;

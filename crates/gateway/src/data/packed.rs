@@ -41,6 +41,7 @@ use tokio::time::Instant;
 use super::controller::Unplanned;
 use super::erasure::UNIT_ALIGN_BYTES;
 use super::membership::unix_now_ms;
+use super::read::Reads;
 use super::stripe_io::{NodeMap, StripeIo};
 use super::stripe_write::{encode_units, forget_placement, judge, move_off_unavailable, write_units};
 use super::{DataError, meta_error};
@@ -174,6 +175,7 @@ pub struct PackedStatus {
 /// The packer of one gateway. Shared by `Arc`; its background tick seals stripes on time.
 pub struct Packer {
     io: Arc<StripeIo>,
+    reads: Arc<Reads>,
     code: Arc<dyn ErasureCode>,
     code_name: String,
     state: Mutex<PackerState>,
@@ -187,10 +189,11 @@ impl std::fmt::Debug for Packer {
 }
 
 impl Packer {
-    /// A packer writing stripes of `code` through `io`.
-    pub fn new(io: Arc<StripeIo>, code: Arc<dyn ErasureCode>, code_name: String) -> Arc<Self> {
+    /// A packer writing stripes of `code` through `io`, reading sealed ones through `reads`.
+    pub fn new(io: Arc<StripeIo>, reads: Arc<Reads>, code: Arc<dyn ErasureCode>, code_name: String) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             io,
+            reads,
             code,
             code_name,
             state: Mutex::new(PackerState {
@@ -488,7 +491,7 @@ impl Packer {
         let length = range.end - range.start;
         // A replica read has no plan, but the controller records it like every read: once, when it
         // is served or finally fails (a retry that finds the stripe sealed records itself).
-        let controller = self.io.controller();
+        let controller = self.reads.controller();
         let arrival_ns = controller.map(|c| c.now_ns()).unwrap_or(0);
         for attempt in 0..READ_ATTEMPTS {
             let stripe = self.io.stripe(stripe_id).await?;
@@ -501,10 +504,7 @@ impl Packer {
                         "packed object outside data unit {unit} of stripe {stripe_id}"
                     )));
                 }
-                return self
-                    .io
-                    .read_data_range(&nodes, &stripe, code.as_ref(), unit, offset + range.start, length)
-                    .await;
+                return self.reads.read_range(&nodes, &stripe, code.as_ref(), unit, offset + range.start, length).await;
             }
             let seq = replica_unit
                 .ok_or_else(|| DataError::Internal(format!("object in open stripe {stripe_id} has no replica unit")))?;
@@ -563,7 +563,7 @@ impl Packer {
             // A slow replica is abandoned after the read timeout for the next one (the "Normal"
             // policy), except the last, which gets the whole RPC timeout.
             let result = if i + 1 < targets.len() {
-                tokio::time::timeout(self.io.read_timeout(), read)
+                tokio::time::timeout(self.reads.read_timeout(), read)
                     .await
                     .unwrap_or_else(|_| Err("slower than the read timeout".into()))
             } else {

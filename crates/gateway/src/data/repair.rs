@@ -40,6 +40,7 @@ use super::config::RepairConfig;
 use super::lease::LeaseClaims;
 use super::membership::{BackgroundTask, unix_now_ms};
 use super::packed::REPLICA_UNIT_BASE;
+use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo};
 use super::{DataError, lock, meta_error};
 
@@ -928,15 +929,20 @@ impl RepairService {
         let mut written = Vec::new();
         for &(unit, target) in &plan.targets {
             self.pace(stripe.unit_bytes * code.data_units() as u64).await;
-            let rebuilt = self
-                .io
-                .rebuild_range(nodes, stripe, code.as_ref(), unit, 0, stripe.unit_bytes, failed.clone())
-                .await
-                .map_err(|error| match error {
-                    DataError::Lost(_) => Blocker::TooFewReadable,
-                    DataError::Meta(_) | DataError::Internal(_) => Blocker::Metadata,
-                    _ => Blocker::SourcesUnavailable,
-                });
+            let range = RangeRead {
+                io: &self.io,
+                nodes,
+                stripe,
+                code: code.as_ref(),
+                unit,
+                offset: 0,
+                length: stripe.unit_bytes,
+            };
+            let rebuilt = robust::rebuild(range, failed.clone()).await.map_err(|error| match error {
+                DataError::Lost(_) => Blocker::TooFewReadable,
+                DataError::Meta(_) | DataError::Internal(_) => Blocker::Metadata,
+                _ => Blocker::SourcesUnavailable,
+            });
             let rebuilt = match rebuilt {
                 Ok(rebuilt) => rebuilt,
                 Err(cause) if written.is_empty() => return Err(cause),

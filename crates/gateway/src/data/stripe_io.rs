@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use codec::ErasureCode;
@@ -19,9 +19,7 @@ use meta::{MetaError, NodeId, NodeInfo, StripeId, StripeMeta};
 use super::DataError;
 use super::cluster::NodeConnections;
 use super::config::DataConfig;
-use super::controller::Controller;
 use super::placement::Placer;
-use super::robust::{self, RangeRead};
 
 /// Most corrupt-unit reports kept for repair; later ones are dropped (the node's own list of corrupt
 /// units still has them, and repair polls it).
@@ -52,9 +50,6 @@ pub struct StripeIo {
     codes: Mutex<HashMap<String, Arc<dyn ErasureCode>>>,
     corrupt_reports: Mutex<BTreeSet<(StripeId, u16, NodeId)>>,
     counters: DataCounters,
-    /// The read controller, once attached: data-unit reads of sealed stripes then follow its
-    /// policy. Without one they follow the built-in Normal read below.
-    controller: OnceLock<Arc<Controller>>,
 }
 
 impl std::fmt::Debug for StripeIo {
@@ -74,24 +69,12 @@ impl StripeIo {
             codes: Mutex::new(HashMap::new()),
             corrupt_reports: Mutex::new(BTreeSet::new()),
             counters: DataCounters::default(),
-            controller: OnceLock::new(),
         }
     }
 
     /// The cluster view.
     pub fn cluster(&self) -> &Arc<NodeConnections> {
         &self.cluster
-    }
-
-    /// Routes data-unit reads through `controller` from now on. Once only: a second controller is
-    /// refused (it would split the records and the policy's state).
-    pub fn attach_controller(&self, controller: Arc<Controller>) -> Result<(), DataError> {
-        self.controller.set(controller).map_err(|_| DataError::Internal("a read controller is already attached".into()))
-    }
-
-    /// The attached read controller.
-    pub fn controller(&self) -> Option<&Arc<Controller>> {
-        self.controller.get()
     }
 
     /// The configuration.
@@ -201,70 +184,10 @@ impl StripeIo {
         }
     }
 
-    /// Bytes `offset .. offset + length` of data unit `unit`, as the attached controller's policy
-    /// plans (see [`Controller::read`]), or by [`StripeIo::read_data_range_robust`] without one.
-    pub async fn read_data_range(
-        &self,
-        nodes: &NodeMap,
-        stripe: &StripeMeta,
-        code: &dyn ErasureCode,
-        unit: usize,
-        offset: u64,
-        length: u64,
-    ) -> Result<Bytes, DataError> {
-        match self.controller.get() {
-            Some(controller) => controller.read(self, nodes, stripe, code, unit, offset, length).await,
-            None => {
-                self.read_data_range_robust(nodes, stripe, code, unit, offset, length).await.map(|(bytes, _)| bytes)
-            }
-        }
-    }
-
-    /// Bytes `offset .. offset + length` of data unit `unit` by the robust read (see
-    /// [`robust`]): the unit itself, with its recovery set after [`StripeIo::read_timeout`], round
-    /// after round until something answers. Says whether the bytes were decoded (a degraded read).
-    pub async fn read_data_range_robust(
-        &self,
-        nodes: &NodeMap,
-        stripe: &StripeMeta,
-        code: &dyn ErasureCode,
-        unit: usize,
-        offset: u64,
-        length: u64,
-    ) -> Result<(Bytes, bool), DataError> {
-        let range = RangeRead { io: self, nodes, stripe, code, unit, offset, length };
-        robust::read(range, self.read_timeout().as_nanos() as u64).await
-    }
-
-    /// How long a unit read may take before its recovery set is read beside it: the read policy's
-    /// `normal_timeout_ms` (the attached controller's, switched live by `lowtail admin policy set`;
-    /// the default policy settings' without a controller). The one read timeout of the gateway.
-    pub fn read_timeout(&self) -> std::time::Duration {
-        let settings = self.controller.get().map_or_else(policy::PolicySettings::default, |c| c.policy().settings);
-        std::time::Duration::from_millis(settings.normal_timeout_ms)
-    }
-
     /// Counts a unit range served through a recovery set (counter and metric).
     pub fn count_degraded(&self) {
         self.counters.degraded_reads.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("lowtail_gateway_degraded_reads_total").increment(1);
-    }
-
-    /// Rebuilds bytes `offset .. offset + length` of unit `target` from its recovery sets (see
-    /// [`robust::rebuild`]), never reading `target`, a unit in `failed` or one the stripe records
-    /// missing.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn rebuild_range(
-        &self,
-        nodes: &NodeMap,
-        stripe: &StripeMeta,
-        code: &dyn ErasureCode,
-        target: usize,
-        offset: u64,
-        length: u64,
-        failed: BTreeSet<usize>,
-    ) -> Result<Bytes, DataError> {
-        robust::rebuild(RangeRead { io: self, nodes, stripe, code, unit: target, offset, length }, failed).await
     }
 
     /// Writes a unit to `node`; returns once it is durable there.

@@ -1,0 +1,75 @@
+//! The read of a data-unit range of a sealed stripe, the one way down the read path: the object
+//! layer (`erasure`, `packed`) asks here; here the attached read controller plans it with its policy
+//! and runs the plan through the execution core, or, without a controller, the robust read does.
+//! Below are unit I/O (`stripe_io`) and the nodes; nothing below calls back up.
+//!
+//! Owns the attachment of the controller and the gateway's read timeout. Must not do unit I/O
+//! itself or decide a plan.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use codec::ErasureCode;
+use meta::StripeMeta;
+
+use super::DataError;
+use super::controller::Controller;
+use super::robust::{self, RangeRead};
+use super::stripe_io::{NodeMap, StripeIo};
+
+/// Data-unit range reads over `io`, planned by the controller once one is attached.
+#[derive(Debug)]
+pub struct Reads {
+    io: Arc<StripeIo>,
+    /// The read controller, once attached: reads then follow its policy.
+    controller: OnceLock<Arc<Controller>>,
+}
+
+impl Reads {
+    /// Reads over `io`, robust until a controller is attached.
+    pub fn new(io: Arc<StripeIo>) -> Reads {
+        Reads { io, controller: OnceLock::new() }
+    }
+
+    /// Routes reads through `controller` from now on. Once only: a second controller is refused (it
+    /// would split the records and the policy's state).
+    pub fn attach_controller(&self, controller: Arc<Controller>) -> Result<(), DataError> {
+        self.controller.set(controller).map_err(|_| DataError::Internal("a read controller is already attached".into()))
+    }
+
+    /// The attached read controller.
+    pub fn controller(&self) -> Option<&Arc<Controller>> {
+        self.controller.get()
+    }
+
+    /// How long a unit read may take before its recovery set is read beside it: the read policy's
+    /// `normal_timeout_ms` (the attached controller's, switched live by `lowtail admin policy set`;
+    /// the default policy settings' without a controller). The one read timeout of the gateway.
+    pub fn read_timeout(&self) -> Duration {
+        match self.controller.get() {
+            Some(controller) => controller.read_timeout(),
+            None => Duration::from_millis(policy::PolicySettings::default().normal_timeout_ms),
+        }
+    }
+
+    /// Bytes `offset .. offset + length` of data unit `unit` of sealed `stripe`: as the attached
+    /// controller plans (see [`Controller::read`]), or by the robust read without one.
+    pub async fn read_range(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        unit: usize,
+        offset: u64,
+        length: u64,
+    ) -> Result<Bytes, DataError> {
+        match self.controller.get() {
+            Some(controller) => controller.read(&self.io, nodes, stripe, code, unit, offset, length).await,
+            None => {
+                let range = RangeRead { io: &self.io, nodes, stripe, code, unit, offset, length };
+                robust::read(range, self.read_timeout().as_nanos() as u64).await.map(|(bytes, _)| bytes)
+            }
+        }
+    }
+}
