@@ -63,7 +63,13 @@ pub struct RunningNode {
     background: JoinHandle<()>,
     scrubber: Arc<Scrubber>,
     scrub: JoinHandle<()>,
+    /// The store, to see it released (its directory lock with it) before shutdown returns.
+    store: std::sync::Weak<UnitStore>,
 }
+
+/// How long [`RunningNode::shutdown`] waits for the last reference to the store (a cancelled scrub
+/// read finishing on a blocking thread) before it returns anyway.
+const STORE_RELEASE_WAIT: Duration = Duration::from_secs(5);
 
 impl RunningNode {
     /// Address the gRPC server is bound to.
@@ -106,11 +112,22 @@ impl RunningNode {
         }
         self.background.abort();
         self.scrub.abort();
+        // Aborting only asks: wait until both tasks are gone.
+        let _ = self.background.await;
+        let _ = self.scrub.await;
         if let (Some(stop), Some(server)) = (self.stop_metrics, self.metrics_server) {
             let _ = stop.send(());
             let _ = server.await;
         }
-        tracing::info!(node = self.scheduler.node_id(), "node stopped");
+        let node_id = self.scheduler.node_id();
+        drop((self.scheduler, self.scrubber));
+        // A scrub read cancelled mid-chunk finishes on its blocking thread; once it has, the store
+        // and its directory lock are released, so the directory can be opened again at once.
+        let deadline = tokio::time::Instant::now() + STORE_RELEASE_WAIT;
+        while self.store.strong_count() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tracing::info!(node = node_id, "node stopped");
     }
 }
 
@@ -126,6 +143,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
     let limits = QueueLimits { max_queued_bytes: config.max_queued_bytes, max_queued_tasks: config.max_queued_tasks };
     let store = Arc::new(store);
     let scrubber = Arc::new(Scrubber::new(Arc::clone(&store), config.scrub.clone(), &config.data_dir, config.node_id));
+    let store_released = Arc::downgrade(&store);
     let scheduler = Scheduler::new(config.node_id, store, limits, config.service_model.clone())?;
 
     let rpc_listener = tokio::net::TcpListener::bind(config.listen_addr)
@@ -184,6 +202,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
         background,
         scrubber,
         scrub,
+        store: store_released,
     })
 }
 
