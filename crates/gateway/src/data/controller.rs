@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use super::DataError;
 use super::executor::{self, Clock, TaskEnd, TaskResult};
 use super::robust::{self, RangeRead};
-use super::stripe_io::{NodeMap, StripeIo, decode};
+use super::stripe_io::{NodeMap, StripeIo};
 
 /// Largest `max_catalog_stripes` accepted (about 180 MB of placement and policy tables).
 pub const MAX_CATALOG_STRIPES: usize = 1 << 20;
@@ -518,7 +518,7 @@ impl Controller {
         count(&self.counters.planned_reads, "lowtail_controller_reads_planned_total", 1);
         metrics::histogram!("lowtail_controller_decision_seconds")
             .record((decision.decision_end_ns - decision.decision_start_ns) as f64 / 1e9);
-        let target = UnitRead { io, nodes, stripe, code, unit };
+        let target = RangeRead { io, nodes, stripe, code, unit, offset, length };
         let (executed, ends) = self.execute(&target, &decision).await;
         let (result, degraded, timed_out) = match executed {
             Executed::Done { bytes, degraded, timed_out } => {
@@ -767,19 +767,15 @@ impl Controller {
     }
 
     /// Carries out `decision`'s plan through the execution core; says how each task ended.
-    async fn execute(&self, target: &UnitRead<'_>, decision: &Decision) -> (Executed, Vec<TaskEnd>) {
+    async fn execute(&self, target: &RangeRead<'_>, decision: &Decision) -> (Executed, Vec<TaskEnd>) {
         let plan = &decision.plan;
         let clock = Clock { epoch: self.epoch };
         let run_task = |i: usize| self.run_task(target, &plan.tasks[i], decision.store_nodes[i]);
         let driven = executor::drive(plan, target.unit as u8, target.code, clock, run_task, None).await;
         let timed_out = driven.timed_out;
         let executed = match &driven.completed {
-            Some((tasks, false)) => {
-                let bytes = driven.bytes[tasks[0]].clone().expect("the completing task delivered");
-                Executed::Done { bytes, degraded: false, timed_out }
-            }
-            Some((tasks, true)) => match decode_from(target, plan, tasks, &driven.bytes) {
-                Ok(bytes) => Executed::Done { bytes, degraded: true, timed_out },
+            Some((tasks, decoded)) => match robust::served_bytes(*target, plan, tasks, *decoded, &driven.bytes) {
+                Ok(bytes) => Executed::Done { bytes, degraded: *decoded, timed_out },
                 Err(error) => {
                     tracing::warn!(%error, "a completed degraded read did not decode");
                     Executed::Failed { timed_out }
@@ -791,8 +787,8 @@ impl Controller {
     }
 
     /// One task: its bytes (None when it failed) and how it ended.
-    async fn run_task(&self, target: &UnitRead<'_>, task: &PlannedTask, node: meta::NodeId) -> TaskResult {
-        let UnitRead { io, nodes, stripe, .. } = *target;
+    async fn run_task(&self, target: &RangeRead<'_>, task: &PlannedTask, node: meta::NodeId) -> TaskResult {
+        let RangeRead { io, nodes, stripe, .. } = *target;
         debug_assert_eq!(stripe.placement[usize::from(task.unit)], node, "plan and stripe agree on the node");
         let sent_ns = self.now_ns();
         if !is_up(nodes, node) || stripe.is_missing(usize::from(task.unit)) {
@@ -898,17 +894,6 @@ impl Controller {
     }
 }
 
-/// The data-unit range a decision serves, with what its tasks need to read and decode.
-#[derive(Clone, Copy)]
-struct UnitRead<'a> {
-    io: &'a StripeIo,
-    nodes: &'a NodeMap,
-    stripe: &'a StripeMeta,
-    code: &'a dyn ErasureCode,
-    /// The data unit read (the decode target of a degraded read).
-    unit: usize,
-}
-
 /// A read served without a plan, as [`Controller::record_unplanned`] records it.
 pub struct Unplanned<'a> {
     /// The stripe read.
@@ -994,26 +979,6 @@ fn is_up(nodes: &NodeMap, id: meta::NodeId) -> bool {
 fn count(counter: &AtomicU64, metric: &'static str, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
     metrics::counter!(metric).increment(n);
-}
-
-/// The target of `target` decoded from the bytes of the completing `tasks` of `plan`: the
-/// recovery set among their units, as the stripe's code chooses it.
-fn decode_from(
-    target: &UnitRead<'_>,
-    plan: &ReadPlan,
-    tasks: &[usize],
-    bytes: &[Option<Bytes>],
-) -> Result<Bytes, DataError> {
-    let code = target.code;
-    let mut answered: Vec<Option<&Bytes>> = vec![None; code.total_units()];
-    for &task in tasks {
-        answered[usize::from(plan.tasks[task].unit)] = bytes[task].as_ref();
-    }
-    let present: Vec<bool> = answered.iter().map(Option::is_some).collect();
-    let sources = execution::recovery::recovery_units(code, &present, target.unit)
-        .ok_or_else(|| DataError::Internal(format!("units {present:?} do not give unit {}", target.unit)))?;
-    let buffers: Vec<Bytes> = sources.iter().map(|&s| answered[s].cloned().unwrap_or_default()).collect();
-    decode(code, target.unit, &sources, &buffers)
 }
 
 /// A task's record. Node timestamps are on the node's clock; they are placed on the gateway's by

@@ -72,7 +72,10 @@ async fn rounds(
         let run_task = |i: usize| read_task(range, plan.tasks[i], clock, &gone);
         let driven = executor::drive(&plan, range.unit as u8, range.code, clock, run_task, None).await;
         if let Some((tasks, decoded)) = driven.completed {
-            return serve(range, &plan, &tasks, decoded, &driven.bytes);
+            if decoded {
+                range.io.count_degraded();
+            }
+            return served_bytes(range, &plan, &tasks, decoded, &driven.bytes).map(|bytes| (bytes, decoded));
         }
         let failures = std::mem::take(&mut *super::lock(&gone));
         if failures.is_empty() {
@@ -89,21 +92,29 @@ async fn rounds(
     Err(undecodable(range.stripe.id, range.unit, &failed, &busy))
 }
 
-/// The bytes of a completed round: the unit's own, or decoded from the completing tasks' units.
-fn serve(
+/// The bytes a completed plan serves: the unit's own (`decoded` false), or the unit decoded from
+/// the completing tasks' units (through the recovery set the code picks among them). Shared by the
+/// robust read and the controller's planned reads.
+pub(super) fn served_bytes(
     range: RangeRead<'_>,
     plan: &ReadPlan,
     tasks: &[usize],
     decoded: bool,
     bytes: &[Option<Bytes>],
-) -> Result<(Bytes, bool), DataError> {
+) -> Result<Bytes, DataError> {
     if !decoded {
-        return Ok((bytes[tasks[0]].clone().expect("the completing task delivered"), false));
+        return Ok(bytes[tasks[0]].clone().expect("the completing task delivered"));
     }
-    range.io.count_degraded();
-    let sources: Vec<usize> = tasks.iter().map(|&t| usize::from(plan.tasks[t].unit)).collect();
-    let buffers: Vec<Bytes> = tasks.iter().map(|&t| bytes[t].clone().expect("completing tasks delivered")).collect();
-    decode(range.code, range.unit, &sources, &buffers).map(|bytes| (bytes, true))
+    let code = range.code;
+    let mut answered: Vec<Option<&Bytes>> = vec![None; code.total_units()];
+    for &task in tasks {
+        answered[usize::from(plan.tasks[task].unit)] = bytes[task].as_ref();
+    }
+    let present: Vec<bool> = answered.iter().map(Option::is_some).collect();
+    let sources = recovery_units(code, &present, range.unit)
+        .ok_or_else(|| DataError::Internal(format!("units {present:?} do not give unit {}", range.unit)))?;
+    let buffers: Vec<Bytes> = sources.iter().map(|&s| answered[s].cloned().unwrap_or_default()).collect();
+    decode(code, range.unit, &sources, &buffers)
 }
 
 /// The plan of one round, `None` when nothing readable can give the range.
