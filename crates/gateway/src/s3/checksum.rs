@@ -498,6 +498,26 @@ pub fn type_of(composite: bool) -> ChecksumType {
     ChecksumType::from_static(if composite { ChecksumType::COMPOSITE } else { ChecksumType::FULL_OBJECT })
 }
 
+/// Sets the checksum value fields of `$output` (any s3s output with S3's five `checksum_*`
+/// fields) from an `Option<&StoredChecksum>`; with `with_type`, its `checksum_type` too (the
+/// outputs that have one).
+macro_rules! set_checksum {
+    ($output:expr, $stored:expr) => {{
+        let fields = $crate::s3::checksum::fields($stored);
+        $output.checksum_crc32 = fields.checksum_crc32;
+        $output.checksum_crc32c = fields.checksum_crc32c;
+        $output.checksum_crc64nvme = fields.checksum_crc64nvme;
+        $output.checksum_sha1 = fields.checksum_sha1;
+        $output.checksum_sha256 = fields.checksum_sha256;
+    }};
+    ($output:expr, $stored:expr, with_type) => {{
+        let stored: Option<&::meta::StoredChecksum> = $stored;
+        $crate::s3::checksum::set_checksum!($output, stored);
+        $output.checksum_type = stored.map(|stored| $crate::s3::checksum::type_of(stored.composite));
+    }};
+}
+pub(super) use set_checksum;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,16 +9,24 @@
 pub mod abandoned_uploads;
 mod auth;
 mod body;
+mod bucket;
 mod checksum;
 mod conditions;
 mod copy;
+mod delete;
 mod errors;
-mod listing;
+mod get;
+mod list;
+mod multipart;
+mod names;
+mod put;
 mod read_body;
 mod server;
 mod service;
+mod timestamps;
 mod unsupported;
 mod unusable_range;
+mod write;
 
 use std::sync::Arc;
 

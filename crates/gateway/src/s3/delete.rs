@@ -1,0 +1,99 @@
+//! Deleting objects: DeleteObject, and DeleteObjects (at most 1000 keys, each deleted or failed on
+//! its own, its body's Content-MD5 and checksum checked first). Owns these answers; a removed
+//! version's bytes are released once its record is gone. Must not delete anything when the request
+//! as a whole is refused.
+
+use md5::{Digest, Md5};
+use s3s::dto::{DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, Error};
+use s3s::{S3ErrorCode, S3Request, S3Response, S3Result};
+
+use super::body::DeclaredBody;
+use super::checksum::{self, Declared};
+use super::errors::{from_meta, s3};
+use super::names::check_key;
+use super::service::LowtailS3;
+use super::write::release;
+
+/// Most keys one DeleteObjects request may name (S3's limit).
+const MAX_DELETE_KEYS: usize = 1000;
+
+pub async fn delete_object(
+    service: &LowtailS3,
+    req: S3Request<DeleteObjectInput>,
+) -> S3Result<S3Response<DeleteObjectOutput>> {
+    check_key(&req.input.key)?;
+    let removed = service.meta.delete_object(&req.input.bucket, &req.input.key).await.map_err(from_meta)?;
+    if let Some(removed) = removed {
+        release(service, &removed.layout).await;
+    }
+    Ok(S3Response::new(DeleteObjectOutput::default()))
+}
+
+pub async fn delete_objects(
+    service: &LowtailS3,
+    req: S3Request<DeleteObjectsInput>,
+) -> S3Result<S3Response<DeleteObjectsOutput>> {
+    check_multi_delete_body(&req.headers)?;
+    let input = req.input;
+    if input.delete.objects.len() > MAX_DELETE_KEYS {
+        return Err(s3(S3ErrorCode::MalformedXML, format!("at most {MAX_DELETE_KEYS} keys per request")));
+    }
+    service.meta.get_bucket(&input.bucket).await.map_err(from_meta)?;
+    let quiet = input.delete.quiet.unwrap_or(false);
+    let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+    for identifier in input.delete.objects {
+        let outcome = match check_key(&identifier.key) {
+            Ok(()) => service.meta.delete_object(&input.bucket, &identifier.key).await.map_err(from_meta),
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(removed) => {
+                if let Some(removed) = removed {
+                    release(service, &removed.layout).await;
+                }
+                if !quiet {
+                    deleted.push(DeletedObject {
+                        key: Some(identifier.key),
+                        version_id: identifier.version_id,
+                        ..Default::default()
+                    });
+                }
+            }
+            Err(error) => errors.push(Error {
+                code: Some(error.code().as_str().to_string()),
+                message: error.message().map(str::to_string),
+                key: Some(identifier.key),
+                version_id: identifier.version_id,
+            }),
+        }
+    }
+    let output = DeleteObjectsOutput {
+        deleted: (!deleted.is_empty()).then_some(deleted),
+        errors: (!errors.is_empty()).then_some(errors),
+        ..Default::default()
+    };
+    Ok(S3Response::new(output))
+}
+
+/// Checks a DeleteObjects request's `Content-MD5` (InvalidDigest, BadDigest) and S3 checksum
+/// (InvalidRequest, BadDigest) against the body the server read whole, before any key is deleted:
+/// s3s parses the body without checking either.
+fn check_multi_delete_body(headers: &hyper::HeaderMap) -> S3Result<()> {
+    let content_md5 = match headers.get("content-md5") {
+        None => None,
+        Some(value) => Some(value.to_str().map_err(|_| s3(S3ErrorCode::InvalidDigest, "Content-MD5 is not base64"))?),
+    };
+    let declared = DeclaredBody::new(None, content_md5, u64::MAX)?;
+    let checksum = Declared::from_headers(headers, None)?;
+    if content_md5.is_none() && checksum.is_none() {
+        return Ok(());
+    }
+    let Some(body) = super::server::buffered_body() else {
+        return Err(s3(S3ErrorCode::InternalError, "the body was not read whole to check it; nothing was deleted"));
+    };
+    declared.check_md5(Md5::digest(&body).into())?;
+    if let Some(checksum) = checksum {
+        checksum.verify(&checksum::digest(checksum.algorithm(), &body), None)?;
+    }
+    Ok(())
+}

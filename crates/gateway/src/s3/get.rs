@@ -1,0 +1,205 @@
+//! Reading objects: GetObject and HeadObject (conditional requests, `Range` and `?partNumber=`, the
+//! object's checksum when asked) and GetObjectTagging. Owns what these answer; must not change
+//! anything, or read bytes except through `read_body` and the data path.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use meta::validate::MAX_PART_NUMBER;
+use meta::{Layout, ObjectMeta};
+use s3s::dto::{
+    ChecksumMode, ETag, GetObjectInput, GetObjectOutput, GetObjectTaggingInput, GetObjectTaggingOutput,
+    HeadObjectInput, HeadObjectOutput, Metadata, StreamingBlob,
+};
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+
+use super::checksum::set_checksum;
+use super::conditions::{self, Conditions, Precondition};
+use super::errors::{from_data, from_meta, s3};
+use super::names::check_key;
+use super::read_body;
+use super::service::LowtailS3;
+use super::timestamps::timestamp;
+
+/// The Content-Type S3 answers for an object stored without one.
+const DEFAULT_CONTENT_TYPE: &str = "binary/octet-stream";
+
+/// The object a GET or HEAD input (distinct s3s types with the same field names) names, once its
+/// conditional headers hold, with the byte range to answer and its Content-Range.
+macro_rules! read_target {
+    ($service:expr, $input:expr) => {{
+        let input = &$input;
+        let conditions = Conditions {
+            if_match: input.if_match.as_ref(),
+            if_none_match: input.if_none_match.as_ref(),
+            if_modified_since: input.if_modified_since.as_ref(),
+            if_unmodified_since: input.if_unmodified_since.as_ref(),
+        };
+        let object = object_for_read($service, &input.bucket, &input.key, &conditions).await?;
+        let (range, content_range, parts_count) = match input.part_number {
+            None => {
+                let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
+                (range, content_range, None)
+            }
+            Some(_) if input.range.is_some() => {
+                return Err(s3(
+                    S3ErrorCode::InvalidRequest,
+                    "Cannot specify both Range header and partNumber query parameter",
+                ));
+            }
+            Some(number) => part_range(&object, number)?,
+        };
+        (object, range, content_range, parts_count)
+    }};
+}
+
+/// What GET and HEAD both answer about an object (`$output` is `GetObjectOutput` or
+/// `HeadObjectOutput`: distinct s3s types with the same field names), plus `$extra` fields.
+macro_rules! object_answer {
+    ($output:ident, $object:expr, $length:expr, $content_range:expr, { $($field:ident: $value:expr),* $(,)? }) => {
+        $output {
+            $($field: $value,)*
+            content_length: Some($length as i64),
+            content_range: $content_range,
+            accept_ranges: Some("bytes".into()),
+            e_tag: Some(ETag::Strong($object.etag.clone())),
+            last_modified: Some(timestamp($object.last_modified_ms)),
+            metadata: output_metadata(&$object),
+            content_type: Some($object.content_type.clone().unwrap_or_else(|| DEFAULT_CONTENT_TYPE.into())),
+            cache_control: $object.headers.cache_control.clone(),
+            content_disposition: $object.headers.content_disposition.clone(),
+            content_encoding: $object.headers.content_encoding.clone(),
+            content_language: $object.headers.content_language.clone(),
+            expires: $object.headers.expires_ms.map(timestamp),
+            ..Default::default()
+        }
+    };
+}
+
+pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+    let (object, range, content_range, parts_count) = read_target!(service, req.input);
+    let length = range.end - range.start;
+    // Read piece by piece: the first before answering, the rest as the client takes them,
+    // all under a hold, so an overwrite or delete meanwhile waits to free the bytes.
+    let hold = service.data.hold(&object.layout);
+    let mut pieces = read_body::read_pieces(&object.layout, range, read_body::READ_PIECE_BYTES).into_iter();
+    let first = match pieces.next() {
+        None => Bytes::new(),
+        Some(piece) => read_body::read_exact(service.data.as_ref(), &object.layout, piece).await.map_err(from_data)?,
+    };
+    let rest: Vec<_> = pieces.collect();
+    let body = if rest.is_empty() {
+        StreamingBlob::from(s3s::Body::from(first))
+    } else {
+        read_body::streamed(Arc::clone(&service.data), object.layout.clone(), hold, first, rest)
+    };
+    let mut output =
+        object_answer!(GetObjectOutput, object, length, content_range, { body: Some(body), parts_count: parts_count });
+    if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
+        set_checksum!(output, object.checksum.as_ref(), with_type);
+    }
+    Ok(S3Response::new(output))
+}
+
+pub async fn head_object(
+    service: &LowtailS3,
+    req: S3Request<HeadObjectInput>,
+) -> S3Result<S3Response<HeadObjectOutput>> {
+    let (object, range, content_range, parts_count) = read_target!(service, req.input);
+    let length = range.end - range.start;
+    // A ranged HEAD answers 206; s3s 0.14 ignores a status set here for HeadObject, so
+    // `server` sets it from the Content-Range header.
+    let mut output = object_answer!(HeadObjectOutput, object, length, content_range, { parts_count: parts_count });
+    if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
+        set_checksum!(output, object.checksum.as_ref(), with_type);
+    }
+    Ok(S3Response::new(output))
+}
+
+/// Objects never have tags (tagging is not supported): S3's answer for an object without tags,
+/// an empty tag set, rather than NotImplemented, because aws-cli asks it before every multipart
+/// server-side copy (`aws s3 cp` / `mv` between S3 locations above its 8 MiB threshold).
+pub async fn get_object_tagging(
+    service: &LowtailS3,
+    req: S3Request<GetObjectTaggingInput>,
+) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+    check_key(&req.input.key)?;
+    service.meta.get_object(&req.input.bucket, &req.input.key).await.map_err(from_meta)?;
+    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: Vec::new(), version_id: None }))
+}
+
+/// The object's metadata, with conditional headers checked (412 / 304).
+async fn object_for_read(
+    service: &LowtailS3,
+    bucket: &str,
+    key: &str,
+    conditions: &Conditions<'_>,
+) -> S3Result<ObjectMeta> {
+    check_key(key)?;
+    let object = service.meta.get_object(bucket, key).await.map_err(from_meta)?;
+    match conditions::evaluate(conditions, &object.etag, object.last_modified_ms) {
+        Precondition::Proceed => Ok(object),
+        Precondition::Failed => Err(s3(S3ErrorCode::PreconditionFailed, "a precondition does not hold")),
+        Precondition::NotModified => {
+            let mut error = S3Error::new(S3ErrorCode::NotModified);
+            let mut headers = hyper::HeaderMap::new();
+            if let Ok(value) = hyper::header::HeaderValue::from_str(&format!("\"{}\"", object.etag)) {
+                headers.insert(hyper::header::ETAG, value);
+            }
+            error.set_headers(headers);
+            Err(error)
+        }
+    }
+}
+
+/// Whether a GET or HEAD returns the object's checksum: asked for (`x-amz-checksum-mode: ENABLED`)
+/// and answering the whole object (a range's bytes are not what the checksum covers).
+fn checksum_asked(mode: Option<&ChecksumMode>, length: u64, object: &ObjectMeta) -> bool {
+    mode.is_some_and(|mode| mode.as_str().eq_ignore_ascii_case(ChecksumMode::ENABLED)) && length == object.size_bytes
+}
+
+/// The bytes a GET or HEAD returns and, for a ranged request, its Content-Range header.
+fn resolve_range(requested: Option<&s3s::dto::Range>, size: u64) -> S3Result<(Range<u64>, Option<String>)> {
+    let Some(requested) = requested else { return Ok((0..size, None)) };
+    let range = requested.check(size).map_err(|_| {
+        s3(S3ErrorCode::InvalidRange, format!("the range is not satisfiable for an object of {size} bytes"))
+    })?;
+    let content_range = format!("bytes {}-{}/{size}", range.start, range.end - 1);
+    Ok((range, Some(content_range)))
+}
+
+/// The bytes of part `number` of `object` (GET and HEAD `?partNumber=N`), its Content-Range and the
+/// object's part count: a multipart object's parts are its composite pieces, in order; any other
+/// object is one part. A part past the last → 416 InvalidPartNumber, as S3 answers.
+fn part_range(object: &ObjectMeta, number: i32) -> S3Result<(Range<u64>, Option<String>, Option<i32>)> {
+    let index =
+        usize::try_from(number).ok().filter(|n| (1..=usize::from(MAX_PART_NUMBER)).contains(n)).ok_or_else(|| {
+            s3(S3ErrorCode::InvalidArgument, "Part number must be an integer between 1 and 10000, inclusive")
+        })? - 1;
+    let (range, parts_count) = match &object.layout {
+        Layout::Composite { pieces } => {
+            let piece = pieces
+                .get(index)
+                .ok_or_else(|| invalid_part_number(format!("the object has {} parts, not {number}", pieces.len())))?;
+            let start = piece.object_offset_bytes;
+            (start..start + piece.length_bytes, Some(i32::try_from(pieces.len()).unwrap_or(i32::MAX)))
+        }
+        _ if index == 0 => (0..object.size_bytes, None),
+        _ => return Err(invalid_part_number(format!("the object has 1 part, not {number}"))),
+    };
+    let size = object.size_bytes;
+    let content_range = (!range.is_empty()).then(|| format!("bytes {}-{}/{size}", range.start, range.end - 1));
+    Ok((range, content_range, parts_count))
+}
+
+/// S3's 416 InvalidPartNumber ("The requested partnumber is not satisfiable"), which s3s does not name.
+fn invalid_part_number(message: String) -> S3Error {
+    let mut error = s3(S3ErrorCode::Custom("InvalidPartNumber".into()), message);
+    error.set_status_code(hyper::StatusCode::RANGE_NOT_SATISFIABLE);
+    error
+}
+
+fn output_metadata(object: &ObjectMeta) -> Option<Metadata> {
+    (!object.user_metadata.is_empty()).then(|| object.user_metadata.clone().into_iter().collect())
+}

@@ -1,0 +1,80 @@
+//! PutObject: a conditional write's `If-Match` / `If-None-Match` checked, the body streamed into the
+//! data path (`write::write_body`), then the object committed, replacing (and releasing) the version
+//! it overwrites. Owns PutObject's rules only; must not commit anything before the body is known to
+//! be whole and right, nor keep its bytes when the commit fails.
+
+use meta::{MetaError, ObjectMeta};
+use s3s::dto::{ETag, PutObjectInput, PutObjectOutput};
+use s3s::{S3ErrorCode, S3Request, S3Response, S3Result};
+
+use super::checksum::{Declared, set_checksum};
+use super::conditions;
+use super::errors::{from_meta, s3};
+use super::names::check_key;
+use super::service::LowtailS3;
+use super::timestamps::now_ms;
+use super::unsupported::refuse_unsupported;
+use super::write::{self, BodyClaims, content_headers, settle_commit, user_metadata, with_redundancy};
+
+pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+    refuse_unsupported(&req.headers)?;
+    let mut input = req.input;
+    check_key(&input.key)?;
+    let metadata = user_metadata(input.metadata.take())?;
+    // Before reading the body, so a request into a missing bucket writes no data.
+    service.meta.get_bucket(&input.bucket).await.map_err(from_meta)?;
+    check_conditions(service, &input).await?;
+    // Without a checksum of its own, an object gets S3's default, CRC64NVME.
+    let claims = BodyClaims {
+        content_length: input.content_length,
+        content_md5: input.content_md5.as_deref(),
+        checksum: Declared::from_headers(&req.headers, Some(meta::ChecksumAlgorithm::Crc64nvme))?,
+        trailers: req.trailing_headers.as_ref(),
+    };
+    let body = write::write_body(service, input.body.take(), claims).await?;
+    let object = ObjectMeta {
+        size_bytes: body.size_bytes,
+        etag: body.etag.clone(),
+        content_type: input.content_type.take(),
+        user_metadata: metadata,
+        headers: content_headers!(input),
+        last_modified_ms: now_ms(),
+        completed_upload_id: None,
+        checksum: body.checksum.clone(),
+        layout: body.written.layout.clone(),
+    };
+    let committed = service.meta.put_object(&input.bucket, &input.key, object).await;
+    settle_commit(service, committed.map(|replaced| replaced.map(|version| version.layout)), &body.written.layout)
+        .await?;
+    let mut output = PutObjectOutput {
+        e_tag: Some(ETag::Strong(body.etag)),
+        size: i64::try_from(body.size_bytes).ok(),
+        ..Default::default()
+    };
+    set_checksum!(output, body.checksum.as_ref(), with_type);
+    Ok(with_redundancy(S3Response::new(output), body.written.redundancy))
+}
+
+/// A conditional write's `If-Match` / `If-None-Match` against the object the key holds now
+/// (PreconditionFailed, or NoSuchKey for `If-Match` on no object): checked before the write, not
+/// atomically with the commit.
+async fn check_conditions(service: &LowtailS3, input: &PutObjectInput) -> S3Result<()> {
+    if input.if_match.is_some() || input.if_none_match.is_some() {
+        // Conditional writes: checked before the write, not atomically with the commit.
+        let existing = match service.meta.get_object(&input.bucket, &input.key).await {
+            Ok(object) => Some(object),
+            Err(MetaError::NoSuchKey { .. }) => None,
+            Err(error) => return Err(from_meta(error)),
+        };
+        let holds = match (&existing, &input.if_match, &input.if_none_match) {
+            (None, Some(_), _) => return Err(s3(S3ErrorCode::NoSuchKey, "the object does not exist")),
+            (Some(object), Some(condition), _) if !conditions::etag_matches(condition, &object.etag) => false,
+            (Some(object), _, Some(condition)) => !conditions::etag_matches(condition, &object.etag),
+            _ => true,
+        };
+        if !holds {
+            return Err(s3(S3ErrorCode::PreconditionFailed, "a precondition does not hold"));
+        }
+    }
+    Ok(())
+}
