@@ -25,3 +25,9 @@ pub use lrc::Lrc;
 pub use matrix::Matrix;
 pub use rs::Rs;
 pub use spec::{CodeSpec, MAX_TOTAL_UNITS};
+
+/// `mutex` locked, poisoned or not: the codec's caches (decode plans, LRC offsets) hold complete
+/// entries only, so a thread that panicked while holding one left nothing half-written.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

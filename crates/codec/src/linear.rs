@@ -207,14 +207,12 @@ impl LinearCode {
 
     /// Cached plan for `key`, built (outside the lock) on a miss.
     fn plan(&self, key: PlanKey, present: &[bool], targets: &[usize]) -> Result<Arc<DecodePlan>> {
-        // A poisoned lock only means another thread panicked mid-lookup; the
-        // cache holds complete plans only, so it is still consistent.
-        let cached = self.plans.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&key).cloned();
+        let cached = crate::lock(&self.plans).get(&key).cloned();
         if let Some(plan) = cached {
             return Ok(plan);
         }
         let plan = Arc::new(self.build_plan(present, targets)?);
-        self.plans.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).put(key, Arc::clone(&plan));
+        crate::lock(&self.plans).put(key, Arc::clone(&plan));
         Ok(plan)
     }
 

@@ -184,12 +184,11 @@ impl Layout {
     fn chosen_global_offset(&self) -> (usize, Guarantee) {
         let key = (self.k, self.l, self.r);
         let lookup = |chosen: &HashMap<_, _>| chosen.get(&key).copied();
-        // A poisoned map still only holds complete, correct entries.
-        if let Some(found) = lookup(&CHOSEN_OFFSETS.lock().unwrap_or_else(|p| p.into_inner())) {
+        if let Some(found) = lookup(&crate::lock(&CHOSEN_OFFSETS)) {
             return found;
         }
         let found = self.choose_global_offset();
-        CHOSEN_OFFSETS.lock().unwrap_or_else(|p| p.into_inner()).insert(key, found);
+        crate::lock(&CHOSEN_OFFSETS).insert(key, found);
         found
     }
 

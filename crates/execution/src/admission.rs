@@ -4,13 +4,18 @@
 //! only when as many slots are idle as it has tasks. A task that finishes, fails or is cancelled
 //! frees its slot at once. Unbounded (the default) admits everything at once.
 //!
+//! The shell tells the pool of every task it submitted exactly once that it ended (its slot, or
+//! its place in the task queue, is given up): the pool keeps counts, not a list of running tasks,
+//! so its cost per task does not grow with the tasks in flight.
+//!
 //! Must not: read a clock, do I/O, or know what a task does; requests and tasks are the shell's
 //! numbers.
 
 use std::collections::VecDeque;
 
 /// The admission rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AdmissionMode {
     /// Admit the head request when at least one slot is idle (work conserving).
     #[default]
@@ -46,8 +51,44 @@ pub struct Admission {
     /// Requests not yet admitted, with the tasks each announced.
     requests: VecDeque<(u64, usize)>,
     waiting_tasks: VecDeque<(u64, usize)>,
-    running: Vec<(u64, usize)>,
     ready: VecDeque<Admitted>,
+}
+
+/// How big the pool is and how it admits: what a configuration names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct AdmissionSettings {
+    /// Task slots (`None`: unbounded, every request and task at once).
+    pub slots: Option<usize>,
+    /// The rule (it matters only with a bound).
+    pub mode: AdmissionMode,
+}
+
+impl AdmissionSettings {
+    /// The pool these settings describe.
+    pub fn pool(self) -> Admission {
+        Admission::new(self.slots, self.mode)
+    }
+}
+
+impl std::str::FromStr for AdmissionMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<AdmissionMode, String> {
+        match text {
+            "non_blocking" => Ok(AdmissionMode::NonBlocking),
+            "blocking" => Ok(AdmissionMode::Blocking),
+            other => Err(format!("admission is \"non_blocking\" or \"blocking\", not {other:?}")),
+        }
+    }
+}
+
+impl std::fmt::Display for AdmissionMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AdmissionMode::NonBlocking => "non_blocking",
+            AdmissionMode::Blocking => "blocking",
+        })
+    }
 }
 
 /// Most requests waiting for admission; beyond it [`Admission::arrive`] refuses.
@@ -63,7 +104,6 @@ impl Admission {
             busy: 0,
             requests: VecDeque::new(),
             waiting_tasks: VecDeque::new(),
-            running: Vec::new(),
             ready: VecDeque::new(),
         }
     }
@@ -90,20 +130,28 @@ impl Admission {
         self.admit();
     }
 
-    /// Task `task` of `request` finished, failed or was cancelled: its slot (if it had one) is
-    /// free at once, and a waiting one leaves the queue.
+    /// Task `task` of `request`, submitted, finished, failed or was cancelled: its slot (if it
+    /// had one) is free at once, and a waiting one leaves the queue. Called once per submitted
+    /// task that [`Admission::request_ended`] has not already withdrawn.
     pub fn task_ended(&mut self, request: u64, task: usize) {
-        if let Some(position) = self.running.iter().position(|&t| t == (request, task)) {
-            self.running.swap_remove(position);
-            self.busy -= 1;
+        if let Some(position) = self.waiting_tasks.iter().position(|&t| t == (request, task)) {
+            self.waiting_tasks.remove(position);
         } else {
-            self.waiting_tasks.retain(|&t| t != (request, task));
+            assert!(self.busy > 0, "task {task} of request {request} ended twice, or was never submitted");
+            self.busy -= 1;
         }
         self.admit();
     }
 
-    /// `request` is over: its waiting tasks leave the queue (its running ones end through
-    /// [`Admission::task_ended`]).
+    /// Request `request`, not yet admitted, gives up (its client left): it leaves the request
+    /// queue.
+    pub fn withdraw(&mut self, request: u64) {
+        self.requests.retain(|&(r, _)| r != request);
+        self.admit();
+    }
+
+    /// Admitted `request` is over: its waiting tasks leave the task queue (its running ones end
+    /// through [`Admission::task_ended`], once each).
     pub fn request_ended(&mut self, request: u64) {
         self.waiting_tasks.retain(|&(r, _)| r != request);
         self.admit();
@@ -141,7 +189,6 @@ impl Admission {
                 && let Some((request, task)) = self.waiting_tasks.pop_front()
             {
                 self.busy += 1;
-                self.running.push((request, task));
                 self.ready.push_back(Admitted::Task { request, task });
             }
             let Some(&(request, tasks)) = self.requests.front() else { return };
@@ -233,5 +280,51 @@ mod tests {
         assert_eq!(drain(&mut pool), vec![Admitted::Task { request: 1, task: 1 }]);
         pool.task_ended(1, 1);
         assert_eq!(pool.busy_slots(), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "ended twice")]
+    fn a_task_that_ends_twice_is_a_shell_bug() {
+        let mut pool = Admission::new(Some(2), AdmissionMode::NonBlocking);
+        pool.arrive(1, 1);
+        pool.submit(1, 0);
+        drain(&mut pool);
+        pool.task_ended(1, 0);
+        pool.task_ended(1, 0);
+    }
+
+    #[test]
+    fn a_waiting_task_that_ends_leaves_the_queue_without_a_slot() {
+        let mut pool = Admission::new(Some(1), AdmissionMode::NonBlocking);
+        pool.arrive(1, 2);
+        pool.submit(1, 0);
+        pool.submit(1, 1);
+        drain(&mut pool);
+        pool.task_ended(1, 1);
+        assert_eq!((pool.busy_slots(), pool.waiting_tasks()), (1, 0));
+        pool.task_ended(1, 0);
+        assert_eq!(pool.busy_slots(), 0);
+    }
+
+    #[test]
+    fn settings_name_the_rule() {
+        assert_eq!("blocking".parse(), Ok(AdmissionMode::Blocking));
+        assert_eq!(AdmissionMode::NonBlocking.to_string().parse(), Ok(AdmissionMode::NonBlocking));
+        assert!("fifo".parse::<AdmissionMode>().unwrap_err().contains("non_blocking"));
+        assert_eq!(AdmissionSettings::default().pool().busy_slots(), 0);
+    }
+
+    #[test]
+    fn a_request_that_gives_up_before_admission_leaves_the_queue() {
+        let mut pool = Admission::new(Some(1), AdmissionMode::NonBlocking);
+        pool.arrive(1, 1);
+        pool.submit(1, 0);
+        pool.arrive(2, 1);
+        pool.arrive(3, 1);
+        drain(&mut pool);
+        pool.withdraw(2);
+        assert_eq!(pool.waiting_requests(), 1);
+        pool.task_ended(1, 0);
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 3 }]);
     }
 }

@@ -16,5 +16,5 @@ pub mod admission;
 pub mod read;
 pub mod recovery;
 
-pub use admission::{Admission, AdmissionMode, Admitted};
+pub use admission::{Admission, AdmissionMode, AdmissionSettings, Admitted};
 pub use read::{Action, Event, FailReason, ReadExecution, TaskState};

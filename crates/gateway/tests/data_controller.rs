@@ -5,7 +5,7 @@
 //! served, and once its node is Down the policies plan around it without probing it; a read of an
 //! open packed stripe is recorded without tasks; records are taken once and switching policy takes
 //! effect; a probe of a hung node gives up after the probe timeout; the refresh task runs every
-//! period until stopped.
+//! period until stopped; reads through a bounded admission pool keep at most its slots in flight.
 
 mod data_support;
 
@@ -384,5 +384,45 @@ async fn the_refresh_task_refreshes_every_period_until_stopped() {
     let after = controller.take_refresh_probes();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(controller.take_refresh_probes(), 0, "no refresh after the stop ({after} probes at the stop)");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_through_two_admission_slots_keep_two_tasks_in_flight_and_are_all_served() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    config.admission.slots = Some(2);
+    let data = Arc::new(ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap());
+    let body = pattern(600_000, 11);
+    let layout = data.write(body.clone()).await.unwrap().layout;
+    // Every node takes 5 ms a task, so the reads overlap and queue for the two slots.
+    let slow = ServiceModel { enabled: true, overhead_us: 5_000, ..Default::default() };
+    for node in 0..9 {
+        cluster.client(node).await.set_service_model(&slow).await.unwrap();
+    }
+    let controller = with_controller(&data, "rs-6-3", PolicyKind::LmlfPw2).await;
+    let readers: Vec<_> = (0..6)
+        .map(|_| {
+            let (data, layout, body) = (Arc::clone(&data), layout.clone(), body.clone());
+            tokio::spawn(async move { assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body) })
+        })
+        .collect();
+    let mut most_busy = 0;
+    let mut most_waiting = 0;
+    while !readers.iter().all(|r| r.is_finished()) {
+        let (busy, requests, tasks) = data.reads().pool().occupancy();
+        (most_busy, most_waiting) = (most_busy.max(busy), most_waiting.max(requests + tasks));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    for reader in readers {
+        reader.await.unwrap();
+    }
+    assert!(most_busy <= 2, "{most_busy} tasks in flight through two slots");
+    assert!(most_waiting > 0, "six reads of six units each queued for two slots");
+    assert_eq!(data.reads().pool().occupancy(), (0, 0, 0), "every slot given back");
+    let (records, _) = controller.take_records();
+    assert_eq!(records.len(), 36, "six reads of six data units, each one plan");
+    assert!(records.iter().all(|r| r.request.outcome == Outcome::Ok));
     cluster.shutdown().await;
 }

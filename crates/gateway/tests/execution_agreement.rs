@@ -1,10 +1,12 @@
 //! Agreement by construction: the simulator's engine and the gateway's executor shell drive the
 //! same execution core, so one scripted timeline (service times, a node down, a timeout) gives the
 //! same actions at the same times in both. The gateway side runs on tokio's paused clock with each
-//! task's I/O replaced by a sleep and an answer; the simulator side is `sim::scripted`.
+//! task's I/O replaced by a sleep and an answer; the simulator side is `sim::scripted`. Both
+//! admit the plan's tasks through the core's admission pool (unbounded, or a few slots).
 
 use bytes::Bytes;
-use execution::Action;
+use execution::{Action, AdmissionMode, AdmissionSettings};
+use gateway::data::admission::TaskPool;
 use gateway::data::executor::{self, Clock, TaskEnd, TaskResult};
 use model::{NodeId, PlannedTask, Quorum, ReadPlan, TaskRole};
 use sim::Outage;
@@ -68,8 +70,10 @@ async fn live_actions(timeline: &Timeline) -> Vec<(u64, Action)> {
             (TaskEnd::Done { timing, sent_ns, received_ns: clock.now_ns() }, Some(Bytes::from_static(b"unit")))
         }
     };
-    executor::drive(&timeline.plan, timeline.plan.tasks[0].unit, code.as_ref(), clock, run_task, Some(&mut trace))
-        .await;
+    let pool = TaskPool::new(timeline.admission);
+    let admitted = pool.admit(timeline.plan.upfront_tasks()).await.unwrap();
+    let target = timeline.plan.tasks[0].unit;
+    executor::drive(&timeline.plan, target, code.as_ref(), clock, Some(&admitted), run_task, Some(&mut trace)).await;
     trace
 }
 
@@ -84,6 +88,7 @@ fn timeline(plan: ReadPlan, service_ms: [u64; 9], outages: Vec<Outage>) -> Timel
         service_ns: service_ms.map(|ms| ms * MS).to_vec(),
         outages,
         latency_ns: 0,
+        admission: AdmissionSettings::default(),
     }
 }
 
@@ -124,4 +129,28 @@ async fn first_k_of_n_with_a_failure_agrees() {
     ))
     .await;
     assert!(actions.iter().any(|(_, a)| matches!(a, Action::Complete { decoded: false })), "{actions:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_k_of_n_through_three_slots_agrees() {
+    // Nine tasks, three slots: the tasks leave in order as slots free; the winners' quorum cancels
+    // the ones still waiting for a slot (they never reach a node) and the running losers.
+    let tasks = (0..9).map(|unit| task(unit, TaskRole::Degraded)).collect();
+    let service = [50, 20, 30, 40, 60, 70, 80, 90, 15];
+    let mut timeline = timeline(plan(tasks, Quorum::FirstKOfN { k: 6 }), service, vec![]);
+    timeline.admission = AdmissionSettings { slots: Some(3), mode: AdmissionMode::NonBlocking };
+    let actions = assert_agree(&timeline).await;
+    let unbounded_done = 70 * MS;
+    let done_ns = actions.iter().find(|(_, a)| matches!(a, Action::Complete { .. })).map(|(at, _)| *at).unwrap();
+    assert!(done_ns > unbounded_done, "three slots finish later than nine ({done_ns} ns): {actions:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fallback_waiting_for_the_only_slot_agrees() {
+    // The normal task holds the one slot; the fallback started at the timeout waits for it, and
+    // the normal read's answer cancels it before any of its tasks is sent.
+    let mut timeline = timeline(normal_then_fallback(), [300, 10, 10, 10, 10, 10, 10, 10, 10], vec![]);
+    timeline.admission = AdmissionSettings { slots: Some(1), mode: AdmissionMode::NonBlocking };
+    let actions = assert_agree(&timeline).await;
+    assert!(actions.contains(&(300 * MS, Action::Complete { decoded: false })), "{actions:?}");
 }

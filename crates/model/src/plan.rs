@@ -140,6 +140,12 @@ impl ReadPlan {
         self.tasks.iter().any(|t| t.role == TaskRole::Degraded)
     }
 
+    /// Tasks the plan starts at once (every one but the fallbacks): what it asks of an admission
+    /// pool when it arrives.
+    pub fn upfront_tasks(&self) -> usize {
+        self.tasks.iter().filter(|task| task.role != TaskRole::Fallback).count()
+    }
+
     /// Bytes the plan reads if every task launched runs to completion
     /// (fallback tasks included).
     pub fn bytes_if_all_run(&self) -> u64 {

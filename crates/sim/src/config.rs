@@ -6,6 +6,7 @@
 //! workload makes hot spots (see the crate doc). Must not: run anything.
 
 use codec::CodeSpec;
+use execution::AdmissionMode;
 use model::NANOS_PER_SECOND;
 use policy::{PolicyKind, PolicySettings};
 use serde::{Deserialize, Serialize};
@@ -120,11 +121,25 @@ pub struct FrontendConfig {
     /// (the paper's controller; default true) or decides on while the replies travel and dispatches
     /// the plan when they are in (lowtail's gateway, whose probes are asynchronous).
     pub probes_block_frontend: bool,
+    /// Task slots per frontend (FAST CLOUD's L threads): at most this many tasks in flight, the
+    /// rest wait in the frontend's task queue. Absent: unbounded (every task leaves at once).
+    pub admission_slots: Option<usize>,
+    /// When a request waiting for slots is admitted: `"non_blocking"` (one idle slot, the
+    /// default) or `"blocking"` (as many idle slots as the plan starts tasks).
+    pub admission: AdmissionMode,
 }
 
 impl Default for FrontendConfig {
     fn default() -> FrontendConfig {
-        FrontendConfig { count: 0, decision_us: 50, probe_rtt_us: 500, per_probe_us: 20, probes_block_frontend: true }
+        FrontendConfig {
+            count: 0,
+            decision_us: 50,
+            probe_rtt_us: 500,
+            per_probe_us: 20,
+            probes_block_frontend: true,
+            admission_slots: None,
+            admission: AdmissionMode::NonBlocking,
+        }
     }
 }
 
@@ -245,6 +260,9 @@ impl SimConfig {
         }
         if self.policies.is_empty() {
             return invalid("policies is empty".into());
+        }
+        if self.frontends.admission_slots == Some(0) {
+            return invalid("frontends.admission_slots must be at least 1 (leave it out for no bound)".into());
         }
         Ok(())
     }

@@ -14,13 +14,18 @@
 //! quorum is met, what is cancelled) is decided by `execution`'s
 //! `ReadExecution`, the core the gateway drives too: this engine feeds it the
 //! results, cancels and timers of its virtual time and carries out its actions.
+//! Between the decision and the execution sits each frontend's admission pool
+//! (`execution::Admission`, L task slots, unbounded by default): a decided plan
+//! runs when its request is admitted, and a started task leaves for its node
+//! when it has a slot; the slot is free once its result is back or the task is
+//! cancelled.
 //!
 //! Must not: contain policy logic (plans come from `policy`) or quorum logic
 //! (it is the execution core's), read a clock, or draw from anything but the
 //! seeded streams it owns.
 
 use codec::ErasureCode;
-use execution::{Action, ReadExecution};
+use execution::{Action, Admission, AdmissionSettings, Admitted, ReadExecution};
 use model::{
     CodeLayout, FrontendId, NEVER, NodeId, Outcome, Placement, QueueState, ReadPlan, ReadRequest, RecordLog,
     RequestRecord, TaskRecord, TaskRole,
@@ -113,13 +118,22 @@ pub struct FrontendModel {
     /// (one decision at a time, the paper's controller) or decides the next request meanwhile and
     /// dispatches the plan when the replies are in (lowtail's gateway: probes are asynchronous).
     pub probes_block_frontend: bool,
+    /// Each frontend's pool of in-flight task slots and its admission rule.
+    pub admission: AdmissionSettings,
 }
 
 impl FrontendModel {
     /// One frontend that decides at once and probes for free: the engine without a controller's
     /// costs (queueing checks, scripted timelines).
     pub fn instant() -> FrontendModel {
-        FrontendModel { count: 1, decision_ns: 0, probe_rtt_ns: 0, per_probe_ns: 0, probes_block_frontend: true }
+        FrontendModel {
+            count: 1,
+            decision_ns: 0,
+            probe_rtt_ns: 0,
+            per_probe_ns: 0,
+            probes_block_frontend: true,
+            admission: AdmissionSettings::default(),
+        }
     }
 }
 
@@ -185,6 +199,10 @@ enum Event {
     CancelArrive {
         task: u32,
     },
+    /// A task cancelled while it waited for an admission slot: its frontend tells the execution.
+    Withdrawn {
+        task: u32,
+    },
     /// A node goes down (an [`Outage`] begins).
     NodeDown {
         node: u32,
@@ -219,6 +237,10 @@ impl PartialOrd for Scheduled {
 enum TaskState {
     /// Planned as a fallback, not launched.
     Dormant,
+    /// Started by the execution, waiting at its frontend for an admission slot.
+    AwaitingSlot,
+    /// Cancelled while it waited for a slot: it never left its frontend (not recorded).
+    Withdrawn,
     /// On its way to the node.
     InFlight,
     Waiting,
@@ -248,6 +270,8 @@ struct Task {
     queued: bool,
     /// Bumped when the slot is reused, so stale events are recognised.
     generation: u32,
+    /// Whether the task is submitted to its frontend's admission pool and has not ended there.
+    submitted: bool,
     bytes: u64,
     enqueue_ns: u64,
     start_ns: u64,
@@ -273,7 +297,8 @@ struct Active {
     degraded: bool,
     /// Bumped when the slot is reused, so stale timeouts are recognised.
     generation: u32,
-    /// A plan decided but waiting for its probe replies (frontends that do not block on probes).
+    /// A plan decided but waiting for its probe replies (frontends that do not block on probes),
+    /// then for its admission.
     pending_plan: Option<ReadPlan>,
 }
 
@@ -283,6 +308,8 @@ struct Frontend {
     /// The request being decided, with its plan unless the plan waits for probe replies.
     deciding: Option<(u32, Option<ReadPlan>)>,
     rng: ChaCha8Rng,
+    /// Admission to the frontend's task slots (the request numbers are request slots).
+    pool: Admission,
 }
 
 struct Node {
@@ -377,6 +404,8 @@ pub struct Engine<'a> {
     task_vec_pool: Vec<Vec<TaskRecord>>,
     /// The execution core's actions, when traced.
     actions: Option<Vec<(u64, model::RequestId, Action)>>,
+    /// Requests (slots) admitted by their frontend's pool and not yet started.
+    admitted: VecDeque<u32>,
 }
 
 impl<'a> Engine<'a> {
@@ -397,7 +426,12 @@ impl<'a> Engine<'a> {
         }
         let seed = setup.seed;
         let frontends = (0..frontend_count)
-            .map(|f| Frontend { queue: VecDeque::new(), deciding: None, rng: stream(seed, 1, f as u64) })
+            .map(|f| Frontend {
+                queue: VecDeque::new(),
+                deciding: None,
+                rng: stream(seed, 1, f as u64),
+                pool: setup.frontends.admission.pool(),
+            })
             .collect();
         let nodes = (0..node_count)
             .map(|n| Node {
@@ -434,6 +468,7 @@ impl<'a> Engine<'a> {
             pending: VecDeque::new(),
             task_vec_pool: Vec::new(),
             actions: None,
+            admitted: VecDeque::new(),
         }
     }
 
@@ -624,9 +659,14 @@ impl<'a> Engine<'a> {
             Event::ResultArrive { task } => self.result_arrive(task),
             Event::Timeout { request, generation } => self.timeout(request, generation),
             Event::CancelArrive { task } => self.cancel_arrive(task),
+            Event::Withdrawn { task } => {
+                let task = self.tasks[task as usize];
+                self.feed(task.request, execution::Event::Cancelled { task: usize::from(task.position) });
+            }
             Event::NodeDown { node } => self.node_down(node),
             Event::Refresh { frontend } => self.refresh(frontend as usize),
         }
+        self.start_admitted();
     }
 
     fn refresh(&mut self, frontend: usize) {
@@ -659,8 +699,60 @@ impl<'a> Engine<'a> {
         self.dispatch(slot, plan);
     }
 
-    /// Creates a decided plan's tasks and starts its execution.
+    /// A decided plan asks its frontend's pool for admission; it runs once admitted.
     fn dispatch(&mut self, slot: u32, plan: ReadPlan) {
+        let tasks = plan.upfront_tasks();
+        let active = &mut self.active[slot as usize];
+        active.pending_plan = Some(plan);
+        let frontend = usize::from(active.frontend);
+        let accepted = self.frontends[frontend].pool.arrive(u64::from(slot), tasks);
+        assert!(accepted, "frontend {frontend}'s admission queue is full: overloaded");
+        self.pump(frontend);
+        // Dispatch never runs inside a request's actions, so an admitted plan may start here.
+        self.start_admitted();
+    }
+
+    /// Carries out what frontend `frontend`'s pool admitted: tasks leave for their nodes now,
+    /// requests start from [`Engine::start_admitted`] (never from inside another request's
+    /// actions).
+    fn pump(&mut self, frontend: usize) {
+        while let Some(admitted) = self.frontends[frontend].pool.poll_admitted() {
+            match admitted {
+                Admitted::Request { request } => self.admitted.push_back(request as u32),
+                Admitted::Task { request, task } => {
+                    let index = self.active[request as usize].tasks[task];
+                    let task = &mut self.tasks[index as usize];
+                    debug_assert_eq!(task.state, TaskState::AwaitingSlot);
+                    task.state = TaskState::InFlight;
+                    self.schedule_after_latency(Event::TaskArrive { task: index });
+                }
+            }
+        }
+    }
+
+    /// Starts the executions of the admitted requests (bounded: each is admitted once).
+    fn start_admitted(&mut self) {
+        while let Some(slot) = self.admitted.pop_front() {
+            self.start_execution(slot);
+        }
+    }
+
+    /// Task `index` gives up its admission slot (or its place in the task queue), once.
+    fn end_slot(&mut self, index: u32) {
+        let task = &mut self.tasks[index as usize];
+        if !task.submitted {
+            return;
+        }
+        task.submitted = false;
+        let (slot, position) = (task.request, task.position);
+        let frontend = usize::from(self.active[slot as usize].frontend);
+        self.frontends[frontend].pool.task_ended(u64::from(slot), usize::from(position));
+        self.pump(frontend);
+    }
+
+    /// Creates an admitted plan's tasks and starts its execution.
+    fn start_execution(&mut self, slot: u32) {
+        let plan = self.active[slot as usize].pending_plan.take().expect("an admitted request has its plan");
         for (position, planned) in plan.tasks.iter().enumerate() {
             let task = Task {
                 request: slot,
@@ -672,6 +764,7 @@ impl<'a> Engine<'a> {
                 cancel_sent_ns: NEVER,
                 queued: false,
                 generation: 0,
+                submitted: false,
                 bytes: planned.length,
                 enqueue_ns: NEVER,
                 start_ns: NEVER,
@@ -719,14 +812,22 @@ impl<'a> Engine<'a> {
                 trace.push((self.now_ns, self.active[slot as usize].request.id, action.clone()));
             }
             match action {
-                Action::Start { task } => {
-                    let index = self.active[slot as usize].tasks[task];
+                Action::Start { task: position } => {
+                    let index = self.active[slot as usize].tasks[position];
                     let task = &mut self.tasks[index as usize];
                     debug_assert_eq!(task.state, TaskState::Dormant);
-                    task.state = TaskState::InFlight;
-                    self.schedule_after_latency(Event::TaskArrive { task: index });
+                    task.state = TaskState::AwaitingSlot;
+                    task.submitted = true;
+                    let frontend = usize::from(self.active[slot as usize].frontend);
+                    self.frontends[frontend].pool.submit(u64::from(slot), position);
+                    self.pump(frontend);
                 }
-                Action::Cancel { task } => self.cancel(self.active[slot as usize].tasks[task]),
+                Action::Cancel { task } => {
+                    // The frontend stops waiting for the task: its slot is free at once.
+                    let index = self.active[slot as usize].tasks[task];
+                    self.end_slot(index);
+                    self.cancel(index);
+                }
                 Action::ArmTimer { at_ns } => {
                     let generation = self.active[slot as usize].generation;
                     self.schedule(at_ns, Event::Timeout { request: slot, generation });
@@ -833,7 +934,11 @@ impl<'a> Engine<'a> {
         } else {
             execution::Event::Finished { task: position }
         };
+        // The execution hears first, so the tasks it cancels on this result leave the task queue
+        // before the slot the result frees could send one of them (a request it settles gives its
+        // slots back in `resolve`).
         self.feed(task.request, event);
+        self.end_slot(index);
     }
 
     /// Node `node` goes down: the tasks it holds fail (their failures travel to their frontends)
@@ -869,7 +974,17 @@ impl<'a> Engine<'a> {
         let now = self.now_ns;
         let task = &mut self.tasks[index as usize];
         match task.state {
-            TaskState::Dormant | TaskState::Finished | TaskState::Cancelled | TaskState::Failed => {}
+            TaskState::Dormant
+            | TaskState::Finished
+            | TaskState::Cancelled
+            | TaskState::Failed
+            | TaskState::Withdrawn => {}
+            // It never left its frontend: the execution learns at once.
+            TaskState::AwaitingSlot => {
+                task.state = TaskState::Withdrawn;
+                task.cancel_sent_ns = now;
+                self.schedule(now, Event::Withdrawn { task: index });
+            }
             // Dropped when it arrives (`task_arrive` sees the cancel).
             TaskState::InFlight => task.cancel_sent_ns = now,
             TaskState::Waiting | TaskState::InService => {
@@ -920,13 +1035,20 @@ impl<'a> Engine<'a> {
 
     /// Emits the record of request `slot`, settled (over, every task resolved), and frees it.
     fn resolve(&mut self, slot: u32) {
+        let frontend = usize::from(self.active[slot as usize].frontend);
+        for position in 0..self.active[slot as usize].tasks.len() {
+            self.end_slot(self.active[slot as usize].tasks[position]);
+        }
+        self.frontends[frontend].pool.request_ended(u64::from(slot));
+        self.pump(frontend);
         let active = &mut self.active[slot as usize];
         active.executing = false;
         let execution = active.execution.as_ref().expect("a settled execution");
         self.task_scratch.clear();
         for &t in &active.tasks {
             let task = self.tasks[t as usize];
-            if task.state != TaskState::Dormant {
+            debug_assert!(!task.submitted, "a settled request's tasks have ended at the admission pool");
+            if !matches!(task.state, TaskState::Dormant | TaskState::Withdrawn) {
                 debug_assert!(task.state != TaskState::Cancelled || task.cancel_sent_ns != NEVER, "a cancel was sent");
                 self.task_scratch.push(TaskRecord {
                     node: NodeId(task.node),

@@ -43,6 +43,7 @@ pub use engine::{Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel, Ou
 
 use codec::CodeSpec;
 use config::us;
+use execution::AdmissionSettings;
 use model::{CodeLayout, Placement, RecordLog};
 use policy::{PolicyKind, build_read_policy};
 use rand::{Rng, SeedableRng};
@@ -145,6 +146,7 @@ pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: 
             probe_rtt_ns: us(config.frontends.probe_rtt_us),
             per_probe_ns: us(config.frontends.per_probe_us),
             probes_block_frontend: config.frontends.probes_block_frontend,
+            admission: AdmissionSettings { slots: config.frontends.admission_slots, mode: config.frontends.admission },
         },
         network_latency_ns: us(config.cluster.network_latency_us),
         // The same engine streams for every policy: common random numbers.

@@ -6,6 +6,7 @@
 //! Must not: be used for measurements (one request, no workload, no policy of the papers).
 
 use codec::CodeSpec;
+use execution::AdmissionSettings;
 use model::{CodeLayout, NodeId, ObjectId, PartitionId, Placement, ReadPlan, ReadRequest, RequestId};
 use policy::{ClusterView, ReadPolicy};
 use rand::RngCore;
@@ -14,7 +15,8 @@ use crate::engine::{Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel,
 
 /// A timeline: `plan` reads data unit `plan.tasks[0].unit`'s partition of a stripe of `code` with
 /// unit u on node u; node u serves any task in `service_ns[u]`; `outages` take nodes down; every
-/// message takes `latency_ns`. The request arrives at 0 and is decided at once.
+/// message takes `latency_ns`; the frontend's task slots are `admission`. The request arrives at 0
+/// and is decided at once.
 #[derive(Clone, Debug)]
 pub struct Timeline {
     /// The stripes' code.
@@ -27,6 +29,8 @@ pub struct Timeline {
     pub outages: Vec<Outage>,
     /// One-way network latency, ns.
     pub latency_ns: u64,
+    /// The frontend's admission pool.
+    pub admission: AdmissionSettings,
 }
 
 /// The policy of a timeline: always its plan.
@@ -67,7 +71,7 @@ pub fn run(timeline: &Timeline) -> EngineOutput {
             slowdown: None,
             outages: timeline.outages.clone(),
         },
-        frontends: FrontendModel::instant(),
+        frontends: FrontendModel { admission: timeline.admission, ..FrontendModel::instant() },
         network_latency_ns: timeline.latency_ns,
         seed: 1,
     };

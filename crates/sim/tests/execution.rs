@@ -1,8 +1,9 @@
 //! The engine driving the execution core: timeouts, failed tasks from node outages, cancelled
-//! losers, and a timer that fires while the normal result is on its way. One stripe of RS(6,3)
-//! with unit u on node u, one request, deterministic service (`sim::scripted`).
+//! losers, a timer that fires while the normal result is on its way, and a fallback that waits for
+//! an admission slot. One stripe of RS(6,3) with unit u on node u, one request, deterministic
+//! service (`sim::scripted`).
 
-use execution::Action;
+use execution::{Action, AdmissionMode, AdmissionSettings};
 use model::{NodeId, PlannedTask, Quorum, ReadPlan, TaskRole};
 use sim::scripted::{Timeline, run};
 use sim::{EngineOutput, Outage};
@@ -26,7 +27,14 @@ fn normal_then_fallback() -> ReadPlan {
 fn timeline(node0_ns: u64, latency_ns: u64, outages: Vec<Outage>) -> Timeline {
     let mut service_ns = vec![10 * MS; 9];
     service_ns[0] = node0_ns;
-    Timeline { code: codec::CodeSpec::Rs { k: 6, m: 3 }, plan: normal_then_fallback(), service_ns, outages, latency_ns }
+    Timeline {
+        code: codec::CodeSpec::Rs { k: 6, m: 3 },
+        plan: normal_then_fallback(),
+        service_ns,
+        outages,
+        latency_ns,
+        admission: AdmissionSettings::default(),
+    }
 }
 
 fn actions(output: &EngineOutput) -> Vec<(u64, Action)> {
@@ -95,4 +103,23 @@ fn the_timer_firing_while_the_normal_result_travels_launches_the_fallback() {
     assert!(record.request.timed_out && !record.request.degraded);
     assert_eq!(record.request.completion_ns, 102 * MS);
     assert!(record.tasks[1..].iter().all(|t| t.cancelled && t.start_ns == model::NEVER), "{:?}", record.tasks);
+}
+
+#[test]
+fn with_one_slot_the_fallback_waits_behind_the_normal_read_and_never_reaches_a_node() {
+    // The normal task holds the frontend's only slot; the timeout starts the fallback, whose six
+    // tasks queue for that slot; the normal read (300 ms) wins and the queued tasks are withdrawn
+    // without being sent, so the record has the normal task alone.
+    let mut one_slot = timeline(300 * MS, 0, Vec::new());
+    one_slot.admission = AdmissionSettings { slots: Some(1), mode: AdmissionMode::NonBlocking };
+    let output = run(&one_slot);
+    let mut expected = opening();
+    expected.extend(starts(100 * MS, 1..=6));
+    expected.push((300 * MS, Action::Complete { decoded: false }));
+    expected.extend((1..=6).map(|task| (300 * MS, Action::Cancel { task })));
+    assert_eq!(actions(&output), expected);
+    let record = output.records.iter().next().unwrap();
+    assert_eq!(record.request.completion_ns, 300 * MS);
+    assert!(!record.request.degraded && record.request.timed_out);
+    assert_eq!(record.tasks.len(), 1, "withdrawn tasks never reached a node: {:?}", record.tasks);
 }

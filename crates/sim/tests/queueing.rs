@@ -1,8 +1,10 @@
 //! The engine against queueing theory: M/M/1 and M/D/1 mean waiting times
-//! within 2 % of the formulas, and an (n, k) fork-join with cancellation
-//! between its known bounds. Fixed seeds, long runs.
+//! within 2 % of the formulas, an (n, k) fork-join with cancellation
+//! between its known bounds, and admission pools whose slots make the
+//! frontend the queue (M/M/1 again, at the frontend). Fixed seeds, long runs.
 
 use codec::CodeSpec;
+use execution::{AdmissionMode, AdmissionSettings};
 use model::{
     CodeLayout, NodeId, ObjectId, PartitionId, Placement, PlannedTask, Quorum, ReadPlan, ReadRequest, RequestId,
     TaskRole,
@@ -75,6 +77,19 @@ fn run(
     exp_mean_ns: u64,
     requests: &[ReadRequest],
 ) -> model::RecordLog {
+    run_admitted(nodes, fan_out, k, overhead_ns, exp_mean_ns, requests, AdmissionSettings::default())
+}
+
+/// [`run`] behind an admission pool.
+fn run_admitted(
+    nodes: u32,
+    fan_out: u32,
+    k: u16,
+    overhead_ns: u64,
+    exp_mean_ns: u64,
+    requests: &[ReadRequest],
+    admission: AdmissionSettings,
+) -> model::RecordLog {
     let spec = CodeSpec::Rs { k: 1, m: nodes as usize - 1 };
     let placement = Placement::new(spec, nodes, (0..nodes).map(NodeId).collect()).unwrap();
     let layout = CodeLayout::new(spec).unwrap();
@@ -90,7 +105,7 @@ fn run(
             slowdown: None,
             outages: Vec::new(),
         },
-        frontends: FrontendModel::instant(),
+        frontends: FrontendModel { admission, ..FrontendModel::instant() },
         network_latency_ns: 0,
         seed: 11,
     };
@@ -143,4 +158,37 @@ fn fork_join_with_cancellation_is_within_its_bounds() {
     for record in records.iter().take(10_000) {
         assert_eq!(record.tasks.iter().filter(|t| !t.cancelled).count(), 2);
     }
+}
+
+fn mean_latency_ms(records: &model::RecordLog) -> f64 {
+    records.requests().iter().map(|r| r.latency_ns() as f64).sum::<f64>() / records.len() as f64 / 1e6
+}
+
+#[test]
+fn one_admission_slot_moves_the_m_m_1_queue_from_the_node_to_the_frontend() {
+    // λ = 0.5 per ms, μ = 1 per ms: the sojourn is 1 / (μ - λ) = 2 ms, now spent waiting for
+    // the frontend's one slot; the node never has a task waiting.
+    let requests = poisson_requests(1_000_000, 0.5e-6, 4);
+    let one_slot = AdmissionSettings { slots: Some(1), mode: AdmissionMode::NonBlocking };
+    let records = run_admitted(2, 1, 1, 0, 1_000_000, &requests, one_slot);
+    assert!(records.all_tasks().iter().all(|t| t.waiting_ns() == Some(0)), "one slot: no task waits at its node");
+    let measured = mean_latency_ms(&records);
+    assert!((measured / 2.0 - 1.0).abs() < 0.02, "sojourn {measured} ms, M/M/1 formula 2 ms");
+}
+
+#[test]
+fn a_blocking_pool_of_two_slots_serving_first_one_of_two_is_an_m_m_1_queue_at_twice_the_rate() {
+    // Blocking admission with L = 2 starts a request only when both slots are idle; the first of
+    // its two exponential tasks to finish ends it and the other is cancelled, freeing both slots:
+    // service Exp(2μ), so the sojourn is 1 / (2μ - λ) = 1 / (2 - 1.2) ms = 1.25 ms.
+    let requests = poisson_requests(1_000_000, 1.2e-6, 5);
+    let blocking = AdmissionSettings { slots: Some(2), mode: AdmissionMode::Blocking };
+    let records = run_admitted(2, 2, 1, 0, 1_000_000, &requests, blocking);
+    let measured = mean_latency_ms(&records);
+    assert!((measured / 1.25 - 1.0).abs() < 0.02, "sojourn {measured} ms, M/M/1 at 2μ: 1.25 ms");
+    // Both slots free together (the loser is cancelled at the winner's finish), so a non-blocking
+    // pool, which admits on one idle slot, always finds two: the rules coincide, request for request.
+    let non_blocking = AdmissionSettings { slots: Some(2), mode: AdmissionMode::NonBlocking };
+    let same = run_admitted(2, 2, 1, 0, 1_000_000, &requests, non_blocking);
+    assert!(same.requests().iter().zip(records.requests()).all(|(a, b)| a.completion_ns == b.completion_ns));
 }

@@ -92,6 +92,7 @@ fn a_frontend_that_does_not_wait_for_probe_replies_does_not_queue_behind_them() 
             probe_rtt_us: 20_000,
             per_probe_us: 0,
             probes_block_frontend,
+            ..sim::FrontendConfig::default()
         };
         let output = &sim::run_config(&config).unwrap()[0];
         let requests = output.records.requests();
@@ -312,4 +313,33 @@ fn a_node_outage_fails_its_tasks_and_every_read_is_still_served() {
     let backwards = "[[cluster.outage]]\nnode = 1\nfrom_ms = 10\nuntil_ms = 5\n";
     let bad = SimConfig { cluster: toml::from_str::<SimConfig>(backwards).unwrap().cluster, ..small(4) };
     assert!(bad.validate().unwrap_err().to_string().contains("until_ms"));
+}
+
+/// A bounded admission pool named in a config: one slot per frontend makes the frontends the
+/// queue (requests wait longer than with no bound), every read is still served, and bad settings
+/// are refused by name.
+#[test]
+fn admission_slots_from_a_config_bound_the_tasks_in_flight() {
+    let mean_ms = |toml_frontends: &str| {
+        let frontends = toml::from_str::<SimConfig>(toml_frontends).unwrap().frontends;
+        let config = SimConfig { policies: vec![PolicyKind::Normal], frontends, ..small(6) };
+        config.validate().unwrap();
+        let output = &sim::run_config(&config).unwrap()[0];
+        assert!(output.records.iter().all(|r| r.request.outcome == model::Outcome::Ok));
+        let requests = output.records.requests();
+        requests.iter().map(|r| r.latency_ns() as f64).sum::<f64>() / requests.len() as f64 / 1e6
+    };
+    let unbounded = mean_ms("[frontends]\ncount = 1\n");
+    let one_slot = mean_ms("[frontends]\ncount = 1\nadmission_slots = 1\nadmission = \"blocking\"\n");
+    assert!(one_slot > unbounded * 1.2, "one slot {one_slot} ms, unbounded {unbounded} ms");
+    let zero = toml::from_str::<SimConfig>("[frontends]\nadmission_slots = 0\n").unwrap();
+    assert!(
+        SimConfig { frontends: zero.frontends, ..small(6) }
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("admission_slots")
+    );
+    let unknown = toml::from_str::<SimConfig>("[frontends]\nadmission = \"fifo\"\n").unwrap_err().to_string();
+    assert!(unknown.contains("non_blocking"), "{unknown}");
 }

@@ -9,10 +9,12 @@
 //!
 //! The policy values are the simulator's: this module only translates the store's stripes and nodes
 //! into the policy's dense ids (a placement that grows as stripes are read) and answers its view.
+//! The two id families are named apart: `StoreNodeId` (the metadata store's) and `PolicyNodeId` /
+//! `PolicyStripeId` (the dense ids of the policy's placement).
 //!
 //! Must not: decide anything a policy decides, hold a lock across an await, or lose availability:
 //! when a planned read cannot be completed (a node is Down, a unit is corrupt or missing) the read
-//! falls back to [`StripeIo`]'s robust degraded read, which the record marks as degraded.
+//! falls back to the robust read (`robust`), which the record marks as degraded.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,13 +24,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use bytes::Bytes;
-use codec::ErasureCode;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use meta::{NodeState, StripeMeta};
+use meta::{NodeId as StoreNodeId, NodeState, StripeMeta};
 use model::{
-    CodeLayout, FrontendId, NEVER, ObjectId, Outcome, PartitionId, Placement, PlannedTask, QueueState, ReadPlan,
-    ReadRequest, Record, RequestId, RequestRecord, TaskRecord,
+    CodeLayout, FrontendId, NEVER, NodeId as PolicyNodeId, ObjectId, Outcome, PartitionId, Placement, PlannedTask,
+    QueueState, ReadPlan, ReadRequest, Record, RequestId, RequestRecord, StripeId as PolicyStripeId, TaskRecord,
 };
 use policy::{PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
 use rand::{RngCore, SeedableRng};
@@ -36,6 +37,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::DataError;
+use super::admission::admit_plan;
 use super::executor::{self, Clock, TaskEnd, TaskResult};
 use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo};
@@ -175,9 +177,9 @@ struct Catalog {
     layout: CodeLayout,
     placement: Placement,
     /// Store stripe → (dense stripe, the store nodes it was registered with).
-    stripes: HashMap<u64, (model::StripeId, Vec<meta::NodeId>)>,
-    node_index: HashMap<meta::NodeId, model::NodeId>,
-    nodes: Vec<meta::NodeId>,
+    stripes: HashMap<u64, (PolicyStripeId, Vec<StoreNodeId>)>,
+    node_index: HashMap<StoreNodeId, PolicyNodeId>,
+    nodes: Vec<StoreNodeId>,
     /// Service rate per dense node from the last probe (0 = not known yet).
     rates: Vec<f64>,
     /// Per-task overhead per dense node that goes with its rate, from the same probe.
@@ -203,11 +205,11 @@ impl Catalog {
         })
     }
 
-    fn node(&mut self, id: meta::NodeId) -> model::NodeId {
+    fn node(&mut self, id: StoreNodeId) -> PolicyNodeId {
         if let Some(&dense) = self.node_index.get(&id) {
             return dense;
         }
-        let dense = model::NodeId(self.nodes.len() as u32);
+        let dense = PolicyNodeId(self.nodes.len() as u32);
         self.nodes.push(id);
         self.rates.push(0.0);
         self.overheads_ns.push(0);
@@ -218,7 +220,7 @@ impl Catalog {
 
     /// The dense id of `stripe`, registering it (again, when repair moved a unit) as needed.
     /// `None` when the catalog is full and must start afresh.
-    fn stripe(&mut self, stripe: &StripeMeta) -> Result<Option<model::StripeId>, DataError> {
+    fn stripe(&mut self, stripe: &StripeMeta) -> Result<Option<PolicyStripeId>, DataError> {
         if let Some((dense, nodes)) = self.stripes.get(&stripe.id.0)
             && *nodes == stripe.placement
         {
@@ -227,7 +229,7 @@ impl Catalog {
         if self.placement.stripe_count() as usize >= self.max_stripes {
             return Ok(None);
         }
-        let dense_nodes: Vec<model::NodeId> = stripe.placement.iter().map(|&n| self.node(n)).collect();
+        let dense_nodes: Vec<PolicyNodeId> = stripe.placement.iter().map(|&n| self.node(n)).collect();
         let dense = self.placement.push_stripe(&dense_nodes).map_err(|e| DataError::Internal(e.to_string()))?;
         self.stripes.insert(stripe.id.0, (dense, stripe.placement.clone()));
         Ok(Some(dense))
@@ -247,7 +249,7 @@ impl Catalog {
         self.stripes.len()
     }
 
-    fn measured(&self, node: model::NodeId) -> bool {
+    fn measured(&self, node: PolicyNodeId) -> bool {
         self.rates.get(node.index()).is_some_and(|r| *r > 0.0)
     }
 
@@ -259,14 +261,14 @@ impl Catalog {
         (count > 0).then(|| sum / f64::from(count))
     }
 
-    fn rate(&self, node: model::NodeId) -> f64 {
+    fn rate(&self, node: PolicyNodeId) -> f64 {
         if self.measured(node) {
             return self.rates[node.index()];
         }
         self.mean_of_measured(|i| self.rates[i]).unwrap_or(1.0)
     }
 
-    fn task_overhead_ns(&self, node: model::NodeId) -> u64 {
+    fn task_overhead_ns(&self, node: PolicyNodeId) -> u64 {
         if self.measured(node) {
             return self.overheads_ns[node.index()];
         }
@@ -277,7 +279,7 @@ impl Catalog {
 /// The policy's view of the cluster during one decision: the catalog plus the probe replies.
 struct LiveView<'a> {
     catalog: &'a Catalog,
-    answers: &'a [(model::NodeId, QueueState)],
+    answers: &'a [(PolicyNodeId, QueueState)],
     frontend_count: u32,
     unanswered: u32,
 }
@@ -289,16 +291,16 @@ impl policy::ClusterView for LiveView<'_> {
     fn layout(&self) -> &CodeLayout {
         &self.catalog.layout
     }
-    fn node_rate_bytes_per_s(&self, node: model::NodeId) -> f64 {
+    fn node_rate_bytes_per_s(&self, node: PolicyNodeId) -> f64 {
         self.catalog.rate(node)
     }
-    fn node_task_overhead_ns(&self, node: model::NodeId) -> u64 {
+    fn node_task_overhead_ns(&self, node: PolicyNodeId) -> u64 {
         self.catalog.task_overhead_ns(node)
     }
     fn frontend_count(&self) -> u32 {
         self.frontend_count
     }
-    fn probe(&mut self, node: model::NodeId) -> QueueState {
+    fn probe(&mut self, node: PolicyNodeId) -> QueueState {
         match self.answers.iter().find(|(n, _)| *n == node) {
             Some((_, state)) => *state,
             None => {
@@ -325,7 +327,7 @@ struct State {
 
 impl State {
     /// A fresh request id and the partition of data unit `unit` of catalog stripe `dense`.
-    fn name_request(&mut self, dense: model::StripeId, unit: usize) -> (RequestId, PartitionId) {
+    fn name_request(&mut self, dense: PolicyStripeId, unit: usize) -> (RequestId, PartitionId) {
         let id = RequestId(self.next_request);
         self.next_request += 1;
         let k = self.catalog.layout.data_units() as u32;
@@ -344,7 +346,7 @@ struct Decision {
     /// CPU time of the deciding thread(s) over both phases.
     decision_cpu_ns: u64,
     /// Dense node → store node, for the plan's tasks.
-    store_nodes: Vec<meta::NodeId>,
+    store_nodes: Vec<StoreNodeId>,
 }
 
 /// The live read controller; see the module documentation.
@@ -474,18 +476,10 @@ impl Controller {
     /// Bytes `offset .. offset + length` of data unit `unit` of sealed `stripe`, as the policy
     /// plans, with nodes that are not Up looking full to it. Reads the controller cannot plan (a
     /// stripe of another code, the catalog starting afresh) take the robust read (`robust`). Every read is
-    /// recorded; one served without a plan has no tasks.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn read(
-        &self,
-        io: &StripeIo,
-        nodes: &NodeMap,
-        stripe: &StripeMeta,
-        code: &dyn ErasureCode,
-        unit: usize,
-        offset: u64,
-        length: u64,
-    ) -> Result<Bytes, DataError> {
+    /// recorded; one served without a plan has no tasks. Every plan run, planned or robust, is
+    /// admitted by `range.admission`'s pool first.
+    pub async fn read(&self, range: RangeRead<'_>) -> Result<Bytes, DataError> {
+        let RangeRead { io, nodes, stripe, code, unit, offset, length, .. } = range;
         let arrival_ns = self.now_ns();
         let plannable = self.is_own_code(stripe) && unit < code.data_units() && unit <= usize::from(u8::MAX);
         let mut probes_sent = 0u32;
@@ -502,7 +496,6 @@ impl Controller {
         };
         let Some(decision) = decision else {
             count(&self.counters.bypassed, "lowtail_controller_reads_bypassed_total", 1);
-            let range = RangeRead { io, nodes, stripe, code, unit, offset, length };
             let result = robust::read(range, self.read_timeout().as_nanos() as u64).await;
             let read = Unplanned {
                 stripe,
@@ -518,8 +511,7 @@ impl Controller {
         count(&self.counters.planned_reads, "lowtail_controller_reads_planned_total", 1);
         metrics::histogram!("lowtail_controller_decision_seconds")
             .record((decision.decision_end_ns - decision.decision_start_ns) as f64 / 1e9);
-        let target = RangeRead { io, nodes, stripe, code, unit, offset, length };
-        let (executed, ends) = self.execute(&target, &decision).await;
+        let (executed, ends) = self.execute(&range, &decision).await;
         let (result, degraded, timed_out) = match executed {
             Executed::Done { bytes, degraded, timed_out } => {
                 if degraded {
@@ -530,7 +522,6 @@ impl Controller {
             Executed::Failed { timed_out } => {
                 // Availability first: the robust read tries every decodable set and Down nodes.
                 count(&self.counters.fallbacks, "lowtail_controller_fallbacks_total", 1);
-                let range = RangeRead { io, nodes, stripe, code, unit, offset, length };
                 let result = robust::read(range, self.read_timeout().as_nanos() as u64).await;
                 (result.map(|(bytes, _)| bytes), true, timed_out)
             }
@@ -673,7 +664,7 @@ impl Controller {
                 };
                 state.policy.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
                 targets.dedup();
-                let store_targets: Vec<(model::NodeId, meta::NodeId)> =
+                let store_targets: Vec<(PolicyNodeId, StoreNodeId)> =
                     targets.iter().map(|&t| (t, state.catalog.nodes[t.index()])).collect();
                 (request, request_rng, store_targets, state.generation)
             };
@@ -734,10 +725,10 @@ impl Controller {
         &self,
         io: &StripeIo,
         nodes: &NodeMap,
-        targets: &[(model::NodeId, meta::NodeId)],
-    ) -> (Vec<(model::NodeId, Option<node::ProbeReply>)>, usize) {
+        targets: &[(PolicyNodeId, StoreNodeId)],
+    ) -> (Vec<(PolicyNodeId, Option<node::ProbeReply>)>, usize) {
         let (up, down): (Vec<_>, Vec<_>) = targets.iter().partition(|(_, id)| is_up(nodes, *id));
-        let mut replies: Vec<(model::NodeId, Option<node::ProbeReply>)> = Vec::with_capacity(targets.len());
+        let mut replies: Vec<(PolicyNodeId, Option<node::ProbeReply>)> = Vec::with_capacity(targets.len());
         replies.extend(down.iter().map(|&&(dense, _)| (dense, None)));
         let sent = up.len();
         let mut probes: FuturesUnordered<_> = up
@@ -771,7 +762,15 @@ impl Controller {
         let plan = &decision.plan;
         let clock = Clock { epoch: self.epoch };
         let run_task = |i: usize| self.run_task(target, &plan.tasks[i], decision.store_nodes[i]);
-        let driven = executor::drive(plan, target.unit as u8, target.code, clock, run_task, None).await;
+        let admitted = match admit_plan(target.admission, plan).await {
+            Ok(admitted) => admitted,
+            Err(error) => {
+                tracing::warn!(%error, "planned read not admitted");
+                return (Executed::Failed { timed_out: false }, vec![TaskEnd::NotLaunched; plan.tasks.len()]);
+            }
+        };
+        let driven =
+            executor::drive(plan, target.unit as u8, target.code, clock, admitted.as_ref(), run_task, None).await;
         let timed_out = driven.timed_out;
         let executed = match &driven.completed {
             Some((tasks, decoded)) => match robust::served_bytes(*target, plan, tasks, *decoded, &driven.bytes) {
@@ -787,7 +786,7 @@ impl Controller {
     }
 
     /// One task: its bytes (None when it failed) and how it ended.
-    async fn run_task(&self, target: &RangeRead<'_>, task: &PlannedTask, node: meta::NodeId) -> TaskResult {
+    async fn run_task(&self, target: &RangeRead<'_>, task: &PlannedTask, node: StoreNodeId) -> TaskResult {
         let RangeRead { io, nodes, stripe, .. } = *target;
         debug_assert_eq!(stripe.placement[usize::from(task.unit)], node, "plan and stripe agree on the node");
         let sent_ns = self.now_ns();
@@ -836,11 +835,11 @@ impl Controller {
     /// switched meanwhile.
     pub async fn refresh_once(&self, io: &StripeIo) -> Result<(), DataError> {
         let nodes = io.cluster().node_map().await?;
-        let mut ids: Vec<meta::NodeId> = nodes.keys().copied().collect();
+        let mut ids: Vec<StoreNodeId> = nodes.keys().copied().collect();
         ids.sort();
         let (targets, generation) = {
             let mut state = self.lock();
-            let targets: Vec<(model::NodeId, meta::NodeId)> =
+            let targets: Vec<(PolicyNodeId, StoreNodeId)> =
                 ids.iter().map(|&id| (state.catalog.node(id), id)).collect();
             (targets, state.generation)
         };
@@ -854,7 +853,7 @@ impl Controller {
     async fn refresh_with(
         &self,
         generation: u64,
-        replies: &[(model::NodeId, Option<node::ProbeReply>)],
+        replies: &[(PolicyNodeId, Option<node::ProbeReply>)],
     ) -> Result<(), DataError> {
         let started = Instant::now();
         let work = {
@@ -946,8 +945,8 @@ fn thread_cpu_ns() -> u64 {
 /// Queue states from probe replies (unreachable nodes look full), recording measured rates.
 fn record_rates(
     catalog: &mut Catalog,
-    replies: &[(model::NodeId, Option<node::ProbeReply>)],
-) -> Vec<(model::NodeId, QueueState)> {
+    replies: &[(PolicyNodeId, Option<node::ProbeReply>)],
+) -> Vec<(PolicyNodeId, QueueState)> {
     replies
         .iter()
         .map(|&(node, reply)| match reply {
@@ -971,7 +970,7 @@ fn record_rates(
 }
 
 /// Whether store node `id` is registered and Up.
-fn is_up(nodes: &NodeMap, id: meta::NodeId) -> bool {
+fn is_up(nodes: &NodeMap, id: StoreNodeId) -> bool {
     nodes.get(&id).is_some_and(|node| node.state == NodeState::Up)
 }
 
@@ -1038,7 +1037,7 @@ mod tests {
     }
 
     fn task() -> PlannedTask {
-        PlannedTask { node: model::NodeId(2), unit: 1, offset: 0, length: 100, role: TaskRole::Normal }
+        PlannedTask { node: PolicyNodeId(2), unit: 1, offset: 0, length: 100, role: TaskRole::Normal }
     }
 
     #[test]
@@ -1069,9 +1068,9 @@ mod tests {
     #[test]
     fn unreachable_nodes_look_full_and_measured_rates_and_overheads_are_kept() {
         let mut catalog = Catalog::new("rs-2-1", MAX_CATALOG_STRIPES).unwrap();
-        let a = catalog.node(meta::NodeId(7));
-        let b = catalog.node(meta::NodeId(9));
-        assert_eq!(catalog.node(meta::NodeId(7)), a, "a node keeps its dense id");
+        let a = catalog.node(StoreNodeId(7));
+        let b = catalog.node(StoreNodeId(9));
+        assert_eq!(catalog.node(StoreNodeId(7)), a, "a node keeps its dense id");
         let reply = node::ProbeReply {
             node_id: 7,
             queued_bytes: 10,
@@ -1190,7 +1189,7 @@ mod tests {
             id: meta::StripeId(id),
             code: code.to_string(),
             unit_bytes: 4096,
-            placement: (0..9).map(meta::NodeId).collect(),
+            placement: (0..9).map(StoreNodeId).collect(),
             state: meta::StripeState::Sealed,
             unit_checksums: None,
             packed_bytes: None,
@@ -1203,17 +1202,17 @@ mod tests {
     #[test]
     fn the_catalog_holds_at_most_its_bound_and_a_fresh_start_keeps_the_nodes_rates() {
         let mut catalog = Catalog::new("rs-6-3", 2).unwrap();
-        assert_eq!(catalog.stripe(&stripe(10, "rs-6-3")).unwrap(), Some(model::StripeId(0)));
-        assert_eq!(catalog.stripe(&stripe(11, "rs-6-3")).unwrap(), Some(model::StripeId(1)));
-        assert_eq!(catalog.stripe(&stripe(10, "rs-6-3")).unwrap(), Some(model::StripeId(0)), "known: no growth");
+        assert_eq!(catalog.stripe(&stripe(10, "rs-6-3")).unwrap(), Some(PolicyStripeId(0)));
+        assert_eq!(catalog.stripe(&stripe(11, "rs-6-3")).unwrap(), Some(PolicyStripeId(1)));
+        assert_eq!(catalog.stripe(&stripe(10, "rs-6-3")).unwrap(), Some(PolicyStripeId(0)), "known: no growth");
         assert_eq!(catalog.stripe(&stripe(12, "rs-6-3")).unwrap(), None, "full: the caller starts afresh");
-        let node = catalog.node(meta::NodeId(4));
+        let node = catalog.node(StoreNodeId(4));
         catalog.rates[node.index()] = 3e6;
         catalog.forget_stripes().unwrap();
         assert_eq!(catalog.stripe_count(), 0);
-        assert_eq!(catalog.node(meta::NodeId(4)), node, "nodes keep their dense ids");
+        assert_eq!(catalog.node(StoreNodeId(4)), node, "nodes keep their dense ids");
         assert_eq!(catalog.rate(node), 3e6, "and their measured rates");
-        assert_eq!(catalog.stripe(&stripe(12, "rs-6-3")).unwrap(), Some(model::StripeId(0)));
+        assert_eq!(catalog.stripe(&stripe(12, "rs-6-3")).unwrap(), Some(PolicyStripeId(0)));
     }
 
     #[test]

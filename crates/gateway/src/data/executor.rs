@@ -1,7 +1,8 @@
 //! The live shell of the execution core: runs one read plan by feeding `execution::ReadExecution`
 //! the task completions of node RPCs and the expiries of a tokio timer, and carrying out its
 //! actions (start a task, cancel one by dropping its RPC, arm the timer). The simulator's engine is
-//! the other shell of the same core, so the two execute a plan alike by construction.
+//! the other shell of the same core, so the two execute a plan alike by construction. A plan
+//! admitted by the gateway's task pool (`admission`) sends each started task once it has a slot.
 //!
 //! Owns the in-flight task futures of one read and nothing else. Must not decide anything a plan's
 //! execution decides (which tasks start, when the fallback launches, when the quorum is met, what
@@ -10,6 +11,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use codec::ErasureCode;
@@ -19,6 +22,8 @@ use futures_util::future::{AbortHandle, Abortable};
 use futures_util::stream::FuturesUnordered;
 use model::ReadPlan;
 use tokio::time::Instant;
+
+use super::admission::AdmittedPlan;
 
 /// How one task ended (times on the shell's clock, in ns since its epoch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +49,8 @@ pub enum TaskEnd {
         /// When it was dropped.
         cancel_ns: u64,
     },
-    /// Not launched (a fallback the normal read made unnecessary).
+    /// Not launched (a fallback the normal read made unnecessary), or cancelled while it waited for
+    /// an admission slot: it never reached a node.
     NotLaunched,
 }
 
@@ -89,14 +95,16 @@ impl Clock {
 
 type TaskFuture<'a> = Pin<Box<dyn Future<Output = (usize, Option<TaskResult>)> + Send + 'a>>;
 
-/// Runs `plan` to read unit `target` of a stripe of `code`: `run_task(i)` is task i's I/O. Returns
-/// once the plan is over and every task it launched is resolved (cancelled tasks are dropped, which
-/// resolves them at once). `trace`, when given, receives every action with its time.
+/// Runs `plan` to read unit `target` of a stripe of `code`: `run_task(i)` is task i's I/O, run
+/// once the task has a slot of `admitted`'s pool (at once without a pool). Returns once the plan is
+/// over and every task it launched is resolved (cancelled tasks are dropped, which resolves them
+/// and gives their slots back at once). `trace`, when given, receives every action with its time.
 pub async fn drive<'a, F, Fut>(
     plan: &ReadPlan,
     target: u8,
     code: &dyn ErasureCode,
     clock: Clock,
+    admitted: Option<&'a AdmittedPlan<'a>>,
     mut run_task: F,
     mut trace: Option<&mut Vec<(u64, Action)>>,
 ) -> Driven
@@ -108,6 +116,8 @@ where
     let mut execution = ReadExecution::start(plan, target, clock.now_ns());
     let mut running: FuturesUnordered<TaskFuture<'a>> = FuturesUnordered::new();
     let mut aborts: Vec<Option<(AbortHandle, u64)>> = vec![None; tasks];
+    // Whether each started task got its slot (a task cancelled before then never left).
+    let slotted: Arc<[AtomicBool]> = (0..tasks).map(|_| AtomicBool::new(false)).collect();
     let mut driven = Driven {
         completed: None,
         failure: None,
@@ -128,7 +138,8 @@ where
                 Action::Start { task } => {
                     let (handle, registration) = AbortHandle::new_pair();
                     aborts[task] = Some((handle, now_ns));
-                    let io = Abortable::new(run_task(task), registration);
+                    let slotted = Arc::clone(&slotted);
+                    let io = Abortable::new(with_slot(admitted, task, slotted, clock, run_task(task)), registration);
                     running.push(Box::pin(async move { (task, io.await.ok()) }));
                 }
                 Action::Cancel { task } => {
@@ -157,7 +168,11 @@ where
                 }
                 None => {
                     let sent_ns = aborts[task].as_ref().map_or(0, |(_, sent_ns)| *sent_ns);
-                    driven.ends[task] = TaskEnd::Cancelled { sent_ns, cancel_ns: clock.now_ns() };
+                    driven.ends[task] = if slotted[task].load(Ordering::Relaxed) {
+                        TaskEnd::Cancelled { sent_ns, cancel_ns: clock.now_ns() }
+                    } else {
+                        TaskEnd::NotLaunched
+                    };
                     Event::Cancelled { task }
                 }
             },
@@ -171,6 +186,26 @@ where
     debug_assert!(execution.is_settled(), "the loop bound covers every event of a plan");
     driven.timed_out = execution.timed_out();
     driven
+}
+
+/// Task `task`'s I/O once it holds a slot of `admitted`'s pool (noted in `slotted`), which it gives
+/// back when it ends or is dropped.
+async fn with_slot<'a>(
+    admitted: Option<&'a AdmittedPlan<'a>>,
+    task: usize,
+    slotted: Arc<[AtomicBool]>,
+    clock: Clock,
+    io: impl Future<Output = TaskResult> + Send + 'a,
+) -> TaskResult {
+    let _slot = match admitted {
+        Some(plan) => match plan.slot(task).await {
+            Ok(slot) => Some(slot),
+            Err(_) => return (TaskEnd::Failed { sent_ns: clock.now_ns() }, None),
+        },
+        None => None,
+    };
+    slotted[task].store(true, Ordering::Relaxed);
+    io.await
 }
 
 /// Sleeps until `deadline`, or forever without one.

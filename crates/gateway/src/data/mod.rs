@@ -10,6 +10,7 @@ use bytes::Bytes;
 use meta::Layout;
 use std::ops::Range;
 
+pub mod admission;
 pub mod cluster;
 pub mod config;
 pub mod controller;

@@ -3,8 +3,9 @@
 //! and runs the plan through the execution core, or, without a controller, the robust read does.
 //! Below are unit I/O (`stripe_io`) and the nodes; nothing below calls back up.
 //!
-//! Owns the attachment of the controller and the gateway's read timeout. Must not do unit I/O
-//! itself or decide a plan.
+//! Owns the attachment of the controller, the gateway's read timeout and its read task pool
+//! (`admission`: every plan a read runs is admitted by it). Must not do unit I/O itself or decide
+//! a plan.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use codec::ErasureCode;
 use meta::StripeMeta;
 
 use super::DataError;
+use super::admission::TaskPool;
 use super::controller::Controller;
 use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo};
@@ -24,12 +26,20 @@ pub struct Reads {
     io: Arc<StripeIo>,
     /// The read controller, once attached: reads then follow its policy.
     controller: OnceLock<Arc<Controller>>,
+    /// Admission of the reads' plans to the gateway's task slots (`[data.admission]`).
+    pool: TaskPool,
 }
 
 impl Reads {
-    /// Reads over `io`, robust until a controller is attached.
+    /// Reads over `io`, robust until a controller is attached, admitted as `io`'s config says.
     pub fn new(io: Arc<StripeIo>) -> Reads {
-        Reads { io, controller: OnceLock::new() }
+        let pool = TaskPool::new(io.config().admission.settings());
+        Reads { io, controller: OnceLock::new(), pool }
+    }
+
+    /// The gateway's read task pool.
+    pub fn pool(&self) -> &TaskPool {
+        &self.pool
     }
 
     /// Routes reads through `controller` from now on. Once only: a second controller is refused (it
@@ -64,12 +74,10 @@ impl Reads {
         offset: u64,
         length: u64,
     ) -> Result<Bytes, DataError> {
+        let range = RangeRead { io: &self.io, nodes, stripe, code, unit, offset, length, admission: Some(&self.pool) };
         match self.controller.get() {
-            Some(controller) => controller.read(&self.io, nodes, stripe, code, unit, offset, length).await,
-            None => {
-                let range = RangeRead { io: &self.io, nodes, stripe, code, unit, offset, length };
-                robust::read(range, self.read_timeout().as_nanos() as u64).await.map(|(bytes, _)| bytes)
-            }
+            Some(controller) => controller.read(range).await,
+            None => robust::read(range, self.read_timeout().as_nanos() as u64).await.map(|(bytes, _)| bytes),
         }
     }
 }

@@ -937,6 +937,9 @@ impl RepairService {
                 unit,
                 offset: 0,
                 length: stripe.unit_bytes,
+                // Repair is background work: its reads are paced by `max_read_bytes_per_s`, not
+                // queued behind client reads for their slots.
+                admission: None,
             };
             let rebuilt = robust::rebuild(range, failed.clone()).await.map_err(|error| match error {
                 DataError::Lost(_) => Blocker::TooFewReadable,

@@ -20,6 +20,7 @@ use model::{DecodeAt, PlannedTask, Quorum, ReadPlan, ReconstructionTopology, Tas
 use tokio::time::Instant;
 
 use super::DataError;
+use super::admission::{TaskPool, admit_plan};
 use super::executor::{self, Clock, TaskEnd, TaskResult};
 use super::plan::recovery_units;
 use super::stripe_io::{NodeMap, StripeIo, decode, undecodable};
@@ -41,6 +42,8 @@ pub struct RangeRead<'a> {
     pub offset: u64,
     /// Bytes.
     pub length: u64,
+    /// The task pool the read's plans are admitted by (`None`: not admitted, as repair's rebuilds).
+    pub admission: Option<&'a TaskPool>,
 }
 
 /// Bytes of the range, read robustly; says whether they were decoded (a degraded read).
@@ -70,7 +73,9 @@ async fn rounds(
         let Some(plan) = robust_plan(range, &failed, may_read_target, timeout_ns) else { break };
         let gone: Mutex<Vec<(usize, bool)>> = Mutex::new(Vec::new());
         let run_task = |i: usize| read_task(range, plan.tasks[i], clock, &gone);
-        let driven = executor::drive(&plan, range.unit as u8, range.code, clock, run_task, None).await;
+        let admitted = admit_plan(range.admission, &plan).await?;
+        let driven =
+            executor::drive(&plan, range.unit as u8, range.code, clock, admitted.as_ref(), run_task, None).await;
         if let Some((tasks, decoded)) = driven.completed {
             if decoded {
                 range.io.count_degraded();
