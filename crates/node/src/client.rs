@@ -224,23 +224,25 @@ impl NodeClient {
             let status = |status| ClientError::Status { operation: OP, status };
             let mut stream = inner.read_range(request).await.map_err(status)?.into_inner();
             let capacity = usize::try_from(length).map_err(|_| protocol(OP, "length does not fit in memory"))?;
-            let mut data = BytesMut::with_capacity(capacity);
+            let mut chunks: Vec<Bytes> = Vec::new();
+            let mut received = 0usize;
             let mut timing = None;
             // Bounded by the node: it sends `length` bytes in finitely many chunks; more is refused.
             while let Some(message) = stream.message().await.map_err(status)? {
                 if timing.is_none() {
                     timing = message.timing;
                 }
-                if data.len() + message.chunk.len() > capacity {
+                if received + message.chunk.len() > capacity {
                     return Err(protocol(OP, format!("node sent more than the {length} bytes asked for")));
                 }
-                data.extend_from_slice(&message.chunk);
+                received += message.chunk.len();
+                chunks.push(message.chunk);
             }
-            if data.len() != capacity {
-                return Err(protocol(OP, format!("node sent {} of {length} bytes", data.len())));
+            if received != capacity {
+                return Err(protocol(OP, format!("node sent {received} of {length} bytes")));
             }
             let timing = timing.ok_or_else(|| protocol(OP, "no task timing"))?;
-            Ok((data.freeze(), timing.into()))
+            Ok((joined(chunks, capacity), timing.into()))
         })
         .await
     }
@@ -378,4 +380,15 @@ impl NodeClient {
 
 fn protocol(operation: &'static str, what: impl Into<String>) -> ClientError {
     ClientError::Protocol { operation, what: what.into() }
+}
+
+/// `chunks` as one buffer of `length` bytes: the one chunk itself when the node sent one (a unit
+/// range up to its read chunk size, the usual case), copied together otherwise.
+fn joined(mut chunks: Vec<Bytes>, length: usize) -> Bytes {
+    if chunks.len() == 1 {
+        return chunks.pop().expect("one chunk");
+    }
+    let mut data = BytesMut::with_capacity(length);
+    chunks.iter().for_each(|chunk| data.extend_from_slice(chunk));
+    data.freeze()
 }

@@ -372,8 +372,8 @@ impl UnitStore {
         let last_block = (end - 1) / BLOCK_BYTES;
         let span_start = first_block * BLOCK_BYTES;
         let span_end = ((last_block + 1) * BLOCK_BYTES).min(data_len);
-        let mut span = vec![0u8; (span_end - span_start) as usize];
-        file.read_exact_at(&mut span, HEADER_BYTES + span_start).map_err(|e| NodeError::io(&path, e))?;
+        let span =
+            read_span(&file, HEADER_BYTES + span_start, span_end - span_start).map_err(|e| NodeError::io(&path, e))?;
         let mut crcs = vec![0u8; ((last_block - first_block + 1) * CRC_BYTES) as usize];
         file.read_exact_at(&mut crcs, HEADER_BYTES + data_len + first_block * CRC_BYTES)
             .map_err(|e| NodeError::io(&path, e))?;
@@ -384,9 +384,8 @@ impl UnitStore {
                 return Err(self.mark_corrupt(id, what));
             }
         }
-        let mut data = Bytes::from(span);
-        let data = data.split_off((offset - span_start) as usize);
-        Ok(data.slice(..length as usize))
+        let data = Bytes::from(span);
+        Ok(data.slice((offset - span_start) as usize..(offset - span_start + length) as usize))
     }
 
     fn mark_corrupt(&self, id: UnitId, what: String) -> NodeError {
@@ -590,6 +589,20 @@ impl Drop for StagedUnit {
             let _ = fs::remove_file(&self.temp_path);
         }
     }
+}
+
+/// `length` bytes of `file` at `position`, read into a buffer that is not zeroed first (the file's
+/// bytes overwrite it; zeroing a unit-sized buffer cost the node a memset per read).
+fn read_span(mut file: &File, position: u64, length: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let capacity = usize::try_from(length).map_err(std::io::Error::other)?;
+    let mut span = Vec::with_capacity(capacity);
+    file.seek(SeekFrom::Start(position))?;
+    file.take(length).read_to_end(&mut span)?;
+    if span.len() != capacity {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the unit file ended early"));
+    }
+    Ok(span)
 }
 
 #[cfg(test)]

@@ -278,7 +278,7 @@ impl ErasureData {
         Ok(Some(stripe))
     }
 
-    async fn read_striped(&self, segments: &[StripeSegment], range: Range<u64>) -> Result<Bytes, DataError> {
+    async fn read_striped(&self, segments: &[StripeSegment], range: Range<u64>) -> Result<Vec<Bytes>, DataError> {
         let nodes = self.io.cluster().node_map().await?;
         // Every unit range the read needs, in object order.
         let mut pieces = Vec::new();
@@ -316,14 +316,20 @@ impl ErasureData {
             .buffered(self.io.config().max_parallel_unit_reads)
             .try_collect()
             .await?;
-        if parts.len() == 1 {
-            return Ok(parts.into_iter().next().unwrap_or_default());
-        }
-        let mut out = BytesMut::with_capacity(usize::try_from(range.end - range.start).unwrap_or(0));
-        parts.iter().for_each(|part| out.extend_from_slice(part));
-        assert_eq!(out.len() as u64, range.end - range.start, "read assembled the whole range");
-        Ok(out.freeze())
+        let read: usize = parts.iter().map(Bytes::len).sum();
+        assert_eq!(read as u64, range.end - range.start, "the unit ranges cover the whole range");
+        Ok(parts)
     }
+}
+
+/// `parts` as one buffer: the one part itself when there is one, copied together otherwise.
+pub fn joined(mut parts: Vec<Bytes>) -> Bytes {
+    if parts.len() == 1 {
+        return parts.pop().expect("one part");
+    }
+    let mut out = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+    parts.iter().for_each(|part| out.extend_from_slice(part));
+    out.freeze()
 }
 
 /// Size of the object stored at `layout`.
@@ -536,17 +542,21 @@ impl ObjectData for ErasureData {
     }
 
     async fn read(&self, layout: &Layout, range: Range<u64>) -> Result<Bytes, DataError> {
+        self.read_parts(layout, range).await.map(joined)
+    }
+
+    async fn read_parts(&self, layout: &Layout, range: Range<u64>) -> Result<Vec<Bytes>, DataError> {
         let size = layout_size(layout);
         if range.start > range.end || range.end > size {
             return Err(DataError::InvalidRange { start: range.start, end: range.end, size });
         }
         if range.is_empty() {
-            return Ok(Bytes::new());
+            return Ok(Vec::new());
         }
         match layout {
             Layout::Striped { segments } => self.read_striped(segments, range).await,
             Layout::Composite { pieces } => {
-                let mut out = BytesMut::with_capacity(usize::try_from(range.end - range.start).unwrap_or(0));
+                let mut out = Vec::new();
                 for piece in pieces {
                     let piece_end = piece.object_offset_bytes + piece.length_bytes;
                     if piece_end <= range.start || piece.object_offset_bytes >= range.end {
@@ -554,13 +564,12 @@ impl ObjectData for ErasureData {
                     }
                     let start = range.start.max(piece.object_offset_bytes) - piece.object_offset_bytes;
                     let end = range.end.min(piece_end) - piece.object_offset_bytes;
-                    let part = Box::pin(self.read(&piece.layout, start..end)).await?;
-                    out.extend_from_slice(&part);
+                    out.extend(Box::pin(self.read_parts(&piece.layout, start..end)).await?);
                 }
-                Ok(out.freeze())
+                Ok(out)
             }
             Layout::Packed { stripe, unit, offset_bytes, replica_unit, .. } => {
-                self.packer.read(*stripe, *unit, *offset_bytes, *replica_unit, range).await
+                Ok(vec![self.packer.read(*stripe, *unit, *offset_bytes, *replica_unit, range).await?])
             }
         }
     }

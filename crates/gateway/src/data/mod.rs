@@ -151,6 +151,13 @@ pub trait ObjectData: Send + Sync {
     /// through a degraded read when a unit's node is down, slow or returns a corrupt unit.
     async fn read(&self, layout: &Layout, range: Range<u64>) -> Result<Bytes, DataError>;
 
+    /// [`read`](Self::read) as the buffers the store read, in order and not joined: a body sent to
+    /// a client needs no single buffer, and joining a 1 MiB object's six unit ranges was a copy of
+    /// every byte a GET serves. Their lengths add up to the range's.
+    async fn read_parts(&self, layout: &Layout, range: Range<u64>) -> Result<Vec<Bytes>, DataError> {
+        Ok(vec![self.read(layout, range).await?])
+    }
+
     /// Frees the space of a layout that no object references any more (after an overwrite, delete or
     /// aborted upload). Packed objects only mark their bytes dead until the stripe is compacted.
     /// Stripes under a [`ReadHold`] of this store are freed when the last hold on them ends; the

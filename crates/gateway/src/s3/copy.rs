@@ -319,6 +319,7 @@ pub async fn copy_range(
     let pieces = read_body::read_pieces(layout, range, read_body::READ_PIECE_BYTES);
     let reads = futures_util::stream::iter(pieces)
         .then(|piece| read_body::read_exact(service.data.as_ref(), layout, piece))
+        .flat_map(read_body::each_part)
         .inspect(|read| {
             if let Ok(bytes) = read {
                 md5.update(bytes);

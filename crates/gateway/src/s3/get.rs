@@ -10,7 +10,7 @@ use meta::validate::MAX_PART_NUMBER;
 use meta::{Layout, ObjectMeta};
 use s3s::dto::{
     ChecksumMode, ETag, GetObjectInput, GetObjectOutput, GetObjectTaggingInput, GetObjectTaggingOutput,
-    HeadObjectInput, HeadObjectOutput, Metadata, StreamingBlob,
+    HeadObjectInput, HeadObjectOutput, Metadata,
 };
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
@@ -85,12 +85,12 @@ pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> 
     let hold = service.data.hold(&object.layout);
     let mut pieces = read_body::read_pieces(&object.layout, range, read_body::READ_PIECE_BYTES).into_iter();
     let first = match pieces.next() {
-        None => Bytes::new(),
+        None => vec![Bytes::new()],
         Some(piece) => read_body::read_exact(service.data.as_ref(), &object.layout, piece).await.map_err(from_data)?,
     };
     let rest: Vec<_> = pieces.collect();
     let body = if rest.is_empty() {
-        StreamingBlob::from(s3s::Body::from(first))
+        read_body::body_of(first)
     } else {
         read_body::streamed(Arc::clone(&service.data), object.layout.clone(), hold, first, rest)
     };

@@ -63,13 +63,22 @@ pub fn read_pieces(layout: &Layout, range: Range<u64>, target: u64) -> Vec<Range
     pieces
 }
 
-/// Bytes `range` of the object at `layout`, refusing a read that comes back with any other length.
-pub async fn read_exact(data: &dyn ObjectData, layout: &Layout, range: Range<u64>) -> Result<Bytes, DataError> {
-    let bytes = data.read(layout, range.clone()).await?;
-    if bytes.len() as u64 != range.end - range.start {
+/// Bytes `range` of the object at `layout` as the buffers the store read (not joined), refusing a
+/// read that comes back with any other length.
+pub async fn read_exact(data: &dyn ObjectData, layout: &Layout, range: Range<u64>) -> Result<Vec<Bytes>, DataError> {
+    let parts = data.read_parts(layout, range.clone()).await?;
+    if parts.iter().map(|part| part.len() as u64).sum::<u64>() != range.end - range.start {
         return Err(DataError::Internal("the data path returned the wrong number of bytes".into()));
     }
-    Ok(bytes)
+    Ok(parts)
+}
+
+/// A body of `parts`, sent one after another.
+pub fn body_of(parts: Vec<Bytes>) -> StreamingBlob {
+    match <[Bytes; 1]>::try_from(parts) {
+        Ok([whole]) => StreamingBlob::from(s3s::Body::from(whole)),
+        Err(parts) => StreamingBlob::wrap(futures_util::stream::iter(parts.into_iter().map(Ok::<_, DataError>))),
+    }
 }
 
 /// The body of `first` (already read) followed by the reads of `rest`, made by a task of their own
@@ -81,10 +90,10 @@ pub fn streamed(
     data: Arc<dyn ObjectData>,
     layout: Layout,
     hold: ReadHold,
-    first: Bytes,
+    first: Vec<Bytes>,
     rest: Vec<Range<u64>>,
 ) -> StreamingBlob {
-    let (pieces, received) = tokio::sync::mpsc::channel::<Result<Bytes, DataError>>(READ_AHEAD);
+    let (pieces, received) = tokio::sync::mpsc::channel::<Result<Vec<Bytes>, DataError>>(READ_AHEAD);
     tokio::spawn(async move {
         let _hold = hold;
         // One read per piece, in order: bounded by the piece count.
@@ -101,7 +110,18 @@ pub fn streamed(
         }
     });
     let rest = tokio_stream::wrappers::ReceiverStream::new(received);
-    StreamingBlob::wrap(futures_util::stream::iter([Ok(first)]).chain(rest))
+    StreamingBlob::wrap(futures_util::stream::iter([Ok(first)]).chain(rest).flat_map(each_part))
+}
+
+/// A read's parts one by one (or its error), for a stream of buffers.
+pub fn each_part(
+    read: Result<Vec<Bytes>, DataError>,
+) -> futures_util::stream::Iter<std::vec::IntoIter<Result<Bytes, DataError>>> {
+    let parts: Vec<Result<Bytes, DataError>> = match read {
+        Ok(parts) => parts.into_iter().map(Ok).collect(),
+        Err(error) => vec![Err(error)],
+    };
+    futures_util::stream::iter(parts)
 }
 
 #[cfg(test)]
