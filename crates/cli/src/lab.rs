@@ -6,7 +6,9 @@
 
 use anyhow::Context;
 use bench::engines::{engine_listing, render_engine_listing, select_engine};
-use bench::s3_bench::{ClusterSource, QUICK_PHASE_DURATION, S3BenchConfig};
+use bench::s3_bench::{QUICK_PHASE_DURATION, S3BenchConfig};
+use bench::s3_client::S3Endpoint;
+use bench::s3_target::{TargetSource, TargetSpec};
 use bench::{CodecBenchConfig, Timing, parse_byte_size, run_codec_bench, run_s3_bench};
 use clap::{Args, Subcommand};
 use codec::CodeSpec;
@@ -18,7 +20,7 @@ use crate::print_stdout;
 pub(crate) fn bench(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Codec(args) => bench_codec(args),
-        BenchCommand::S3(args) => bench_s3(args),
+        BenchCommand::S3(args) => bench_s3(*args),
     }
 }
 
@@ -232,24 +234,31 @@ pub(crate) enum BenchCommand {
     /// fields code, k, m, unit_bytes, op ("encode" | "decode"), lost, gbps,
     /// engine, ceiling_gbps, and baseline_gbps on encode rows.
     Codec(CodecArgs),
-    /// S3 PUT, GET and DELETE throughput and p50/p99 latency against a cluster, with the AWS SDK for Rust.
+    /// S3 PUT, GET and DELETE throughput, p50/p99 latency and server CPU time per operation, with the
+    /// AWS SDK for Rust, against lowtail or any S3 endpoint, optionally beside a peer store.
     ///
-    /// Without --cluster it starts a fresh local cluster (9 nodes, rs-6-3, as `lowtail up` does) in a
-    /// temporary directory and stops it afterwards; with --cluster DIR/cluster.json it measures that
-    /// running cluster (in the bucket lowtail-bench, under a prefix of its own; the DELETE phases
-    /// delete what the PUT phases wrote).
+    /// Without --cluster or --endpoint it starts a fresh local cluster (9 nodes, rs-6-3: `lowtail up`
+    /// in a temporary directory, as a child process) and stops it afterwards; with --cluster
+    /// DIR/cluster.json it measures that running cluster; with --endpoint URL any S3 store. With
+    /// --peer URL it measures a second store as well, the two taking turns phase by phase, and prints
+    /// a comparison (medians over --rounds). Objects go to --bucket (lowtail-bench), under a prefix of
+    /// their own; the DELETE phases delete what the PUT phases wrote.
     ///
-    /// For every object size: a PUT phase (--concurrency clients writing new keys of random bytes back
-    /// to back for --duration-s seconds), then a GET phase reading random keys of those just written
-    /// (every GET's length is checked, and the bytes of every 50th), then a DELETE phase deleting each
-    /// of them once (at most 10 minutes). Requests are not retried: failures
-    /// are counted in the `errors` column, and any makes the command exit non-zero after printing.
+    /// For every round, concurrency and object size: a PUT phase (--concurrency clients writing new
+    /// keys of random bytes back to back for --duration-s seconds), then a GET phase reading random
+    /// keys of those just written (every GET's length is checked, and the bytes of every 50th), then a
+    /// DELETE phase deleting each of them once (at most 10 minutes). Requests are not retried:
+    /// failures are counted in the `errors` column, and any makes the command exit non-zero after
+    /// printing. Each phase also reads the CPU time (user + system) of the target's server processes:
+    /// lowtail's from its manifest, an endpoint's from --pid / --pid-of and the peer's from --peer-pid
+    /// / --peer-pid-of; none given, none shown (docs/benchmarks.md).
     ///
-    /// With --json, stdout is exactly one JSON array of objects with the fields op ("put" | "get" | "delete"),
-    /// object_bytes, requests, errors, ops_per_s, mb_per_s, p50_ms, p99_ms, max_ms, concurrency,
-    /// gateway_rss_peak_mib (the gateway's peak resident memory during the phase; null when it does
-    /// not run on this host).
-    S3(S3Args),
+    /// With --json, stdout is exactly one JSON array of objects with the fields target, round, op
+    /// ("put" | "get" | "delete"), object_bytes, requests, errors, ops_per_s, mb_per_s, p50_ms,
+    /// p99_ms, max_ms, concurrency, gateway_rss_peak_mib (the gateway's peak resident memory during
+    /// the phase; null when it does not run on this host), server_cpu_ms_per_op (null when not
+    /// measured) and host_idle_pct.
+    S3(Box<S3Args>),
 }
 
 #[derive(Debug, Args)]
@@ -257,13 +266,63 @@ pub(crate) struct S3Args {
     /// The cluster.json of a running cluster (written by `lowtail up`) instead of a fresh cluster.
     #[arg(long, value_name = "FILE")]
     cluster: Option<PathBuf>,
+    /// Any S3 endpoint (http://) instead of lowtail, with --access-key and --secret-key.
+    #[arg(long, value_name = "URL", conflicts_with = "cluster", requires_all = ["access_key", "secret_key"])]
+    endpoint: Option<String>,
+    /// Access key for --endpoint.
+    #[arg(long, value_name = "KEY", requires = "endpoint")]
+    access_key: Option<String>,
+    /// Secret key for --endpoint.
+    #[arg(long, value_name = "KEY", requires = "endpoint")]
+    secret_key: Option<String>,
+    /// Region for --endpoint [default: us-east-1].
+    #[arg(long, value_name = "REGION", requires = "endpoint")]
+    region: Option<String>,
+    /// The measured target's name in the rows and tables.
+    #[arg(long, value_name = "NAME", default_value = bench::s3_target::LOWTAIL_TARGET_NAME)]
+    name: String,
+    /// A server process of --endpoint on this host, whose CPU time is read (repeatable).
+    #[arg(long, value_name = "PID", requires = "endpoint")]
+    pid: Vec<u32>,
+    /// Every process named NAME (/proc/PID/comm) is a server process of --endpoint (repeatable).
+    #[arg(long, value_name = "NAME", requires = "endpoint")]
+    pid_of: Vec<String>,
+    /// An S3 endpoint (http://) measured as well, interleaved phase by phase, with --peer-access-key
+    /// and --peer-secret-key; a second table compares the two.
+    #[arg(long, value_name = "URL", requires_all = ["peer_access_key", "peer_secret_key"])]
+    peer: Option<String>,
+    /// Access key for --peer.
+    #[arg(long, value_name = "KEY", requires = "peer")]
+    peer_access_key: Option<String>,
+    /// Secret key for --peer.
+    #[arg(long, value_name = "KEY", requires = "peer")]
+    peer_secret_key: Option<String>,
+    /// Region for --peer [default: us-east-1].
+    #[arg(long, value_name = "REGION", requires = "peer")]
+    peer_region: Option<String>,
+    /// The peer's name in the rows and tables [default: peer].
+    #[arg(long, value_name = "NAME", requires = "peer")]
+    peer_name: Option<String>,
+    /// A server process of --peer on this host, whose CPU time is read (repeatable).
+    #[arg(long, value_name = "PID", requires = "peer")]
+    peer_pid: Vec<u32>,
+    /// Every process named NAME (/proc/PID/comm, e.g. minio) is a server process of --peer,
+    /// resolved at the start; this process and lowtail's are left out (repeatable).
+    #[arg(long, value_name = "NAME", requires = "peer")]
+    peer_pid_of: Vec<String>,
+    /// Bucket of the objects (created on every target when missing).
+    #[arg(long, value_name = "NAME", default_value = bench::s3_bench::DEFAULT_BUCKET)]
+    bucket: String,
+    /// Times the whole sequence of phases runs; the comparison takes medians over rounds.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
     /// Object sizes, comma-separated, with an optional B, KiB, MiB or GiB suffix.
     #[arg(long, value_name = "SIZES", value_delimiter = ',', default_value = "4KiB,1MiB", value_parser = parse_byte_size)]
     sizes: Vec<usize>,
-    /// Requests in flight (closed loop).
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    concurrency: u32,
-    /// Seconds each phase runs (default 10, or 2 with --quick).
+    /// Requests in flight (closed loop), comma-separated: every concurrency has phases of its own.
+    #[arg(long, value_name = "N,..", value_delimiter = ',', default_value = "8", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    concurrency: Vec<u32>,
+    /// Seconds each PUT and GET phase runs (default 10, or 2 with --quick).
     #[arg(long, value_name = "S", value_parser = clap::value_parser!(u32).range(1..=3600))]
     duration_s: Option<u32>,
     /// A fast smoke run: 2 s phases instead of 10 s.
@@ -272,9 +331,12 @@ pub(crate) struct S3Args {
     /// Seed of the object contents and of the GET key choice.
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
-    /// Print a JSON array on stdout instead of a table (and no progress bar).
+    /// Print a JSON array on stdout instead of the tables (and no progress bar).
     #[arg(long)]
     json: bool,
+    /// Also write the rows as a JSON array to FILE (replaced), whatever stdout shows.
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -562,15 +624,42 @@ fn bench_codec(args: CodecArgs) -> anyhow::Result<()> {
 }
 
 fn bench_s3(args: S3Args) -> anyhow::Result<()> {
-    let cluster = match args.cluster {
-        Some(path) => ClusterSource::Manifest(path),
-        None => ClusterSource::Fresh(
+    let (json, json_out) = (args.json, args.json_out.clone());
+    let config = s3_bench_config(args)?;
+    let report = run_s3_bench(&config).context("S3 benchmark failed")?;
+    if let Some(path) = &json_out {
+        std::fs::write(path, format!("{}\n", bench::s3_bench::render_json(&report)))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let text = if json { bench::s3_bench::render_json(&report) } else { bench::s3_bench::render_table(&report) };
+    print_stdout(&format!("{text}\n"))?;
+    let errors = report.total_errors();
+    anyhow::ensure!(errors == 0, "{errors} S3 requests failed (see the errors column)");
+    Ok(())
+}
+
+/// The benchmark's settings from `lowtail bench s3`'s arguments.
+fn s3_bench_config(args: S3Args) -> anyhow::Result<S3BenchConfig> {
+    let source = match (args.endpoint, args.cluster) {
+        (Some(url), _) => TargetSource::Endpoint(s3_endpoint(url, args.access_key, args.secret_key, args.region)),
+        (None, Some(path)) => TargetSource::Manifest(path),
+        (None, None) => TargetSource::Fresh(
             std::env::current_exe().context("cannot find the lowtail executable to start nodes with")?,
         ),
     };
-    let mut config = S3BenchConfig::new(cluster);
+    let target = TargetSpec { name: args.name, server_pids: args.pid, server_process_names: args.pid_of, source };
+    let peer = args.peer.map(|url| TargetSpec {
+        name: args.peer_name.unwrap_or_else(|| "peer".to_string()),
+        source: TargetSource::Endpoint(s3_endpoint(url, args.peer_access_key, args.peer_secret_key, args.peer_region)),
+        server_pids: args.peer_pid,
+        server_process_names: args.peer_pid_of,
+    });
+    let mut config = S3BenchConfig::new(target);
+    config.peer = peer;
+    config.bucket = args.bucket;
+    config.rounds = args.rounds as usize;
     config.object_sizes_bytes = args.sizes;
-    config.concurrency = args.concurrency as usize;
+    config.concurrencies = args.concurrency.into_iter().map(|clients| clients as usize).collect();
     config.seed = args.seed;
     config.show_progress = !args.json;
     if args.quick {
@@ -579,12 +668,23 @@ fn bench_s3(args: S3Args) -> anyhow::Result<()> {
     if let Some(seconds) = args.duration_s {
         config.phase_duration = std::time::Duration::from_secs(u64::from(seconds));
     }
-    let report = run_s3_bench(&config).context("S3 benchmark failed")?;
-    let text = if args.json { bench::s3_bench::render_json(&report) } else { bench::s3_bench::render_table(&report) };
-    print_stdout(&format!("{text}\n"))?;
-    let errors = report.total_errors();
-    anyhow::ensure!(errors == 0, "{errors} S3 requests failed (see the errors column)");
-    Ok(())
+    config.validate()?;
+    Ok(config)
+}
+
+/// An endpoint from its arguments (clap has made sure the keys come with the URL).
+fn s3_endpoint(
+    url: String,
+    access_key: Option<String>,
+    secret_key: Option<String>,
+    region: Option<String>,
+) -> S3Endpoint {
+    S3Endpoint {
+        url,
+        region: region.unwrap_or_else(|| "us-east-1".to_string()),
+        access_key: access_key.unwrap_or_default(),
+        secret_key: secret_key.unwrap_or_default(),
+    }
 }
 
 pub(crate) fn run_load(args: LoadArgs) -> anyhow::Result<()> {

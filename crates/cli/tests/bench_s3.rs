@@ -1,22 +1,38 @@
-//! `lowtail bench s3` as a user runs it: a real process that starts its own cluster, runs a short
-//! PUT, GET and DELETE phase, stops the cluster and prints exactly one JSON array.
+//! `lowtail bench s3` as a user runs it: a real process that starts its own cluster, runs short
+//! PUT, GET and DELETE phases, stops the cluster and prints exactly one JSON array; the same beside
+//! a peer (a second cluster this test starts), interleaved over two rounds, with the comparison
+//! table; and its refusals of argument combinations that cannot work.
 
-use std::process::Command;
+mod common;
+
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+/// The runs that start clusters take turns: on a small CI machine two at once would each measure
+/// the other's load and take longer than one after the other.
+static CLUSTERS: Mutex<()> = Mutex::new(());
+
+fn lowtail_bench_s3(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lowtail")).args(["bench", "s3"]).args(args).output().expect("lowtail runs")
+}
+
+fn rows_of(json: &[u8]) -> Vec<serde_json::Value> {
+    let rows: serde_json::Value = serde_json::from_slice(json).expect("one JSON value");
+    rows.as_array().expect("a JSON array").clone()
+}
 
 #[test]
 fn bench_s3_quick_json_reports_put_get_and_delete_rows_without_errors() {
-    let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
-        .args(["bench", "s3", "--quick", "--duration-s", "1", "--sizes", "4KiB", "--concurrency", "2", "--json"])
-        .output()
-        .expect("lowtail runs");
+    let _turn = CLUSTERS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let output = lowtail_bench_s3(&["--quick", "--duration-s", "1", "--sizes", "4KiB", "--concurrency", "2", "--json"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "lowtail bench s3 failed: {}\n{stderr}", output.status);
-    let rows: serde_json::Value = serde_json::from_slice(&output.stdout).expect("stdout is one JSON value");
-    let rows = rows.as_array().expect("a JSON array");
+    let rows = rows_of(&output.stdout);
     let ops: Vec<&str> = rows.iter().map(|row| row["op"].as_str().unwrap()).collect();
     assert_eq!(ops, ["put", "get", "delete"]);
     assert_eq!(rows[2]["requests"], rows[0]["requests"], "every object written is deleted once");
-    for row in rows {
+    for row in &rows {
+        assert_eq!((&row["target"], &row["round"]), (&"lowtail".into(), &1.into()), "{row}");
         assert_eq!(row["object_bytes"], 4096, "{row}");
         assert_eq!(row["concurrency"], 2, "{row}");
         assert!(row["requests"].as_u64().unwrap() > 0, "{row}");
@@ -25,5 +41,74 @@ fn bench_s3_quick_json_reports_put_get_and_delete_rows_without_errors() {
         assert!(row["p50_ms"].as_f64().unwrap() > 0.0, "{row}");
         assert!(row["p99_ms"].as_f64().unwrap() >= row["p50_ms"].as_f64().unwrap(), "{row}");
         assert!(row["max_ms"].as_f64().unwrap() >= row["p99_ms"].as_f64().unwrap(), "{row}");
+        // The fresh cluster runs as child processes, so its CPU time is read.
+        assert!(row["server_cpu_ms_per_op"].as_f64().unwrap() > 0.0, "{row}");
+        assert!((0.0..=100.0).contains(&row["host_idle_pct"].as_f64().unwrap()), "{row}");
+    }
+}
+
+#[test]
+fn bench_s3_beside_a_peer_interleaves_both_over_rounds_and_compares_them() {
+    let _turn = CLUSTERS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = common::start_up(dir.path());
+    let peer = common::wait_for_manifest(dir.path(), &mut up);
+    let pids: Vec<String> = peer
+        .gateway
+        .iter()
+        .map(|gateway| gateway.pid)
+        .chain(peer.nodes.iter().map(|node| node.pid))
+        .map(|pid| pid.to_string())
+        .collect();
+    let json_out = dir.path().join("rows.json");
+    let mut args = vec!["--quick", "--duration-s", "1", "--rounds", "2", "--sizes", "4KiB", "--concurrency", "2"];
+    args.extend(["--peer", &peer.endpoint, "--peer-name", "twin", "--peer-region", &peer.region]);
+    args.extend(["--peer-access-key", &peer.access_key, "--peer-secret-key", &peer.secret_key]);
+    for pid in &pids {
+        args.extend(["--peer-pid", pid]);
+    }
+    args.extend(["--json-out", json_out.to_str().unwrap()]);
+    let output = lowtail_bench_s3(&args);
+    common::interrupt(up);
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "lowtail bench s3 failed: {}\n{stdout}\n{stderr}", output.status);
+
+    let rows = rows_of(&std::fs::read(&json_out).unwrap());
+    let order: Vec<(u64, &str, &str)> = rows
+        .iter()
+        .map(|row| (row["round"].as_u64().unwrap(), row["op"].as_str().unwrap(), row["target"].as_str().unwrap()))
+        .collect();
+    let one_round =
+        |round| ["put", "get", "delete"].into_iter().flat_map(move |op| [(round, op, "lowtail"), (round, op, "twin")]);
+    assert_eq!(order, one_round(1).chain(one_round(2)).collect::<Vec<_>>(), "interleaved phase by phase");
+    for row in &rows {
+        assert_eq!((&row["errors"], &row["concurrency"], &row["object_bytes"]), (&0.into(), &2.into(), &4096.into()));
+        assert!(row["server_cpu_ms_per_op"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["ops_per_s"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    for expected in ["lowtail beside twin: medians over 2 round(s)", "twin ops/s", "CPU ms/op lowtail ÷ twin", "Host: "]
+    {
+        assert!(stdout.contains(expected), "{expected:?} missing from\n{stdout}");
+    }
+    assert!(stdout.contains(&format!("server CPU: {} process(es), pid(s) ", pids.len())), "{stdout}");
+}
+
+#[test]
+fn bench_s3_refuses_arguments_that_do_not_go_together() {
+    let refusals: [(&[&str], &str); 5] = [
+        (&["--peer-access-key", "k"], "--peer <URL>"),
+        (
+            &["--endpoint", "http://127.0.0.1:1", "--access-key", "k", "--secret-key", "s", "--cluster", "c.json"],
+            "cannot be used with",
+        ),
+        (&["--pid", "1"], "--endpoint <URL>"),
+        (&["--peer", "http://127.0.0.1:1"], "--peer-access-key"),
+        (&["--peer", "https://127.0.0.1:1", "--peer-access-key", "k", "--peer-secret-key", "s"], "plain HTTP"),
+    ];
+    for (args, expected) in refusals {
+        let output = lowtail_bench_s3(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains(expected), "{args:?}: {expected:?} missing from\n{stderr}");
     }
 }

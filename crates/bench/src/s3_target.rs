@@ -1,0 +1,341 @@
+//! The stores `lowtail bench s3` measures: a lowtail cluster (a fresh one, or a running one by its
+//! `cluster.json`) or any S3 endpoint, and the server processes each one's CPU time is read from.
+//!
+//! Owns: the description of a target and its checks, starting a fresh cluster as a child
+//! `lowtail up` (so that its gateway's CPU time is not mixed with the client's) and stopping it,
+//! reading a manifest's pids, and resolving process names to pids.
+//! Must not: send S3 requests (the phases do), charge one process to two targets or to the client,
+//! or signal a process it did not start.
+
+use crate::host_cpu::{is_readable, pids_named};
+use crate::s3_client::S3Endpoint;
+use anyhow::{Context, bail, ensure};
+use launcher::{Lifetime, Manifest, Supervised};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The name of lowtail's target when not told otherwise.
+pub const LOWTAIL_TARGET_NAME: &str = "lowtail";
+/// Longest a fresh cluster may take to write its manifest (9 nodes, a debug build, 2 busy cores).
+const FRESH_START_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest a fresh cluster gets to stop its gateway and nodes before it is killed.
+const FRESH_STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often the start of a fresh cluster is checked.
+const FRESH_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Where a target's store is.
+#[derive(Clone, Debug)]
+pub enum TargetSource {
+    /// A fresh 9-node rs-6-3 lowtail cluster, started for the run (`lowtail up` in a temporary
+    /// directory) and stopped after; the path is the `lowtail` executable.
+    Fresh(PathBuf),
+    /// A running lowtail cluster, by the `cluster.json` that `lowtail up` wrote.
+    Manifest(PathBuf),
+    /// Any S3 endpoint.
+    Endpoint(S3Endpoint),
+}
+
+/// One store to measure.
+#[derive(Clone, Debug)]
+pub struct TargetSpec {
+    /// Its name in the rows (`lowtail`, `minio`).
+    pub name: String,
+    /// Where it is.
+    pub source: TargetSource,
+    /// Its server processes on this host (endpoints only; a lowtail cluster's come from its manifest).
+    pub server_pids: Vec<u32>,
+    /// Names (`/proc/PID/comm`) of further server processes, resolved to pids at the start.
+    pub server_process_names: Vec<String>,
+}
+
+impl TargetSpec {
+    /// A lowtail cluster under its usual name.
+    pub fn lowtail(source: TargetSource) -> TargetSpec {
+        TargetSpec {
+            name: LOWTAIL_TARGET_NAME.to_string(),
+            source,
+            server_pids: Vec::new(),
+            server_process_names: Vec::new(),
+        }
+    }
+
+    /// Refuses what cannot be measured, naming the target.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let name = &self.name;
+        ensure!(!name.trim().is_empty(), "a target's name must not be empty");
+        let Some(endpoint) = self.endpoint() else {
+            ensure!(
+                self.server_pids.is_empty() && self.server_process_names.is_empty(),
+                "{name}: server pids go with an S3 endpoint; a lowtail cluster's processes come from its manifest"
+            );
+            return Ok(());
+        };
+        ensure!(
+            endpoint.url.starts_with("http://"),
+            "{name}: endpoint {} is not an http:// URL (the benchmark client speaks plain HTTP, without TLS)",
+            endpoint.url
+        );
+        ensure!(
+            !endpoint.access_key.is_empty() && !endpoint.secret_key.is_empty(),
+            "{name}: empty access or secret key"
+        );
+        ensure!(!endpoint.region.is_empty(), "{name}: empty region");
+        ensure!(!self.server_pids.contains(&0), "{name}: 0 is not a process id");
+        ensure!(self.server_process_names.iter().all(|n| !n.is_empty()), "{name}: empty process name");
+        Ok(())
+    }
+
+    fn endpoint(&self) -> Option<&S3Endpoint> {
+        match &self.source {
+            TargetSource::Endpoint(endpoint) => Some(endpoint),
+            TargetSource::Fresh(_) | TargetSource::Manifest(_) => None,
+        }
+    }
+}
+
+/// A target ready to measure.
+#[derive(Debug)]
+pub struct Target {
+    /// Its name in the rows.
+    pub name: String,
+    /// Where and as whom to send requests.
+    pub endpoint: S3Endpoint,
+    /// What it is, for the legend.
+    pub description: String,
+    /// The server processes its CPU time is read from (empty: not measured).
+    pub server_pids: Vec<u32>,
+    /// Why its CPU time is or is not measured, for the legend.
+    pub cpu_note: String,
+    /// The gateway's pid, whose resident memory is sampled (lowtail on this host only).
+    pub gateway_pid: Option<u32>,
+    fresh: Option<FreshCluster>,
+}
+
+impl Target {
+    /// Stops the cluster started for it, if any.
+    pub async fn stop(self) {
+        if let Some(fresh) = self.fresh {
+            fresh.up.stop(FRESH_STOP_TIMEOUT).await;
+        }
+    }
+}
+
+/// A `lowtail up` started for the run, and the directory it runs in.
+#[derive(Debug)]
+struct FreshCluster {
+    up: Supervised,
+    _dir: tempfile::TempDir,
+}
+
+/// Gets `spec` ready: starts its cluster when fresh, reads its manifest, resolves its server
+/// processes. `taken_pids` are the processes of targets already started, which it must not share.
+pub async fn start(spec: &TargetSpec, taken_pids: &[u32]) -> anyhow::Result<Target> {
+    match &spec.source {
+        TargetSource::Fresh(binary) => {
+            let (fresh, manifest) = start_fresh(binary).await?;
+            let description = "a fresh local lowtail cluster (9 nodes, rs-6-3, started for this run)";
+            let mut target = lowtail_target(spec, &manifest, description);
+            target.fresh = Some(fresh);
+            Ok(target)
+        }
+        TargetSource::Manifest(path) => {
+            let manifest =
+                Manifest::read(path).with_context(|| format!("cannot read the cluster manifest {}", path.display()))?;
+            Ok(lowtail_target(spec, &manifest, "the running lowtail cluster"))
+        }
+        TargetSource::Endpoint(endpoint) => {
+            let server_pids = endpoint_pids(spec, taken_pids)?;
+            let cpu_note = match server_pids.len() {
+                0 => "not measured (no server pids given)".to_string(),
+                count => format!("{count} process(es), pid(s) {}", join_pids(&server_pids)),
+            };
+            Ok(Target {
+                name: spec.name.clone(),
+                endpoint: endpoint.clone(),
+                description: "the S3 endpoint".to_string(),
+                server_pids,
+                cpu_note,
+                gateway_pid: None,
+                fresh: None,
+            })
+        }
+    }
+}
+
+fn lowtail_target(spec: &TargetSpec, manifest: &Manifest, description: &str) -> Target {
+    let server_pids = manifest_pids_here(manifest);
+    let cpu_note = if server_pids.is_empty() {
+        "not measured (the manifest's processes do not run on this host)".to_string()
+    } else {
+        format!("the gateway and {} nodes ({} processes)", manifest.nodes.len(), server_pids.len())
+    };
+    Target {
+        name: spec.name.clone(),
+        endpoint: S3Endpoint::from_manifest(manifest),
+        description: description.to_string(),
+        // Resident memory is sampled only where CPU time is read: the pid is this host's.
+        gateway_pid: manifest.gateway.as_ref().map(|gateway| gateway.pid).filter(|_| !server_pids.is_empty()),
+        server_pids,
+        cpu_note,
+        fresh: None,
+    }
+}
+
+/// The gateway's and every node's pid, when all of them are `lowtail up` or `lowtail node`
+/// processes of this host; none otherwise (a manifest from another host names pids that here
+/// belong to unrelated processes, and a cluster missing a process would be undercounted).
+fn manifest_pids_here(manifest: &Manifest) -> Vec<u32> {
+    let gateway = manifest.gateway.as_ref().map(|gateway| (gateway.pid, "up"));
+    let expected: Vec<(u32, &str)> =
+        gateway.into_iter().chain(manifest.nodes.iter().map(|n| (n.pid, "node"))).collect();
+    let all_here = !expected.is_empty()
+        && expected.iter().all(|&(pid, command)| {
+            is_readable(pid)
+                && launcher::processes::command_line(pid)
+                    .is_some_and(|args| args.iter().any(|a| a == command.as_bytes()))
+        });
+    if all_here { expected.into_iter().map(|(pid, _)| pid).collect() } else { Vec::new() }
+}
+
+/// The explicit pids of an endpoint and those of its process names, neither this process nor
+/// another target's.
+fn endpoint_pids(spec: &TargetSpec, taken_pids: &[u32]) -> anyhow::Result<Vec<u32>> {
+    // The caller's context names the target.
+    let own = std::process::id();
+    let mut pids = Vec::new();
+    for &pid in &spec.server_pids {
+        ensure!(is_readable(pid), "no process {pid} runs on this host");
+        ensure!(pid != own, "process {pid} is this benchmark's own client");
+        ensure!(!taken_pids.contains(&pid), "process {pid} is already another target's");
+        pids.push(pid);
+    }
+    for process_name in &spec.server_process_names {
+        let named: Vec<u32> =
+            pids_named(process_name).into_iter().filter(|pid| *pid != own && !taken_pids.contains(pid)).collect();
+        if named.is_empty() {
+            bail!("no process named {process_name} runs on this host (besides this one and other targets')");
+        }
+        pids.extend(named);
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    Ok(pids)
+}
+
+/// Pids as `1, 2, 3`.
+pub fn join_pids(pids: &[u32]) -> String {
+    pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Starts `binary up` on a fresh temporary directory and waits for its manifest.
+async fn start_fresh(binary: &Path) -> anyhow::Result<(FreshCluster, Manifest)> {
+    let dir = tempfile::tempdir().context("cannot create a temporary directory for the cluster")?;
+    let cluster_dir = dir.path().join("cluster");
+    let mut command = std::process::Command::new(binary);
+    command.arg("up").arg("--dir").arg(&cluster_dir);
+    command.args(["--nodes", "9", "--code", "rs-6-3", "--listen", "127.0.0.1:0"]);
+    // Tied to this process: a benchmark that dies takes its gateway with it.
+    let mut up = Supervised::spawn(command, "lowtail up", &dir.path().join("up.log"), Lifetime::WithParent)?;
+    let manifest = match wait_for_manifest(&cluster_dir.join("cluster.json"), &mut up).await {
+        Ok(manifest) => manifest,
+        Err(error) => {
+            up.stop(FRESH_STOP_TIMEOUT).await;
+            return Err(error);
+        }
+    };
+    Ok((FreshCluster { up, _dir: dir }, manifest))
+}
+
+/// Waits until the manifest at `path` names `up` as its gateway (written once the cluster serves).
+async fn wait_for_manifest(path: &Path, up: &mut Supervised) -> anyhow::Result<Manifest> {
+    let deadline = Instant::now() + FRESH_START_TIMEOUT;
+    loop {
+        if !up.is_running() {
+            return Err(up.exited_error("while the benchmark's cluster started"));
+        }
+        if let Ok(manifest) = Manifest::read(path)
+            && manifest.gateway.as_ref().is_some_and(|gateway| gateway.pid == up.pid())
+        {
+            return Ok(manifest);
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the benchmark's cluster did not start within {} s; the end of {}:\n{}",
+            FRESH_START_TIMEOUT.as_secs(),
+            up.log().display(),
+            up.log_tail(launcher::child::LOG_TAIL_LINES)
+        );
+        tokio::time::sleep(FRESH_POLL_INTERVAL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(url: &str) -> TargetSource {
+        TargetSource::Endpoint(S3Endpoint {
+            url: url.into(),
+            region: "us-east-1".into(),
+            access_key: "k".into(),
+            secret_key: "s".into(),
+        })
+    }
+
+    fn peer(url: &str) -> TargetSpec {
+        TargetSpec { name: "peer".into(), ..TargetSpec::lowtail(endpoint(url)) }
+    }
+
+    #[test]
+    fn targets_refuse_what_cannot_be_measured() {
+        assert!(peer("http://127.0.0.1:9900").validate().is_ok());
+        let error = peer("https://s3.example.com").validate().unwrap_err().to_string();
+        assert!(error.contains("plain HTTP"), "{error}");
+        let lowtail_with_pid =
+            TargetSpec { server_pids: vec![7], ..TargetSpec::lowtail(TargetSource::Manifest("c.json".into())) };
+        let error = lowtail_with_pid.validate().unwrap_err().to_string();
+        assert!(error.contains("manifest"), "{error}");
+        let zero = TargetSpec { server_pids: vec![0], ..peer("http://h") };
+        assert!(zero.validate().is_err());
+        let unnamed = TargetSpec { name: " ".into(), ..peer("http://h") };
+        assert!(unnamed.validate().is_err());
+    }
+
+    #[test]
+    fn endpoint_pids_refuse_missing_own_and_taken_processes() {
+        let own = std::process::id();
+        let with_pids = |pids: Vec<u32>| TargetSpec { server_pids: pids, ..peer("http://h") };
+        assert!(endpoint_pids(&with_pids(vec![u32::MAX]), &[]).unwrap_err().to_string().contains("no process"));
+        assert!(endpoint_pids(&with_pids(vec![own]), &[]).unwrap_err().to_string().contains("own client"));
+        let parent = std::os::unix::process::parent_id();
+        assert!(endpoint_pids(&with_pids(vec![parent]), &[parent]).unwrap_err().to_string().contains("another"));
+        assert_eq!(endpoint_pids(&with_pids(vec![parent, parent]), &[]).unwrap(), [parent]);
+        // This process's own name matches only this process, which is the client's: refused.
+        let exe = std::env::current_exe().unwrap();
+        let own_name = exe.file_name().unwrap().to_str().unwrap().to_string();
+        let by_name = TargetSpec { server_process_names: vec![own_name], ..peer("http://h") };
+        assert!(endpoint_pids(&by_name, &[]).unwrap_err().to_string().contains("no process named"));
+    }
+
+    #[test]
+    fn a_manifest_of_processes_not_on_this_host_measures_nothing() {
+        let manifest = Manifest {
+            endpoint: "http://127.0.0.1:1".into(),
+            region: "us-east-1".into(),
+            access_key: "k".into(),
+            secret_key: "s".into(),
+            code: "rs-6-3".into(),
+            dir: "/nowhere".into(),
+            gateway: Some(launcher::GatewayEntry {
+                pid: std::process::id(),
+                endpoint: "http://127.0.0.1:1".into(),
+                metrics: "http://127.0.0.1:2".into(),
+            }),
+            nodes: Vec::new(),
+        };
+        // This test process is no `lowtail up`.
+        let target = lowtail_target(&TargetSpec::lowtail(TargetSource::Manifest("c".into())), &manifest, "x");
+        assert!(target.server_pids.is_empty() && target.gateway_pid.is_none(), "{target:?}");
+        assert!(target.cpu_note.contains("not measured"), "{}", target.cpu_note);
+    }
+}
