@@ -243,15 +243,15 @@ fn disable_transparent_huge_pages() {
     }
 }
 
-/// The async runtime of a process that serves (`up`, `gateway`, `node`); it also starts the
-/// process's memory gauges.
-fn serving_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// The async runtime of a process that serves (`up`, `gateway`, `node`), with `threads` workers
+/// (default: one per CPU); it also starts the process's memory gauges.
+fn serving_runtime(threads: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
     allocator::start_gauges();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .max_blocking_threads(MAX_BLOCKING_THREADS)
-        .build()
-        .context("cannot start the async runtime")
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = threads {
+        builder.worker_threads(threads);
+    }
+    builder.enable_all().max_blocking_threads(MAX_BLOCKING_THREADS).build().context("cannot start the async runtime")
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -297,7 +297,7 @@ fn run_up(args: UpArgs) -> anyhow::Result<()> {
     };
     let binary = std::env::current_exe().context("cannot find the lowtail executable to start nodes with")?;
     init_logging();
-    let runtime = serving_runtime()?;
+    let runtime = serving_runtime(None)?;
     runtime.block_on(async {
         let cluster = launcher::up(&options, &config, &binary).await?;
         print_stdout(&cluster.manifest().summary())?;
@@ -312,7 +312,7 @@ fn run_gateway(args: GatewayArgs) -> anyhow::Result<()> {
     let config = gateway::process::GatewayConfig::from_toml_file(&args.config)?;
     config.validate()?;
     init_logging();
-    let runtime = serving_runtime()?;
+    let runtime = serving_runtime(None)?;
     runtime.block_on(gateway::process::run(config, shutdown_signal()))
 }
 
@@ -409,7 +409,7 @@ fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     config.cluster_secret = args.secret.unwrap_or(config.cluster_secret);
     config.validate()?;
     init_logging();
-    let runtime = serving_runtime()?;
+    let runtime = serving_runtime(config.runtime_threads)?;
     runtime.block_on(node::run(config, shutdown_signal())).context("node failed")
 }
 

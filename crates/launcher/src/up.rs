@@ -137,12 +137,14 @@ pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow
     let node_ids: Vec<u32> = state.nodes.iter().map(|slot| slot.id).collect();
     crate::processes::stop_leftover_nodes(&dir, &node_ids);
     let mut nodes = Vec::with_capacity(state.nodes.len());
+    let runtime_threads = shared_runtime_threads(state.nodes.len());
     for slot in &state.nodes {
         let (model, scrub) = (config.service_model.clone(), config.scrub.clone());
         let node =
             NodeProcess::spawn(binary, &dir, slot, &state.cluster_secret, Lifetime::Detached, 0, |node_config| {
                 node_config.service_model = model;
                 node_config.scrub = scrub;
+                node_config.runtime_threads = Some(runtime_threads);
             });
         match node {
             Ok(node) => nodes.push(node),
@@ -256,9 +258,25 @@ async fn start_gateway(
     Ok((gateway, manifest))
 }
 
+/// Runtime threads of each of `nodes` nodes sharing this machine: its CPUs divided among them,
+/// rounded up (at least 1).
+pub fn shared_runtime_threads(nodes: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    cpus.div_ceil(nodes.max(1)).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nodes_share_the_cpus_and_each_keeps_at_least_one_thread() {
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(shared_runtime_threads(1), cpus);
+        assert_eq!(shared_runtime_threads(cpus * 9), 1);
+        assert_eq!(shared_runtime_threads(0), cpus, "no nodes is treated as one");
+        assert!(shared_runtime_threads(9) * 9 >= cpus, "together they can use every CPU");
+    }
 
     #[test]
     fn a_second_up_on_a_directory_is_refused_until_the_first_lets_go() {

@@ -33,6 +33,11 @@ pub struct NodeConfig {
     pub max_unit_bytes: u64,
     /// Size of the chunks a ranged read is streamed in. Default 1 MiB (under gRPC's 4 MiB limit).
     pub read_chunk_bytes: usize,
+    /// Threads of the node process's async runtime (its RPCs and its queue; disk work runs on a
+    /// separate bounded pool). Default: one per CPU. Nodes sharing a machine share its CPUs:
+    /// `lowtail up` gives each of its nodes CPUs ÷ nodes, rounded up, because more threads than
+    /// that only switch among each other (docs/benchmarks.md has the measurement).
+    pub runtime_threads: Option<usize>,
     /// Emulated service model; off by default.
     pub service_model: ServiceModel,
     /// Background verification of every stored unit's checksums (on by default: a pass a week).
@@ -61,6 +66,7 @@ impl Default for NodeConfig {
             max_queued_tasks: 4096,
             max_unit_bytes: 256 << 20,
             read_chunk_bytes: 1 << 20,
+            runtime_threads: None,
             service_model: ServiceModel::default(),
             scrub: crate::scrub::ScrubConfig::default(),
             address_file: None,
@@ -88,6 +94,9 @@ impl NodeConfig {
         }
         if self.max_queued_tasks == 0 || self.max_queued_bytes == 0 {
             return bad("max_queued_tasks and max_queued_bytes must be positive");
+        }
+        if self.runtime_threads.is_some_and(|threads| !(1..=MAX_WORKERS).contains(&threads)) {
+            return bad(&format!("runtime_threads must be in 1..={MAX_WORKERS}"));
         }
         if !(1..=MAX_READ_CHUNK_BYTES).contains(&self.read_chunk_bytes) {
             return bad(&format!("read_chunk_bytes must be in 1..={MAX_READ_CHUNK_BYTES}"));
@@ -143,6 +152,8 @@ mod tests {
         let ok = NodeConfig { cluster_secret: "x".into(), ..Default::default() };
         ok.validate().unwrap();
         assert!(NodeConfig { workers: 0, ..ok.clone() }.validate().is_err());
-        assert!(NodeConfig { read_chunk_bytes: 0, ..ok }.validate().is_err());
+        assert!(NodeConfig { read_chunk_bytes: 0, ..ok.clone() }.validate().is_err());
+        assert!(NodeConfig { runtime_threads: Some(0), ..ok.clone() }.validate().is_err());
+        assert!(NodeConfig { runtime_threads: Some(2), ..ok }.validate().is_ok());
     }
 }
