@@ -1,9 +1,10 @@
 //! The robust read of a unit range: what the gateway runs when no policy plan applies (no
 //! controller, a stripe of another code, the controller's catalog starting afresh) or a planned
 //! read failed, and what repair runs to rebuild a unit. It is a plan like a policy's, run by the
-//! execution core through `executor::drive`: the unit itself with its recovery set as the fallback
-//! after the read timeout (`StripeIo::read_timeout`, Normal of Hu et al.), or the recovery set alone when the unit's
-//! node is not Up. A round that fails marks the units that failed and plans again without them (at
+//! execution core through `executor::drive` (each round's plan admitted by the read's task pool,
+//! when it has one): the unit itself with its recovery set as the fallback after the read timeout
+//! (`Reads::read_timeout`, Normal of Hu et al.), or the recovery set alone when the unit's node is
+//! not Up. A round that fails marks the units that failed and plans again without them (at
 //! most n + 1 rounds); when no readable set is left, units on Down nodes are tried too, and then the
 //! target itself, because membership can mark a slow but live node Down.
 //!
