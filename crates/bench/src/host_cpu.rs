@@ -1,5 +1,6 @@
 //! CPU time of processes and of the whole host, read from Linux's `/proc`: what `lowtail bench s3`
-//! charges a store per operation, and how idle the machine was meanwhile.
+//! charges a store per operation, and how idle the machine was meanwhile; the live experiment reads
+//! the host's busy and stolen shares here too.
 //!
 //! Owns: parsing `/proc/PID/stat` (utime + stime, and the start time that tells a process from a
 //! later one with the same pid), `/proc/stat` (the host's CPU times), `/proc/PID/comm` (processes
@@ -73,39 +74,68 @@ impl GroupCpu {
     }
 }
 
-/// The host's CPU time over all CPUs, from the first line of `/proc/stat`.
+/// The aggregate CPU counters of `/proc/stat`, in clock ticks since boot: the one reading of the
+/// host's CPU, for the benchmark's idle share and the live experiment's busy and steal shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HostCpu {
-    /// Time idle or waiting for I/O, in ticks.
-    idle_ticks: u64,
-    /// All time: user, nice, system, idle, iowait, irq, softirq and steal, in ticks (guest time is
-    /// already counted in user).
-    total_ticks: u64,
+pub struct CpuTicks {
+    /// user + nice + system + irq + softirq.
+    pub busy: u64,
+    /// idle + iowait.
+    pub idle: u64,
+    /// Time a runnable virtual CPU waited for the hypervisor.
+    pub steal: u64,
 }
 
-impl HostCpu {
-    /// The host's CPU times now (`None` where `/proc/stat` cannot be read).
-    pub fn read() -> Option<HostCpu> {
+/// The host's CPU over one interval, as fractions of all CPU time in it.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct HostLoad {
+    /// Busy (user, system, interrupts).
+    pub busy: f64,
+    /// Stolen by the hypervisor.
+    pub steal: f64,
+}
+
+impl CpuTicks {
+    /// The counters now (`None` where `/proc/stat` cannot be read or parsed).
+    pub fn now() -> Option<CpuTicks> {
         parse_host_stat(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// Every tick counted: busy, idle and stolen (guest time is already counted in user).
+    pub fn total(&self) -> u64 {
+        self.busy + self.idle + self.steal
+    }
+
+    /// The load from `self` to the later `after` (`None` if no tick passed).
+    pub fn until(&self, after: &CpuTicks) -> Option<HostLoad> {
+        let busy = after.busy.checked_sub(self.busy)?;
+        let idle = after.idle.checked_sub(self.idle)?;
+        let steal = after.steal.checked_sub(self.steal)?;
+        let total = busy + idle + steal;
+        (total > 0).then(|| HostLoad { busy: busy as f64 / total as f64, steal: steal as f64 / total as f64 })
     }
 
     /// The share of the host's CPU time from `self` to `later` that was idle or waiting for I/O,
     /// in percent; `None` when no tick passed.
-    pub fn idle_pct_until(&self, later: &HostCpu) -> Option<f64> {
-        let total = later.total_ticks.checked_sub(self.total_ticks).filter(|&ticks| ticks > 0)?;
-        let idle = later.idle_ticks.checked_sub(self.idle_ticks)?;
+    pub fn idle_pct_until(&self, later: &CpuTicks) -> Option<f64> {
+        let total = later.total().checked_sub(self.total()).filter(|&ticks| ticks > 0)?;
+        let idle = later.idle.checked_sub(self.idle)?;
         Some(100.0 * idle as f64 / total as f64)
     }
 }
 
-fn parse_host_stat(stat: &str) -> Option<HostCpu> {
-    let line = stat.lines().find_map(|line| line.strip_prefix("cpu "))?;
-    let ticks: Vec<u64> = line.split_whitespace().take(8).map(str::parse).collect::<Result<_, _>>().ok()?;
-    // Kernels since 2.6.11 have all eight; an older line would make the shares wrong.
-    if ticks.len() < 8 {
+/// The `cpu` line of a `/proc/stat` text: `cpu user nice system idle iowait irq softirq steal ...`
+/// (kernels before 2.6.11 have no steal column: zero).
+fn parse_host_stat(stat: &str) -> Option<CpuTicks> {
+    let line = stat.lines().find(|line| line.split_whitespace().next() == Some("cpu"))?;
+    let fields: Vec<u64> = line.split_whitespace().skip(1).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    let field = |i: usize| fields.get(i).copied().unwrap_or(0);
+    if fields.len() < 4 {
         return None;
     }
-    Some(HostCpu { idle_ticks: ticks[3] + ticks[4], total_ticks: ticks.iter().sum() })
+    let (user, nice, system, idle, iowait, irq, softirq, steal) =
+        (field(0), field(1), field(2), field(3), field(4), field(5), field(6), field(7));
+    Some(CpuTicks { busy: user + nice + system + irq + softirq, idle: idle + iowait, steal })
 }
 
 /// Every process whose `/proc/PID/comm` is `name` (compared on its first [`COMM_BYTES`] bytes, all
@@ -205,8 +235,36 @@ mod tests {
         assert_eq!(before.idle_pct_until(&after), Some(70.0));
         assert_eq!(before.idle_pct_until(&before), None, "no tick passed");
         assert!(parse_host_stat("cpu  1 2 3\n").is_none());
-        let now = HostCpu::read().expect("/proc/stat");
-        assert!(now.total_ticks >= now.idle_ticks);
+        let now = CpuTicks::now().expect("/proc/stat");
+        assert!(now.total() >= now.idle);
+    }
+
+    #[test]
+    fn the_cpu_line_is_read_and_differenced() {
+        let before = parse_host_stat("cpu  100 0 50 800 10 5 5 30 0 0\ncpu0 1 2 3 4\nintr 1\n").unwrap();
+        assert_eq!(before, CpuTicks { busy: 160, idle: 810, steal: 30 });
+        let after = parse_host_stat("cpu  200 10 90 900 10 5 15 80 0 0\n").unwrap();
+        let load = before.until(&after).unwrap();
+        // 160 busy + 100 idle + 50 steal ticks.
+        assert!((load.busy - 160.0 / 310.0).abs() < 1e-12 && (load.steal - 50.0 / 310.0).abs() < 1e-12, "{load:?}");
+        assert_eq!(before.until(&before), None, "no tick passed");
+        assert_eq!(after.until(&before), None, "counters only grow");
+    }
+
+    #[test]
+    fn malformed_or_missing_lines_give_no_reading() {
+        assert_eq!(parse_host_stat("cpu0 1 2 3 4\n"), None);
+        assert_eq!(parse_host_stat("cpu  1 2 x 4\n"), None);
+        assert_eq!(parse_host_stat("cpu  1 2\n"), None);
+        assert_eq!(parse_host_stat("cpu  1 2 3 4\n"), Some(CpuTicks { busy: 6, idle: 4, steal: 0 }));
+    }
+
+    #[test]
+    fn this_host_can_be_read() {
+        if cfg!(target_os = "linux") {
+            let ticks = CpuTicks::now().expect("/proc/stat on Linux");
+            assert!(ticks.busy + ticks.idle > 0);
+        }
     }
 
     #[test]

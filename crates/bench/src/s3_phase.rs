@@ -8,7 +8,7 @@
 //! request (a retry would hide a failure and blur the latency), or choose what to measure (the
 //! benchmark's run does).
 
-use crate::host_cpu::{GroupCpu, HostCpu};
+use crate::host_cpu::{CpuTicks, GroupCpu};
 use crate::s3_bench::{PhaseLabel, S3Op, S3Row, VERIFY_EVERY, row_from_histogram};
 use crate::s3_client::error_text;
 use crate::s3_target::Target;
@@ -72,11 +72,11 @@ pub async fn run_phase(
     let clients = phase_clients(&phase, &label, written);
     let target = plan.target;
     let rss = target.gateway_pid.and_then(RssPeak::start);
-    let (server_before, host_before) = (GroupCpu::read(&target.server_pids), HostCpu::read());
+    let (server_before, host_before) = (GroupCpu::read(&target.server_pids), CpuTicks::now());
     let started = Instant::now();
     let tally = join_clients(clients.into_iter().map(tokio::spawn).collect()).await?;
     let elapsed = started.elapsed();
-    let (server_after, host_after) = (GroupCpu::read(&target.server_pids), HostCpu::read());
+    let (server_after, host_after) = (GroupCpu::read(&target.server_pids), CpuTicks::now());
     let mut row = row_from_histogram(label, &tally.latencies_us, tally.requests, tally.errors, elapsed);
     let successes = row.requests.saturating_sub(row.errors);
     row.server_cpu_ms_per_op =

@@ -253,9 +253,7 @@ async fn wait_for_manifest(path: &Path, up: &mut Supervised) -> anyhow::Result<M
         if !up.is_running() {
             return Err(up.exited_error("while the benchmark's cluster started"));
         }
-        if let Ok(manifest) = Manifest::read(path)
-            && manifest.gateway.as_ref().is_some_and(|gateway| gateway.pid == up.pid())
-        {
+        if let Some(manifest) = Manifest::read_served_by(path, up.pid()) {
             return Ok(manifest);
         }
         ensure!(

@@ -54,12 +54,15 @@ pub struct Admission {
     ready: VecDeque<Admitted>,
 }
 
-/// How big the pool is and how it admits: what a configuration names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// How big the pool is and how it admits: what a configuration names (the gateway's
+/// `[data.admission]` table is this struct).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AdmissionSettings {
     /// Task slots (`None`: unbounded, every request and task at once).
     pub slots: Option<usize>,
-    /// The rule (it matters only with a bound).
+    /// The rule (it matters only with a bound): `"non_blocking"` (default, a request starts on one
+    /// idle slot) or `"blocking"` (only when as many slots are idle as it starts tasks).
     pub mode: AdmissionMode,
 }
 

@@ -411,7 +411,7 @@ async fn reads_through_two_admission_slots_keep_two_tasks_in_flight_and_are_all_
     let mut most_busy = 0;
     let mut most_waiting = 0;
     while !readers.iter().all(|r| r.is_finished()) {
-        let (busy, requests, tasks) = data.reads().pool().occupancy();
+        let (busy, requests, tasks) = data.reads().pool().expect("two slots bound the pool").occupancy();
         (most_busy, most_waiting) = (most_busy.max(busy), most_waiting.max(requests + tasks));
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -420,7 +420,7 @@ async fn reads_through_two_admission_slots_keep_two_tasks_in_flight_and_are_all_
     }
     assert!(most_busy <= 2, "{most_busy} tasks in flight through two slots");
     assert!(most_waiting > 0, "six reads of six units each queued for two slots");
-    assert_eq!(data.reads().pool().occupancy(), (0, 0, 0), "every slot given back");
+    assert_eq!(data.reads().pool().expect("two slots bound the pool").occupancy(), (0, 0, 0), "every slot given back");
     let (records, _) = controller.take_records();
     assert_eq!(records.len(), 36, "six reads of six data units, each one plan");
     assert!(records.iter().all(|r| r.request.outcome == Outcome::Ok));

@@ -120,6 +120,13 @@ impl Manifest {
         let text = std::fs::read_to_string(path)?;
         Ok(serde_json::from_str(&text)?)
     }
+
+    /// The manifest at `path` once it names the gateway of process `pid`: `lowtail up` writes it
+    /// when its cluster serves, so a launcher polls this to know its child is up (an older manifest
+    /// in the same directory names another process).
+    pub fn read_served_by(path: &Path, pid: u32) -> Option<Manifest> {
+        Manifest::read(path).ok().filter(|manifest| manifest.gateway.as_ref().is_some_and(|g| g.pid == pid))
+    }
 }
 
 #[cfg(test)]

@@ -242,7 +242,7 @@ impl NodeClient {
                 return Err(protocol(OP, format!("node sent {received} of {length} bytes")));
             }
             let timing = timing.ok_or_else(|| protocol(OP, "no task timing"))?;
-            Ok((joined(chunks, capacity), timing.into()))
+            Ok((joined(chunks), timing.into()))
         })
         .await
     }
@@ -382,13 +382,14 @@ fn protocol(operation: &'static str, what: impl Into<String>) -> ClientError {
     ClientError::Protocol { operation, what: what.into() }
 }
 
-/// `chunks` as one buffer of `length` bytes: the one chunk itself when the node sent one (a unit
-/// range up to its read chunk size, the usual case), copied together otherwise.
-fn joined(mut chunks: Vec<Bytes>, length: usize) -> Bytes {
-    if chunks.len() == 1 {
-        return chunks.pop().expect("one chunk");
+/// `parts` as one buffer: the one part itself when there is one (a unit range up to the node's
+/// read chunk size, the usual case; no copy), copied together otherwise. The gateway joins a read's
+/// unit ranges with it too.
+pub fn joined(mut parts: Vec<Bytes>) -> Bytes {
+    if parts.len() == 1 {
+        return parts.pop().expect("one part");
     }
-    let mut data = BytesMut::with_capacity(length);
-    chunks.iter().for_each(|chunk| data.extend_from_slice(chunk));
+    let mut data = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+    parts.iter().for_each(|part| data.extend_from_slice(part));
     data.freeze()
 }

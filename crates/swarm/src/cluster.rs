@@ -271,9 +271,7 @@ fn start_up(settings: &ClusterSettings, listen: &str) -> anyhow::Result<(Child, 
         if let Ok(Some(status)) = up.try_wait() {
             bail!("lowtail up exited ({status}) while starting; see {}", settings.dir.join("up.log").display());
         }
-        if let Ok(manifest) = Manifest::read(&dir.join("cluster.json"))
-            && manifest.gateway.as_ref().is_some_and(|g| g.pid == up.id())
-        {
+        if let Some(manifest) = Manifest::read_served_by(&dir.join("cluster.json"), up.id()) {
             return Ok((up, manifest));
         }
         if Instant::now() > deadline {

@@ -68,9 +68,7 @@ pub fn wait_for_manifest(dir: &Path, up: &mut Child) -> Manifest {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         assert!(up.try_wait().unwrap().is_none(), "lowtail up exited while starting");
-        if let Ok(manifest) = Manifest::read(&dir.join("cluster.json"))
-            && manifest.gateway.as_ref().is_some_and(|g| g.pid == up.id())
-        {
+        if let Some(manifest) = Manifest::read_served_by(&dir.join("cluster.json"), up.id()) {
             return manifest;
         }
         assert!(Instant::now() < deadline, "cluster did not come up");

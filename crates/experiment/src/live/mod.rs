@@ -17,7 +17,6 @@
 //! reads clocks: it drives real processes.
 
 pub mod calibrate;
-pub mod host;
 pub mod merge;
 pub mod page;
 pub mod placement;
@@ -180,7 +179,7 @@ pub struct Pair {
     /// `decision_p99_s` far above it was the host's scheduler, not the policy.
     pub decision_cpu_p99_s: Option<f64>,
     /// How busy the host was during the live run: a busy host lengthens the decision's wall clock.
-    pub host: Option<host::HostLoad>,
+    pub host: Option<bench::host_cpu::HostLoad>,
     /// Requests whose S3 GET failed at the client.
     pub client_failed: u64,
     /// Records the gateways dropped.
@@ -471,7 +470,7 @@ pub struct MeasuredRun {
     /// p99 of the deciding thread's CPU time, seconds (sampled decisions).
     pub decision_cpu_p99_s: Option<f64>,
     /// How busy the host was during the run.
-    pub host: Option<host::HostLoad>,
+    pub host: Option<bench::host_cpu::HostLoad>,
     /// Client-side failures.
     pub client_failed: u64,
     /// Records the gateways dropped.
@@ -774,7 +773,7 @@ struct RawRun {
     /// Probes of the gateways' lazy refreshes during the run (in no record).
     refresh_probes: u64,
     /// How busy the host was during the replay.
-    host: Option<host::HostLoad>,
+    host: Option<bench::host_cpu::HostLoad>,
 }
 
 /// One open-loop replay of the sequence under `policy` on every gateway; with `slow`, node `slow.0`
@@ -794,7 +793,7 @@ async fn measure_policy(
         }
         anyhow::Ok(())
     };
-    let host_before = host::CpuTicks::now();
+    let host_before = bench::host_cpu::CpuTicks::now();
     let replay = execute(
         Arc::clone(requests),
         clients.s3.len(),
@@ -803,7 +802,7 @@ async fn measure_policy(
         Box::new(|| {}),
     );
     let (output, slowed) = tokio::join!(replay, slow_task);
-    let host = host_before.zip(host::CpuTicks::now()).and_then(|(before, after)| before.until(&after));
+    let host = host_before.zip(bench::host_cpu::CpuTicks::now()).and_then(|(before, after)| before.until(&after));
     slowed?;
     if let Some((node, _)) = slow {
         fleet.set_service_model(node.0, &node_model(seed, node.0, service_scale)).await?;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use execution::{AdmissionMode, AdmissionSettings};
+use execution::AdmissionSettings;
 use serde::{Deserialize, Serialize};
 
 use super::DataError;
@@ -72,8 +72,11 @@ pub struct DataConfig {
     pub orphans: OrphanConfig,
     /// The packed layout of small objects.
     pub packed: PackedConfig,
-    /// Admission of reads' tasks to a bounded pool of slots (FAST CLOUD's L threads).
-    pub admission: AdmissionConfig,
+    /// Admission of the gateway's read tasks (FAST CLOUD's L threads): at most `slots` unit reads in
+    /// flight at once, the others waiting in FIFO order at the gateway, and a read plan started only
+    /// when admitted (the execution core's `Admission`, the same the simulator's frontends run).
+    /// Default: no bound. Writes and repair are not admitted here.
+    pub admission: AdmissionSettings,
     /// This gateway's name, unique among the gateways of a cluster and kept across restarts: it
     /// owns the stripes it opens for packing, and after a restart it seals the ones it left open.
     /// Unset means `gateway`, which is right for the one gateway of an embedded metadata store;
@@ -95,26 +98,6 @@ pub struct PackedConfig {
     /// Full stripes being sealed at once; while this many are, small objects are striped instead
     /// (bounds the gateway memory held for sealing at `k * unit_bytes` each). Default 4.
     pub max_sealing_stripes: usize,
-}
-
-/// Admission of the gateway's read tasks: at most `slots` unit reads in flight, the others waiting
-/// in FIFO order at the gateway, and a read plan started only when admitted (the execution core's
-/// `Admission`, the same the simulator's frontends run). Writes and repair are not admitted here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-pub struct AdmissionConfig {
-    /// Unit reads in flight at once. Absent (the default): no bound.
-    pub slots: Option<usize>,
-    /// `"non_blocking"` (default: a read starts on one idle slot, its other tasks queue) or
-    /// `"blocking"` (a read starts only when as many slots are idle as it starts tasks).
-    pub mode: AdmissionMode,
-}
-
-impl AdmissionConfig {
-    /// The core's settings.
-    pub fn settings(self) -> AdmissionSettings {
-        AdmissionSettings { slots: self.slots, mode: self.mode }
-    }
 }
 
 /// Failure detection by probing every node.
@@ -209,7 +192,7 @@ impl Default for DataConfig {
             repair: RepairConfig::default(),
             orphans: OrphanConfig::default(),
             packed: PackedConfig::default(),
-            admission: AdmissionConfig::default(),
+            admission: AdmissionSettings::default(),
             gateway_id: None,
         }
     }

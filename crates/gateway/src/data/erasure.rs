@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use codec::ErasureCode;
 use futures_util::{StreamExt, TryStreamExt, stream};
 use meta::{Layout, MetaError, MetaStore, NodeId, NodeState, StripeId, StripeMeta, StripeSegment, StripeState};
@@ -322,16 +322,6 @@ impl ErasureData {
     }
 }
 
-/// `parts` as one buffer: the one part itself when there is one, copied together otherwise.
-pub fn joined(mut parts: Vec<Bytes>) -> Bytes {
-    if parts.len() == 1 {
-        return parts.pop().expect("one part");
-    }
-    let mut out = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
-    parts.iter().for_each(|part| out.extend_from_slice(part));
-    out.freeze()
-}
-
 /// Size of the object stored at `layout`.
 pub fn layout_size(layout: &Layout) -> u64 {
     match layout {
@@ -542,7 +532,7 @@ impl ObjectData for ErasureData {
     }
 
     async fn read(&self, layout: &Layout, range: Range<u64>) -> Result<Bytes, DataError> {
-        self.read_parts(layout, range).await.map(joined)
+        self.read_parts(layout, range).await.map(node::client::joined)
     }
 
     async fn read_parts(&self, layout: &Layout, range: Range<u64>) -> Result<Vec<Bytes>, DataError> {

@@ -26,20 +26,22 @@ pub struct Reads {
     io: Arc<StripeIo>,
     /// The read controller, once attached: reads then follow its policy.
     controller: OnceLock<Arc<Controller>>,
-    /// Admission of the reads' plans to the gateway's task slots (`[data.admission]`).
-    pool: TaskPool,
+    /// Admission of the reads' plans to the gateway's task slots (`[data.admission]`); `None` when
+    /// unbounded, since such a pool admits everything at once (as the simulator skips it too).
+    pool: Option<TaskPool>,
 }
 
 impl Reads {
     /// Reads over `io`, robust until a controller is attached, admitted as `io`'s config says.
     pub fn new(io: Arc<StripeIo>) -> Reads {
-        let pool = TaskPool::new(io.config().admission.settings());
+        let settings = io.config().admission;
+        let pool = settings.slots.map(|_| TaskPool::new(settings));
         Reads { io, controller: OnceLock::new(), pool }
     }
 
-    /// The gateway's read task pool.
-    pub fn pool(&self) -> &TaskPool {
-        &self.pool
+    /// The gateway's read task pool, when `[data.admission]` bounds it.
+    pub fn pool(&self) -> Option<&TaskPool> {
+        self.pool.as_ref()
     }
 
     /// Routes reads through `controller` from now on. Once only: a second controller is refused (it
@@ -74,7 +76,8 @@ impl Reads {
         offset: u64,
         length: u64,
     ) -> Result<Bytes, DataError> {
-        let range = RangeRead { io: &self.io, nodes, stripe, code, unit, offset, length, admission: Some(&self.pool) };
+        let range =
+            RangeRead { io: &self.io, nodes, stripe, code, unit, offset, length, admission: self.pool.as_ref() };
         match self.controller.get() {
             Some(controller) => controller.read(range).await,
             None => robust::read(range, self.read_timeout().as_nanos() as u64).await.map(|(bytes, _)| bytes),
