@@ -1,10 +1,14 @@
 //! `NodeClient`: the typed client of a storage node's RPC, for the gateway, repair and tests.
 //!
+//! Unit bytes (reads and writes) travel over the unit stream by default, or over gRPC
+//! ([`NodeClient::with_transport`]); every other call is gRPC.
+//!
 //! Owns connecting, attaching the cluster secret, chunking writes, reassembling streamed reads
 //! and timeouts. Must not retry, fail over or pick nodes: that is policy, the caller's business.
 //! Dropping any returned future cancels the request; the node then removes the task from its
 //! queue if it was still waiting.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -15,11 +19,14 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::error::UnitId;
 use crate::proto::{self, node_client, write_unit_request::Part};
 use crate::scheduler::TaskTiming;
 use crate::server::SECRET_METADATA_KEY;
 use crate::service_model::ServiceModel;
 use crate::store::ConditionalDelete;
+use crate::unit_stream::UnitTransport;
+use crate::unit_stream::client::StreamClient;
 
 /// Size of the chunks [`NodeClient::write_unit`] sends.
 pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
@@ -59,6 +66,16 @@ pub enum ClientError {
         operation: &'static str,
         /// The node's answer.
         status: tonic::Status,
+    },
+    /// The unit stream's connection failed (refused, reset, closed mid-answer).
+    #[error("unit stream to {addr} failed in {operation}: {source}")]
+    Stream {
+        /// The call.
+        operation: &'static str,
+        /// The node's address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
     },
     /// The node's answer broke the protocol (wrong length, missing timing).
     #[error("protocol violation in {operation}: {what}")]
@@ -131,10 +148,13 @@ pub struct ProbeReply {
     pub now_ns: u64,
 }
 
-/// Typed client of one storage node. Cheap to clone (one shared HTTP/2 connection).
+/// Typed client of one storage node. Cheap to clone (one shared HTTP/2 connection for the control
+/// calls, one shared pool of unit-stream connections for unit bytes).
 #[derive(Clone, Debug)]
 pub struct NodeClient {
     inner: node_client::NodeClient<InterceptedService<Channel, AttachSecret>>,
+    units: Arc<StreamClient>,
+    transport: UnitTransport,
     timeout: Duration,
 }
 
@@ -151,12 +171,21 @@ impl NodeClient {
         }
         let value: AsciiMetadataValue = MetadataValue::try_from(secret)
             .map_err(|_| ClientError::Invalid("the cluster secret must be visible ASCII".into()))?;
+        let authority = endpoint.uri().authority().map(|authority| authority.to_string());
+        let authority = authority.ok_or_else(|| ClientError::Invalid(format!("address {addr} names no host")))?;
+        let units = Arc::new(StreamClient::new(&authority, secret)?);
         let channel =
             endpoint.connect().await.map_err(|source| ClientError::Connect { addr: addr.to_string(), source })?;
         let inner = node_client::NodeClient::with_interceptor(channel, AttachSecret { value })
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Ok(Self { inner, timeout: DEFAULT_TIMEOUT })
+        Ok(Self { inner, units, transport: UnitTransport::default(), timeout: DEFAULT_TIMEOUT })
+    }
+
+    /// The same client moving unit bytes over `transport`.
+    pub fn with_transport(mut self, transport: UnitTransport) -> Self {
+        self.transport = transport;
+        self
     }
 
     /// The same client with another limit on each whole call.
@@ -177,6 +206,9 @@ impl NodeClient {
 
     /// Writes a unit held in memory; returns once it is durable on the node.
     pub async fn write_unit(&self, stripe: u64, unit: u16, data: Bytes) -> Result<TaskTiming, ClientError> {
+        if self.transport == UnitTransport::Stream {
+            return self.timed("write_unit", self.units.write(UnitId::new(stripe, unit), data)).await;
+        }
         let total_len = data.len() as u64;
         let chunks = (0..data.len())
             .step_by(WRITE_CHUNK_BYTES)
@@ -194,6 +226,9 @@ impl NodeClient {
         chunks: impl Stream<Item = Bytes> + Send + 'static,
     ) -> Result<TaskTiming, ClientError> {
         const OP: &str = "write_unit";
+        if self.transport == UnitTransport::Stream {
+            return self.timed(OP, self.units.write_stream(UnitId::new(stripe, unit), total_len, chunks)).await;
+        }
         let header = proto::WriteUnitRequest {
             part: Some(Part::Header(proto::WriteHeader { stripe, unit: u32::from(unit), total_len })),
         };
@@ -218,6 +253,9 @@ impl NodeClient {
         length: u64,
     ) -> Result<(Bytes, TaskTiming), ClientError> {
         const OP: &str = "read_range";
+        if self.transport == UnitTransport::Stream {
+            return self.timed(OP, self.units.read(UnitId::new(stripe, unit), offset, length)).await;
+        }
         let request = proto::ReadRangeRequest { stripe, unit: u32::from(unit), offset, length };
         let mut inner = self.inner.clone();
         self.timed(OP, async move {

@@ -19,6 +19,7 @@ pub mod scrub;
 pub mod server;
 pub mod service_model;
 pub mod store;
+pub mod unit_stream;
 
 /// Generated protobuf messages and tonic client / server of `proto/node.proto`.
 #[allow(missing_docs)]
@@ -32,7 +33,6 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tonic::transport::server::TcpIncoming;
 
 pub use client::{ClientError, NodeClient, ProbeReply};
 pub use config::NodeConfig;
@@ -41,9 +41,14 @@ pub use scheduler::{Scheduler, TaskOutcome, TaskTiming};
 pub use scrub::{ScrubConfig, ScrubProgress, Scrubber};
 pub use service_model::ServiceModel;
 pub use store::{ConditionalDelete, UnitStore};
+pub use unit_stream::UnitTransport;
 
 use crate::queue::QueueLimits;
 use crate::server::NodeService;
+use crate::unit_stream::server::StreamServer;
+
+/// Accepted gRPC connections waiting for tonic to take them.
+const ROUTED_BACKLOG: usize = 128;
 
 /// How long shutdown waits for in-flight requests before dropping them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -56,6 +61,9 @@ pub struct RunningNode {
     metrics_addr: Option<SocketAddr>,
     scheduler: Arc<Scheduler>,
     stop_rpc: oneshot::Sender<()>,
+    /// Stops the connection router and, once idle, its unit-stream connections.
+    stop_units: tokio::sync::watch::Sender<bool>,
+    router: JoinHandle<()>,
     stop_metrics: Option<oneshot::Sender<()>>,
     rpc_server: JoinHandle<Result<(), tonic::transport::Error>>,
     metrics_server: Option<JoinHandle<std::io::Result<()>>>,
@@ -96,6 +104,8 @@ impl RunningNode {
     /// the queue and stops the workers.
     pub async fn shutdown(self) {
         let _ = self.stop_rpc.send(());
+        let _ = self.stop_units.send(true);
+        let _ = self.router.await;
         let mut rpc_server = self.rpc_server;
         match tokio::time::timeout(SHUTDOWN_GRACE, &mut rpc_server).await {
             Ok(Ok(Ok(()))) => {}
@@ -172,7 +182,16 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
     let (stop_rpc, rpc_stopped) = oneshot::channel::<()>();
     let service = NodeService::new(Arc::clone(&scheduler), Arc::clone(&scrubber), config.read_chunk_bytes)
         .into_server(&config.cluster_secret);
-    let incoming = TcpIncoming::from(rpc_listener).with_nodelay(Some(true));
+    // One port, two protocols: the router hands HTTP/2 connections to tonic and serves the unit
+    // stream itself.
+    let (grpc_connections, incoming) = tokio::sync::mpsc::channel(ROUTED_BACKLOG);
+    let (stop_units, units_stopped) = tokio::sync::watch::channel(false);
+    let router = tokio::spawn(StreamServer::new(Arc::clone(&scheduler), &config.cluster_secret).route(
+        rpc_listener,
+        grpc_connections,
+        units_stopped,
+    ));
+    let incoming = tokio_stream::wrappers::ReceiverStream::new(incoming);
     let rpc_server = tokio::spawn(
         tonic::transport::Server::builder().add_service(service).serve_with_incoming_shutdown(incoming, async {
             let _ = rpc_stopped.await;
@@ -195,6 +214,8 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
         metrics_addr,
         scheduler,
         stop_rpc,
+        stop_units,
+        router,
         stop_metrics,
         rpc_server,
         metrics_server,

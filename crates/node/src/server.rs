@@ -87,8 +87,7 @@ impl NodeService {
             Ok(_) => "ok".to_string(),
             Err(status) => format!("{:?}", status.code()).to_lowercase(),
         };
-        metrics::histogram!("lowtail_node_rpc_duration_seconds", "node" => self.node_label.clone(), "rpc" => rpc, "code" => code)
-            .record(began.elapsed().as_secs_f64());
+        observe_rpc(self.node_label.clone(), rpc, began, code);
     }
 
     async fn write_unit_inner(
@@ -173,6 +172,12 @@ impl NodeService {
             scrub: Some(scrub_progress(&self.scrubber)),
         }
     }
+}
+
+/// Records one request's duration (gRPC calls and unit-stream requests alike).
+pub(crate) fn observe_rpc(node: String, rpc: &'static str, began: Instant, code: String) {
+    metrics::histogram!("lowtail_node_rpc_duration_seconds", "node" => node, "rpc" => rpc, "code" => code)
+        .record(began.elapsed().as_secs_f64());
 }
 
 /// The scrubber's progress as the stats RPC reports it.

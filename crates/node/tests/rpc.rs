@@ -1,4 +1,5 @@
-//! End-to-end tests of a node over gRPC on 127.0.0.1: streaming round trips, authentication,
+//! End-to-end tests of a node on 127.0.0.1 (unit bytes over the unit stream and over gRPC, the
+//! same tests for each): streaming round trips, authentication,
 //! probes, cancellation by dropping a future, the service model set at run time, corruption,
 //! admission limits, metrics and shutdown.
 
@@ -6,12 +7,17 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use node::{ClientError, ConditionalDelete, NodeClient, NodeConfig, RunningNode, ServiceModel, TaskOutcome};
+use node::{
+    ClientError, ConditionalDelete, NodeClient, NodeConfig, RunningNode, ServiceModel, TaskOutcome, UnitTransport,
+};
 use tonic::Code;
 
 const SECRET: &str = "test-secret";
 
-async fn start_with(configure: impl FnOnce(&mut NodeConfig)) -> (RunningNode, tempfile::TempDir, NodeClient) {
+async fn start_with(
+    transport: UnitTransport,
+    configure: impl FnOnce(&mut NodeConfig),
+) -> (RunningNode, tempfile::TempDir, NodeClient) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = NodeConfig {
         node_id: 7,
@@ -22,9 +28,38 @@ async fn start_with(configure: impl FnOnce(&mut NodeConfig)) -> (RunningNode, te
     };
     configure(&mut config);
     let node = node::start(config).await.unwrap();
-    let client = NodeClient::connect(&node.rpc_addr().to_string(), SECRET).await.unwrap();
+    let client = NodeClient::connect(&node.rpc_addr().to_string(), SECRET).await.unwrap().with_transport(transport);
     (node, dir, client)
 }
+
+/// Runs a test of unit reads and writes once over each transport: they must behave alike.
+macro_rules! over_both_transports {
+    ($($test:ident),* $(,)?) => {
+        $(
+            mod $test {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn stream() {
+                    super::$test(node::UnitTransport::Stream).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn grpc() {
+                    super::$test(node::UnitTransport::Grpc).await
+                }
+            }
+        )*
+    };
+}
+
+over_both_transports!(
+    ten_mib_round_trip_ranges_list_delete,
+    missing_or_wrong_secret_is_refused_and_writes_nothing,
+    probe_reflects_queue_and_dropping_a_read_cancels_it_on_the_node,
+    dropping_a_read_in_service_frees_the_node_at_once,
+    corrupt_unit_is_never_served_and_is_reported,
+    bad_input_gets_clear_errors_and_changes_nothing,
+    full_queue_refuses_with_resource_exhausted,
+);
 
 fn pattern(len: usize) -> Bytes {
     (0..len).map(|i| (i % 251) as u8 ^ (i >> 16) as u8).collect::<Vec<u8>>().into()
@@ -34,9 +69,8 @@ fn slow(overhead_ms: u64) -> ServiceModel {
     ServiceModel { enabled: true, overhead_us: overhead_ms * 1000, ..Default::default() }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_mib_round_trip_ranges_list_delete() {
-    let (node, _dir, client) = start_with(|_| {}).await;
+async fn ten_mib_round_trip_ranges_list_delete(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |_| {}).await;
     let data = pattern(10 << 20);
     let timing = client.write_unit(42, 3, data.clone()).await.unwrap();
     assert_eq!((timing.node_id, timing.bytes, timing.outcome), (7, 10 << 20, TaskOutcome::Ok));
@@ -70,11 +104,10 @@ async fn ten_mib_round_trip_ranges_list_delete() {
     node.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn missing_or_wrong_secret_is_refused_and_writes_nothing() {
-    let (node, dir, client) = start_with(|_| {}).await;
+async fn missing_or_wrong_secret_is_refused_and_writes_nothing(transport: UnitTransport) {
+    let (node, dir, client) = start_with(transport, |_| {}).await;
     let addr = node.rpc_addr().to_string();
-    let intruder = NodeClient::connect(&addr, "wrong-secret").await.unwrap();
+    let intruder = NodeClient::connect(&addr, "wrong-secret").await.unwrap().with_transport(transport);
     for result in [
         intruder.write_unit(1, 0, pattern(1000)).await.map(|_| ()),
         intruder.read_range(1, 0, 0, 1).await.map(|_| ()),
@@ -96,9 +129,8 @@ async fn missing_or_wrong_secret_is_refused_and_writes_nothing() {
     node.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn probe_reflects_queue_and_dropping_a_read_cancels_it_on_the_node() {
-    let (node, _dir, client) = start_with(|_| {}).await;
+async fn probe_reflects_queue_and_dropping_a_read_cancels_it_on_the_node(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |_| {}).await;
     client.write_unit(1, 0, pattern(100_000)).await.unwrap();
     client.set_service_model(&slow(400)).await.unwrap();
     let probe = client.probe().await.unwrap();
@@ -142,9 +174,8 @@ async fn probe_reflects_queue_and_dropping_a_read_cancels_it_on_the_node() {
 /// A read dropped while the node serves it is cut short: the node frees at once, and the read
 /// queued behind it starts then, not when the dropped one's emulated service would have ended.
 /// (The live experiment's calibration relies on this: `cancel_in_service = true`.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropping_a_read_in_service_frees_the_node_at_once() {
-    let (node, _dir, client) = start_with(|_| {}).await;
+async fn dropping_a_read_in_service_frees_the_node_at_once(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |_| {}).await;
     client.write_unit(1, 0, pattern(100_000)).await.unwrap();
     client.set_service_model(&slow(2_000)).await.unwrap();
     let in_service = {
@@ -178,7 +209,7 @@ async fn dropping_a_read_in_service_frees_the_node_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_model_set_at_run_time_takes_effect() {
-    let (node, _dir, client) = start_with(|_| {}).await;
+    let (node, _dir, client) = start_with(UnitTransport::Stream, |_| {}).await;
     client.write_unit(2, 1, pattern(500_000)).await.unwrap();
     let time_read = || async {
         let began = Instant::now();
@@ -207,9 +238,8 @@ async fn service_model_set_at_run_time_takes_effect() {
     node.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn corrupt_unit_is_never_served_and_is_reported() {
-    let (node, _dir, client) = start_with(|_| {}).await;
+async fn corrupt_unit_is_never_served_and_is_reported(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |_| {}).await;
     let data = pattern(300_000);
     client.write_unit(5, 2, data.clone()).await.unwrap();
     let path = node.scheduler().store().path_of(node::UnitId::new(5, 2));
@@ -230,9 +260,8 @@ async fn corrupt_unit_is_never_served_and_is_reported() {
     node.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_gets_clear_errors_and_changes_nothing() {
-    let (node, _dir, client) = start_with(|config| config.max_unit_bytes = 1 << 20).await;
+async fn bad_input_gets_clear_errors_and_changes_nothing(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |config| config.max_unit_bytes = 1 << 20).await;
     client.write_unit(3, 0, pattern(1000)).await.unwrap();
     let code = |result: Result<(), ClientError>| result.unwrap_err().code();
     assert_eq!(code(client.read_range(3, 0, 900, 101).await.map(|_| ())), Some(Code::OutOfRange));
@@ -250,9 +279,8 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
     node.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn full_queue_refuses_with_resource_exhausted() {
-    let (node, _dir, client) = start_with(|config| config.max_queued_tasks = 1).await;
+async fn full_queue_refuses_with_resource_exhausted(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |config| config.max_queued_tasks = 1).await;
     client.write_unit(4, 0, pattern(1000)).await.unwrap();
     client.set_service_model(&slow(300)).await.unwrap();
     let mut reads = Vec::new();
@@ -273,7 +301,8 @@ async fn full_queue_refuses_with_resource_exhausted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_endpoint_serves_prometheus_text() {
-    let (node, _dir, client) = start_with(|config| config.metrics_addr = Some("127.0.0.1:0".parse().unwrap())).await;
+    let (node, _dir, client) =
+        start_with(UnitTransport::Stream, |config| config.metrics_addr = Some("127.0.0.1:0".parse().unwrap())).await;
     client.write_unit(6, 0, pattern(4096)).await.unwrap();
     client.read_range(6, 0, 0, 4096).await.unwrap();
     client.probe().await.unwrap();
@@ -317,13 +346,15 @@ async fn run_serves_until_shutdown_and_data_survives_a_restart() {
     }));
     let client = connect_retrying(port).await;
     client.write_unit(8, 8, pattern(70_000)).await.unwrap();
-    drop(client);
+    assert_eq!(client.read_range(8, 8, 0, 70_000).await.unwrap().0, pattern(70_000));
     stop.send(()).unwrap();
+    // Shutdown does not wait for the client's idle unit-stream connection: it closes it.
     tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap().unwrap();
 
     let node = node::start(config).await.unwrap();
-    let client = NodeClient::connect(&node.rpc_addr().to_string(), SECRET).await.unwrap();
+    // The same client: its pooled connections are to the stopped process and are replaced.
     assert_eq!(client.read_range(8, 8, 0, 70_000).await.unwrap().0, pattern(70_000));
+    client.write_unit(8, 9, pattern(10)).await.unwrap();
     node.shutdown().await;
     assert!(node::start(NodeConfig { cluster_secret: String::new(), ..Default::default() }).await.is_err());
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use meta::{MetaStore, NodeId, NodeInfo};
-use node::{ClientError, NodeClient};
+use node::{ClientError, NodeClient, UnitTransport};
 
 use super::DataError;
 
@@ -16,6 +16,7 @@ pub struct NodeConnections {
     meta: Arc<dyn MetaStore>,
     secret: String,
     rpc_timeout: Duration,
+    transport: UnitTransport,
     /// node → (address it was connected to, client). A changed address reconnects.
     clients: Mutex<HashMap<NodeId, (String, NodeClient)>>,
 }
@@ -27,9 +28,15 @@ impl std::fmt::Debug for NodeConnections {
 }
 
 impl NodeConnections {
-    /// A view over `meta`'s nodes, connecting with `secret`; every call is limited to `rpc_timeout`.
-    pub fn new(meta: Arc<dyn MetaStore>, secret: impl Into<String>, rpc_timeout: Duration) -> Self {
-        Self { meta, secret: secret.into(), rpc_timeout, clients: Mutex::new(HashMap::new()) }
+    /// A view over `meta`'s nodes, connecting with `secret`; every call is limited to `rpc_timeout`
+    /// and unit bytes travel over `transport`.
+    pub fn new(
+        meta: Arc<dyn MetaStore>,
+        secret: impl Into<String>,
+        rpc_timeout: Duration,
+        transport: UnitTransport,
+    ) -> Self {
+        Self { meta, secret: secret.into(), rpc_timeout, transport, clients: Mutex::new(HashMap::new()) }
     }
 
     /// The metadata store.
@@ -56,7 +63,10 @@ impl NodeConnections {
             return Ok(client.clone());
         }
         // Connect outside the lock: a race only makes one spare connection, which is dropped.
-        let client = NodeClient::connect(&node.address, &self.secret).await?.with_timeout(self.rpc_timeout);
+        let client = NodeClient::connect(&node.address, &self.secret)
+            .await?
+            .with_timeout(self.rpc_timeout)
+            .with_transport(self.transport);
         self.lock().insert(node.id, (node.address.clone(), client.clone()));
         Ok(client)
     }

@@ -30,6 +30,11 @@ pub struct DataConfig {
     pub degraded_read_timeout_ms: Option<u64>,
     /// Limit on every other node call (writes, recovery-set reads, deletes). Default 30 s.
     pub node_rpc_timeout_ms: u64,
+    /// How unit bytes travel between the gateway and the nodes: `stream` (default), the nodes'
+    /// plain unit stream (a fixed header and the raw bytes on a pooled TCP connection), or `grpc`,
+    /// streaming gRPC calls as before the unit stream existed. Every other node call is gRPC.
+    /// docs/benchmarks.md compares the two.
+    pub node_transport: node::UnitTransport,
     /// Largest object one write accepts. Default 5 GiB (S3's single-PUT limit).
     pub max_object_bytes: u64,
     /// Most unit reads one object read keeps in flight. Default 32.
@@ -179,6 +184,7 @@ impl Default for DataConfig {
             unit_bytes: 1 << 20,
             degraded_read_timeout_ms: None,
             node_rpc_timeout_ms: 30_000,
+            node_transport: node::UnitTransport::Stream,
             max_object_bytes: 5 << 30,
             max_parallel_unit_reads: 32,
             max_parallel_stripe_writes: 4,

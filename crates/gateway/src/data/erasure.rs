@@ -95,7 +95,12 @@ impl ErasureData {
     pub async fn new(config: DataConfig, meta: Arc<dyn MetaStore>) -> Result<Self, DataError> {
         config.validate()?;
         let delayed = Arc::new(DelayedReleases::new(Duration::from_millis(config.orphans.release_delay_ms)));
-        let cluster = Arc::new(NodeConnections::new(meta, config.cluster_secret.clone(), config.node_rpc_timeout()));
+        let cluster = Arc::new(NodeConnections::new(
+            meta,
+            config.cluster_secret.clone(),
+            config.node_rpc_timeout(),
+            config.node_transport,
+        ));
         let code_name = config.code_spec()?.to_string();
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name)?;

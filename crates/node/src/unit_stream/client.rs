@@ -1,0 +1,251 @@
+//! The gateway's side of the unit stream: a small pool of idle connections to one node, and the
+//! read and write calls over them.
+//!
+//! Owns connecting, the hello, reusing connections and telling a stale pooled connection (the
+//! node restarted) from a failed request. Must not retry anything else, time calls out (the
+//! [`crate::NodeClient`] wrapping it does) or pick nodes. Dropping a call's future drops its
+//! connection, which cancels the task on the node.
+
+use std::io;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Code, Status};
+
+use super::wire::{self, Op, Request, ResponseHead};
+use crate::client::{CONNECT_TIMEOUT, ClientError};
+use crate::error::UnitId;
+use crate::scheduler::TaskTiming;
+
+/// Most idle connections kept per node; more are closed when returned.
+const MAX_IDLE: usize = 64;
+/// A connection idle this long is closed rather than reused (the node closes them later).
+const MAX_IDLE_AGE: Duration = Duration::from_secs(60);
+
+/// Connections to one node's unit stream.
+#[derive(Debug)]
+pub(crate) struct StreamClient {
+    addr: String,
+    hello: Bytes,
+    idle: Mutex<Vec<(TcpStream, Instant)>>,
+}
+
+/// A connection in use, and whether it came from the pool (a failure before any answer may then
+/// be the pool's stale connection, not the node's refusal).
+struct Checkout {
+    stream: TcpStream,
+    reused: bool,
+}
+
+impl StreamClient {
+    /// A client of the node at `addr` (`host:port`), presenting `secret`.
+    pub(crate) fn new(addr: &str, secret: &str) -> Result<Self, ClientError> {
+        if secret.len() > wire::MAX_SECRET_BYTES {
+            return Err(ClientError::Invalid(format!("a cluster secret longer than {} bytes", wire::MAX_SECRET_BYTES)));
+        }
+        Ok(Self {
+            addr: addr.to_string(),
+            hello: Bytes::from(wire::hello(secret.as_bytes())),
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Reads `length` bytes at `offset` of `unit`.
+    pub(crate) async fn read(
+        &self,
+        unit: UnitId,
+        offset: u64,
+        length: u64,
+    ) -> Result<(Bytes, TaskTiming), ClientError> {
+        const OP: &str = "read_range";
+        let capacity = usize::try_from(length).map_err(|_| protocol(OP, "length does not fit in memory"))?;
+        let request = Request { op: Op::Read, unit, offset, length }.encode();
+        // Bounded: a second pass only follows a stale pooled connection, and uses a fresh one.
+        for _ in 0..2 {
+            let mut conn = self.checkout(OP).await?;
+            let answered = async {
+                conn.stream.write_all(&request).await?;
+                read_head(&mut conn.stream).await
+            }
+            .await;
+            let head = match answered {
+                Ok(head) => head,
+                Err(error) if conn.reused && is_stale(&error) => continue,
+                Err(error) => return Err(self.broken(OP, error)),
+            };
+            let head = ResponseHead::decode(&head).map_err(|what| protocol(OP, what))?;
+            if head.code != Code::Ok {
+                return Err(self.refusal(OP, conn, head).await);
+            }
+            if head.payload_len != length {
+                return Err(protocol(OP, format!("node sent {} of {length} bytes", head.payload_len)));
+            }
+            let timing = head.timing.ok_or_else(|| protocol(OP, "no task timing"))?;
+            let mut data = BytesMut::with_capacity(capacity);
+            receive_exact(&mut conn.stream, &mut data, capacity).await.map_err(|e| self.broken(OP, e))?;
+            self.checkin(conn.stream);
+            return Ok((data.freeze(), timing));
+        }
+        Err(self.broken(OP, io::Error::other("a fresh connection failed as the stale one did")))
+    }
+
+    /// Writes `unit` from `data` held in memory; returns once it is durable on the node.
+    pub(crate) async fn write(&self, unit: UnitId, data: Bytes) -> Result<TaskTiming, ClientError> {
+        const OP: &str = "write_unit";
+        let request = Request { op: Op::Write, unit, offset: 0, length: data.len() as u64 }.encode();
+        // Bounded: a second pass only follows a stale pooled connection. Rewriting a unit is
+        // idempotent, so sending it again is safe even if the first reached the node.
+        for _ in 0..2 {
+            let mut conn = self.checkout(OP).await?;
+            let mut message = Bytes::copy_from_slice(&request).chain(data.clone());
+            let answered = async {
+                conn.stream.write_all_buf(&mut message).await?;
+                read_head(&mut conn.stream).await
+            }
+            .await;
+            match answered {
+                Ok(head) => return self.write_answer(OP, conn, &head).await,
+                Err(error) if conn.reused && is_stale(&error) => continue,
+                Err(error) => return Err(self.broken(OP, error)),
+            }
+        }
+        Err(self.broken(OP, io::Error::other("a fresh connection failed as the stale one did")))
+    }
+
+    /// Writes `unit` of `total_len` bytes from a stream of chunks. A stream that ends short or
+    /// runs long is refused here (`InvalidArgument`) and nothing is committed on the node.
+    pub(crate) async fn write_stream(
+        &self,
+        unit: UnitId,
+        total_len: u64,
+        chunks: impl Stream<Item = Bytes> + Send,
+    ) -> Result<TaskTiming, ClientError> {
+        const OP: &str = "write_unit";
+        let mut conn = self.checkout(OP).await?;
+        let request = Request { op: Op::Write, unit, offset: 0, length: total_len }.encode();
+        conn.stream.write_all(&request).await.map_err(|e| self.broken(OP, e))?;
+        let mut sent = 0u64;
+        let mut chunks = std::pin::pin!(chunks);
+        // Bounded by the stream, which is refused as soon as it passes total_len.
+        while let Some(chunk) = chunks.next().await {
+            sent += chunk.len() as u64;
+            if sent > total_len {
+                // Dropping the connection mid-body discards what the node staged.
+                return Err(invalid(OP, format!("unit {unit} declared {total_len} bytes but more arrived")));
+            }
+            conn.stream.write_all(&chunk).await.map_err(|e| self.broken(OP, e))?;
+        }
+        if sent != total_len {
+            return Err(invalid(
+                OP,
+                format!("unit {unit} declared {total_len} bytes but the stream ended after {sent}"),
+            ));
+        }
+        let head = read_head(&mut conn.stream).await.map_err(|e| self.broken(OP, e))?;
+        self.write_answer(OP, conn, &head).await
+    }
+
+    async fn write_answer(
+        &self,
+        op: &'static str,
+        conn: Checkout,
+        head: &[u8; wire::RESPONSE_HEAD_BYTES],
+    ) -> Result<TaskTiming, ClientError> {
+        let head = ResponseHead::decode(head).map_err(|what| protocol(op, what))?;
+        if head.code != Code::Ok {
+            return Err(self.refusal(op, conn, head).await);
+        }
+        if head.payload_len != 0 {
+            return Err(protocol(op, "a write's answer carries no bytes"));
+        }
+        let timing = head.timing.ok_or_else(|| protocol(op, "no task timing"))?;
+        self.checkin(conn.stream);
+        Ok(timing)
+    }
+
+    /// The node's refusal as a status; the connection is reused when the message arrived whole.
+    async fn refusal(&self, op: &'static str, mut conn: Checkout, head: ResponseHead) -> ClientError {
+        let len = usize::try_from(head.payload_len).expect("messages are bounded by the wire format");
+        let mut message = BytesMut::with_capacity(len);
+        let message = match receive_exact(&mut conn.stream, &mut message, len).await {
+            Ok(()) => {
+                // After a refused hello the node closes the connection; its next read fails and
+                // is retried on a fresh connection, so keeping it costs nothing.
+                self.checkin(conn.stream);
+                String::from_utf8_lossy(&message).into_owned()
+            }
+            Err(error) => format!("(message lost: {error})"),
+        };
+        ClientError::Status { operation: op, status: Status::new(head.code, message) }
+    }
+
+    async fn checkout(&self, op: &'static str) -> Result<Checkout, ClientError> {
+        // Bounded by the pool's size: each pass removes one connection.
+        while let Some((stream, since)) = crate::scheduler::lock(&self.idle).pop() {
+            if since.elapsed() < MAX_IDLE_AGE && is_open(&stream) {
+                return Ok(Checkout { stream, reused: true });
+            }
+        }
+        let connect = TcpStream::connect(&self.addr);
+        let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+            .await
+            .map_err(|_| self.broken(op, io::Error::new(io::ErrorKind::TimedOut, "connect timed out")))?
+            .map_err(|e| self.broken(op, e))?;
+        stream.set_nodelay(true).map_err(|e| self.broken(op, e))?;
+        stream.write_all(&self.hello).await.map_err(|e| self.broken(op, e))?;
+        Ok(Checkout { stream, reused: false })
+    }
+
+    fn checkin(&self, stream: TcpStream) {
+        let mut idle = crate::scheduler::lock(&self.idle);
+        if idle.len() < MAX_IDLE {
+            idle.push((stream, Instant::now()));
+        }
+    }
+
+    fn broken(&self, operation: &'static str, source: io::Error) -> ClientError {
+        ClientError::Stream { operation, addr: self.addr.clone(), source }
+    }
+}
+
+async fn read_head(stream: &mut TcpStream) -> io::Result<[u8; wire::RESPONSE_HEAD_BYTES]> {
+    let mut head = [0u8; wire::RESPONSE_HEAD_BYTES];
+    stream.read_exact(&mut head).await?;
+    Ok(head)
+}
+
+/// Receives exactly `len` bytes into `buffer` (which is not zeroed first).
+async fn receive_exact(stream: &mut TcpStream, buffer: &mut BytesMut, len: usize) -> io::Result<()> {
+    let mut limited = stream.take(len as u64);
+    // Bounded: every pass adds at least one byte or ends.
+    while buffer.len() < len {
+        if limited.read_buf(buffer).await? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(())
+}
+
+/// Whether a pooled connection still looks open: nothing is pending on an idle connection, so
+/// readable means the node closed it.
+fn is_open(stream: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(stream.try_read(&mut probe), Err(error) if error.kind() == io::ErrorKind::WouldBlock)
+}
+
+/// Whether an error before any answer is what a connection the node has since closed gives.
+fn is_stale(error: &io::Error) -> bool {
+    matches!(error.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe)
+}
+
+fn protocol(operation: &'static str, what: impl Into<String>) -> ClientError {
+    ClientError::Protocol { operation, what: what.into() }
+}
+
+fn invalid(operation: &'static str, message: String) -> ClientError {
+    ClientError::Status { operation, status: Status::invalid_argument(message) }
+}
