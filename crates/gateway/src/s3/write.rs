@@ -86,7 +86,8 @@ pub async fn write_body(
 ) -> S3Result<WrittenBody> {
     let limit = service.options.max_object_bytes;
     let declared = DeclaredBody::new(claims.content_length, claims.content_md5, limit)?;
-    let mut tally = BodyTally::with_checksum(claims.checksum.as_ref());
+    let declared_bytes = claims.content_length.and_then(|length| u64::try_from(length).ok());
+    let mut tally = BodyTally::new(claims.checksum.as_ref(), declared_bytes);
     let idle = service.options.body_idle_timeout;
     let written = service.data.write_stream(tallied(body, limit, idle, &mut tally)).await;
     let written = match written {
@@ -94,6 +95,7 @@ pub async fn write_body(
         // The body's own failure is what the client needs to hear, not the write it stopped.
         Err(error) => return Err(tally.take_error().unwrap_or_else(|| from_data(error))),
     };
+    tally.finish().await;
     let checksum = declared.check(&tally).and_then(|()| match (&claims.checksum, tally.take_checksum_digest()) {
         (Some(checksum), Some(digest)) => {
             // The trailers of an aws-chunked body are known once the body has been read.
