@@ -5,7 +5,8 @@
 //!    nothing half-written ever visible), and none says the data is lost;
 //! 2. after each epoch the cluster quiesces: every node back and Up, every unit the epoch
 //!    corrupted found by a scrub pass begun after it, and no stripe short of a unit (the census);
-//! 3. after the last epoch, `faulty_nodes` more nodes killed lose nothing.
+//! 3. after the last epoch, `faulty_nodes` more nodes killed (and marked Down by membership) lose
+//!    nothing.
 //!
 //! Owns the epoch's timing and the counts of the report. Must not decide what is correct beyond
 //! asking the [`Model`], or reach into the cluster except through [`Cluster`] and S3.
@@ -442,7 +443,47 @@ async fn lose_more_and_check(
     tracing::info!(?victims, "nodes killed for the last check");
     *shared.report.lock().expect("report lock").faults.entry("kill node (last check)".into()).or_default() +=
         victims.len() as u64;
+    // Until membership has marked them Down, a read that needs them is answered 503 (retry: the
+    // data may be there), not data loss; the check is of a cluster that knows what it lost. A
+    // failed read fails fast (the unit stream's connection is refused at once), so this waits.
+    let waited = {
+        let (cluster, victims) = (Arc::clone(cluster), victims.clone());
+        let timeout = settings.quiesce_timeout;
+        tokio::task::spawn_blocking(move || wait_until_down(&cluster.lock().expect("cluster lock"), &victims, timeout))
+            .await
+    };
+    match waited {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => shared.violation(format!("last check: {why:#}")),
+        Err(error) => shared.violation(format!("last check: waiting for membership panicked: {error}")),
+    }
     check_every_key(client, shared).await;
+}
+
+/// Waits (bounded) until the status shows every node of `victims` Down.
+fn wait_until_down(cluster: &Cluster, victims: &[u32], timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("no status yet");
+    while Instant::now() < deadline {
+        match cluster.status() {
+            Ok(status) => {
+                let nodes = status["nodes"].as_array().cloned().unwrap_or_default();
+                let up: Vec<u64> = nodes
+                    .iter()
+                    .filter(|node| node["state"] != "Down")
+                    .filter_map(|node| node["id"].as_u64())
+                    .filter(|id| victims.iter().any(|&victim| u64::from(victim) == *id))
+                    .collect();
+                if up.is_empty() && !nodes.is_empty() {
+                    return Ok(());
+                }
+                last = format!("killed nodes {up:?} not yet Down");
+            }
+            Err(error) => last = format!("{error:#}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    anyhow::bail!("membership did not mark the killed nodes Down within {timeout:?}: {last}")
 }
 
 fn unix_now_ms() -> u64 {
