@@ -416,7 +416,8 @@ impl NodeClient {
     }
 }
 
-fn protocol(operation: &'static str, what: impl Into<String>) -> ClientError {
+/// A protocol violation in `operation` (shared with the unit stream's client).
+pub(crate) fn protocol(operation: &'static str, what: impl Into<String>) -> ClientError {
     ClientError::Protocol { operation, what: what.into() }
 }
 

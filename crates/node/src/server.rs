@@ -37,6 +37,11 @@ impl SecretCheck {
         assert!(!secret.is_empty(), "an empty cluster secret would let anyone in");
         Self { secret: Arc::from(secret.as_bytes()) }
     }
+
+    /// Whether `presented` is the cluster secret (compared in constant time).
+    pub fn accepts(&self, presented: &[u8]) -> bool {
+        bool::from(presented.ct_eq(&self.secret))
+    }
 }
 
 impl std::fmt::Debug for SecretCheck {
@@ -49,7 +54,7 @@ impl Interceptor for SecretCheck {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
         let presented = request.metadata().get(SECRET_METADATA_KEY).map(|value| value.as_bytes());
         match presented {
-            Some(presented) if bool::from(presented.ct_eq(&self.secret)) => Ok(request),
+            Some(presented) if self.accepts(presented) => Ok(request),
             Some(_) => Err(Status::unauthenticated("wrong cluster secret")),
             None => Err(Status::unauthenticated(format!("missing {SECRET_METADATA_KEY}"))),
         }

@@ -376,11 +376,20 @@ fn quiesce(cluster: &mut Cluster, nodes: u32, timeout: Duration) -> anyhow::Resu
         cluster.restart_node(id)?;
     }
     let since_ms = unix_now_ms();
+    wait_for_status(cluster, timeout, |status| whole(status, since_ms))
+}
+
+/// Polls the status (bounded by `timeout`) until `why_not` finds nothing missing.
+fn wait_for_status(
+    cluster: &Cluster,
+    timeout: Duration,
+    why_not: impl Fn(&serde_json::Value) -> Option<String>,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("no status yet");
     while Instant::now() < deadline {
         match cluster.status() {
-            Ok(status) => match whole(&status, since_ms) {
+            Ok(status) => match why_not(&status) {
                 None => return Ok(()),
                 Some(why) => last = why,
             },
@@ -462,28 +471,17 @@ async fn lose_more_and_check(
 
 /// Waits (bounded) until the status shows every node of `victims` Down.
 fn wait_until_down(cluster: &Cluster, victims: &[u32], timeout: Duration) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::from("no status yet");
-    while Instant::now() < deadline {
-        match cluster.status() {
-            Ok(status) => {
-                let nodes = status["nodes"].as_array().cloned().unwrap_or_default();
-                let up: Vec<u64> = nodes
-                    .iter()
-                    .filter(|node| node["state"] != "Down")
-                    .filter_map(|node| node["id"].as_u64())
-                    .filter(|id| victims.iter().any(|&victim| u64::from(victim) == *id))
-                    .collect();
-                if up.is_empty() && !nodes.is_empty() {
-                    return Ok(());
-                }
-                last = format!("killed nodes {up:?} not yet Down");
-            }
-            Err(error) => last = format!("{error:#}"),
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    anyhow::bail!("membership did not mark the killed nodes Down within {timeout:?}: {last}")
+    wait_for_status(cluster, timeout, |status| {
+        let Some(nodes) = status["nodes"].as_array() else { return Some("no nodes in the status".into()) };
+        let up: Vec<u64> = nodes
+            .iter()
+            .filter(|node| node["state"] != "Down")
+            .filter_map(|node| node["id"].as_u64())
+            .filter(|id| victims.iter().any(|&victim| u64::from(victim) == *id))
+            .collect();
+        (!up.is_empty() || nodes.is_empty()).then(|| format!("killed nodes {up:?} not yet Down"))
+    })
+    .map_err(|why| why.context("membership did not mark the killed nodes Down"))
 }
 
 fn unix_now_ms() -> u64 {

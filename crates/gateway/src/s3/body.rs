@@ -44,13 +44,19 @@ impl Default for EtagMd5 {
 /// (every core is busy then), so a body that would exceed it is hashed in passing instead.
 static PARALLEL_MD5_TASKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// The CPUs this process may use, asked once (on Linux the answer reads cgroup files).
+fn cpus() -> usize {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// One running parallel MD5 task, counted while it lives.
 struct ParallelMd5Slot;
 
 impl ParallelMd5Slot {
     fn take() -> Option<Self> {
         use std::sync::atomic::Ordering;
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let cpus = cpus();
         PARALLEL_MD5_TASKS
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |running| (running < cpus).then_some(running + 1))
             .ok()
@@ -352,7 +358,7 @@ mod tests {
 
     #[test]
     fn parallel_md5_tasks_are_bounded_by_the_cpus() {
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let cpus = cpus();
         // Other tests may hold slots meanwhile: never more than one per CPU in all.
         let slots: Vec<_> = (0..cpus + 3).filter_map(|_| ParallelMd5Slot::take()).collect();
         assert!(slots.len() <= cpus, "{} slots on {cpus} CPUs", slots.len());

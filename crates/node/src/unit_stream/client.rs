@@ -17,7 +17,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Status};
 
 use super::wire::{self, Op, Request, ResponseHead};
-use crate::client::{CONNECT_TIMEOUT, ClientError};
+use crate::client::{CONNECT_TIMEOUT, ClientError, protocol};
 use crate::error::UnitId;
 use crate::scheduler::TaskTiming;
 
@@ -64,56 +64,55 @@ impl StreamClient {
         const OP: &str = "read_range";
         let capacity = usize::try_from(length).map_err(|_| protocol(OP, "length does not fit in memory"))?;
         let request = Request { op: Op::Read, unit, offset, length }.encode();
-        // Bounded: a second pass only follows a stale pooled connection, and uses a fresh one.
-        for _ in 0..2 {
-            let mut conn = self.checkout(OP).await?;
-            let answered = async {
-                conn.stream.write_all(&request).await?;
-                read_head(&mut conn.stream).await
-            }
-            .await;
-            let head = match answered {
-                Ok(head) => head,
-                Err(error) if conn.reused && is_stale(&error) => continue,
-                Err(error) => return Err(self.broken(OP, error)),
-            };
-            let head = ResponseHead::decode(&head).map_err(|what| protocol(OP, what))?;
-            if head.code != Code::Ok {
-                return Err(self.refusal(OP, conn, head).await);
-            }
-            if head.payload_len != length {
-                return Err(protocol(OP, format!("node sent {} of {length} bytes", head.payload_len)));
-            }
-            let timing = head.timing.ok_or_else(|| protocol(OP, "no task timing"))?;
-            let mut data = BytesMut::with_capacity(capacity);
-            receive_exact(&mut conn.stream, &mut data, capacity).await.map_err(|e| self.broken(OP, e))?;
-            self.checkin(conn.stream);
-            return Ok((data.freeze(), timing));
+        let (mut conn, head) = self.exchange(OP, || Bytes::copy_from_slice(&request)).await?;
+        let head = ResponseHead::decode(&head).map_err(|what| protocol(OP, what))?;
+        if head.code != Code::Ok {
+            return Err(self.refusal(OP, conn, head).await);
         }
-        Err(self.broken(OP, io::Error::other("a fresh connection failed as the stale one did")))
+        if head.payload_len != length {
+            return Err(protocol(OP, format!("node sent {} of {length} bytes", head.payload_len)));
+        }
+        let timing = head.timing.ok_or_else(|| protocol(OP, "no task timing"))?;
+        let mut data = BytesMut::with_capacity(capacity);
+        receive_exact(&mut conn.stream, &mut data, capacity).await.map_err(|e| self.broken(OP, e))?;
+        self.checkin(conn.stream);
+        Ok((data.freeze(), timing))
     }
 
     /// Writes `unit` from `data` held in memory; returns once it is durable on the node.
     pub(crate) async fn write(&self, unit: UnitId, data: Bytes) -> Result<TaskTiming, ClientError> {
         const OP: &str = "write_unit";
         let request = Request { op: Op::Write, unit, offset: 0, length: data.len() as u64 }.encode();
-        // Bounded: a second pass only follows a stale pooled connection. Rewriting a unit is
-        // idempotent, so sending it again is safe even if the first reached the node.
+        // Rewriting a unit is idempotent, so sending it again after a stale connection is safe even
+        // if the first copy reached the node.
+        let message = || Bytes::copy_from_slice(&request).chain(data.clone());
+        let (conn, head) = self.exchange(OP, message).await?;
+        self.write_answer(OP, conn, &head).await
+    }
+
+    /// Sends `message()` and reads the answer's head, on a fresh connection once more if a pooled
+    /// one turns out stale before any answer.
+    async fn exchange<B: Buf>(
+        &self,
+        op: &'static str,
+        message: impl Fn() -> B,
+    ) -> Result<(Checkout, [u8; wire::RESPONSE_HEAD_BYTES]), ClientError> {
+        // Bounded: a second pass only follows a stale pooled connection, and uses a fresh one.
         for _ in 0..2 {
-            let mut conn = self.checkout(OP).await?;
-            let mut message = Bytes::copy_from_slice(&request).chain(data.clone());
+            let mut conn = self.checkout(op).await?;
+            let mut message = message();
             let answered = async {
                 conn.stream.write_all_buf(&mut message).await?;
                 read_head(&mut conn.stream).await
             }
             .await;
             match answered {
-                Ok(head) => return self.write_answer(OP, conn, &head).await,
+                Ok(head) => return Ok((conn, head)),
                 Err(error) if conn.reused && is_stale(&error) => continue,
-                Err(error) => return Err(self.broken(OP, error)),
+                Err(error) => return Err(self.broken(op, error)),
             }
         }
-        Err(self.broken(OP, io::Error::other("a fresh connection failed as the stale one did")))
+        Err(self.broken(op, io::Error::other("a fresh connection failed as the stale one did")))
     }
 
     /// Writes `unit` of `total_len` bytes from a stream of chunks. A stream that ends short or
@@ -240,10 +239,6 @@ fn is_open(stream: &TcpStream) -> bool {
 /// Whether an error before any answer is what a connection the node has since closed gives.
 fn is_stale(error: &io::Error) -> bool {
     matches!(error.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe)
-}
-
-fn protocol(operation: &'static str, what: impl Into<String>) -> ClientError {
-    ClientError::Protocol { operation, what: what.into() }
 }
 
 fn invalid(operation: &'static str, message: String) -> ClientError {

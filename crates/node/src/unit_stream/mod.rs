@@ -23,24 +23,3 @@ pub enum UnitTransport {
     /// gRPC streaming calls, as before the unit stream existed; kept to compare and as a fallback.
     Grpc,
 }
-
-impl std::str::FromStr for UnitTransport {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "stream" => Ok(Self::Stream),
-            "grpc" => Ok(Self::Grpc),
-            other => Err(format!("unknown unit transport {other:?}: expected stream or grpc")),
-        }
-    }
-}
-
-impl std::fmt::Display for UnitTransport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Stream => "stream",
-            Self::Grpc => "grpc",
-        })
-    }
-}

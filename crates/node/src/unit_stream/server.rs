@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
-use subtle::ConstantTimeEq;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -22,6 +21,7 @@ use tonic::Code;
 use super::wire::{self, Op, Request, ResponseHead};
 use crate::error::{NodeError, UnitId};
 use crate::scheduler::{Scheduler, TaskTiming, blocking};
+use crate::server::SecretCheck;
 use crate::store::StagedUnit;
 
 /// Most unit-stream connections a node keeps open; one more is refused with `ResourceExhausted`.
@@ -38,17 +38,16 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Serves the unit stream of one node.
 pub(crate) struct StreamServer {
     scheduler: Arc<Scheduler>,
-    secret: Arc<[u8]>,
+    secret: SecretCheck,
     connections: Arc<Semaphore>,
 }
 
 impl StreamServer {
     /// A server of `scheduler`'s units for clients that present `secret`.
     pub(crate) fn new(scheduler: Arc<Scheduler>, secret: &str) -> Arc<Self> {
-        assert!(!secret.is_empty(), "an empty cluster secret would let anyone in");
         Arc::new(Self {
             scheduler,
-            secret: Arc::from(secret.as_bytes()),
+            secret: SecretCheck::new(secret),
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
         })
     }
@@ -143,7 +142,7 @@ impl StreamServer {
         }
         let mut presented = vec![0u8; len];
         stream.read_exact(&mut presented).await?;
-        Ok(if bool::from(presented.ct_eq(&self.secret)) { Ok(()) } else { Err("wrong cluster secret".into()) })
+        Ok(if self.secret.accepts(&presented) { Ok(()) } else { Err("wrong cluster secret".into()) })
     }
 
     /// Serves one read; an error means the connection must close.

@@ -9,7 +9,8 @@
 use tonic::Code;
 
 use crate::error::UnitId;
-use crate::scheduler::{TaskOutcome, TaskTiming};
+use crate::proto;
+use crate::scheduler::TaskTiming;
 
 /// First bytes of a unit-stream connection. An HTTP/2 connection starts with `PRI `, so the node
 /// tells the two apart on one port by these four bytes.
@@ -108,22 +109,13 @@ impl ResponseHead {
         let mut bytes = [0u8; RESPONSE_HEAD_BYTES];
         let mut at = Cursor::new(&mut bytes);
         at.put(&[self.code as i32 as u8, u8::from(self.timing.is_some())]);
-        let timing = self.timing.unwrap_or(TaskTiming {
-            node_id: 0,
-            task_id: 0,
-            enqueue_ns: 0,
-            start_ns: 0,
-            finish_ns: 0,
-            bytes: 0,
-            outcome: TaskOutcome::Failed,
-            bytes_ahead: 0,
-            emulated_service_ns: 0,
-        });
+        // The gRPC message's fields and outcome codes, so both transports map timings alike.
+        let timing = self.timing.map(proto::TaskTiming::from).unwrap_or_default();
         at.put(&timing.node_id.to_le_bytes());
         for value in [timing.task_id, timing.enqueue_ns, timing.start_ns, timing.finish_ns, timing.bytes] {
             at.put(&value.to_le_bytes());
         }
-        at.put(&[outcome_byte(timing.outcome)]);
+        at.put(&[timing.outcome as u8]);
         at.put(&timing.bytes_ahead.to_le_bytes());
         at.put(&timing.emulated_service_ns.to_le_bytes());
         at.put(&self.payload_len.to_le_bytes());
@@ -135,17 +127,23 @@ impl ResponseHead {
         let code = Code::from(i32::from(bytes[0]));
         let timing = match bytes[1] {
             0 => None,
-            1 => Some(TaskTiming {
-                node_id: u32::from_le_bytes(bytes[2..6].try_into().expect("4 bytes")),
-                task_id: u64_at(bytes, 6),
-                enqueue_ns: u64_at(bytes, 14),
-                start_ns: u64_at(bytes, 22),
-                finish_ns: u64_at(bytes, 30),
-                bytes: u64_at(bytes, 38),
-                outcome: outcome_of(bytes[46])?,
-                bytes_ahead: u64_at(bytes, 47),
-                emulated_service_ns: u64_at(bytes, 55),
-            }),
+            1 => {
+                let outcome = proto::TaskOutcome::try_from(i32::from(bytes[46]))
+                    .ok()
+                    .filter(|outcome| *outcome != proto::TaskOutcome::Unspecified)
+                    .ok_or_else(|| format!("unknown task outcome {}", bytes[46]))?;
+                Some(TaskTiming::from(proto::TaskTiming {
+                    node_id: u32::from_le_bytes(bytes[2..6].try_into().expect("4 bytes")),
+                    task_id: u64_at(bytes, 6),
+                    enqueue_ns: u64_at(bytes, 14),
+                    start_ns: u64_at(bytes, 22),
+                    finish_ns: u64_at(bytes, 30),
+                    bytes: u64_at(bytes, 38),
+                    outcome: outcome as i32,
+                    bytes_ahead: u64_at(bytes, 47),
+                    emulated_service_ns: u64_at(bytes, 55),
+                }))
+            }
             other => return Err(format!("bad timing flag {other}")),
         };
         let payload_len = u64_at(bytes, 63);
@@ -154,25 +152,6 @@ impl ResponseHead {
         }
         Ok(Self { code, timing, payload_len })
     }
-}
-
-fn outcome_byte(outcome: TaskOutcome) -> u8 {
-    match outcome {
-        TaskOutcome::Ok => 1,
-        TaskOutcome::Cancelled => 2,
-        TaskOutcome::Failed => 3,
-        TaskOutcome::Corrupt => 4,
-    }
-}
-
-fn outcome_of(byte: u8) -> Result<TaskOutcome, String> {
-    Ok(match byte {
-        1 => TaskOutcome::Ok,
-        2 => TaskOutcome::Cancelled,
-        3 => TaskOutcome::Failed,
-        4 => TaskOutcome::Corrupt,
-        other => return Err(format!("unknown task outcome {other}")),
-    })
 }
 
 fn u64_at(bytes: &[u8], at: usize) -> u64 {
@@ -199,6 +178,7 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::TaskOutcome;
 
     #[test]
     fn requests_and_heads_round_trip() {
