@@ -13,6 +13,10 @@ use std::arch::x86_64::*;
 /// Bytes per kernel step.
 const STEP_BYTES: usize = 64;
 
+/// Matrices a fixed-shape kernel keeps in ZMM registers: 32 registers less the accumulators
+/// (up to four), two sources and a product.
+const MAX_MATRICES_IN_REGISTERS: usize = 24;
+
 /// Proof that this CPU has GFNI and AVX-512BW (see the module documentation).
 #[derive(Clone, Copy, Debug)]
 pub struct GfniAvx512(());
@@ -52,7 +56,88 @@ impl Kernel for GfniAvx512 {
         stream: bool,
     ) {
         // SAFETY: `self` proves the CPU features; the rest is the caller's contract.
-        unsafe { kernel::<N>(columns, sources, outputs, start, end, mode, stream) }
+        unsafe {
+            let args = (columns, sources, outputs, start, end, mode, stream);
+            // Up to 16 sources, a kernel per source count: its loop over the sources
+            // unrolls, so the matrices and source pointers live in registers (or, past the
+            // register file, are broadcast from a few cache lines) and nothing is indexed.
+            macro_rules! by_source_count {
+                ($($s:literal)*) => {
+                    match sources.len() {
+                        $($s => fixed::<$s, N>(args),)*
+                        _ => kernel::<N>(columns, sources, outputs, start, end, mode, stream),
+                    }
+                };
+            }
+            by_source_count!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+        }
+    }
+}
+
+/// The arguments of [`Kernel::run`], passed whole to a fixed-shape kernel.
+type RunArgs<'a> = (&'a [[u64; MAX_GROUP_OUTPUTS]], &'a [*const u8], &'a [*mut u8], usize, usize, Mode, bool);
+
+/// The kernel for exactly `S` sources and `N` outputs (see [`GfniAvx512::run`]): each matrix
+/// broadcast once before the loop, the sources unrolled, one 64-byte step per iteration.
+///
+/// # Safety
+/// As [`Kernel::run`], with `sources.len() == S` and `outputs.len() == N`.
+#[target_feature(enable = "gfni,avx512f,avx512bw")]
+unsafe fn fixed<const S: usize, const N: usize>(args: RunArgs<'_>) {
+    let (columns, sources, outputs, start, end, mode, stream) = args;
+    debug_assert!(sources.len() == S && outputs.len() == N && columns.len() == S);
+    // Past the register file, LLVM would spill broadcast matrices to the stack and reload 64 bytes
+    // each; an 8-byte broadcast operand costs the same load and no spill store.
+    let in_registers = S * N <= MAX_MATRICES_IN_REGISTERS;
+    let broadcasts: [[__m512i; N]; S] = std::array::from_fn(|j| {
+        std::array::from_fn(
+            |i| if in_registers { _mm512_set1_epi64(columns[j][i] as i64) } else { _mm512_setzero_si512() },
+        )
+    });
+    let columns: &[[u64; MAX_GROUP_OUTPUTS]; S] = columns.try_into().expect("one column per source");
+    let matrix =
+        |j: usize, i: usize| if in_registers { broadcasts[j][i] } else { _mm512_set1_epi64(columns[j][i] as i64) };
+    let sources: [*const u8; S] = std::array::from_fn(|j| sources[j]);
+    let outputs: [*mut u8; N] = std::array::from_fn(|i| outputs[i]);
+    let accumulate = mode == Mode::Accumulate;
+    let mut offset = start;
+    while offset < end {
+        // Every load and store below: pointers address ≥ end bytes and offset < end steps by 64;
+        // with `stream` the outputs are 64-byte aligned (contract).
+        // SAFETY: as just said.
+        let first = unsafe { load(sources[0], offset) };
+        let mut acc: [__m512i; N] = std::array::from_fn(|i| affine(first, matrix(0, i)));
+        if accumulate {
+            for (a, out) in acc.iter_mut().zip(outputs) {
+                // SAFETY: as above.
+                *a = _mm512_xor_si512(*a, unsafe { load(out, offset) });
+            }
+        }
+        // Two sources per VPTERNLOGQ (0x96 = 3-way XOR), the odd one last.
+        let mut j = 1;
+        while j + 1 < S {
+            // SAFETY: as above.
+            let (s0, s1) = unsafe { (load(sources[j], offset), load(sources[j + 1], offset)) };
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_ternarylogic_epi64::<0x96>(*a, affine(s0, matrix(j, i)), affine(s1, matrix(j + 1, i)));
+            }
+            j += 2;
+        }
+        if j < S {
+            // SAFETY: as above.
+            let s = unsafe { load(sources[j], offset) };
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_xor_si512(*a, affine(s, matrix(j, i)));
+            }
+        }
+        for (a, out) in acc.into_iter().zip(outputs) {
+            // SAFETY: as above.
+            unsafe { store(out, offset, a, stream) };
+        }
+        offset += STEP_BYTES;
+    }
+    if stream {
+        _mm_sfence();
     }
 }
 
@@ -60,6 +145,41 @@ impl Kernel for GfniAvx512 {
 #[target_feature(enable = "gfni,avx512f,avx512bw")]
 fn product(source: __m512i, matrix: u64) -> __m512i {
     _mm512_gf2p8affine_epi64_epi8::<0>(source, _mm512_set1_epi64(matrix as i64))
+}
+
+/// The 64 bytes at `base + offset`.
+///
+/// # Safety
+/// They are readable.
+#[inline]
+#[target_feature(enable = "gfni,avx512f,avx512bw")]
+unsafe fn load(base: *const u8, offset: usize) -> __m512i {
+    // SAFETY: the caller's contract.
+    unsafe { _mm512_loadu_si512(base.add(offset).cast()) }
+}
+
+/// Writes `value` to the 64 bytes at `base + offset`, non-temporally with `stream`.
+///
+/// # Safety
+/// They are writable, and 64-byte aligned with `stream`.
+#[inline]
+#[target_feature(enable = "gfni,avx512f,avx512bw")]
+unsafe fn store(base: *mut u8, offset: usize, value: __m512i, stream: bool) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if stream {
+            _mm512_stream_si512(base.add(offset).cast(), value);
+        } else {
+            _mm512_storeu_si512(base.add(offset).cast(), value);
+        }
+    }
+}
+
+/// `source` multiplied by the constant whose matrix is broadcast in `matrix`.
+#[inline]
+#[target_feature(enable = "gfni,avx512f,avx512bw")]
+fn affine(source: __m512i, matrix: __m512i) -> __m512i {
+    _mm512_gf2p8affine_epi64_epi8::<0>(source, matrix)
 }
 
 #[target_feature(enable = "gfni,avx512f,avx512bw")]
