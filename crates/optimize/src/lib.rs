@@ -1,9 +1,11 @@
-//! Solvers that lowtail's policies call. Today: problem (1) of Hu et al.,
-//! the load-direction table (see [`load_direction`]).
+//! Solvers and closed forms that lowtail's policies call: problem (1) of Hu et al., the
+//! load-direction table (see [`load_direction`]); FAST CLOUD's queueing model and BAFEC's backlog
+//! thresholds (see [`fec_model`]).
 //!
 //! Owns: numerical methods on plain arrays. Must not: know about executors,
 //! clocks, codes or placement; callers translate their world into arrays.
 
+pub mod fec_model;
 pub mod load_direction;
 
 pub use load_direction::{LoadDirectionProblem, Objective, Solution, SolveLimits};
