@@ -50,6 +50,10 @@ pub struct Admission {
     busy: usize,
     /// Requests not yet admitted, with the tasks each announced.
     requests: VecDeque<(u64, usize)>,
+    /// Admitted requests with the announced tasks they have not submitted yet: those tasks are as
+    /// good as waiting, so the next request is admitted only past them (as if the shell had
+    /// submitted them the instant their request was admitted).
+    unsubmitted: VecDeque<(u64, usize)>,
     waiting_tasks: VecDeque<(u64, usize)>,
     ready: VecDeque<Admitted>,
 }
@@ -106,6 +110,7 @@ impl Admission {
             mode,
             busy: 0,
             requests: VecDeque::new(),
+            unsubmitted: VecDeque::new(),
             waiting_tasks: VecDeque::new(),
             ready: VecDeque::new(),
         }
@@ -129,6 +134,12 @@ impl Admission {
 
     /// Task `task` of admitted request `request` wants a slot.
     pub fn submit(&mut self, request: u64, task: usize) {
+        if let Some(position) = self.unsubmitted.iter().position(|&(r, _)| r == request) {
+            self.unsubmitted[position].1 -= 1;
+            if self.unsubmitted[position].1 == 0 {
+                self.unsubmitted.remove(position);
+            }
+        }
         self.waiting_tasks.push_back((request, task));
         self.admit();
     }
@@ -157,12 +168,18 @@ impl Admission {
     /// through [`Admission::task_ended`], once each).
     pub fn request_ended(&mut self, request: u64) {
         self.waiting_tasks.retain(|&(r, _)| r != request);
+        self.unsubmitted.retain(|&(r, _)| r != request);
         self.admit();
     }
 
     /// The next request or task the shell may start.
     pub fn poll_admitted(&mut self) -> Option<Admitted> {
         self.ready.pop_front()
+    }
+
+    /// The bound on tasks in flight (`None`: unbounded).
+    pub fn slots(&self) -> Option<usize> {
+        self.slots
     }
 
     /// Tasks holding a slot.
@@ -175,9 +192,14 @@ impl Admission {
         self.requests.len()
     }
 
-    /// Tasks of admitted requests waiting for a slot.
+    /// Tasks of admitted requests waiting for a slot (those announced and not yet submitted
+    /// included).
     pub fn waiting_tasks(&self) -> usize {
-        self.waiting_tasks.len()
+        self.waiting_tasks.len() + self.unsubmitted_tasks()
+    }
+
+    fn unsubmitted_tasks(&self) -> usize {
+        self.unsubmitted.iter().map(|&(_, tasks)| tasks).sum()
     }
 
     fn idle(&self) -> usize {
@@ -199,15 +221,15 @@ impl Admission {
                 AdmissionMode::NonBlocking => 1,
                 AdmissionMode::Blocking => self.slots.map_or(tasks, |slots| tasks.min(slots)),
             };
-            if self.idle() < needed || !self.waiting_tasks.is_empty() {
+            // Slots the admitted requests' unsubmitted tasks will take are not idle.
+            let idle = self.idle().saturating_sub(self.unsubmitted_tasks());
+            if idle < needed || !self.waiting_tasks.is_empty() {
                 return;
             }
             self.requests.pop_front();
             self.ready.push_back(Admitted::Request { request });
-            // The shell submits the admitted request's tasks before it polls again; under the
-            // blocking rule they must find the slots they were admitted for.
-            if self.mode == AdmissionMode::Blocking && self.slots.is_some() {
-                return;
+            if self.slots.is_some() {
+                self.unsubmitted.push_back((request, tasks));
             }
         }
     }
@@ -252,6 +274,41 @@ mod tests {
         pool.request_ended(2);
         pool.task_ended(1, 0);
         assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 3 }], "request 2's waiting task left");
+    }
+
+    #[test]
+    fn non_blocking_admits_the_next_request_only_past_the_tasks_of_the_last_one() {
+        // Two slots free up at once while three requests wait: the first is admitted, and its three
+        // announced tasks take both slots (and queue one) before they are even submitted, so the
+        // other two stay in the request queue, where a backlog-driven policy counts them.
+        let mut pool = Admission::new(Some(2), AdmissionMode::NonBlocking);
+        pool.arrive(1, 2);
+        drain(&mut pool);
+        pool.submit(1, 0);
+        pool.submit(1, 1);
+        for request in 2..=4 {
+            pool.arrive(request, 3);
+        }
+        assert_eq!(drain(&mut pool).len(), 2, "two tasks of request 1 started");
+        pool.task_ended(1, 0);
+        pool.task_ended(1, 1);
+        pool.request_ended(1);
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 2 }]);
+        assert_eq!((pool.waiting_requests(), pool.waiting_tasks()), (2, 3));
+        for task in 0..3 {
+            pool.submit(2, task);
+        }
+        let started = drain(&mut pool);
+        assert_eq!(started, vec![Admitted::Task { request: 2, task: 0 }, Admitted::Task { request: 2, task: 1 }]);
+        assert_eq!((pool.waiting_requests(), pool.waiting_tasks()), (2, 1));
+        // Request 2 is over (its waiting task leaves), then its running tasks end.
+        pool.request_ended(2);
+        pool.task_ended(2, 0);
+        pool.task_ended(2, 1);
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 3 }]);
+        // A request over before it submitted what it announced releases the reservation.
+        pool.request_ended(3);
+        assert_eq!(drain(&mut pool), vec![Admitted::Request { request: 4 }]);
     }
 
     #[test]

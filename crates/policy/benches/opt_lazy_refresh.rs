@@ -41,6 +41,9 @@ impl ClusterView for PaperScale {
     fn frontend_count(&self) -> u32 {
         3
     }
+    fn frontend_state(&self) -> policy::fec::FrontendState {
+        policy::fec::FrontendState::from_counts(None, 0, 0, 0)
+    }
     fn probe(&mut self, node: NodeId) -> QueueState {
         QueueState { bytes: self.queues[node.index()], tasks: 1 }
     }

@@ -42,6 +42,9 @@ pub trait ClusterView {
     fn frontend_count(&self) -> u32;
     /// Probes a node's queue now. Counted by the executor.
     fn probe(&mut self, node: NodeId) -> QueueState;
+    /// The deciding frontend's own pool of task slots as it stands now: local bookkeeping, not a
+    /// probe, and not counted. FAST CLOUD's code-length policies choose n from it.
+    fn frontend_state(&self) -> fec::FrontendState;
 }
 
 /// A read policy: one instance per frontend controller.

@@ -53,6 +53,10 @@ pub struct ClusterConfig {
     /// node frees at once) or runs to its end. Waiting tasks are always
     /// removed from the queue.
     pub cancel_in_service: bool,
+    /// Tasks each node serves at once: 1 (the default) is the FCFS node of Hu et al., whose
+    /// tasks wait for each other; more model a key-value server whose task delays are independent
+    /// (FAST CLOUD's backend: give it at least as many servers as tasks can be in flight).
+    pub servers_per_node: u32,
     /// One node made slower part-way through the run (`[cluster.slow_node]`), as the live
     /// experiment's slow-node runs do; none by default.
     pub slow_node: Option<SlowNodeConfig>,
@@ -98,6 +102,7 @@ impl Default for ClusterConfig {
             rate_spread: 0.0,
             network_latency_us: 250,
             cancel_in_service: false,
+            servers_per_node: 1,
             slow_node: None,
             outage: Vec::new(),
         }
@@ -260,6 +265,9 @@ impl SimConfig {
         }
         if self.policies.is_empty() {
             return invalid("policies is empty".into());
+        }
+        if self.cluster.servers_per_node == 0 {
+            return invalid("cluster.servers_per_node must be at least 1".into());
         }
         if self.frontends.admission_slots == Some(0) {
             return invalid("frontends.admission_slots must be at least 1 (leave it out for no bound)".into());

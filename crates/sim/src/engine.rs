@@ -30,6 +30,7 @@ use model::{
     CodeLayout, FrontendId, NEVER, NodeId, Outcome, Placement, QueueState, ReadPlan, ReadRequest, RecordLog,
     RequestRecord, TaskRecord, TaskRole,
 };
+use policy::fec::FrontendState;
 use policy::{ClusterView, ReadPolicy};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -53,6 +54,9 @@ pub struct NodeModel {
     pub exp_mean_ns: u64,
     /// Whether cancelling an in-service task aborts it.
     pub cancel_in_service: bool,
+    /// Tasks a node serves at once (1: the FCFS node of Hu et al.; more: a key-value server whose
+    /// tasks do not wait for each other, FAST CLOUD's backend).
+    pub servers: usize,
     /// A node made slower from a point in the run, if any.
     pub slowdown: Option<Slowdown>,
     /// Nodes down for a while: they fail the tasks they hold and every task that reaches them.
@@ -316,7 +320,8 @@ struct Frontend {
 
 struct Node {
     queue: VecDeque<u32>,
-    in_service: Option<u32>,
+    /// Tasks in service, at most the model's `servers` (usually one: an FCFS node).
+    in_service: Vec<u32>,
     queued_bytes: u64,
     queued_tasks: u32,
     busy_ns: u64,
@@ -333,6 +338,8 @@ struct View<'a> {
     now_ns: u64,
     frontends: u32,
     probes: u32,
+    /// The deciding frontend's admission pool.
+    frontend: FrontendState,
 }
 
 impl ClusterView for View<'_> {
@@ -350,6 +357,9 @@ impl ClusterView for View<'_> {
     }
     fn frontend_count(&self) -> u32 {
         self.frontends
+    }
+    fn frontend_state(&self) -> FrontendState {
+        self.frontend
     }
     fn probe(&mut self, node: NodeId) -> QueueState {
         self.probes += 1;
@@ -438,7 +448,7 @@ impl<'a> Engine<'a> {
         let nodes = (0..node_count)
             .map(|n| Node {
                 queue: VecDeque::new(),
-                in_service: None,
+                in_service: Vec::new(),
                 queued_bytes: 0,
                 queued_tasks: 0,
                 busy_ns: 0,
@@ -603,6 +613,7 @@ impl<'a> Engine<'a> {
             now_ns: self.now_ns,
             frontends: self.frontends.len() as u32,
             probes: 0,
+            frontend: self.frontend_state(frontend),
         };
         let plan = self.policies[frontend].plan(&mut view, self.now_ns, &request, &mut self.frontends[frontend].rng);
         let probes = view.probes;
@@ -652,6 +663,19 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Frontend `frontend`'s admission pool as its policy sees it.
+    fn frontend_state(&self, frontend: usize) -> FrontendState {
+        match &self.frontends[frontend].pool {
+            Some(pool) => FrontendState::from_counts(
+                pool.slots(),
+                pool.busy_slots(),
+                pool.waiting_requests(),
+                pool.waiting_tasks(),
+            ),
+            None => FrontendState::from_counts(None, 0, 0, 0),
+        }
+    }
+
     fn handle(&mut self, event: Event) {
         match event {
             Event::DecisionDone { frontend } => self.decision_done(frontend as usize),
@@ -682,6 +706,7 @@ impl<'a> Engine<'a> {
             now_ns: self.now_ns,
             frontends: self.frontends.len() as u32,
             probes: 0,
+            frontend: self.frontend_state(frontend),
         };
         self.policies[frontend].refresh(&mut view, self.now_ns, &mut self.frontends[frontend].rng);
         self.refresh_probes += u64::from(view.probes);
@@ -886,7 +911,7 @@ impl<'a> Engine<'a> {
         node.queued_tasks += 1;
         node.queue.push_back(index);
         let node_index = task.node;
-        if self.nodes[node_index as usize].in_service.is_none() {
+        if self.nodes[node_index as usize].in_service.len() < self.setup.nodes.servers {
             self.start_next(node_index);
         }
     }
@@ -903,7 +928,7 @@ impl<'a> Engine<'a> {
     }
 
     fn start_next(&mut self, node_index: u32) {
-        debug_assert!(self.nodes[node_index as usize].in_service.is_none());
+        debug_assert!(self.nodes[node_index as usize].in_service.len() < self.setup.nodes.servers);
         while let Some(index) = self.nodes[node_index as usize].queue.pop_front() {
             self.tasks[index as usize].queued = false;
             if self.tasks[index as usize].state != TaskState::Waiting {
@@ -920,7 +945,7 @@ impl<'a> Engine<'a> {
             let task = &mut self.tasks[index as usize];
             task.state = TaskState::InService;
             task.start_ns = self.now_ns;
-            self.nodes[node_index as usize].in_service = Some(index);
+            self.nodes[node_index as usize].in_service.push(index);
             let generation = task.generation;
             self.schedule(self.now_ns + service, Event::TaskFinish { node: node_index, task: index, generation });
             return;
@@ -929,7 +954,8 @@ impl<'a> Engine<'a> {
 
     fn task_finish(&mut self, node_index: u32, index: u32, generation: u32) {
         let node = &mut self.nodes[node_index as usize];
-        if node.in_service != Some(index) || self.tasks[index as usize].generation != generation {
+        let Some(position) = node.in_service.iter().position(|&t| t == index) else { return };
+        if self.tasks[index as usize].generation != generation {
             // The task was aborted by a cancel; its finish event is stale.
             return;
         }
@@ -937,7 +963,7 @@ impl<'a> Engine<'a> {
         debug_assert_eq!(task.state, TaskState::InService);
         task.state = TaskState::Finished;
         task.finish_ns = self.now_ns;
-        node.in_service = None;
+        node.in_service.swap_remove(position);
         node.busy_ns += self.now_ns - task.start_ns;
         node.queued_bytes -= task.bytes;
         node.queued_tasks -= 1;
@@ -965,7 +991,7 @@ impl<'a> Engine<'a> {
     fn node_down(&mut self, node_index: u32) {
         let now = self.now_ns;
         let node = &mut self.nodes[node_index as usize];
-        let held: Vec<u32> = node.queue.drain(..).chain(node.in_service.take()).collect();
+        let held: Vec<u32> = node.queue.drain(..).chain(node.in_service.drain(..)).collect();
         for index in held {
             let task = &mut self.tasks[index as usize];
             task.queued = false;
@@ -1033,7 +1059,7 @@ impl<'a> Engine<'a> {
                 node.busy_ns += now - task.start_ns;
                 node.queued_bytes -= task.bytes;
                 node.queued_tasks -= 1;
-                node.in_service = None;
+                node.in_service.retain(|&t| t != index);
                 let (request, position) = (task.request, task.position);
                 self.feed(request, execution::Event::Cancelled { task: usize::from(position) });
                 self.start_next(node_index);

@@ -122,6 +122,7 @@ pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: 
             rates_bytes_per_s: cluster.rates_bytes_per_s.clone(),
             exp_mean_ns: us(config.cluster.exp_mean_us),
             cancel_in_service: config.cluster.cancel_in_service,
+            servers: config.cluster.servers_per_node as usize,
             slowdown: config.cluster.slow_node.map(|slow| Slowdown {
                 node: slow.node,
                 from_ns: slow.from_ms.saturating_mul(model::NANOS_PER_SECOND / 1000),

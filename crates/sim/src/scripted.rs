@@ -68,6 +68,7 @@ pub fn run(timeline: &Timeline) -> EngineOutput {
             rates_bytes_per_s: timeline.service_ns.iter().map(|&ns| length as f64 * 1e9 / ns as f64).collect(),
             exp_mean_ns: 0,
             cancel_in_service: true,
+            servers: 1,
             slowdown: None,
             outages: timeline.outages.clone(),
         },

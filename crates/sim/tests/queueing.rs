@@ -1,5 +1,5 @@
 //! The engine against queueing theory: M/M/1 and M/D/1 mean waiting times
-//! within 2 % of the formulas, an (n, k) fork-join with cancellation
+//! within 2 % of the formulas, M/M/3 within 3 % of Erlang C, an (n, k) fork-join with cancellation
 //! between its known bounds, and admission pools whose slots make the
 //! frontend the queue (M/M/1 again, at the frontend). Fixed seeds, long runs.
 
@@ -67,29 +67,28 @@ fn poisson_requests(count: usize, rate_per_ns: f64, seed: u64) -> Vec<ReadReques
         .collect()
 }
 
-/// Runs `requests` on `nodes` nodes with the given service model; returns
-/// the records.
-fn run(
+/// A run's shape: `nodes` nodes whose tasks take `overhead_ns` plus Exp(`exp_mean_ns`), each
+/// serving `servers` at once, and every request sent to nodes 0..fan_out, done at the first `k`,
+/// behind `admission`.
+#[derive(Clone, Copy)]
+struct Shape {
     nodes: u32,
     fan_out: u32,
     k: u16,
     overhead_ns: u64,
     exp_mean_ns: u64,
-    requests: &[ReadRequest],
-) -> model::RecordLog {
-    run_admitted(nodes, fan_out, k, overhead_ns, exp_mean_ns, requests, AdmissionSettings::default())
+    admission: AdmissionSettings,
+    servers: usize,
 }
 
-/// [`run`] behind an admission pool.
-fn run_admitted(
-    nodes: u32,
-    fan_out: u32,
-    k: u16,
-    overhead_ns: u64,
-    exp_mean_ns: u64,
-    requests: &[ReadRequest],
-    admission: AdmissionSettings,
-) -> model::RecordLog {
+/// A shape of FCFS nodes (one server each) and no admission bound.
+fn shape(nodes: u32, fan_out: u32, k: u16, overhead_ns: u64, exp_mean_ns: u64) -> Shape {
+    Shape { nodes, fan_out, k, overhead_ns, exp_mean_ns, admission: AdmissionSettings::default(), servers: 1 }
+}
+
+/// Runs `requests` on `shape`; returns the records.
+fn run(shape: Shape, requests: &[ReadRequest]) -> model::RecordLog {
+    let Shape { nodes, fan_out, k, overhead_ns, exp_mean_ns, admission, servers } = shape;
     let spec = CodeSpec::Rs { k: 1, m: nodes as usize - 1 };
     let placement = Placement::new(spec, nodes, (0..nodes).map(NodeId).collect()).unwrap();
     let layout = CodeLayout::new(spec).unwrap();
@@ -102,6 +101,7 @@ fn run_admitted(
             rates_bytes_per_s: vec![1e18; nodes as usize],
             exp_mean_ns,
             cancel_in_service: true,
+            servers,
             slowdown: None,
             outages: Vec::new(),
         },
@@ -121,17 +121,36 @@ fn mean_waiting_ns(records: &model::RecordLog) -> f64 {
 fn mm1_mean_waiting_time_matches_the_formula() {
     // λ = 0.5 per ms, μ = 1 per ms: Wq = ρ / (μ - λ) = 1 ms.
     let requests = poisson_requests(2_000_000, 0.5e-6, 1);
-    let records = run(2, 1, 1, 0, 1_000_000, &requests);
+    let records = run(shape(2, 1, 1, 0, 1_000_000), &requests);
     let measured = mean_waiting_ns(&records);
     let expected = 1_000_000.0;
     assert!((measured / expected - 1.0).abs() < 0.02, "M/M/1 Wq = {measured} ns, formula {expected} ns");
 }
 
 #[test]
+fn mmc_mean_waiting_time_matches_erlang_c() {
+    // c = 3 servers, λ = 2.4 per ms, μ = 1 per ms (ρ = 0.8): Wq = C(c, a) / (cμ − λ).
+    let (servers, rate_per_ms, offered) = (3usize, 2.4f64, 2.4f64);
+    let factorial = |n: usize| (1..=n).map(|i| i as f64).product::<f64>();
+    let rho = offered / servers as f64;
+    let tail = offered.powi(servers as i32) / factorial(servers) / (1.0 - rho);
+    let head: f64 = (0..servers).map(|i| offered.powi(i as i32) / factorial(i)).sum();
+    let erlang_c = tail / (head + tail);
+    let expected = erlang_c / (servers as f64 - rate_per_ms) * 1e6;
+    let requests = poisson_requests(2_000_000, rate_per_ms * 1e-6, 5);
+    let records = run(Shape { servers, ..shape(2, 1, 1, 0, 1_000_000) }, &requests);
+    let measured = mean_waiting_ns(&records);
+    assert!((measured / expected - 1.0).abs() < 0.03, "M/M/3 Wq = {measured} ns, Erlang C {expected} ns");
+    // And with as many servers as tasks can be in flight, nothing waits (M/M/∞).
+    let records = run(Shape { servers: 64, ..shape(2, 1, 1, 0, 1_000_000) }, &requests[..200_000]);
+    assert!(mean_waiting_ns(&records) < 1.0);
+}
+
+#[test]
 fn md1_mean_waiting_time_matches_the_formula() {
     // λ = 0.6 per ms, D = 1 ms: Wq = ρ D / (2 (1 - ρ)) = 0.75 ms.
     let requests = poisson_requests(1_000_000, 0.6e-6, 2);
-    let records = run(2, 1, 1, 1_000_000, 0, &requests);
+    let records = run(shape(2, 1, 1, 1_000_000, 0), &requests);
     let measured = mean_waiting_ns(&records);
     let expected = 0.6 * 1_000_000.0 / (2.0 * 0.4);
     assert!((measured / expected - 1.0).abs() < 0.02, "M/D/1 Wq = {measured} ns, formula {expected} ns");
@@ -146,7 +165,7 @@ fn fork_join_with_cancellation_is_within_its_bounds() {
     // split-merge system's M/G/1 sojourn with S = X_(k:n).
     let (n, k, mu, lambda) = (4.0f64, 2.0f64, 1.0f64, 0.8f64);
     let requests = poisson_requests(400_000, lambda * 1e-6, 3);
-    let records = run(4, 4, 2, 0, 1_000_000, &requests);
+    let records = run(shape(4, 4, 2, 0, 1_000_000), &requests);
     let mean_ms = records.requests().iter().map(|r| r.latency_ns() as f64).sum::<f64>() / records.len() as f64 / 1e6;
     let lower: f64 = (0..k as usize).map(|j| 1.0 / ((n - j as f64) * mu - lambda)).sum();
     let service_mean: f64 = (0..k as usize).map(|j| 1.0 / ((n - j as f64) * mu)).sum();
@@ -170,7 +189,7 @@ fn one_admission_slot_moves_the_m_m_1_queue_from_the_node_to_the_frontend() {
     // the frontend's one slot; the node never has a task waiting.
     let requests = poisson_requests(1_000_000, 0.5e-6, 4);
     let one_slot = AdmissionSettings { slots: Some(1), mode: AdmissionMode::NonBlocking };
-    let records = run_admitted(2, 1, 1, 0, 1_000_000, &requests, one_slot);
+    let records = run(Shape { admission: one_slot, ..shape(2, 1, 1, 0, 1_000_000) }, &requests);
     assert!(records.all_tasks().iter().all(|t| t.waiting_ns() == Some(0)), "one slot: no task waits at its node");
     let measured = mean_latency_ms(&records);
     assert!((measured / 2.0 - 1.0).abs() < 0.02, "sojourn {measured} ms, M/M/1 formula 2 ms");
@@ -183,12 +202,12 @@ fn a_blocking_pool_of_two_slots_serving_first_one_of_two_is_an_m_m_1_queue_at_tw
     // service Exp(2μ), so the sojourn is 1 / (2μ - λ) = 1 / (2 - 1.2) ms = 1.25 ms.
     let requests = poisson_requests(1_000_000, 1.2e-6, 5);
     let blocking = AdmissionSettings { slots: Some(2), mode: AdmissionMode::Blocking };
-    let records = run_admitted(2, 2, 1, 0, 1_000_000, &requests, blocking);
+    let records = run(Shape { admission: blocking, ..shape(2, 2, 1, 0, 1_000_000) }, &requests);
     let measured = mean_latency_ms(&records);
     assert!((measured / 1.25 - 1.0).abs() < 0.02, "sojourn {measured} ms, M/M/1 at 2μ: 1.25 ms");
     // Both slots free together (the loser is cancelled at the winner's finish), so a non-blocking
     // pool, which admits on one idle slot, always finds two: the rules coincide, request for request.
     let non_blocking = AdmissionSettings { slots: Some(2), mode: AdmissionMode::NonBlocking };
-    let same = run_admitted(2, 2, 1, 0, 1_000_000, &requests, non_blocking);
+    let same = run(Shape { admission: non_blocking, ..shape(2, 2, 1, 0, 1_000_000) }, &requests);
     assert!(same.requests().iter().zip(records.requests()).all(|(a, b)| a.completion_ns == b.completion_ns));
 }

@@ -92,6 +92,18 @@ impl TaskPool {
         (state.pool.busy_slots(), state.pool.waiting_requests(), state.pool.waiting_tasks())
     }
 
+    /// The pool as a policy sees it (FAST CLOUD's code lengths are chosen from it).
+    pub fn frontend_state(&self) -> policy::fec::FrontendState {
+        let state = super::lock(&self.state);
+        let pool = &state.pool;
+        policy::fec::FrontendState::from_counts(
+            pool.slots(),
+            pool.busy_slots(),
+            pool.waiting_requests(),
+            pool.waiting_tasks(),
+        )
+    }
+
     fn with_state<T>(&self, change: impl FnOnce(&mut PoolState) -> T) -> T {
         let mut state = super::lock(&self.state);
         let result = change(&mut state);
@@ -226,7 +238,8 @@ mod tests {
         let blocked = pool.admit(2);
         tokio::pin!(blocked);
         assert!(tokio::time::timeout(Duration::from_millis(10), &mut blocked).await.is_err(), "1 of 2 idle");
-        assert_eq!(pool.occupancy(), (1, 1, 0));
+        // The first plan's second task, announced and not asked for yet, counts as waiting.
+        assert_eq!(pool.occupancy(), (1, 1, 1));
         drop(held);
         drop(plan);
         let second = blocked.await.unwrap();

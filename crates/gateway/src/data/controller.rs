@@ -37,10 +37,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::DataError;
-use super::admission::admit_plan;
+use super::admission::{TaskPool, admit_plan};
 use super::executor::{self, Clock, TaskEnd, TaskResult};
 use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo};
+use policy::fec::FrontendState;
 
 /// Largest `max_catalog_stripes` accepted (about 180 MB of placement and policy tables).
 pub const MAX_CATALOG_STRIPES: usize = 1 << 20;
@@ -282,6 +283,8 @@ struct LiveView<'a> {
     answers: &'a [(PolicyNodeId, QueueState)],
     frontend_count: u32,
     unanswered: u32,
+    /// The gateway's read task pool as it stood when the decision began.
+    frontend: FrontendState,
 }
 
 impl policy::ClusterView for LiveView<'_> {
@@ -299,6 +302,9 @@ impl policy::ClusterView for LiveView<'_> {
     }
     fn frontend_count(&self) -> u32 {
         self.frontend_count
+    }
+    fn frontend_state(&self) -> FrontendState {
+        self.frontend
     }
     fn probe(&mut self, node: PolicyNodeId) -> QueueState {
         match self.answers.iter().find(|(n, _)| *n == node) {
@@ -479,12 +485,12 @@ impl Controller {
     /// recorded; one served without a plan has no tasks. Every plan run, planned or robust, is
     /// admitted by `range.admission`'s pool first.
     pub async fn read(&self, range: RangeRead<'_>) -> Result<Bytes, DataError> {
-        let RangeRead { io, nodes, stripe, code, unit, offset, length, .. } = range;
+        let RangeRead { io, stripe, code, unit, length, .. } = range;
         let arrival_ns = self.now_ns();
         let plannable = self.is_own_code(stripe) && unit < code.data_units() && unit <= usize::from(u8::MAX);
         let mut probes_sent = 0u32;
         let decision = if plannable {
-            let decided = self.decide(io, nodes, stripe, unit, offset, length, arrival_ns, &mut probes_sent).await;
+            let decided = self.decide(&range, arrival_ns, &mut probes_sent).await;
             // Counted after the decision's clock stopped: the metric's look-up hashes its name under a lock.
             count(&self.counters.request_probes, "lowtail_controller_request_probes_total", u64::from(probes_sent));
             decided.unwrap_or_else(|error| {
@@ -616,15 +622,12 @@ impl Controller {
     #[allow(clippy::too_many_arguments)]
     async fn decide(
         &self,
-        io: &StripeIo,
-        nodes: &NodeMap,
-        stripe: &StripeMeta,
-        unit: usize,
-        offset: u64,
-        length: u64,
+        range: &RangeRead<'_>,
         arrival_ns: u64,
         probes_sent: &mut u32,
     ) -> Result<Option<Decision>, DataError> {
+        let RangeRead { io, nodes, stripe, unit, offset, length, admission, .. } = *range;
+        let frontend = admission.map_or(FrontendState::from_counts(None, 0, 0, 0), TaskPool::frontend_state);
         // A retried plan's decision spans every attempt, and its record counts every probe sent.
         let decision_start_ns = self.now_ns();
         let measure_cpu = self.decisions_begun.fetch_add(1, Ordering::Relaxed).is_multiple_of(self.cpu_sample_every);
@@ -661,6 +664,7 @@ impl Controller {
                     answers: &[],
                     frontend_count: self.frontend_count,
                     unanswered: 0,
+                    frontend,
                 };
                 state.policy.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
                 targets.dedup();
@@ -690,6 +694,7 @@ impl Controller {
                 answers: &answers,
                 frontend_count: self.frontend_count,
                 unanswered: 0,
+                frontend,
             };
             let plan = state.policy.plan(&mut view, self.now_ns(), &request, &mut request_rng);
             debug_assert_eq!(view.unanswered, 0, "{} probed a node it did not announce", state.policy.name());
@@ -863,11 +868,14 @@ impl Controller {
             }
             let state = &mut *state;
             let answers = record_rates(&mut state.catalog, replies);
+            // A refresh plans no request, so the pool's state is not asked for.
+            let frontend = FrontendState::from_counts(None, 0, 0, 0);
             let mut view = LiveView {
                 catalog: &state.catalog,
                 answers: &answers,
                 frontend_count: self.frontend_count,
                 unanswered: 0,
+                frontend,
             };
             let mut rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
             state.policy.begin_refresh(&mut view, self.now_ns(), &mut rng)

@@ -1,12 +1,15 @@
-//! FAST CLOUD (Liang & Kozat): how many of a request's n chunks to ask for, and the frontend's
-//! pool of L task slots that both executors run requests through.
+//! FAST CLOUD (Liang & Kozat): how many chunks of a request to ask for, and the read that asks
+//! them ([`FecRead`]).
 //!
 //! Owns: the code-length policies — Fixed, Greedy, BAFEC (MBAFEC with several classes) — over
-//! the frontend's own state ([`FrontendState`]), their backlog measure, and the slot pool
-//! ([`admission::SlotPool`]). Must not: do I/O, read a clock, or look at nodes: FAST CLOUD treats
-//! the store as a black box, and everything here is the frontend's local bookkeeping.
+//! the frontend's own state ([`FrontendState`], which an executor reads off its
+//! `execution::Admission` pool of L slots), and their backlog measure. Must not: do I/O, read a
+//! clock, or look at nodes: FAST CLOUD treats the store as a black box, and n is chosen from the
+//! frontend's local bookkeeping alone.
 
-pub mod admission;
+mod read;
+
+pub use read::FecRead;
 
 use optimize::fec_model::{Admission, BacklogThresholds, DelayModel, FecClass};
 use serde::{Deserialize, Serialize};
@@ -14,7 +17,7 @@ use serde::{Deserialize, Serialize};
 /// What the frontend knows of itself when a request arrives (before the request is queued).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrontendState {
-    /// L: tasks in flight at most.
+    /// L: tasks in flight at most ([`FrontendState::UNBOUNDED`] slots when the pool has no bound).
     pub slots: u32,
     /// Slots with no task.
     pub idle_slots: u32,
@@ -22,6 +25,26 @@ pub struct FrontendState {
     pub waiting_requests: u32,
     /// Tasks of admitted requests waiting for a slot.
     pub waiting_tasks: u32,
+}
+
+impl FrontendState {
+    /// The slot count of a pool without a bound (every slot idle).
+    pub const UNBOUNDED: u32 = u32::MAX;
+
+    /// A pool's state from its counts (`slots` `None`: unbounded, every slot idle).
+    pub fn from_counts(slots: Option<usize>, busy: usize, waiting_requests: usize, waiting_tasks: usize) -> Self {
+        let clamp = |count: usize| u32::try_from(count).unwrap_or(u32::MAX);
+        let (slots, idle_slots) = match slots {
+            Some(slots) => (clamp(slots), clamp(slots.saturating_sub(busy))),
+            None => (FrontendState::UNBOUNDED, FrontendState::UNBOUNDED),
+        };
+        FrontendState {
+            slots,
+            idle_slots,
+            waiting_requests: clamp(waiting_requests),
+            waiting_tasks: clamp(waiting_tasks),
+        }
+    }
 }
 
 /// One class of requests (an operation on one chunk size): its k and the longest code allowed.

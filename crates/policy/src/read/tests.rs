@@ -58,6 +58,9 @@ impl ClusterView for FakeView {
     fn frontend_count(&self) -> u32 {
         1
     }
+    fn frontend_state(&self) -> crate::fec::FrontendState {
+        crate::fec::FrontendState::from_counts(None, 0, 0, 0)
+    }
     fn probe(&mut self, node: NodeId) -> QueueState {
         self.probes += 1;
         QueueState { bytes: self.queues[node.index()], tasks: self.tasks[node.index()] }
@@ -488,6 +491,9 @@ impl ClusterView for RecordingView {
     }
     fn frontend_count(&self) -> u32 {
         1
+    }
+    fn frontend_state(&self) -> crate::fec::FrontendState {
+        crate::fec::FrontendState::from_counts(None, 0, 0, 0)
     }
     fn probe(&mut self, node: NodeId) -> QueueState {
         self.probed.push(node);

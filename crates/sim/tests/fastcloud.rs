@@ -1,0 +1,161 @@
+//! The engine running FAST CLOUD's model (Liang & Kozat, sections III and V): one frontend of L
+//! task slots admitting non-blocking, key-value nodes whose task delays are i.i.d. Δ + Exp(1/μ)
+//! (as many servers as tasks can be in flight), reads of n chunks done at the first k. Checked
+//! against the model's closed forms (`optimize::fec_model`) and its definitions.
+
+use codec::CodeSpec;
+use execution::{AdmissionMode, AdmissionSettings};
+use model::{CodeLayout, NEVER, NodeId, ObjectId, PartitionId, Placement, ReadRequest, RecordLog, RequestId};
+use optimize::fec_model::{Admission, DelayModel, FecClass};
+use policy::fec::{BacklogMeasure, ClassCode, CodeLengthKind, CodeLengthPolicy, FecRead};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sim::{Engine, EngineSetup, FrontendModel, NodeModel};
+
+const SLOTS: usize = 16;
+const NODES: u32 = 60;
+const CODE: ClassCode = ClassCode { k: 3, n_max: 6 };
+
+/// The paper's 1 MB read fit: Δ = 61 ms, 1/μ = 79 ms.
+fn read_delay() -> DelayModel {
+    DelayModel::new(0.061, 0.079).unwrap()
+}
+
+fn class() -> FecClass {
+    FecClass { delay: read_delay(), k: 3, slots: SLOTS, admission: Admission::NonBlocking }
+}
+
+fn poisson_reads(count: usize, rate_per_s: f64, partitions: u32, seed: u64) -> Vec<ReadRequest> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut time_s = 0.0f64;
+    (0..count)
+        .map(|i| {
+            time_s += -(1.0 - rng.random::<f64>()).ln() / rate_per_s;
+            ReadRequest {
+                id: RequestId(i as u64),
+                object: ObjectId(0),
+                partition: PartitionId(rng.random_range(0..partitions)),
+                offset: 0,
+                length: 1 << 20,
+                arrival_ns: (time_s * 1e9) as u64,
+            }
+        })
+        .collect()
+}
+
+fn run(kind: CodeLengthKind, requests: &[ReadRequest]) -> RecordLog {
+    let spec = CodeSpec::Rs { k: 3, m: 3 };
+    let stripes = NODES / 6 * 2;
+    let nodes = (0..stripes * 6).map(|i| NodeId(i % NODES)).collect();
+    let placement = Placement::new(spec, NODES, nodes).unwrap();
+    let layout = CodeLayout::new(spec).unwrap();
+    let delay = read_delay();
+    let setup = EngineSetup {
+        placement: &placement,
+        layout: &layout,
+        nodes: NodeModel {
+            overhead_ns: (delay.shift_s * 1e9) as u64,
+            // Bytes cost nothing: a task's delay is Δ + Exp, the whole round trip.
+            rates_bytes_per_s: vec![1e18; NODES as usize],
+            exp_mean_ns: (delay.exp_mean_s * 1e9) as u64,
+            cancel_in_service: true,
+            servers: SLOTS,
+            slowdown: None,
+            outages: Vec::new(),
+        },
+        frontends: FrontendModel {
+            admission: AdmissionSettings { slots: Some(SLOTS), mode: AdmissionMode::NonBlocking },
+            ..FrontendModel::instant()
+        },
+        network_latency_ns: 0,
+        seed: 3,
+    };
+    let code_length = CodeLengthPolicy::new(kind, vec![CODE], SLOTS as u32, Admission::NonBlocking, &[delay]).unwrap();
+    let policy = FecRead::new(code_length, 0, &layout).unwrap();
+    Engine::new(setup, vec![Box::new(policy)]).run(requests).records
+}
+
+fn mean_latency_s(records: &RecordLog) -> f64 {
+    let requests = records.requests();
+    requests.iter().map(|r| (r.completion_ns - r.arrival_ns) as f64 / 1e9).sum::<f64>() / requests.len() as f64
+}
+
+fn fixed(n: u16) -> CodeLengthKind {
+    CodeLengthKind::Fixed { n: vec![n] }
+}
+
+#[test]
+fn fixed_codes_match_the_non_blocking_approximation_below_capacity() {
+    for n in [3usize, 6] {
+        let capacity = class().capacity_per_s(n);
+        for load in [0.1, 0.5] {
+            let requests = poisson_reads(60_000, load * capacity, 60, n as u64);
+            let simulated = mean_latency_s(&run(fixed(n as u16), &requests));
+            let predicted = class().delay_s(n, load * capacity);
+            let error = (simulated / predicted - 1.0).abs();
+            // Table I's non-blocking L = 16 cells at Δ/(Δ + 1/μ) = 0.4: 1.0 % (n = 3) and 1.9 % (n = 6)
+            // at low load, up to 13 % near capacity.
+            let bound = if load < 0.2 { 0.03 } else { 0.10 };
+            assert!(error < bound, "({n},3) at {load} C̃: simulated {simulated:.4} s, model {predicted:.4} s");
+        }
+    }
+}
+
+#[test]
+fn records_obey_the_model_first_k_of_n_and_at_most_l_in_flight() {
+    let capacity = class().capacity_per_s(3);
+    let requests = poisson_reads(20_000, 0.7 * capacity, 60, 9);
+    let kind = CodeLengthKind::Bafec { backlog: BacklogMeasure::WaitingRequests };
+    let records = run(kind, &requests);
+    assert_eq!(records.len(), requests.len());
+    let mut intervals = Vec::new();
+    let mut lengths = [0usize; 7];
+    for record in records.iter() {
+        let n = record.tasks.len();
+        assert!((3..=6).contains(&n));
+        lengths[n] += 1;
+        let mut finishes: Vec<u64> = record.tasks.iter().filter(|t| !t.cancelled).map(|t| t.finish_ns).collect();
+        finishes.sort_unstable();
+        assert_eq!(finishes.len(), 3, "exactly k tasks finish: {record:?}");
+        assert_eq!(record.request.completion_ns, finishes[2], "done at the k-th finish");
+        for task in record.tasks.iter().filter(|t| t.cancelled) {
+            // Cancelled at the instant of completion, whether it had started or not.
+            assert_eq!(task.cancel_ns, record.request.completion_ns);
+        }
+        for task in record.tasks.iter().filter(|t| t.enqueue_ns != NEVER) {
+            let end = if task.cancelled { task.cancel_ns } else { task.finish_ns };
+            intervals.push((task.enqueue_ns, 1i32));
+            intervals.push((end, -1i32));
+        }
+    }
+    // Ends sort before starts at the same instant: a freed slot is taken at once.
+    intervals.sort_unstable();
+    let mut in_flight = 0i32;
+    let most = intervals
+        .iter()
+        .map(|&(_, step)| {
+            in_flight += step;
+            in_flight
+        })
+        .max()
+        .unwrap();
+    assert!(
+        most <= SLOTS as i32 && most >= SLOTS as i32 - 2,
+        "at most L tasks in flight, and the pool is used: {most}"
+    );
+    // At 0.7 C̃(3,3) BAFEC mixes codes.
+    assert!(lengths[3] > 0 && lengths[6] > 0, "code mix {lengths:?}");
+}
+
+#[test]
+fn adaptive_codes_stay_stable_where_the_longest_fixed_code_is_not() {
+    // 0.9 C̃(3,3) is past C̃(6,3) ≈ 0.70 C̃(3,3): fixed n = 6 diverges, BAFEC and Greedy stay near (3,3).
+    let capacity = class().capacity_per_s(3);
+    let requests = poisson_reads(30_000, 0.9 * capacity, 60, 13);
+    let uncoded = mean_latency_s(&run(fixed(3), &requests));
+    let longest = mean_latency_s(&run(fixed(6), &requests));
+    let bafec = mean_latency_s(&run(CodeLengthKind::Bafec { backlog: BacklogMeasure::WaitingRequests }, &requests));
+    let greedy = mean_latency_s(&run(CodeLengthKind::Greedy, &requests));
+    assert!(longest > 10.0 * uncoded, "fixed (6,3) past its capacity: {longest} s vs {uncoded} s");
+    assert!(bafec < 1.3 * uncoded && greedy < 1.3 * uncoded, "bafec {bafec} s, greedy {greedy} s, (3,3) {uncoded} s");
+}
