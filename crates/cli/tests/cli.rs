@@ -87,6 +87,7 @@ fn every_command_explains_itself() {
         &["sim", "--help"],
         &["experiment", "hu2017", "--help"],
         &["experiment", "hu2017-fit", "--help"],
+        &["experiment", "fastcloud", "--help"],
     ] {
         let output = lowtail(args);
         assert!(output.status.success(), "{args:?}");
@@ -165,6 +166,38 @@ fn experiment_hu2017_fit_quick_prints_its_grid_and_best_point() {
     assert!(dir.join("plots/fit-loss.svg").is_file());
 
     let output = lowtail(&["experiment", "hu2017-fit", "--quick", "--threads", "0", "--out", dir.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--threads"));
+}
+
+#[test]
+fn experiment_fastcloud_quick_judges_the_papers_claims() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("fastcloud");
+    let output = lowtail(&["experiment", "fastcloud", "--quick", "--no-png", "--out", dir.to_str().unwrap()]);
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let findings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("findings.json")).unwrap()).unwrap();
+    let findings = findings.as_array().unwrap();
+    let ids: Vec<&str> = findings.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    for id in ["FC1", "FC2", "FC3", "FC4", "FC5", "FC6", "FC7", "FC10"] {
+        assert!(ids.contains(&id), "{id} missing from {ids:?}");
+    }
+    // Judged claims say true or false; reported magnitudes say null; every one names the paper's number.
+    assert!(findings.iter().any(|f| f["holds"].is_null()) && findings.iter().any(|f| f["holds"].is_boolean()));
+    assert!(findings.iter().all(|f| !f["paper"].as_str().unwrap().is_empty()));
+    // The definitions hold whatever the run length: they are checked on every record.
+    let records = findings.iter().find(|f| f["id"] == "FC10").unwrap();
+    assert_eq!(records["holds"], true, "{records}");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["table_1"].as_array().unwrap().len(), 32);
+    for file in ["table-1.md", "adaptive.md", "report.html", "plots/adaptive.svg", "plots/code-mix.svg"] {
+        assert!(dir.join(file).is_file(), "{file}");
+    }
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("[holds]") && text.contains("paper:"), "{text}");
+
+    let output = lowtail(&["experiment", "fastcloud", "--quick", "--threads", "0", "--out", dir.to_str().unwrap()]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--threads"));
 }

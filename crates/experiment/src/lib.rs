@@ -9,6 +9,7 @@
 //! `report`, from records only), contain policy or executor logic, or read a clock outside [`live`]
 //! (simulated results depend only on the configuration and seed; the live experiment measures).
 
+pub mod fastcloud;
 pub mod fit;
 pub mod hu2017;
 pub mod live;

@@ -36,6 +36,7 @@
 mod config;
 mod engine;
 
+pub mod fec;
 pub mod scripted;
 
 pub use config::{ClusterConfig, ConfigError, FrontendConfig, OutageConfig, SimConfig, SlowNodeConfig};

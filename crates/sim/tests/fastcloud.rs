@@ -3,17 +3,12 @@
 //! (as many servers as tasks can be in flight), reads of n chunks done at the first k. Checked
 //! against the model's closed forms (`optimize::fec_model`) and its definitions.
 
-use codec::CodeSpec;
-use execution::{AdmissionMode, AdmissionSettings};
-use model::{CodeLayout, NEVER, NodeId, ObjectId, PartitionId, Placement, ReadRequest, RecordLog, RequestId};
+use model::{NEVER, ReadRequest, RecordLog};
 use optimize::fec_model::{Admission, DelayModel, FecClass};
-use policy::fec::{BacklogMeasure, ClassCode, CodeLengthKind, CodeLengthPolicy, FecRead};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use sim::{Engine, EngineSetup, FrontendModel, NodeModel};
+use policy::fec::{BacklogMeasure, ClassCode, CodeLengthKind};
+use sim::fec::{FecSetup, poisson_reads};
 
 const SLOTS: usize = 16;
-const NODES: u32 = 60;
 const CODE: ClassCode = ClassCode { k: 3, n_max: 6 };
 
 /// The paper's 1 MB read fit: Δ = 61 ms, 1/μ = 79 ms.
@@ -25,54 +20,10 @@ fn class() -> FecClass {
     FecClass { delay: read_delay(), k: 3, slots: SLOTS, admission: Admission::NonBlocking }
 }
 
-fn poisson_reads(count: usize, rate_per_s: f64, partitions: u32, seed: u64) -> Vec<ReadRequest> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut time_s = 0.0f64;
-    (0..count)
-        .map(|i| {
-            time_s += -(1.0 - rng.random::<f64>()).ln() / rate_per_s;
-            ReadRequest {
-                id: RequestId(i as u64),
-                object: ObjectId(0),
-                partition: PartitionId(rng.random_range(0..partitions)),
-                offset: 0,
-                length: 1 << 20,
-                arrival_ns: (time_s * 1e9) as u64,
-            }
-        })
-        .collect()
-}
-
 fn run(kind: CodeLengthKind, requests: &[ReadRequest]) -> RecordLog {
-    let spec = CodeSpec::Rs { k: 3, m: 3 };
-    let stripes = NODES / 6 * 2;
-    let nodes = (0..stripes * 6).map(|i| NodeId(i % NODES)).collect();
-    let placement = Placement::new(spec, NODES, nodes).unwrap();
-    let layout = CodeLayout::new(spec).unwrap();
-    let delay = read_delay();
-    let setup = EngineSetup {
-        placement: &placement,
-        layout: &layout,
-        nodes: NodeModel {
-            overhead_ns: (delay.shift_s * 1e9) as u64,
-            // Bytes cost nothing: a task's delay is Δ + Exp, the whole round trip.
-            rates_bytes_per_s: vec![1e18; NODES as usize],
-            exp_mean_ns: (delay.exp_mean_s * 1e9) as u64,
-            cancel_in_service: true,
-            servers: SLOTS,
-            slowdown: None,
-            outages: Vec::new(),
-        },
-        frontends: FrontendModel {
-            admission: AdmissionSettings { slots: Some(SLOTS), mode: AdmissionMode::NonBlocking },
-            ..FrontendModel::instant()
-        },
-        network_latency_ns: 0,
-        seed: 3,
-    };
-    let code_length = CodeLengthPolicy::new(kind, vec![CODE], SLOTS as u32, Admission::NonBlocking, &[delay]).unwrap();
-    let policy = FecRead::new(code_length, 0, &layout).unwrap();
-    Engine::new(setup, vec![Box::new(policy)]).run(requests).records
+    let setup =
+        FecSetup { delay: read_delay(), code: CODE, slots: SLOTS, admission: Admission::NonBlocking, kind, seed: 3 };
+    setup.run(requests).unwrap()
 }
 
 fn mean_latency_s(records: &RecordLog) -> f64 {
@@ -89,7 +40,7 @@ fn fixed_codes_match_the_non_blocking_approximation_below_capacity() {
     for n in [3usize, 6] {
         let capacity = class().capacity_per_s(n);
         for load in [0.1, 0.5] {
-            let requests = poisson_reads(60_000, load * capacity, 60, n as u64);
+            let requests = poisson_reads(60_000, load * capacity, n as u64);
             let simulated = mean_latency_s(&run(fixed(n as u16), &requests));
             let predicted = class().delay_s(n, load * capacity);
             let error = (simulated / predicted - 1.0).abs();
@@ -104,7 +55,7 @@ fn fixed_codes_match_the_non_blocking_approximation_below_capacity() {
 #[test]
 fn records_obey_the_model_first_k_of_n_and_at_most_l_in_flight() {
     let capacity = class().capacity_per_s(3);
-    let requests = poisson_reads(20_000, 0.7 * capacity, 60, 9);
+    let requests = poisson_reads(20_000, 0.7 * capacity, 9);
     let kind = CodeLengthKind::Bafec { backlog: BacklogMeasure::WaitingRequests };
     let records = run(kind, &requests);
     assert_eq!(records.len(), requests.len());
@@ -151,7 +102,7 @@ fn records_obey_the_model_first_k_of_n_and_at_most_l_in_flight() {
 fn adaptive_codes_stay_stable_where_the_longest_fixed_code_is_not() {
     // 0.9 C̃(3,3) is past C̃(6,3) ≈ 0.70 C̃(3,3): fixed n = 6 diverges, BAFEC and Greedy stay near (3,3).
     let capacity = class().capacity_per_s(3);
-    let requests = poisson_reads(30_000, 0.9 * capacity, 60, 13);
+    let requests = poisson_reads(30_000, 0.9 * capacity, 13);
     let uncoded = mean_latency_s(&run(fixed(3), &requests));
     let longest = mean_latency_s(&run(fixed(6), &requests));
     let bafec = mean_latency_s(&run(CodeLengthKind::Bafec { backlog: BacklogMeasure::WaitingRequests }, &requests));

@@ -1,0 +1,249 @@
+//! The findings of the FAST CLOUD experiment: each claim with the paper's number, lowtail's, and a
+//! verdict (or `None` for a magnitude that is reported, not judged).
+//!
+//! Must not: measure anything; everything comes from the summaries of records.
+
+use super::table1::{COLUMNS, Cell};
+use super::{ADAPTIVE_LOADS, AdaptiveRow, CapacityRow, PaperFinding, best_fixed, read_class, row};
+use optimize::fec_model::{Admission, BacklogThresholds, DelayModel, FecClass};
+
+fn finding(id: &'static str, claim: &str, paper: &str, measured: String, holds: Option<bool>) -> PaperFinding {
+    PaperFinding { id, claim: claim.to_owned(), paper: paper.to_owned(), measured, holds }
+}
+
+/// FC1: Q_n strictly decreasing in n across a grid of parameters, and the read fit's thresholds.
+pub(super) fn closed_forms(read: &BacklogThresholds) -> Vec<PaperFinding> {
+    let (mut cases, mut decreasing) = (0, 0);
+    for k in 2..=6usize {
+        for slots in [8, 16, 32, 64, 128] {
+            for step in 0..18 {
+                let shift_times_rate = 0.05 * 400f64.powf(f64::from(step) / 17.0);
+                let delay = DelayModel::new(shift_times_rate * 0.1, 0.1).expect("positive");
+                for admission in [Admission::Blocking, Admission::NonBlocking] {
+                    if admission == Admission::Blocking && 2 * k > slots {
+                        continue;
+                    }
+                    cases += 1;
+                    decreasing +=
+                        usize::from(FecClass { delay, k, slots, admission }.thresholds(2 * k).strictly_decreasing());
+                }
+            }
+        }
+    }
+    let listed = |values: Vec<f64>| values.iter().map(|v| format!("{v:.3}")).collect::<Vec<_>>().join(" / ");
+    vec![
+        finding(
+            "FC1",
+            "Q_n is strictly decreasing in n (k 2-6, L 8-128, Δμ 0.05-20, n_max = 2k; blocking and non-blocking)",
+            "\"easy to show\" (section V-E)",
+            format!("{decreasing} of {cases} cases"),
+            Some(decreasing == cases),
+        ),
+        finding(
+            "FC1",
+            "BAFEC's crossovers for the 1 MB read fit (Δ 61 ms, 1/μ 79 ms, k 3, L 16, non-blocking)",
+            "λ_3..λ_5 marked on Fig. 5, no values printed",
+            format!(
+                "λ_3..5 = {} req/s; Q_3..5 = {}",
+                listed(read.crossings.iter().map(|c| c.rate_per_s).collect()),
+                listed(read.crossings.iter().map(|c| c.backlog).collect())
+            ),
+            None,
+        ),
+    ]
+}
+
+/// FC2: Table I cell by cell.
+pub(super) fn table_1(cells: &[Cell]) -> PaperFinding {
+    let low_ok = cells.iter().filter(|c| c.low_pct <= 3.0 && (c.low_pct - c.paper_low_pct).abs() <= 1.5).count();
+    let high_deviation: Vec<f64> = cells.iter().map(|c| (c.high_pct / c.paper_high_pct - 1.0).abs()).collect();
+    let high_ok = high_deviation.iter().filter(|&&d| d <= 0.40).count();
+    let mut sorted = high_deviation.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    // The blocking L = 16, n = 6 cell at share 0.8 is the model's worst (Erlang fits it badly).
+    let worst = cells.iter().enumerate().max_by(|a, b| a.1.high_pct.total_cmp(&b.1.high_pct)).map(|(i, _)| i);
+    let worst_expected = 3 * COLUMNS.len() + 1;
+    let same_cell_non_blocking = &cells[3 * COLUMNS.len() + 5];
+    let ratio = cells[worst_expected].high_pct / same_cell_non_blocking.high_pct;
+    let holds = low_ok == cells.len()
+        && high_ok == cells.len()
+        && median <= 0.15
+        && worst == Some(worst_expected)
+        && ratio >= 5.0;
+    finding(
+        "FC2",
+        "Table I reproduced: every low end ≤ 3 % and within ±1.5 points of the paper's, every high end within ±40 %, \
+         median deviation ≤ 15 %; blocking L16 n6 at 0.8 the largest error, ≥ 5× the non-blocking one",
+        "Table I (32 ranges; table-1.md sets each beside lowtail's)",
+        format!(
+            "low ends within bounds in {low_ok}/{} cells, high ends within ±40 % in {high_ok}/{}, median high-end deviation \
+             {:.0} %; largest error in cell {} (expected {worst_expected}), {:.1} % = {ratio:.1}× the non-blocking cell",
+            cells.len(),
+            cells.len(),
+            median * 100.0,
+            worst.map_or(-1, |w| w as i64),
+            cells[worst_expected].high_pct
+        ),
+        Some(holds),
+    )
+}
+
+/// FC3: fixed-code capacity within 7 % of L/u(n) and decreasing in n.
+pub(super) fn capacity(rows: &[CapacityRow]) -> PaperFinding {
+    let within = rows.iter().all(|r| (r.simulated_per_s / r.model_capacity_per_s - 1.0).abs() <= 0.07);
+    let decreasing = rows.windows(2).all(|pair| pair[1].simulated_per_s < pair[0].simulated_per_s);
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "({},3) {:.1} req/s saturated vs L/u(n) {:.1} ({:+.1} %)",
+                r.n,
+                r.simulated_per_s,
+                r.model_capacity_per_s,
+                (r.simulated_per_s / r.model_capacity_per_s - 1.0) * 100.0
+            )
+        })
+        .collect();
+    finding(
+        "FC3",
+        "fixed-code non-blocking capacity (throughput in saturation) within 7 % of L/u(n), and decreasing in n",
+        "eq. (3), Fig. 5: capacity decreases with n",
+        lines.join("; "),
+        Some(within && decreasing),
+    )
+}
+
+/// FC4: the low-load delays of Fig. 5's prose and the approximation's accuracy below 0.8 C̃.
+pub(super) fn low_load(rows: &[AdaptiveRow]) -> Vec<PaperFinding> {
+    let (uncoded, one_parity) = (row(rows, "(3,3)", 0.1).mean_s, row(rows, "(4,3)", 0.1).mean_s);
+    let class = read_class();
+    let mut worst = 0.0f64;
+    for (n, name) in [(3, "(3,3)"), (4, "(4,3)"), (5, "(5,3)"), (6, "(6,3)")] {
+        for &load in ADAPTIVE_LOADS.iter() {
+            let rate = load * class.capacity_per_s(3);
+            if rate > 0.8 * class.capacity_per_s(n) {
+                continue;
+            }
+            let model = class.delay_s(n, rate);
+            worst = worst.max((row(rows, name, load).mean_s / model - 1.0).abs());
+        }
+    }
+    vec![
+        finding(
+            "FC4",
+            "at low load (0.1 C̃(3,3)) chunking alone, (3,3), takes 190-220 ms and one parity, (4,3), under 150 ms",
+            "\"(3,3) about 200 ms\", \"(4,3) less than 150 ms\" (Fig. 5)",
+            format!("(3,3) {:.0} ms, (4,3) {:.0} ms", uncoded * 1e3, one_parity * 1e3),
+            Some((0.190..=0.220).contains(&uncoded) && one_parity < 0.150),
+        ),
+        finding(
+            "FC4",
+            "the non-blocking approximation D̃ is within 15 % of the simulated mean for λ ≤ 0.8 C̃(n,3)",
+            "\"matches the simulation results very well\" (Fig. 5)",
+            format!("largest deviation {:.1} %", worst * 100.0),
+            Some(worst <= 0.15),
+        ),
+    ]
+}
+
+/// FC5-FC7: BAFEC and Greedy against every fixed code, their tails and their code mix.
+pub(super) fn adaptive(rows: &[AdaptiveRow]) -> Vec<PaperFinding> {
+    let mut findings = Vec::new();
+    let adaptive = ["bafec", "greedy"];
+    let stable_high = adaptive.iter().all(|p| row(rows, p, 0.95).stable) && !row(rows, "(6,3)", 0.95).stable;
+    let mut ratios = Vec::new();
+    let mut envelope = true;
+    for &load in ADAPTIVE_LOADS.iter() {
+        let best = best_fixed(rows, load, |r| r.mean_s).unwrap_or(f64::NAN);
+        let bound = if load <= 0.85 { 1.15 } else { 1.30 };
+        for policy in adaptive {
+            let ratio = row(rows, policy, load).mean_s / best;
+            envelope &= ratio <= bound;
+            ratios.push(format!("{policy} {ratio:.2} at {load}"));
+        }
+    }
+    findings.push(finding(
+        "FC5",
+        "BAFEC and Greedy stay stable at 0.95 C̃(3,3), where (6,3) is not, with a mean within 1.15× of the best fixed \
+         code up to 0.85 C̃(3,3) and 1.30× at 0.95",
+        "\"almost identical\" to the best fixed code in mean (Fig. 6)",
+        format!(
+            "{}stable at 0.95; mean ÷ best fixed: {}",
+            if stable_high { "" } else { "not all " },
+            ratios.join(", ")
+        ),
+        Some(stable_high && envelope),
+    ));
+    let low_loads: Vec<f64> = ADAPTIVE_LOADS.iter().copied().filter(|&l| l <= 0.5).collect();
+    let tail_ratio = |policy: &str, load: f64| {
+        row(rows, policy, load).p999_s / best_fixed(rows, load, |r| r.p999_s).unwrap_or(f64::NAN)
+    };
+    let bafec_no_worse = low_loads.iter().all(|&l| row(rows, "bafec", l).p999_s <= row(rows, "greedy", l).p999_s);
+    let listed = |policy: &str| {
+        low_loads.iter().map(|&l| format!("{:.2}", tail_ratio(policy, l))).collect::<Vec<_>>().join(" / ")
+    };
+    findings.push(finding(
+        "FC6",
+        "99.9th percentile at 0.1-0.5 C̃(3,3): BAFEC no worse than Greedy at every rate",
+        "BAFEC within 1.5× of the best fixed code, Greedy over 2× (Fig. 7)",
+        format!("p99.9 ÷ best fixed at 0.1/0.3/0.5: BAFEC {}, Greedy {}", listed("bafec"), listed("greedy")),
+        Some(bafec_no_worse),
+    ));
+    findings.push(finding(
+        "FC6",
+        "the size of Greedy's tail penalty",
+        "Greedy 2-3.5× the best fixed code at low-to-mid load (Fig. 7), measured on the 2012 S3 trace",
+        format!(
+            "Greedy {} of the best fixed code on Δ+Exp delays: the paper's factor rests on the trace's tail beyond the \
+             fitted exponential, which it does not publish",
+            listed("greedy")
+        ),
+        None,
+    ));
+    let mut mix = Vec::new();
+    let mut mix_holds = true;
+    for policy in adaptive {
+        let (low, high) = (row(rows, policy, 0.1).share_n_max, row(rows, policy, 0.95).share_k);
+        mix_holds &= low >= 0.80 && high >= 0.75;
+        mix.push(format!("{policy}: n = 6 for {:.0} % at 0.1, n = 3 for {:.0} % at 0.95", low * 100.0, high * 100.0));
+    }
+    findings.push(finding(
+        "FC7",
+        "code mix: n_max for ≥ 80 % of requests at 0.1 C̃(3,3) and n = k for ≥ 75 % at 0.95 (BAFEC and Greedy)",
+        "\"mostly n = 6\" at low load, n = k at very high load (Fig. 11)",
+        mix.join("; "),
+        Some(mix_holds),
+    ));
+    let work = row(rows, "bafec-waiting-work", 0.7);
+    let literal = row(rows, "bafec", 0.7);
+    findings.push(finding(
+        "FC7",
+        "BAFEC's backlog measure, which the paper leaves undefined: requests waiting (literal) or waiting work in requests",
+        "\"backlog size\" (section V-E)",
+        format!(
+            "at 0.7 C̃(3,3): waiting requests mean n {:.2}, {:.0} ms mean, {:.0} ms p99.9; waiting work mean n {:.2}, \
+             {:.0} ms, {:.0} ms (adaptive.md has every load)",
+            literal.mean_n,
+            literal.mean_s * 1e3,
+            literal.p999_s * 1e3,
+            work.mean_n,
+            work.mean_s * 1e3,
+            work.p999_s * 1e3
+        ),
+        None,
+    ));
+    findings
+}
+
+/// FC10: every record obeys the model's definitions.
+pub(super) fn records(violations: u64, most_in_flight: u32, runs: usize) -> PaperFinding {
+    finding(
+        "FC10",
+        "records obey the model: k ≤ n ≤ n_max tasks, completion at the k-th finish, every other task cancelled at that \
+         instant, never more than L = 16 tasks in flight",
+        "section III-C",
+        format!("{violations} violations in {runs} runs; at most {most_in_flight} tasks in flight (L = 16 runs)"),
+        Some(violations == 0 && most_in_flight <= 16),
+    )
+}

@@ -1,0 +1,536 @@
+//! `lowtail experiment fastcloud`: the evaluation of FAST CLOUD (Liang & Kozat) in the simulator,
+//! on the execution core and the policies the gateway runs: the closed forms (thresholds, eq. 4),
+//! Table I (the model's delay against simulation), fixed-code capacity (eq. 3), the low-load
+//! delays of Fig. 5, and BAFEC and Greedy against every fixed code (Figs. 6 and 7, code mix of
+//! Fig. 11), each finding judged from records with the paper's number beside lowtail's.
+//!
+//! Owns: the choice of runs and the judging. Must not: compute latency statistics other than from
+//! records (see [`point`]), or pick parameters the paper does not publish to make a verdict pass:
+//! where the paper leaves one open (the backlog measure, the run lengths) it is named here and the
+//! alternatives are run side by side.
+
+pub mod point;
+pub mod table1;
+
+use crate::parallel::{Progress, run_parallel};
+use anyhow::Context;
+use optimize::fec_model::{Admission, DelayModel, FecClass};
+use point::{Point, run_point};
+use policy::fec::{BacklogMeasure, ClassCode, CodeLengthKind};
+use serde::Serialize;
+use sim::fec::FecSetup;
+use std::path::{Path, PathBuf};
+
+/// The paper's 1 MB read fit (section VI-A): Δ = 61 ms and a mean of 140 ms.
+pub fn read_delay() -> DelayModel {
+    DelayModel::new(0.061, 0.079).expect("published values")
+}
+
+/// The paper's 1 MB write fit: Δ = 114 ms and a mean of 140 ms.
+pub fn write_delay() -> DelayModel {
+    DelayModel::new(0.114, 0.026).expect("published values")
+}
+
+/// The evaluation's code: k = 3, n up to 6 (section VI-A), L = 16 slots, non-blocking.
+pub const CODE: ClassCode = ClassCode { k: 3, n_max: 6 };
+/// L of Figs. 5–11.
+pub const SLOTS: usize = 16;
+/// Loads of the adaptive comparison, as fractions of C̃(3,3).
+pub const ADAPTIVE_LOADS: [f64; 6] = [0.1, 0.3, 0.5, 0.7, 0.85, 0.95];
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FastcloudOptions {
+    /// Fewer and shorter runs (a smoke run: its verdicts are noisier).
+    pub quick: bool,
+    /// The first seed; runs use `seeds` consecutive ones.
+    pub first_seed: u64,
+    /// Seeds per point (Table I and the adaptive comparison average or pool over them).
+    pub seeds: u64,
+    /// Simulations run at once.
+    pub threads: usize,
+    /// PNG copies of the plots.
+    pub png: bool,
+}
+
+impl Default for FastcloudOptions {
+    fn default() -> FastcloudOptions {
+        FastcloudOptions { quick: false, first_seed: 1, seeds: 3, threads: 2, png: true }
+    }
+}
+
+impl FastcloudOptions {
+    fn requests_per_point(&self) -> usize {
+        if self.quick { 20_000 } else { 150_000 }
+    }
+
+    fn seeds(&self) -> Vec<u64> {
+        (self.first_seed..self.first_seed + self.seeds.max(1)).collect()
+    }
+}
+
+/// One claim: the paper's number beside lowtail's. `holds` is `None` for a magnitude reported
+/// rather than judged (it rests on something the paper does not publish, or the paper gives none).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PaperFinding {
+    /// The acceptance criterion's id (FC1 …).
+    pub id: &'static str,
+    /// The claim.
+    pub claim: String,
+    /// What the paper reports.
+    pub paper: String,
+    /// What lowtail measured.
+    pub measured: String,
+    /// Whether it holds; `None` for a reported magnitude.
+    pub holds: Option<bool>,
+}
+
+/// The code-length policies of the adaptive comparison, with their labels.
+pub fn adaptive_policies() -> Vec<(&'static str, CodeLengthKind)> {
+    let fixed = |n: u16| CodeLengthKind::Fixed { n: vec![n] };
+    vec![
+        ("(3,3)", fixed(3)),
+        ("(4,3)", fixed(4)),
+        ("(5,3)", fixed(5)),
+        ("(6,3)", fixed(6)),
+        ("greedy", CodeLengthKind::Greedy),
+        ("bafec", CodeLengthKind::Bafec { backlog: BacklogMeasure::WaitingRequests }),
+        ("bafec-waiting-work", CodeLengthKind::Bafec { backlog: BacklogMeasure::WaitingWork }),
+    ]
+}
+
+/// Labels of the fixed codes among [`adaptive_policies`] (the first four).
+const FIXED_POLICIES: usize = 4;
+
+/// One simulation to run.
+#[derive(Clone, Debug)]
+enum Job {
+    /// Table I cell (row, column) at load index `load`.
+    Table { row: usize, column: usize, load: usize, seed: u64 },
+    /// Adaptive comparison: policy index, load index.
+    Adaptive { policy: usize, load: usize, seed: u64 },
+    /// Fixed code n in saturation (arrivals at three times its model capacity).
+    Capacity { n: usize },
+}
+
+/// What the experiment produced.
+#[derive(Debug)]
+pub struct FastcloudOutcome {
+    /// The findings, as written to findings.json.
+    pub findings: Vec<PaperFinding>,
+    /// Table I, as written to table-1.md.
+    pub table_markdown: String,
+    /// The adaptive comparison, as written to adaptive.md.
+    pub adaptive_markdown: String,
+    /// Files written, relative to the results folder.
+    pub files: Vec<PathBuf>,
+    /// Simulations run.
+    pub runs: usize,
+}
+
+/// Everything measured, as written to summary.json.
+#[derive(Debug, Serialize)]
+struct Summary {
+    requests_per_point: usize,
+    seeds: Vec<u64>,
+    read_thresholds: optimize::fec_model::BacklogThresholds,
+    write_thresholds: optimize::fec_model::BacklogThresholds,
+    table_1: Vec<table1::Cell>,
+    /// [policy][load], seeds pooled per point by averaging means and taking the worst p99.9.
+    adaptive: Vec<AdaptiveRow>,
+    capacity: Vec<CapacityRow>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct AdaptiveRow {
+    policy: &'static str,
+    load: f64,
+    rate_per_s: f64,
+    mean_s: f64,
+    p999_s: f64,
+    mean_n: f64,
+    share_n_max: f64,
+    share_k: f64,
+    stable: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct CapacityRow {
+    n: usize,
+    model_capacity_per_s: f64,
+    simulated_per_s: f64,
+}
+
+fn read_class() -> FecClass {
+    FecClass { delay: read_delay(), k: 3, slots: SLOTS, admission: Admission::NonBlocking }
+}
+
+fn setup(delay: DelayModel, slots: usize, admission: Admission, kind: CodeLengthKind, seed: u64) -> FecSetup {
+    FecSetup { delay, code: CODE, slots, admission, kind, seed }
+}
+
+/// What a job measured.
+enum Measured {
+    Point(Point),
+    /// Saturated throughput, requests per second.
+    Throughput(f64),
+}
+
+fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
+    if let Job::Capacity { n } = *job {
+        let kind = CodeLengthKind::Fixed { n: vec![n as u16] };
+        let seed = options.first_seed;
+        let setup = setup(read_delay(), SLOTS, Admission::NonBlocking, kind, seed);
+        let model = read_class().capacity_per_s(n);
+        return Ok(Measured::Throughput(point::saturated_throughput_per_s(
+            &setup,
+            model,
+            options.requests_per_point(),
+            seed,
+        )?));
+    }
+    run_point_job(job, options).map(Measured::Point)
+}
+
+fn run_point_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Point> {
+    let requests = options.requests_per_point();
+    match *job {
+        Job::Table { row, column, load, seed } => {
+            let class = table1::cell_class(row, column);
+            let (admission, slots, n) = table1::COLUMNS[column];
+            let rate = table1::LOADS[load] * class.capacity_per_s(n);
+            let kind = CodeLengthKind::Fixed { n: vec![n as u16] };
+            let code = ClassCode { k: 3, n_max: n as u16 };
+            let setup = FecSetup { delay: class.delay, code, slots, admission, kind, seed };
+            run_point(&setup, rate, requests, seed * 1_000 + load as u64)
+        }
+        Job::Adaptive { policy, load, seed } => {
+            let rate = ADAPTIVE_LOADS[load] * read_class().capacity_per_s(3);
+            let kind = adaptive_policies()[policy].1.clone();
+            // Every policy sees the same arrivals at a load (common random numbers).
+            run_point(
+                &setup(read_delay(), SLOTS, Admission::NonBlocking, kind, seed),
+                rate,
+                requests,
+                seed * 1_000 + load as u64,
+            )
+        }
+        Job::Capacity { .. } => unreachable!("run_job measures capacity"),
+    }
+}
+
+fn label(job: &Job) -> String {
+    match *job {
+        Job::Table { row, column, load, seed } => {
+            let (admission, slots, n) = table1::COLUMNS[column];
+            format!(
+                "table I {:?} L{slots} n{n} share {} at {} C, seed {seed}",
+                admission,
+                table1::SHIFT_SHARES[row],
+                table1::LOADS[load]
+            )
+        }
+        Job::Adaptive { policy, load, seed } => {
+            format!("{} at {} C(3,3), seed {seed}", adaptive_policies()[policy].0, ADAPTIVE_LOADS[load])
+        }
+        Job::Capacity { n } => format!("({n},3) saturated"),
+    }
+}
+
+fn jobs(options: &FastcloudOptions) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for seed in options.seeds() {
+        for row in 0..table1::SHIFT_SHARES.len() {
+            for column in 0..table1::COLUMNS.len() {
+                jobs.extend((0..table1::LOADS.len()).map(|load| Job::Table { row, column, load, seed }));
+            }
+        }
+        for policy in 0..adaptive_policies().len() {
+            jobs.extend((0..ADAPTIVE_LOADS.len()).map(|load| Job::Adaptive { policy, load, seed }));
+        }
+    }
+    jobs.extend((3..=6).map(|n| Job::Capacity { n }));
+    jobs
+}
+
+/// Number of simulations [`run`] will run.
+pub fn run_count(options: &FastcloudOptions) -> usize {
+    jobs(options).len()
+}
+
+/// Runs the experiment and writes its results folder under `out_dir`.
+pub fn run(
+    options: &FastcloudOptions,
+    out_dir: &Path,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> anyhow::Result<FastcloudOutcome> {
+    anyhow::ensure!(options.threads > 0, "at least one thread");
+    let jobs = jobs(options);
+    let results = run_parallel(&jobs, options.threads, label, |job| run_job(job, options), progress);
+    let measured: Vec<Measured> = results.into_iter().collect::<anyhow::Result<_>>()?;
+    let mut capacity = Vec::new();
+    let mut point_jobs = Vec::new();
+    let mut points = Vec::new();
+    for (job, measured) in jobs.into_iter().zip(measured) {
+        match (measured, &job) {
+            (Measured::Throughput(simulated_per_s), Job::Capacity { n }) => capacity.push(CapacityRow {
+                n: *n,
+                model_capacity_per_s: read_class().capacity_per_s(*n),
+                simulated_per_s,
+            }),
+            (Measured::Point(point), _) => {
+                point_jobs.push(job);
+                points.push(point);
+            }
+            (Measured::Throughput(_), _) => unreachable!("only capacity jobs measure throughput"),
+        }
+    }
+    let jobs = point_jobs;
+    let seeds = options.seeds();
+    let table_cells = table_cells(&jobs, &points);
+    let adaptive = adaptive_rows(&jobs, &points, seeds.len());
+    let violations: u64 = points.iter().map(|p| p.violations).sum();
+    let most_in_flight = jobs
+        .iter()
+        .zip(&points)
+        .filter(|(job, _)| !matches!(job, Job::Table { .. }))
+        .map(|(_, p)| p.most_in_flight)
+        .max()
+        .unwrap_or(0);
+    let summary = Summary {
+        requests_per_point: options.requests_per_point(),
+        seeds,
+        read_thresholds: read_class().thresholds(6),
+        write_thresholds: FecClass { delay: write_delay(), ..read_class() }.thresholds(6),
+        table_1: table_cells,
+        adaptive,
+        capacity,
+    };
+    let mut findings = judge::closed_forms(&summary.read_thresholds);
+    findings.push(judge::table_1(&summary.table_1));
+    findings.push(judge::capacity(&summary.capacity));
+    findings.extend(judge::low_load(&summary.adaptive));
+    findings.extend(judge::adaptive(&summary.adaptive));
+    findings.push(judge::records(violations, most_in_flight, points.len()));
+    let table_markdown = table1::markdown(&summary.table_1);
+    let adaptive_markdown = adaptive_markdown(&summary.adaptive);
+    let files = write(out_dir, options, &summary, &findings, &table_markdown, &adaptive_markdown)?;
+    Ok(FastcloudOutcome { findings, table_markdown, adaptive_markdown, files, runs: points.len() + 4 })
+}
+
+fn table_cells(jobs: &[Job], points: &[Point]) -> Vec<table1::Cell> {
+    let mut cells = Vec::new();
+    for row in 0..table1::SHIFT_SHARES.len() {
+        for column in 0..table1::COLUMNS.len() {
+            let means: Vec<f64> = (0..table1::LOADS.len())
+                .map(|load| {
+                    let of_cell = jobs.iter().zip(points).filter(|(job, _)| {
+                        matches!(job, Job::Table { row: r, column: c, load: l, .. } if *r == row && *c == column && *l == load)
+                    });
+                    let means: Vec<f64> = of_cell.map(|(_, p)| p.mean_s).collect();
+                    means.iter().sum::<f64>() / means.len() as f64
+                })
+                .collect();
+            cells.push(table1::cell(row, column, &means));
+        }
+    }
+    cells
+}
+
+fn adaptive_rows(jobs: &[Job], points: &[Point], seeds: usize) -> Vec<AdaptiveRow> {
+    let policies = adaptive_policies();
+    let mut rows = Vec::new();
+    for (policy, (name, _)) in policies.iter().enumerate() {
+        for (load, &fraction) in ADAPTIVE_LOADS.iter().enumerate() {
+            let of_point: Vec<&Point> = jobs
+                .iter()
+                .zip(points)
+                .filter(
+                    |(job, _)| matches!(job, Job::Adaptive { policy: p, load: l, .. } if *p == policy && *l == load),
+                )
+                .map(|(_, point)| point)
+                .collect();
+            debug_assert_eq!(of_point.len(), seeds);
+            let average =
+                |f: &dyn Fn(&Point) -> f64| of_point.iter().map(|p| f(p)).sum::<f64>() / of_point.len() as f64;
+            rows.push(AdaptiveRow {
+                policy: name,
+                load: fraction,
+                rate_per_s: fraction * read_class().capacity_per_s(3),
+                mean_s: average(&|p| p.mean_s),
+                p999_s: average(&|p| p.p999_s),
+                mean_n: average(&|p| p.mean_n()),
+                share_n_max: average(&|p| p.share_of(6)),
+                share_k: average(&|p| p.share_of(3)),
+                stable: of_point.iter().all(|p| p.stable),
+            });
+        }
+    }
+    rows
+}
+
+/// The best stable fixed code's value of `metric` at `load`, if any fixed code was stable.
+fn best_fixed(rows: &[AdaptiveRow], load: f64, metric: impl Fn(&AdaptiveRow) -> f64) -> Option<f64> {
+    let fixed: Vec<&str> = adaptive_policies().iter().take(FIXED_POLICIES).map(|(name, _)| *name).collect();
+    rows.iter().filter(|r| r.load == load && r.stable && fixed.contains(&r.policy)).map(metric).min_by(f64::total_cmp)
+}
+
+fn row<'a>(rows: &'a [AdaptiveRow], policy: &str, load: f64) -> &'a AdaptiveRow {
+    rows.iter().find(|r| r.policy == policy && r.load == load).expect("every policy ran at every load")
+}
+
+fn adaptive_markdown(rows: &[AdaptiveRow]) -> String {
+    let mut text = String::from(
+        "Mean and 99.9th percentile latency (ms) by load (fraction of C̃(3,3) = 38.1 req/s), and the mean code length; \
+         `unstable` where the queue grew. Ratios to the best stable fixed code in brackets.\n\n| policy |",
+    );
+    for load in ADAPTIVE_LOADS {
+        text += &format!(" {load} |");
+    }
+    text += "\n|---|";
+    text += &"---|".repeat(ADAPTIVE_LOADS.len());
+    for (name, _) in adaptive_policies() {
+        text += &format!("\n| {name} |");
+        for load in ADAPTIVE_LOADS {
+            let r = row(rows, name, load);
+            if !r.stable {
+                text += " unstable |";
+                continue;
+            }
+            let mean_ratio = best_fixed(rows, load, |r| r.mean_s).map_or(f64::NAN, |best| r.mean_s / best);
+            let tail_ratio = best_fixed(rows, load, |r| r.p999_s).map_or(f64::NAN, |best| r.p999_s / best);
+            text += &format!(
+                " {:.0} [{mean_ratio:.2}] / {:.0} [{tail_ratio:.2}], n {:.2} |",
+                r.mean_s * 1e3,
+                r.p999_s * 1e3,
+                r.mean_n
+            );
+        }
+    }
+    text + "\n"
+}
+
+fn write(
+    out_dir: &Path,
+    options: &FastcloudOptions,
+    summary: &Summary,
+    findings: &[PaperFinding],
+    table_markdown: &str,
+    adaptive_markdown: &str,
+) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let mut files = Vec::new();
+    let mut put = |name: &str, text: String| -> anyhow::Result<()> {
+        std::fs::write(out_dir.join(name), text).with_context(|| format!("writing {name}"))?;
+        files.push(PathBuf::from(name));
+        Ok(())
+    };
+    put("findings.json", serde_json::to_string_pretty(findings)? + "\n")?;
+    put("summary.json", serde_json::to_string_pretty(summary)? + "\n")?;
+    put("table-1.md", format!("# Table I: |D_sim − D̃| / D̃ in percent, lowtail [paper]\n\n{table_markdown}"))?;
+    put("adaptive.md", format!("# BAFEC and Greedy against fixed codes (Figs. 6, 7)\n\n{adaptive_markdown}"))?;
+    let mut plots = plots(out_dir, &summary.adaptive, options.png)?;
+    let html = report_html(findings, table_markdown, adaptive_markdown, &plots);
+    put("report.html", html)?;
+    files.append(&mut plots);
+    Ok(files)
+}
+
+fn plots(out_dir: &Path, rows: &[AdaptiveRow], png: bool) -> anyhow::Result<Vec<PathBuf>> {
+    let ratio_lines = |metric: fn(&AdaptiveRow) -> f64| -> Vec<(String, Vec<(f64, f64)>)> {
+        adaptive_policies()
+            .iter()
+            .map(|(name, _)| {
+                let points = ADAPTIVE_LOADS
+                    .iter()
+                    .filter_map(|&load| {
+                        let r = row(rows, name, load);
+                        let best = best_fixed(rows, load, metric)?;
+                        r.stable.then(|| (load, metric(r) / best))
+                    })
+                    .collect();
+                ((*name).to_owned(), points)
+            })
+            .collect()
+    };
+    let panels = [
+        report::LinePanel {
+            caption: "mean latency (Fig. 6)".into(),
+            y_label: "÷ best fixed code".into(),
+            lines: ratio_lines(|r| r.mean_s),
+        },
+        report::LinePanel {
+            caption: "99.9th percentile (Fig. 7)".into(),
+            y_label: "÷ best fixed code".into(),
+            lines: ratio_lines(|r| r.p999_s),
+        },
+    ];
+    let mut files = report::write_line_panels(
+        &out_dir.join("plots"),
+        "adaptive",
+        "FAST CLOUD: BAFEC and Greedy against fixed (n,3) codes, L = 16, 1 MB read fit",
+        "load (fraction of C̃(3,3))",
+        &panels,
+        png,
+    )?;
+    let mix_lines = |share: fn(&AdaptiveRow) -> f64| -> Vec<(String, Vec<(f64, f64)>)> {
+        ["greedy", "bafec", "bafec-waiting-work"]
+            .iter()
+            .map(|name| ((*name).to_owned(), ADAPTIVE_LOADS.iter().map(|&l| (l, share(row(rows, name, l)))).collect()))
+            .collect()
+    };
+    let mix = [
+        report::LinePanel {
+            caption: "n = 6".into(),
+            y_label: "share of requests".into(),
+            lines: mix_lines(|r| r.share_n_max),
+        },
+        report::LinePanel {
+            caption: "n = k = 3".into(),
+            y_label: "share of requests".into(),
+            lines: mix_lines(|r| r.share_k),
+        },
+    ];
+    files.extend(report::write_line_panels(
+        &out_dir.join("plots"),
+        "code-mix",
+        "FAST CLOUD: code mix by load (Fig. 11, one class)",
+        "load (fraction of C̃(3,3))",
+        &mix,
+        png,
+    )?);
+    Ok(files)
+}
+
+fn report_html(findings: &[PaperFinding], table: &str, adaptive: &str, plots: &[PathBuf]) -> String {
+    let escape = report::escape_html;
+    let mut html = String::from(
+        "<!doctype html><meta charset=utf-8><title>fastcloud</title>\
+         <style>body{font-family:sans-serif;max-width:1200px;margin:auto}td,th{border:1px solid #ccc;padding:4px}\
+         table{border-collapse:collapse}</style><h1>FAST CLOUD (Liang &amp; Kozat), simulated</h1>\
+         <h2>Findings</h2><table><tr><th>id</th><th>claim</th><th>paper</th><th>lowtail</th><th>verdict</th></tr>",
+    );
+    for f in findings {
+        let verdict = match f.holds {
+            Some(true) => "holds",
+            Some(false) => "does not hold",
+            None => "reported",
+        };
+        html += &format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td></tr>",
+            f.id,
+            escape(&f.claim),
+            escape(&f.paper),
+            escape(&f.measured)
+        );
+    }
+    html += "</table>";
+    for plot in plots.iter().filter(|p| p.extension().is_some_and(|e| e == "svg")) {
+        html += &format!("<p><img src=\"{}\" style=\"max-width:100%\"></p>", escape(&plot.to_string_lossy()));
+    }
+    html +=
+        &format!("<h2>Table I</h2><pre>{}</pre><h2>Adaptive codes</h2><pre>{}</pre>", escape(table), escape(adaptive));
+    html
+}
+
+mod judge;

@@ -1,0 +1,106 @@
+//! FAST CLOUD's setting in the simulator (Liang & Kozat, section III): one frontend (the proxy) of
+//! L task slots in front of a key-value store whose task delays are i.i.d. Δ + Exp(1/μ), reads of
+//! a stripe's units done at the first k of n, with n from a code-length policy. Builds the engine
+//! for that setting from a few numbers; the engine, the pool and the policy are the ones every
+//! other run uses.
+//!
+//! Must not: decide anything a policy or the execution core decides.
+
+use crate::{Engine, EngineSetup, FrontendModel, NodeModel};
+use codec::CodeSpec;
+use execution::{AdmissionMode, AdmissionSettings};
+use model::{CodeLayout, NodeId, ObjectId, PartitionId, Placement, ReadRequest, RecordLog, RequestId};
+use optimize::fec_model::{Admission, DelayModel};
+use policy::fec::{ClassCode, CodeLengthError, CodeLengthKind, CodeLengthPolicy, FecRead};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Stripes over which requests spread (their units on distinct nodes); with as many servers per
+/// node as slots, where a task lands does not change its delay.
+const STRIPES: u32 = 32;
+
+/// One FAST CLOUD run's setting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FecSetup {
+    /// Task delays.
+    pub delay: DelayModel,
+    /// k and the longest code.
+    pub code: ClassCode,
+    /// L.
+    pub slots: usize,
+    /// Blocking or non-blocking admission.
+    pub admission: Admission,
+    /// How n is chosen.
+    pub kind: CodeLengthKind,
+    /// The engine's seed (task delays).
+    pub seed: u64,
+}
+
+impl FecSetup {
+    /// Runs `requests` (from [`poisson_reads`]) and returns their records.
+    pub fn run(&self, requests: &[ReadRequest]) -> Result<RecordLog, CodeLengthError> {
+        let (k, n_max) = (usize::from(self.code.k), usize::from(self.code.n_max));
+        // An (n_max, k) code: n_max − k parities (at least one, so an uncoded setting still has a code).
+        let spec = CodeSpec::Rs { k, m: (n_max - k).max(1) };
+        let units = spec.total_units() as u32;
+        let nodes = STRIPES * units;
+        let placement =
+            Placement::new(spec, nodes, (0..nodes).map(NodeId).collect()).expect("a stripe's units on distinct nodes");
+        let layout = CodeLayout::new(spec).expect("an RS layout");
+        let admission_mode = match self.admission {
+            Admission::Blocking => AdmissionMode::Blocking,
+            Admission::NonBlocking => AdmissionMode::NonBlocking,
+        };
+        let setup = EngineSetup {
+            placement: &placement,
+            layout: &layout,
+            nodes: NodeModel {
+                overhead_ns: (self.delay.shift_s * 1e9).round() as u64,
+                // Bytes cost nothing: a task's delay is Δ + Exp, the whole round trip.
+                rates_bytes_per_s: vec![1e18; nodes as usize],
+                exp_mean_ns: (self.delay.exp_mean_s * 1e9).round() as u64,
+                // The proxy's thread is free the moment it cancels (section III-C).
+                cancel_in_service: true,
+                servers: self.slots,
+                slowdown: None,
+                outages: Vec::new(),
+            },
+            frontends: FrontendModel {
+                admission: AdmissionSettings { slots: Some(self.slots), mode: admission_mode },
+                ..FrontendModel::instant()
+            },
+            network_latency_ns: 0,
+            seed: self.seed,
+        };
+        let code_length = CodeLengthPolicy::new(
+            self.kind.clone(),
+            vec![self.code],
+            self.slots as u32,
+            self.admission,
+            &[self.delay],
+        )?;
+        let policy = FecRead::new(code_length, 0, &layout)?;
+        Ok(Engine::new(setup, vec![Box::new(policy)]).run(requests).records)
+    }
+}
+
+/// `count` reads arriving as a Poisson process of `rate_per_s`, each of a uniformly drawn stripe.
+pub fn poisson_reads(count: usize, rate_per_s: f64, seed: u64) -> Vec<ReadRequest> {
+    assert!(rate_per_s > 0.0 && rate_per_s.is_finite(), "a positive arrival rate");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut time_s = 0.0f64;
+    (0..count)
+        .map(|i| {
+            time_s += -(1.0 - rng.random::<f64>()).ln() / rate_per_s;
+            ReadRequest {
+                id: RequestId(i as u64),
+                object: ObjectId(0),
+                // Partition p is unit p mod k of stripe p / k: any of the stripe's partitions reads it whole.
+                partition: PartitionId(rng.random_range(0..STRIPES)),
+                offset: 0,
+                length: 1 << 20,
+                arrival_ns: (time_s * 1e9).round() as u64,
+            }
+        })
+        .collect()
+}
