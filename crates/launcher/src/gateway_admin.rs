@@ -163,6 +163,7 @@ mod tests {
                 degraded: false,
                 timed_out: false,
                 outcome: Outcome::Ok,
+                class: 0,
             },
             tasks: vec![TaskRecord {
                 node: NodeId(2),

@@ -137,6 +137,7 @@ impl Tally {
             degraded: false,
             timed_out: false,
             outcome,
+            class: 0,
         };
         let index = usize::try_from(request.id.0).expect("request ids are indices");
         let mut slots = self.slots.lock().expect("no task panics holding the lock");
@@ -270,6 +271,7 @@ mod tests {
                     offset: 0,
                     length: 100,
                     arrival_ns: ms * MS,
+                    class: 0,
                 })
                 .collect(),
         )

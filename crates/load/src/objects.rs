@@ -51,6 +51,7 @@ mod tests {
             offset: 0,
             length,
             arrival_ns: id,
+            class: 0,
         }
     }
 

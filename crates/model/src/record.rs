@@ -71,6 +71,9 @@ pub struct RequestRecord {
     pub timed_out: bool,
     /// How the request ended.
     pub outcome: Outcome,
+    /// The request's class ([`crate::ReadRequest::class`]).
+    #[serde(default)]
+    pub class: u8,
 }
 
 impl RequestRecord {
@@ -313,6 +316,7 @@ mod tests {
             degraded: false,
             timed_out: false,
             outcome: Outcome::Ok,
+            class: 0,
         }
     }
 

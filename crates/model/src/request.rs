@@ -21,4 +21,8 @@ pub struct ReadRequest {
     pub length: u64,
     /// When the request reaches a frontend.
     pub arrival_ns: u64,
+    /// Its class: an operation on one chunk size, with task delays of its own (FAST CLOUD's read
+    /// and write classes); 0 where there is one.
+    #[serde(default)]
+    pub class: u8,
 }

@@ -68,6 +68,7 @@ fn prepared() -> (PaperScale, OptLazy) {
                 offset: 0,
                 length: 32 * 1024,
                 arrival_ns: 0,
+                class: 0,
             };
             policy.plan(&mut view, 0, &request, &mut rng);
         }

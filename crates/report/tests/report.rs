@@ -31,6 +31,7 @@ fn request(id: u64, arrival_ms: u64, decided_ms: u64, completion_ms: u64, probes
         degraded: false,
         timed_out: false,
         outcome: Outcome::Ok,
+        class: 0,
     }
 }
 
@@ -411,6 +412,7 @@ fn records_csv_round_trips() {
         assert_eq!(row[column("tasks")].parse::<usize>().unwrap(), record.tasks.len());
         assert_eq!(row[column("probe_wait_ns")].parse::<u64>().unwrap(), r.probe_wait_ns);
         assert_eq!(row[column("decision_cpu_ns")].parse::<u64>().unwrap(), r.decision_cpu_ns);
+        assert_eq!(row[column("class")].parse::<u8>().unwrap(), r.class);
     }
     assert_eq!(&rows[3][column("outcome")], "failed");
     assert_eq!(&rows[3][column("latency_ns")], "", "a failed request has no latency");

@@ -57,10 +57,23 @@ pub struct NodeModel {
     /// Tasks a node serves at once (1: the FCFS node of Hu et al.; more: a key-value server whose
     /// tasks do not wait for each other, FAST CLOUD's backend).
     pub servers: usize,
+    /// Per request class, the fixed cost and exponential mean its tasks take instead of
+    /// `overhead_ns` and `exp_mean_ns` (FAST CLOUD's reads and writes); empty: every class alike.
+    /// A class past the end takes the node's own.
+    pub class_delays: Vec<ClassDelay>,
     /// A node made slower from a point in the run, if any.
     pub slowdown: Option<Slowdown>,
     /// Nodes down for a while: they fail the tasks they hold and every task that reaches them.
     pub outages: Vec<Outage>,
+}
+
+/// A request class's task delay: a fixed cost plus an exponential (see [`NodeModel::class_delays`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassDelay {
+    /// Fixed cost per task (Δ).
+    pub overhead_ns: u64,
+    /// Mean of the exponential part (1/μ; 0: none).
+    pub exp_mean_ns: u64,
 }
 
 /// Node `node` is down from `from_ns` until `until_ns` ([`NEVER`]: for good). Going down fails
@@ -277,6 +290,8 @@ struct Task {
     /// Whether the task is submitted to its frontend's admission pool and has not ended there.
     submitted: bool,
     bytes: u64,
+    /// Its request's class (which of the node model's class delays it takes).
+    class: u8,
     enqueue_ns: u64,
     start_ns: u64,
     finish_ns: u64,
@@ -802,6 +817,7 @@ impl<'a> Engine<'a> {
                 generation: 0,
                 submitted: false,
                 bytes: planned.length,
+                class: self.active[slot as usize].request.class,
                 enqueue_ns: NEVER,
                 start_ns: NEVER,
                 finish_ns: NEVER,
@@ -916,13 +932,17 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn service_ns(&mut self, node: u32, bytes: u64) -> u64 {
+    fn service_ns(&mut self, node: u32, bytes: u64, class: u8) -> u64 {
         let model = &self.setup.nodes;
-        let (overhead_ns, rate) = model.service_of(node, self.now_ns);
+        let (mut overhead_ns, rate) = model.service_of(node, self.now_ns);
+        let mut exp_mean_ns = model.exp_mean_ns;
+        if let Some(delay) = model.class_delays.get(usize::from(class)) {
+            (overhead_ns, exp_mean_ns) = (delay.overhead_ns, delay.exp_mean_ns);
+        }
         let mut ns = overhead_ns + (bytes as f64 * 1e9 / rate).round() as u64;
-        if model.exp_mean_ns > 0 {
+        if exp_mean_ns > 0 {
             let u: f64 = self.nodes[node as usize].rng.random();
-            ns += (-(1.0 - u).ln() * model.exp_mean_ns as f64).round() as u64;
+            ns += (-(1.0 - u).ln() * exp_mean_ns as f64).round() as u64;
         }
         ns
     }
@@ -940,8 +960,8 @@ impl<'a> Engine<'a> {
                 }
                 continue;
             }
-            let bytes = self.tasks[index as usize].bytes;
-            let service = self.service_ns(node_index, bytes);
+            let (bytes, class) = (self.tasks[index as usize].bytes, self.tasks[index as usize].class);
+            let service = self.service_ns(node_index, bytes, class);
             let task = &mut self.tasks[index as usize];
             task.state = TaskState::InService;
             task.start_ns = self.now_ns;
@@ -1137,6 +1157,7 @@ impl<'a> Engine<'a> {
             degraded: active.degraded,
             timed_out: execution.timed_out(),
             outcome: if execution.is_complete() { Outcome::Ok } else { Outcome::Failed },
+            class: active.request.class,
         };
         self.free_active.push(slot);
         self.write_record(record);

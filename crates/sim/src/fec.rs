@@ -6,7 +6,7 @@
 //!
 //! Must not: decide anything a policy or the execution core decides.
 
-use crate::{Engine, EngineSetup, FrontendModel, NodeModel};
+use crate::{ClassDelay, Engine, EngineSetup, FrontendModel, NodeModel};
 use codec::CodeSpec;
 use execution::{AdmissionMode, AdmissionSettings};
 use model::{CodeLayout, NodeId, ObjectId, PartitionId, Placement, ReadRequest, RecordLog, RequestId};
@@ -19,13 +19,21 @@ use rand_chacha::ChaCha8Rng;
 /// node as slots, where a task lands does not change its delay.
 const STRIPES: u32 = 32;
 
+/// One class of requests: its code and its task delays.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FecClassSetup {
+    /// k and the longest code.
+    pub code: ClassCode,
+    /// Task delays.
+    pub delay: DelayModel,
+}
+
 /// One FAST CLOUD run's setting.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FecSetup {
-    /// Task delays.
-    pub delay: DelayModel,
-    /// k and the longest code.
-    pub code: ClassCode,
+    /// The classes, by a request's `class`. They read one code, so they share k; the largest
+    /// n_max sets the code's n.
+    pub classes: Vec<FecClassSetup>,
     /// L.
     pub slots: usize,
     /// Blocking or non-blocking admission.
@@ -37,9 +45,23 @@ pub struct FecSetup {
 }
 
 impl FecSetup {
+    /// One class of `code` and `delay`.
+    pub fn one_class(
+        code: ClassCode,
+        delay: DelayModel,
+        slots: usize,
+        admission: Admission,
+        kind: CodeLengthKind,
+        seed: u64,
+    ) -> FecSetup {
+        FecSetup { classes: vec![FecClassSetup { code, delay }], slots, admission, kind, seed }
+    }
+
     /// Runs `requests` (from [`poisson_reads`]) and returns their records.
     pub fn run(&self, requests: &[ReadRequest]) -> Result<RecordLog, CodeLengthError> {
-        let (k, n_max) = (usize::from(self.code.k), usize::from(self.code.n_max));
+        let Some(first) = self.classes.first() else { return Err(CodeLengthError::NoClasses) };
+        let k = usize::from(first.code.k);
+        let n_max = self.classes.iter().map(|c| usize::from(c.code.n_max)).max().unwrap_or(k).max(k);
         // An (n_max, k) code: n_max − k parities (at least one, so an uncoded setting still has a code).
         let spec = CodeSpec::Rs { k, m: (n_max - k).max(1) };
         let units = spec.total_units() as u32;
@@ -47,6 +69,14 @@ impl FecSetup {
         let placement =
             Placement::new(spec, nodes, (0..nodes).map(NodeId).collect()).expect("a stripe's units on distinct nodes");
         let layout = CodeLayout::new(spec).expect("an RS layout");
+        let class_delays: Vec<ClassDelay> = self
+            .classes
+            .iter()
+            .map(|c| ClassDelay {
+                overhead_ns: (c.delay.shift_s * 1e9).round() as u64,
+                exp_mean_ns: (c.delay.exp_mean_s * 1e9).round() as u64,
+            })
+            .collect();
         let admission_mode = match self.admission {
             Admission::Blocking => AdmissionMode::Blocking,
             Admission::NonBlocking => AdmissionMode::NonBlocking,
@@ -55,13 +85,14 @@ impl FecSetup {
             placement: &placement,
             layout: &layout,
             nodes: NodeModel {
-                overhead_ns: (self.delay.shift_s * 1e9).round() as u64,
+                overhead_ns: class_delays[0].overhead_ns,
                 // Bytes cost nothing: a task's delay is Δ + Exp, the whole round trip.
                 rates_bytes_per_s: vec![1e18; nodes as usize],
-                exp_mean_ns: (self.delay.exp_mean_s * 1e9).round() as u64,
+                exp_mean_ns: class_delays[0].exp_mean_ns,
                 // The proxy's thread is free the moment it cancels (section III-C).
                 cancel_in_service: true,
                 servers: self.slots,
+                class_delays: class_delays.clone(),
                 slowdown: None,
                 outages: Vec::new(),
             },
@@ -72,26 +103,37 @@ impl FecSetup {
             network_latency_ns: 0,
             seed: self.seed,
         };
-        let code_length = CodeLengthPolicy::new(
-            self.kind.clone(),
-            vec![self.code],
-            self.slots as u32,
-            self.admission,
-            &[self.delay],
-        )?;
-        let policy = FecRead::new(code_length, 0, &layout)?;
+        let codes = self.classes.iter().map(|c| c.code).collect();
+        let delays: Vec<DelayModel> = self.classes.iter().map(|c| c.delay).collect();
+        let code_length = CodeLengthPolicy::new(self.kind.clone(), codes, self.slots as u32, self.admission, &delays)?;
+        let policy = FecRead::new(code_length, &layout)?;
         Ok(Engine::new(setup, vec![Box::new(policy)]).run(requests).records)
     }
 }
 
 /// `count` reads arriving as a Poisson process of `rate_per_s`, each of a uniformly drawn stripe.
 pub fn poisson_reads(count: usize, rate_per_s: f64, seed: u64) -> Vec<ReadRequest> {
+    poisson_mix(count, rate_per_s, &[1.0], seed)
+}
+
+/// [`poisson_reads`] of several classes: each request is of class i with probability
+/// `class_shares[i]` (normalised), so class i arrives as a Poisson process of its share of
+/// `rate_per_s`.
+pub fn poisson_mix(count: usize, rate_per_s: f64, class_shares: &[f64], seed: u64) -> Vec<ReadRequest> {
     assert!(rate_per_s > 0.0 && rate_per_s.is_finite(), "a positive arrival rate");
+    assert!(!class_shares.is_empty() && class_shares.iter().all(|s| *s >= 0.0), "class shares");
+    let total: f64 = class_shares.iter().sum();
+    assert!(total > 0.0, "some class arrives");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut time_s = 0.0f64;
     (0..count)
         .map(|i| {
             time_s += -(1.0 - rng.random::<f64>()).ln() / rate_per_s;
+            let mut draw = rng.random::<f64>() * total;
+            let class = class_shares.iter().position(|&share| {
+                draw -= share;
+                draw < 0.0
+            });
             ReadRequest {
                 id: RequestId(i as u64),
                 object: ObjectId(0),
@@ -100,6 +142,7 @@ pub fn poisson_reads(count: usize, rate_per_s: f64, seed: u64) -> Vec<ReadReques
                 offset: 0,
                 length: 1 << 20,
                 arrival_ns: (time_s * 1e9).round() as u64,
+                class: class.unwrap_or(class_shares.len() - 1) as u8,
             }
         })
         .collect()

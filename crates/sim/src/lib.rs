@@ -40,7 +40,7 @@ pub mod fec;
 pub mod scripted;
 
 pub use config::{ClusterConfig, ConfigError, FrontendConfig, OutageConfig, SimConfig, SlowNodeConfig};
-pub use engine::{Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel, Outage, Slowdown};
+pub use engine::{ClassDelay, Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel, Outage, Slowdown};
 
 use codec::CodeSpec;
 use config::us;
@@ -124,6 +124,7 @@ pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: 
             exp_mean_ns: us(config.cluster.exp_mean_us),
             cancel_in_service: config.cluster.cancel_in_service,
             servers: config.cluster.servers_per_node as usize,
+            class_delays: Vec::new(),
             slowdown: config.cluster.slow_node.map(|slow| Slowdown {
                 node: slow.node,
                 from_ns: slow.from_ms.saturating_mul(model::NANOS_PER_SECOND / 1000),

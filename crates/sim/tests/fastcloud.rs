@@ -6,7 +6,7 @@
 use model::{NEVER, ReadRequest, RecordLog};
 use optimize::fec_model::{Admission, DelayModel, FecClass};
 use policy::fec::{BacklogMeasure, ClassCode, CodeLengthKind};
-use sim::fec::{FecSetup, poisson_reads};
+use sim::fec::{FecClassSetup, FecSetup, poisson_mix, poisson_reads};
 
 const SLOTS: usize = 16;
 const CODE: ClassCode = ClassCode { k: 3, n_max: 6 };
@@ -21,8 +21,7 @@ fn class() -> FecClass {
 }
 
 fn run(kind: CodeLengthKind, requests: &[ReadRequest]) -> RecordLog {
-    let setup =
-        FecSetup { delay: read_delay(), code: CODE, slots: SLOTS, admission: Admission::NonBlocking, kind, seed: 3 };
+    let setup = FecSetup::one_class(CODE, read_delay(), SLOTS, Admission::NonBlocking, kind, 3);
     setup.run(requests).unwrap()
 }
 
@@ -109,4 +108,32 @@ fn adaptive_codes_stay_stable_where_the_longest_fixed_code_is_not() {
     let greedy = mean_latency_s(&run(CodeLengthKind::Greedy, &requests));
     assert!(longest > 10.0 * uncoded, "fixed (6,3) past its capacity: {longest} s vs {uncoded} s");
     assert!(bafec < 1.3 * uncoded && greedy < 1.3 * uncoded, "bafec {bafec} s, greedy {greedy} s, (3,3) {uncoded} s");
+}
+
+#[test]
+fn each_class_takes_its_own_task_delays() {
+    // Reads and writes of the paper's fits at low load, (3,3) for both: each class's mean is its
+    // own D_s(3,3): 205.8 ms for reads, 161.7 ms for writes.
+    let write_delay = DelayModel::new(0.114, 0.026).unwrap();
+    let classes =
+        vec![FecClassSetup { code: CODE, delay: read_delay() }, FecClassSetup { code: CODE, delay: write_delay }];
+    let kind = CodeLengthKind::Fixed { n: vec![3, 3] };
+    let setup = FecSetup { classes, slots: SLOTS, admission: Admission::NonBlocking, kind, seed: 4 };
+    let records = setup.run(&poisson_mix(40_000, 2.0, &[0.5, 0.5], 8)).unwrap();
+    for (class, delay) in [(0u8, read_delay()), (1, write_delay)] {
+        let latencies: Vec<f64> = records
+            .requests()
+            .iter()
+            .filter(|r| r.class == class)
+            .map(|r| (r.completion_ns - r.arrival_ns) as f64 / 1e9)
+            .collect();
+        assert!((19_000..21_000).contains(&latencies.len()), "class {class}: {}", latencies.len());
+        let mean = latencies.iter().sum::<f64>() / latencies.len() as f64;
+        let model = FecClass { delay, ..class_of(read_delay()) }.service_delay_s(3);
+        assert!((mean / model - 1.0).abs() < 0.02, "class {class}: {mean} s, D_s {model} s");
+    }
+}
+
+fn class_of(delay: DelayModel) -> FecClass {
+    FecClass { delay, k: 3, slots: SLOTS, admission: Admission::NonBlocking }
 }

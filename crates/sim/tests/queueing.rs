@@ -62,6 +62,7 @@ fn poisson_requests(count: usize, rate_per_ns: f64, seed: u64) -> Vec<ReadReques
                 offset: 0,
                 length: 1,
                 arrival_ns: time as u64,
+                class: 0,
             }
         })
         .collect()
@@ -102,6 +103,7 @@ fn run(shape: Shape, requests: &[ReadRequest]) -> model::RecordLog {
             exp_mean_ns,
             cancel_in_service: true,
             servers,
+            class_delays: Vec::new(),
             slowdown: None,
             outages: Vec::new(),
         },

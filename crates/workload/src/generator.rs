@@ -212,6 +212,7 @@ pub fn generate(config: &WasLikeConfig, seed: u64) -> Result<Workload, String> {
             offset: location.offset,
             length: location.size,
             arrival_ns,
+            class: 0,
         });
         assert!(requests.len() as u64 <= MAX_REQUESTS, "request bound");
     }

@@ -191,6 +191,7 @@ pub fn trace_workload(trace: &Trace, partitions: u32, seed: u64) -> Result<Workl
                 offset,
                 length: r.size,
                 arrival_ns: r.time_ns - origin,
+                class: 0,
             }
         })
         .collect();

@@ -3,8 +3,9 @@
 //!
 //! Must not: measure anything; everything comes from the summaries of records.
 
+use super::classes::{MIX_LOADS, MIXES};
 use super::table1::{COLUMNS, Cell};
-use super::{ADAPTIVE_LOADS, AdaptiveRow, CapacityRow, PaperFinding, best_fixed, read_class, row};
+use super::{ADAPTIVE_LOADS, AdaptiveRow, CapacityRow, GridRow, MixRow, PaperFinding, best_fixed, read_class, row};
 use optimize::fec_model::{Admission, BacklogThresholds, DelayModel, FecClass};
 
 fn finding(id: &'static str, claim: &str, paper: &str, measured: String, holds: Option<bool>) -> PaperFinding {
@@ -245,5 +246,111 @@ pub(super) fn records(violations: u64, most_in_flight: u32, runs: usize) -> Pape
         "section III-C",
         format!("{violations} violations in {runs} runs; at most {most_in_flight} tasks in flight (L = 16 runs)"),
         Some(violations == 0 && most_in_flight <= 16),
+    )
+}
+
+/// FC7 (two classes), FC8 and FC9: the layers of Fig. 8, MBAFEC against Greedy (Figs. 10, 11).
+pub(super) fn two_classes(grid: &[GridRow], mixes: &[MixRow]) -> Vec<PaperFinding> {
+    let mut findings = vec![layers(grid)];
+    let mix_row = |share: f64, load: f64, policy: &str| {
+        mixes.iter().find(|r| r.read_share == share && r.load == load && r.policy == policy).expect("every mix ran")
+    };
+    let best_fixed_read_tail = |share: f64, load: f64| {
+        mixes
+            .iter()
+            .filter(|r| r.read_share == share && r.load == load && r.stable && r.policy.starts_with('('))
+            .map(|r| r.read.p999_s)
+            .min_by(f64::total_cmp)
+            .unwrap_or(f64::NAN)
+    };
+    let mid = 0.5;
+    let mut tails = Vec::new();
+    let mut no_worse = true;
+    for share in MIXES {
+        let (mbafec, greedy) = (mix_row(share, mid, "mbafec").read.p999_s, mix_row(share, mid, "greedy").read.p999_s);
+        no_worse &= mbafec <= greedy;
+        let best = best_fixed_read_tail(share, mid);
+        tails.push(format!("α_read {share}: MBAFEC {:.2}×, Greedy {:.2}×", mbafec / best, greedy / best));
+    }
+    findings.push(finding(
+        "FC9",
+        "read p99.9 at mid load (0.5 C_α): MBAFEC no worse than Greedy in each mix (read-heavy, balanced, write-heavy)",
+        "MBAFEC 1.5× / 1.8× / 2.4× the best fixed pair, Greedy 2.9× / 3.7× / 4.2× (Fig. 10)",
+        format!("read p99.9 ÷ best fixed pair: {}", tails.join("; ")),
+        Some(no_worse),
+    ));
+    let balanced = 0.5;
+    let (mut reads_more, mut greedy_alike, mut lines) = (true, true, Vec::new());
+    for load in MIX_LOADS {
+        let (m, g) = (mix_row(balanced, load, "mbafec"), mix_row(balanced, load, "greedy"));
+        let strictly = (0.3..=0.7).contains(&load);
+        reads_more &= if strictly { m.read.mean_n > m.write.mean_n } else { m.read.mean_n >= m.write.mean_n };
+        greedy_alike &= (g.read.mean_n - g.write.mean_n).abs() <= 0.1;
+        lines.push(format!(
+            "{load}: MBAFEC n_read {:.2} n_write {:.2}, Greedy {:.2} / {:.2}",
+            m.read.mean_n, m.write.mean_n, g.read.mean_n, g.write.mean_n
+        ));
+    }
+    findings.push(finding(
+        "FC7",
+        "two classes, balanced: MBAFEC reads more aggressively than writes (mean n_read ≥ n_write, > at 0.3-0.7 C_α); \
+         Greedy treats them alike (|n_read − n_write| ≤ 0.1)",
+        "Fig. 11: MBAFEC differs by class, Greedy identical for reads and writes",
+        lines.join("; "),
+        Some(reads_more && greedy_alike),
+    ));
+    let writes_long = |policy: &str| {
+        [0.7, 0.9]
+            .map(|load| format!("{:.0} %", mix_row(balanced, load, policy).write.share_n_at_least_5 * 100.0))
+            .join(" / ")
+    };
+    findings.push(finding(
+        "FC7",
+        "writes with n ≥ 5 at high load, balanced mix",
+        "MBAFEC gives fewer writes n ≥ 5 than Greedy at 80-100 % utilisation (Fig. 11)",
+        format!(
+            "at 0.7 / 0.9 C_α: MBAFEC {}, Greedy {} (the paper's backlog measure is unknown)",
+            writes_long("mbafec"),
+            writes_long("greedy")
+        ),
+        None,
+    ));
+    findings
+}
+
+/// FC8: Fig. 8's layers — writes drop redundancy before reads, and the best pair does not grow
+/// outwards.
+fn layers(grid: &[GridRow]) -> PaperFinding {
+    let decided: Vec<&GridRow> = grid.iter().filter(|r| r.best.is_some()).collect();
+    let writes_first = decided.iter().filter(|r| r.best.is_some_and(|(read, write)| write <= read)).count();
+    // Outwards along each row (more writes) and each column (more reads), neither n may grow.
+    let (mut steps, mut violations) = (0, 0);
+    let at = |read: f64, write: f64| {
+        grid.iter()
+            .find(|r| (r.read_load - read).abs() < 1e-9 && (r.write_load - write).abs() < 1e-9)
+            .and_then(|r| r.best)
+    };
+    for row in &decided {
+        let (read, write) = (row.read_load, row.write_load);
+        for next in [at(read + 0.1, write), at(read, write + 0.1)].into_iter().flatten() {
+            let here = row.best.expect("decided");
+            steps += 1;
+            violations += usize::from(next.0 > here.0 || next.1 > here.1);
+        }
+    }
+    let share = writes_first as f64 / decided.len().max(1) as f64;
+    let violation_share = violations as f64 / steps.max(1) as f64;
+    finding(
+        "FC8",
+        "two classes (published read and write fits), λ/C from 0.05 to 0.95 each: the best fixed pair has n_write ≤ \
+         n_read at ≥ 90 % of stable points, and neither n grows outwards along rows and columns (≤ 10 % of steps)",
+        "Fig. 8: layers nearly hyperplanes, most redundancy nearest the origin, n_write drops before n_read (Corollary 1)",
+        format!(
+            "n_write ≤ n_read at {writes_first} of {} points ({:.0} %); {violations} of {steps} outward steps grow an n ({:.0} %)",
+            decided.len(),
+            share * 100.0,
+            violation_share * 100.0
+        ),
+        Some(share >= 0.9 && violation_share <= 0.1),
     )
 }

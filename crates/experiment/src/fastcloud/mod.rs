@@ -9,6 +9,7 @@
 //! where the paper leaves one open (the backlog measure, the run lengths) it is named here and the
 //! alternatives are run side by side.
 
+pub mod classes;
 pub mod point;
 pub mod table1;
 
@@ -111,6 +112,10 @@ enum Job {
     Adaptive { policy: usize, load: usize, seed: u64 },
     /// Fixed code n in saturation (arrivals at three times its model capacity).
     Capacity { n: usize },
+    /// Fig. 8: read load step `read`, write load step `write`, fixed pair index `pair`.
+    Grid { read: usize, write: usize, pair: usize },
+    /// Figs. 10, 11: read share index `mix`, load index `load`, policy index `policy`.
+    Mix { mix: usize, load: usize, policy: usize, seed: u64 },
 }
 
 /// What the experiment produced.
@@ -139,6 +144,93 @@ struct Summary {
     /// [policy][load], seeds pooled per point by averaging means and taking the worst p99.9.
     adaptive: Vec<AdaptiveRow>,
     capacity: Vec<CapacityRow>,
+    /// Fig. 8: the best fixed pair at each pair of rates.
+    grid: Vec<GridRow>,
+    /// Figs. 10, 11: every policy at every mix and load, seeds averaged.
+    mixes: Vec<MixRow>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct GridRow {
+    read_load: f64,
+    write_load: f64,
+    /// The stable pair (n_read, n_write) of the least mean latency, if any was stable.
+    best: Option<(u16, u16)>,
+    best_mean_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct MixRow {
+    read_share: f64,
+    load: f64,
+    policy: String,
+    read: classes::ClassStats,
+    write: classes::ClassStats,
+    mean_s: f64,
+    stable: bool,
+}
+
+fn grid_rows(jobs: &[Job], points: &[classes::ClassPoint]) -> Vec<GridRow> {
+    let mut rows = Vec::new();
+    for read in 0..classes::GRID_STEPS {
+        for write in 0..classes::GRID_STEPS - read {
+            let best = jobs
+                .iter()
+                .zip(points)
+                .filter_map(|(job, point)| match *job {
+                    Job::Grid { read: r, write: w, pair } if r == read && w == write && point.stable => {
+                        Some((classes::fixed_pairs()[pair], point.mean_s))
+                    }
+                    _ => None,
+                })
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            rows.push(GridRow {
+                read_load: classes::grid_load(read),
+                write_load: classes::grid_load(write),
+                best: best.map(|b| b.0),
+                best_mean_s: best.map_or(f64::NAN, |b| b.1),
+            });
+        }
+    }
+    rows
+}
+
+fn mix_rows(jobs: &[Job], points: &[classes::ClassPoint]) -> Vec<MixRow> {
+    let policies = classes::mix_policies();
+    let mut rows = Vec::new();
+    for (mix, &read_share) in classes::MIXES.iter().enumerate() {
+        for (load, &fraction) in classes::MIX_LOADS.iter().enumerate() {
+            for (policy, (name, _)) in policies.iter().enumerate() {
+                let of_point: Vec<&classes::ClassPoint> = jobs
+                    .iter()
+                    .zip(points)
+                    .filter(|(job, _)| matches!(job, Job::Mix { mix: m, load: l, policy: p, .. } if *m == mix && *l == load && *p == policy))
+                    .map(|(_, point)| point)
+                    .collect();
+                let count = of_point.len() as f64;
+                let average = |class: usize, f: fn(&classes::ClassStats) -> f64| {
+                    of_point.iter().map(|p| f(&p.classes[class])).sum::<f64>() / count
+                };
+                let stats = |class: usize| classes::ClassStats {
+                    requests: of_point.iter().map(|p| p.classes[class].requests).sum(),
+                    mean_s: average(class, |s| s.mean_s),
+                    p999_s: average(class, |s| s.p999_s),
+                    mean_n: average(class, |s| s.mean_n),
+                    share_n_at_least_5: average(class, |s| s.share_n_at_least_5),
+                };
+                rows.push(MixRow {
+                    read_share,
+                    load: fraction,
+                    policy: name.clone(),
+                    read: stats(classes::READ),
+                    write: stats(classes::WRITE),
+                    mean_s: of_point.iter().map(|p| p.mean_s).sum::<f64>() / count,
+                    stable: of_point.iter().all(|p| p.stable),
+                });
+            }
+        }
+    }
+    rows
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -166,7 +258,7 @@ fn read_class() -> FecClass {
 }
 
 fn setup(delay: DelayModel, slots: usize, admission: Admission, kind: CodeLengthKind, seed: u64) -> FecSetup {
-    FecSetup { delay, code: CODE, slots, admission, kind, seed }
+    FecSetup::one_class(CODE, delay, slots, admission, kind, seed)
 }
 
 /// What a job measured.
@@ -174,6 +266,8 @@ enum Measured {
     Point(Point),
     /// Saturated throughput, requests per second.
     Throughput(f64),
+    /// A two-class run.
+    Classes(classes::ClassPoint),
 }
 
 fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
@@ -189,7 +283,33 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
             seed,
         )?));
     }
-    run_point_job(job, options).map(Measured::Point)
+    let requests = options.requests_per_point();
+    match *job {
+        Job::Grid { read, write, pair } => {
+            let (read_rate, write_rate) = (
+                classes::grid_load(read) * classes::class_capacity_per_s(classes::READ),
+                classes::grid_load(write) * classes::class_capacity_per_s(classes::WRITE),
+            );
+            let (n_read, n_write) = classes::fixed_pairs()[pair];
+            let setup = classes::setup(CodeLengthKind::Fixed { n: vec![n_read, n_write] }, options.first_seed);
+            let seed = options.first_seed * 1_000 + (read * classes::GRID_STEPS + write) as u64;
+            let rate = read_rate + write_rate;
+            classes::run(&setup, rate, read_rate / rate, requests, seed).map(Measured::Classes)
+        }
+        Job::Mix { mix, load, policy, seed } => {
+            let setup = classes::setup(classes::mix_policies()[policy].1.clone(), seed);
+            let rate = classes::MIX_LOADS[load] * mix_capacity_per_s(classes::MIXES[mix]);
+            let arrivals_seed = seed * 1_000 + (mix * classes::MIX_LOADS.len() + load) as u64;
+            classes::run(&setup, rate, classes::MIXES[mix], requests, arrivals_seed).map(Measured::Classes)
+        }
+        _ => run_point_job(job, options).map(Measured::Point),
+    }
+}
+
+/// C_α = L / Σ α_i u_i(k): the uncoded capacity of a mix with `read_share` reads.
+fn mix_capacity_per_s(read_share: f64) -> f64 {
+    let usage = |delay: DelayModel| FecClass { delay, ..read_class() }.usage_s(usize::from(CODE.k));
+    SLOTS as f64 / (read_share * usage(read_delay()) + (1.0 - read_share) * usage(write_delay()))
 }
 
 fn run_point_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Point> {
@@ -201,7 +321,7 @@ fn run_point_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Point>
             let rate = table1::LOADS[load] * class.capacity_per_s(n);
             let kind = CodeLengthKind::Fixed { n: vec![n as u16] };
             let code = ClassCode { k: 3, n_max: n as u16 };
-            let setup = FecSetup { delay: class.delay, code, slots, admission, kind, seed };
+            let setup = FecSetup::one_class(code, class.delay, slots, admission, kind, seed);
             run_point(&setup, rate, requests, seed * 1_000 + load as u64)
         }
         Job::Adaptive { policy, load, seed } => {
@@ -215,7 +335,7 @@ fn run_point_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Point>
                 seed * 1_000 + load as u64,
             )
         }
-        Job::Capacity { .. } => unreachable!("run_job measures capacity"),
+        Job::Capacity { .. } | Job::Grid { .. } | Job::Mix { .. } => unreachable!("run_job runs these"),
     }
 }
 
@@ -234,6 +354,16 @@ fn label(job: &Job) -> String {
             format!("{} at {} C(3,3), seed {seed}", adaptive_policies()[policy].0, ADAPTIVE_LOADS[load])
         }
         Job::Capacity { n } => format!("({n},3) saturated"),
+        Job::Grid { read, write, pair } => {
+            let (r, w) = classes::fixed_pairs()[pair];
+            format!("({r},{w}) at reads {:.2}, writes {:.2}", classes::grid_load(read), classes::grid_load(write))
+        }
+        Job::Mix { mix, load, policy, seed } => format!(
+            "{} at {} C with {} reads, seed {seed}",
+            classes::mix_policies()[policy].0,
+            classes::MIX_LOADS[load],
+            classes::MIXES[mix]
+        ),
     }
 }
 
@@ -250,6 +380,19 @@ fn jobs(options: &FastcloudOptions) -> Vec<Job> {
         }
     }
     jobs.extend((3..=6).map(|n| Job::Capacity { n }));
+    // Fig. 8's grid, where (3,3) can be stable (λ_read/C_read + λ_write/C_write ≤ 1), one seed.
+    for read in 0..classes::GRID_STEPS {
+        for write in 0..classes::GRID_STEPS - read {
+            jobs.extend((0..classes::fixed_pairs().len()).map(|pair| Job::Grid { read, write, pair }));
+        }
+    }
+    for seed in options.seeds() {
+        for mix in 0..classes::MIXES.len() {
+            for load in 0..classes::MIX_LOADS.len() {
+                jobs.extend((0..classes::mix_policies().len()).map(|policy| Job::Mix { mix, load, policy, seed }));
+            }
+        }
+    }
     jobs
 }
 
@@ -271,8 +414,14 @@ pub fn run(
     let mut capacity = Vec::new();
     let mut point_jobs = Vec::new();
     let mut points = Vec::new();
+    let mut class_jobs = Vec::new();
+    let mut class_points = Vec::new();
     for (job, measured) in jobs.into_iter().zip(measured) {
         match (measured, &job) {
+            (Measured::Classes(point), _) => {
+                class_jobs.push(job);
+                class_points.push(point);
+            }
             (Measured::Throughput(simulated_per_s), Job::Capacity { n }) => capacity.push(CapacityRow {
                 n: *n,
                 model_capacity_per_s: read_class().capacity_per_s(*n),
@@ -286,6 +435,8 @@ pub fn run(
         }
     }
     let jobs = point_jobs;
+    let grid = grid_rows(&class_jobs, &class_points);
+    let mixes = mix_rows(&class_jobs, &class_points);
     let seeds = options.seeds();
     let table_cells = table_cells(&jobs, &points);
     let adaptive = adaptive_rows(&jobs, &points, seeds.len());
@@ -305,17 +456,21 @@ pub fn run(
         table_1: table_cells,
         adaptive,
         capacity,
+        grid,
+        mixes,
     };
     let mut findings = judge::closed_forms(&summary.read_thresholds);
     findings.push(judge::table_1(&summary.table_1));
     findings.push(judge::capacity(&summary.capacity));
     findings.extend(judge::low_load(&summary.adaptive));
     findings.extend(judge::adaptive(&summary.adaptive));
+    findings.extend(judge::two_classes(&summary.grid, &summary.mixes));
     findings.push(judge::records(violations, most_in_flight, points.len()));
     let table_markdown = table1::markdown(&summary.table_1);
     let adaptive_markdown = adaptive_markdown(&summary.adaptive);
     let files = write(out_dir, options, &summary, &findings, &table_markdown, &adaptive_markdown)?;
-    Ok(FastcloudOutcome { findings, table_markdown, adaptive_markdown, files, runs: points.len() + 4 })
+    let runs = points.len() + summary.capacity.len() + class_points.len();
+    Ok(FastcloudOutcome { findings, table_markdown, adaptive_markdown, files, runs })
 }
 
 fn table_cells(jobs: &[Job], points: &[Point]) -> Vec<table1::Cell> {
@@ -410,6 +565,61 @@ fn adaptive_markdown(rows: &[AdaptiveRow]) -> String {
     text + "\n"
 }
 
+/// Fig. 8 as a map (best pair per cell) and Figs. 10/11 as tables.
+fn classes_markdown(grid: &[GridRow], mixes: &[MixRow]) -> String {
+    let mut text = String::from(
+        "## Fig. 8: the best fixed pair (n_read, n_write) by load\n\nRows: λ_write / C_write; columns: λ_read / C_read; \
+         `-` where no pair was stable.\n\n| writes \\ reads |",
+    );
+    for step in 0..classes::GRID_STEPS {
+        text += &format!(" {:.2} |", classes::grid_load(step));
+    }
+    text += "\n|---|";
+    text += &"---|".repeat(classes::GRID_STEPS);
+    for write in (0..classes::GRID_STEPS).rev() {
+        text += &format!("\n| {:.2} |", classes::grid_load(write));
+        for read in 0..classes::GRID_STEPS {
+            let cell = grid.iter().find(|r| {
+                (r.read_load - classes::grid_load(read)).abs() < 1e-9
+                    && (r.write_load - classes::grid_load(write)).abs() < 1e-9
+            });
+            text += &match cell.and_then(|c| c.best) {
+                Some((r, w)) => format!(" ({r},{w}) |"),
+                None if cell.is_some() => " - |".to_owned(),
+                None => " |".to_owned(),
+            };
+        }
+    }
+    text += "\n\n## Figs. 10, 11: MBAFEC and Greedy against the best fixed pair\n\nPer mix and load (fraction of C_α): read \
+             and write mean / p99.9 in ms and mean n; the best stable fixed pair's read p99.9 for comparison.\n\n\
+             | α_read | load | policy | read mean / p99.9, n | write mean / p99.9, n | best fixed read p99.9 |\n|---|---|---|---|---|---|";
+    for share in classes::MIXES {
+        for load in classes::MIX_LOADS {
+            let best = mixes
+                .iter()
+                .filter(|r| r.read_share == share && r.load == load && r.stable && r.policy.starts_with('('))
+                .min_by(|a, b| a.read.p999_s.total_cmp(&b.read.p999_s));
+            for policy in ["mbafec", "greedy"] {
+                let Some(r) = mixes.iter().find(|r| r.read_share == share && r.load == load && r.policy == policy)
+                else {
+                    continue;
+                };
+                text += &format!(
+                    "\n| {share} | {load} | {policy} | {:.0} / {:.0}, {:.2} | {:.0} / {:.0}, {:.2} | {} |",
+                    r.read.mean_s * 1e3,
+                    r.read.p999_s * 1e3,
+                    r.read.mean_n,
+                    r.write.mean_s * 1e3,
+                    r.write.p999_s * 1e3,
+                    r.write.mean_n,
+                    best.map_or("-".to_owned(), |b| format!("{:.0} {}", b.read.p999_s * 1e3, b.policy)),
+                );
+            }
+        }
+    }
+    text + "\n"
+}
+
 fn write(
     out_dir: &Path,
     options: &FastcloudOptions,
@@ -429,8 +639,10 @@ fn write(
     put("summary.json", serde_json::to_string_pretty(summary)? + "\n")?;
     put("table-1.md", format!("# Table I: |D_sim − D̃| / D̃ in percent, lowtail [paper]\n\n{table_markdown}"))?;
     put("adaptive.md", format!("# BAFEC and Greedy against fixed codes (Figs. 6, 7)\n\n{adaptive_markdown}"))?;
+    let classes_markdown = classes_markdown(&summary.grid, &summary.mixes);
+    put("classes.md", format!("# Two classes: reads and writes\n\n{classes_markdown}"))?;
     let mut plots = plots(out_dir, &summary.adaptive, options.png)?;
-    let html = report_html(findings, table_markdown, adaptive_markdown, &plots);
+    let html = report_html(findings, table_markdown, &format!("{adaptive_markdown}\n{classes_markdown}"), &plots);
     put("report.html", html)?;
     files.append(&mut plots);
     Ok(files)

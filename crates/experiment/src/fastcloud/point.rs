@@ -63,7 +63,9 @@ impl Point {
 pub fn run_point(setup: &FecSetup, rate_per_s: f64, requests: usize, workload_seed: u64) -> anyhow::Result<Point> {
     let reads = poisson_reads(requests, rate_per_s, workload_seed);
     let records = setup.run(&reads)?;
-    Ok(reduce(&records, usize::from(setup.code.k), usize::from(setup.code.n_max), setup.slots))
+    let k = usize::from(setup.classes[0].code.k);
+    let n_max = setup.classes.iter().map(|c| usize::from(c.code.n_max)).max().unwrap_or(k);
+    Ok(reduce(&records, k, n_max, setup.slots))
 }
 
 fn reduce(records: &RecordLog, k: usize, n_max: usize, slots: usize) -> Point {

@@ -290,6 +290,7 @@ mod tests {
                 degraded: true,
                 timed_out: false,
                 outcome: Outcome::Ok,
+                class: 0,
             },
             tasks: vec![TaskRecord {
                 node: NodeId(0),

@@ -323,6 +323,7 @@ pub(crate) mod tests {
             offset: 0,
             length,
             arrival_ns: id * 1000,
+            class: 0,
         }
     }
 

@@ -557,6 +557,7 @@ impl Controller {
                 degraded,
                 timed_out,
                 outcome: if result.is_ok() { Outcome::Ok } else { Outcome::Failed },
+                class: 0,
             },
             tasks,
         });
@@ -604,6 +605,7 @@ impl Controller {
                 degraded: read.degraded,
                 timed_out: false,
                 outcome: if read.served { Outcome::Ok } else { Outcome::Failed },
+                class: 0,
             },
             tasks: Vec::new(),
         });
@@ -654,6 +656,7 @@ impl Controller {
                     offset,
                     length,
                     arrival_ns,
+                    class: 0,
                 };
                 // One generator per request: concurrent decisions cannot shift each other's draws
                 // between announcing probes and planning.

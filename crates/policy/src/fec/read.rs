@@ -9,23 +9,22 @@ use crate::{ClusterView, ReadPolicy};
 use model::{CodeLayout, DecodeAt, PlannedTask, Quorum, ReadPlan, ReadRequest, ReconstructionTopology, TaskRole};
 use rand::RngCore;
 
-/// The read policy (one per frontend).
+/// The read policy (one per frontend). A request's `class` picks its class of `code_length`.
 #[derive(Clone, Debug)]
 pub struct FecRead {
     code_length: CodeLengthPolicy,
-    /// The class of the reads (its k is the code's).
-    class: usize,
 }
 
 impl FecRead {
-    /// Reads of `class` of `code_length` on stripes of `layout`: the class's k must be the
-    /// code's k, and its n_max at most the code's n.
-    pub fn new(code_length: CodeLengthPolicy, class: usize, layout: &CodeLayout) -> Result<FecRead, CodeLengthError> {
-        let Some(&code) = code_length.classes().get(class) else { return Err(CodeLengthError::NoClasses) };
-        if usize::from(code.k) != layout.data_units() || usize::from(code.n_max) > layout.total_units() {
-            return Err(CodeLengthError::BadClass { class, k: code.k, n_max: code.n_max });
+    /// Reads by `code_length` on stripes of `layout`: every class's k must be the code's k, and
+    /// its n_max at most the code's n.
+    pub fn new(code_length: CodeLengthPolicy, layout: &CodeLayout) -> Result<FecRead, CodeLengthError> {
+        for (class, code) in code_length.classes().iter().enumerate() {
+            if usize::from(code.k) != layout.data_units() || usize::from(code.n_max) > layout.total_units() {
+                return Err(CodeLengthError::BadClass { class, k: code.k, n_max: code.n_max });
+            }
         }
-        Ok(FecRead { code_length, class })
+        Ok(FecRead { code_length })
     }
 
     /// The code-length policy, for its thresholds and name.
@@ -46,8 +45,11 @@ impl ReadPolicy for FecRead {
         request: &ReadRequest,
         _rng: &mut dyn RngCore,
     ) -> ReadPlan {
-        let k = self.code_length.classes()[self.class].k;
-        let n = self.code_length.code_length(&view.frontend_state(), self.class);
+        let class = usize::from(request.class);
+        let classes = self.code_length.classes();
+        assert!(class < classes.len(), "request class {class} of {} configured", classes.len());
+        let k = classes[class].k;
+        let n = self.code_length.code_length(&view.frontend_state(), class);
         let placement = view.placement();
         let stripe = placement.locate(request.partition).stripe;
         // Data units first: when they are among the first k, nothing is decoded.

@@ -75,6 +75,7 @@ fn request(partition: u32, length: u64) -> ReadRequest {
         offset: 100,
         length,
         arrival_ns: 0,
+        class: 0,
     }
 }
 

@@ -1,0 +1,122 @@
+//! Two classes, reads and writes, with the paper's 1 MB fits (section VI): the grid of Fig. 8 (the
+//! best of the 16 fixed code pairs at each pair of rates), and MBAFEC and Greedy against the best
+//! fixed pair at three mixes (Figs. 10 and 11). Writes are modelled as the paper's analysis does:
+//! n tasks, done at the k-th, the rest cancelled (section III-C), with the write fit's delays.
+//!
+//! Must not: judge (that is `judge`); everything here is runs and their per-class statistics.
+
+use super::point::grew;
+use super::{CODE, SLOTS, read_delay, write_delay};
+use model::RecordLog;
+use optimize::fec_model::Admission;
+use policy::fec::{BacklogMeasure, CodeLengthKind};
+use report::Sample;
+use serde::Serialize;
+use sim::fec::{FecClassSetup, FecSetup, poisson_mix};
+
+/// Class index of reads.
+pub const READ: usize = 0;
+/// Class index of writes.
+pub const WRITE: usize = 1;
+/// Read shares α_read of Figs. 10 and 11 (read-heavy, balanced, write-heavy).
+pub const MIXES: [f64; 3] = [0.9, 0.5, 0.1];
+/// Loads of the mixes, as fractions of the uncoded capacity C_α = L / Σ α_i u_i(k).
+pub const MIX_LOADS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
+/// Grid steps of Fig. 8: λ_read/C_read and λ_write/C_write at 0.05, 0.15, …, 0.95.
+pub const GRID_STEPS: usize = 10;
+
+/// The uncoded capacity of one class alone, L / (k(Δ + 1/μ)): 38.1 req/s for both fits.
+pub fn class_capacity_per_s(class: usize) -> f64 {
+    let delay = if class == READ { read_delay() } else { write_delay() };
+    SLOTS as f64 / (f64::from(CODE.k) * delay.mean_s())
+}
+
+/// A grid coordinate: 0.05 + 0.1·step.
+pub fn grid_load(step: usize) -> f64 {
+    0.05 + 0.1 * step as f64
+}
+
+/// The 16 fixed pairs (n_read, n_write).
+pub fn fixed_pairs() -> Vec<(u16, u16)> {
+    (CODE.k..=CODE.n_max).flat_map(|r| (CODE.k..=CODE.n_max).map(move |w| (r, w))).collect()
+}
+
+/// The policies of the mixes: the fixed pairs, Greedy and MBAFEC.
+pub fn mix_policies() -> Vec<(String, CodeLengthKind)> {
+    let mut policies: Vec<(String, CodeLengthKind)> = fixed_pairs()
+        .into_iter()
+        .map(|(r, w)| (format!("({r},{w})"), CodeLengthKind::Fixed { n: vec![r, w] }))
+        .collect();
+    policies.push(("greedy".into(), CodeLengthKind::Greedy));
+    policies.push(("mbafec".into(), CodeLengthKind::Bafec { backlog: BacklogMeasure::WaitingRequests }));
+    policies
+}
+
+/// The two-class setting under `kind`.
+pub fn setup(kind: CodeLengthKind, seed: u64) -> FecSetup {
+    let classes =
+        vec![FecClassSetup { code: CODE, delay: read_delay() }, FecClassSetup { code: CODE, delay: write_delay() }];
+    FecSetup { classes, slots: SLOTS, admission: Admission::NonBlocking, kind, seed }
+}
+
+/// One class's statistics in a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClassStats {
+    /// Requests of the class.
+    pub requests: usize,
+    /// Mean latency, seconds.
+    pub mean_s: f64,
+    /// 99.9th percentile, seconds.
+    pub p999_s: f64,
+    /// Mean code length.
+    pub mean_n: f64,
+    /// Share of its requests with n ≥ 5.
+    pub share_n_at_least_5: f64,
+}
+
+/// A two-class run's result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClassPoint {
+    /// Reads, then writes.
+    pub classes: [ClassStats; 2],
+    /// Mean latency over every request, seconds.
+    pub mean_s: f64,
+    /// The queue did not grow over the second half.
+    pub stable: bool,
+}
+
+/// Runs the two-class `setup` on `requests` arrivals at `rate_per_s` with `read_share` reads.
+pub fn run(
+    setup: &FecSetup,
+    rate_per_s: f64,
+    read_share: f64,
+    requests: usize,
+    seed: u64,
+) -> anyhow::Result<ClassPoint> {
+    let arrivals = poisson_mix(requests, rate_per_s, &[read_share, 1.0 - read_share], seed);
+    let records = setup.run(&arrivals)?.sorted_by_request();
+    Ok(reduce(&records))
+}
+
+fn reduce(records: &RecordLog) -> ClassPoint {
+    let points: Vec<(f64, f64)> =
+        records.requests().iter().map(|r| (r.arrival_ns as f64, (r.completion_ns - r.arrival_ns) as f64)).collect();
+    let stable = !grew(&points[points.len() / 2..]);
+    let all = Sample::new(records.requests().iter().map(|r| r.completion_ns - r.arrival_ns).collect());
+    let classes = [READ, WRITE].map(|class| {
+        let of_class: Vec<_> = records.iter().filter(|r| usize::from(r.request.class) == class).collect();
+        if of_class.is_empty() {
+            return ClassStats::default();
+        }
+        let sample = Sample::new(of_class.iter().map(|r| r.request.completion_ns - r.request.arrival_ns).collect());
+        let count = of_class.len() as f64;
+        ClassStats {
+            requests: of_class.len(),
+            mean_s: sample.stats().map_or(0.0, |s| s.mean_s),
+            p999_s: sample.quantile_ns(0.999).unwrap_or(0) as f64 / 1e9,
+            mean_n: of_class.iter().map(|r| r.tasks.len() as f64).sum::<f64>() / count,
+            share_n_at_least_5: of_class.iter().filter(|r| r.tasks.len() >= 5).count() as f64 / count,
+        }
+    });
+    ClassPoint { classes, mean_s: all.stats().map_or(0.0, |s| s.mean_s), stable }
+}
