@@ -11,7 +11,7 @@ use codec::CodeSpec;
 use execution::{AdmissionMode, AdmissionSettings};
 use model::{CodeLayout, NodeId, ObjectId, PartitionId, Placement, ReadRequest, RecordLog, RequestId};
 use optimize::fec_model::{Admission, DelayModel};
-use policy::fec::{ClassCode, CodeLengthError, CodeLengthKind, CodeLengthPolicy, FecRead};
+use policy::fec::{ClassCode, ClassOp, CodeLengthError, CodeLengthKind, CodeLengthPolicy, FecRead};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -19,13 +19,15 @@ use rand_chacha::ChaCha8Rng;
 /// node as slots, where a task lands does not change its delay.
 const STRIPES: u32 = 32;
 
-/// One class of requests: its code and its task delays.
+/// One class of requests: its code, its task delays and what its requests are.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FecClassSetup {
     /// k and the longest code.
     pub code: ClassCode,
     /// Task delays.
     pub delay: DelayModel,
+    /// Reads, or writes with their ack rule.
+    pub op: ClassOp,
 }
 
 /// One FAST CLOUD run's setting.
@@ -54,7 +56,7 @@ impl FecSetup {
         kind: CodeLengthKind,
         seed: u64,
     ) -> FecSetup {
-        FecSetup { classes: vec![FecClassSetup { code, delay }], slots, admission, kind, seed }
+        FecSetup { classes: vec![FecClassSetup { code, delay, op: ClassOp::Read }], slots, admission, kind, seed }
     }
 
     /// Runs `requests` (from [`poisson_reads`]) and returns their records.
@@ -106,7 +108,7 @@ impl FecSetup {
         let codes = self.classes.iter().map(|c| c.code).collect();
         let delays: Vec<DelayModel> = self.classes.iter().map(|c| c.delay).collect();
         let code_length = CodeLengthPolicy::new(self.kind.clone(), codes, self.slots as u32, self.admission, &delays)?;
-        let policy = FecRead::new(code_length, &layout)?;
+        let policy = FecRead::with_ops(code_length, self.classes.iter().map(|c| c.op).collect(), &layout)?;
         Ok(Engine::new(setup, vec![Box::new(policy)]).run(requests).records)
     }
 }

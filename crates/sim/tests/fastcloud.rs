@@ -5,7 +5,7 @@
 
 use model::{NEVER, ReadRequest, RecordLog};
 use optimize::fec_model::{Admission, DelayModel, FecClass};
-use policy::fec::{BacklogMeasure, ClassCode, CodeLengthKind};
+use policy::fec::{AckAt, AfterAck, BacklogMeasure, ClassCode, ClassOp, CodeLengthKind};
 use sim::fec::{FecClassSetup, FecSetup, poisson_mix, poisson_reads};
 
 const SLOTS: usize = 16;
@@ -115,8 +115,10 @@ fn each_class_takes_its_own_task_delays() {
     // Reads and writes of the paper's fits at low load, (3,3) for both: each class's mean is its
     // own D_s(3,3): 205.8 ms for reads, 161.7 ms for writes.
     let write_delay = DelayModel::new(0.114, 0.026).unwrap();
-    let classes =
-        vec![FecClassSetup { code: CODE, delay: read_delay() }, FecClassSetup { code: CODE, delay: write_delay }];
+    let classes = vec![
+        FecClassSetup { code: CODE, delay: read_delay(), op: ClassOp::Read },
+        FecClassSetup { code: CODE, delay: write_delay, op: ClassOp::Write { ack: AckAt::K, rest: AfterAck::Cancel } },
+    ];
     let kind = CodeLengthKind::Fixed { n: vec![3, 3] };
     let setup = FecSetup { classes, slots: SLOTS, admission: Admission::NonBlocking, kind, seed: 4 };
     let records = setup.run(&poisson_mix(40_000, 2.0, &[0.5, 0.5], 8)).unwrap();
@@ -136,4 +138,31 @@ fn each_class_takes_its_own_task_delays() {
 
 fn class_of(delay: DelayModel) -> FecClass {
     FecClass { delay, k: 3, slots: SLOTS, admission: Admission::NonBlocking }
+}
+
+#[test]
+fn writes_are_acknowledged_at_their_rule_and_the_rest_finish_or_are_cancelled() {
+    let write_delay = DelayModel::new(0.114, 0.026).unwrap();
+    let run_writes = |ack: AckAt, rest: AfterAck| {
+        let classes = vec![FecClassSetup { code: CODE, delay: write_delay, op: ClassOp::Write { ack, rest } }];
+        let kind = CodeLengthKind::Fixed { n: vec![6] };
+        let setup = FecSetup { classes, slots: SLOTS, admission: Admission::NonBlocking, kind, seed: 5 };
+        setup.run(&poisson_reads(5_000, 5.0, 6)).unwrap()
+    };
+    for (ack, count) in [(AckAt::K, 3), (AckAt::KPlusOne, 4), (AckAt::AllN, 6)] {
+        let continued = run_writes(ack, AfterAck::Continue);
+        for record in continued.iter() {
+            let mut finishes: Vec<u64> = record.tasks.iter().map(|t| t.finish_ns).collect();
+            finishes.sort_unstable();
+            assert!(record.tasks.iter().all(|t| !t.cancelled && t.finish_ns != NEVER), "every unit stored: {record:?}");
+            assert_eq!(record.request.completion_ns, finishes[count - 1], "acknowledged at the {count}th");
+            // Durable (the last unit stored) after the acknowledgement unless the rule waits for all.
+            assert!(finishes[5] > record.request.completion_ns || count == 6);
+        }
+        let cancelled = run_writes(ack, AfterAck::Cancel);
+        for record in cancelled.iter() {
+            assert_eq!(record.tasks.iter().filter(|t| !t.cancelled).count(), count);
+            assert!(record.tasks.iter().filter(|t| t.cancelled).all(|t| t.cancel_ns == record.request.completion_ns));
+        }
+    }
 }

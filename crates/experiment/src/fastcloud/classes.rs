@@ -9,7 +9,7 @@ use super::point::grew;
 use super::{CODE, SLOTS, read_delay, write_delay};
 use model::RecordLog;
 use optimize::fec_model::Admission;
-use policy::fec::{BacklogMeasure, CodeLengthKind};
+use policy::fec::{AckAt, AfterAck, BacklogMeasure, ClassOp, CodeLengthKind};
 use report::Sample;
 use serde::Serialize;
 use sim::fec::{FecClassSetup, FecSetup, poisson_mix};
@@ -54,8 +54,12 @@ pub fn mix_policies() -> Vec<(String, CodeLengthKind)> {
 
 /// The two-class setting under `kind`.
 pub fn setup(kind: CodeLengthKind, seed: u64) -> FecSetup {
-    let classes =
-        vec![FecClassSetup { code: CODE, delay: read_delay() }, FecClassSetup { code: CODE, delay: write_delay() }];
+    // Writes as the paper's analysis has them: done at the k-th stored unit, the rest cancelled.
+    let write = ClassOp::Write { ack: AckAt::K, rest: AfterAck::Cancel };
+    let classes = vec![
+        FecClassSetup { code: CODE, delay: read_delay(), op: ClassOp::Read },
+        FecClassSetup { code: CODE, delay: write_delay(), op: write },
+    ];
     FecSetup { classes, slots: SLOTS, admission: Admission::NonBlocking, kind, seed }
 }
 

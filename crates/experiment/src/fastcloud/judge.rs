@@ -5,8 +5,12 @@
 
 use super::classes::{MIX_LOADS, MIXES};
 use super::table1::{COLUMNS, Cell};
-use super::{ADAPTIVE_LOADS, AdaptiveRow, CapacityRow, GridRow, MixRow, PaperFinding, best_fixed, read_class, row};
+use super::{
+    ADAPTIVE_LOADS, AdaptiveRow, CapacityRow, GridRow, MixRow, PaperFinding, WriteDurability, best_fixed, read_class,
+    row,
+};
 use optimize::fec_model::{Admission, BacklogThresholds, DelayModel, FecClass};
+use policy::fec::AfterAck;
 
 fn finding(id: &'static str, claim: &str, paper: &str, measured: String, holds: Option<bool>) -> PaperFinding {
     PaperFinding { id, claim: claim.to_owned(), paper: paper.to_owned(), measured, holds }
@@ -353,4 +357,41 @@ fn layers(grid: &[GridRow]) -> PaperFinding {
         ),
         Some(share >= 0.9 && violation_share <= 0.1),
     )
+}
+
+/// FC12 (simulated part): writes acknowledged at k, the rest cancelled (the paper's analysis) or
+/// completed in the background (its option 1): what the background completion costs in capacity,
+/// and that every continued write becomes durable after its acknowledgement.
+pub(super) fn writes(
+    capacity: &[(AfterAck, f64)],
+    model_per_s: f64,
+    durability: Option<&WriteDurability>,
+) -> Vec<PaperFinding> {
+    let of = |rest: AfterAck| capacity.iter().find(|(r, _)| *r == rest).map_or(f64::NAN, |(_, c)| *c);
+    let (cancel, continued) = (of(AfterAck::Cancel), of(AfterAck::Continue));
+    let mut findings = vec![finding(
+        "FC12",
+        "capacity of (6,3) writes acknowledged at k, the other three units cancelled vs completed in the background",
+        "u(n) counts only cancelled remainders (section III-C); the background options' cost is not analysed",
+        format!(
+            "saturated: {cancel:.1} req/s cancelled (L/u(6) = {model_per_s:.1}), {continued:.1} req/s completed ({:.1} % less: n(Δ + 1/μ) per write instead of u(n))",
+            (1.0 - continued / cancel) * 100.0
+        ),
+        None,
+    )];
+    if let Some(d) = durability {
+        findings.push(finding(
+            "FC12",
+            "every write acknowledged at k and completed in the background becomes durable, after its acknowledgement",
+            "option 1 of section III-B",
+            format!(
+                "{} of {} writes had all 6 units stored, the last {:.0} ms after the acknowledgement on average",
+                d.durable_after_ack,
+                d.writes,
+                d.mean_pending_s * 1e3
+            ),
+            Some(d.durable_after_ack == d.writes),
+        ));
+    }
+    findings
 }

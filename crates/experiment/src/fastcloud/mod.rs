@@ -17,9 +17,10 @@ use crate::parallel::{Progress, run_parallel};
 use anyhow::Context;
 use optimize::fec_model::{Admission, DelayModel, FecClass};
 use point::{Point, run_point};
+use policy::fec::{AckAt, AfterAck, ClassOp};
 use policy::fec::{BacklogMeasure, ClassCode, CodeLengthKind};
 use serde::Serialize;
-use sim::fec::FecSetup;
+use sim::fec::{FecClassSetup, FecSetup};
 use std::path::{Path, PathBuf};
 
 /// The paper's 1 MB read fit (section VI-A): Δ = 61 ms and a mean of 140 ms.
@@ -116,6 +117,10 @@ enum Job {
     Grid { read: usize, write: usize, pair: usize },
     /// Figs. 10, 11: read share index `mix`, load index `load`, policy index `policy`.
     Mix { mix: usize, load: usize, policy: usize, seed: u64 },
+    /// Writes of (6,3) acknowledged at k in saturation, the rest `rest`.
+    WriteCapacity { rest: AfterAck },
+    /// Writes of (6,3) acknowledged at k, the rest completed, at half their capacity.
+    WriteDurability,
 }
 
 /// What the experiment produced.
@@ -148,6 +153,10 @@ struct Summary {
     grid: Vec<GridRow>,
     /// Figs. 10, 11: every policy at every mix and load, seeds averaged.
     mixes: Vec<MixRow>,
+    /// Saturated throughput of (6,3) writes acknowledged at k, by what the rest do.
+    write_capacity: Vec<(AfterAck, f64)>,
+    /// Writes completed in the background at half their capacity.
+    write_durability: Option<WriteDurability>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -268,6 +277,47 @@ enum Measured {
     Throughput(f64),
     /// A two-class run.
     Classes(classes::ClassPoint),
+    /// Writes completed in the background.
+    Durability(WriteDurability),
+}
+
+/// Acknowledged-at-k writes whose other units were completed in the background.
+#[derive(Clone, Debug, Serialize)]
+struct WriteDurability {
+    writes: usize,
+    /// Writes whose every unit was stored, the last after the acknowledgement.
+    durable_after_ack: usize,
+    /// Mean time from the acknowledgement to the last unit stored, seconds.
+    mean_pending_s: f64,
+}
+
+/// A write-only setting of (6,3) with the write fit, acknowledged at k, the rest `rest`.
+fn write_setup(rest: AfterAck, seed: u64) -> FecSetup {
+    let class = FecClassSetup { code: CODE, delay: write_delay(), op: ClassOp::Write { ack: AckAt::K, rest } };
+    let kind = CodeLengthKind::Fixed { n: vec![CODE.n_max] };
+    FecSetup { classes: vec![class], slots: SLOTS, admission: Admission::NonBlocking, kind, seed }
+}
+
+fn write_durability(options: &FastcloudOptions) -> anyhow::Result<WriteDurability> {
+    let setup = write_setup(AfterAck::Continue, options.first_seed);
+    let capacity = FecClass { delay: write_delay(), ..read_class() }.capacity_per_s(usize::from(CODE.n_max));
+    let records =
+        setup.run(&sim::fec::poisson_reads(options.requests_per_point(), 0.5 * capacity, options.first_seed))?;
+    let mut durable_after_ack = 0;
+    let mut pending_s = 0.0;
+    for record in records.iter() {
+        let stored = record.tasks.iter().all(|t| !t.cancelled && t.finish_ns != model::NEVER);
+        let last = record.tasks.iter().map(|t| t.finish_ns).max().unwrap_or(model::NEVER);
+        if stored && last > record.request.completion_ns {
+            durable_after_ack += 1;
+            pending_s += (last - record.request.completion_ns) as f64 / 1e9;
+        }
+    }
+    Ok(WriteDurability {
+        writes: records.len(),
+        durable_after_ack,
+        mean_pending_s: pending_s / durable_after_ack.max(1) as f64,
+    })
 }
 
 fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
@@ -296,6 +346,12 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
             let rate = read_rate + write_rate;
             classes::run(&setup, rate, read_rate / rate, requests, seed).map(Measured::Classes)
         }
+        Job::WriteCapacity { rest } => {
+            let capacity = FecClass { delay: write_delay(), ..read_class() }.capacity_per_s(usize::from(CODE.n_max));
+            let setup = write_setup(rest, options.first_seed);
+            point::saturated_throughput_per_s(&setup, capacity, requests, options.first_seed).map(Measured::Throughput)
+        }
+        Job::WriteDurability => write_durability(options).map(Measured::Durability),
         Job::Mix { mix, load, policy, seed } => {
             let setup = classes::setup(classes::mix_policies()[policy].1.clone(), seed);
             let rate = classes::MIX_LOADS[load] * mix_capacity_per_s(classes::MIXES[mix]);
@@ -335,7 +391,13 @@ fn run_point_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Point>
                 seed * 1_000 + load as u64,
             )
         }
-        Job::Capacity { .. } | Job::Grid { .. } | Job::Mix { .. } => unreachable!("run_job runs these"),
+        Job::Capacity { .. }
+        | Job::Grid { .. }
+        | Job::Mix { .. }
+        | Job::WriteCapacity { .. }
+        | Job::WriteDurability => {
+            unreachable!("run_job runs these")
+        }
     }
 }
 
@@ -358,6 +420,8 @@ fn label(job: &Job) -> String {
             let (r, w) = classes::fixed_pairs()[pair];
             format!("({r},{w}) at reads {:.2}, writes {:.2}", classes::grid_load(read), classes::grid_load(write))
         }
+        Job::WriteCapacity { rest } => format!("(6,3) writes acknowledged at k, the rest {rest:?}, saturated"),
+        Job::WriteDurability => "(6,3) writes completed in the background".to_owned(),
         Job::Mix { mix, load, policy, seed } => format!(
             "{} at {} C with {} reads, seed {seed}",
             classes::mix_policies()[policy].0,
@@ -380,6 +444,8 @@ fn jobs(options: &FastcloudOptions) -> Vec<Job> {
         }
     }
     jobs.extend((3..=6).map(|n| Job::Capacity { n }));
+    jobs.extend([Job::WriteCapacity { rest: AfterAck::Cancel }, Job::WriteCapacity { rest: AfterAck::Continue }]);
+    jobs.push(Job::WriteDurability);
     // Fig. 8's grid, where (3,3) can be stable (λ_read/C_read + λ_write/C_write ≤ 1), one seed.
     for read in 0..classes::GRID_STEPS {
         for write in 0..classes::GRID_STEPS - read {
@@ -416,8 +482,12 @@ pub fn run(
     let mut points = Vec::new();
     let mut class_jobs = Vec::new();
     let mut class_points = Vec::new();
+    let mut write_capacity = Vec::new();
+    let mut write_durability = None;
     for (job, measured) in jobs.into_iter().zip(measured) {
         match (measured, &job) {
+            (Measured::Throughput(throughput), Job::WriteCapacity { rest }) => write_capacity.push((*rest, throughput)),
+            (Measured::Durability(durability), _) => write_durability = Some(durability),
             (Measured::Classes(point), _) => {
                 class_jobs.push(job);
                 class_points.push(point);
@@ -458,6 +528,8 @@ pub fn run(
         capacity,
         grid,
         mixes,
+        write_capacity,
+        write_durability,
     };
     let mut findings = judge::closed_forms(&summary.read_thresholds);
     findings.push(judge::table_1(&summary.table_1));
@@ -465,11 +537,13 @@ pub fn run(
     findings.extend(judge::low_load(&summary.adaptive));
     findings.extend(judge::adaptive(&summary.adaptive));
     findings.extend(judge::two_classes(&summary.grid, &summary.mixes));
+    let write_model = FecClass { delay: write_delay(), ..read_class() }.capacity_per_s(usize::from(CODE.n_max));
+    findings.extend(judge::writes(&summary.write_capacity, write_model, summary.write_durability.as_ref()));
     findings.push(judge::records(violations, most_in_flight, points.len()));
     let table_markdown = table1::markdown(&summary.table_1);
     let adaptive_markdown = adaptive_markdown(&summary.adaptive);
     let files = write(out_dir, options, &summary, &findings, &table_markdown, &adaptive_markdown)?;
-    let runs = points.len() + summary.capacity.len() + class_points.len();
+    let runs = points.len() + summary.capacity.len() + class_points.len() + summary.write_capacity.len() + 1;
     Ok(FastcloudOutcome { findings, table_markdown, adaptive_markdown, files, runs })
 }
 

@@ -9,7 +9,7 @@
 
 mod read;
 
-pub use read::FecRead;
+pub use read::{AckAt, AfterAck, ClassOp, FecRead};
 
 use optimize::fec_model::{Admission, BacklogThresholds, DelayModel, FecClass};
 use serde::{Deserialize, Serialize};
@@ -140,6 +140,14 @@ pub enum CodeLengthError {
         classes: usize,
         /// Models given.
         models: usize,
+    },
+    /// Not one operation per class.
+    #[error("one operation per class is needed ({classes} classes, {ops} operations)")]
+    OpsPerClass {
+        /// Classes configured.
+        classes: usize,
+        /// Operations given.
+        ops: usize,
     },
     /// More chunks than slots under blocking admission (such a request could never start).
     #[error("class {class}: n_max {n_max} exceeds the {slots} slots under blocking admission")]

@@ -1,5 +1,8 @@
-//! FAST CLOUD's read: ask n chunks of the request's stripe, data units first, and be done at the
-//! first k (the rest cancelled), with n from a [`CodeLengthPolicy`] over the frontend's state.
+//! FAST CLOUD's requests: n chunks of the request's stripe, data units first, with n from a
+//! [`CodeLengthPolicy`] over the frontend's state. A read is done at the first k, the rest
+//! cancelled. A write class (in the simulator, whose tasks take the write fit's delays) is
+//! acknowledged when its ack rule's count of units are stored, and the rest are cancelled (the
+//! paper's analysis) or completed in the background, holding their slots (its option 1).
 //!
 //! Must not: probe nodes (FAST CLOUD treats the store as a black box) or look at anything but the
 //! frontend's state and the placement.
@@ -9,10 +12,49 @@ use crate::{ClusterView, ReadPolicy};
 use model::{CodeLayout, DecodeAt, PlannedTask, Quorum, ReadPlan, ReadRequest, ReconstructionTopology, TaskRole};
 use rand::RngCore;
 
-/// The read policy (one per frontend). A request's `class` picks its class of `code_length`.
+/// How many stored units acknowledge a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AckAt {
+    /// k: decodable, no loss survived yet.
+    K,
+    /// k + 1 (at most n): one loss survived.
+    KPlusOne,
+    /// All n.
+    AllN,
+}
+
+/// What a write's units not needed for its acknowledgement do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AfterAck {
+    /// Cancelled at the acknowledgement (FAST CLOUD's analysis: the usage u(n) counts no more).
+    Cancel,
+    /// Completed in the background, holding their slots until stored (the paper's option 1).
+    Continue,
+}
+
+/// What a class's requests are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "op")]
+pub enum ClassOp {
+    /// Done at the first k of n, the rest cancelled.
+    Read,
+    /// Acknowledged at `ack` stored units; the rest `rest`.
+    Write {
+        /// The ack rule.
+        ack: AckAt,
+        /// The units past it.
+        rest: AfterAck,
+    },
+}
+
+/// The policy (one per frontend). A request's `class` picks its class of `code_length` and its
+/// [`ClassOp`].
 #[derive(Clone, Debug)]
 pub struct FecRead {
     code_length: CodeLengthPolicy,
+    ops: Vec<ClassOp>,
 }
 
 impl FecRead {
@@ -24,7 +66,20 @@ impl FecRead {
                 return Err(CodeLengthError::BadClass { class, k: code.k, n_max: code.n_max });
             }
         }
-        Ok(FecRead { code_length })
+        let ops = vec![ClassOp::Read; code_length.classes().len()];
+        Ok(FecRead { code_length, ops })
+    }
+
+    /// [`FecRead::new`] with class i's requests being `ops[i]` (one per class).
+    pub fn with_ops(
+        code_length: CodeLengthPolicy,
+        ops: Vec<ClassOp>,
+        layout: &CodeLayout,
+    ) -> Result<FecRead, CodeLengthError> {
+        if ops.len() != code_length.classes().len() {
+            return Err(CodeLengthError::OpsPerClass { classes: code_length.classes().len(), ops: ops.len() });
+        }
+        Ok(FecRead { ops, ..FecRead::new(code_length, layout)? })
     }
 
     /// The code-length policy, for its thresholds and name.
@@ -62,11 +117,21 @@ impl ReadPolicy for FecRead {
                 role: if u16::from(unit) < k { TaskRole::Normal } else { TaskRole::Degraded },
             })
             .collect();
-        ReadPlan {
-            tasks,
-            quorum: Quorum::FirstKOfN { k },
-            decode: DecodeAt::Gateway,
-            topology: ReconstructionTopology::Gateway,
-        }
+        let (quorum, decode) = match self.ops[class] {
+            ClassOp::Read => (Quorum::FirstKOfN { k }, DecodeAt::Gateway),
+            ClassOp::Write { ack, rest } => {
+                let count = match ack {
+                    AckAt::K => k,
+                    AckAt::KPlusOne => (k + 1).min(n),
+                    AckAt::AllN => n,
+                };
+                let quorum = match rest {
+                    AfterAck::Cancel => Quorum::FirstKOfN { k: count },
+                    AfterAck::Continue => Quorum::AnyK { k: count },
+                };
+                (quorum, DecodeAt::None)
+            }
+        };
+        ReadPlan { tasks, quorum, decode, topology: ReconstructionTopology::Gateway }
     }
 }
