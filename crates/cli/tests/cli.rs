@@ -180,7 +180,7 @@ fn experiment_fastcloud_quick_judges_the_papers_claims() {
         serde_json::from_slice(&std::fs::read(dir.join("findings.json")).unwrap()).unwrap();
     let findings = findings.as_array().unwrap();
     let ids: Vec<&str> = findings.iter().map(|f| f["id"].as_str().unwrap()).collect();
-    for id in ["FC1", "FC2", "FC3", "FC4", "FC5", "FC6", "FC7", "FC8", "FC9", "FC10"] {
+    for id in ["FC1", "FC2", "FC3", "FC4", "FC5", "FC6", "FC7", "FC8", "FC9", "FC10", "FC11", "FC12"] {
         assert!(ids.contains(&id), "{id} missing from {ids:?}");
     }
     // Judged claims say true or false; reported magnitudes say null; every one names the paper's number.

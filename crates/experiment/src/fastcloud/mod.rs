@@ -121,6 +121,8 @@ enum Job {
     WriteCapacity { rest: AfterAck },
     /// Writes of (6,3) acknowledged at k, the rest completed, at half their capacity.
     WriteDurability,
+    /// The Δ+Exp fit of the task records of fixed code n at 0.3 of its capacity.
+    Fit { n: usize },
 }
 
 /// What the experiment produced.
@@ -157,6 +159,8 @@ struct Summary {
     write_capacity: Vec<(AfterAck, f64)>,
     /// Writes completed in the background at half their capacity.
     write_durability: Option<WriteDurability>,
+    /// The Δ+Exp fit of the uncancelled tasks' service times, by fixed code n.
+    fits: Vec<(usize, optimize::fec_model::DelayFit)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -279,6 +283,8 @@ enum Measured {
     Classes(classes::ClassPoint),
     /// Writes completed in the background.
     Durability(WriteDurability),
+    /// A fit of task records: (n, the fit).
+    Fit(usize, optimize::fec_model::DelayFit),
 }
 
 /// Acknowledged-at-k writes whose other units were completed in the background.
@@ -352,6 +358,23 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
             point::saturated_throughput_per_s(&setup, capacity, requests, options.first_seed).map(Measured::Throughput)
         }
         Job::WriteDurability => write_durability(options).map(Measured::Durability),
+        Job::Fit { n } => {
+            let kind = CodeLengthKind::Fixed { n: vec![n as u16] };
+            let setup = setup(read_delay(), SLOTS, Admission::NonBlocking, kind, options.first_seed);
+            let rate = 0.3 * read_class().capacity_per_s(n);
+            let records =
+                setup.run(&sim::fec::poisson_reads(options.requests_per_point(), rate, options.first_seed))?;
+            // What a frontend sees of a task it did not cancel: its service time.
+            let delays: Vec<f64> = records
+                .all_tasks()
+                .iter()
+                .filter(|t| !t.cancelled)
+                .filter_map(|t| t.service_ns())
+                .map(|ns| ns as f64 / 1e9)
+                .collect();
+            let fit = DelayModel::fit(&delays).context("too few task records to fit")?;
+            Ok(Measured::Fit(n, fit))
+        }
         Job::Mix { mix, load, policy, seed } => {
             let setup = classes::setup(classes::mix_policies()[policy].1.clone(), seed);
             let rate = classes::MIX_LOADS[load] * mix_capacity_per_s(classes::MIXES[mix]);
@@ -395,7 +418,8 @@ fn run_point_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Point>
         | Job::Grid { .. }
         | Job::Mix { .. }
         | Job::WriteCapacity { .. }
-        | Job::WriteDurability => {
+        | Job::WriteDurability
+        | Job::Fit { .. } => {
             unreachable!("run_job runs these")
         }
     }
@@ -422,6 +446,7 @@ fn label(job: &Job) -> String {
         }
         Job::WriteCapacity { rest } => format!("(6,3) writes acknowledged at k, the rest {rest:?}, saturated"),
         Job::WriteDurability => "(6,3) writes completed in the background".to_owned(),
+        Job::Fit { n } => format!("fit of ({n},3) task records"),
         Job::Mix { mix, load, policy, seed } => format!(
             "{} at {} C with {} reads, seed {seed}",
             classes::mix_policies()[policy].0,
@@ -446,6 +471,7 @@ fn jobs(options: &FastcloudOptions) -> Vec<Job> {
     jobs.extend((3..=6).map(|n| Job::Capacity { n }));
     jobs.extend([Job::WriteCapacity { rest: AfterAck::Cancel }, Job::WriteCapacity { rest: AfterAck::Continue }]);
     jobs.push(Job::WriteDurability);
+    jobs.extend([Job::Fit { n: 3 }, Job::Fit { n: 6 }]);
     // Fig. 8's grid, where (3,3) can be stable (λ_read/C_read + λ_write/C_write ≤ 1), one seed.
     for read in 0..classes::GRID_STEPS {
         for write in 0..classes::GRID_STEPS - read {
@@ -484,10 +510,12 @@ pub fn run(
     let mut class_points = Vec::new();
     let mut write_capacity = Vec::new();
     let mut write_durability = None;
+    let mut fits = Vec::new();
     for (job, measured) in jobs.into_iter().zip(measured) {
         match (measured, &job) {
             (Measured::Throughput(throughput), Job::WriteCapacity { rest }) => write_capacity.push((*rest, throughput)),
             (Measured::Durability(durability), _) => write_durability = Some(durability),
+            (Measured::Fit(n, fit), _) => fits.push((n, fit)),
             (Measured::Classes(point), _) => {
                 class_jobs.push(job);
                 class_points.push(point);
@@ -530,6 +558,7 @@ pub fn run(
         mixes,
         write_capacity,
         write_durability,
+        fits,
     };
     let mut findings = judge::closed_forms(&summary.read_thresholds);
     findings.push(judge::table_1(&summary.table_1));
@@ -539,11 +568,17 @@ pub fn run(
     findings.extend(judge::two_classes(&summary.grid, &summary.mixes));
     let write_model = FecClass { delay: write_delay(), ..read_class() }.capacity_per_s(usize::from(CODE.n_max));
     findings.extend(judge::writes(&summary.write_capacity, write_model, summary.write_durability.as_ref()));
+    findings.extend(judge::fits(&summary.fits, &read_delay()));
     findings.push(judge::records(violations, most_in_flight, points.len()));
     let table_markdown = table1::markdown(&summary.table_1);
     let adaptive_markdown = adaptive_markdown(&summary.adaptive);
     let files = write(out_dir, options, &summary, &findings, &table_markdown, &adaptive_markdown)?;
-    let runs = points.len() + summary.capacity.len() + class_points.len() + summary.write_capacity.len() + 1;
+    let runs = points.len()
+        + summary.capacity.len()
+        + class_points.len()
+        + summary.write_capacity.len()
+        + 1
+        + summary.fits.len();
     Ok(FastcloudOutcome { findings, table_markdown, adaptive_markdown, files, runs })
 }
 
