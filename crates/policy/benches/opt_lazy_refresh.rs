@@ -42,7 +42,7 @@ impl ClusterView for PaperScale {
         3
     }
     fn frontend_state(&self) -> policy::fec::FrontendState {
-        policy::fec::FrontendState::from_counts(None, 0, 0, 0)
+        policy::fec::FrontendState::unbounded()
     }
     fn probe(&mut self, node: NodeId) -> QueueState {
         QueueState { bytes: self.queues[node.index()], tasks: 1 }

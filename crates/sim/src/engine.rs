@@ -687,7 +687,7 @@ impl<'a> Engine<'a> {
                 pool.waiting_requests(),
                 pool.waiting_tasks(),
             ),
-            None => FrontendState::from_counts(None, 0, 0, 0),
+            None => FrontendState::unbounded(),
         }
     }
 

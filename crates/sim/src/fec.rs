@@ -59,11 +59,20 @@ impl FecSetup {
         FecSetup { classes: vec![FecClassSetup { code, delay, op: ClassOp::Read }], slots, admission, kind, seed }
     }
 
+    /// The classes' k (the first class's: they share one code); `None` without classes.
+    pub fn k(&self) -> Option<usize> {
+        self.classes.first().map(|c| usize::from(c.code.k))
+    }
+
+    /// The code's n: the largest n_max of the classes (at least k).
+    pub fn n_max(&self) -> Option<usize> {
+        let k = self.k()?;
+        Some(self.classes.iter().map(|c| usize::from(c.code.n_max)).fold(k, usize::max))
+    }
+
     /// Runs `requests` (from [`poisson_reads`]) and returns their records.
     pub fn run(&self, requests: &[ReadRequest]) -> Result<RecordLog, CodeLengthError> {
-        let Some(first) = self.classes.first() else { return Err(CodeLengthError::NoClasses) };
-        let k = usize::from(first.code.k);
-        let n_max = self.classes.iter().map(|c| usize::from(c.code.n_max)).max().unwrap_or(k).max(k);
+        let (Some(k), Some(n_max)) = (self.k(), self.n_max()) else { return Err(CodeLengthError::NoClasses) };
         // An (n_max, k) code: n_max − k parities (at least one, so an uncoded setting still has a code).
         let spec = CodeSpec::Rs { k, m: (n_max - k).max(1) };
         let units = spec.total_units() as u32;

@@ -25,10 +25,10 @@ pub const MIX_LOADS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
 /// Grid steps of Fig. 8: λ_read/C_read and λ_write/C_write at 0.05, 0.15, …, 0.95.
 pub const GRID_STEPS: usize = 10;
 
-/// The uncoded capacity of one class alone, L / (k(Δ + 1/μ)): 38.1 req/s for both fits.
+/// The uncoded capacity of one class alone, L/u(k) = L / (k(Δ + 1/μ)): 38.1 req/s for both fits.
 pub fn class_capacity_per_s(class: usize) -> f64 {
-    let delay = if class == READ { read_delay() } else { write_delay() };
-    SLOTS as f64 / (f64::from(CODE.k) * delay.mean_s())
+    let model = if class == READ { super::read_class() } else { super::write_class() };
+    model.capacity_per_s(usize::from(CODE.k))
 }
 
 /// A grid coordinate: 0.05 + 0.1·step.

@@ -270,6 +270,11 @@ fn read_class() -> FecClass {
     FecClass { delay: read_delay(), k: 3, slots: SLOTS, admission: Admission::NonBlocking }
 }
 
+/// The write fit's class, otherwise [`read_class`].
+fn write_class() -> FecClass {
+    FecClass { delay: write_delay(), ..read_class() }
+}
+
 fn setup(delay: DelayModel, slots: usize, admission: Admission, kind: CodeLengthKind, seed: u64) -> FecSetup {
     FecSetup::one_class(CODE, delay, slots, admission, kind, seed)
 }
@@ -306,7 +311,7 @@ fn write_setup(rest: AfterAck, seed: u64) -> FecSetup {
 
 fn write_durability(options: &FastcloudOptions) -> anyhow::Result<WriteDurability> {
     let setup = write_setup(AfterAck::Continue, options.first_seed);
-    let capacity = FecClass { delay: write_delay(), ..read_class() }.capacity_per_s(usize::from(CODE.n_max));
+    let capacity = write_class().capacity_per_s(usize::from(CODE.n_max));
     let records =
         setup.run(&sim::fec::poisson_reads(options.requests_per_point(), 0.5 * capacity, options.first_seed))?;
     let mut durable_after_ack = 0;
@@ -353,7 +358,7 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
             classes::run(&setup, rate, read_rate / rate, requests, seed).map(Measured::Classes)
         }
         Job::WriteCapacity { rest } => {
-            let capacity = FecClass { delay: write_delay(), ..read_class() }.capacity_per_s(usize::from(CODE.n_max));
+            let capacity = write_class().capacity_per_s(usize::from(CODE.n_max));
             let setup = write_setup(rest, options.first_seed);
             point::saturated_throughput_per_s(&setup, capacity, requests, options.first_seed).map(Measured::Throughput)
         }
@@ -387,8 +392,8 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
 
 /// C_α = L / Σ α_i u_i(k): the uncoded capacity of a mix with `read_share` reads.
 fn mix_capacity_per_s(read_share: f64) -> f64 {
-    let usage = |delay: DelayModel| FecClass { delay, ..read_class() }.usage_s(usize::from(CODE.k));
-    SLOTS as f64 / (read_share * usage(read_delay()) + (1.0 - read_share) * usage(write_delay()))
+    let k = usize::from(CODE.k);
+    SLOTS as f64 / (read_share * read_class().usage_s(k) + (1.0 - read_share) * write_class().usage_s(k))
 }
 
 fn run_point_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Point> {
@@ -550,7 +555,7 @@ pub fn run(
         requests_per_point: options.requests_per_point(),
         seeds,
         read_thresholds: read_class().thresholds(6),
-        write_thresholds: FecClass { delay: write_delay(), ..read_class() }.thresholds(6),
+        write_thresholds: write_class().thresholds(6),
         table_1: table_cells,
         adaptive,
         capacity,
@@ -566,7 +571,7 @@ pub fn run(
     findings.extend(judge::low_load(&summary.adaptive));
     findings.extend(judge::adaptive(&summary.adaptive));
     findings.extend(judge::two_classes(&summary.grid, &summary.mixes));
-    let write_model = FecClass { delay: write_delay(), ..read_class() }.capacity_per_s(usize::from(CODE.n_max));
+    let write_model = write_class().capacity_per_s(usize::from(CODE.n_max));
     findings.extend(judge::writes(&summary.write_capacity, write_model, summary.write_durability.as_ref()));
     findings.extend(judge::fits(&summary.fits, &read_delay()));
     findings.push(judge::records(violations, most_in_flight, points.len()));

@@ -63,8 +63,7 @@ impl Point {
 pub fn run_point(setup: &FecSetup, rate_per_s: f64, requests: usize, workload_seed: u64) -> anyhow::Result<Point> {
     let reads = poisson_reads(requests, rate_per_s, workload_seed);
     let records = setup.run(&reads)?;
-    let k = usize::from(setup.classes[0].code.k);
-    let n_max = setup.classes.iter().map(|c| usize::from(c.code.n_max)).max().unwrap_or(k);
+    let (k, n_max) = setup.k().zip(setup.n_max()).expect("a setup that ran has classes");
     Ok(reduce(&records, k, n_max, setup.slots))
 }
 

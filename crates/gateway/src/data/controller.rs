@@ -629,7 +629,7 @@ impl Controller {
         probes_sent: &mut u32,
     ) -> Result<Option<Decision>, DataError> {
         let RangeRead { io, nodes, stripe, unit, offset, length, admission, .. } = *range;
-        let frontend = admission.map_or(FrontendState::from_counts(None, 0, 0, 0), TaskPool::frontend_state);
+        let frontend = admission.map_or_else(FrontendState::unbounded, TaskPool::frontend_state);
         // A retried plan's decision spans every attempt, and its record counts every probe sent.
         let decision_start_ns = self.now_ns();
         let measure_cpu = self.decisions_begun.fetch_add(1, Ordering::Relaxed).is_multiple_of(self.cpu_sample_every);
@@ -872,7 +872,7 @@ impl Controller {
             let state = &mut *state;
             let answers = record_rates(&mut state.catalog, replies);
             // A refresh plans no request, so the pool's state is not asked for.
-            let frontend = FrontendState::from_counts(None, 0, 0, 0);
+            let frontend = FrontendState::unbounded();
             let mut view = LiveView {
                 catalog: &state.catalog,
                 answers: &answers,

@@ -31,6 +31,11 @@ impl FrontendState {
     /// The slot count of a pool without a bound (every slot idle).
     pub const UNBOUNDED: u32 = u32::MAX;
 
+    /// A pool without a bound, idle and empty (what a view without a pool answers).
+    pub fn unbounded() -> Self {
+        FrontendState::from_counts(None, 0, 0, 0)
+    }
+
     /// A pool's state from its counts (`slots` `None`: unbounded, every slot idle).
     pub fn from_counts(slots: Option<usize>, busy: usize, waiting_requests: usize, waiting_tasks: usize) -> Self {
         let clamp = |count: usize| u32::try_from(count).unwrap_or(u32::MAX);

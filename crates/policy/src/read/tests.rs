@@ -59,7 +59,7 @@ impl ClusterView for FakeView {
         1
     }
     fn frontend_state(&self) -> crate::fec::FrontendState {
-        crate::fec::FrontendState::from_counts(None, 0, 0, 0)
+        crate::fec::FrontendState::unbounded()
     }
     fn probe(&mut self, node: NodeId) -> QueueState {
         self.probes += 1;
@@ -494,7 +494,7 @@ impl ClusterView for RecordingView {
         1
     }
     fn frontend_state(&self) -> crate::fec::FrontendState {
-        crate::fec::FrontendState::from_counts(None, 0, 0, 0)
+        crate::fec::FrontendState::unbounded()
     }
     fn probe(&mut self, node: NodeId) -> QueueState {
         self.probed.push(node);
