@@ -345,6 +345,10 @@ fn admin_policy(command: AdminPolicyCommand) -> anyhow::Result<()> {
             for base in policy_gateways(&target)? {
                 let state = GatewayAdmin { base: base.clone(), secret: String::new() }.policy()?;
                 text.push_str(&format!("{base}: {} {}\n", state.policy, serde_json::to_string(&state.settings)?));
+                if !state.gauges.is_empty() {
+                    // FAST CLOUD's delay model in use and its last fit.
+                    text.push_str(&format!("{base}: state {}\n", serde_json::to_string(&state.gauges)?));
+                }
             }
         }
         AdminPolicyCommand::Set(args) => {

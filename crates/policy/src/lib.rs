@@ -16,9 +16,9 @@ pub mod fec;
 pub mod placement;
 pub mod read;
 
-pub use read::{MarginalLoad, PolicyKind, PolicySettings, build_read_policy};
+pub use read::{BuildError, FecSettings, FrontendSetup, MarginalLoad, PolicyKind, PolicySettings, build_read_policy};
 
-use model::{CodeLayout, NodeId, Placement, QueueState, ReadPlan, ReadRequest};
+use model::{CodeLayout, NodeId, Placement, QueueState, ReadPlan, ReadRequest, RequestRecord, TaskRecord};
 use rand::RngCore;
 
 /// What a policy may know about the cluster. Executors implement it: the
@@ -84,6 +84,26 @@ pub trait ReadPolicy {
     /// How often the executor must refresh the policy (lazy policies), or `None`.
     fn refresh_period_ns(&self) -> Option<u64> {
         None
+    }
+
+    /// Whether the refresh reads node queues: an executor that probes ahead of the refresh (the
+    /// gateway probes every node in one round) skips that round when this is false. FAST CLOUD's
+    /// refresh refits its delay model from what it observed and probes nothing.
+    fn refresh_probes_nodes(&self) -> bool {
+        true
+    }
+
+    /// What the executor recorded of a request this policy planned, once every task of it is
+    /// resolved (the same record both executors write). Policies that learn from outcomes (FAST
+    /// CLOUD's online delay fit) keep what they need, bounded; the rest ignore it.
+    fn observe(&mut self, request: &RequestRecord, tasks: &[TaskRecord]) {
+        let _ = (request, tasks);
+    }
+
+    /// Named numbers of the policy's state for an executor's metrics and status (FAST CLOUD's
+    /// delay model in use); empty for policies with nothing to show.
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
     }
 
     /// The first half of a lazy policy's periodic refresh: probe every node (counted) into the

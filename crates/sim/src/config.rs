@@ -214,10 +214,22 @@ impl SimConfig {
         if self.frontends.count == 0 { policy.paper_frontends() } else { self.frontends.count }
     }
 
+    /// What the policies are built for: the code and the frontends' admission pool.
+    pub fn frontend_setup<'a>(&self, layout: &'a model::CodeLayout) -> policy::FrontendSetup<'a> {
+        let blocking = self.frontends.admission == AdmissionMode::Blocking;
+        policy::FrontendSetup::new(layout, self.frontends.admission_slots, blocking)
+    }
+
     /// Checks every field; the message names the field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |s: String| Err(ConfigError::Invalid(s));
         let spec = self.code_spec()?;
+        let layout = model::CodeLayout::new(spec).map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        for &policy in &self.policies {
+            if let Err(error) = policy::build_read_policy(policy, &self.policy, &self.frontend_setup(&layout)) {
+                return invalid(format!("policy {policy}: {error}"));
+            }
+        }
         if (self.cluster.nodes as usize) < spec.total_units() {
             return invalid(format!(
                 "cluster.nodes = {} cannot hold the {} units of a {spec} stripe",

@@ -1160,6 +1160,8 @@ impl<'a> Engine<'a> {
             class: active.request.class,
         };
         self.free_active.push(slot);
+        // The policy that planned it learns what happened, as the gateway's does.
+        self.policies[frontend].observe(&record, &self.task_scratch);
         self.write_record(record);
     }
 

@@ -155,8 +155,12 @@ pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: 
         // The same engine streams for every policy: common random numbers.
         seed: config.seed,
     };
-    let policies =
-        (0..frontends).map(|_| build_read_policy(policy, &config.policy) as Box<dyn policy::ReadPolicy>).collect();
+    let policies = (0..frontends)
+        .map(|_| {
+            let built = build_read_policy(policy, &config.policy, &config.frontend_setup(&cluster.layout));
+            built.expect("SimConfig::validate builds every policy once") as Box<dyn policy::ReadPolicy>
+        })
+        .collect();
     let output = Engine::new(setup, policies).run(&workload.requests);
     RunOutput {
         policy,

@@ -16,7 +16,8 @@
 //! when a planned read cannot be completed (a node is Down, a unit is corrupt or missing) the read
 //! falls back to the robust read (`robust`), which the record marks as degraded.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use bytes::Bytes;
+use execution::{AdmissionMode, AdmissionSettings};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use meta::{NodeId as StoreNodeId, NodeState, StripeMeta};
@@ -31,7 +33,7 @@ use model::{
     CodeLayout, FrontendId, NEVER, NodeId as PolicyNodeId, ObjectId, Outcome, PartitionId, Placement, PlannedTask,
     QueueState, ReadPlan, ReadRequest, Record, RequestId, RequestRecord, StripeId as PolicyStripeId, TaskRecord,
 };
-use policy::{PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
+use policy::{FrontendSetup, PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -147,6 +149,10 @@ pub struct PolicyState {
     pub policy: PolicyKind,
     /// Its parameters.
     pub settings: PolicySettings,
+    /// What the policy shows of its state (FAST CLOUD: the delay model in use and the last
+    /// fit), by name; empty for the others.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gauges: BTreeMap<String, f64>,
 }
 
 /// Counters of the controller.
@@ -353,6 +359,8 @@ struct Decision {
     decision_cpu_ns: u64,
     /// Dense node → store node, for the plan's tasks.
     store_nodes: Vec<StoreNodeId>,
+    /// The policy generation that planned it (it observes the outcome unless switched since).
+    generation: u64,
 }
 
 /// The live read controller; see the module documentation.
@@ -367,6 +375,8 @@ pub struct Controller {
     decisions_begun: AtomicU64,
     /// The code of the stripes it plans; reads of other codes' stripes are served unplanned.
     code: codec::CodeSpec,
+    /// The read task pool's settings (FAST CLOUD's policies choose n from its slots).
+    admission: AdmissionSettings,
     state: Mutex<State>,
     records: Mutex<VecDeque<Record>>,
     counters: ControllerCounters,
@@ -380,11 +390,22 @@ impl std::fmt::Debug for Controller {
 }
 
 impl Controller {
-    /// A controller for stripes of code `code_name`.
+    /// A controller for stripes of code `code_name`, its reads admitted without a bound.
     pub fn new(config: &ControllerConfig, code_name: &str) -> Result<Controller, DataError> {
+        Controller::with_admission(config, code_name, AdmissionSettings::default())
+    }
+
+    /// A controller for stripes of code `code_name` whose reads are admitted by a pool of
+    /// `admission` (the `[data.admission]` of the data path it is attached to).
+    pub fn with_admission(
+        config: &ControllerConfig,
+        code_name: &str,
+        admission: AdmissionSettings,
+    ) -> Result<Controller, DataError> {
         config.validate()?;
         let catalog = Catalog::new(code_name, config.max_catalog_stripes)?;
         let code = catalog.layout.spec();
+        let policy = build_policy(config.policy, &config.settings, &catalog.layout, admission)?;
         let seed = config.seed ^ (u64::from(config.frontend_id) << 48);
         Ok(Controller {
             epoch: Instant::now(),
@@ -395,10 +416,11 @@ impl Controller {
             cpu_sample_every: u64::from(config.cpu_sample_every),
             decisions_begun: AtomicU64::new(0),
             code,
+            admission,
             state: Mutex::new(State {
                 kind: config.policy,
                 settings: config.settings,
-                policy: build_read_policy(config.policy, &config.settings),
+                policy,
                 generation: 0,
                 catalog,
                 rng: ChaCha8Rng::seed_from_u64(seed),
@@ -429,22 +451,32 @@ impl Controller {
     /// The policy running now.
     pub fn policy(&self) -> PolicyState {
         let state = self.lock();
-        PolicyState { policy: state.kind, settings: state.settings }
+        let gauges = state.policy.gauges().into_iter().map(|(name, value)| (name.to_string(), value)).collect();
+        PolicyState { policy: state.kind, settings: state.settings, gauges }
     }
 
-    /// Switches the policy (its tables start empty; lazy ones are refreshed at once).
+    /// Whether the running policy reads stripe rows (FAST CLOUD's: n units, first k), so that
+    /// one plan serves every data unit of a row ([`Controller::read_units`]).
+    pub fn reads_rows(&self) -> bool {
+        self.lock().kind.reads_rows()
+    }
+
+    /// Switches the policy (its tables start empty; lazy ones are refreshed at once). A policy
+    /// that cannot run here (FAST CLOUD on a non-MDS code, BAFEC without slots) is refused and
+    /// the running one stays.
     pub fn set_policy(&self, kind: PolicyKind, settings: PolicySettings) -> Result<PolicyState, DataError> {
         validate_settings(&settings)?;
         {
             let mut state = self.lock();
+            let policy = build_policy(kind, &settings, &state.catalog.layout, self.admission)?;
             state.kind = kind;
             state.settings = settings;
-            state.policy = build_read_policy(kind, &settings);
+            state.policy = policy;
             state.generation += 1;
         }
         tracing::info!(policy = %kind, "read policy switched");
         self.switched.notify_one();
-        Ok(PolicyState { policy: kind, settings })
+        Ok(self.policy())
     }
 
     /// Takes every record kept so far (completion order) and the count dropped since the last take.
@@ -485,9 +517,31 @@ impl Controller {
     /// recorded; one served without a plan has no tasks. Every plan run, planned or robust, is
     /// admitted by `range.admission`'s pool first.
     pub async fn read(&self, range: RangeRead<'_>) -> Result<Bytes, DataError> {
+        let unit = range.unit;
+        let mut bytes = self.read_row(range, unit..unit + 1).await?;
+        Ok(bytes.pop().expect("one unit asked for"))
+    }
+
+    /// The same range of every data unit in `units` (which starts at `range.unit`): one plan for
+    /// the whole row when the running policy reads rows (FAST CLOUD: n units, done at the first
+    /// k, the missing data units decoded from them), else each unit read on its own.
+    pub async fn read_units(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<Vec<Bytes>, DataError> {
+        assert!(range.unit == units.start && !units.is_empty(), "units {units:?} start at the range's unit");
+        if units.len() == 1 || self.reads_rows() {
+            return self.read_row(range, units).await;
+        }
+        let each = units.map(|unit| async move {
+            let mut bytes = self.read_row(RangeRead { unit, ..range }, unit..unit + 1).await?;
+            Ok::<_, DataError>(bytes.pop().expect("one unit asked for"))
+        });
+        futures_util::future::try_join_all(each).await
+    }
+
+    /// One plan for `units` (one unit, or a row under a row-reading policy), recorded.
+    async fn read_row(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<Vec<Bytes>, DataError> {
         let RangeRead { io, stripe, code, unit, length, .. } = range;
         let arrival_ns = self.now_ns();
-        let plannable = self.is_own_code(stripe) && unit < code.data_units() && unit <= usize::from(u8::MAX);
+        let plannable = self.is_own_code(stripe) && units.end <= code.data_units() && unit <= usize::from(u8::MAX);
         let mut probes_sent = 0u32;
         let decision = if plannable {
             let decided = self.decide(&range, arrival_ns, &mut probes_sent).await;
@@ -500,13 +554,14 @@ impl Controller {
         } else {
             None
         };
+        let bytes_asked = length * units.len() as u64;
         let Some(decision) = decision else {
             count(&self.counters.bypassed, "lowtail_controller_reads_bypassed_total", 1);
-            let result = robust::read(range, self.read_timeout().as_nanos() as u64).await;
+            let result = self.read_robust(range, units).await;
             let read = Unplanned {
                 stripe,
                 unit,
-                length,
+                length: bytes_asked,
                 arrival_ns,
                 degraded: result.as_ref().is_ok_and(|(_, degraded)| *degraded),
                 served: result.is_ok(),
@@ -517,7 +572,7 @@ impl Controller {
         count(&self.counters.planned_reads, "lowtail_controller_reads_planned_total", 1);
         metrics::histogram!("lowtail_controller_decision_seconds")
             .record((decision.decision_end_ns - decision.decision_start_ns) as f64 / 1e9);
-        let (executed, ends) = self.execute(&range, &decision).await;
+        let (executed, ends) = self.execute(&range, units.clone(), &decision).await;
         let (result, degraded, timed_out) = match executed {
             Executed::Done { bytes, degraded, timed_out } => {
                 if degraded {
@@ -528,40 +583,58 @@ impl Controller {
             Executed::Failed { timed_out } => {
                 // Availability first: the robust read tries every decodable set and Down nodes.
                 count(&self.counters.fallbacks, "lowtail_controller_fallbacks_total", 1);
-                let result = robust::read(range, self.read_timeout().as_nanos() as u64).await;
-                (result.map(|(bytes, _)| bytes), true, timed_out)
+                (self.read_robust(range, units).await.map(|(bytes, _)| bytes), true, timed_out)
             }
         };
+        let served = Served { bytes: bytes_asked, degraded, timed_out, ok: result.is_ok() };
+        self.record_planned(&decision, &ends, arrival_ns, served);
+        result
+    }
+
+    /// Each unit of `units` by the robust read, in parallel; whether any was decoded.
+    async fn read_robust(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<(Vec<Bytes>, bool), DataError> {
+        let timeout_ns = self.read_timeout().as_nanos() as u64;
+        let each = units.map(|unit| robust::read(RangeRead { unit, ..range }, timeout_ns));
+        let read = futures_util::future::try_join_all(each).await?;
+        let degraded = read.iter().any(|(_, degraded)| *degraded);
+        Ok((read.into_iter().map(|(bytes, _)| bytes).collect(), degraded))
+    }
+
+    /// Keeps the record of a planned read and lets the policy that planned it observe it.
+    fn record_planned(&self, decision: &Decision, ends: &[TaskEnd], arrival_ns: u64, served: Served) {
         let completion_ns = self.now_ns();
-        let tasks = decision
+        let tasks: Vec<TaskRecord> = decision
             .plan
             .tasks
             .iter()
-            .zip(&ends)
+            .zip(ends)
             .map(|(task, end)| task_record(task, *end, decision.decision_end_ns))
             .collect();
-        self.keep(Record {
-            request: RequestRecord {
-                request: decision.request.id,
-                frontend: FrontendId(self.frontend_id),
-                object: decision.request.object,
-                partition: decision.request.partition,
-                bytes: length,
-                arrival_ns,
-                decision_start_ns: decision.decision_start_ns,
-                decision_end_ns: decision.decision_end_ns,
-                completion_ns,
-                probes: decision.probes,
-                probe_wait_ns: decision.probe_wait_ns,
-                decision_cpu_ns: decision.decision_cpu_ns,
-                degraded,
-                timed_out,
-                outcome: if result.is_ok() { Outcome::Ok } else { Outcome::Failed },
-                class: 0,
-            },
-            tasks,
-        });
-        result
+        let request = RequestRecord {
+            request: decision.request.id,
+            frontend: FrontendId(self.frontend_id),
+            object: decision.request.object,
+            partition: decision.request.partition,
+            bytes: served.bytes,
+            arrival_ns,
+            decision_start_ns: decision.decision_start_ns,
+            decision_end_ns: decision.decision_end_ns,
+            completion_ns,
+            probes: decision.probes,
+            probe_wait_ns: decision.probe_wait_ns,
+            decision_cpu_ns: decision.decision_cpu_ns,
+            degraded: served.degraded,
+            timed_out: served.timed_out,
+            outcome: if served.ok { Outcome::Ok } else { Outcome::Failed },
+            class: 0,
+        };
+        {
+            let mut state = self.lock();
+            if state.generation == decision.generation {
+                state.policy.observe(&request, &tasks);
+            }
+        }
+        self.keep(Record { request, tasks });
     }
 
     /// Records a read served without a plan (no tasks, no decision time), completed now. A stripe
@@ -713,6 +786,7 @@ impl Controller {
                 probe_wait_ns,
                 decision_cpu_ns,
                 store_nodes,
+                generation,
             }));
         }
         Ok(None)
@@ -721,7 +795,7 @@ impl Controller {
     fn reset_catalog(&self, state: &mut State) -> Result<(), DataError> {
         tracing::info!(stripes = state.catalog.max_stripes, "controller placement full; starting afresh");
         state.catalog.forget_stripes()?;
-        state.policy = build_read_policy(state.kind, &state.settings);
+        state.policy = build_policy(state.kind, &state.settings, &state.catalog.layout, self.admission)?;
         state.generation += 1;
         Ok(())
     }
@@ -765,8 +839,14 @@ impl Controller {
         (replies, sent)
     }
 
-    /// Carries out `decision`'s plan through the execution core; says how each task ended.
-    async fn execute(&self, target: &RangeRead<'_>, decision: &Decision) -> (Executed, Vec<TaskEnd>) {
+    /// Carries out `decision`'s plan for `units` through the execution core; says how each task
+    /// ended.
+    async fn execute(
+        &self,
+        target: &RangeRead<'_>,
+        units: Range<usize>,
+        decision: &Decision,
+    ) -> (Executed, Vec<TaskEnd>) {
         let plan = &decision.plan;
         let clock = Clock { epoch: self.epoch };
         let run_task = |i: usize| self.run_task(target, &plan.tasks[i], decision.store_nodes[i]);
@@ -780,15 +860,21 @@ impl Controller {
         let driven =
             executor::drive(plan, target.unit as u8, target.code, clock, admitted.as_ref(), run_task, None).await;
         let timed_out = driven.timed_out;
-        let executed = match &driven.completed {
-            Some((tasks, decoded)) => match robust::served_bytes(*target, plan, tasks, *decoded, &driven.bytes) {
-                Ok(bytes) => Executed::Done { bytes, degraded: *decoded, timed_out },
-                Err(error) => {
-                    tracing::warn!(%error, "a completed degraded read did not decode");
-                    Executed::Failed { timed_out }
-                }
-            },
-            None => Executed::Failed { timed_out },
+        let served = match &driven.completed {
+            Some((_, decoded)) if units.len() > 1 => {
+                robust::served_units(*target, plan, units, &driven.bytes).map(|bytes| (bytes, *decoded))
+            }
+            Some((tasks, decoded)) => {
+                robust::served_bytes(*target, plan, tasks, *decoded, &driven.bytes).map(|bytes| (vec![bytes], *decoded))
+            }
+            None => return (Executed::Failed { timed_out }, driven.ends),
+        };
+        let executed = match served {
+            Ok((bytes, degraded)) => Executed::Done { bytes, degraded, timed_out },
+            Err(error) => {
+                tracing::warn!(%error, "a completed degraded read did not decode");
+                Executed::Failed { timed_out }
+            }
         };
         (executed, driven.ends)
     }
@@ -847,8 +933,11 @@ impl Controller {
         ids.sort();
         let (targets, generation) = {
             let mut state = self.lock();
-            let targets: Vec<(PolicyNodeId, StoreNodeId)> =
-                ids.iter().map(|&id| (state.catalog.node(id), id)).collect();
+            let targets: Vec<(PolicyNodeId, StoreNodeId)> = if state.policy.refresh_probes_nodes() {
+                ids.iter().map(|&id| (state.catalog.node(id), id)).collect()
+            } else {
+                Vec::new()
+            };
             (targets, state.generation)
         };
         let (replies, sent) = self.probe_nodes(io, &nodes, &targets).await;
@@ -898,6 +987,9 @@ impl Controller {
             }
             locked += installing.elapsed();
         }
+        for (name, value) in self.lock().policy.gauges() {
+            metrics::gauge!("lowtail_controller_policy_state", "name" => name).set(value);
+        }
         metrics::histogram!("lowtail_controller_refresh_seconds").record(started.elapsed().as_secs_f64());
         metrics::histogram!("lowtail_controller_refresh_locked_seconds").record(locked.as_secs_f64());
         Ok(())
@@ -920,10 +1012,19 @@ pub struct Unplanned<'a> {
     pub served: bool,
 }
 
-/// What executing a plan came to.
+/// What executing a plan came to: the bytes of each unit asked for.
 enum Executed {
-    Done { bytes: Bytes, degraded: bool, timed_out: bool },
+    Done { bytes: Vec<Bytes>, degraded: bool, timed_out: bool },
     Failed { timed_out: bool },
+}
+
+/// How a planned read was served, for its record.
+#[derive(Clone, Copy)]
+struct Served {
+    bytes: u64,
+    degraded: bool,
+    timed_out: bool,
+    ok: bool,
 }
 
 /// The calling thread's CPU clock at a start: what a stretch of synchronous code cost in CPU,
@@ -951,6 +1052,18 @@ fn thread_cpu_ns() -> u64 {
     // A thread's CPU clock starts at zero and never goes negative.
     debug_assert!(now.tv_sec >= 0 && now.tv_nsec >= 0);
     (now.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(now.tv_nsec as u64)
+}
+
+/// The policy `kind` for stripes of `layout` read through a pool of `admission`.
+fn build_policy(
+    kind: PolicyKind,
+    settings: &PolicySettings,
+    layout: &CodeLayout,
+    admission: AdmissionSettings,
+) -> Result<Box<dyn ReadPolicy + Send>, DataError> {
+    let blocking = admission.mode == AdmissionMode::Blocking;
+    build_read_policy(kind, settings, &FrontendSetup::new(layout, admission.slots, blocking))
+        .map_err(|error| DataError::Internal(format!("policy {kind}: {error}")))
 }
 
 /// Queue states from probe replies (unreachable nodes look full), recording measured rates.

@@ -65,6 +65,37 @@ impl Reads {
         }
     }
 
+    /// Whether reads of several data units of one stripe row should be asked for together
+    /// ([`Reads::read_units`]): the attached controller runs a row-reading policy (FAST CLOUD's).
+    pub fn reads_rows(&self) -> bool {
+        self.controller.get().is_some_and(|controller| controller.reads_rows())
+    }
+
+    /// Bytes `offset .. offset + length` of each data unit in `units` of sealed `stripe`: one
+    /// plan for the row under a row-reading policy (see [`Controller::read_units`]), else each
+    /// unit as [`Reads::read_range`] reads it.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn read_units(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        units: std::ops::Range<usize>,
+        offset: u64,
+        length: u64,
+    ) -> Result<Vec<Bytes>, DataError> {
+        let unit = units.start;
+        let range =
+            RangeRead { io: &self.io, nodes, stripe, code, unit, offset, length, admission: self.pool.as_ref() };
+        match self.controller.get() {
+            Some(controller) => controller.read_units(range, units).await,
+            None => {
+                let each = units.map(|unit| self.read_range(nodes, stripe, code, unit, offset, length));
+                futures_util::future::try_join_all(each).await
+            }
+        }
+    }
+
     /// Bytes `offset .. offset + length` of data unit `unit` of sealed `stripe`: as the attached
     /// controller plans (see [`Controller::read`]), or by the robust read without one.
     pub async fn read_range(

@@ -123,6 +123,36 @@ pub(super) fn served_bytes(
     decode(code, range.unit, &sources, &buffers)
 }
 
+/// The range of every unit in `units` from a completed first-k-of-n `plan` over the row: each
+/// unit's own bytes where its task delivered, else decoded from the units that did (every task
+/// that delivered counts, so a row whose quorum was met holds k of an MDS code's units).
+pub(super) fn served_units(
+    range: RangeRead<'_>,
+    plan: &ReadPlan,
+    units: std::ops::Range<usize>,
+    bytes: &[Option<Bytes>],
+) -> Result<Vec<Bytes>, DataError> {
+    let code = range.code;
+    let mut answered: Vec<Option<&Bytes>> = vec![None; code.total_units()];
+    for (task, delivered) in plan.tasks.iter().zip(bytes) {
+        if let Some(delivered) = delivered {
+            answered[usize::from(task.unit)] = Some(delivered);
+        }
+    }
+    let present: Vec<bool> = answered.iter().map(Option::is_some).collect();
+    units
+        .map(|unit| match answered[unit] {
+            Some(own) => Ok(own.clone()),
+            None => {
+                let sources = recovery_units(code, &present, unit)
+                    .ok_or_else(|| DataError::Internal(format!("units {present:?} do not give unit {unit}")))?;
+                let buffers: Vec<Bytes> = sources.iter().map(|&s| answered[s].cloned().unwrap_or_default()).collect();
+                decode(code, unit, &sources, &buffers)
+            }
+        })
+        .collect()
+}
+
 /// The plan of one round, `None` when nothing readable can give the range.
 fn robust_plan(
     range: RangeRead<'_>,

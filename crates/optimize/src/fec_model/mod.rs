@@ -33,6 +33,10 @@ pub struct DelayFit {
     pub samples_dropped: usize,
     /// mean − std was negative (a tail heavier than exponential's): Δ set to 0.
     pub shift_clamped: bool,
+    /// Delays known only to exceed their value (tasks cancelled before they finished); 0 for
+    /// the paper's fit, which takes none.
+    #[serde(default)]
+    pub samples_censored: usize,
 }
 
 impl DelayModel {
@@ -69,6 +73,40 @@ impl DelayModel {
             samples_used: kept.len(),
             samples_dropped: dropped,
             shift_clamped: shift < 0.0,
+            samples_censored: 0,
+        })
+    }
+
+    /// A fit that also learns from tasks cancelled before they finished, for delays observed
+    /// through first-k-of-n races: the cancelled are the slow ones, so the paper's fit over the
+    /// finished alone comes out low (in the simulator, 1/μ 67 % low for (6,3) at 30 % load).
+    /// `finished_s` are complete delays; `censored_s` are the times tasks had run when cancelled,
+    /// known only to be below their delays. Δ is the [`FIT_DROPPED_SHARE`] quantile of the
+    /// finished (the lowest 0.1 % dropped as the paper drops the highest; with a constant shift
+    /// the fastest tasks sit on it), and 1/μ the exponential's maximum-likelihood mean under right
+    /// censoring: Σ (t − Δ)⁺ over every task, finished or censored, ÷ the finished count. With
+    /// nothing censored and nothing below Δ that is the mean of the finished minus Δ. `None` with
+    /// fewer than two finished, a non-finite or negative sample, or no spread above Δ.
+    pub fn fit_censored(finished_s: &[f64], censored_s: &[f64]) -> Option<DelayFit> {
+        let valid = |d: &f64| d.is_finite() && *d >= 0.0;
+        if !finished_s.iter().all(valid) || !censored_s.iter().all(valid) || finished_s.len() < 2 {
+            return None;
+        }
+        let mut sorted = finished_s.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let dropped = (sorted.len() as f64 * FIT_DROPPED_SHARE).floor() as usize;
+        let shift = sorted[dropped];
+        let excess: f64 = sorted.iter().chain(censored_s).map(|d| (d - shift).max(0.0)).sum();
+        let exp_mean = excess / sorted.len() as f64;
+        if exp_mean <= shift.max(f64::MIN_POSITIVE) * 1e-9 {
+            return None;
+        }
+        Some(DelayFit {
+            model: DelayModel { shift_s: shift, exp_mean_s: exp_mean },
+            samples_used: sorted.len(),
+            samples_dropped: dropped,
+            shift_clamped: false,
+            samples_censored: censored_s.len(),
         })
     }
 

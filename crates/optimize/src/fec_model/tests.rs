@@ -137,3 +137,46 @@ fn the_fit_clamps_a_negative_shift_and_refuses_bad_samples() {
     assert!(DelayModel::fit(&[0.1, -0.2]).is_none());
     assert!(DelayModel::new(-0.1, 0.1).is_none() && DelayModel::new(0.1, 0.0).is_none());
 }
+
+/// Delays of a first-k-of-n race: per request n draws, the k fastest finished, the others
+/// censored at the k-th.
+fn raced_delays(rng: &mut ChaCha8Rng, model: DelayModel, n: usize, k: usize, requests: usize) -> (Vec<f64>, Vec<f64>) {
+    let (mut finished, mut censored) = (Vec::new(), Vec::new());
+    for _ in 0..requests {
+        let mut draws: Vec<f64> =
+            (0..n).map(|_| model.shift_s - model.exp_mean_s * (1.0 - rng.random::<f64>()).ln()).collect();
+        draws.sort_by(f64::total_cmp);
+        let kth = draws[k - 1];
+        finished.extend_from_slice(&draws[..k]);
+        censored.extend(std::iter::repeat_n(kth, n - k));
+    }
+    (finished, censored)
+}
+
+#[test]
+fn the_censored_fit_recovers_a_raced_shifted_exponential() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let model = DelayModel::new(0.061, 0.079).unwrap();
+    for (n, k) in [(3, 3), (4, 3), (6, 3), (9, 6)] {
+        let (finished, censored) = raced_delays(&mut rng, model, n, k, 40_000);
+        let fit = DelayModel::fit_censored(&finished, &censored).unwrap();
+        assert_eq!(fit.samples_censored, censored.len());
+        assert_close(&format!("({n},{k}) Δ"), fit.model.shift_s, model.shift_s, 0.02);
+        assert_close(&format!("({n},{k}) 1/μ"), fit.model.exp_mean_s, model.exp_mean_s, 0.03);
+        if n > k {
+            // The paper's fit over the finished alone: the cancelled were the slow ones.
+            let naive = DelayModel::fit(&finished).unwrap();
+            assert!(naive.model.exp_mean_s < 0.8 * model.exp_mean_s, "({n},{k}): {naive:?}");
+        }
+    }
+}
+
+#[test]
+fn the_censored_fit_refuses_bad_samples() {
+    assert!(DelayModel::fit_censored(&[0.1], &[]).is_none());
+    assert!(DelayModel::fit_censored(&[0.1, 0.1], &[0.05]).is_none(), "no spread above Δ");
+    assert!(DelayModel::fit_censored(&[0.1, 0.2], &[f64::NAN]).is_none());
+    assert!(DelayModel::fit_censored(&[0.1, -0.2], &[]).is_none());
+    let fit = DelayModel::fit_censored(&[0.1, 0.3], &[0.5]).unwrap();
+    assert_close("1/μ", fit.model.exp_mean_s, (0.2 + 0.4) / 2.0, 1e-9);
+}

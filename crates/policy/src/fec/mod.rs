@@ -7,8 +7,10 @@
 //! clock, or look at nodes: FAST CLOUD treats the store as a black box, and n is chosen from the
 //! frontend's local bookkeeping alone.
 
+mod fit;
 mod read;
 
+pub use fit::{FitInput, OnlineFit};
 pub use read::{AckAt, AfterAck, ClassOp, FecRead};
 
 use optimize::fec_model::{Admission, BacklogThresholds, DelayModel, FecClass};
@@ -176,6 +178,8 @@ pub struct CodeLengthPolicy {
     admission: Admission,
     /// BAFEC's table per class (empty for the other kinds).
     thresholds: Vec<BacklogThresholds>,
+    /// The delay models the thresholds were computed from (empty for the other kinds).
+    models: Vec<DelayModel>,
 }
 
 impl CodeLengthPolicy {
@@ -205,7 +209,8 @@ impl CodeLengthPolicy {
                 return Err(CodeLengthError::BadFixed { n: n.clone() });
             }
         }
-        let mut policy = CodeLengthPolicy { kind, classes, slots, admission, thresholds: Vec::new() };
+        let mut policy =
+            CodeLengthPolicy { kind, classes, slots, admission, thresholds: Vec::new(), models: Vec::new() };
         if matches!(policy.kind, CodeLengthKind::Bafec { .. }) {
             policy.set_delay_models(models)?;
         }
@@ -221,6 +226,7 @@ impl CodeLengthPolicy {
         if models.len() != self.classes.len() {
             return Err(CodeLengthError::MissingModels { classes: self.classes.len(), models: models.len() });
         }
+        self.models = models.to_vec();
         self.thresholds = self
             .classes
             .iter()
@@ -257,6 +263,11 @@ impl CodeLengthPolicy {
     /// BAFEC's thresholds per class (empty for the other kinds).
     pub fn thresholds(&self) -> &[BacklogThresholds] {
         &self.thresholds
+    }
+
+    /// The delay models BAFEC's thresholds come from, per class (empty for the other kinds).
+    pub fn models(&self) -> &[DelayModel] {
+        &self.models
     }
 
     /// n for a request of `class` arriving to find the frontend in `state`.

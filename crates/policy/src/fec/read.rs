@@ -7,9 +7,13 @@
 //! Must not: probe nodes (FAST CLOUD treats the store as a black box) or look at anything but the
 //! frontend's state and the placement.
 
-use super::{CodeLengthError, CodeLengthPolicy};
-use crate::{ClusterView, ReadPolicy};
-use model::{CodeLayout, DecodeAt, PlannedTask, Quorum, ReadPlan, ReadRequest, ReconstructionTopology, TaskRole};
+use super::{CodeLengthError, CodeLengthPolicy, FitInput, OnlineFit};
+use crate::{ClusterView, ReadPolicy, RefreshResult, RefreshWork};
+use model::{
+    CodeLayout, DecodeAt, PlannedTask, Quorum, ReadPlan, ReadRequest, ReconstructionTopology, RequestRecord,
+    TaskRecord, TaskRole,
+};
+use optimize::fec_model::{DelayFit, DelayModel};
 use rand::RngCore;
 
 /// How many stored units acknowledge a write.
@@ -55,6 +59,14 @@ pub enum ClassOp {
 pub struct FecRead {
     code_length: CodeLengthPolicy,
     ops: Vec<ClassOp>,
+    /// Refits of the delay model from the policy's own tasks, when on.
+    fit: Option<OnlineFit>,
+}
+
+/// What a refit computed: the fit per class and the code-length policy over its models.
+struct Refit {
+    fits: Vec<Option<DelayFit>>,
+    code_length: CodeLengthPolicy,
 }
 
 impl FecRead {
@@ -67,7 +79,7 @@ impl FecRead {
             }
         }
         let ops = vec![ClassOp::Read; code_length.classes().len()];
-        Ok(FecRead { code_length, ops })
+        Ok(FecRead { code_length, ops, fit: None })
     }
 
     /// [`FecRead::new`] with class i's requests being `ops[i]` (one per class).
@@ -86,11 +98,80 @@ impl FecRead {
     pub fn code_length(&self) -> &CodeLengthPolicy {
         &self.code_length
     }
+
+    /// Refits the delay model every `fit`'s period from the delays of the policy's own tasks
+    /// (one window per class), and BAFEC's thresholds from it.
+    pub fn with_online_fit(self, fit: OnlineFit) -> FecRead {
+        FecRead { fit: Some(fit), ..self }
+    }
+
+    /// The online fit, when on.
+    pub fn online_fit(&self) -> Option<&OnlineFit> {
+        self.fit.as_ref()
+    }
+}
+
+/// The refit of `input` and BAFEC's thresholds over it (a class without a fit keeps `current`'s
+/// model; the other kinds have no models and keep none).
+fn refit(input: &FitInput, mut code_length: CodeLengthPolicy) -> Refit {
+    let fits = input.fit();
+    if !code_length.models().is_empty() {
+        let models: Vec<DelayModel> =
+            fits.iter().zip(code_length.models()).map(|(fit, &current)| fit.map_or(current, |f| f.model)).collect();
+        code_length.set_delay_models(&models).expect("one model per class");
+    }
+    Refit { fits, code_length }
 }
 
 impl ReadPolicy for FecRead {
     fn name(&self) -> &'static str {
         self.code_length.name()
+    }
+
+    fn refresh_period_ns(&self) -> Option<u64> {
+        self.fit.as_ref().map(OnlineFit::period_ns)
+    }
+
+    fn refresh_probes_nodes(&self) -> bool {
+        false
+    }
+
+    fn begin_refresh(
+        &mut self,
+        _view: &mut dyn ClusterView,
+        _now_ns: u64,
+        _rng: &mut dyn RngCore,
+    ) -> Option<RefreshWork> {
+        let input = self.fit.as_ref()?.snapshot();
+        let code_length = self.code_length.clone();
+        Some(RefreshWork::new(move || refit(&input, code_length)))
+    }
+
+    fn finish_refresh(&mut self, result: RefreshResult) {
+        let refit = result.downcast::<Refit>().unwrap_or_else(|_| panic!("a refit is FecRead's only work"));
+        self.fit.as_mut().expect("only a fitting policy hands out work").install(refit.fits);
+        self.code_length = refit.code_length;
+    }
+
+    fn observe(&mut self, request: &RequestRecord, tasks: &[TaskRecord]) {
+        if let Some(fit) = &mut self.fit {
+            fit.observe(request, tasks);
+        }
+    }
+
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        let mut gauges = Vec::new();
+        // The first class's (the gateway runs one, reads).
+        if let Some(model) = self.code_length.models().first() {
+            gauges.push(("fec_delay_shift_seconds", model.shift_s));
+            gauges.push(("fec_delay_exp_mean_seconds", model.exp_mean_s));
+        }
+        if let Some(Some(fit)) = self.fit.as_ref().map(|f| f.last_fits().first().copied().flatten()) {
+            gauges.push(("fec_fit_shift_seconds", fit.model.shift_s));
+            gauges.push(("fec_fit_exp_mean_seconds", fit.model.exp_mean_s));
+            gauges.push(("fec_fit_samples", (fit.samples_used + fit.samples_censored) as f64));
+        }
+        gauges
     }
 
     fn plan(

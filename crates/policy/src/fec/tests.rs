@@ -82,3 +82,171 @@ fn bad_configurations_are_refused() {
         Err(CodeLengthError::TooLongForSlots { .. })
     ));
 }
+
+mod as_read_policies {
+    use crate::read::{BuildError, FecSettings, FrontendSetup, PolicyKind, PolicySettings, build_read_policy};
+    use crate::{ReadPolicy, RefreshWork};
+    use codec::CodeSpec;
+    use model::{CodeLayout, FrontendId, NEVER, ObjectId, Outcome, PartitionId, RequestId, RequestRecord, TaskRecord};
+    use optimize::fec_model::Admission;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn build(
+        kind: PolicyKind,
+        fec: FecSettings,
+        spec: CodeSpec,
+        slots: Option<u32>,
+    ) -> Result<Box<dyn ReadPolicy + Send>, BuildError> {
+        let layout = CodeLayout::new(spec).unwrap();
+        let settings = PolicySettings { fec, ..Default::default() };
+        build_read_policy(kind, &settings, &FrontendSetup { layout: &layout, slots, admission: Admission::NonBlocking })
+    }
+
+    const RS: CodeSpec = CodeSpec::Rs { k: 3, m: 3 };
+
+    #[test]
+    fn the_fec_kinds_parse_build_and_refuse_what_they_cannot_run() {
+        for kind in PolicyKind::FEC {
+            assert_eq!(kind.name().parse::<PolicyKind>().unwrap(), kind);
+            assert!(kind.reads_rows() && !PolicyKind::ALL.contains(&kind));
+            let policy = build(kind, FecSettings::default(), RS, Some(16)).unwrap();
+            assert_eq!(
+                policy.name(),
+                ["fixed", "greedy", "bafec"][PolicyKind::FEC.iter().position(|k| *k == kind).unwrap()]
+            );
+            assert!(!policy.refresh_probes_nodes(), "{kind} probes nothing");
+            assert_eq!(policy.refresh_period_ns(), Some(4_000_000_000), "the online fit's default period");
+            let lrc = CodeSpec::Lrc { k: 6, l: 2, r: 2 };
+            assert!(matches!(build(kind, FecSettings::default(), lrc, Some(16)), Err(BuildError::NotMds { .. })));
+        }
+        assert!(matches!(
+            build(PolicyKind::FecBafec, FecSettings::default(), RS, None),
+            Err(BuildError::BafecNeedsSlots)
+        ));
+        let bad = |fec| build(PolicyKind::FecFixed, fec, RS, Some(16)).is_err();
+        assert!(bad(FecSettings { n_max: 7, ..Default::default() }));
+        assert!(bad(FecSettings { n_max: 2, ..Default::default() }));
+        assert!(bad(FecSettings { fixed_n: 5, n_max: 4, ..Default::default() }));
+        assert!(bad(FecSettings { delay_exp_mean_ms: 0.0, ..Default::default() }));
+        assert!(bad(FecSettings { fit_min_finished: 9000, ..Default::default() }));
+        assert!(!bad(FecSettings { fit_min_finished: 9000, fit_period_ms: 0, ..Default::default() }));
+        let off = build(PolicyKind::FecFixed, FecSettings { fit_period_ms: 0, ..Default::default() }, RS, None);
+        assert_eq!(off.unwrap().refresh_period_ns(), None, "no fit, no refresh");
+    }
+
+    /// Records of `requests` raced reads of (n, k) whose task delays are Δ + Exp.
+    fn raced_records(
+        n: usize,
+        k: usize,
+        requests: usize,
+        shift_s: f64,
+        mean_s: f64,
+    ) -> Vec<(RequestRecord, Vec<TaskRecord>)> {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        (0..requests)
+            .map(|i| {
+                let start = i as u64 * 1_000_000_000;
+                let delays: Vec<u64> =
+                    (0..n).map(|_| ((shift_s - mean_s * (1.0 - rng.random::<f64>()).ln()) * 1e9) as u64).collect();
+                let mut sorted = delays.clone();
+                sorted.sort_unstable();
+                let kth = sorted[k - 1];
+                let tasks = delays
+                    .iter()
+                    .enumerate()
+                    .map(|(unit, &d)| {
+                        let won = d <= kth;
+                        TaskRecord {
+                            node: model::NodeId(unit as u32),
+                            unit: unit as u8,
+                            role: model::TaskRole::Normal,
+                            cancelled: !won,
+                            bytes: 1 << 20,
+                            enqueue_ns: start,
+                            start_ns: start,
+                            finish_ns: if won { start + d } else { NEVER },
+                            cancel_ns: if won { NEVER } else { start + kth },
+                            failed: false,
+                        }
+                    })
+                    .collect();
+                let request = RequestRecord {
+                    request: RequestId(i as u64),
+                    frontend: FrontendId(0),
+                    object: ObjectId(0),
+                    partition: PartitionId(0),
+                    bytes: 3 << 20,
+                    arrival_ns: start,
+                    decision_start_ns: start,
+                    decision_end_ns: start,
+                    completion_ns: start + kth,
+                    probes: 0,
+                    probe_wait_ns: 0,
+                    decision_cpu_ns: 0,
+                    degraded: false,
+                    timed_out: false,
+                    outcome: Outcome::Ok,
+                    class: 0,
+                };
+                (request, tasks)
+            })
+            .collect()
+    }
+
+    fn refresh(policy: &mut Box<dyn ReadPolicy + Send>) {
+        let work: RefreshWork = policy.begin_refresh(&mut NoView, 0, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
+        policy.finish_refresh(work.run());
+    }
+
+    #[test]
+    fn bafec_refits_its_delay_model_from_raced_tasks_and_moves_its_thresholds() {
+        let mut policy = build(PolicyKind::FecBafec, FecSettings::default(), RS, Some(16)).unwrap();
+        let gauge =
+            |p: &(dyn ReadPolicy + Send), name: &str| p.gauges().into_iter().find(|(n, _)| *n == name).map(|(_, v)| v);
+        assert_eq!(gauge(policy.as_ref(), "fec_delay_shift_seconds"), Some(0.061), "the configured start");
+        // Fewer finished tasks than the minimum: the start model stays.
+        for (request, tasks) in raced_records(6, 3, 50, 0.010, 0.005) {
+            policy.observe(&request, &tasks);
+        }
+        refresh(&mut policy);
+        assert_eq!(gauge(policy.as_ref(), "fec_delay_shift_seconds"), Some(0.061));
+        assert_eq!(gauge(policy.as_ref(), "fec_fit_samples"), None);
+        for (request, tasks) in raced_records(6, 3, 2000, 0.010, 0.005) {
+            policy.observe(&request, &tasks);
+        }
+        refresh(&mut policy);
+        let shift = gauge(policy.as_ref(), "fec_delay_shift_seconds").unwrap();
+        let mean = gauge(policy.as_ref(), "fec_delay_exp_mean_seconds").unwrap();
+        assert!((shift - 0.010).abs() < 0.0003, "Δ {shift}");
+        assert!((mean - 0.005).abs() < 0.0005, "1/μ {mean}: the censored fit counts the cancelled");
+        assert_eq!(gauge(policy.as_ref(), "fec_fit_samples"), Some(8192.0), "the window holds the last 8192 tasks");
+    }
+
+    /// A view for refreshes that must not look at it.
+    struct NoView;
+
+    impl crate::ClusterView for NoView {
+        fn placement(&self) -> &model::Placement {
+            unreachable!("FAST CLOUD's refresh looks at no view")
+        }
+        fn layout(&self) -> &CodeLayout {
+            unreachable!()
+        }
+        fn node_rate_bytes_per_s(&self, _: model::NodeId) -> f64 {
+            unreachable!()
+        }
+        fn node_task_overhead_ns(&self, _: model::NodeId) -> u64 {
+            unreachable!()
+        }
+        fn frontend_count(&self) -> u32 {
+            unreachable!()
+        }
+        fn probe(&mut self, _: model::NodeId) -> model::QueueState {
+            unreachable!()
+        }
+        fn frontend_state(&self) -> super::FrontendState {
+            unreachable!()
+        }
+    }
+}

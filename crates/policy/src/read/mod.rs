@@ -11,6 +11,10 @@
 //! | `lmlf-lazy` | LMLF over a queue table probed every T (1 s) | node_count per T |
 //! | `opt-lazy` | random by a load-direction table: problem (1), ℓ2, every T (4 s) | node_count per T |
 //!
+//! Beside them, FAST CLOUD's code-length policies (`fec-fixed`, `fec-greedy`, `fec-bafec`; the
+//! [`crate::fec`] module) are read policies too, built here from [`FecSettings`]: n units of the
+//! row, done at the first k, n from the frontend's own slots, no probes.
+//!
 //! Decisions where the paper leaves room, and why:
 //! - *Queue size Q* is what a probe returns: the bytes of every unfinished
 //!   task on the node (waiting and in service), as the paper's nodes "keep
@@ -51,20 +55,24 @@
 //!   first refresh every request is a normal read.
 
 mod cost;
+mod fec_settings;
 mod lazy;
 mod normal;
 mod opt_lazy;
 mod per_request;
 
 pub use cost::MarginalLoad;
+pub use fec_settings::FecSettings;
 pub use lazy::LmlfLazy;
 pub use normal::Normal;
 pub use opt_lazy::OptLazy;
 pub use per_request::{Criterion, PerRequest, Probing};
 
 use crate::ReadPolicy;
-use model::NANOS_PER_SECOND;
+use crate::fec::CodeLengthError;
+use model::{CodeLayout, NANOS_PER_SECOND};
 use optimize::Objective;
+use optimize::fec_model::Admission;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -89,6 +97,12 @@ pub enum PolicyKind {
     LmlfLazy,
     /// Statistical optimisation (problem (1)) over lazily refreshed tables.
     OptLazy,
+    /// FAST CLOUD: every read asks for the same n units, done at the first k.
+    FecFixed,
+    /// FAST CLOUD: n from the idle task slots (Greedy, section V-F).
+    FecGreedy,
+    /// FAST CLOUD: n from the backlog by the delay model's thresholds (BAFEC, section V-E).
+    FecBafec,
 }
 
 impl PolicyKind {
@@ -107,6 +121,15 @@ impl PolicyKind {
     pub const PAPER_LRC: [PolicyKind; 5] =
         [PolicyKind::Normal, PolicyKind::LmlfLazy, PolicyKind::OptLazy, PolicyKind::LmlfPw2, PolicyKind::LlfPw2];
 
+    /// FAST CLOUD's code-length policies (Liang & Kozat), over any MDS code.
+    pub const FEC: [PolicyKind; 3] = [PolicyKind::FecFixed, PolicyKind::FecGreedy, PolicyKind::FecBafec];
+
+    /// Whether this is one of FAST CLOUD's policies, whose reads ask for n units of a stripe
+    /// row and are done at the first k (so one plan can serve every data unit of the row).
+    pub fn reads_rows(self) -> bool {
+        PolicyKind::FEC.contains(&self)
+    }
+
     /// Canonical name.
     pub fn name(self) -> &'static str {
         match self {
@@ -117,6 +140,9 @@ impl PolicyKind {
             PolicyKind::LmlfPw2 => "lmlf-pw2",
             PolicyKind::LmlfLazy => "lmlf-lazy",
             PolicyKind::OptLazy => "opt-lazy",
+            PolicyKind::FecFixed => "fec-fixed",
+            PolicyKind::FecGreedy => "fec-greedy",
+            PolicyKind::FecBafec => "fec-bafec",
         }
     }
 
@@ -125,6 +151,8 @@ impl PolicyKind {
     pub fn paper_frontends(self) -> u16 {
         match self {
             PolicyKind::Normal | PolicyKind::LmlfLazy | PolicyKind::OptLazy => 3,
+            // FAST CLOUD's proxy is one frontend.
+            PolicyKind::FecFixed | PolicyKind::FecGreedy | PolicyKind::FecBafec => 1,
             PolicyKind::Llf | PolicyKind::Lmlf | PolicyKind::LlfPw2 | PolicyKind::LmlfPw2 => 8,
         }
     }
@@ -138,14 +166,20 @@ impl fmt::Display for PolicyKind {
 
 /// An unknown policy name.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown policy {0:?}: use one of normal, llf, lmlf, llf-pw2, lmlf-pw2, lmlf-lazy, opt-lazy")]
+#[error(
+    "unknown policy {0:?}: use one of normal, llf, lmlf, llf-pw2, lmlf-pw2, lmlf-lazy, opt-lazy, fec-fixed, fec-greedy, fec-bafec"
+)]
 pub struct UnknownPolicy(pub String);
 
 impl FromStr for PolicyKind {
     type Err = UnknownPolicy;
 
     fn from_str(name: &str) -> Result<PolicyKind, UnknownPolicy> {
-        PolicyKind::ALL.into_iter().find(|k| k.name() == name.trim()).ok_or_else(|| UnknownPolicy(name.to_string()))
+        PolicyKind::ALL
+            .into_iter()
+            .chain(PolicyKind::FEC)
+            .find(|k| k.name() == name.trim())
+            .ok_or_else(|| UnknownPolicy(name.to_string()))
     }
 }
 
@@ -181,6 +215,8 @@ pub struct PolicySettings {
     /// time it needs rather than by its bytes (see [`MarginalLoad`]). Matters only when node
     /// rates differ.
     pub marginal_load: MarginalLoad,
+    /// The FAST CLOUD policies' parameters (`fec-fixed`, `fec-greedy`, `fec-bafec`).
+    pub fec: FecSettings,
 }
 
 impl Default for PolicySettings {
@@ -193,6 +229,7 @@ impl Default for PolicySettings {
             opt_lazy_all_combinations: false,
             count_task_overhead: false,
             marginal_load: MarginalLoad::Bytes,
+            fec: FecSettings::default(),
         }
     }
 }
@@ -201,11 +238,61 @@ fn ms_to_ns(ms: u64) -> u64 {
     ms.saturating_mul(NANOS_PER_SECOND / 1000)
 }
 
-/// Builds one controller's instance of a policy.
-pub fn build_read_policy(kind: PolicyKind, settings: &PolicySettings) -> Box<dyn ReadPolicy + Send> {
+/// What a policy is built for beyond its settings: the code of the stripes it plans and the
+/// frontend's pool of task slots (FAST CLOUD chooses n from it; Hu's policies ignore it).
+#[derive(Clone, Copy, Debug)]
+pub struct FrontendSetup<'a> {
+    /// The code of the stripes the policy plans.
+    pub layout: &'a CodeLayout,
+    /// L, the frontend's task slots (`None`: unbounded).
+    pub slots: Option<u32>,
+    /// How the pool admits a request.
+    pub admission: Admission,
+}
+
+impl<'a> FrontendSetup<'a> {
+    /// The setup of a frontend whose pool has `slots` (`None`: unbounded) and admits a request
+    /// only with all its tasks' slots idle when `blocking`, else on one idle slot.
+    pub fn new(layout: &'a CodeLayout, slots: Option<usize>, blocking: bool) -> FrontendSetup<'a> {
+        FrontendSetup {
+            layout,
+            slots: slots.map(|s| u32::try_from(s).unwrap_or(u32::MAX)),
+            admission: if blocking { Admission::Blocking } else { Admission::NonBlocking },
+        }
+    }
+}
+
+/// Why a policy cannot be built for a frontend.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// FAST CLOUD needs any k of a stripe's units to give every unit.
+    #[error("{policy} needs an MDS code (Reed-Solomon), any k of whose units give every unit; {code} is not one")]
+    NotMds {
+        /// The policy asked for.
+        policy: PolicyKind,
+        /// The code.
+        code: String,
+    },
+    /// BAFEC's thresholds depend on L.
+    #[error("fec-bafec needs a bounded task pool: set [data.admission] slots (L)")]
+    BafecNeedsSlots,
+    /// A FAST CLOUD parameter out of range.
+    #[error("fec settings: {0}")]
+    BadFecSettings(String),
+    /// The code-length policy refused its classes.
+    #[error(transparent)]
+    CodeLength(#[from] CodeLengthError),
+}
+
+/// Builds one controller's instance of a policy for `frontend`.
+pub fn build_read_policy(
+    kind: PolicyKind,
+    settings: &PolicySettings,
+    frontend: &FrontendSetup<'_>,
+) -> Result<Box<dyn ReadPolicy + Send>, BuildError> {
     let overhead = settings.count_task_overhead;
     let marginal = Criterion::MarginalLoad(settings.marginal_load);
-    match kind {
+    Ok(match kind {
         PolicyKind::Normal => Box::new(Normal::new(ms_to_ns(settings.normal_timeout_ms))),
         PolicyKind::Llf => Box::new(PerRequest::new(Criterion::Latency, Probing::Full, overhead)),
         PolicyKind::Lmlf => Box::new(PerRequest::new(marginal, Probing::Full, overhead)),
@@ -220,7 +307,10 @@ pub fn build_read_policy(kind: PolicyKind, settings: &PolicySettings) -> Box<dyn
             settings.opt_lazy_all_combinations,
             overhead,
         )),
-    }
+        PolicyKind::FecFixed | PolicyKind::FecGreedy | PolicyKind::FecBafec => {
+            Box::new(settings.fec.build(kind, frontend)?)
+        }
+    })
 }
 
 #[cfg(test)]

@@ -9,6 +9,14 @@ use model::{
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+/// A policy of Hu et al. (they plan from the view and ignore the frontend setup), or a FAST CLOUD
+/// one for RS(6,3) and 16 non-blocking slots.
+fn build(kind: PolicyKind, settings: &PolicySettings) -> Box<dyn ReadPolicy + Send> {
+    let layout = CodeLayout::new(RS).unwrap();
+    let frontend = FrontendSetup { layout: &layout, slots: Some(16), admission: Admission::NonBlocking };
+    build_read_policy(kind, settings, &frontend).unwrap()
+}
+
 struct FakeView {
     placement: Placement,
     layout: CodeLayout,
@@ -82,7 +90,7 @@ fn request(partition: u32, length: u64) -> ReadRequest {
 /// Whether `kind` with `settings`, refreshed once over `view`, reads a 1 KB range of partition 0
 /// degraded.
 fn reads_degraded(kind: PolicyKind, settings: &PolicySettings, view: &mut FakeView) -> bool {
-    let mut policy = build_read_policy(kind, settings);
+    let mut policy = build(kind, settings);
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     policy.refresh(view, 0, &mut rng);
     policy.plan(view, 0, &request(0, 1000), &mut rng).is_proactive_degraded()
@@ -95,7 +103,7 @@ const LRC: CodeSpec = CodeSpec::Lrc { k: 6, l: 2, r: 2 };
 fn names_round_trip() {
     for kind in PolicyKind::ALL {
         assert_eq!(kind.name().parse::<PolicyKind>().unwrap(), kind);
-        assert_eq!(build_read_policy(kind, &PolicySettings::default()).name(), kind.name());
+        assert_eq!(build(kind, &PolicySettings::default()).name(), kind.name());
     }
     assert!("lmlf_pw2".parse::<PolicyKind>().is_err());
 }
@@ -105,7 +113,7 @@ fn idle_cluster_reads_normally_everywhere() {
     for spec in [RS, LRC] {
         for kind in PolicyKind::ALL {
             let mut view = FakeView::new(spec);
-            let mut policy = build_read_policy(kind, &PolicySettings::default());
+            let mut policy = build(kind, &PolicySettings::default());
             let plan = policy.plan(&mut view, 0, &request(3, 1000), &mut ChaCha8Rng::seed_from_u64(2));
             plan.validate().unwrap();
             assert_eq!(plan.tasks[0].role, TaskRole::Normal, "{kind} on {spec}");
@@ -118,7 +126,7 @@ fn idle_cluster_reads_normally_everywhere() {
 #[test]
 fn normal_carries_timeout_and_fallback_set() {
     let mut view = FakeView::new(LRC);
-    let mut policy = build_read_policy(PolicyKind::Normal, &PolicySettings::default());
+    let mut policy = build(PolicyKind::Normal, &PolicySettings::default());
     let plan = policy.plan(&mut view, 0, &request(1, 10), &mut ChaCha8Rng::seed_from_u64(2));
     assert_eq!(plan.quorum, Quorum::NormalThenFallback { timeout_ns: 1_000_000_000 });
     // LRC: the fallback is the local group of unit 1: units 0, 2 and local parity 6.
@@ -138,12 +146,12 @@ fn probe_counts_follow_the_paper() {
     let cases = cases.into_iter().chain([(LRC, PolicyKind::LmlfPw2, 4), (LRC, PolicyKind::Lmlf, 10)]);
     for (spec, kind, probes) in cases {
         let mut view = FakeView::new(spec);
-        let mut policy = build_read_policy(kind, &PolicySettings::default());
+        let mut policy = build(kind, &PolicySettings::default());
         policy.plan(&mut view, 0, &request(0, 10), &mut ChaCha8Rng::seed_from_u64(2));
         assert_eq!(view.probes, probes, "{kind} on {spec}");
     }
     let mut view = FakeView::new(RS);
-    let mut lazy = build_read_policy(PolicyKind::LmlfLazy, &PolicySettings::default());
+    let mut lazy = build(PolicyKind::LmlfLazy, &PolicySettings::default());
     lazy.plan(&mut view, 0, &request(0, 10), &mut ChaCha8Rng::seed_from_u64(2));
     assert_eq!(view.probes, 0);
     lazy.refresh(&mut view, 0, &mut ChaCha8Rng::seed_from_u64(2));
@@ -158,7 +166,7 @@ fn hot_original_node_triggers_a_degraded_read_and_lmlf_is_more_reluctant_than_ll
     // 1 KB elsewhere; LMLF compares 1000·3500 with 6·1000·500 = 3.0 M < 3.5 M.
     view.queues[hot.index()] = 3000;
     for (kind, degraded) in [(PolicyKind::Llf, true), (PolicyKind::Lmlf, true)] {
-        let plan = build_read_policy(kind, &PolicySettings::default()).plan(
+        let plan = build(kind, &PolicySettings::default()).plan(
             &mut view,
             0,
             &request(0, 1000),
@@ -169,13 +177,13 @@ fn hot_original_node_triggers_a_degraded_read_and_lmlf_is_more_reluctant_than_ll
     }
     // 2.4 KB queue: LMLF: 1000·2900 = 2.9 M < 3.0 M, so normal; LLF still degraded.
     view.queues[hot.index()] = 2400;
-    let llf = build_read_policy(PolicyKind::Llf, &PolicySettings::default()).plan(
+    let llf = build(PolicyKind::Llf, &PolicySettings::default()).plan(
         &mut view,
         0,
         &request(0, 1000),
         &mut ChaCha8Rng::seed_from_u64(2),
     );
-    let lmlf = build_read_policy(PolicyKind::Lmlf, &PolicySettings::default()).plan(
+    let lmlf = build(PolicyKind::Lmlf, &PolicySettings::default()).plan(
         &mut view,
         0,
         &request(0, 1000),
@@ -245,7 +253,7 @@ fn drain_time_decides_as_the_paper_on_equal_rates() {
                 let mut view = FakeView::new(spec);
                 // A power of two, so dividing by it is exact and ties stay ties.
                 view.rates_bytes_per_s.iter_mut().for_each(|r| *r = f64::from(1u32 << 20));
-                let mut policy = build_read_policy(kind, &PolicySettings { marginal_load, ..Default::default() });
+                let mut policy = build(kind, &PolicySettings { marginal_load, ..Default::default() });
                 let mut rng = ChaCha8Rng::seed_from_u64(11);
                 let mut plans = Vec::new();
                 for round in 0..300u64 {
@@ -312,7 +320,7 @@ fn full_probing_avoids_a_loaded_helper() {
     view.queues[original.index()] = 100_000;
     let busy_helper = view.node_of_partition(0, 7);
     view.queues[busy_helper.index()] = 50_000;
-    let plan = build_read_policy(PolicyKind::Lmlf, &PolicySettings::default()).plan(
+    let plan = build(PolicyKind::Lmlf, &PolicySettings::default()).plan(
         &mut view,
         0,
         &request(0, 1000),
@@ -332,7 +340,7 @@ fn same_view_time_and_seed_give_the_same_decision() {
                 for (i, q) in view.queues.iter_mut().enumerate() {
                     *q = (i as u64 * 7919) % 5000;
                 }
-                let mut policy = build_read_policy(kind, &PolicySettings::default());
+                let mut policy = build(kind, &PolicySettings::default());
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 let mut plans = Vec::new();
                 for round in 0..50u32 {
@@ -413,7 +421,7 @@ fn refresh_in_halves_decides_as_refresh_at_once() {
                 let original = view.placement.node_of(location.stripe, location.unit);
                 view.queues[original.index()] = 3_000_000;
             }
-            let mut policy = build_read_policy(kind, &PolicySettings::default());
+            let mut policy = build(kind, &PolicySettings::default());
             let mut rng = ChaCha8Rng::seed_from_u64(9);
             for round in 0..40u32 {
                 policy.plan(&mut view, 0, &request(6 * (round % 4), 20_000), &mut rng);
@@ -510,7 +518,7 @@ fn plan_probes_exactly_the_announced_targets() {
     for spec in [RS, LRC] {
         for kind in PolicyKind::ALL {
             let mut view = RecordingView { inner: FakeView::new(spec), probed: Vec::new() };
-            let mut policy = build_read_policy(kind, &PolicySettings::default());
+            let mut policy = build(kind, &PolicySettings::default());
             let mut rng = ChaCha8Rng::seed_from_u64(7);
             let mut saw_probes = false;
             for round in 0..200u64 {
