@@ -51,6 +51,10 @@ pub struct FleetConfig {
     pub controller: ControllerTable,
     /// The etcd binary (see [`crate::etcd::find_etcd_binary`]).
     pub etcd_binary: PathBuf,
+    /// Workers serving each node's queue (1: one disk-like server; FAST CLOUD's black-box store
+    /// serves every task at once, so its experiment gives each node more workers than tasks can
+    /// be in flight).
+    pub node_workers: usize,
     /// Niceness of the node processes (0 ..= 19; [`crate::child::set_niceness`]). A fleet shares
     /// one machine's cores, where a real cluster gives its gateways their own: above 0, the nodes
     /// yield the CPU to the gateways and the harness when they contend.
@@ -105,10 +109,11 @@ impl Fleet {
         let mut nodes = Vec::with_capacity(config.nodes);
         for id in 0..config.nodes as u32 {
             let slot = NodeSlot { id, rack: format!("rack-{id}") };
-            let model = config.service_model.clone();
+            let (model, workers) = (config.service_model.clone(), config.node_workers);
             let node =
                 NodeProcess::spawn(binary, &dir, &slot, &secret, Lifetime::WithParent, config.node_nice, |node| {
                     node.service_model = model;
+                    node.workers = workers;
                 })
                 .with_context(|| format!("starting node {id}"))?;
             nodes.push(node);

@@ -9,10 +9,16 @@ use super::{
     ADAPTIVE_LOADS, AdaptiveRow, CapacityRow, GridRow, MixRow, PaperFinding, WriteDurability, best_fixed, read_class,
     row,
 };
-use optimize::fec_model::{Admission, BacklogThresholds, DelayModel, FecClass};
+use optimize::fec_model::{Admission, BacklogThresholds, DelayFit, DelayModel, FecClass};
 use policy::fec::AfterAck;
 
-fn finding(id: &'static str, claim: &str, paper: &str, measured: String, holds: Option<bool>) -> PaperFinding {
+pub(super) fn finding(
+    id: &'static str,
+    claim: &str,
+    paper: &str,
+    measured: String,
+    holds: Option<bool>,
+) -> PaperFinding {
     PaperFinding { id, claim: claim.to_owned(), paper: paper.to_owned(), measured, holds }
 }
 
@@ -396,29 +402,35 @@ pub(super) fn writes(
     findings
 }
 
+/// A fit beside the `truth`: its largest relative error over Δ and 1/μ, and a line saying both.
+pub(super) fn describe_fit(fit: &DelayFit, truth: &DelayModel) -> (f64, String) {
+    let (shift, mean) = (fit.model.shift_s / truth.shift_s - 1.0, fit.model.exp_mean_s / truth.exp_mean_s - 1.0);
+    let censored =
+        if fit.samples_censored > 0 { format!(" ({} censored)", fit.samples_censored) } else { String::new() };
+    let text = format!(
+        "Δ {:.1} ms ({:+.1} %), 1/μ {:.1} ms ({:+.1} %) from {} tasks{censored}",
+        fit.model.shift_s * 1e3,
+        shift * 100.0,
+        fit.model.exp_mean_s * 1e3,
+        mean * 100.0,
+        fit.samples_used + fit.samples_censored,
+    );
+    (shift.abs().max(mean.abs()), text)
+}
+
 /// FC11 (simulated part): the section V-D fit of task records recovers the delay model when no
 /// task was raced (n = k), and what racing does to it (the tasks a first-k read cancels are the
-/// slow ones, so the survivors understate the tail).
-pub(super) fn fits(fits: &[(usize, optimize::fec_model::DelayFit)], truth: &DelayModel) -> Vec<PaperFinding> {
-    let describe = |n: usize| {
-        fits.iter().find(|(m, _)| *m == n).map(|(_, fit)| {
-            let (shift, mean) =
-                (fit.model.shift_s / truth.shift_s - 1.0, fit.model.exp_mean_s / truth.exp_mean_s - 1.0);
-            (
-                shift.abs().max(mean.abs()),
-                format!(
-                    "({n},3): Δ {:.1} ms ({:+.1} %), 1/μ {:.1} ms ({:+.1} %) from {} tasks",
-                    fit.model.shift_s * 1e3,
-                    shift * 100.0,
-                    fit.model.exp_mean_s * 1e3,
-                    mean * 100.0,
-                    fit.samples_used
-                ),
-            )
-        })
+/// slow ones, so the survivors understate the tail); the fec-* policies' online fit, which counts
+/// the cancelled as censored, over the same raced records.
+pub(super) fn fits(fits: &[(usize, DelayFit, Option<DelayFit>)], truth: &DelayModel) -> Vec<PaperFinding> {
+    let describe = |n: usize, fit: &DelayFit| {
+        let (error, text) = describe_fit(fit, truth);
+        (error, format!("({n},3): {text}"))
     };
+    let of = |n: usize| fits.iter().find(|(m, _, _)| *m == n);
     let mut findings = Vec::new();
-    if let Some((error, text)) = describe(3) {
+    if let Some((_, fit, _)) = of(3) {
+        let (error, text) = describe(3, fit);
         findings.push(finding(
             "FC11",
             "the fit of task records (slowest 0.1 % dropped, 1/μ = std, Δ = mean − std) recovers Δ = 61 ms and \
@@ -428,17 +440,26 @@ pub(super) fn fits(fits: &[(usize, optimize::fec_model::DelayFit)], truth: &Dela
             Some(error <= 0.10),
         ));
     }
-    if let Some((_, text)) = describe(6) {
+    if let Some((_, fit, online)) = of(6) {
+        let (_, text) = describe(6, fit);
         findings.push(finding(
             "FC11",
             "the same fit over the tasks a (6,3) read did not cancel",
             "the paper fits measurements of unraced tasks (section IV-A)",
-            format!(
-                "{text}: the cancelled ones are the slow ones, so an online fit must use unraced tasks or treat \
-                 cancels as censored"
-            ),
+            format!("{text}: the cancelled ones are the slow ones"),
             None,
         ));
+        if let Some(online) = online {
+            let (error, text) = describe(6, online);
+            findings.push(finding(
+                "FC11",
+                "the fec-* policies' online fit over every task of the raced (6,3) reads, each cancelled task a \
+                 censored delay (exponential MLE above Δ), recovers Δ and 1/μ within 10 %",
+                "not in the paper (its fit takes unraced tasks); what lets BAFEC refit while it races",
+                text,
+                Some(error <= 0.10),
+            ));
+        }
     }
     findings
 }

@@ -10,6 +10,7 @@
 //! alternatives are run side by side.
 
 pub mod classes;
+pub mod live;
 pub mod point;
 pub mod table1;
 
@@ -160,7 +161,8 @@ struct Summary {
     /// Writes completed in the background at half their capacity.
     write_durability: Option<WriteDurability>,
     /// The Δ+Exp fit of the uncancelled tasks' service times, by fixed code n.
-    fits: Vec<(usize, optimize::fec_model::DelayFit)>,
+    /// n, the paper's fit over the unraced tasks, the online (censored) fit over every task.
+    fits: Vec<(usize, optimize::fec_model::DelayFit, Option<optimize::fec_model::DelayFit>)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -289,7 +291,9 @@ enum Measured {
     /// Writes completed in the background.
     Durability(WriteDurability),
     /// A fit of task records: (n, the fit).
-    Fit(usize, optimize::fec_model::DelayFit),
+    /// n, the paper's fit over the tasks not cancelled, and the online fit of FAST CLOUD's
+    /// policies over every task (cancels censored), from the same records.
+    Fit(usize, optimize::fec_model::DelayFit, Option<optimize::fec_model::DelayFit>),
 }
 
 /// Acknowledged-at-k writes whose other units were completed in the background.
@@ -378,7 +382,14 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
                 .map(|ns| ns as f64 / 1e9)
                 .collect();
             let fit = DelayModel::fit(&delays).context("too few task records to fit")?;
-            Ok(Measured::Fit(n, fit))
+            // What a fec-* policy's online fit makes of the same records (every task, the
+            // window holding them all).
+            let mut online = policy::fec::OnlineFit::new(1, records.all_tasks().len().max(2), 2, 1);
+            for record in records.iter() {
+                online.observe(record.request, record.tasks);
+            }
+            let online_fit = online.snapshot().fit().pop().flatten();
+            Ok(Measured::Fit(n, fit, online_fit))
         }
         Job::Mix { mix, load, policy, seed } => {
             let setup = classes::setup(classes::mix_policies()[policy].1.clone(), seed);
@@ -520,7 +531,7 @@ pub fn run(
         match (measured, &job) {
             (Measured::Throughput(throughput), Job::WriteCapacity { rest }) => write_capacity.push((*rest, throughput)),
             (Measured::Durability(durability), _) => write_durability = Some(durability),
-            (Measured::Fit(n, fit), _) => fits.push((n, fit)),
+            (Measured::Fit(n, fit, online), _) => fits.push((n, fit, online)),
             (Measured::Classes(point), _) => {
                 class_jobs.push(job);
                 class_points.push(point);

@@ -614,6 +614,7 @@ async fn load_code(
         data,
         controller,
         etcd_binary: options.etcd_binary.clone(),
+        node_workers: 1,
         node_nice: options.node_nice,
     };
     // A fleet that fails to load is dropped here, which kills its processes.
