@@ -14,7 +14,9 @@
 //! gateway's records, or start anything that outlives the run (the fleet kills its processes).
 
 use super::judge::{describe_fit, finding};
-use super::{CODE, PaperFinding, SLOTS, read_delay};
+use super::point::run_requests;
+use super::{CODE, PaperFinding, SLOTS, read_class, read_delay};
+use crate::live::blocking;
 use crate::parallel::Progress;
 use anyhow::{Context, ensure};
 use bench::s3_client::{S3Endpoint, measurement_client};
@@ -22,11 +24,12 @@ use launcher::gateway_admin::GatewayAdmin;
 use launcher::{Fleet, FleetConfig};
 use load::executor::{LoopMode, execute};
 use load::s3::{S3Fetch, ensure_bucket, prepare};
-use model::{NEVER, ObjectId, Outcome, ReadRequest, Record};
+use model::{NEVER, ObjectId, Outcome, ReadRequest, Record, RequestRecord};
 use node::ServiceModel;
-use optimize::fec_model::{Admission, DelayFit, DelayModel, FecClass};
+use optimize::fec_model::{Admission, DelayFit, DelayModel};
 use policy::fec::{BacklogMeasure, CodeLengthKind, OnlineFit};
 use policy::{FecSettings, PolicyKind, PolicySettings};
+use report::Sample;
 use serde::Serialize;
 use sim::fec::FecSetup;
 use std::collections::BTreeMap;
@@ -130,8 +133,7 @@ fn node_model(seed: u64, id: u32) -> ServiceModel {
 
 /// C̃(3,3) of the emulated model with L slots, non-blocking: the loads' unit.
 fn capacity_per_s() -> f64 {
-    FecClass { delay: read_delay(), k: usize::from(CODE.k), slots: SLOTS, admission: Admission::NonBlocking }
-        .capacity_per_s(usize::from(CODE.k))
+    read_class().capacity_per_s(usize::from(CODE.k))
 }
 
 /// Whole-object GETs arriving as a Poisson process of `rate_per_s` for `run_s` seconds.
@@ -195,10 +197,6 @@ async fn start_cluster(options: &LiveOptions, dir: &Path) -> anyhow::Result<Clus
     Ok(Cluster { fleet, admin, fetch })
 }
 
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
-    tokio::task::spawn_blocking(work).await.context("an admin call panicked")?
-}
-
 /// What one run gave: the gateway's records and the client's.
 struct Replayed {
     records: Vec<Record>,
@@ -229,25 +227,16 @@ async fn replay(
     let admin = cluster.admin.clone();
     let taken = blocking(move || admin.take_records()).await?;
     ensure!(taken.dropped == 0, "the gateway dropped {} records", taken.dropped);
-    let served: Vec<f64> = output
-        .records
-        .iter()
-        .filter(|r| r.outcome == Outcome::Ok)
-        .map(|r| r.completion_ns.saturating_sub(r.arrival_ns) as f64 / 1e9)
-        .collect();
-    let client_mean_s = served.iter().sum::<f64>() / served.len().max(1) as f64;
+    let client_mean_s = latency_s(output.records.iter().filter(|r| r.outcome == Outcome::Ok)).0;
     let gateway_failed = taken.records.iter().filter(|r| r.request.outcome != Outcome::Ok).count() as u64;
     Ok(Replayed { records: taken.records, client_mean_s, failed: output.failed + gateway_failed })
 }
 
-/// Mean and 99th percentile of the records' latencies, seconds.
-fn latency_s(records: &[Record]) -> (f64, f64) {
-    let mut latencies: Vec<f64> =
-        records.iter().map(|r| r.request.completion_ns.saturating_sub(r.request.arrival_ns) as f64 / 1e9).collect();
-    latencies.sort_by(f64::total_cmp);
-    let mean = latencies.iter().sum::<f64>() / latencies.len().max(1) as f64;
-    let p99 = latencies.get(((latencies.len() as f64 * 0.99) as usize).min(latencies.len().saturating_sub(1)));
-    (mean, p99.copied().unwrap_or(0.0))
+/// Mean and 99th percentile (nearest rank) of the requests' latencies, seconds; zeros for none.
+fn latency_s<'a>(requests: impl Iterator<Item = &'a RequestRecord>) -> (f64, f64) {
+    let sample = Sample::new(requests.map(|r| r.completion_ns.saturating_sub(r.arrival_ns)).collect());
+    let mean_s = sample.stats().map_or(0.0, |stats| stats.mean_s);
+    (mean_s, sample.quantile_ns(0.99).unwrap_or(0) as f64 / 1e9)
 }
 
 /// The paper's fit over the tasks that were not cancelled (on-node time: entering the queue to
@@ -259,16 +248,12 @@ fn fits(records: &[Record]) -> (Option<DelayFit>, Option<DelayFit>) {
         .filter(|t| !t.cancelled && !t.failed && t.finish_ns != NEVER)
         .map(|t| t.finish_ns.saturating_sub(t.enqueue_ns) as f64 / 1e9)
         .collect();
-    let tasks = records.iter().map(|r| r.tasks.len()).sum::<usize>().max(2);
-    let mut online = OnlineFit::new(1, tasks, 2, 1);
-    for record in records {
-        online.observe(&record.request, &record.tasks);
-    }
-    (DelayModel::fit(&delays), online.snapshot().fit().pop().flatten())
+    let online = OnlineFit::fit_records(records.iter().map(|r| (&r.request, r.tasks.as_slice())));
+    (DelayModel::fit(&delays), online)
 }
 
 fn live_run(policy: &str, load: f64, replayed: &Replayed, sim_mean_s: Option<f64>) -> LiveRun {
-    let (mean_s, p99_s) = latency_s(&replayed.records);
+    let (mean_s, p99_s) = latency_s(replayed.records.iter().map(|r| &r.request));
     let tasks: usize = replayed.records.iter().map(|r| r.tasks.len()).sum();
     LiveRun {
         policy: policy.to_owned(),
@@ -288,10 +273,7 @@ fn live_run(policy: &str, load: f64, replayed: &Replayed, sim_mean_s: Option<f64
 fn simulated_mean_s(model: DelayModel, requests: &[ReadRequest], seed: u64) -> anyhow::Result<f64> {
     let kind = CodeLengthKind::Bafec { backlog: BacklogMeasure::WaitingRequests };
     let setup = FecSetup::one_class(CODE, model, SLOTS, Admission::NonBlocking, kind, seed);
-    let records = setup.run(requests)?;
-    let latencies: Vec<f64> =
-        records.requests().iter().map(|r| r.completion_ns.saturating_sub(r.arrival_ns) as f64 / 1e9).collect();
-    Ok(latencies.iter().sum::<f64>() / latencies.len().max(1) as f64)
+    Ok(run_requests(&setup, requests)?.mean_s)
 }
 
 /// The live BAFEC's settings: thresholds from `model`, refitted online.

@@ -268,7 +268,7 @@ struct CapacityRow {
     simulated_per_s: f64,
 }
 
-fn read_class() -> FecClass {
+pub(crate) fn read_class() -> FecClass {
     FecClass { delay: read_delay(), k: 3, slots: SLOTS, admission: Admission::NonBlocking }
 }
 
@@ -384,11 +384,7 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
             let fit = DelayModel::fit(&delays).context("too few task records to fit")?;
             // What a fec-* policy's online fit makes of the same records (every task, the
             // window holding them all).
-            let mut online = policy::fec::OnlineFit::new(1, records.all_tasks().len().max(2), 2, 1);
-            for record in records.iter() {
-                online.observe(record.request, record.tasks);
-            }
-            let online_fit = online.snapshot().fit().pop().flatten();
+            let online_fit = policy::fec::OnlineFit::fit_records(records.iter().map(|r| (r.request, r.tasks)));
             Ok(Measured::Fit(n, fit, online_fit))
         }
         Job::Mix { mix, load, policy, seed } => {

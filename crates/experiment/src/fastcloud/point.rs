@@ -61,8 +61,12 @@ impl Point {
 
 /// Runs `setup` on `requests` Poisson reads at `rate_per_s` (arrivals from `workload_seed`).
 pub fn run_point(setup: &FecSetup, rate_per_s: f64, requests: usize, workload_seed: u64) -> anyhow::Result<Point> {
-    let reads = poisson_reads(requests, rate_per_s, workload_seed);
-    let records = setup.run(&reads)?;
+    run_requests(setup, &poisson_reads(requests, rate_per_s, workload_seed))
+}
+
+/// Runs `setup` on `reads` (the live experiment's arrivals, replayed in the simulator).
+pub fn run_requests(setup: &FecSetup, reads: &[model::ReadRequest]) -> anyhow::Result<Point> {
+    let records = setup.run(reads)?;
     let (k, n_max) = setup.k().zip(setup.n_max()).expect("a setup that ran has classes");
     Ok(reduce(&records, k, n_max, setup.slots))
 }

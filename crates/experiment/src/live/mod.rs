@@ -495,7 +495,9 @@ struct Clients {
     admins: Vec<GatewayAdmin>,
 }
 
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
     tokio::task::spawn_blocking(work).await.context("an admin call panicked")?
 }
 

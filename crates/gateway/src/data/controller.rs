@@ -928,17 +928,20 @@ impl Controller {
     /// without it, and the result installed under the lock again, unless the policy was
     /// switched meanwhile.
     pub async fn refresh_once(&self, io: &StripeIo) -> Result<(), DataError> {
+        let (probes, generation) = {
+            let state = self.lock();
+            (state.policy.refresh_probes_nodes(), state.generation)
+        };
+        if !probes {
+            // FAST CLOUD's refit: nothing to ask the nodes (or the metadata store).
+            return self.refresh_with(generation, &[]).await;
+        }
         let nodes = io.cluster().node_map().await?;
         let mut ids: Vec<StoreNodeId> = nodes.keys().copied().collect();
         ids.sort();
-        let (targets, generation) = {
+        let targets: Vec<(PolicyNodeId, StoreNodeId)> = {
             let mut state = self.lock();
-            let targets: Vec<(PolicyNodeId, StoreNodeId)> = if state.policy.refresh_probes_nodes() {
-                ids.iter().map(|&id| (state.catalog.node(id), id)).collect()
-            } else {
-                Vec::new()
-            };
-            (targets, state.generation)
+            ids.iter().map(|&id| (state.catalog.node(id), id)).collect()
         };
         let (replies, sent) = self.probe_nodes(io, &nodes, &targets).await;
         count(&self.counters.refresh_probes, "lowtail_controller_refresh_probes_total", sent as u64);

@@ -76,11 +76,28 @@ impl OnlineFit {
             .samples
             .iter()
             .map(|window| {
-                let (censored, finished): (Vec<Sample>, Vec<Sample>) = window.iter().partition(|s| s.censored);
-                (finished.iter().map(|s| s.delay_s).collect(), censored.iter().map(|s| s.delay_s).collect())
+                let (mut finished, mut censored) = (Vec::new(), Vec::new());
+                for sample in window {
+                    if sample.censored { &mut censored } else { &mut finished }.push(sample.delay_s);
+                }
+                (finished, censored)
             })
             .collect();
         FitInput { classes, min_finished: self.min_finished }
+    }
+
+    /// The fit of class 0 over every task of `records` at once (a report's view of what the
+    /// online fit makes of a run), `None` with fewer than two finished.
+    pub fn fit_records<'a>(
+        records: impl IntoIterator<Item = (&'a RequestRecord, &'a [TaskRecord])>,
+    ) -> Option<DelayFit> {
+        let records: Vec<_> = records.into_iter().collect();
+        let tasks = records.iter().map(|(_, tasks)| tasks.len()).sum::<usize>().max(2);
+        let mut fit = OnlineFit::new(1, tasks, 2, 1);
+        for (request, tasks) in records {
+            fit.observe(request, tasks);
+        }
+        fit.snapshot().fit().pop().flatten()
     }
 
     /// Installs the fits a [`FitInput::fit`] computed.

@@ -166,7 +166,7 @@ impl ReadPolicy for FecRead {
             gauges.push(("fec_delay_shift_seconds", model.shift_s));
             gauges.push(("fec_delay_exp_mean_seconds", model.exp_mean_s));
         }
-        if let Some(Some(fit)) = self.fit.as_ref().map(|f| f.last_fits().first().copied().flatten()) {
+        if let Some(fit) = self.fit.as_ref().and_then(|f| f.last_fits().first().copied().flatten()) {
             gauges.push(("fec_fit_shift_seconds", fit.model.shift_s));
             gauges.push(("fec_fit_exp_mean_seconds", fit.model.exp_mean_s));
             gauges.push(("fec_fit_samples", (fit.samples_used + fit.samples_censored) as f64));
