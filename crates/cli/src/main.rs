@@ -127,6 +127,31 @@ enum AdminCommand {
     /// empty. It lasts until the gateway restarts (its config's [controller] policy then applies).
     #[command(subcommand)]
     Policy(AdminPolicyCommand),
+    /// Show buckets' settings, or set when writes to a bucket are acknowledged (its write ack
+    /// rule: all, k+1 or k; see docs/data-path.md for what each guarantees).
+    #[command(subcommand)]
+    Bucket(AdminBucketCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminBucketCommand {
+    /// Print every bucket and its write ack rule.
+    Show(AdminPolicyTarget),
+    /// Set BUCKET's write ack rule: `all` (default: every unit durable), `k+1` (the units landed
+    /// survive one more failure) or `k` (they decode the data; the rest land in the background).
+    Ack(AdminBucketAckArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminBucketAckArgs {
+    /// The bucket.
+    #[arg(value_name = "BUCKET")]
+    bucket: String,
+    /// The rule: all, k+1 or k.
+    #[arg(value_name = "RULE")]
+    rule: String,
+    #[command(flatten)]
+    target: AdminPolicyTarget,
 }
 
 #[derive(Debug, Subcommand)]
@@ -266,6 +291,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::Status(args)) => admin_status(args),
         Command::Admin(AdminCommand::AddNode(args)) => admin_add_node(args),
         Command::Admin(AdminCommand::Policy(command)) => admin_policy(command),
+        Command::Admin(AdminCommand::Bucket(command)) => admin_bucket(command),
         #[cfg(feature = "lab")]
         Command::Sim(args) => lab::run_sim(args),
         #[cfg(feature = "lab")]
@@ -336,6 +362,42 @@ fn policy_gateways(target: &AdminPolicyTarget) -> anyhow::Result<Vec<String>> {
     Ok(target.gateway.iter().map(|url| url.trim_end_matches('/').to_string()).collect())
 }
 
+fn admin_bucket(command: AdminBucketCommand) -> anyhow::Result<()> {
+    use launcher::gateway_admin::GatewayAdmin;
+    match command {
+        AdminBucketCommand::Show(target) => {
+            // Every gateway reads the one metadata store: the first answers for all.
+            let base = policy_gateways(&target)?.remove(0);
+            let buckets = GatewayAdmin { base, secret: String::new() }.buckets()?;
+            if buckets.is_empty() {
+                println!("no buckets");
+            }
+            for bucket in buckets {
+                println!("{}  write ack {}", bucket.name, bucket.write_ack);
+            }
+        }
+        AdminBucketCommand::Ack(args) => {
+            let rule: meta::WriteAck = args.rule.parse().map_err(anyhow::Error::msg)?;
+            let secret = target_secret(&args.target)?;
+            let base = policy_gateways(&args.target)?.remove(0);
+            let bucket = GatewayAdmin { base, secret }.set_write_ack(&args.bucket, rule)?;
+            println!("{}: write ack now {}", bucket.name, bucket.write_ack);
+        }
+    }
+    Ok(())
+}
+
+/// The cluster secret for a change: from the cluster directory, or LOWTAIL_CLUSTER_SECRET for
+/// gateways named by --gateway.
+fn target_secret(target: &AdminPolicyTarget) -> anyhow::Result<String> {
+    if target.gateway.is_empty() {
+        launcher::admin::cluster_secret_from_dir(&target.dir)
+    } else {
+        std::env::var("LOWTAIL_CLUSTER_SECRET")
+            .context("set LOWTAIL_CLUSTER_SECRET to the cluster secret to change gateways given by --gateway")
+    }
+}
+
 fn admin_policy(command: AdminPolicyCommand) -> anyhow::Result<()> {
     use launcher::gateway_admin::GatewayAdmin;
     let mut text = String::new();
@@ -361,12 +423,7 @@ fn admin_policy(command: AdminPolicyCommand) -> anyhow::Result<()> {
                 ),
                 None => None,
             };
-            let secret = if args.target.gateway.is_empty() {
-                launcher::admin::cluster_secret_from_dir(&args.target.dir)?
-            } else {
-                std::env::var("LOWTAIL_CLUSTER_SECRET")
-                    .context("set LOWTAIL_CLUSTER_SECRET to the cluster secret to switch gateways given by --gateway")?
-            };
+            let secret = target_secret(&args.target)?;
             let gateways = policy_gateways(&args.target)?;
             // Every gateway is reached first: one that cannot be switches none.
             for base in &gateways {

@@ -12,6 +12,7 @@ use crate::data::erasure::{ErasureData, RunningData};
 use crate::data::membership::BackgroundTask;
 use crate::data::orphans::{OrphanCollector, OrphanStatus};
 use crate::data::packed::{PackedStatus, Packer};
+use crate::data::pending::{PendingStatus, PendingWrites};
 use crate::data::repair::{RepairService, RepairStatus};
 use crate::data::{DataConfig, ObjectData};
 use crate::s3::abandoned_uploads::UploadExpiry;
@@ -203,6 +204,8 @@ pub struct ClusterStatus {
     pub packed: PackedStatus,
     /// The read policy the controller runs.
     pub policy: PolicyState,
+    /// This gateway's early-acknowledged writes still landing, and their totals.
+    pub pending: PendingStatus,
 }
 
 /// Everything [`ClusterStatus`] is read from; one copy serves `RunningGateway::status` and the
@@ -216,6 +219,7 @@ struct StatusSources {
     releases: Arc<DelayedReleases>,
     packer: Arc<Packer>,
     controller: Arc<Controller>,
+    pending: Arc<PendingWrites>,
 }
 
 impl StatusSources {
@@ -228,6 +232,7 @@ impl StatusSources {
             releases: self.releases.status(),
             packed: self.packer.status().await,
             policy: self.controller.policy(),
+            pending: self.pending.status(),
         })
     }
 }
@@ -306,6 +311,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         releases: Arc::clone(data.data.delayed_releases()),
         packer: Arc::clone(data.data.packer()),
         controller: Arc::clone(&controller),
+        pending: Arc::clone(data.data.pending()),
     };
     let object_data: Arc<dyn ObjectData> = Arc::new(data.data.clone());
     let credentials = config.credentials.iter().map(|c| (c.access_key.clone(), c.secret_key.clone())).collect();
@@ -351,11 +357,13 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                     }
                 }),
             );
-        let app = app.merge(admin_routes(
-            Arc::clone(&controller),
-            Arc::clone(data.data.packer()),
-            config.data.cluster_secret.clone(),
-        ));
+        let app = app
+            .merge(admin_routes(
+                Arc::clone(&controller),
+                Arc::clone(data.data.packer()),
+                config.data.cluster_secret.clone(),
+            ))
+            .merge(bucket_routes(Arc::clone(&meta), config.data.cluster_secret.clone()));
         http_server = Some(tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async {
@@ -498,6 +506,55 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
                     Err(error) => (StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response(),
                 }
             }),
+        )
+}
+
+/// Whether `headers` carry the cluster secret.
+fn has_secret(headers: &axum::http::HeaderMap, secret: &str) -> bool {
+    headers
+        .get(SECRET_HEADER)
+        .is_some_and(|v| bool::from(subtle::ConstantTimeEq::ct_eq(v.as_bytes(), secret.as_bytes())))
+}
+
+/// `GET /admin/buckets` (every bucket with its settings) and `PUT
+/// /admin/buckets/{name}/write-ack` (body `all`, `k+1` or `k`; needs the cluster secret): the
+/// bucket settings S3 has no call for. A bad rule or a missing bucket is a 400 or 404 and changes
+/// nothing.
+fn bucket_routes(meta: Arc<dyn MetaStore>, secret: String) -> axum::Router {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let list_meta = Arc::clone(&meta);
+    axum::Router::new()
+        .route(
+            "/admin/buckets",
+            axum::routing::get(move || async move {
+                match list_meta.list_buckets().await {
+                    Ok(buckets) => axum::Json(buckets).into_response(),
+                    Err(error) => (StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response(),
+                }
+            }),
+        )
+        .route(
+            "/admin/buckets/{name}/write-ack",
+            axum::routing::put(
+                move |axum::extract::Path(name): axum::extract::Path<String>, headers: HeaderMap, body: String| async move {
+                    if !has_secret(&headers, &secret) {
+                        return (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header"))
+                            .into_response();
+                    }
+                    let rule = match body.parse::<meta::WriteAck>() {
+                        Ok(rule) => rule,
+                        Err(error) => return (StatusCode::BAD_REQUEST, error).into_response(),
+                    };
+                    match meta.set_bucket_write_ack(&name, rule).await {
+                        Ok(bucket) => axum::Json(bucket).into_response(),
+                        Err(error @ meta::MetaError::NoSuchBucket(_)) => {
+                            (StatusCode::NOT_FOUND, error.to_string()).into_response()
+                        }
+                        Err(error) => (StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response(),
+                    }
+                },
+            ),
         )
 }
 

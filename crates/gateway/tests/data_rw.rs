@@ -127,8 +127,11 @@ async fn streamed_writes_store_what_whole_writes_store_and_a_broken_body_leaves_
     let stripe_bytes = 6usize << 20;
     for (seed, size) in [0, 1000, stripe_bytes, (stripe_bytes * 7) / 2].into_iter().enumerate() {
         let body = pattern(size, seed as u64 + 40);
-        let streamed =
-            data.write_stream(futures_util::stream::iter(chunked(&body, 65_537)).boxed()).await.unwrap().layout;
+        let streamed = data
+            .write_stream(futures_util::stream::iter(chunked(&body, 65_537)).boxed(), meta::WriteAck::All)
+            .await
+            .unwrap()
+            .layout;
         let whole = data.write(body.clone()).await.unwrap().layout;
         match (&streamed, &whole) {
             (Layout::Striped { segments: a }, Layout::Striped { segments: b }) => {
@@ -149,13 +152,16 @@ async fn streamed_writes_store_what_whole_writes_store_and_a_broken_body_leaves_
     let body = pattern(stripe_bytes * 4, 50);
     let mut chunks = chunked(&body.slice(..stripe_bytes * 5 / 2), 1 << 20);
     chunks.push(Err(DataError::Body("connection reset".into())));
-    let err = data.write_stream(futures_util::stream::iter(chunks).boxed()).await.unwrap_err();
+    let err = data.write_stream(futures_util::stream::iter(chunks).boxed(), meta::WriteAck::All).await.unwrap_err();
     assert_eq!(err, DataError::Body("connection reset".into()));
     // Beyond the size limit: the same.
     let mut small = striped_only(cluster.config("rs-6-3"));
     small.max_object_bytes = (stripe_bytes * 2) as u64;
     let limited = ErasureData::new(small, Arc::clone(&cluster.meta)).await.unwrap();
-    let err = limited.write_stream(futures_util::stream::iter(chunked(&body, 1 << 20)).boxed()).await.unwrap_err();
+    let err = limited
+        .write_stream(futures_util::stream::iter(chunked(&body, 1 << 20)).boxed(), meta::WriteAck::All)
+        .await
+        .unwrap_err();
     assert!(matches!(err, DataError::TooLarge { limit, .. } if limit == (stripe_bytes * 2) as u64), "{err}");
     assert!(cluster.meta.list_stripes(None, 10).await.unwrap().is_empty(), "no stripe recorded");
     for i in 0..9 {
@@ -166,7 +172,11 @@ async fn streamed_writes_store_what_whole_writes_store_and_a_broken_body_leaves_
     // A small body that arrives in pieces is packed, as one given whole is.
     let packing = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
     let small = pattern(1000, 51);
-    let packed = packing.write_stream(futures_util::stream::iter(chunked(&small, 300)).boxed()).await.unwrap().layout;
+    let packed = packing
+        .write_stream(futures_util::stream::iter(chunked(&small, 300)).boxed(), meta::WriteAck::All)
+        .await
+        .unwrap()
+        .layout;
     assert!(matches!(packed, Layout::Packed { .. }), "{packed:?}");
     assert!(packing.read(&packed, 0..1000).await.unwrap() == small);
     cluster.shutdown().await;

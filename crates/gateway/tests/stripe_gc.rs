@@ -60,7 +60,15 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
     let config = cluster.config("rs-6-3");
     let meta = Arc::clone(&cluster.meta);
     let data = ErasureData::new(config.clone(), Arc::clone(&meta)).await.unwrap();
-    meta.create_bucket(BucketMeta { name: BUCKET.into(), created_ms: 1, region: None, owner: None }).await.unwrap();
+    meta.create_bucket(BucketMeta {
+        name: BUCKET.into(),
+        created_ms: 1,
+        region: None,
+        owner: None,
+        write_ack: meta::WriteAck::All,
+    })
+    .await
+    .unwrap();
     let flush = || data.packer().flush(Duration::from_secs(30));
 
     // Referenced: a striped object, and a packed stripe keeping one live object of two.
@@ -192,7 +200,15 @@ async fn a_mostly_dead_packed_stripe_is_compacted_then_collected() {
     let cluster = TestCluster::start(9, 9).await;
     let meta = Arc::clone(&cluster.meta);
     let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&meta)).await.unwrap();
-    meta.create_bucket(BucketMeta { name: BUCKET.into(), created_ms: 1, region: None, owner: None }).await.unwrap();
+    meta.create_bucket(BucketMeta {
+        name: BUCKET.into(),
+        created_ms: 1,
+        region: None,
+        owner: None,
+        write_ack: meta::WriteAck::All,
+    })
+    .await
+    .unwrap();
     // Four objects fill four of six data units of one stripe; three are deleted, so the live one
     // fills 1000 B of 6 x 1024: under half.
     let mut layouts = Vec::new();

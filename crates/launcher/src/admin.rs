@@ -102,6 +102,7 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     text.push_str(&render_redundancy(&status["repair"], nodes, now_ms));
     text.push_str(&render_scrub(&status["repair"]["scrub"], now_ms));
+    text.push_str(&render_pending(&status["pending"], now_ms));
     for section in ["orphans", "stripe_gc", "releases"] {
         if let Some(fields) = status[section].as_object() {
             text.push_str(&format!("{section}:\n"));
@@ -111,6 +112,28 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
         }
     }
     Ok(text)
+}
+
+/// This gateway's writes acknowledged early (a bucket's write ack rule below `all`): what is still
+/// landing, and what landed or failed since start. Nothing when none was ever acknowledged early.
+fn render_pending(pending: &Value, now_ms: u64) -> String {
+    let count = |field: &str| pending[field].as_u64().unwrap_or(0);
+    if count("stripes_acked_early") == 0 && count("refused_full") == 0 {
+        return String::new();
+    }
+    let oldest = pending["oldest_acked_ms"]
+        .as_u64()
+        .map(|ms| format!(", the oldest acknowledged {}", when(ms, now_ms)))
+        .unwrap_or_default();
+    format!(
+        "writes acknowledged early (here): {} stripes still landing ({:.1} MiB){oldest}; since start {} stripes, {} units landed after, {} failed (left to repair), {} waited for every unit (pending.max_stripes in flight)\n",
+        count("stripes_in_flight"),
+        count("bytes_in_flight") as f64 / f64::from(1 << 20),
+        count("stripes_acked_early"),
+        count("units_landed"),
+        count("units_failed"),
+        count("refused_full"),
+    )
 }
 
 /// `ms` as a span people read: `40 s`, `5 min`, `3 h`, `2 d`.
@@ -168,6 +191,15 @@ fn render_redundancy(repair: &Value, nodes: &[Value], now_ms: u64) -> String {
             if let Some(oldest) = census["oldest_degraded_since_ms"].as_u64() {
                 let missing = census["stripes_missing_units"].as_u64().unwrap_or(0);
                 text.push_str(&format!("  {missing} with units missing, the oldest since {}\n", when(oldest, now_ms)));
+            }
+            let pending = census["stripes_pending"].as_u64().unwrap_or(0);
+            if pending > 0 {
+                let bytes = census["bytes_pending"].as_u64().unwrap_or(0);
+                let oldest = census["oldest_pending_since_ms"].as_u64().map(|ms| when(ms, now_ms)).unwrap_or_default();
+                text.push_str(&format!(
+                    "  {pending} acknowledged early, {:.1} MiB still landing, the oldest since {oldest}\n",
+                    bytes as f64 / f64::from(1 << 20)
+                ));
             }
             let on_down = census["stripes_on_unavailable_nodes"].as_u64().unwrap_or(0);
             if on_down > 0 {
@@ -260,6 +292,9 @@ mod tests {
                     "stripes_missing_units": 9,
                     "stripes_on_unavailable_nodes": 12,
                     "oldest_degraded_since_ms": 1_000,
+                    "stripes_pending": 2,
+                    "bytes_pending": 3 << 20,
+                    "oldest_pending_since_ms": 1_500,
                     "counted_at_ms": 2_000,
                     "complete": true
                 },
@@ -274,7 +309,9 @@ mod tests {
             "orphans": {"units_deleted": 2},
             "stripe_gc": {"stripes_deleted": 4},
             "releases": {"waiting": 3},
-            "policy": {"policy": "lmlf-pw2", "settings": {}}
+            "policy": {"policy": "lmlf-pw2", "settings": {}},
+            "pending": {"stripes_in_flight": 1, "bytes_in_flight": 1 << 20, "oldest_acked_ms": 1_500,
+                        "stripes_acked_early": 7, "units_landed": 12, "units_failed": 1, "refused_full": 0}
         });
         let text = render_status(&status).unwrap();
         assert!(text.contains("2 registered, 1 up"), "{text}");
@@ -286,6 +323,11 @@ mod tests {
         );
         assert!(text.contains("8 stripes: no Up node can take them"), "{text}");
         assert!(text.contains("repair: 3 units rebuilt (3 MiB)"), "{text}");
+        assert!(text.contains("2 acknowledged early, 3.0 MiB still landing, the oldest since"), "{text}");
+        assert!(
+            text.contains("1 stripes still landing (1.0 MiB)") && text.contains("12 units landed after, 1 failed"),
+            "{text}"
+        );
         assert!(text.contains("every node finished a full pass since") && text.contains("25 % done"), "{text}");
         assert!(text.contains("1 units found corrupt in all, 0 awaiting repair"), "{text}");
         assert!(text.contains("scrub: no stats from node 2 (connection refused)"), "{text}");

@@ -98,6 +98,35 @@ impl GatewayAdmin {
         self.check(what, &mut response).map(|_| ())
     }
 
+    /// Every bucket with its settings (`GET /admin/buckets`).
+    pub fn buckets(&self) -> anyhow::Result<Vec<meta::BucketMeta>> {
+        let what = "GET /admin/buckets";
+        let mut response = agent()
+            .get(format!("{}/admin/buckets", self.base))
+            .call()
+            .with_context(|| format!("{what} at {}", self.base))?;
+        let body = self.check(what, &mut response)?;
+        serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer buckets: {body}", self.base))
+    }
+
+    /// Sets when writes to `bucket` are acknowledged (`PUT /admin/buckets/NAME/write-ack`);
+    /// returns the bucket as stored.
+    pub fn set_write_ack(&self, bucket: &str, rule: meta::WriteAck) -> anyhow::Result<meta::BucketMeta> {
+        let what = "PUT /admin/buckets/NAME/write-ack";
+        let mut response = agent()
+            .put(format!("{}/admin/buckets/{bucket}/write-ack", self.base))
+            .header(SECRET_HEADER, &self.secret)
+            .content_type("text/plain")
+            .send(rule.name())
+            .with_context(|| format!("{what} at {}", self.base))?;
+        if response.status().as_u16() == 404 {
+            let body = response.body_mut().read_to_string().unwrap_or_default();
+            bail!("{}: {}", self.base, if body.is_empty() { "no bucket endpoint (404)".into() } else { body });
+        }
+        let body = self.check(what, &mut response)?;
+        serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer a bucket: {body}", self.base))
+    }
+
     /// An empty `POST` of `path` with the cluster secret; `what` names the call in errors.
     fn post_with_secret(&self, what: &str, path: &str) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
         agent()

@@ -15,7 +15,7 @@ use crate::listing;
 use crate::store::MetaStore;
 use crate::types::{
     BucketMeta, CompletedPart, Layout, Lease, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo, NodeState,
-    ObjectListing, ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta,
+    ObjectListing, ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta, WriteAck,
 };
 use crate::validate;
 
@@ -158,6 +158,16 @@ impl<B: Backend> MetaStore for KvStore<B> {
     async fn get_bucket(&self, name: &str) -> Result<BucketMeta> {
         let name = name.to_string();
         txn!(self.backend, read, (name), |kv| require_bucket(kv, &name).await)
+    }
+
+    async fn set_bucket_write_ack(&self, name: &str, write_ack: WriteAck) -> Result<BucketMeta> {
+        let name = name.to_string();
+        txn!(self.backend, write, (name, write_ack), |kv| {
+            let mut bucket = require_bucket(kv, &name).await?;
+            bucket.write_ack = write_ack;
+            put_record(kv, format::bucket_key(&name), &bucket)?;
+            Ok(bucket)
+        })
     }
 
     async fn list_buckets(&self) -> Result<Vec<BucketMeta>> {

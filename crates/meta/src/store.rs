@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::types::{
     BucketMeta, CompletedPart, Layout, Lease, MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing,
-    ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta,
+    ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta, WriteAck,
 };
 
 /// Cluster metadata. Every mutating call is one atomic, durable transaction: it either happens entirely
@@ -21,6 +21,9 @@ pub trait MetaStore: Send + Sync {
     async fn create_bucket(&self, bucket: BucketMeta) -> Result<()>;
     /// A bucket; `NoSuchBucket` if absent.
     async fn get_bucket(&self, name: &str) -> Result<BucketMeta>;
+    /// Sets when writes to bucket `name` are acknowledged and returns the bucket as stored;
+    /// `NoSuchBucket` if absent. Writes already acknowledged keep the rule they were written under.
+    async fn set_bucket_write_ack(&self, name: &str, write_ack: WriteAck) -> Result<BucketMeta>;
     /// All buckets, sorted by name.
     async fn list_buckets(&self) -> Result<Vec<BucketMeta>>;
     /// Deletes a bucket; `BucketNotEmpty` if it holds any object or multipart upload (checked atomically

@@ -40,6 +40,76 @@ pub struct BucketMeta {
     pub region: Option<String>,
     /// Owner (access key or account), if known.
     pub owner: Option<String>,
+    /// When a write to the bucket is acknowledged (`all` unless an operator chose a faster rule
+    /// with `lowtail admin bucket ack`).
+    #[serde(default, skip_serializing_if = "WriteAck::is_all")]
+    pub write_ack: WriteAck,
+}
+
+/// When a write is acknowledged: the write-acknowledgement layer of the request path (FAST
+/// CLOUD's speculative write). Below `all`, the units not yet durable at the acknowledgement are
+/// recorded missing and pending ([`StripeMeta::pending_until_ms`]) in the stripe's record before
+/// the answer, finished in the background by the writing gateway, and by repair if it stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum WriteAck {
+    /// Once every unit is durable (or, when nodes fail, once what landed meets the cluster's
+    /// durability rule, `ack_min_failures_tolerated`).
+    #[default]
+    #[serde(rename = "all")]
+    All,
+    /// Once the units that landed survive one more node failure: k + 1 of an MDS code's n.
+    #[serde(rename = "k+1")]
+    KPlusOne,
+    /// Once the units that landed decode the data: k of an MDS code's n, surviving no further
+    /// failure until the rest land.
+    #[serde(rename = "k")]
+    K,
+}
+
+impl WriteAck {
+    /// Every rule, fastest last.
+    pub const ALL: [WriteAck; 3] = [WriteAck::All, WriteAck::KPlusOne, WriteAck::K];
+
+    /// The rule's name: `all`, `k+1` or `k`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteAck::All => "all",
+            WriteAck::KPlusOne => "k+1",
+            WriteAck::K => "k",
+        }
+    }
+
+    /// Whether this is the default rule (every unit).
+    pub fn is_all(&self) -> bool {
+        *self == WriteAck::All
+    }
+
+    /// The further node failures the units landed must survive for an acknowledgement before the
+    /// rest land; `None` for `all`, which waits for every unit.
+    pub fn early_failures_tolerated(self) -> Option<usize> {
+        match self {
+            WriteAck::All => None,
+            WriteAck::KPlusOne => Some(1),
+            WriteAck::K => Some(0),
+        }
+    }
+}
+
+impl fmt::Display for WriteAck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for WriteAck {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        WriteAck::ALL
+            .into_iter()
+            .find(|rule| rule.name() == text.trim())
+            .ok_or_else(|| format!("unknown write ack rule {text:?}: one of all, k+1, k"))
+    }
 }
 
 /// Where an object's bytes live.
@@ -234,6 +304,13 @@ pub struct StripeMeta {
     /// `missing_units` is not empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded_since_ms: Option<u64>,
+    /// Until when (unix ms, the writer's clock) the missing units are *pending*: a write
+    /// acknowledged before every unit was durable (a bucket's [`WriteAck`] below `all`) is still
+    /// writing them. Repair leaves them to the writer until then and rebuilds whatever is still
+    /// missing afterwards (the writer stopped, or its unit writes failed). Set only while units are
+    /// missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_until_ms: Option<u64>,
     /// Version for compare-and-swap: set to 1 on creation and incremented by every update; the value a
     /// caller passes in is ignored.
     pub version: u64,
@@ -264,12 +341,19 @@ impl StripeMeta {
         self.missing_units.len() != before
     }
 
+    /// Whether the missing units are still being written by the gateway that acknowledged the
+    /// stripe early, at `now_ms`.
+    pub fn is_pending(&self, now_ms: u64) -> bool {
+        self.pending_until_ms.is_some_and(|until_ms| now_ms < until_ms)
+    }
+
     /// Marks `units` durable again; the stripe is healthy once none is missing.
     pub fn clear_missing(&mut self, units: impl IntoIterator<Item = u16>) {
         let restored: Vec<u16> = units.into_iter().collect();
         self.missing_units.retain(|unit| !restored.contains(unit));
         if self.missing_units.is_empty() {
             self.degraded_since_ms = None;
+            self.pending_until_ms = None;
         }
     }
 }

@@ -137,7 +137,8 @@ pub fn stripe(stripe: &StripeMeta) -> Result<()> {
 }
 
 /// Why a stripe's missing units are malformed, if they are: ascending, distinct, below `units`, on a
-/// sealed stripe only, with `degraded_since_ms` set exactly when there are any.
+/// sealed stripe only, with `degraded_since_ms` set exactly when there are any and
+/// `pending_until_ms` only then.
 fn missing_units(stripe: &StripeMeta, units: usize) -> Option<String> {
     let missing = &stripe.missing_units;
     if missing.windows(2).any(|pair| pair[0] >= pair[1]) {
@@ -151,6 +152,9 @@ fn missing_units(stripe: &StripeMeta, units: usize) -> Option<String> {
     }
     if missing.is_empty() != stripe.degraded_since_ms.is_none() {
         return Some("degraded_since_ms must be set exactly when units are missing".into());
+    }
+    if missing.is_empty() && stripe.pending_until_ms.is_some() {
+        return Some("pending_until_ms is set only while units are missing".into());
     }
     None
 }

@@ -231,7 +231,16 @@ mod tests {
     async fn store(spec: CodeSpec) -> (tempfile::TempDir, RedbStore) {
         let dir = tempfile::tempdir().unwrap();
         let store = RedbStore::open(dir.path()).unwrap();
-        store.create_bucket(BucketMeta { name: "bkt".into(), created_ms: 0, region: None, owner: None }).await.unwrap();
+        store
+            .create_bucket(BucketMeta {
+                name: "bkt".into(),
+                created_ms: 0,
+                region: None,
+                owner: None,
+                write_ack: meta::WriteAck::All,
+            })
+            .await
+            .unwrap();
         for (id, nodes, state) in [
             (40u64, [5u32, 1, 2, 3], StripeState::Sealed),
             (7, [0, 4, 5, 1], StripeState::Sealed),
@@ -247,6 +256,7 @@ mod tests {
                 packed_bytes: None,
                 missing_units: Vec::new(),
                 degraded_since_ms: None,
+                pending_until_ms: None,
                 version: 0,
             };
             store.create_stripe(stripe).await.unwrap();

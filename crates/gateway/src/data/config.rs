@@ -62,6 +62,8 @@ pub struct DataConfig {
     /// how long a stripe record can exist before the object that will reference it is committed,
     /// which the stripe collector's grace relies on. Default 20 minutes (1 GiB at under 1 MB/s).
     pub write_deadline_ms: u64,
+    /// Writes acknowledged before every unit was durable (a bucket's write ack rule `k+1` or `k`).
+    pub pending: PendingConfig,
     /// Place one unit per rack (fails when there are fewer Up racks than units). Default false:
     /// random balanced placement over nodes.
     pub rack_aware: bool,
@@ -87,6 +89,27 @@ pub struct DataConfig {
     /// Unset means `gateway`, which is right for the one gateway of an embedded metadata store;
     /// gateways sharing etcd must each set their own (`lowtail gateway` refuses to start without).
     pub gateway_id: Option<String>,
+}
+
+/// Writes acknowledged early: their remaining unit writes run in the background, the stripe
+/// recorded with those units missing and pending until they land.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PendingConfig {
+    /// Most stripes this gateway finishes in the background at once; a write that would exceed it
+    /// waits for all its units, as under `all` (counted: `lowtail_gateway_pending_refused_total`).
+    /// Default 1024 (at most 1024 × (n − k) × `unit_bytes` held for the unit writes in flight).
+    pub max_stripes: usize,
+    /// How long after the acknowledgement the writer has to land the pending units before repair
+    /// rebuilds whatever is still missing (the writer stopped, or its unit writes failed). Must
+    /// exceed `node_rpc_timeout_ms`, which bounds each background unit write. Default 120 s.
+    pub deadline_ms: u64,
+}
+
+impl Default for PendingConfig {
+    fn default() -> Self {
+        Self { max_stripes: 1024, deadline_ms: 120_000 }
+    }
 }
 
 /// The packed layout: objects up to `max_object_bytes` are appended into the data units of a
@@ -191,6 +214,7 @@ impl Default for DataConfig {
             write_retries: 3,
             ack_min_failures_tolerated: 1,
             write_deadline_ms: 1_200_000,
+            pending: PendingConfig::default(),
             rack_aware: false,
             placement_seed: None,
             cluster_secret: String::new(),
@@ -291,6 +315,13 @@ impl DataConfig {
                  so a unit whose write is still in flight is never taken for an orphan",
                 self.orphans.grace_ms,
                 longest_write_ms.saturating_mul(10)
+            ));
+        }
+        if self.pending.max_stripes == 0 || self.pending.deadline_ms <= self.node_rpc_timeout_ms {
+            return bad(format!(
+                "pending.max_stripes must be positive and pending.deadline_ms ({}) more than node_rpc_timeout_ms \
+                 ({}), which bounds the background unit writes it waits for",
+                self.pending.deadline_ms, self.node_rpc_timeout_ms
             ));
         }
         if self.write_deadline_ms == 0 {

@@ -18,7 +18,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use codec::ErasureCode;
 use futures_util::{StreamExt, TryStreamExt, stream};
-use meta::{Layout, MetaError, MetaStore, NodeId, NodeState, StripeId, StripeMeta, StripeSegment, StripeState};
+use meta::{
+    Layout, MetaError, MetaStore, NodeId, NodeState, StripeId, StripeMeta, StripeSegment, StripeState, WriteAck,
+};
 
 use super::cluster::NodeConnections;
 use super::config::DataConfig;
@@ -30,10 +32,14 @@ use super::membership::unix_now_ms;
 use super::membership::{BackgroundTask, Membership};
 use super::orphans::OrphanCollector;
 use super::packed::{PackRefused, Packer};
+use super::pending::PendingWrites;
 use super::read::Reads;
 use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
-use super::stripe_write::{encode_units, forget_placement, judge, place_new_stripe, write_units};
+use super::stripe_write::{
+    EarlyWrites, Landing, UnitWrites, encode_units, forget_placement, judge, place_new_stripe, write_units,
+    write_units_early,
+};
 use super::{BodyStream, DataError, ObjectData, Redundancy, Written};
 
 /// Alignment of the unit size of an object's last stripe (the codec kernels' step).
@@ -65,6 +71,7 @@ pub struct ErasureData {
     packer: Arc<Packer>,
     holds: Arc<StripeHolds>,
     delayed: Arc<DelayedReleases>,
+    pending: Arc<PendingWrites>,
 }
 
 impl std::fmt::Debug for ErasureData {
@@ -147,7 +154,8 @@ impl ErasureData {
         let packer = Packer::new(Arc::clone(&io), Arc::clone(&reads), Arc::clone(&code), code_name.clone());
         let full_failures_tolerated = io.config().full_failures_tolerated()?;
         let holds = Arc::new(StripeHolds::default());
-        let data = Self { io, reads, code, code_name, full_failures_tolerated, packer, holds, delayed };
+        let pending = Arc::new(PendingWrites::new(Arc::clone(&io), &io.config().pending));
+        let data = Self { io, reads, code, code_name, full_failures_tolerated, packer, holds, delayed, pending };
         data.count_existing_units().await?;
         Ok(data)
     }
@@ -167,6 +175,11 @@ impl ErasureData {
             }
         }
         Ok(())
+    }
+
+    /// The background half of early-acknowledged writes.
+    pub fn pending(&self) -> &Arc<PendingWrites> {
+        &self.pending
     }
 
     /// The packer of small objects.
@@ -250,13 +263,22 @@ impl ErasureData {
     }
 
     /// Writes the n units of a new stripe and records it (Sealed); returns the record and the
-    /// further node failures its durable units survive. Units go to n distinct nodes, Up ones
-    /// first; with fewer than n Up (but at least k) the rest are placed on Down nodes unwritten. A
-    /// unit whose write fails is placed elsewhere ([`write_units`]); one no node can take is left
-    /// missing. The stripe is recorded only if what is durable meets the durability rule
-    /// ([`judge`]), with its missing units in the same transaction (so repair finds it); otherwise,
-    /// and if recording fails, the units written are deleted and nothing references them.
-    async fn write_stripe(&self, units: Vec<Bytes>, unit_bytes: u64) -> Result<(StripeMeta, usize), DataError> {
+    /// redundancy of its durable units. Units go to n distinct nodes, Up ones first; with fewer
+    /// than n Up (but at least k) the rest are placed on Down nodes unwritten. A unit whose write
+    /// fails is placed elsewhere ([`write_units`]); one no node can take is left missing. The
+    /// stripe is recorded only if what is durable meets the durability rule ([`judge`]), with its
+    /// missing units in the same transaction (so repair finds it); otherwise, and if recording
+    /// fails, the units written are deleted and nothing references them.
+    ///
+    /// Under an early `ack` rule (`k+1`, `k`) it returns as soon as the units landed survive the
+    /// rule's failures: the stripe is recorded with the others missing and pending before it
+    /// returns, and [`PendingWrites`] lands them in the background.
+    async fn write_stripe(
+        &self,
+        units: Vec<Bytes>,
+        unit_bytes: u64,
+        ack: WriteAck,
+    ) -> Result<(StripeMeta, Redundancy), DataError> {
         let n = units.len();
         let nodes: NodeMap = self.io.cluster().node_map().await?;
         let node_list: Vec<_> = nodes.values().cloned().collect();
@@ -269,7 +291,21 @@ impl ErasureData {
                 return Err(DataError::Meta(error.to_string()));
             }
         };
-        let writes = write_units(&self.io, &nodes, &node_list, id, &units, placement, &to_write).await;
+        let early = ack.early_failures_tolerated().and_then(|t| self.pending.try_reserve().map(|permit| (t, permit)));
+        let writes = match early {
+            None => write_units(&self.io, &nodes, &node_list, id, &units, placement, &to_write).await,
+            Some((t, permit)) => {
+                let code = self.code.as_ref();
+                match write_units_early(&self.io, &nodes, code, id, &units, (placement, &to_write), t).await {
+                    EarlyWrites::Acked { writes, landing } => {
+                        return self.record_early(nodes, id, unit_bytes, writes, landing, permit).await;
+                    }
+                    EarlyWrites::Ended(writes) => {
+                        self.retry_failed(&nodes, &node_list, id, &units, writes, &to_write).await
+                    }
+                }
+            }
+        };
         let tolerated = match judge(&self.io, &nodes, self.code.as_ref(), id, &writes).await {
             Ok(tolerated) => tolerated,
             Err(error) => {
@@ -277,27 +313,99 @@ impl ErasureData {
                 return Err(error);
             }
         };
-        let mut stripe = StripeMeta {
-            id,
-            code: self.code_name.clone(),
-            unit_bytes,
-            placement: writes.placement.clone(),
-            state: StripeState::Sealed,
-            unit_checksums: None,
-            packed_bytes: None,
-            missing_units: Vec::new(),
-            degraded_since_ms: None,
-            version: 0,
-        };
+        let mut stripe = self.new_stripe_record(id, unit_bytes, writes.placement.clone());
         if stripe.mark_missing(writes.missing(), unix_now_ms()) {
             self.io.counters().degraded_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             metrics::counter!("lowtail_gateway_degraded_writes_total").increment(1);
         }
         match meta.create_stripe(stripe).await {
-            Ok(stored) => Ok((stored, tolerated)),
+            Ok(stored) => {
+                let redundancy =
+                    Redundancy { failures_tolerated: tolerated, full: self.full_failures_tolerated, pending: false };
+                Ok((stored, redundancy))
+            }
             Err(error) => {
                 self.io.delete_units_best_effort(&nodes, id, &writes.durable_units()).await;
                 forget_placement(&self.io, &writes.placement);
+                Err(DataError::Meta(error.to_string()))
+            }
+        }
+    }
+
+    /// A new sealed stripe's record, every unit durable (the caller marks the missing ones).
+    fn new_stripe_record(&self, id: StripeId, unit_bytes: u64, placement: Vec<NodeId>) -> StripeMeta {
+        StripeMeta {
+            id,
+            code: self.code_name.clone(),
+            unit_bytes,
+            placement,
+            state: StripeState::Sealed,
+            unit_checksums: None,
+            packed_bytes: None,
+            missing_units: Vec::new(),
+            degraded_since_ms: None,
+            pending_until_ms: None,
+            version: 0,
+        }
+    }
+
+    /// After a first round that ended before an early rule was met: the failed units written
+    /// again as under `all` ([`write_units`]: elsewhere after a retry), merged with what landed.
+    async fn retry_failed(
+        &self,
+        nodes: &NodeMap,
+        node_list: &[meta::NodeInfo],
+        id: StripeId,
+        units: &[Bytes],
+        first: UnitWrites,
+        to_write: &[bool],
+    ) -> UnitWrites {
+        let failed: Vec<bool> = (0..units.len()).map(|unit| to_write[unit] && !first.durable[unit]).collect();
+        if !failed.contains(&true) {
+            return first;
+        }
+        let retried = write_units(&self.io, nodes, node_list, id, units, first.placement, &failed).await;
+        let durable = (0..units.len()).map(|unit| first.durable[unit] || retried.durable[unit]).collect();
+        UnitWrites { placement: retried.placement, durable }
+    }
+
+    /// Records a stripe acknowledged early, its `landing` units (and any never written) missing and
+    /// pending, then hands the landing writes to [`PendingWrites`]. If recording fails, the write
+    /// fails and every unit is deleted once its write has ended.
+    async fn record_early(
+        &self,
+        nodes: NodeMap,
+        id: StripeId,
+        unit_bytes: u64,
+        writes: UnitWrites,
+        landing: Vec<Landing>,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<(StripeMeta, Redundancy), DataError> {
+        let tolerated = self.code.failures_tolerated(&writes.durable).expect("acknowledged early only when decodable");
+        let now_ms = unix_now_ms();
+        let mut stripe = self.new_stripe_record(id, unit_bytes, writes.placement.clone());
+        stripe.mark_missing(writes.missing(), now_ms);
+        stripe.pending_until_ms = Some(self.pending.pending_until_ms(now_ms));
+        // Pending, not degraded, when every unit short is one still landing.
+        let pending = writes.missing().len() == landing.len();
+        match self.io.cluster().meta().create_stripe(stripe).await {
+            Ok(stored) => {
+                self.pending.finish(nodes, stored.clone(), landing, permit);
+                Ok((stored, Redundancy { failures_tolerated: tolerated, full: self.full_failures_tolerated, pending }))
+            }
+            Err(error) => {
+                let io = Arc::clone(&self.io);
+                forget_placement(&io, &writes.placement);
+                let mut written = writes.durable_units();
+                tokio::spawn(async move {
+                    for (unit, node, handle) in landing {
+                        if let Ok(Ok(())) = handle.await {
+                            written.push((unit, node));
+                        }
+                    }
+                    io.delete_units_best_effort(&nodes, id, &written).await;
+                    drop(permit);
+                });
                 Err(DataError::Meta(error.to_string()))
             }
         }
@@ -450,6 +558,36 @@ pub fn last_stripe_unit_bytes(len: u64, k: u64) -> u64 {
 }
 
 impl ErasureData {
+    /// Stores a body given whole, acknowledged by `ack`: small ones packed (their m + 1 replicas
+    /// are durable before any rule acknowledges them), the rest striped.
+    async fn write_whole(&self, body: Bytes, ack: WriteAck) -> Result<Written, DataError> {
+        let size = body.len() as u64;
+        let limit = self.io.config().max_object_bytes;
+        if size > limit {
+            return Err(DataError::TooLarge { size, limit });
+        }
+        if body.is_empty() {
+            return Ok(Written {
+                layout: Layout::Striped { segments: Vec::new() },
+                redundancy: self.full_redundancy(),
+            });
+        }
+        if size <= self.io.config().packed.max_object_bytes {
+            match self.packer.write(&body).await {
+                // m + 1 replicas survive m failures, as the code does once sealed.
+                Ok(layout) => return Ok(Written { layout, redundancy: self.full_redundancy() }),
+                Err(PackRefused::NotNow(why)) => tracing::debug!(%why, "object striped instead of packed"),
+                Err(PackRefused::Failed(error)) => {
+                    tracing::info!(%error, "packing failed; object striped instead");
+                }
+            }
+        }
+        let deadline = self.write_deadline();
+        // Cutting a body given whole slices it: no copy.
+        let cuts = cut_stripes(stream::iter([Ok(body)]).boxed(), self.cut_limits(deadline));
+        self.write_striped(cuts, deadline, ack).await
+    }
+
     /// The redundancy of bytes whose every unit is durable.
     fn full_redundancy(&self) -> Redundancy {
         Redundancy::full(self.full_failures_tolerated)
@@ -478,6 +616,7 @@ impl ErasureData {
         &self,
         cuts: impl futures_util::Stream<Item = Result<StripeCut, DataError>> + Send,
         deadline: tokio::time::Instant,
+        ack: WriteAck,
     ) -> Result<Written, DataError> {
         let k = self.code.data_units();
         let up = self.io.cluster().nodes().await?.iter().filter(|node| node.state == NodeState::Up).count();
@@ -505,22 +644,20 @@ impl ErasureData {
                 let this_unit_bytes =
                     if length == k * unit_bytes { unit_bytes } else { last_stripe_unit_bytes(length, k) };
                 let units = self.encode(&cut.bytes, this_unit_bytes)?;
-                let (stripe, tolerated) = self.write_stripe(units, this_unit_bytes).await?;
+                let (stripe, redundancy) = self.write_stripe(units, this_unit_bytes, ack).await?;
                 let segment = StripeSegment {
                     stripe: stripe.id,
                     unit_bytes: this_unit_bytes,
                     object_offset_bytes: cut.offset_bytes,
                     length_bytes: length,
                 };
-                Ok((segment, tolerated))
+                Ok((segment, redundancy))
             })
         });
         let parallel = self.io.config().max_parallel_stripe_writes;
         match in_order_bounded(parallel, may_start, writes).await {
             Ok(written) => {
-                let full = self.full_redundancy();
-                let tolerated = written.iter().map(|(_, tolerated)| *tolerated).min().unwrap_or(full.full);
-                let redundancy = Redundancy { failures_tolerated: tolerated, full: full.full };
+                let redundancy = written.iter().map(|(_, r)| *r).fold(self.full_redundancy(), Redundancy::min);
                 let segments = written.into_iter().map(|(segment, _)| segment).collect();
                 Ok(Written { layout: Layout::Striped { segments }, redundancy })
             }
@@ -540,46 +677,22 @@ impl ErasureData {
 #[async_trait]
 impl ObjectData for ErasureData {
     async fn write(&self, body: Bytes) -> Result<Written, DataError> {
-        let size = body.len() as u64;
-        let limit = self.io.config().max_object_bytes;
-        if size > limit {
-            return Err(DataError::TooLarge { size, limit });
-        }
-        if body.is_empty() {
-            return Ok(Written {
-                layout: Layout::Striped { segments: Vec::new() },
-                redundancy: self.full_redundancy(),
-            });
-        }
-        if size <= self.io.config().packed.max_object_bytes {
-            match self.packer.write(&body).await {
-                // m + 1 replicas survive m failures, as the code does once sealed.
-                Ok(layout) => return Ok(Written { layout, redundancy: self.full_redundancy() }),
-                Err(PackRefused::NotNow(why)) => tracing::debug!(%why, "object striped instead of packed"),
-                Err(PackRefused::Failed(error)) => {
-                    tracing::info!(%error, "packing failed; object striped instead");
-                }
-            }
-        }
-        let deadline = self.write_deadline();
-        // Cutting a body given whole slices it: no copy.
-        let cuts = cut_stripes(stream::iter([Ok(body)]).boxed(), self.cut_limits(deadline));
-        self.write_striped(cuts, deadline).await
+        self.write_whole(body, WriteAck::All).await
     }
 
-    async fn write_stream(&self, body: BodyStream<'_>) -> Result<Written, DataError> {
+    async fn write_stream(&self, body: BodyStream<'_>, ack: WriteAck) -> Result<Written, DataError> {
         // The deadline counts from the first byte awaited: receiving the body is part of the write.
         let deadline = self.write_deadline();
         let mut cuts = cut_stripes(body, self.cut_limits(deadline)).peekable();
         let first = match cuts.next().await {
-            None => return self.write(Bytes::new()).await,
+            None => return self.write_whole(Bytes::new(), ack).await,
             Some(first) => first?,
         };
         match std::pin::Pin::new(&mut cuts).peek().await {
             // The whole body fits one stripe: written as a body given whole (packed if small).
-            None => self.write(first.bytes).await,
+            None => self.write_whole(first.bytes, ack).await,
             Some(Err(_)) => Err(cuts.next().await.expect("peeked").expect_err("peeked an error")),
-            Some(Ok(_)) => self.write_striped(stream::iter([Ok(first)]).chain(cuts), deadline).await,
+            Some(Ok(_)) => self.write_striped(stream::iter([Ok(first)]).chain(cuts), deadline, ack).await,
         }
     }
 

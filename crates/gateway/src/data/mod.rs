@@ -24,6 +24,7 @@ pub mod membership;
 pub mod memory;
 pub mod orphans;
 pub mod packed;
+pub mod pending;
 pub mod placement;
 pub mod plan;
 pub mod read;
@@ -32,7 +33,7 @@ pub mod robust;
 pub mod stripe_io;
 pub mod stripe_write;
 
-pub use config::{DataConfig, MembershipConfig, OrphanConfig, PackedConfig, RepairConfig};
+pub use config::{DataConfig, MembershipConfig, OrphanConfig, PackedConfig, PendingConfig, RepairConfig};
 pub use erasure::ErasureData;
 pub use holds::ReadHold;
 
@@ -94,12 +95,16 @@ pub struct Redundancy {
     pub failures_tolerated: usize,
     /// What they survive once every unit is durable: the code's own tolerance.
     pub full: usize,
+    /// Whether every unit short at the acknowledgement was still being written (the bucket's write
+    /// ack rule acknowledged it early) rather than failed: the writer lands them in the background,
+    /// repair if it stops. False when the bytes are full.
+    pub pending: bool,
 }
 
 impl Redundancy {
     /// As redundant as the code makes them: nothing left for repair to restore.
     pub fn full(failures: usize) -> Self {
-        Self { failures_tolerated: failures, full: failures }
+        Self { failures_tolerated: failures, full: failures, pending: false }
     }
 
     /// Whether the bytes were acknowledged with every unit durable.
@@ -107,12 +112,24 @@ impl Redundancy {
         self.failures_tolerated >= self.full
     }
 
-    /// The lesser of two (the redundancy of bytes stored in both places).
-    pub fn min(self, other: Self) -> Self {
-        Self {
-            failures_tolerated: self.failures_tolerated.min(other.failures_tolerated),
-            full: self.full.min(other.full),
+    /// `full`; `pending` when short only of units still being written; `degraded` when some unit
+    /// could not be stored and repair owes it.
+    pub fn state(&self) -> &'static str {
+        match (self.is_full(), self.pending) {
+            (true, _) => "full",
+            (false, true) => "pending",
+            (false, false) => "degraded",
         }
+    }
+
+    /// The lesser of two (the redundancy of bytes stored in both places): pending only when neither
+    /// is degraded.
+    pub fn min(self, other: Self) -> Self {
+        let failures_tolerated = self.failures_tolerated.min(other.failures_tolerated);
+        let full = self.full.min(other.full);
+        let not_degraded = |r: &Self| r.is_full() || r.pending;
+        let pending = failures_tolerated < full && not_degraded(&self) && not_degraded(&other);
+        Self { failures_tolerated, full, pending }
     }
 }
 
@@ -141,11 +158,13 @@ pub trait ObjectData: Send + Sync {
     /// lost within that guarantee.
     async fn write(&self, body: Bytes) -> Result<Written, DataError>;
 
-    /// Stores a body that arrives as a stream, as [`write`](Self::write) stores a whole one. An
-    /// error from `body` (or running past the limits `write` has) fails the write, and nothing of it
-    /// is kept. The erasure-coded store writes each stripe as soon as its bytes are in, so a large
-    /// body is never held whole.
-    async fn write_stream(&self, body: BodyStream<'_>) -> Result<Written, DataError>;
+    /// Stores a body that arrives as a stream, as [`write`](Self::write) stores a whole one, and
+    /// acknowledges it by `ack` (a bucket's rule): below `all`, a stripe may return once the units
+    /// landed survive the rule's failures, the rest recorded pending and finished in the background
+    /// (`Written::redundancy` says so). An error from `body` (or running past the limits `write`
+    /// has) fails the write, and nothing of it is kept. The erasure-coded store writes each stripe
+    /// as soon as its bytes are in, so a large body is never held whole.
+    async fn write_stream(&self, body: BodyStream<'_>, ack: meta::WriteAck) -> Result<Written, DataError>;
 
     /// Reads bytes `range` (within `0..size` of the object) of the object stored at `layout`,
     /// through a degraded read when a unit's node is down, slow or returns a corrupt unit.
@@ -170,4 +189,23 @@ pub trait ObjectData: Send + Sync {
     /// overwrite or delete reads the old bytes to the end. Holds are per process: a release through
     /// another gateway is deferred only by its release delay.
     fn hold(&self, layout: &Layout) -> ReadHold;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Redundancy;
+
+    #[test]
+    fn redundancy_states_combine_to_the_worst() {
+        let full = Redundancy::full(3);
+        let pending = Redundancy { failures_tolerated: 0, full: 3, pending: true };
+        let degraded = Redundancy { failures_tolerated: 1, full: 3, pending: false };
+        assert_eq!((full.state(), pending.state(), degraded.state()), ("full", "pending", "degraded"));
+        assert_eq!(full.min(full), full);
+        assert_eq!(full.min(pending), pending);
+        assert_eq!(pending.min(full), pending);
+        let both = pending.min(degraded);
+        assert_eq!((both.state(), both.failures_tolerated), ("degraded", 0));
+        assert_eq!(degraded.min(pending).state(), "degraded");
+    }
 }

@@ -344,6 +344,7 @@ mod tests {
             packed_bytes: None,
             missing_units: Vec::new(),
             degraded_since_ms: None,
+            pending_until_ms: None,
             version: 1,
         }
     }

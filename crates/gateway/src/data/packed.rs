@@ -346,6 +346,7 @@ impl Packer {
                 packed_bytes: None,
                 missing_units: Vec::new(),
                 degraded_since_ms: None,
+                pending_until_ms: None,
                 version: 0,
             };
             meta.create_stripe(record).await.map_err(meta_error)

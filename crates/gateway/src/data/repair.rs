@@ -117,12 +117,19 @@ pub struct Census {
     pub stripes_under_redundant: u64,
     /// Of those, how many are short of how many units (`units short → stripes`).
     pub by_units_short: BTreeMap<usize, u64>,
-    /// Stripes recorded under-redundant (missing units) in the metadata store.
+    /// Stripes recorded under-redundant (missing units) in the metadata store, pending ones aside.
     pub stripes_missing_units: u64,
     /// Stripes with a unit on a node that is not Up.
     pub stripes_on_unavailable_nodes: u64,
-    /// The earliest `degraded_since_ms` among the recorded ones (unix ms).
+    /// The earliest `degraded_since_ms` among the recorded ones (unix ms), pending ones aside.
     pub oldest_degraded_since_ms: Option<u64>,
+    /// Of the under-redundant, stripes acknowledged early whose missing units their writer is
+    /// still landing (within `pending_until_ms`; repair takes over after it).
+    pub stripes_pending: u64,
+    /// Bytes of those missing units.
+    pub bytes_pending: u64,
+    /// When the oldest of those was acknowledged (unix ms).
+    pub oldest_pending_since_ms: Option<u64>,
     /// When the census was taken (unix ms; 0 before the first scan).
     pub counted_at_ms: u64,
     /// Whether every such stripe was counted (false when a scan hit its limit or an error).
@@ -234,6 +241,9 @@ enum Outcome {
     Blocked { cause: Blocker, short: usize, since_ms: Option<u64> },
     /// Short only of units on Down nodes within the grace: nothing to do yet.
     Waiting { short: usize },
+    /// Acknowledged early and still within its writer's deadline (`pending_until_ms`): its
+    /// missing units are the writer's to land, `bytes` of them, missing since `since_ms`.
+    Pending { short: usize, bytes: u64, since_ms: Option<u64> },
     /// Left to a later scan (not examined: the lease was lost, or the stripe is waiting out a retry).
     Skipped,
 }
@@ -538,7 +548,7 @@ impl RepairService {
                 metrics::counter!("lowtail_gateway_repair_failures_total").increment(1);
                 lock(&self.blocked).stripes.insert(id, (Instant::now(), outcome.clone()));
             }
-            Outcome::Whole | Outcome::Waiting { .. } | Outcome::Skipped => {}
+            Outcome::Whole | Outcome::Waiting { .. } | Outcome::Pending { .. } | Outcome::Skipped => {}
         }
     }
 
@@ -605,6 +615,15 @@ impl RepairService {
                     (*short, *since_ms)
                 }
                 Some(Outcome::Waiting { short }) => (*short, None),
+                Some(Outcome::Pending { short, bytes, since_ms }) => {
+                    census.stripes_pending += 1;
+                    census.bytes_pending += bytes;
+                    if let Some(since_ms) = since_ms {
+                        let oldest = census.oldest_pending_since_ms.get_or_insert(*since_ms);
+                        *oldest = (*oldest).min(*since_ms);
+                    }
+                    (*short, None)
+                }
                 Some(Outcome::Skipped) | None => (entry.unavailable_units.max(usize::from(entry.recorded)), None),
             };
             if short == 0 {
@@ -825,10 +844,19 @@ impl RepairService {
     }
 
     /// One attempt at rebuilding `stripe` as read; `Conflict` when its record changed meanwhile.
+    /// A stripe acknowledged early is left to its writer until its deadline.
     async fn rebuild_once(&self, nodes: &NodeMap, stripe: &StripeMeta) -> Attempt {
+        let since_ms = stripe.degraded_since_ms;
+        if stripe.is_pending(unix_now_ms()) {
+            let node_up = |node: &NodeId| nodes.get(node).is_some_and(|n| n.state == NodeState::Up);
+            let short = (0..stripe.placement.len())
+                .filter(|&unit| stripe.is_missing(unit) || !node_up(&stripe.placement[unit]))
+                .count();
+            let bytes = stripe.unit_bytes * stripe.missing_units.len() as u64;
+            return Attempt::Done(Outcome::Pending { short, bytes, since_ms });
+        }
         let plan = self.plan_stripe(nodes, stripe);
         let short = plan.lost.len();
-        let since_ms = stripe.degraded_since_ms;
         if short == 0 {
             return Attempt::Done(Outcome::Whole);
         }

@@ -4,12 +4,22 @@
 //! missing) and judging by the durability rule (`ack_min_failures_tolerated`) whether what landed
 //! may be acknowledged. The caller records the stripe, with its missing units, afterwards.
 //!
+//! Under an early write ack rule ([`meta::WriteAck`] `k+1` or `k`) the first round's unit writes
+//! run as tasks of their own and [`write_units_early`] returns as soon as the units landed survive
+//! the rule's failures, handing back the writes still running ([`Landing`]) for the caller to
+//! finish in the background.
+//!
 //! Must not: create or change stripe records, touch object metadata, or acknowledge anything: it
 //! reports which units are durable and what they survive.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use codec::ErasureCode;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use meta::{NodeId, NodeInfo, NodeState, StripeId};
+use tokio::task::JoinHandle;
 
 use super::DataError;
 use super::stripe_io::{NodeMap, StripeIo};
@@ -193,6 +203,74 @@ fn replace(io: &StripeIo, node_list: &[NodeInfo], placement: &mut [NodeId], unit
         }
         Err(_) => false,
     }
+}
+
+/// A unit write still running after an early acknowledgement: the unit, its node, the task.
+pub(super) type Landing = (usize, NodeId, JoinHandle<Result<(), String>>);
+
+/// What the first round of an early-acknowledged stripe's unit writes came to.
+pub(super) enum EarlyWrites {
+    /// The units landed survive the rule's failures; `landing` are still being written (the units
+    /// not durable in `writes` that are not in `landing` were never written: their node is Down).
+    Acked { writes: UnitWrites, landing: Vec<Landing> },
+    /// Every write ended before the rule was met (some failed): judge and retry as under `all`.
+    Ended(UnitWrites),
+}
+
+/// Writes the units flagged in `to_write` to their nodes in `placement` (`planned`, as
+/// [`place_new_stripe`] returns them), each as a task of its
+/// own (it runs on when this returns), and returns as soon as the durable units survive
+/// `early_failures_tolerated` further failures with units still being written, or when every
+/// write has ended. No retries here: a failed unit is the caller's to retry or leave missing.
+pub(super) async fn write_units_early(
+    io: &Arc<StripeIo>,
+    nodes: &NodeMap,
+    code: &dyn ErasureCode,
+    id: StripeId,
+    units: &[Bytes],
+    planned: (Vec<NodeId>, &[bool]),
+    early_failures_tolerated: usize,
+) -> EarlyWrites {
+    let (placement, to_write) = planned;
+    let n = units.len();
+    assert!(placement.len() == n && to_write.len() == n, "one node and one flag per unit");
+    let mut running: Vec<Option<JoinHandle<Result<(), String>>>> = (0..n)
+        .map(|unit| {
+            let node = nodes.get(&placement[unit]).filter(|_| to_write[unit]).cloned();
+            node.map(|node| {
+                let (io, bytes) = (Arc::clone(io), units[unit].clone());
+                tokio::spawn(async move { io.write_unit(&node, id, unit, bytes).await })
+            })
+        })
+        .collect();
+    let mut durable = vec![false; n];
+    let mut consumed = vec![false; n];
+    {
+        let mut ended: FuturesUnordered<_> = running
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(unit, handle)| handle.as_mut().map(|handle| async move { (unit, handle.await) }))
+            .collect();
+        while let Some((unit, result)) = ended.next().await {
+            consumed[unit] = true;
+            match result {
+                Ok(Ok(())) => durable[unit] = true,
+                Ok(Err(error)) => tracing::info!(stripe = %id, unit, %error, "unit write failed"),
+                Err(error) => tracing::warn!(stripe = %id, unit, %error, "unit write task ended abnormally"),
+            }
+            let enough = code.failures_tolerated(&durable).is_some_and(|t| t >= early_failures_tolerated);
+            if enough && !ended.is_empty() {
+                break;
+            }
+        }
+    }
+    // A JoinHandle is awaited once: the ones whose result was not taken are still landing.
+    let landing: Vec<Landing> = (0..n)
+        .filter(|&unit| !consumed[unit])
+        .filter_map(|unit| running[unit].take().map(|handle| (unit, placement[unit], handle)))
+        .collect();
+    let writes = UnitWrites { placement, durable };
+    if landing.is_empty() { EarlyWrites::Ended(writes) } else { EarlyWrites::Acked { writes, landing } }
 }
 
 /// Judges unit writes by the durability rule: the further failures the durable units survive,

@@ -79,7 +79,13 @@ pub async fn create_bucket(
         .map(|constraint| constraint.as_str().to_string())
         .filter(|region| !region.is_empty());
     let requester = req.credentials.as_ref().map(|credentials| credentials.access_key.clone());
-    let bucket = BucketMeta { name: name.clone(), created_ms: now_ms(), region, owner: requester.clone() };
+    let bucket = BucketMeta {
+        name: name.clone(),
+        created_ms: now_ms(),
+        region,
+        owner: requester.clone(),
+        write_ack: meta::WriteAck::All,
+    };
     match service.meta.create_bucket(bucket).await {
         Ok(()) => {}
         Err(MetaError::BucketAlreadyExists(_)) => {

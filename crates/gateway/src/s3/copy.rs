@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use futures_util::StreamExt;
 use md5::{Digest, Md5};
-use meta::{CompositePiece, Layout, ObjectMeta, StoredChecksum, UploadChecksum};
+use meta::{CompositePiece, Layout, ObjectMeta, StoredChecksum, UploadChecksum, WriteAck};
 use s3s::dto::{CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource, ETag, MetadataDirective};
 use s3s::{S3ErrorCode, S3Request, S3Response, S3Result};
 
@@ -124,7 +124,7 @@ pub async fn copy_object(
     check_key(&input.key)?;
     let directive = directive(input.metadata_directive.as_ref())?;
     // Before reading the source, so a copy into a missing bucket reads and writes nothing.
-    service.meta.get_bucket(&input.bucket).await.map_err(from_meta)?;
+    let ack = super::write::bucket_write_ack(service, &input.bucket).await?;
     let conditions = source_conditions!(input);
     let (source_bucket, source_key, source) = copy_source(service, &input.copy_source, &conditions).await?;
     check_copy(&input, (source_bucket, source_key), &source, directive)?;
@@ -133,7 +133,7 @@ pub async fn copy_object(
         Directive::Copy => (source.content_type.clone(), source.user_metadata.clone(), source.headers.clone()),
         Directive::Replace => (input.content_type, user_metadata(input.metadata)?, content_headers!(input)),
     };
-    let (written, etag, copied_checksum) = copy_bytes(service, &source, plan).await?;
+    let (written, etag, copied_checksum) = copy_bytes(service, &source, plan, ack).await?;
     let last_modified_ms = now_ms();
     let object = ObjectMeta {
         size_bytes: source.size_bytes,
@@ -223,12 +223,13 @@ async fn copy_bytes(
     service: &LowtailS3,
     source: &ObjectMeta,
     plan: UploadChecksum,
+    ack: WriteAck,
 ) -> S3Result<(Written, String, StoredChecksum)> {
     let (written, etag, checksum) = match &source.layout {
-        Layout::Composite { pieces } => copy_parts(service, source, pieces, plan).await?,
+        Layout::Composite { pieces } => copy_parts(service, source, pieces, plan, ack).await?,
         Layout::Striped { .. } | Layout::Packed { .. } => {
             let mut hasher = Some(checksum::Hasher::new(plan.algorithm));
-            let (written, etag) = copy_range(service, &source.layout, 0..source.size_bytes, &mut hasher).await?;
+            let (written, etag) = copy_range(service, &source.layout, 0..source.size_bytes, &mut hasher, ack).await?;
             let digest = hasher.map(checksum::Hasher::finalize).unwrap_or_default();
             (written, etag, checksum::full(plan.algorithm, &digest))
         }
@@ -252,6 +253,7 @@ async fn copy_parts(
     source: &ObjectMeta,
     pieces: &[CompositePiece],
     plan: UploadChecksum,
+    ack: WriteAck,
 ) -> S3Result<(Written, String, StoredChecksum)> {
     let mut copied = Vec::with_capacity(pieces.len());
     let mut etags = Vec::with_capacity(pieces.len());
@@ -262,7 +264,7 @@ async fn copy_parts(
         let range = piece.object_offset_bytes..piece.object_offset_bytes + piece.length_bytes;
         let mut part = plan.composite.then(|| checksum::Hasher::new(plan.algorithm));
         let hasher = if plan.composite { &mut part } else { &mut whole };
-        match copy_range(service, &source.layout, range, hasher).await {
+        match copy_range(service, &source.layout, range, hasher, ack).await {
             Ok((written, etag)) => {
                 copied.push(CompositePiece {
                     object_offset_bytes: piece.object_offset_bytes,
@@ -304,6 +306,7 @@ pub async fn copy_range(
     layout: &Layout,
     range: Range<u64>,
     hasher: &mut Option<checksum::Hasher>,
+    ack: WriteAck,
 ) -> S3Result<(Written, String)> {
     let length = range.end - range.start;
     let limit = service.options.max_object_bytes;
@@ -328,7 +331,7 @@ pub async fn copy_range(
                 }
             }
         });
-    let written = service.data.write_stream(reads.boxed()).await.map_err(from_data)?;
+    let written = service.data.write_stream(reads.boxed(), ack).await.map_err(from_data)?;
     Ok((written, hex::encode(md5.finalize())))
 }
 

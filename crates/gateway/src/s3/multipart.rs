@@ -74,7 +74,8 @@ pub async fn upload_part(
         checksum: declared,
         trailers: req.trailing_headers.as_ref(),
     };
-    let body = write::write_body(service, input.body, claims).await?;
+    let ack = write::bucket_write_ack(service, &input.bucket).await?;
+    let body = write::write_body(service, input.body, claims, ack).await?;
     let part = PartMeta {
         part_number: number,
         size_bytes: body.size_bytes,
@@ -106,7 +107,8 @@ pub async fn upload_part_copy(
     // The part's checksum, in its upload's algorithm, is computed from the bytes copied.
     let algorithm = upload.checksum.map(|upload| upload.algorithm);
     let mut hasher = algorithm.map(checksum::Hasher::new);
-    let (written, etag) = copy::copy_range(service, &source.layout, range, &mut hasher).await?;
+    let ack = write::bucket_write_ack(service, &input.bucket).await?;
+    let (written, etag) = copy::copy_range(service, &source.layout, range, &mut hasher, ack).await?;
     let part_checksum = algorithm.zip(hasher).map(|(algorithm, hasher)| checksum::full(algorithm, &hasher.finalize()));
     let last_modified_ms = now_ms();
     let part = PartMeta {

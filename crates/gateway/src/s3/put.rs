@@ -22,7 +22,7 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
     check_key(&input.key)?;
     let metadata = user_metadata(input.metadata.take())?;
     // Before reading the body, so a request into a missing bucket writes no data.
-    service.meta.get_bucket(&input.bucket).await.map_err(from_meta)?;
+    let ack = write::bucket_write_ack(service, &input.bucket).await?;
     check_conditions(service, &input).await?;
     // Without a checksum of its own, an object gets S3's default, CRC64NVME.
     let claims = BodyClaims {
@@ -31,7 +31,7 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
         checksum: Declared::from_headers(&req.headers, Some(meta::ChecksumAlgorithm::Crc64nvme))?,
         trailers: req.trailing_headers.as_ref(),
     };
-    let body = write::write_body(service, input.body.take(), claims).await?;
+    let body = write::write_body(service, input.body.take(), claims, ack).await?;
     let object = ObjectMeta {
         size_bytes: body.size_bytes,
         etag: body.etag.clone(),

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use meta::{Layout, MetaError, StoredChecksum};
+use meta::{Layout, MetaError, StoredChecksum, WriteAck};
 use s3s::dto::{Metadata, StreamingBlob};
 use s3s::{S3ErrorCode, S3Response, S3Result, TrailingHeaders};
 
@@ -20,8 +20,10 @@ use crate::data::{Redundancy, Written};
 
 /// Header of a write's response: how many node failures its bytes survive as acknowledged.
 pub const FAILURES_TOLERATED_HEADER: &str = "x-lowtail-failures-tolerated";
-/// Header of a write's response: `full`, or `degraded` when some units could not be stored and
-/// repair still owes them (the durability contract's "reported in the response").
+/// Header of a write's response: `full`; `pending` when the bucket's write ack rule acknowledged
+/// it before every unit landed (the rest land in the background); `degraded` when some units
+/// could not be stored and repair owes them (the durability contract's "reported in the
+/// response").
 pub const REDUNDANCY_HEADER: &str = "x-lowtail-redundancy";
 /// S3's bound on an object's user metadata: the bytes of every `x-amz-meta-*` name and value.
 const MAX_USER_METADATA_BYTES: usize = 2048;
@@ -83,13 +85,14 @@ pub async fn write_body(
     service: &LowtailS3,
     body: Option<StreamingBlob>,
     claims: BodyClaims<'_>,
+    ack: WriteAck,
 ) -> S3Result<WrittenBody> {
     let limit = service.options.max_object_bytes;
     let declared = DeclaredBody::new(claims.content_length, claims.content_md5, limit)?;
     let declared_bytes = claims.content_length.and_then(|length| u64::try_from(length).ok());
     let mut tally = BodyTally::new(claims.checksum.as_ref(), declared_bytes);
     let idle = service.options.body_idle_timeout;
-    let written = service.data.write_stream(tallied(body, limit, idle, &mut tally)).await;
+    let written = service.data.write_stream(tallied(body, limit, idle, &mut tally), ack).await;
     let written = match written {
         Ok(written) => written,
         // The body's own failure is what the client needs to hear, not the write it stopped.
@@ -113,9 +116,15 @@ pub async fn write_body(
     }
 }
 
+/// When writes to `bucket` are acknowledged; NoSuchBucket if it does not exist (asked before a
+/// body is read, so a request into a missing bucket writes nothing).
+pub async fn bucket_write_ack(service: &LowtailS3, bucket: &str) -> S3Result<WriteAck> {
+    Ok(service.meta.get_bucket(bucket).await.map_err(from_meta)?.write_ack)
+}
+
 /// Adds the redundancy headers of a write's acknowledgement to its response.
 pub fn with_redundancy<T>(mut response: S3Response<T>, redundancy: Redundancy) -> S3Response<T> {
-    let state = if redundancy.is_full() { "full" } else { "degraded" };
+    let state = redundancy.state();
     response.headers.insert(FAILURES_TOLERATED_HEADER, hyper::header::HeaderValue::from(redundancy.failures_tolerated));
     response.headers.insert(REDUNDANCY_HEADER, hyper::header::HeaderValue::from_static(state));
     response

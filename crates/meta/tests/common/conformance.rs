@@ -9,6 +9,7 @@ use std::sync::Arc;
 use meta::{
     BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, Lease, ListObjectsQuery, MetaError, MetaStore,
     NodeId, NodeInfo, NodeState, ObjectMeta, PartMeta, StripeId, StripeMeta, StripeSegment, StripeState, UploadMeta,
+    WriteAck,
 };
 
 /// A conformance case: runs against a fresh store and panics on a violation.
@@ -39,7 +40,13 @@ cases!(
 );
 
 pub fn bucket(name: &str) -> BucketMeta {
-    BucketMeta { name: name.into(), created_ms: 1_700_000_000_000, region: Some("us-east-1".into()), owner: None }
+    BucketMeta {
+        name: name.into(),
+        created_ms: 1_700_000_000_000,
+        region: Some("us-east-1".into()),
+        owner: None,
+        write_ack: WriteAck::All,
+    }
 }
 
 pub fn object(size_bytes: u64, stripe: u64) -> ObjectMeta {
@@ -77,6 +84,7 @@ pub fn stripe(id: StripeId, nodes: [u32; 9]) -> StripeMeta {
         packed_bytes: None,
         missing_units: Vec::new(),
         degraded_since_ms: None,
+        pending_until_ms: None,
         version: 0,
     }
 }
@@ -115,6 +123,17 @@ async fn bucket_lifecycle(store: Arc<dyn MetaStore>) {
     assert_eq!(store.delete_bucket("b-two").await, Err(MetaError::NoSuchBucket("b-two".into())));
     // A deleted name can be used again.
     store.create_bucket(bucket("b-two")).await.unwrap();
+    // The write-ack rule is the one bucket setting that changes; it is kept whole.
+    let fast = store.set_bucket_write_ack("a-one", WriteAck::K).await.unwrap();
+    assert_eq!(fast, BucketMeta { write_ack: WriteAck::K, ..bucket("a-one") });
+    assert_eq!(store.get_bucket("a-one").await.unwrap(), fast);
+    assert_eq!(store.get_bucket("c.three").await.unwrap().write_ack, WriteAck::All, "others untouched");
+    assert_eq!(
+        store.set_bucket_write_ack("nope-nope", WriteAck::K).await,
+        Err(MetaError::NoSuchBucket("nope-nope".into()))
+    );
+    assert_eq!("k+1".parse::<WriteAck>(), Ok(WriteAck::KPlusOne));
+    assert!("k+2".parse::<WriteAck>().is_err());
 }
 
 async fn bucket_not_empty_is_atomic(store: Arc<dyn MetaStore>) {
@@ -551,8 +570,10 @@ async fn under_redundant_index(store: Arc<dyn MetaStore>) {
     let repaired = store.update_stripe(ids[1], repaired.version, repaired).await.unwrap();
     assert!(store.under_redundant_stripes(None, 100).await.unwrap().contains(&ids[1]));
     let mut whole = repaired;
+    whole.pending_until_ms = Some(5000);
+    assert!(whole.is_pending(4999) && !whole.is_pending(5000));
     whole.clear_missing([8]);
-    assert_eq!(whole.degraded_since_ms, None);
+    assert_eq!((whole.degraded_since_ms, whole.pending_until_ms), (None, None), "pending ends with the last unit");
     store.update_stripe(ids[1], whole.version, whole).await.unwrap();
     store.delete_stripe(ids[3]).await.unwrap();
     assert_eq!(store.under_redundant_stripes(None, 100).await.unwrap(), [ids[0], ids[5]]);
@@ -562,6 +583,7 @@ async fn under_redundant_index(store: Arc<dyn MetaStore>) {
         StripeMeta { missing_units: vec![9], degraded_since_ms: Some(1), ..sealed(StripeId(900)) },
         StripeMeta { missing_units: vec![1], degraded_since_ms: None, ..sealed(StripeId(900)) },
         StripeMeta { missing_units: Vec::new(), degraded_since_ms: Some(1), ..sealed(StripeId(900)) },
+        StripeMeta { pending_until_ms: Some(1), ..sealed(StripeId(900)) },
         StripeMeta {
             missing_units: vec![1],
             degraded_since_ms: Some(1),

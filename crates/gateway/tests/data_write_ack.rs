@@ -1,0 +1,147 @@
+//! Write acknowledgement rules on real storage nodes (FAST CLOUD's speculative write): under `k`
+//! and `k+1` a stripe returns once the units landed survive the rule's failures, recorded with the
+//! rest missing and pending before the answer; the writer lands them in the background and the
+//! record ends whole; reads never wait for them. When the writing gateway dies first (its runtime
+//! is shut down, killing its background tasks), the record stays pending until its deadline, then
+//! another gateway's repair rebuilds what is missing: nothing acknowledged is lost.
+
+mod data_support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use data_support::{TestCluster, pattern};
+use futures_util::StreamExt;
+use gateway::data::repair::RepairService;
+use gateway::data::{DataConfig, ErasureData, ObjectData, Written};
+use meta::{Layout, StripeMeta, WriteAck};
+use node::ServiceModel;
+
+/// Node i's writes (and reads) take `overhead_ms` more.
+async fn slow_down(cluster: &TestCluster, nodes: &[usize], overhead_ms: u64) {
+    let model = ServiceModel { enabled: overhead_ms > 0, overhead_us: overhead_ms * 1000, ..Default::default() };
+    for &i in nodes {
+        cluster.client(i).await.set_service_model(&model).await.unwrap();
+    }
+}
+
+async fn write(data: &ErasureData, body: &Bytes, ack: WriteAck) -> Written {
+    let stream = futures_util::stream::iter([Ok(body.clone())]).boxed();
+    data.write_stream(stream, ack).await.unwrap()
+}
+
+async fn only_stripe(cluster: &TestCluster, layout: &Layout) -> StripeMeta {
+    let Layout::Striped { segments } = layout else { panic!("a 600 kB object is striped: {layout:?}") };
+    assert_eq!(segments.len(), 1, "one stripe");
+    cluster.meta.get_stripe(segments[0].stripe).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_rules_return_before_the_slow_units_land_and_the_writer_completes_them() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let slow = [7, 8];
+    slow_down(&cluster, &slow, 1500).await;
+    let body = pattern(600_000, 1);
+
+    let began = Instant::now();
+    let all = write(&data, &body, WriteAck::All).await;
+    assert!(began.elapsed() >= Duration::from_millis(1400), "all waits for the slow nodes");
+    assert_eq!((all.redundancy.state(), all.redundancy.failures_tolerated), ("full", 3));
+
+    for (ack, least_tolerated) in [(WriteAck::KPlusOne, 1), (WriteAck::K, 0)] {
+        let began = Instant::now();
+        let written = write(&data, &body, ack).await;
+        let took = began.elapsed();
+        assert!(took < Duration::from_millis(1200), "{ack} returns before the slow units land: {took:?}");
+        assert_eq!(written.redundancy.state(), "pending", "{ack}: {:?}", written.redundancy);
+        assert!(
+            (least_tolerated..3).contains(&written.redundancy.failures_tolerated),
+            "{ack}: {:?}",
+            written.redundancy
+        );
+        let stripe = only_stripe(&cluster, &written.layout).await;
+        let on_slow: Vec<u16> =
+            (0..9u16).filter(|&u| slow.contains(&(stripe.placement[u as usize].0 as usize))).collect();
+        // Recorded missing before the answer: the slow units, and under `k` perhaps a fast one
+        // still landing when the sixth did.
+        assert!(on_slow.iter().all(|u| stripe.missing_units.contains(u)), "{ack}: the slow units: {stripe:?}");
+        assert!(stripe.missing_units.len() <= 3 - least_tolerated, "{ack}: {stripe:?}");
+        assert!(stripe.pending_until_ms.is_some() && stripe.degraded_since_ms.is_some(), "{stripe:?}");
+        // Readable at once, from the units that landed.
+        assert!(data.read(&written.layout, 0..body.len() as u64).await.unwrap() == body);
+        assert!(data.pending().status().stripes_in_flight >= 1);
+        assert!(data.pending().drain(Duration::from_secs(10)).await, "{ack}: the writer lands the rest");
+        let whole = only_stripe(&cluster, &written.layout).await;
+        assert!(whole.missing_units.is_empty() && whole.pending_until_ms.is_none(), "{ack}: whole: {whole:?}");
+        assert_eq!(whole.placement, stripe.placement, "landed where recorded");
+    }
+    let status = data.pending().status();
+    assert_eq!((status.stripes_acked_early, status.stripes_in_flight, status.units_failed), (2, 0, 0), "{status:?}");
+    assert!(status.units_landed >= 2, "{status:?}");
+    cluster.shutdown().await;
+}
+
+/// A data config whose pending deadline passes quickly (the node timeout bounds it from below).
+fn quick_deadline(cluster: &TestCluster) -> DataConfig {
+    let mut config = cluster.config("rs-6-3");
+    config.node_rpc_timeout_ms = 4_000;
+    config.pending.deadline_ms = 5_000;
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_dies_before_its_units_land_leaves_them_to_repair_after_the_deadline() {
+    let cluster = TestCluster::start(9, 9).await;
+    let slow = [6, 7, 8];
+    slow_down(&cluster, &slow, 2_000).await;
+    let body = pattern(600_000, 2);
+    // The first gateway runs on a runtime of its own, shut down right after the acknowledgement:
+    // its background unit writes die with it, as with a gateway killed mid-run.
+    let (config, meta) = (quick_deadline(&cluster), Arc::clone(&cluster.meta));
+    let written = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let written = runtime.block_on(async {
+            let data = ErasureData::new(config, meta).await.unwrap();
+            let stream = futures_util::stream::iter([Ok(body.clone())]).boxed();
+            data.write_stream(stream, WriteAck::K).await.unwrap()
+        });
+        runtime.shutdown_background();
+        written
+    })
+    .join()
+    .unwrap();
+    assert_eq!((written.redundancy.state(), written.redundancy.failures_tolerated), ("pending", 0));
+    let acked = only_stripe(&cluster, &written.layout).await;
+    assert_eq!(acked.missing_units.len(), 3, "the three slow units were pending: {acked:?}");
+    slow_down(&cluster, &slow, 0).await;
+
+    // Another gateway's repair leaves the stripe to its writer until the deadline...
+    let config = quick_deadline(&cluster);
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    let census = repair.status().census.unwrap();
+    assert_eq!((census.stripes_pending, census.stripes_under_redundant), (1, 1), "{census:?}");
+    assert_eq!(census.bytes_pending, 3 * acked.unit_bytes, "{census:?}");
+    assert_eq!(only_stripe(&cluster, &written.layout).await.missing_units, acked.missing_units, "left alone");
+    assert!(data.read(&written.layout, 0..600_000).await.unwrap() == pattern(600_000, 2), "readable meanwhile");
+
+    // ...then rebuilds what is still missing.
+    let deadline = acked.pending_until_ms.unwrap();
+    let wait_ms = deadline.saturating_sub(gateway::data::membership::unix_now_ms()) + 100;
+    tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+    repair.scan().await.unwrap();
+    let whole = only_stripe(&cluster, &written.layout).await;
+    assert!(whole.missing_units.is_empty() && whole.pending_until_ms.is_none(), "rebuilt: {whole:?}");
+    let census = repair.status().census.unwrap();
+    assert_eq!((census.stripes_pending, census.stripes_under_redundant), (0, 0), "{census:?}");
+    // Durable on all nine: any three nodes may go.
+    let mut cluster = cluster;
+    for i in [0, 1, 2] {
+        cluster.stop(i).await;
+    }
+    assert!(data.read(&written.layout, 0..600_000).await.unwrap() == pattern(600_000, 2));
+    cluster.shutdown().await;
+}
