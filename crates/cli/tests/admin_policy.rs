@@ -2,6 +2,7 @@
 //! policy, switch it, refuse a bad
 //! name without changing anything, and see the switch in the records the gateway keeps (LMLF-PW2
 //! sends 1 + 6 probes per read on RS(6,3)); records are exported only with the cluster secret.
+//! `lowtail admin bucket` sets a bucket's write ack rule (the objects then written at k read back).
 
 mod common;
 
@@ -11,9 +12,13 @@ use std::path::Path;
 use std::process::Command;
 
 fn lowtail_admin(dir: &Path, args: &[&str]) -> (bool, String) {
+    lowtail_admin_of(dir, "policy", args)
+}
+
+/// `lowtail admin GROUP ARGS --dir DIR`: whether it succeeded, and what it printed.
+fn lowtail_admin_of(dir: &Path, group: &str, args: &[&str]) -> (bool, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
-        .arg("admin")
-        .arg("policy")
+        .args(["admin", group])
         .args(args)
         .arg("--dir")
         .arg(dir)
@@ -21,6 +26,10 @@ fn lowtail_admin(dir: &Path, args: &[&str]) -> (bool, String) {
         .expect("lowtail runs");
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     (output.status.success(), text)
+}
+
+fn lowtail_admin_bucket(dir: &Path, args: &[&str]) -> (bool, String) {
+    lowtail_admin_of(dir, "bucket", args)
 }
 
 /// `POST /admin/records/take` with `secret`: (HTTP status, the records).
@@ -60,6 +69,15 @@ async fn admin_policy_switches_the_gateway_and_records_show_it() {
     let secret = launcher::admin::cluster_secret_from_dir(&dir).unwrap();
     let s3 = client(&manifest);
     s3.create_bucket().bucket("demo").send().await.unwrap();
+    // The bucket's write ack rule: set, shown, a bad rule and a missing bucket refused unchanged.
+    let (ok, text) = lowtail_admin_bucket(&dir, &["ack", "demo", "k"]);
+    assert!(ok && text.contains("demo: write ack now k"), "{text}");
+    let (ok, text) = lowtail_admin_bucket(&dir, &["ack", "demo", "k+2"]);
+    assert!(!ok && text.contains("unknown write ack rule"), "{text}");
+    let (ok, text) = lowtail_admin_bucket(&dir, &["ack", "no-such-bucket", "all"]);
+    assert!(!ok && text.to_lowercase().contains("no-such-bucket"), "{text}");
+    let (ok, text) = lowtail_admin_bucket(&dir, &["show"]);
+    assert!(ok && text.contains("demo  write ack k"), "{text}");
     // Striped (above the packing limit), so reads are planned at once without waiting for a seal.
     let objects: Vec<(String, Vec<u8>)> =
         (0..4).map(|i| (format!("object-{i}"), pseudo_random(200_000 + i * 1000, i as u32))).collect();

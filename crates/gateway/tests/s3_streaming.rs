@@ -193,6 +193,46 @@ async fn a_put_says_how_many_failures_its_object_survives() {
     gateway.cluster.shutdown().await;
 }
 
+/// A bucket whose write ack rule is `k` answers a PUT before its slow units land: `pending`, with
+/// the failures the landed units survive; the object reads back at once and its stripe ends whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_into_a_bucket_acked_at_k_answers_pending_before_its_slow_units_land() {
+    let gateway = start().await;
+    let client = client_with(&gateway.endpoint, ACCESS_KEY, SECRET_KEY);
+    client.create_bucket().bucket("fast").send().await.unwrap();
+    gateway.cluster.meta.set_bucket_write_ack("fast", meta::WriteAck::K).await.unwrap();
+    let slow = node::ServiceModel { enabled: true, overhead_us: 2_000_000, ..Default::default() };
+    for i in [2, 5] {
+        gateway.cluster.client(i).await.set_service_model(&slow).await.unwrap();
+    }
+    let expires = PresigningConfig::expires_in(Duration::from_secs(300)).unwrap();
+    let request = client.put_object().bucket("fast").key("early").presigned(expires).await.unwrap();
+    let headers: Vec<(String, String)> =
+        request.headers().map(|(name, value)| (name.to_string(), value.to_string())).collect();
+    let body = bytes::Bytes::from(pattern(3 << 20, 5));
+    let started = Instant::now();
+    let (status, headers, _) = s3_common::raw_request("PUT", request.uri(), &headers, body.clone()).await;
+    let took = started.elapsed();
+    let header = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string());
+    assert_eq!((status, header("x-lowtail-redundancy").as_deref()), (200, Some("pending")), "{headers:?}");
+    let tolerated: usize = header("x-lowtail-failures-tolerated").unwrap().parse().unwrap();
+    assert!(tolerated < 3, "short of the slow units: {tolerated}");
+    assert!(took < Duration::from_millis(1800), "answered before the slow units landed: {took:?}");
+    let read = client.get_object().bucket("fast").key("early").send().await.unwrap();
+    assert!(read.body.collect().await.unwrap().into_bytes() == body, "read back at once");
+    let whole = async || {
+        let stripes = gateway.cluster.meta.list_stripes(None, 100).await.unwrap();
+        stripes.iter().all(|stripe| stripe.missing_units.is_empty() && stripe.pending_until_ms.is_none())
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !whole().await {
+        assert!(Instant::now() < deadline, "the slow units landed and the stripes ended whole");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = gateway.shutdown.send(());
+    gateway.cluster.shutdown().await;
+}
+
 /// A client that declares 100 bytes, sends 10 and falls silent holds its connection only for the
 /// body idle timeout: it gets RequestTimeout (400) and nothing is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -190,6 +190,13 @@ impl Cluster {
         launcher::admin::fetch_status(&base)
     }
 
+    /// The gateway's admin endpoint, with the cluster secret.
+    pub fn admin(&self) -> anyhow::Result<launcher::gateway_admin::GatewayAdmin> {
+        let base = launcher::admin::gateway_http_from_dir(&self.cluster_dir())?;
+        let secret = launcher::admin::cluster_secret_from_dir(&self.cluster_dir())?;
+        Ok(launcher::gateway_admin::GatewayAdmin { base, secret })
+    }
+
     fn cluster_dir(&self) -> PathBuf {
         self.settings.dir.join("cluster")
     }

@@ -22,7 +22,9 @@ pub mod schedule;
 pub mod scrub_scenario;
 
 /// The `up.toml` of a swarm cluster: failures are noticed within a second, repair starts after a
-/// few, every node scrubs its units every two seconds, packed stripes are sealed after two.
+/// few, every node scrubs its units every two seconds, packed stripes are sealed after two, and
+/// units still landing after an early acknowledgement are repair's 35 s after it (just over the
+/// 30 s node timeout that bounds their writes).
 pub const SWARM_UP_TOML: &str = r#"
 [data.membership]
 probe_interval_ms = 500
@@ -34,6 +36,9 @@ scan_interval_ms = 500
 
 [data.packed]
 seal_after_ms = 2000
+
+[data.pending]
+deadline_ms = 35000
 
 [scrub]
 pass_interval_s = 2

@@ -23,6 +23,7 @@ pub fn table(reports: &[SeedReport]) -> String {
     let mut table = Table::new();
     table.set_header([
         "seed",
+        "write ack",
         "epochs",
         "operations (ok/all)",
         "faults",
@@ -35,6 +36,7 @@ pub fn table(reports: &[SeedReport]) -> String {
         let quiesce = report.quiesce_s.iter().copied().fold(0.0, f64::max);
         table.add_row([
             report.seed.to_string(),
+            report.write_ack.clone(),
             report.epochs.to_string(),
             ops_text(report),
             faults_text(report),
@@ -52,6 +54,7 @@ pub fn table(reports: &[SeedReport]) -> String {
     let epochs: usize = reports.iter().map(|r| r.epochs).sum();
     table.add_row([
         format!("{} seeds", reports.len()),
+        String::new(),
         epochs.to_string(),
         format!("{ops} operations"),
         format!("{faults} faults"),

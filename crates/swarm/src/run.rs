@@ -59,6 +59,8 @@ pub struct OpCounts {
 pub struct SeedReport {
     /// The seed.
     pub seed: u64,
+    /// The bucket's write ack rule.
+    pub write_ack: String,
     /// Epochs run.
     pub epochs: usize,
     /// Operations by kind.
@@ -108,7 +110,7 @@ pub fn run_seed(seed: u64, settings: &RunSettings, up_toml: &str) -> anyhow::Res
     })?;
     let shared = Arc::new(Shared {
         model: Mutex::new(Model::default()),
-        report: Mutex::new(SeedReport { seed, ..SeedReport::default() }),
+        report: Mutex::new(SeedReport { seed, write_ack: schedule.write_ack.to_string(), ..SeedReport::default() }),
     });
     let cluster = Arc::new(Mutex::new(cluster));
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -136,6 +138,9 @@ async fn run_epochs(
         bench::s3_client::measurement_client(&endpoint, "lowtail-swarm", REQUEST_TIMEOUT)
     };
     client.create_bucket().bucket(BUCKET).send().await.map_err(|e| anyhow::anyhow!("create bucket: {e:?}"))?;
+    let admin = cluster.lock().expect("cluster lock").admin()?;
+    let write_ack = schedule.write_ack;
+    tokio::task::spawn_blocking(move || admin.set_write_ack(BUCKET, write_ack)).await??;
     for (index, epoch) in schedule.epochs.iter().enumerate() {
         tracing::info!(seed = schedule.seed, epoch = index, "epoch starts");
         run_epoch(epoch, settings, cluster, shared, &client).await;

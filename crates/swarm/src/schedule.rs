@@ -112,6 +112,9 @@ pub struct Schedule {
     pub settings: ScheduleSettings,
     /// The epochs.
     pub epochs: Vec<Epoch>,
+    /// The bucket's write ack rule: seeds take `all`, `k+1` and `k` in turn (by seed mod 3, so
+    /// the rest of a seed's schedule is what it was before rules existed).
+    pub write_ack: meta::WriteAck,
 }
 
 /// Draws the schedule of `seed`.
@@ -119,7 +122,8 @@ pub fn draw(seed: u64, settings: &ScheduleSettings) -> Schedule {
     assert!(settings.faulty_nodes <= settings.nodes, "cannot fault more nodes than there are");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let epochs = (0..settings.epochs).map(|epoch| draw_epoch(&mut rng, settings, epoch)).collect();
-    Schedule { seed, settings: settings.clone(), epochs }
+    let write_ack = meta::WriteAck::ALL[(seed % 3) as usize];
+    Schedule { seed, settings: settings.clone(), epochs, write_ack }
 }
 
 fn draw_epoch(rng: &mut ChaCha8Rng, settings: &ScheduleSettings, epoch: usize) -> Epoch {
