@@ -62,6 +62,10 @@ pub struct DataConfig {
     /// how long a stripe record can exist before the object that will reference it is committed,
     /// which the stripe collector's grace relies on. Default 20 minutes (1 GiB at under 1 MB/s).
     pub write_deadline_ms: u64,
+    /// Backend mode: units are keys in a bucket of another S3-compatible service instead of files on
+    /// storage nodes (see `data::backend`, docs/backend.md). Unset (default): storage nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<super::backend::BackendConfig>,
     /// Writes acknowledged before every unit was durable (a bucket's write ack rule `k+1` or `k`).
     pub pending: PendingConfig,
     /// Place one unit per rack (fails when there are fewer Up racks than units). Default false:
@@ -214,6 +218,7 @@ impl Default for DataConfig {
             write_retries: 3,
             ack_min_failures_tolerated: 1,
             write_deadline_ms: 1_200_000,
+            backend: None,
             pending: PendingConfig::default(),
             rack_aware: false,
             placement_seed: None,
@@ -316,6 +321,14 @@ impl DataConfig {
                 self.orphans.grace_ms,
                 longest_write_ms.saturating_mul(10)
             ));
+        }
+        if let Some(problem) = self.backend.as_ref().and_then(super::backend::BackendConfig::problem) {
+            return bad(problem);
+        }
+        if self.backend.is_some() && self.packed.max_object_bytes > 0 {
+            return bad("backend mode stores every object striped: set packed.max_object_bytes = 0 (packing needs \
+                 storage nodes to hold its replicas)"
+                .into());
         }
         if self.pending.max_stripes == 0 || self.pending.deadline_ms <= self.node_rpc_timeout_ms {
             return bad(format!(

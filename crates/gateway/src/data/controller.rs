@@ -381,6 +381,8 @@ pub struct Controller {
     records: Mutex<VecDeque<Record>>,
     counters: ControllerCounters,
     switched: tokio::sync::Notify,
+    /// Whether policies that probe nodes may run (not over an S3 backend, which has none).
+    probing_allowed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Controller {
@@ -429,7 +431,17 @@ impl Controller {
             records: Mutex::new(VecDeque::new()),
             counters: ControllerCounters::default(),
             switched: tokio::sync::Notify::new(),
+            probing_allowed: std::sync::atomic::AtomicBool::new(true),
         })
+    }
+
+    /// From now on refuses policies that probe nodes (a gateway over an S3 backend: its "nodes" are
+    /// slots of one service, with no queue to ask about); fails if the running one does.
+    pub fn forbid_probing(&self) -> Result<(), DataError> {
+        let kind = self.lock().kind;
+        check_probing(kind, false)?;
+        self.probing_allowed.store(false, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Nanoseconds on the controller's clock (records use it).
@@ -466,6 +478,7 @@ impl Controller {
     /// the running one stays.
     pub fn set_policy(&self, kind: PolicyKind, settings: PolicySettings) -> Result<PolicyState, DataError> {
         validate_settings(&settings)?;
+        check_probing(kind, self.probing_allowed.load(Ordering::Relaxed))?;
         {
             let mut state = self.lock();
             let policy = build_policy(kind, &settings, &state.catalog.layout, self.admission)?;
@@ -1110,6 +1123,16 @@ fn count(counter: &AtomicU64, metric: &'static str, n: u64) {
 /// A task's record. Node timestamps are on the node's clock; they are placed on the gateway's by
 /// splitting the time outside the node evenly between the way there and back (no clock sync needed;
 /// waiting and service durations are the node's own).
+/// Refuses a policy that probes nodes where probing is not allowed.
+fn check_probing(kind: PolicyKind, allowed: bool) -> Result<(), DataError> {
+    if kind.probes_nodes() && !allowed {
+        return Err(DataError::Internal(format!(
+            "policy {kind} probes storage nodes, and an S3 backend has none: use normal, fec-fixed, fec-greedy or fec-bafec"
+        )));
+    }
+    Ok(())
+}
+
 fn task_record(task: &PlannedTask, end: TaskEnd, dispatched_ns: u64) -> TaskRecord {
     let base = TaskRecord {
         node: task.node,

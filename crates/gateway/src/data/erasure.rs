@@ -154,6 +154,10 @@ impl ErasureData {
         let packer = Packer::new(Arc::clone(&io), Arc::clone(&reads), Arc::clone(&code), code_name.clone());
         let full_failures_tolerated = io.config().full_failures_tolerated()?;
         let holds = Arc::new(StripeHolds::default());
+        if let Some(backend) = io.backend() {
+            backend.check().await?;
+            super::backend::register_slots(io.cluster().meta().as_ref(), code.total_units(), unix_now_ms()).await?;
+        }
         let pending = Arc::new(PendingWrites::new(Arc::clone(&io), &io.config().pending));
         let data = Self { io, reads, code, code_name, full_failures_tolerated, packer, holds, delayed, pending };
         data.count_existing_units().await?;
@@ -764,6 +768,18 @@ impl ObjectData for ErasureData {
     }
 }
 
+/// The packer's timer: seals its open stripe when old enough, retries failed seals.
+fn packer_ticks(packer: Arc<Packer>) -> BackgroundTask {
+    BackgroundTask::spawn("packer", move |mut stop| async move {
+        loop {
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = tokio::time::sleep(PACKER_TICK) => packer.tick().await,
+            }
+        }
+    })
+}
+
 /// The data path with membership and repair running beside it (what `lowtail gateway` holds).
 #[derive(Debug)]
 pub struct RunningData {
@@ -784,6 +800,9 @@ impl RunningData {
     pub fn start_controller(&mut self, config: &ControllerConfig) -> Result<Arc<Controller>, DataError> {
         let admission = self.data.io.config().admission;
         let controller = Arc::new(Controller::with_admission(config, &self.data.code_name, admission)?);
+        if self.data.io.backend().is_some() {
+            controller.forbid_probing()?;
+        }
         self.data.reads.attach_controller(Arc::clone(&controller))?;
         let (refresher, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
         self.tasks.push(BackgroundTask::spawn("controller-refresh", move |stop| refresher.run_refresh(io, stop)));
@@ -821,22 +840,19 @@ impl ErasureData {
         }
         let membership = Arc::new(Membership::new(Arc::clone(data.io.cluster()), membership_config));
         let repair = Arc::new(RepairService::new(Arc::clone(&data.io), repair_config));
-        let packer = Arc::clone(&data.packer);
-        let packer_task = BackgroundTask::spawn("packer", move |mut stop| async move {
-            loop {
-                tokio::select! {
-                    _ = stop.changed() => return,
-                    () = tokio::time::sleep(PACKER_TICK) => packer.tick().await,
-                }
-            }
-        });
         let orphans = Arc::new(OrphanCollector::new(Arc::clone(&data.io), orphan_config));
-        let mut tasks = vec![Arc::clone(&membership).spawn(), Arc::clone(&repair).spawn(), packer_task];
+        let mut tasks = vec![Arc::clone(&repair).spawn()];
+        // Over an S3 backend there are no nodes to probe or list, and nothing is packed: repair
+        // (of units whose write or read failed) is its one background service.
+        if data.io.backend().is_none() {
+            tasks.push(Arc::clone(&membership).spawn());
+            tasks.push(packer_ticks(Arc::clone(&data.packer)));
+            tasks.extend(Arc::clone(&orphans).spawn());
+        }
         if !data.delayed.delay().is_zero() {
             let deleter = data.clone();
             tasks.push(BackgroundTask::spawn("release-delay", move |stop| deleter.delete_released(stop)));
         }
-        tasks.extend(Arc::clone(&orphans).spawn());
         Ok(RunningData { data, membership, repair, orphans, tasks })
     }
 }

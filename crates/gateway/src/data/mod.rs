@@ -11,6 +11,7 @@ use meta::Layout;
 use std::ops::Range;
 
 pub mod admission;
+pub mod backend;
 pub mod cluster;
 pub mod config;
 pub mod controller;

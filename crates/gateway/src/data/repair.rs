@@ -358,7 +358,8 @@ impl RepairService {
         let held = self.claim().await?;
         let due = self.note_grace(&nodes);
         *lock(&self.nodes_repairing) = if held { due.clone() } else { Vec::new() };
-        if held {
+        // Backend slots have no stats, scrub or corrupt-file lists: the backend's reads report.
+        if held && self.io.backend().is_none() {
             let listed = self.poll_nodes(&nodes).await;
             self.record_corrupt(&nodes, listed).await;
         }
@@ -674,6 +675,9 @@ impl RepairService {
     /// stripe released): only while the node still lists them corrupt, so a copy rewritten since
     /// (by repair choosing the node again) is kept.
     async fn delete_corrupt_garbage(&self, nodes: &NodeMap, stripe: StripeId, units: &[(u16, NodeId)]) {
+        if self.io.backend().is_some() {
+            return;
+        }
         for &(unit, node) in units {
             let Some(info) = nodes.get(&node).filter(|n| n.state == NodeState::Up) else { continue };
             let deleted = match self.io.cluster().client(info).await {

@@ -2,7 +2,8 @@
 //! range from its node, the "Normal" degraded read (start a recovery-set read when the data unit's
 //! node is Down, returns a corrupt unit, fails or is slower than the timeout; keep whichever answer
 //! comes first and drop the other), gateway-side decoding, unit writes and deletes, the placer, and
-//! the counters. Must not choose which units to read (that is [`super::plan`]) or touch object
+//! the counters. In backend mode every unit operation is a request to the S3 backend instead
+//! ([`super::backend`]). Must not choose which units to read (that is [`super::plan`]) or touch object
 //! metadata.
 
 use std::collections::{BTreeSet, HashMap};
@@ -17,6 +18,7 @@ use futures_util::stream::FuturesUnordered;
 use meta::{MetaError, NodeId, NodeInfo, StripeId, StripeMeta};
 
 use super::DataError;
+use super::backend::S3Backend;
 use super::cluster::NodeConnections;
 use super::config::DataConfig;
 use super::placement::Placer;
@@ -50,6 +52,8 @@ pub struct StripeIo {
     codes: Mutex<HashMap<String, Arc<dyn ErasureCode>>>,
     corrupt_reports: Mutex<BTreeSet<(StripeId, u16, NodeId)>>,
     counters: DataCounters,
+    /// In backend mode, where every unit lives instead of on its node.
+    backend: Option<S3Backend>,
 }
 
 impl std::fmt::Debug for StripeIo {
@@ -64,12 +68,18 @@ impl StripeIo {
         let placer = Placer::new(config.rack_aware, config.placement_seed);
         Self {
             cluster,
-            config,
             placer: Mutex::new(placer),
             codes: Mutex::new(HashMap::new()),
+            backend: config.backend.as_ref().map(S3Backend::new),
             corrupt_reports: Mutex::new(BTreeSet::new()),
             counters: DataCounters::default(),
+            config,
         }
+    }
+
+    /// The S3 backend of a backend-mode gateway (`None` on a cluster of storage nodes).
+    pub fn backend(&self) -> Option<&S3Backend> {
+        self.backend.as_ref()
     }
 
     /// The cluster view.
@@ -166,6 +176,9 @@ impl StripeIo {
             });
         }
         let transient = |message: String| UnitReadError { message, gone: false };
+        if let Some(backend) = &self.backend {
+            return self.read_backend_unit(backend, stripe, unit, offset, length).await;
+        }
         let node = nodes.get(&node_id).ok_or_else(|| transient(format!("node {node_id} is not registered")))?;
         let client = self.cluster.client(node).await.map_err(|e| transient(e.to_string()))?;
         let unit_index = u16::try_from(unit).map_err(|_| transient(format!("unit index {unit} too large")))?;
@@ -184,6 +197,41 @@ impl StripeIo {
         }
     }
 
+    /// A unit's range from the backend, timed as a task that was in service from the request to
+    /// its answer (the backend is one black box: no queue of its own is seen).
+    async fn read_backend_unit(
+        &self,
+        backend: &S3Backend,
+        stripe: &StripeMeta,
+        unit: usize,
+        offset: u64,
+        length: u64,
+    ) -> Result<(Bytes, node::TaskTiming), UnitReadError> {
+        match backend.get_range(stripe.id, unit, offset, length).await {
+            Ok((bytes, took)) => {
+                let timing = node::TaskTiming {
+                    node_id: stripe.placement[unit].0,
+                    task_id: 0,
+                    enqueue_ns: 0,
+                    start_ns: 0,
+                    finish_ns: took.as_nanos() as u64,
+                    bytes: length,
+                    outcome: node::TaskOutcome::Ok,
+                    bytes_ahead: 0,
+                    emulated_service_ns: 0,
+                };
+                Ok((bytes, timing))
+            }
+            Err(error) => {
+                if error.not_found {
+                    // Gone from the backend: repair records it missing and rebuilds it.
+                    self.report_corrupt(stripe.id, unit as u16, stripe.placement[unit]);
+                }
+                Err(UnitReadError { message: error.message, gone: error.not_found })
+            }
+        }
+    }
+
     /// Counts a unit range served through a recovery set (counter and metric).
     pub fn count_degraded(&self) {
         self.counters.degraded_reads.fetch_add(1, Ordering::Relaxed);
@@ -192,6 +240,9 @@ impl StripeIo {
 
     /// Writes a unit to `node`; returns once it is durable there.
     pub async fn write_unit(&self, node: &NodeInfo, stripe: StripeId, unit: usize, data: Bytes) -> Result<(), String> {
+        if let Some(backend) = &self.backend {
+            return backend.put_unit(stripe, unit, data).await;
+        }
         let client = self.cluster.client(node).await.map_err(|e| format!("node {}: {e}", node.id))?;
         let unit_index = u16::try_from(unit).map_err(|_| format!("unit index {unit} too large"))?;
         client.write_unit(stripe.0, unit_index, data).await.map(|_| ()).map_err(|e| format!("node {}: {e}", node.id))
@@ -201,6 +252,13 @@ impl StripeIo {
     /// reclaimed when it is wiped or its orphans collected.
     pub async fn delete_unit_best_effort(&self, node: &NodeInfo, stripe: StripeId, unit: usize) {
         let Ok(unit_index) = u16::try_from(unit) else { return };
+        if let Some(backend) = &self.backend {
+            if let Err(error) = backend.delete_unit(stripe, unit).await {
+                metrics::counter!("lowtail_gateway_unit_deletes_failed_total").increment(1);
+                tracing::info!(%stripe, unit, %error, "could not delete a unit from the backend; its key leaks");
+            }
+            return;
+        }
         let result = match self.cluster.client(node).await {
             Ok(client) => client.delete_unit(stripe.0, unit_index).await.map(|_| ()),
             Err(error) => Err(error),

@@ -130,6 +130,12 @@ impl PolicyKind {
         PolicyKind::FEC.contains(&self)
     }
 
+    /// Whether the policy asks nodes for their queues (per request or in its refreshes): it cannot
+    /// run where there are no nodes to ask (a gateway over an S3 backend).
+    pub fn probes_nodes(self) -> bool {
+        !matches!(self, PolicyKind::Normal) && !self.reads_rows()
+    }
+
     /// Canonical name.
     pub fn name(self) -> &'static str {
         match self {
