@@ -10,6 +10,7 @@
 //! for output it has not verified.
 
 pub mod aligned;
+pub mod backend_bench;
 pub mod byte_size;
 pub mod ceiling;
 pub mod codec_bench;

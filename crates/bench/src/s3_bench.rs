@@ -476,7 +476,7 @@ async fn run_recorded(
     Ok(tally)
 }
 
-async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result<()> {
+pub(crate) async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result<()> {
     if s3.head_bucket().bucket(bucket).send().await.is_ok() {
         return Ok(());
     }

@@ -21,6 +21,7 @@ pub(crate) fn bench(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Codec(args) => bench_codec(args),
         BenchCommand::S3(args) => bench_s3(*args),
+        BenchCommand::Backend(args) => bench_backend(args),
     }
 }
 
@@ -296,6 +297,91 @@ pub(crate) enum BenchCommand {
     /// the phase; null when it does not run on this host), server_cpu_ms_per_op (null when not
     /// measured) and host_idle_pct.
     S3(Box<S3Args>),
+    /// Measure an S3 service's request delays and predict whether (n,k) coding in front of it
+    /// (a gateway in backend mode) pays off: FAST CLOUD's section IV measurement, then its model.
+    ///
+    /// --threads clients PUT --requests distinct objects of --chunk-bytes, then GET as many at
+    /// random, then delete them; every request is timed and none retried. Prints each operation's
+    /// delay quantiles beside the Δ + Exp fit of them (the paper's: the worst 0.1 % dropped, 1/μ =
+    /// std, Δ = mean − std) and the lag-1 correlation of a thread's consecutive delays (the model
+    /// assumes independence); then, by the GET fit, every read code (n, k) for n = k..n_max with
+    /// --slots task slots: its delay with no queueing and at 10, 50 and 90 % of the uncoded
+    /// capacity, its capacity, its storage and requests per read, and a verdict. Without --endpoint
+    /// or --cluster it measures a fresh local lowtail cluster (docs/backend.md).
+    Backend(BackendArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BackendArgs {
+    /// A running lowtail cluster, by its cluster.json.
+    #[arg(long, value_name = "FILE")]
+    cluster: Option<PathBuf>,
+    /// Any S3 endpoint instead (needs --access-key and --secret-key).
+    #[arg(long, value_name = "URL", conflicts_with = "cluster", requires_all = ["access_key", "secret_key"])]
+    endpoint: Option<String>,
+    /// Access key for --endpoint.
+    #[arg(long, value_name = "KEY", requires = "endpoint")]
+    access_key: Option<String>,
+    /// Secret key for --endpoint.
+    #[arg(long, value_name = "KEY", requires = "endpoint")]
+    secret_key: Option<String>,
+    /// Region for --endpoint (default us-east-1).
+    #[arg(long, value_name = "REGION", requires = "endpoint")]
+    region: Option<String>,
+    /// Bucket to measure in (created if missing; the objects are deleted after).
+    #[arg(long, value_name = "NAME", default_value = bench::s3_bench::DEFAULT_BUCKET)]
+    bucket: String,
+    /// Object size: the chunk size of the prediction.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_byte_size)]
+    chunk_bytes: usize,
+    /// Requests in flight (the paper's 16 saturated threads).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: u32,
+    /// Requests per operation.
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=10_000_000))]
+    requests: u32,
+    /// k of the predicted codes.
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    k: usize,
+    /// Longest predicted code.
+    #[arg(long, value_name = "N", default_value_t = 6)]
+    n_max: usize,
+    /// Task slots L of the predicted gateway (its [data.admission] slots).
+    #[arg(long, value_name = "L", default_value_t = 16)]
+    slots: usize,
+    /// Seed of the bodies and the read order.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Print the report as JSON instead.
+    #[arg(long)]
+    json: bool,
+}
+
+fn bench_backend(args: BackendArgs) -> anyhow::Result<()> {
+    let source = match (args.endpoint, args.cluster) {
+        (Some(url), _) => TargetSource::Endpoint(s3_endpoint(url, args.access_key, args.secret_key, args.region)),
+        (None, Some(path)) => TargetSource::Manifest(path),
+        (None, None) => TargetSource::Fresh(
+            std::env::current_exe().context("cannot find the lowtail executable to start nodes with")?,
+        ),
+    };
+    let config = bench::backend_bench::BackendBenchConfig {
+        bucket: args.bucket,
+        chunk_bytes: args.chunk_bytes,
+        threads: args.threads as usize,
+        requests: args.requests as usize,
+        k: args.k,
+        n_max: args.n_max,
+        slots: args.slots,
+        seed: args.seed,
+    };
+    let report = bench::backend_bench::run_backend_bench(source, &config, !args.json)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).expect("the report is plain data")
+    } else {
+        bench::backend_bench::render_text(&report)
+    };
+    print_stdout(&format!("{text}\n"))
 }
 
 #[derive(Debug, Args)]

@@ -112,3 +112,35 @@ fn bench_s3_refuses_arguments_that_do_not_go_together() {
         assert!(stderr.contains(expected), "{args:?}: {expected:?} missing from\n{stderr}");
     }
 }
+
+/// `lowtail bench backend` on a fresh cluster: both operations measured and fitted, every read code
+/// from k to n_max predicted (longer codes faster with no queueing, lower capacity, more storage),
+/// and a verdict.
+#[test]
+fn bench_backend_measures_fits_and_predicts_every_code() {
+    let _turn = CLUSTERS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
+        .args(["bench", "backend", "--requests", "60", "--threads", "4", "--chunk-bytes", "64KiB", "--json"])
+        .output()
+        .expect("lowtail runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "lowtail bench backend failed: {}\n{stderr}", output.status);
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON report");
+    let ops = report["ops"].as_array().unwrap();
+    assert_eq!(ops.iter().map(|op| op["op"].as_str().unwrap()).collect::<Vec<_>>(), ["put", "get"]);
+    for op in ops {
+        assert_eq!((op["samples"].as_u64(), op["failed"].as_u64()), (Some(60), Some(0)), "{op}");
+        assert!(op["shift_ms"].as_f64().unwrap() >= 0.0 && op["exp_mean_ms"].as_f64().unwrap() > 0.0, "{op}");
+    }
+    let codes = report["predictions"].as_array().unwrap();
+    assert_eq!(codes.iter().map(|c| c["n"].as_u64().unwrap()).collect::<Vec<_>>(), [3, 4, 5, 6]);
+    for pair in codes.windows(2) {
+        assert!(
+            pair[1]["service_ms"].as_f64() < pair[0]["service_ms"].as_f64(),
+            "racing more tasks is faster: {pair:?}"
+        );
+        assert!(pair[1]["capacity_per_s"].as_f64() < pair[0]["capacity_per_s"].as_f64(), "and sustains less: {pair:?}");
+    }
+    assert_eq!(codes[3]["storage_factor"], 2.0);
+    assert!(report["verdict"].as_str().unwrap().starts_with("FEC "), "{report}");
+}
