@@ -311,12 +311,13 @@ pub(crate) enum BenchCommand {
     Backend(BackendArgs),
 }
 
+/// The store a benchmark measures: a fresh local cluster unless told otherwise.
 #[derive(Debug, Args)]
-pub(crate) struct BackendArgs {
-    /// A running lowtail cluster, by its cluster.json.
+pub(crate) struct TargetArgs {
+    /// The cluster.json of a running cluster (written by `lowtail up`) instead of a fresh cluster.
     #[arg(long, value_name = "FILE")]
     cluster: Option<PathBuf>,
-    /// Any S3 endpoint instead (needs --access-key and --secret-key).
+    /// Any S3 endpoint (http://) instead of lowtail, with --access-key and --secret-key.
     #[arg(long, value_name = "URL", conflicts_with = "cluster", requires_all = ["access_key", "secret_key"])]
     endpoint: Option<String>,
     /// Access key for --endpoint.
@@ -325,9 +326,28 @@ pub(crate) struct BackendArgs {
     /// Secret key for --endpoint.
     #[arg(long, value_name = "KEY", requires = "endpoint")]
     secret_key: Option<String>,
-    /// Region for --endpoint (default us-east-1).
+    /// Region for --endpoint [default: us-east-1].
     #[arg(long, value_name = "REGION", requires = "endpoint")]
     region: Option<String>,
+}
+
+impl TargetArgs {
+    /// The store these arguments name.
+    fn source(self) -> anyhow::Result<TargetSource> {
+        Ok(match (self.endpoint, self.cluster) {
+            (Some(url), _) => TargetSource::Endpoint(s3_endpoint(url, self.access_key, self.secret_key, self.region)),
+            (None, Some(path)) => TargetSource::Manifest(path),
+            (None, None) => TargetSource::Fresh(
+                std::env::current_exe().context("cannot find the lowtail executable to start nodes with")?,
+            ),
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BackendArgs {
+    #[command(flatten)]
+    target: TargetArgs,
     /// Bucket to measure in (created if missing; the objects are deleted after).
     #[arg(long, value_name = "NAME", default_value = bench::s3_bench::DEFAULT_BUCKET)]
     bucket: String,
@@ -358,13 +378,7 @@ pub(crate) struct BackendArgs {
 }
 
 fn bench_backend(args: BackendArgs) -> anyhow::Result<()> {
-    let source = match (args.endpoint, args.cluster) {
-        (Some(url), _) => TargetSource::Endpoint(s3_endpoint(url, args.access_key, args.secret_key, args.region)),
-        (None, Some(path)) => TargetSource::Manifest(path),
-        (None, None) => TargetSource::Fresh(
-            std::env::current_exe().context("cannot find the lowtail executable to start nodes with")?,
-        ),
-    };
+    let source = args.target.source()?;
     let config = bench::backend_bench::BackendBenchConfig {
         bucket: args.bucket,
         chunk_bytes: args.chunk_bytes,
@@ -386,21 +400,8 @@ fn bench_backend(args: BackendArgs) -> anyhow::Result<()> {
 
 #[derive(Debug, Args)]
 pub(crate) struct S3Args {
-    /// The cluster.json of a running cluster (written by `lowtail up`) instead of a fresh cluster.
-    #[arg(long, value_name = "FILE")]
-    cluster: Option<PathBuf>,
-    /// Any S3 endpoint (http://) instead of lowtail, with --access-key and --secret-key.
-    #[arg(long, value_name = "URL", conflicts_with = "cluster", requires_all = ["access_key", "secret_key"])]
-    endpoint: Option<String>,
-    /// Access key for --endpoint.
-    #[arg(long, value_name = "KEY", requires = "endpoint")]
-    access_key: Option<String>,
-    /// Secret key for --endpoint.
-    #[arg(long, value_name = "KEY", requires = "endpoint")]
-    secret_key: Option<String>,
-    /// Region for --endpoint [default: us-east-1].
-    #[arg(long, value_name = "REGION", requires = "endpoint")]
-    region: Option<String>,
+    #[command(flatten)]
+    target: TargetArgs,
     /// The measured target's name in the rows and tables.
     #[arg(long, value_name = "NAME", default_value = bench::s3_target::LOWTAIL_TARGET_NAME)]
     name: String,
@@ -831,13 +832,7 @@ fn bench_s3(args: S3Args) -> anyhow::Result<()> {
 
 /// The benchmark's settings from `lowtail bench s3`'s arguments.
 fn s3_bench_config(args: S3Args) -> anyhow::Result<S3BenchConfig> {
-    let source = match (args.endpoint, args.cluster) {
-        (Some(url), _) => TargetSource::Endpoint(s3_endpoint(url, args.access_key, args.secret_key, args.region)),
-        (None, Some(path)) => TargetSource::Manifest(path),
-        (None, None) => TargetSource::Fresh(
-            std::env::current_exe().context("cannot find the lowtail executable to start nodes with")?,
-        ),
-    };
+    let source = args.target.source()?;
     let target = TargetSpec { name: args.name, server_pids: args.pid, server_process_names: args.pid_of, source };
     let peer = args.peer.map(|url| TargetSpec {
         name: args.peer_name.unwrap_or_else(|| "peer".to_string()),
