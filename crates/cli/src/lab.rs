@@ -193,6 +193,12 @@ pub(crate) struct FastcloudArgs {
     /// simulator. Needs the etcd binary; about 6 minutes, --quick about 1.5 (docs/fastcloud.md).
     #[arg(long)]
     live: bool,
+    /// Run FAST CLOUD in its own setting instead: a gateway in backend mode (RS(3,3), units as keys)
+    /// in front of a second lowtail cluster of real processes whose nodes give every task a
+    /// heavy-tailed delay; the same GETs through (3,3) and (6,3), the client's tail and the backend
+    /// requests per read. Needs the etcd binary; about 4 minutes, --quick about 1 (docs/backend.md).
+    #[arg(long, conflicts_with = "live")]
+    backend: bool,
 }
 
 #[derive(Debug, Args)]
@@ -672,32 +678,74 @@ fn print_paper_findings(findings: &[experiment::fastcloud::PaperFinding]) {
     }
 }
 
-fn run_fastcloud_live(args: FastcloudArgs) -> anyhow::Result<()> {
+/// The options of FAST CLOUD's runs on real processes.
+fn fastcloud_live_options(args: &FastcloudArgs) -> anyhow::Result<experiment::fastcloud::live::LiveOptions> {
     let etcd_binary = launcher::find_etcd_binary().context(
         "the live experiment needs the etcd binary (Debian: apt-get install etcd-server), on the PATH or in LOWTAIL_ETCD_BIN",
     )?;
-    let options = experiment::fastcloud::live::LiveOptions {
+    Ok(experiment::fastcloud::live::LiveOptions {
         quick: args.quick,
         seed: args.seed,
         binary: std::env::current_exe().context("cannot find the lowtail executable to start the cluster with")?,
         etcd_binary,
-    };
-    let bar = runs_progress(experiment::fastcloud::live::step_count(), "fastcloud live");
+    })
+}
+
+fn run_fastcloud_backend(args: FastcloudArgs) -> anyhow::Result<()> {
+    run_fastcloud_processes(
+        args,
+        experiment::fastcloud::backend::step_count(),
+        "fastcloud backend",
+        |options, out, progress| {
+            experiment::fastcloud::backend::run(options, out, progress)
+                .map(|outcome| (outcome.markdown, outcome.findings))
+        },
+    )
+}
+
+fn run_fastcloud_live(args: FastcloudArgs) -> anyhow::Result<()> {
+    run_fastcloud_processes(
+        args,
+        experiment::fastcloud::live::step_count(),
+        "fastcloud live",
+        |options, out, progress| {
+            experiment::fastcloud::live::run(options, out, progress).map(|outcome| (outcome.markdown, outcome.findings))
+        },
+    )
+}
+
+/// Runs one of FAST CLOUD's experiments on real processes with a progress bar, then prints its
+/// table and findings.
+fn run_fastcloud_processes(
+    args: FastcloudArgs,
+    steps: usize,
+    label: &'static str,
+    run: impl FnOnce(
+        &experiment::fastcloud::live::LiveOptions,
+        &std::path::Path,
+        &(dyn Fn(experiment::parallel::Progress) + Sync),
+    ) -> anyhow::Result<(String, Vec<experiment::fastcloud::PaperFinding>)>,
+) -> anyhow::Result<()> {
+    let options = fastcloud_live_options(&args)?;
+    let bar = runs_progress(steps, label);
     let started = std::time::Instant::now();
-    let outcome = experiment::fastcloud::live::run(&options, &args.out, &|progress| {
+    let (markdown, findings) = run(&options, &args.out, &|progress| {
         bar.set_position(progress.done as u64);
         bar.set_message(progress.label);
     })?;
     bar.finish_and_clear();
-    println!("{}", outcome.markdown);
-    print_paper_findings(&outcome.findings);
-    println!("live runs in {:.1} s; results in {}", started.elapsed().as_secs_f64(), args.out.display());
+    println!("{markdown}");
+    print_paper_findings(&findings);
+    println!("{label} runs in {:.1} s; results in {}", started.elapsed().as_secs_f64(), args.out.display());
     Ok(())
 }
 
 fn run_fastcloud(args: FastcloudArgs) -> anyhow::Result<()> {
     if args.live {
         return run_fastcloud_live(args);
+    }
+    if args.backend {
+        return run_fastcloud_backend(args);
     }
     anyhow::ensure!(args.threads > 0, "--threads must be at least 1");
     let options = experiment::fastcloud::FastcloudOptions {

@@ -192,7 +192,12 @@ impl Scheduler {
     pub fn estimated_rate(&self) -> (f64, u64) {
         let model = self.service_model();
         if model.enabled && model.rate_bytes_per_s > 0.0 {
-            let overhead_us = model.overhead_us + model.delay_shift_us + model.delay_exp_mean_us;
+            let tail_mean_us = if model.tail_scale_us > 0 {
+                (model.tail_scale_us as f64 / (model.tail_shape - 1.0)) as u64
+            } else {
+                0
+            };
+            let overhead_us = model.overhead_us + model.delay_shift_us + model.delay_exp_mean_us + tail_mean_us;
             return (model.rate_bytes_per_s, overhead_us);
         }
         let recent = lock(&self.recent);

@@ -17,7 +17,8 @@ use crate::proto;
 /// Emulated service model of a node (see `crates/node/README.md`). Off by default.
 ///
 /// Service time of a task of `B` bytes = `overhead_us` + `B / rate_bytes_per_s` (when the rate is
-/// positive) + `delay_shift_us` + Exp(`delay_exp_mean_us`) (when the mean is positive).
+/// positive) + `delay_shift_us` + Exp(`delay_exp_mean_us`) (when the mean is positive) +
+/// Lomax(`tail_scale_us`, `tail_shape`) (when the scale is positive: a heavy tail).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServiceModel {
@@ -43,6 +44,11 @@ pub struct ServiceModel {
     pub background_task_bytes: u64,
     /// True: background arrivals are Poisson; false: evenly spaced.
     pub background_poisson: bool,
+    /// Scale λ of a heavy-tailed delay added to every task, microseconds: Lomax (Pareto type II),
+    /// P(X > x) = (1 + x/λ)^−α, mean λ/(α − 1), as a store with stragglers has. 0 leaves it out.
+    pub tail_scale_us: u64,
+    /// Its shape α; more than 1 (a finite mean); the smaller, the heavier the tail.
+    pub tail_shape: f64,
 }
 
 impl Default for ServiceModel {
@@ -58,6 +64,8 @@ impl Default for ServiceModel {
             background_tasks_per_s: 0.0,
             background_task_bytes: 0,
             background_poisson: true,
+            tail_scale_us: 0,
+            tail_shape: 2.0,
         }
     }
 }
@@ -82,8 +90,12 @@ impl ServiceModel {
                 self.background_tasks_per_s
             ));
         }
+        if self.tail_scale_us > 0 && !(self.tail_shape.is_finite() && self.tail_shape > 1.0) {
+            return bad(format!("tail_shape must be finite and more than 1, got {}", self.tail_shape));
+        }
         let max_us = MAX_SERVICE_TIME.as_micros() as u64;
         for (name, value) in [
+            ("tail_scale_us", self.tail_scale_us),
             ("overhead_us", self.overhead_us),
             ("delay_shift_us", self.delay_shift_us),
             ("delay_exp_mean_us", self.delay_exp_mean_us),
@@ -122,6 +134,8 @@ impl From<&ServiceModel> for proto::ServiceModel {
             background_tasks_per_s: model.background_tasks_per_s,
             background_task_bytes: model.background_task_bytes,
             background_poisson: model.background_poisson,
+            tail_scale_us: model.tail_scale_us,
+            tail_shape: model.tail_shape,
         }
     }
 }
@@ -139,6 +153,8 @@ impl From<proto::ServiceModel> for ServiceModel {
             background_tasks_per_s: model.background_tasks_per_s,
             background_task_bytes: model.background_task_bytes,
             background_poisson: model.background_poisson,
+            tail_scale_us: model.tail_scale_us,
+            tail_shape: model.tail_shape,
         }
     }
 }
@@ -177,6 +193,11 @@ impl ModelState {
             time +=
                 Duration::from_secs_f64(sample_exp(&mut self.delay_rng, mean_s).min(MAX_SERVICE_TIME.as_secs_f64()));
         }
+        if self.model.tail_scale_us > 0 {
+            let scale_s = self.model.tail_scale_us as f64 / 1e6;
+            let tail_s = sample_lomax(&mut self.delay_rng, scale_s, self.model.tail_shape);
+            time += Duration::from_secs_f64(tail_s.min(MAX_SERVICE_TIME.as_secs_f64()));
+        }
         Some(time.min(MAX_SERVICE_TIME))
     }
 
@@ -189,6 +210,12 @@ impl ModelState {
         let gap_s = if self.model.background_poisson { sample_exp(&mut self.arrival_rng, mean_s) } else { mean_s };
         Some(Duration::from_secs_f64(gap_s.min(MAX_SERVICE_TIME.as_secs_f64())))
     }
+}
+
+/// Lomax(scale, shape) by inversion: scale · ((1 − u)^(−1/shape) − 1), `1 - u` in (0, 1].
+fn sample_lomax(rng: &mut ChaCha8Rng, scale: f64, shape: f64) -> f64 {
+    let u: f64 = rng.random();
+    scale * ((1.0 - u).powf(-1.0 / shape) - 1.0)
 }
 
 /// Exp(mean) by inversion; `1 - u` is in (0, 1], so the logarithm is finite.
@@ -228,6 +255,23 @@ mod tests {
         assert_ne!(first, draw(&ServiceModel { seed: 43, ..model.clone() }));
         let mean = first.iter().sum::<f64>() / first.len() as f64;
         assert!((mean - 0.001).abs() < 0.00005, "mean {mean}");
+    }
+
+    #[test]
+    fn the_lomax_tail_has_its_mean_and_its_quantile() {
+        let model =
+            ServiceModel { enabled: true, tail_scale_us: 10_000, tail_shape: 3.0, seed: 5, ..Default::default() };
+        model.validate().unwrap();
+        let mut state = ModelState::new(model);
+        let mut draws: Vec<f64> = (0..200_000).map(|_| state.sample_service_time(0).unwrap().as_secs_f64()).collect();
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        assert!((mean - 0.005).abs() < 0.0003, "mean {mean}, λ/(α − 1) = 5 ms");
+        draws.sort_by(f64::total_cmp);
+        // P(X > x) = 0.01 at x = λ (0.01^(−1/α) − 1) = 10 ms × 3.6416 = 36.4 ms.
+        let p99 = draws[(0.99 * draws.len() as f64) as usize];
+        assert!((p99 - 0.036_416).abs() < 0.002, "p99 {p99}");
+        let light = ServiceModel { tail_scale_us: 1000, tail_shape: 1.0, ..Default::default() };
+        assert!(matches!(light.validate(), Err(NodeError::InvalidArgument(_))), "an infinite mean is refused");
     }
 
     #[test]

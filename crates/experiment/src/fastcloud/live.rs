@@ -204,6 +204,29 @@ struct Replayed {
     failed: u64,
 }
 
+/// Replays `requests` through the gateway of `admin` under `policy` with `fec`: the gateway's
+/// records of them (none dropped) and the client's output.
+pub(super) async fn replay_records(
+    admin: &GatewayAdmin,
+    fetch: &Arc<S3Fetch>,
+    policy: PolicyKind,
+    fec: FecSettings,
+    requests: Vec<ReadRequest>,
+) -> anyhow::Result<(Vec<Record>, load::executor::ExecutorOutput)> {
+    let settings = PolicySettings { fec, ..Default::default() };
+    let switch = admin.clone();
+    blocking(move || switch.set_policy(policy, Some(&settings))).await?;
+    let take = admin.clone();
+    blocking(move || take.take_records()).await?;
+    let output =
+        execute(Arc::new(requests), 1, LoopMode::Open { max_in_flight: 4096 }, Arc::clone(fetch), Box::new(|| {}))
+            .await;
+    let take = admin.clone();
+    let taken = blocking(move || take.take_records()).await?;
+    ensure!(taken.dropped == 0, "the gateway dropped {} records", taken.dropped);
+    Ok((taken.records, output))
+}
+
 /// Replays `requests` under `policy` with `fec`.
 async fn replay(
     cluster: &Cluster,
@@ -211,25 +234,10 @@ async fn replay(
     fec: FecSettings,
     requests: Vec<ReadRequest>,
 ) -> anyhow::Result<Replayed> {
-    let admin = cluster.admin.clone();
-    let settings = PolicySettings { fec, ..Default::default() };
-    blocking(move || admin.set_policy(policy, Some(&settings))).await?;
-    let admin = cluster.admin.clone();
-    blocking(move || admin.take_records()).await?;
-    let output = execute(
-        Arc::new(requests),
-        1,
-        LoopMode::Open { max_in_flight: 4096 },
-        Arc::clone(&cluster.fetch),
-        Box::new(|| {}),
-    )
-    .await;
-    let admin = cluster.admin.clone();
-    let taken = blocking(move || admin.take_records()).await?;
-    ensure!(taken.dropped == 0, "the gateway dropped {} records", taken.dropped);
+    let (records, output) = replay_records(&cluster.admin, &cluster.fetch, policy, fec, requests).await?;
     let client_mean_s = latency_s(output.records.iter().filter(|r| r.outcome == Outcome::Ok)).0;
-    let gateway_failed = taken.records.iter().filter(|r| r.request.outcome != Outcome::Ok).count() as u64;
-    Ok(Replayed { records: taken.records, client_mean_s, failed: output.failed + gateway_failed })
+    let gateway_failed = records.iter().filter(|r| r.request.outcome != Outcome::Ok).count() as u64;
+    Ok(Replayed { records, client_mean_s, failed: output.failed + gateway_failed })
 }
 
 /// Mean and 99th percentile (nearest rank) of the requests' latencies, seconds; zeros for none.
@@ -340,21 +348,9 @@ async fn measure_on(
 
 /// Runs the live experiment and writes live.json, live.md and findings.json under `out_dir`.
 pub fn run(options: &LiveOptions, out_dir: &Path, progress: &(dyn Fn(Progress) + Sync)) -> anyhow::Result<LiveOutcome> {
-    let temp = tempfile::Builder::new().prefix("lowtail-fastcloud-").tempdir().context("creating a work directory")?;
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let step = |label: String| {
-        let done = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        progress(Progress { done, total: step_count(), label });
-    };
-    let (runs, fits) = runtime.block_on(async {
-        tokio::select! {
-            result = measure(options, temp.path(), &step) => result,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (Ctrl-C); the cluster was stopped")),
-        }
+    let (runs, fits) = on_processes("lowtail-fastcloud-", step_count(), progress, async |dir, step| {
+        measure(options, dir, step).await
     })?;
-    drop(runtime);
     let findings = judge(&runs, &fits);
     let markdown = markdown(&runs, &fits);
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
@@ -363,6 +359,32 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: &(dyn Fn(Progress) +
     std::fs::write(out_dir.join("live.md"), &markdown)?;
     std::fs::write(out_dir.join("findings.json"), serde_json::to_string_pretty(&findings)?)?;
     Ok(LiveOutcome { findings, runs, markdown })
+}
+
+/// Runs `measure` on a runtime of its own in a fresh work directory (removed after), counting its
+/// steps on `progress`; Ctrl-C ends it (dropping `measure`, whose processes die with their handles).
+pub(super) fn on_processes<T>(
+    prefix: &str,
+    steps: usize,
+    progress: &(dyn Fn(Progress) + Sync),
+    measure: impl AsyncFnOnce(&Path, &dyn Fn(String)) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let temp = tempfile::Builder::new().prefix(prefix).tempdir().context("creating a work directory")?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let step = |label: String| {
+        let done = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        progress(Progress { done, total: steps, label });
+    };
+    let result = runtime.block_on(async {
+        tokio::select! {
+            result = measure(temp.path(), &step) => result,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted (Ctrl-C); the processes were stopped")),
+        }
+    });
+    drop(runtime);
+    result
 }
 
 /// Steps the progress bar counts.

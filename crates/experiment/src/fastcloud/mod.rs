@@ -9,6 +9,7 @@
 //! where the paper leaves one open (the backlog measure, the run lengths) it is named here and the
 //! alternatives are run side by side.
 
+pub mod backend;
 pub mod classes;
 pub mod live;
 pub mod point;
