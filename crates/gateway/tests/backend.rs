@@ -177,3 +177,17 @@ async fn a_missing_bucket_and_a_node_clusters_metadata_are_refused() {
     let error = ErasureData::new(packing, meta).await.unwrap_err();
     assert!(error.to_string().contains("packed.max_object_bytes = 0"), "{error}");
 }
+
+/// The configuration docs/backend.md shows is one a gateway accepts.
+#[test]
+fn the_documented_backend_config_parses_and_validates() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/backend.md")).unwrap();
+    let start = doc.find("```toml\n").expect("a TOML block") + "```toml\n".len();
+    let block = &doc[start..start + doc[start..].find("```").unwrap()];
+    let config: gateway::process::GatewayConfig = toml::from_str(block).unwrap();
+    config.data.validate().unwrap();
+    assert_eq!(config.controller.policy, PolicyKind::FecBafec);
+    assert_eq!(config.controller.settings.fec.n_max, 6);
+    assert_eq!(config.data.admission.slots, Some(16));
+    assert!(config.data.backend.is_some_and(|backend| !backend.path_style));
+}
