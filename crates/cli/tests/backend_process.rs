@@ -3,6 +3,8 @@
 //! backend's bucket; reads by `fec-fixed` (n GETs, first k); deletes remove the keys; the front's
 //! metrics count the backend requests; a policy that probes nodes is refused.
 
+#![cfg(feature = "s3-backend")]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -13,12 +13,6 @@
 //! Owns: the backend's client and configuration, the key of a unit, the slots' registration. Must
 //! not: decide which units to read or write (the data path does) or keep bytes after a request.
 
-use std::time::{Duration, Instant};
-
-use aws_sdk_s3::config::retry::RetryConfig;
-use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation};
-use bytes::Bytes;
 use meta::{MetaStore, NodeId, NodeInfo, StripeId};
 use serde::{Deserialize, Serialize};
 
@@ -71,6 +65,13 @@ impl Default for BackendConfig {
 impl BackendConfig {
     /// Why the configuration cannot work, if it cannot.
     pub fn problem(&self) -> Option<String> {
+        if cfg!(not(feature = "s3-backend")) {
+            return Some(
+                "this lowtail was built without backend mode: build it with the cargo feature s3-backend \
+                 (on by default; `--no-default-features` leaves it out)"
+                    .into(),
+            );
+        }
         let missing: Vec<&str> = [
             ("endpoint", &self.endpoint),
             ("bucket", &self.bucket),
@@ -91,6 +92,19 @@ impl BackendConfig {
     }
 }
 
+/// A key of the bucket that names a unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedUnit {
+    /// The unit's stripe.
+    pub stripe: StripeId,
+    /// Its index.
+    pub unit: u16,
+    /// The key's ETag: a key written again has another.
+    pub etag: String,
+    /// Its size.
+    pub bytes: u64,
+}
+
 /// Why a backend read failed.
 #[derive(Debug)]
 pub struct BackendReadError {
@@ -100,152 +114,60 @@ pub struct BackendReadError {
     pub not_found: bool,
 }
 
-/// The client of one backend bucket.
+#[cfg(feature = "s3-backend")]
+mod client;
+#[cfg(feature = "s3-backend")]
+pub use client::S3Backend;
+
+/// Without the `s3-backend` feature there is no backend client: a value of this type cannot exist
+/// (and [`BackendConfig::problem`] refuses a `[data.backend]` section), so the data path's backend
+/// branches are never taken.
+#[cfg(not(feature = "s3-backend"))]
 #[derive(Debug)]
-pub struct S3Backend {
-    client: aws_sdk_s3::Client,
-    bucket: String,
-    prefix: String,
-}
+pub enum S3Backend {}
 
+#[cfg(not(feature = "s3-backend"))]
 impl S3Backend {
-    /// A client of `config`'s bucket (nothing is sent yet: [`S3Backend::check`] does).
-    pub fn new(config: &BackendConfig) -> Self {
-        let credentials = Credentials::new(&config.access_key, &config.secret_key, None, None, "lowtail-backend");
-        let sdk = aws_sdk_s3::Config::builder()
-            .behavior_version_latest()
-            .region(Region::new(config.region.clone()))
-            .endpoint_url(&config.endpoint)
-            .credentials_provider(credentials)
-            .force_path_style(config.path_style)
-            .http_client(aws_smithy_http_client::Builder::new().tls_provider(tls()).build_https())
-            // One try: a slow or failed unit task is the policy's to route around, not the SDK's.
-            .retry_config(RetryConfig::disabled())
-            .timeout_config(
-                TimeoutConfig::builder().operation_timeout(Duration::from_millis(config.request_timeout_ms)).build(),
-            )
-            // Units carry the data path's own checks (decoding, the S3 layer's checksums).
-            .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
-            .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
-            .build();
-        Self {
-            client: aws_sdk_s3::Client::from_conf(sdk),
-            bucket: config.bucket.clone(),
-            prefix: config.prefix.clone(),
-        }
+    /// Never called: [`BackendConfig::problem`] refuses the configuration first.
+    pub fn new(_config: &BackendConfig) -> Self {
+        unreachable!("backend mode is refused by the configuration's validation in a build without it")
     }
 
-    /// The key of `unit` of `stripe`.
-    pub fn key(&self, stripe: StripeId, unit: usize) -> String {
-        format!("{}{:016x}/{unit}", self.prefix, stripe.0)
+    /// No key to parse.
+    pub fn parse_key(&self, _key: &str) -> Option<(StripeId, u16)> {
+        match *self {}
     }
 
-    /// Whether the bucket answers (HeadBucket), with the backend's reason when it does not.
+    /// No bucket to check.
     pub async fn check(&self) -> Result<(), DataError> {
-        self.client.head_bucket().bucket(&self.bucket).send().await.map(|_| ()).map_err(|error| {
-            DataError::Unavailable(format!("backend bucket {:?}: {}", self.bucket, error_text(&error)))
-        })
+        match *self {}
     }
 
-    /// Stores a unit (one PUT); returns once the backend acknowledged it.
-    pub async fn put_unit(&self, stripe: StripeId, unit: usize, data: Bytes) -> Result<(), String> {
-        let bytes = data.len() as u64;
-        let began = Instant::now();
-        let result = self
-            .client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(self.key(stripe, unit))
-            .body(data.into())
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|error| format!("backend PUT {}: {}", self.key(stripe, unit), error_text(&error)));
-        count("put", result.is_ok(), bytes, began);
-        result
+    /// No unit to store.
+    pub async fn put_unit(&self, _stripe: StripeId, _unit: usize, _data: bytes::Bytes) -> Result<(), String> {
+        match *self {}
     }
 
-    /// Bytes `offset .. offset + length` of a unit (one ranged GET), and how long it took.
+    /// No unit to read.
     pub async fn get_range(
         &self,
-        stripe: StripeId,
-        unit: usize,
-        offset: u64,
-        length: u64,
-    ) -> Result<(Bytes, Duration), BackendReadError> {
-        let began = Instant::now();
-        let key = self.key(stripe, unit);
-        let range = format!("bytes={offset}-{}", offset + length.max(1) - 1);
-        let answer = self.client.get_object().bucket(&self.bucket).key(&key).range(range).send().await;
-        let result = match answer {
-            Ok(output) => match output.body.collect().await {
-                Ok(body) => Ok(body.into_bytes()),
-                Err(error) => {
-                    Err(BackendReadError { message: format!("backend GET {key}: body: {error}"), not_found: false })
-                }
-            },
-            Err(error) => {
-                let not_found = error.as_service_error().is_some_and(|e| e.is_no_such_key());
-                Err(BackendReadError { message: format!("backend GET {key}: {}", error_text(&error)), not_found })
-            }
-        };
-        let result = result.and_then(|bytes| {
-            if bytes.len() as u64 == length {
-                Ok(bytes)
-            } else {
-                let message = format!("backend GET {key}: {} bytes for a range of {length}", bytes.len());
-                Err(BackendReadError { message, not_found: false })
-            }
-        });
-        count("get", result.is_ok(), length, began);
-        result.map(|bytes| (bytes, began.elapsed()))
+        _stripe: StripeId,
+        _unit: usize,
+        _offset: u64,
+        _length: u64,
+    ) -> Result<(bytes::Bytes, std::time::Duration), BackendReadError> {
+        match *self {}
     }
 
-    /// Deletes a unit (one DELETE; S3 answers success for a key that is not there).
-    pub async fn delete_unit(&self, stripe: StripeId, unit: usize) -> Result<(), String> {
-        let began = Instant::now();
-        let key = self.key(stripe, unit);
-        let result = self
-            .client
-            .delete_object()
-            .bucket(&self.bucket)
-            .key(&key)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|error| format!("backend DELETE {key}: {}", error_text(&error)));
-        count("delete", result.is_ok(), 0, began);
-        result
+    /// No unit to delete.
+    pub async fn delete_unit(&self, _stripe: StripeId, _unit: usize) -> Result<(), String> {
+        match *self {}
     }
-}
 
-/// The TLS of an `https://` backend: rustls with ring's primitives (no C++ build).
-fn tls() -> aws_smithy_http_client::tls::Provider {
-    aws_smithy_http_client::tls::Provider::Rustls(aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring)
-}
-
-/// Counts a backend request in the metrics: requests by operation and outcome, bytes, seconds.
-fn count(op: &'static str, ok: bool, bytes: u64, began: Instant) {
-    let outcome = if ok { "ok" } else { "failed" };
-    metrics::counter!("lowtail_gateway_backend_requests_total", "op" => op, "outcome" => outcome).increment(1);
-    if ok {
-        metrics::counter!("lowtail_gateway_backend_bytes_total", "op" => op).increment(bytes);
+    /// No key to list.
+    pub async fn list_units(&self, _continuation: Option<String>) -> Result<(Vec<ListedUnit>, Option<String>), String> {
+        match *self {}
     }
-    metrics::histogram!("lowtail_gateway_backend_request_seconds", "op" => op).record(began.elapsed().as_secs_f64());
-}
-
-/// The SDK's error with its source chain.
-fn error_text(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    // Bounded: an error chain is a handful of links.
-    for _ in 0..16 {
-        let Some(cause) = source else { break };
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Registers the `n` backend slots in `meta` (ids 0..n, Up), or checks they are there. A metadata

@@ -842,13 +842,13 @@ impl ErasureData {
         let repair = Arc::new(RepairService::new(Arc::clone(&data.io), repair_config));
         let orphans = Arc::new(OrphanCollector::new(Arc::clone(&data.io), orphan_config));
         let mut tasks = vec![Arc::clone(&repair).spawn()];
-        // Over an S3 backend there are no nodes to probe or list, and nothing is packed: repair
-        // (of units whose write or read failed) is its one background service.
+        // Over an S3 backend there are no nodes to probe, and nothing is packed: repair (of units
+        // whose write or read failed) and the orphan collector (of keys no stripe records) run.
         if data.io.backend().is_none() {
             tasks.push(Arc::clone(&membership).spawn());
             tasks.push(packer_ticks(Arc::clone(&data.packer)));
-            tasks.extend(Arc::clone(&orphans).spawn());
         }
+        tasks.extend(Arc::clone(&orphans).spawn());
         if !data.delayed.delay().is_zero() {
             let deleter = data.clone();
             tasks.push(BackgroundTask::spawn("release-delay", move |stop| deleter.delete_released(stop)));

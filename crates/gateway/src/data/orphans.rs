@@ -8,6 +8,10 @@
 //! on that generation, so a unit written again meanwhile (repair choosing this node, a retried
 //! write) is never deleted.
 //!
+//! In backend mode the "units" are the keys of the backend bucket ([`super::backend`]): a key whose
+//! stripe has no record is judged in two scans a grace apart with the same ETag, then deleted (a
+//! write cut short before its stripe was recorded, a release whose deletes failed).
+//!
 //! Owns: the per-gateway list of candidate orphans and the decision rule ([`orphan_reason`]).
 //! Must not: delete a unit the metadata references, treat a metadata error as "no such stripe",
 //! change any metadata, or read units (it lists and deletes only).
@@ -22,6 +26,7 @@ use meta::{MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta, StripeS
 use node::{ConditionalDelete, NodeClient};
 use serde::Serialize;
 
+use super::backend::S3Backend;
 use super::config::OrphanConfig;
 use super::membership::BackgroundTask;
 use super::packed::REPLICA_UNIT_BASE;
@@ -167,6 +172,9 @@ impl OrphanCollector {
     /// judges each stored unit against the metadata, remembers new orphans, and deletes those
     /// judged orphans with the same generation at least `grace_ms` before.
     pub async fn scan_at(&self, now: Instant) -> Result<ScanReport, DataError> {
+        if let Some(backend) = self.io.backend() {
+            return self.scan_backend(backend, now).await;
+        }
         let mut nodes: Vec<NodeInfo> =
             self.io.cluster().node_map().await?.into_values().filter(|n| n.state == NodeState::Up).collect();
         nodes.sort_by_key(|n| n.id);
@@ -250,12 +258,7 @@ impl OrphanCollector {
                     match self.delete(&client, key, unit.generation).await {
                         Ok(true) => {
                             tracing::info!(node = %node.id, stripe = %id, unit = index, ?reason, bytes = unit.len, "orphan unit deleted");
-                            report.deleted += 1;
-                            report.bytes_deleted += unit.len;
-                            self.units_deleted.fetch_add(1, Ordering::Relaxed);
-                            self.bytes_deleted.fetch_add(unit.len, Ordering::Relaxed);
-                            metrics::counter!("lowtail_gateway_orphan_units_deleted_total").increment(1);
-                            metrics::counter!("lowtail_gateway_orphan_bytes_deleted_total").increment(unit.len);
+                            self.count_deleted(report, unit.len);
                         }
                         // Written again (or gone) since the listing: judged afresh next scan.
                         Ok(false) => report.rewritten += 1,
@@ -276,6 +279,100 @@ impl OrphanCollector {
         Ok(())
     }
 
+    /// One pass over the backend bucket's unit keys (see the module documentation); a listing or
+    /// metadata error ends the pass, keeping what was known.
+    async fn scan_backend(&self, backend: &S3Backend, now: Instant) -> Result<ScanReport, DataError> {
+        let previous = std::mem::take(&mut *lock(&self.candidates));
+        let mut next: HashMap<CandidateKey, Candidate> = HashMap::new();
+        let mut report = ScanReport::default();
+        let scanned = self.scan_backend_keys(backend, now, &previous, &mut next, &mut report).await;
+        if let Err(error) = &scanned {
+            tracing::warn!(%error, "orphan scan of the backend not finished");
+            report.nodes_skipped = 1;
+            for (key, candidate) in previous {
+                next.entry(key).or_insert(candidate);
+            }
+        }
+        metrics::gauge!("lowtail_gateway_orphan_candidates").set(next.len() as f64);
+        *lock(&self.candidates) = next;
+        self.scans.fetch_add(1, Ordering::Relaxed);
+        self.nodes_skipped.store(report.nodes_skipped, Ordering::Relaxed);
+        scanned.map(|()| report)
+    }
+
+    async fn scan_backend_keys(
+        &self,
+        backend: &S3Backend,
+        now: Instant,
+        previous: &HashMap<CandidateKey, Candidate>,
+        next: &mut HashMap<CandidateKey, Candidate>,
+        report: &mut ScanReport,
+    ) -> Result<(), DataError> {
+        let grace = Duration::from_millis(self.config.grace_ms);
+        let mut deletes_left = self.config.max_deletes_per_scan;
+        let mut token = None;
+        for _page in 0..MAX_UNIT_PAGES_PER_NODE {
+            let (units, following) = backend.list_units(token).await.map_err(DataError::Unavailable)?;
+            let mut stripes: HashMap<StripeId, Option<StripeMeta>> = HashMap::new();
+            for unit in units {
+                if let Entry::Vacant(slot) = stripes.entry(unit.stripe) {
+                    slot.insert(match self.io.cluster().meta().get_stripe(unit.stripe).await {
+                        Ok(stripe) => Some(stripe),
+                        Err(MetaError::NoSuchStripe(_)) => None,
+                        Err(error) => return Err(DataError::Meta(error.to_string())),
+                    });
+                }
+                // A unit's key names no slot: it is referenced when its stripe records a unit of
+                // that index, wherever the stripe placed it.
+                let stripe = stripes[&unit.stripe].as_ref();
+                let slot =
+                    stripe.and_then(|s| s.placement.get(usize::from(unit.unit)).copied()).unwrap_or(NodeId(u32::MAX));
+                let Some(reason) = orphan_reason(stripe, unit.unit, slot) else { continue };
+                report.orphans += 1;
+                let key = (slot, unit.stripe, unit.unit);
+                let generation = etag_generation(&unit.etag);
+                let first_seen = match previous.get(&key) {
+                    Some(seen) if seen.generation == generation => seen.first_seen,
+                    Some(_) => {
+                        report.rewritten += 1;
+                        now
+                    }
+                    None => now,
+                };
+                if now.saturating_duration_since(first_seen) >= grace && deletes_left > 0 {
+                    deletes_left -= 1;
+                    match backend.delete_unit(unit.stripe, usize::from(unit.unit)).await {
+                        Ok(()) => {
+                            tracing::info!(stripe = %unit.stripe, unit = unit.unit, ?reason, "orphan backend key deleted");
+                            self.count_deleted(report, unit.bytes);
+                        }
+                        Err(error) => {
+                            tracing::debug!(stripe = %unit.stripe, unit = unit.unit, %error, "orphan key delete failed");
+                            next.insert(key, Candidate { generation, first_seen });
+                        }
+                    }
+                } else if next.len() < MAX_CANDIDATES {
+                    next.insert(key, Candidate { generation, first_seen });
+                }
+            }
+            match following {
+                Some(following) => token = Some(following),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts one orphan deleted, of `bytes`, in the scan's report, the totals and the metrics.
+    fn count_deleted(&self, report: &mut ScanReport, bytes: u64) {
+        report.deleted += 1;
+        report.bytes_deleted += bytes;
+        self.units_deleted.fetch_add(1, Ordering::Relaxed);
+        self.bytes_deleted.fetch_add(bytes, Ordering::Relaxed);
+        metrics::counter!("lowtail_gateway_orphan_units_deleted_total").increment(1);
+        metrics::counter!("lowtail_gateway_orphan_bytes_deleted_total").increment(bytes);
+    }
+
     /// Deletes one unit if it still has `generation`: `Ok(true)` when it is gone now.
     async fn delete(&self, client: &NodeClient, key: CandidateKey, generation: u64) -> Result<bool, DataError> {
         let (_, stripe, unit) = key;
@@ -285,6 +382,14 @@ impl OrphanCollector {
             Err(error) => Err(DataError::Unavailable(error.to_string())),
         }
     }
+}
+
+/// A backend key's "generation": its ETag, hashed (a key written again has another).
+fn etag_generation(etag: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    etag.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// A forward-only cursor over the metadata's index of the stripes with a unit on one node (in
