@@ -1,6 +1,6 @@
-//! Two classes, reads and writes, with the paper's 1 MB fits (section VI): the grid of Fig. 8 (the
-//! best of the 16 fixed code pairs at each pair of rates), and MBAFEC and Greedy against the best
-//! fixed pair at three mixes (Figs. 10 and 11). Writes are modelled as the paper's analysis does:
+//! Two classes, reads and writes, with the paper's 1 MB fits (section VI): the grids of Figs. 8 and
+//! 9 (the best of the 16 fixed code pairs at each pair of rates; k_write = 3, then 2), and MBAFEC and
+//! Greedy against the best fixed pair at three mixes (Figs. 10 and 11). Writes are modelled as the paper's analysis does:
 //! n tasks, done at the k-th, the rest cancelled (section III-C), with the write fit's delays.
 //!
 //! Must not: judge (that is `judge`); everything here is runs and their per-class statistics.
@@ -9,7 +9,7 @@ use super::point::grew;
 use super::{CODE, SLOTS, read_delay, write_delay};
 use model::RecordLog;
 use optimize::fec_model::Admission;
-use policy::fec::{AckAt, AfterAck, BacklogMeasure, ClassOp, CodeLengthKind};
+use policy::fec::{AckAt, AfterAck, BacklogMeasure, ClassCode, ClassOp, CodeLengthKind};
 use report::Sample;
 use serde::Serialize;
 use sim::fec::{FecClassSetup, FecSetup, poisson_mix};
@@ -25,10 +25,47 @@ pub const MIX_LOADS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
 /// Grid steps of Fig. 8: λ_read/C_read and λ_write/C_write at 0.05, 0.15, …, 0.95.
 pub const GRID_STEPS: usize = 10;
 
-/// The uncoded capacity of one class alone, L/u(k) = L / (k(Δ + 1/μ)): 38.1 req/s for both fits.
-pub fn class_capacity_per_s(class: usize) -> f64 {
+/// Which grid of fixed code pairs: Fig. 8 (k = 3 for both classes) or Fig. 9 (writes of k = 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Layers {
+    /// k_read = k_write = 3, n from 3 to 6.
+    Fig8,
+    /// k_read = 3 (n 3..6), k_write = 2 (n 2..5).
+    Fig9,
+}
+
+impl Layers {
+    /// Both grids.
+    pub const ALL: [Layers; 2] = [Layers::Fig8, Layers::Fig9];
+
+    /// The write class's code.
+    pub fn write_code(self) -> ClassCode {
+        match self {
+            Layers::Fig8 => CODE,
+            Layers::Fig9 => ClassCode { k: 2, n_max: 5 },
+        }
+    }
+
+    /// The code of `class`.
+    pub fn code(self, class: usize) -> ClassCode {
+        if class == READ { CODE } else { self.write_code() }
+    }
+
+    /// The figure's number.
+    pub fn figure(self) -> u8 {
+        match self {
+            Layers::Fig8 => 8,
+            Layers::Fig9 => 9,
+        }
+    }
+}
+
+/// The uncoded capacity of one class alone, L/u(k) = L / (k(Δ + 1/μ)): 38.1 req/s for both fits
+/// at k = 3.
+pub fn class_capacity_per_s(class: usize, layers: Layers) -> f64 {
+    let k = usize::from(layers.code(class).k);
     let model = if class == READ { super::read_class() } else { super::write_class() };
-    model.capacity_per_s(usize::from(CODE.k))
+    optimize::fec_model::FecClass { k, ..model }.capacity_per_s(k)
 }
 
 /// A grid coordinate: 0.05 + 0.1·step.
@@ -36,14 +73,15 @@ pub fn grid_load(step: usize) -> f64 {
     0.05 + 0.1 * step as f64
 }
 
-/// The 16 fixed pairs (n_read, n_write).
-pub fn fixed_pairs() -> Vec<(u16, u16)> {
-    (CODE.k..=CODE.n_max).flat_map(|r| (CODE.k..=CODE.n_max).map(move |w| (r, w))).collect()
+/// The 16 fixed pairs (n_read, n_write) of a grid.
+pub fn fixed_pairs(layers: Layers) -> Vec<(u16, u16)> {
+    let write = layers.write_code();
+    (CODE.k..=CODE.n_max).flat_map(|r| (write.k..=write.n_max).map(move |w| (r, w))).collect()
 }
 
 /// The policies of the mixes: the fixed pairs, Greedy and MBAFEC.
 pub fn mix_policies() -> Vec<(String, CodeLengthKind)> {
-    let mut policies: Vec<(String, CodeLengthKind)> = fixed_pairs()
+    let mut policies: Vec<(String, CodeLengthKind)> = fixed_pairs(Layers::Fig8)
         .into_iter()
         .map(|(r, w)| (format!("({r},{w})"), CodeLengthKind::Fixed { n: vec![r, w] }))
         .collect();
@@ -52,13 +90,18 @@ pub fn mix_policies() -> Vec<(String, CodeLengthKind)> {
     policies
 }
 
-/// The two-class setting under `kind`.
+/// The two-class setting of Figs. 8, 10 and 11 under `kind`.
 pub fn setup(kind: CodeLengthKind, seed: u64) -> FecSetup {
+    setup_for(Layers::Fig8, kind, seed)
+}
+
+/// The two-class setting of `layers` under `kind`.
+pub fn setup_for(layers: Layers, kind: CodeLengthKind, seed: u64) -> FecSetup {
     // Writes as the paper's analysis has them: done at the k-th stored unit, the rest cancelled.
     let write = ClassOp::Write { ack: AckAt::K, rest: AfterAck::Cancel };
     let classes = vec![
         FecClassSetup { code: CODE, delay: read_delay(), op: ClassOp::Read },
-        FecClassSetup { code: CODE, delay: write_delay(), op: write },
+        FecClassSetup { code: layers.write_code(), delay: write_delay(), op: write },
     ];
     FecSetup { classes, slots: SLOTS, admission: Admission::NonBlocking, kind, seed }
 }

@@ -259,9 +259,43 @@ pub(super) fn records(violations: u64, most_in_flight: u32, runs: usize) -> Pape
     )
 }
 
-/// FC7 (two classes), FC8 and FC9: the layers of Fig. 8, MBAFEC against Greedy (Figs. 10, 11).
-pub(super) fn two_classes(grid: &[GridRow], mixes: &[MixRow]) -> Vec<PaperFinding> {
+/// FC8 for Fig. 9 (writes of k = 2, n 2..5): the layers still never grow outwards (judged); how
+/// much redundancy each class keeps where, which the paper only draws (reported).
+fn layers_unequal_k(grid: &[GridRow]) -> Vec<PaperFinding> {
+    let decided: Vec<&GridRow> = grid.iter().filter(|r| r.best.is_some()).collect();
+    let (steps, violations) = outward_growth(grid);
+    let violation_share = violations as f64 / steps.max(1) as f64;
+    let extra = |pick: fn((u16, u16)) -> f64| {
+        decided.iter().filter_map(|r| r.best).map(pick).sum::<f64>() / decided.len().max(1) as f64
+    };
+    let (read_extra, write_extra) = (extra(|(r, _)| f64::from(r) - 3.0), extra(|(_, w)| f64::from(w) - 2.0));
+    let writes_first = decided.iter().filter(|r| r.best.is_some_and(|(read, write)| write - 2 <= read - 3)).count();
+    vec![
+        finding(
+            "FC8",
+            "Fig. 9, k_read = 3 and k_write = 2: neither n of the best fixed pair grows outwards along rows and columns \
+             (≤ 10 % of steps)",
+            "Fig. 9: layers aligned with the queue-length contours, most redundancy nearest the origin",
+            format!("{violations} of {steps} outward steps grow an n ({:.0} %)", violation_share * 100.0),
+            Some(violation_share <= 0.1),
+        ),
+        finding(
+            "FC8",
+            "Fig. 9: redundancy each class keeps (n − k of the best pair, averaged over the stable points)",
+            "Fig. 9: contours not parallel to the capacity boundary when the k differ (drawn, no number)",
+            format!(
+                "reads {read_extra:.2}, writes {write_extra:.2} extra units; n_write − 2 ≤ n_read − 3 at {writes_first} of {} points",
+                decided.len()
+            ),
+            None,
+        ),
+    ]
+}
+
+/// FC7 (two classes), FC8 and FC9: the layers of Figs. 8 and 9, MBAFEC against Greedy (Figs. 10, 11).
+pub(super) fn two_classes(grid: &[GridRow], grid_fig9: &[GridRow], mixes: &[MixRow]) -> Vec<PaperFinding> {
     let mut findings = vec![layers(grid)];
+    findings.extend(layers_unequal_k(grid_fig9));
     let mix_row = |share: f64, load: f64, policy: &str| {
         mixes.iter().find(|r| r.read_share == share && r.load == load && r.policy == policy).expect("every mix ran")
     };
@@ -328,12 +362,10 @@ pub(super) fn two_classes(grid: &[GridRow], mixes: &[MixRow]) -> Vec<PaperFindin
     findings
 }
 
-/// FC8: Fig. 8's layers — writes drop redundancy before reads, and the best pair does not grow
-/// outwards.
-fn layers(grid: &[GridRow]) -> PaperFinding {
+/// Of a grid's steps outwards along each row (more writes) and each column (more reads) between
+/// decided cells: how many, and how many grow an n.
+fn outward_growth(grid: &[GridRow]) -> (usize, usize) {
     let decided: Vec<&GridRow> = grid.iter().filter(|r| r.best.is_some()).collect();
-    let writes_first = decided.iter().filter(|r| r.best.is_some_and(|(read, write)| write <= read)).count();
-    // Outwards along each row (more writes) and each column (more reads), neither n may grow.
     let (mut steps, mut violations) = (0, 0);
     let at = |read: f64, write: f64| {
         grid.iter()
@@ -348,6 +380,15 @@ fn layers(grid: &[GridRow]) -> PaperFinding {
             violations += usize::from(next.0 > here.0 || next.1 > here.1);
         }
     }
+    (steps, violations)
+}
+
+/// FC8: Fig. 8's layers — writes drop redundancy before reads, and the best pair does not grow
+/// outwards.
+fn layers(grid: &[GridRow]) -> PaperFinding {
+    let decided: Vec<&GridRow> = grid.iter().filter(|r| r.best.is_some()).collect();
+    let writes_first = decided.iter().filter(|r| r.best.is_some_and(|(read, write)| write <= read)).count();
+    let (steps, violations) = outward_growth(grid);
     let share = writes_first as f64 / decided.len().max(1) as f64;
     let violation_share = violations as f64 / steps.max(1) as f64;
     finding(

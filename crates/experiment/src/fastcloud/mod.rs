@@ -115,8 +115,8 @@ enum Job {
     Adaptive { policy: usize, load: usize, seed: u64 },
     /// Fixed code n in saturation (arrivals at three times its model capacity).
     Capacity { n: usize },
-    /// Fig. 8: read load step `read`, write load step `write`, fixed pair index `pair`.
-    Grid { read: usize, write: usize, pair: usize },
+    /// Fig. 8 or 9: read load step `read`, write load step `write`, fixed pair index `pair`.
+    Grid { layers: classes::Layers, read: usize, write: usize, pair: usize },
     /// Figs. 10, 11: read share index `mix`, load index `load`, policy index `policy`.
     Mix { mix: usize, load: usize, policy: usize, seed: u64 },
     /// Writes of (6,3) acknowledged at k in saturation, the rest `rest`.
@@ -155,6 +155,8 @@ struct Summary {
     capacity: Vec<CapacityRow>,
     /// Fig. 8: the best fixed pair at each pair of rates.
     grid: Vec<GridRow>,
+    /// Fig. 9: the same with writes of k = 2.
+    grid_fig9: Vec<GridRow>,
     /// Figs. 10, 11: every policy at every mix and load, seeds averaged.
     mixes: Vec<MixRow>,
     /// Saturated throughput of (6,3) writes acknowledged at k, by what the rest do.
@@ -186,7 +188,7 @@ struct MixRow {
     stable: bool,
 }
 
-fn grid_rows(jobs: &[Job], points: &[classes::ClassPoint]) -> Vec<GridRow> {
+fn grid_rows(jobs: &[Job], points: &[classes::ClassPoint], layers: classes::Layers) -> Vec<GridRow> {
     let mut rows = Vec::new();
     for read in 0..classes::GRID_STEPS {
         for write in 0..classes::GRID_STEPS - read {
@@ -194,8 +196,10 @@ fn grid_rows(jobs: &[Job], points: &[classes::ClassPoint]) -> Vec<GridRow> {
                 .iter()
                 .zip(points)
                 .filter_map(|(job, point)| match *job {
-                    Job::Grid { read: r, write: w, pair } if r == read && w == write && point.stable => {
-                        Some((classes::fixed_pairs()[pair], point.mean_s))
+                    Job::Grid { layers: l, read: r, write: w, pair }
+                        if l == layers && r == read && w == write && point.stable =>
+                    {
+                        Some((classes::fixed_pairs(layers)[pair], point.mean_s))
                     }
                     _ => None,
                 })
@@ -351,13 +355,14 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
     }
     let requests = options.requests_per_point();
     match *job {
-        Job::Grid { read, write, pair } => {
+        Job::Grid { layers, read, write, pair } => {
             let (read_rate, write_rate) = (
-                classes::grid_load(read) * classes::class_capacity_per_s(classes::READ),
-                classes::grid_load(write) * classes::class_capacity_per_s(classes::WRITE),
+                classes::grid_load(read) * classes::class_capacity_per_s(classes::READ, layers),
+                classes::grid_load(write) * classes::class_capacity_per_s(classes::WRITE, layers),
             );
-            let (n_read, n_write) = classes::fixed_pairs()[pair];
-            let setup = classes::setup(CodeLengthKind::Fixed { n: vec![n_read, n_write] }, options.first_seed);
+            let (n_read, n_write) = classes::fixed_pairs(layers)[pair];
+            let kind = CodeLengthKind::Fixed { n: vec![n_read, n_write] };
+            let setup = classes::setup_for(layers, kind, options.first_seed);
             let seed = options.first_seed * 1_000 + (read * classes::GRID_STEPS + write) as u64;
             let rate = read_rate + write_rate;
             classes::run(&setup, rate, read_rate / rate, requests, seed).map(Measured::Classes)
@@ -396,6 +401,33 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
         }
         _ => run_point_job(job, options).map(Measured::Point),
     }
+}
+
+/// One grid as a map: rows λ_write / C_write, columns λ_read / C_read, the best pair per cell.
+fn grid_map(title: &str, grid: &[GridRow]) -> String {
+    let mut text = format!(
+        "{title}\n\nRows: λ_write / C_write; columns: λ_read / C_read; `-` where no pair was stable.\n\n| writes \\ reads |"
+    );
+    for step in 0..classes::GRID_STEPS {
+        text += &format!(" {:.2} |", classes::grid_load(step));
+    }
+    text += "\n|---|";
+    text += &"---|".repeat(classes::GRID_STEPS);
+    for write in (0..classes::GRID_STEPS).rev() {
+        text += &format!("\n| {:.2} |", classes::grid_load(write));
+        for read in 0..classes::GRID_STEPS {
+            let cell = grid.iter().find(|r| {
+                (r.read_load - classes::grid_load(read)).abs() < 1e-9
+                    && (r.write_load - classes::grid_load(write)).abs() < 1e-9
+            });
+            text += &match cell.and_then(|c| c.best) {
+                Some((r, w)) => format!(" ({r},{w}) |"),
+                None if cell.is_some() => " - |".to_owned(),
+                None => " |".to_owned(),
+            };
+        }
+    }
+    text
 }
 
 /// C_α = L / Σ α_i u_i(k): the uncoded capacity of a mix with `read_share` reads.
@@ -453,9 +485,14 @@ fn label(job: &Job) -> String {
             format!("{} at {} C(3,3), seed {seed}", adaptive_policies()[policy].0, ADAPTIVE_LOADS[load])
         }
         Job::Capacity { n } => format!("({n},3) saturated"),
-        Job::Grid { read, write, pair } => {
-            let (r, w) = classes::fixed_pairs()[pair];
-            format!("({r},{w}) at reads {:.2}, writes {:.2}", classes::grid_load(read), classes::grid_load(write))
+        Job::Grid { layers, read, write, pair } => {
+            let (r, w) = classes::fixed_pairs(layers)[pair];
+            format!(
+                "fig. {} ({r},{w}) at reads {:.2}, writes {:.2}",
+                layers.figure(),
+                classes::grid_load(read),
+                classes::grid_load(write)
+            )
         }
         Job::WriteCapacity { rest } => format!("(6,3) writes acknowledged at k, the rest {rest:?}, saturated"),
         Job::WriteDurability => "(6,3) writes completed in the background".to_owned(),
@@ -485,10 +522,13 @@ fn jobs(options: &FastcloudOptions) -> Vec<Job> {
     jobs.extend([Job::WriteCapacity { rest: AfterAck::Cancel }, Job::WriteCapacity { rest: AfterAck::Continue }]);
     jobs.push(Job::WriteDurability);
     jobs.extend([Job::Fit { n: 3 }, Job::Fit { n: 6 }]);
-    // Fig. 8's grid, where (3,3) can be stable (λ_read/C_read + λ_write/C_write ≤ 1), one seed.
-    for read in 0..classes::GRID_STEPS {
-        for write in 0..classes::GRID_STEPS - read {
-            jobs.extend((0..classes::fixed_pairs().len()).map(|pair| Job::Grid { read, write, pair }));
+    // Figs. 8 and 9's grids, where (k,k) can be stable (λ_read/C_read + λ_write/C_write ≤ 1), one seed.
+    for layers in classes::Layers::ALL {
+        for read in 0..classes::GRID_STEPS {
+            for write in 0..classes::GRID_STEPS - read {
+                let pairs = classes::fixed_pairs(layers).len();
+                jobs.extend((0..pairs).map(|pair| Job::Grid { layers, read, write, pair }));
+            }
         }
     }
     for seed in options.seeds() {
@@ -546,7 +586,8 @@ pub fn run(
         }
     }
     let jobs = point_jobs;
-    let grid = grid_rows(&class_jobs, &class_points);
+    let grid = grid_rows(&class_jobs, &class_points, classes::Layers::Fig8);
+    let grid_fig9 = grid_rows(&class_jobs, &class_points, classes::Layers::Fig9);
     let mixes = mix_rows(&class_jobs, &class_points);
     let seeds = options.seeds();
     let table_cells = table_cells(&jobs, &points);
@@ -568,6 +609,7 @@ pub fn run(
         adaptive,
         capacity,
         grid,
+        grid_fig9,
         mixes,
         write_capacity,
         write_durability,
@@ -578,7 +620,7 @@ pub fn run(
     findings.push(judge::capacity(&summary.capacity));
     findings.extend(judge::low_load(&summary.adaptive));
     findings.extend(judge::adaptive(&summary.adaptive));
-    findings.extend(judge::two_classes(&summary.grid, &summary.mixes));
+    findings.extend(judge::two_classes(&summary.grid, &summary.grid_fig9, &summary.mixes));
     let write_model = write_class().capacity_per_s(usize::from(CODE.n_max));
     findings.extend(judge::writes(&summary.write_capacity, write_model, summary.write_durability.as_ref()));
     findings.extend(judge::fits(&summary.fits, &read_delay()));
@@ -687,31 +729,11 @@ fn adaptive_markdown(rows: &[AdaptiveRow]) -> String {
     text + "\n"
 }
 
-/// Fig. 8 as a map (best pair per cell) and Figs. 10/11 as tables.
-fn classes_markdown(grid: &[GridRow], mixes: &[MixRow]) -> String {
-    let mut text = String::from(
-        "## Fig. 8: the best fixed pair (n_read, n_write) by load\n\nRows: λ_write / C_write; columns: λ_read / C_read; \
-         `-` where no pair was stable.\n\n| writes \\ reads |",
-    );
-    for step in 0..classes::GRID_STEPS {
-        text += &format!(" {:.2} |", classes::grid_load(step));
-    }
-    text += "\n|---|";
-    text += &"---|".repeat(classes::GRID_STEPS);
-    for write in (0..classes::GRID_STEPS).rev() {
-        text += &format!("\n| {:.2} |", classes::grid_load(write));
-        for read in 0..classes::GRID_STEPS {
-            let cell = grid.iter().find(|r| {
-                (r.read_load - classes::grid_load(read)).abs() < 1e-9
-                    && (r.write_load - classes::grid_load(write)).abs() < 1e-9
-            });
-            text += &match cell.and_then(|c| c.best) {
-                Some((r, w)) => format!(" ({r},{w}) |"),
-                None if cell.is_some() => " - |".to_owned(),
-                None => " |".to_owned(),
-            };
-        }
-    }
+/// Figs. 8 and 9 as maps (best pair per cell) and Figs. 10/11 as tables.
+fn classes_markdown(grid: &[GridRow], grid_fig9: &[GridRow], mixes: &[MixRow]) -> String {
+    let mut text = grid_map("## Fig. 8: the best fixed pair (n_read, n_write) by load", grid);
+    text += "\n\n";
+    text += &grid_map("## Fig. 9: the same with writes of k = 2 (n_write from 2 to 5)", grid_fig9);
     text += "\n\n## Figs. 10, 11: MBAFEC and Greedy against the best fixed pair\n\nPer mix and load (fraction of C_α): read \
              and write mean / p99.9 in ms and mean n; the best stable fixed pair's read p99.9 for comparison.\n\n\
              | α_read | load | policy | read mean / p99.9, n | write mean / p99.9, n | best fixed read p99.9 |\n|---|---|---|---|---|---|";
@@ -761,7 +783,7 @@ fn write(
     put("summary.json", serde_json::to_string_pretty(summary)? + "\n")?;
     put("table-1.md", format!("# Table I: |D_sim − D̃| / D̃ in percent, lowtail [paper]\n\n{table_markdown}"))?;
     put("adaptive.md", format!("# BAFEC and Greedy against fixed codes (Figs. 6, 7)\n\n{adaptive_markdown}"))?;
-    let classes_markdown = classes_markdown(&summary.grid, &summary.mixes);
+    let classes_markdown = classes_markdown(&summary.grid, &summary.grid_fig9, &summary.mixes);
     put("classes.md", format!("# Two classes: reads and writes\n\n{classes_markdown}"))?;
     let mut plots = plots(out_dir, &summary.adaptive, options.png)?;
     let html = report_html(findings, table_markdown, &format!("{adaptive_markdown}\n{classes_markdown}"), &plots);

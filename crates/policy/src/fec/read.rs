@@ -73,16 +73,14 @@ impl FecRead {
     /// Reads by `code_length` on stripes of `layout`: every class's k must be the code's k, and
     /// its n_max at most the code's n.
     pub fn new(code_length: CodeLengthPolicy, layout: &CodeLayout) -> Result<FecRead, CodeLengthError> {
-        for (class, code) in code_length.classes().iter().enumerate() {
-            if usize::from(code.k) != layout.data_units() || usize::from(code.n_max) > layout.total_units() {
-                return Err(CodeLengthError::BadClass { class, k: code.k, n_max: code.n_max });
-            }
-        }
         let ops = vec![ClassOp::Read; code_length.classes().len()];
-        Ok(FecRead { code_length, ops, fit: None })
+        FecRead::with_ops(code_length, ops, layout)
     }
 
-    /// [`FecRead::new`] with class i's requests being `ops[i]` (one per class).
+    /// [`FecRead::new`] with class i's requests being `ops[i]` (one per class). A read class's k
+    /// must be the code's k (it decodes the stripe); a write class stores its own object's n units
+    /// and is done at its ack rule, so any k with n_max at most the code's n serves (Fig. 9 writes
+    /// objects of two chunks beside reads of three).
     pub fn with_ops(
         code_length: CodeLengthPolicy,
         ops: Vec<ClassOp>,
@@ -91,7 +89,16 @@ impl FecRead {
         if ops.len() != code_length.classes().len() {
             return Err(CodeLengthError::OpsPerClass { classes: code_length.classes().len(), ops: ops.len() });
         }
-        Ok(FecRead { ops, ..FecRead::new(code_length, layout)? })
+        for (class, (code, op)) in code_length.classes().iter().zip(&ops).enumerate() {
+            let k_fits = match op {
+                ClassOp::Read => usize::from(code.k) == layout.data_units(),
+                ClassOp::Write { .. } => code.k >= 1,
+            };
+            if !k_fits || usize::from(code.n_max) > layout.total_units() {
+                return Err(CodeLengthError::BadClass { class, k: code.k, n_max: code.n_max });
+            }
+        }
+        Ok(FecRead { code_length, ops, fit: None })
     }
 
     /// The code-length policy, for its thresholds and name.

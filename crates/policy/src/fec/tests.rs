@@ -59,6 +59,25 @@ fn mbafec_reads_keep_redundancy_that_writes_drop() {
 }
 
 #[test]
+fn a_write_class_may_have_its_own_k_a_read_class_may_not() {
+    let layout = model::CodeLayout::new(codec::CodeSpec::Rs { k: 3, m: 3 }).unwrap();
+    let nb = Admission::NonBlocking;
+    let two = ClassCode { k: 2, n_max: 5 };
+    let policy = |classes: Vec<ClassCode>| CodeLengthPolicy::new(CodeLengthKind::Greedy, classes, 16, nb, &[]).unwrap();
+    let write = ClassOp::Write { ack: AckAt::K, rest: AfterAck::Cancel };
+    // Fig. 9: reads of k = 3 beside writes of k = 2 on six servers.
+    assert!(FecRead::with_ops(policy(vec![READ, two]), vec![ClassOp::Read, write], &layout).is_ok());
+    // A read decodes the stripe: its k is the code's.
+    assert!(matches!(
+        FecRead::with_ops(policy(vec![READ, two]), vec![ClassOp::Read, ClassOp::Read], &layout),
+        Err(CodeLengthError::BadClass { class: 1, .. })
+    ));
+    // No class asks more units than there are.
+    let seven = ClassCode { k: 2, n_max: 7 };
+    assert!(FecRead::with_ops(policy(vec![READ, seven]), vec![ClassOp::Read, write], &layout).is_err());
+}
+
+#[test]
 fn bad_configurations_are_refused() {
     let nb = Admission::NonBlocking;
     let fixed = |n: Vec<u16>| CodeLengthPolicy::new(CodeLengthKind::Fixed { n }, vec![READ], 16, nb, &[]);
