@@ -9,10 +9,12 @@
 //! binding) and a site's overhead o_j paid once when any chunk is read there (a_j). That per-site
 //! overhead is what rewards reading co-located chunks.
 //!
-//! [`solve_exact`] is an exact branch and bound over the sites (include / exclude each, bounded by
-//! the overheads already paid plus every block's cheapest media reads among the sites not
-//! excluded), equal to brute force on every instance (tested), with a node budget so a call is
-//! bounded; [`greedy`] is the paper's plan while the exact one is being solved: blocks in turn,
+//! [`solve_exact`] is an exact branch and bound over the sites (include / exclude each, most shared
+//! sites first). Its bound charges the overheads already paid, and for each block its cheapest
+//! reads among the sites not excluded, an undecided site's overhead split evenly among the blocks
+//! that could read there (a site used by some of them costs at least their shares); the reads that
+//! bound picks are priced as a plan at every node, which keeps a good incumbent. It equals brute
+//! force on every instance tested, and a node budget bounds a call; [`greedy`] is the paper's plan while the exact one is being solved: blocks in turn,
 //! chunks at sites the plan already accesses first, the rest filled.
 //!
 //! Owns: the instance, the plan, their cost. Must not: know sites are nodes or blocks are stripes
@@ -172,14 +174,19 @@ pub const DEFAULT_NODE_BUDGET: usize = 200_000;
 pub fn solve_exact(instance: &AccessInstance, node_budget: usize) -> Result<AccessPlan, AccessError> {
     instance.validate()?;
     let incumbent = greedy(instance, GreedyFill::Cheapest)?;
-    // Only sites holding a chunk of the request matter; cheaper overheads first finds good plans soon.
-    let mut order: Vec<usize> = instance.blocks.iter().flat_map(|b| b.sites.iter().copied()).collect();
-    order.sort_unstable();
-    order.dedup();
-    order.sort_by(|&a, &b| instance.sites[a].overhead.total_cmp(&instance.sites[b].overhead).then(a.cmp(&b)));
+    // Only sites holding a chunk of the request matter; the most shared first (their decision moves
+    // the bound most), cheaper overheads first among equals.
+    let mut sharers = vec![0usize; instance.sites.len()];
+    instance.blocks.iter().flat_map(|b| &b.sites).for_each(|&s| sharers[s] += 1);
+    let mut order: Vec<usize> = (0..instance.sites.len()).filter(|&s| sharers[s] > 0).collect();
+    order.sort_by(|&a, &b| {
+        let overhead = |s: usize| instance.sites[s].overhead;
+        sharers[b].cmp(&sharers[a]).then(overhead(a).total_cmp(&overhead(b))).then(a.cmp(&b))
+    });
     let mut search = Search {
         instance,
         order,
+        sharers,
         state: vec![Decision::Open; instance.sites.len()],
         best: incumbent,
         nodes_left: node_budget,
@@ -201,6 +208,8 @@ enum Decision {
 struct Search<'a> {
     instance: &'a AccessInstance,
     order: Vec<usize>,
+    /// Blocks of the request with a chunk at each site.
+    sharers: Vec<usize>,
     state: Vec<Decision>,
     best: AccessPlan,
     nodes_left: usize,
@@ -215,20 +224,17 @@ impl Search<'_> {
             return;
         }
         self.nodes_left -= 1;
-        // Lower bound: the overheads paid, plus every block's cheapest reads among the sites not
-        // excluded (an Open site's overhead may yet be avoided).
-        let Some(media) = self.media_bound() else { return };
-        if overheads + media >= self.best.cost - 1e-12 * self.best.cost.abs().max(1.0) {
+        let Some((reads, rest)) = self.bound() else { return };
+        // The bound's reads are a plan: priced for real, they may improve the incumbent.
+        let cost = self.instance.cost(&reads);
+        if cost < self.best.cost {
+            self.best = AccessPlan { reads, cost, optimal: false };
+        }
+        if overheads + rest >= self.best.cost - 1e-12 * self.best.cost.abs().max(1.0) {
             return;
         }
         if depth == self.order.len() {
-            // Every site decided: the bound is the cost of reading the cheapest chunks among those In
-            // (every Out excluded), and a site In but unused only overpays, so this is a plan.
-            let reads = self.reads();
-            let cost = self.instance.cost(&reads);
-            if cost < self.best.cost {
-                self.best = AccessPlan { reads, cost, optimal: false };
-            }
+            // Every site decided: the bound's reads (priced above) are the cheapest among those In.
             return;
         }
         let site = self.order[depth];
@@ -239,18 +245,34 @@ impl Search<'_> {
         self.state[site] = Decision::Open;
     }
 
-    fn media_bound(&self) -> Option<f64> {
-        let allowed = |s: usize| self.state[s] != Decision::Out;
-        self.instance.blocks.iter().map(|b| self.instance.cheapest(b, allowed).map(|(_, media)| media)).sum()
-    }
-
-    fn reads(&self) -> Vec<Vec<usize>> {
-        let allowed = |s: usize| self.state[s] == Decision::In;
-        self.instance
-            .blocks
-            .iter()
-            .map(|b| self.instance.cheapest(b, allowed).expect("a leaf within the bound is feasible").0)
-            .collect()
+    /// Every block's cheapest reads among the sites not excluded, an Open site's overhead split
+    /// among the blocks that could read there: the reads, and their total (the bound's part beyond
+    /// the overheads of the sites In); `None` when some block cannot be served.
+    fn bound(&self) -> Option<(Vec<Vec<usize>>, f64)> {
+        let mut total = 0.0;
+        let mut reads = Vec::with_capacity(self.instance.blocks.len());
+        for block in &self.instance.blocks {
+            let share = |s: usize| match self.state[s] {
+                Decision::Open => self.instance.sites[s].overhead / self.sharers[s] as f64,
+                _ => 0.0,
+            };
+            let mut candidates: Vec<(f64, usize)> = block
+                .sites
+                .iter()
+                .filter(|&&s| self.state[s] != Decision::Out)
+                .map(|&s| (self.instance.media(s, block) + share(s), s))
+                .collect();
+            if candidates.len() < block.need {
+                return None;
+            }
+            candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            candidates.truncate(block.need);
+            total += candidates.iter().map(|c| c.0).sum::<f64>();
+            let mut sites: Vec<usize> = candidates.into_iter().map(|c| c.1).collect();
+            sites.sort_unstable();
+            reads.push(sites);
+        }
+        Some((reads, total))
     }
 }
 
