@@ -12,6 +12,7 @@
 //! given the same view, time and seed makes the same decision. A tidy test
 //! (`tests/tidy.rs`) enforces this for every crate of the spine.
 
+pub mod ecstore;
 pub mod fec;
 pub mod placement;
 pub mod read;

@@ -1,3 +1,6 @@
+//! Tests of the access planner: the exact solver against brute force on random instances, the
+//! greedy plan's feasibility, co-location, late binding, the node budget, refusals.
+
 use super::*;
 use rand::Rng;
 
