@@ -145,3 +145,18 @@ async fn a_writer_that_dies_before_its_units_land_leaves_them_to_repair_after_th
     assert!(data.read(&written.layout, 0..600_000).await.unwrap() == pattern(600_000, 2));
     cluster.shutdown().await;
 }
+
+/// A graceful stop waits (bounded) for the units of early-acknowledged writes to land: nothing is
+/// left pending for repair.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_lands_the_pending_units_first() {
+    let cluster = TestCluster::start(9, 9).await;
+    let running = ErasureData::start(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    slow_down(&cluster, &[4, 5], 1000).await;
+    let written = write(&running.data, &pattern(600_000, 3), WriteAck::K).await;
+    assert_eq!(written.redundancy.state(), "pending");
+    running.shutdown().await;
+    let stripe = only_stripe(&cluster, &written.layout).await;
+    assert!(stripe.missing_units.is_empty() && stripe.pending_until_ms.is_none(), "landed before the stop: {stripe:?}");
+    cluster.shutdown().await;
+}

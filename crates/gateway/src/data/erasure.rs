@@ -47,7 +47,7 @@ pub const UNIT_ALIGN_BYTES: u64 = 64;
 
 /// How often the packer checks its open stripe's age and retries failed seals.
 const PACKER_TICK: Duration = Duration::from_millis(200);
-/// How long shutdown waits for open stripes to be sealed.
+/// How long shutdown waits for open stripes to be sealed, and then for pending units to land.
 const SHUTDOWN_SEAL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Released stripes taken from the delay queue at once, and deleted at once of them.
@@ -814,14 +814,23 @@ impl RunningData {
         self.repair.status()
     }
 
-    /// Stops membership, repair and the packer's timer, then seals the open stripes (bounded: an
-    /// open stripe left behind is sealed from its replicas by the next start).
+    /// Stops membership, repair and the packer's timer, then seals the open stripes and waits for
+    /// the units of early-acknowledged writes to land (both bounded: an open stripe left behind is
+    /// sealed from its replicas by the next start, a pending unit is rebuilt by repair after its
+    /// deadline).
     pub async fn shutdown(self) {
         for task in self.tasks {
             task.shutdown().await;
         }
         if let Err(error) = self.data.packer.flush(SHUTDOWN_SEAL_TIMEOUT).await {
             tracing::warn!(%error, "open stripes left to be sealed at the next start");
+        }
+        if !self.data.pending.drain(SHUTDOWN_SEAL_TIMEOUT).await {
+            let left = self.data.pending.status().stripes_in_flight;
+            tracing::warn!(
+                stripes = left,
+                "early-acknowledged stripes still landing: repair finishes them after their deadline"
+            );
         }
     }
 }
