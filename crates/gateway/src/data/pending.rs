@@ -189,12 +189,9 @@ impl PendingWrites {
 
     /// Sets the gauges from the stripes in flight.
     fn publish(&self) {
-        let (stripes, bytes) = {
-            let in_flight = lock(&self.in_flight);
-            (in_flight.len(), in_flight.values().map(|f| f.bytes).sum::<u64>())
-        };
-        metrics::gauge!("lowtail_gateway_pending_stripes").set(stripes as f64);
-        metrics::gauge!("lowtail_gateway_pending_bytes").set(bytes as f64);
+        let status = self.status();
+        metrics::gauge!("lowtail_gateway_pending_stripes").set(status.stripes_in_flight as f64);
+        metrics::gauge!("lowtail_gateway_pending_bytes").set(status.bytes_in_flight as f64);
     }
 
     /// What this gateway is finishing now and has finished.

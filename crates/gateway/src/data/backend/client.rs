@@ -105,18 +105,18 @@ impl S3Backend {
 
     /// Stores a unit (one PUT); returns once the backend acknowledged it.
     pub async fn put_unit(&self, stripe: StripeId, unit: usize, data: Bytes) -> Result<(), String> {
-        let bytes = data.len() as u64;
+        let (bytes, key) = (data.len() as u64, self.key(stripe, unit));
         let began = Instant::now();
         let result = self
             .client
             .put_object()
             .bucket(&self.bucket)
-            .key(self.key(stripe, unit))
+            .key(&key)
             .body(data.into())
             .send()
             .await
             .map(|_| ())
-            .map_err(|error| format!("backend PUT {}: {}", self.key(stripe, unit), error_text(&error)));
+            .map_err(|error| format!("backend PUT {key}: {}", error_text(&error)));
         count("put", result.is_ok(), bytes, began);
         result
     }
