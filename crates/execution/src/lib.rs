@@ -17,4 +17,4 @@ pub mod read;
 pub mod recovery;
 
 pub use admission::{Admission, AdmissionMode, AdmissionSettings, Admitted};
-pub use read::{Action, Event, FailReason, ReadExecution, TaskState};
+pub use read::{Action, Event, FailReason, ReadExecution, TaskState, WHOLE_STRIPE};

@@ -16,6 +16,11 @@ use model::{Quorum, ReadPlan, TaskRole};
 
 use crate::recovery::determines;
 
+/// The target of a read of a whole stripe (an EC-Store block): every data unit. Such a read
+/// completes from the units that determine all of them and says it decoded unless those are the
+/// data units themselves.
+pub const WHOLE_STRIPE: u8 = u8::MAX;
+
 /// What became of one planned task, as far as the execution knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskState {
@@ -385,6 +390,9 @@ impl ReadExecution {
                 present[usize::from(slot.unit)] = true;
             }
         }
+        if self.target == WHOLE_STRIPE {
+            return (0..code.data_units()).all(|unit| determines(code, present, unit));
+        }
         determines(code, present, usize::from(self.target))
     }
 
@@ -399,10 +407,17 @@ impl ReadExecution {
         } else if self.finished_determine_target(code, &counts) {
             let ReadExecution { finished, served_by, tasks, .. } = self;
             served_by.extend(finished.iter().copied().filter(|&t| counts(tasks[t].role)));
-            self.complete(true);
+            let decoded = self.target != WHOLE_STRIPE || !self.served_by_every_data_unit(code.data_units());
+            self.complete(decoded);
         } else {
             self.fail(FailReason::NotDecodable);
         }
+    }
+
+    /// Whether the units serving the read include every data unit (a whole-stripe read that
+    /// needs no decoding).
+    fn served_by_every_data_unit(&self, data_units: usize) -> bool {
+        (0..data_units).all(|unit| self.served_by.iter().any(|&t| usize::from(self.tasks[t].unit) == unit))
     }
 
     fn complete(&mut self, decoded: bool) {

@@ -225,6 +225,25 @@ impl Placement {
         Ok(StripeId(stripe))
     }
 
+    /// Moves unit `unit` of `stripe` to node `to` (EC-Store's chunk mover, once the copy landed).
+    /// Refused, changing nothing, when `to` is out of range or already holds a unit of the stripe:
+    /// two units of a stripe never share a node.
+    pub fn move_unit(&mut self, stripe: StripeId, unit: u8, to: NodeId) -> Result<NodeId, LayoutError> {
+        if to.0 >= self.node_count {
+            return Err(LayoutError::NodeOutOfRange {
+                stripe: stripe.0,
+                unit: usize::from(unit),
+                node: to.0,
+                node_count: self.node_count,
+            });
+        }
+        if self.stripe_nodes(stripe).contains(&to) {
+            return Err(LayoutError::SharedNode { stripe: stripe.0, node: to.0 });
+        }
+        let slot = &mut self.nodes[stripe.index() * self.total_units + usize::from(unit)];
+        Ok(std::mem::replace(slot, to))
+    }
+
     /// Raises the node count (nodes joined); never lowers it, so every stripe stays in range.
     pub fn grow_node_count(&mut self, node_count: u32) {
         self.node_count = self.node_count.max(node_count);
@@ -334,5 +353,18 @@ mod tests {
         assert_eq!(placement.partition_count(), 4);
         assert_eq!(placement.locate(PartitionId(3)), UnitLocation { stripe: StripeId(1), unit: 1 });
         assert!(matches!(Placement::empty(spec, 2), Err(LayoutError::TooFewNodes { .. })));
+    }
+
+    #[test]
+    fn a_unit_moves_only_to_a_node_of_the_cluster_that_holds_none_of_its_stripe() {
+        let spec = CodeSpec::Rs { k: 2, m: 1 };
+        let ids = |v: &[u32]| v.iter().map(|&n| NodeId(n)).collect::<Vec<_>>();
+        let mut placement = Placement::new(spec, 5, ids(&[0, 1, 2, 2, 3, 4])).unwrap();
+        assert_eq!(placement.move_unit(StripeId(0), 1, NodeId(4)), Ok(NodeId(1)));
+        assert_eq!(placement.stripe_nodes(StripeId(0)), &ids(&[0, 4, 2])[..]);
+        let before = placement.clone();
+        assert_eq!(placement.move_unit(StripeId(0), 0, NodeId(2)), Err(LayoutError::SharedNode { stripe: 0, node: 2 }));
+        assert!(matches!(placement.move_unit(StripeId(1), 0, NodeId(5)), Err(LayoutError::NodeOutOfRange { .. })));
+        assert_eq!(placement, before);
     }
 }

@@ -1,5 +1,5 @@
 //! Shared types of lowtail's scheduling spine: ids, code layouts, placement,
-//! read requests, read and write plans, and the one record schema that every
+//! read requests (single and batches of blocks), read and write plans, and the one record schema that every
 //! executor (the simulator and the live gateway) emits.
 //!
 //! Owns: plain data and the arithmetic that is a property of the data (which
@@ -8,6 +8,7 @@
 //! numbers, or do I/O. Times are integer nanoseconds (`u64`) of virtual or
 //! monotonic time so that runs are bit-reproducible.
 
+mod batch;
 mod ids;
 mod layout;
 mod plan;
@@ -15,6 +16,7 @@ mod record;
 mod request;
 mod view;
 
+pub use batch::{BatchPlan, BatchRecord, BlockRead, PlanSource};
 pub use ids::{FrontendId, NodeId, ObjectId, PartitionId, RequestId, StripeId};
 pub use layout::{CodeLayout, LayoutError, Placement, RecoverySet, UnitLocation};
 pub use plan::{

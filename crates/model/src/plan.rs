@@ -17,6 +17,9 @@ pub enum TaskRole {
     /// A read of a recovery-set unit launched only when the normal read
     /// times out ([`Quorum::NormalThenFallback`]).
     Fallback = 2,
+    /// A read beyond the `k` a block needs, launched up front so that the first `k` to answer
+    /// serve it (EC-Store's late binding).
+    Extra = 3,
 }
 
 /// One read task: a byte range of one unit on one node.

@@ -93,6 +93,9 @@ pub struct AccessPlan {
     /// Whether it is known to be a least-cost plan (false: the solver's node budget ran out, and
     /// this is the best found).
     pub optimal: bool,
+    /// Branch-and-bound nodes the solve visited (0 for the greedy plan): the work an executor
+    /// charges a solve for.
+    pub nodes: usize,
 }
 
 impl AccessPlan {
@@ -195,6 +198,7 @@ pub fn solve_exact(instance: &AccessInstance, node_budget: usize) -> Result<Acce
     search.visit(0, 0.0);
     let mut best = search.best;
     best.optimal = !search.exhausted;
+    best.nodes = node_budget - search.nodes_left;
     Ok(best)
 }
 
@@ -228,7 +232,7 @@ impl Search<'_> {
         // The bound's reads are a plan: priced for real, they may improve the incumbent.
         let cost = self.instance.cost(&reads);
         if cost < self.best.cost {
-            self.best = AccessPlan { reads, cost, optimal: false };
+            self.best = AccessPlan { reads, cost, optimal: false, nodes: 0 };
         }
         if overheads + rest >= self.best.cost - 1e-12 * self.best.cost.abs().max(1.0) {
             return;
@@ -314,7 +318,7 @@ pub fn greedy(instance: &AccessInstance, fill: GreedyFill) -> Result<AccessPlan,
         reads.push(chosen);
     }
     let cost = instance.cost(&reads);
-    Ok(AccessPlan { reads, cost, optimal: false })
+    Ok(AccessPlan { reads, cost, optimal: false, nodes: 0 })
 }
 
 #[cfg(test)]

@@ -46,6 +46,13 @@ pub trait ClusterView {
     /// The deciding frontend's own pool of task slots as it stands now: local bookkeeping, not a
     /// probe, and not counted. FAST CLOUD's code-length policies choose n from it.
     fn frontend_state(&self) -> fec::FrontendState;
+    /// Whether the executor already knows `node` cannot serve (its failure was detected): not a
+    /// probe, and not counted. EC-Store routes around such nodes without probing; executors that
+    /// learn of failures only through probes answer false.
+    fn node_unavailable(&self, node: NodeId) -> bool {
+        let _ = node;
+        false
+    }
 }
 
 /// A read policy: one instance per frontend controller.
@@ -165,6 +172,11 @@ impl RefreshResult {
     /// The value, if the work computed a `T`.
     pub fn downcast<T: 'static>(self) -> Result<T, RefreshResult> {
         self.0.downcast::<T>().map(|value| *value).map_err(RefreshResult)
+    }
+
+    /// The value, borrowed, if the work computed a `T`.
+    pub fn peek<T: 'static>(&self) -> Option<&T> {
+        self.0.downcast_ref::<T>()
     }
 }
 

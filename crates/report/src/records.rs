@@ -188,5 +188,6 @@ fn role_name(role: TaskRole) -> &'static str {
         TaskRole::Normal => "normal",
         TaskRole::Degraded => "degraded",
         TaskRole::Fallback => "fallback",
+        TaskRole::Extra => "extra",
     }
 }

@@ -1,16 +1,23 @@
 //! Workloads: the read requests an executor replays. A trace reader
 //! ([`trace`]) and a generator shaped like the Windows Azure Storage trace of
-//! Hu et al. ([`generator`]), both producing a [`Workload`].
+//! Hu et al. ([`generator`]), both producing a [`Workload`]; and multi-object
+//! ("batch") reads for EC-Store's experiments ([`batch`]: YCSB-E scans,
+//! Wikipedia-like pages of images, batch trace replay), drawn one batch at a
+//! time by a closed-loop client through a [`BatchGenerator`].
 //!
 //! Owns: request streams, object catalogs (object → partition, offset,
 //! size). Must not: depend on an executor or a policy, read a clock, or draw
 //! unseeded random numbers. Placement is not a workload concern: requests
 //! name data partitions, and the executor's placement says where they live.
 
+pub mod batch;
 pub mod catalog;
 pub mod generator;
 pub mod trace;
 
+pub use batch::{
+    BatchGenerator, BatchTrace, BatchWorkload, BatchWorkloadError, PageConfig, YcsbEConfig, read_batch_trace,
+};
 pub use catalog::{Catalog, ObjectLocation};
 pub use generator::{SizeDistribution, WasLikeConfig, ZipfOver};
 pub use trace::{TraceError, TraceRequest, read_trace, trace_workload};

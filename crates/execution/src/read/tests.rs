@@ -235,3 +235,33 @@ fn an_event_for_a_task_never_started_is_the_shells_bug() {
     let mut read = ReadExecution::start(&normal_then_fallback(), 0, 0);
     read.handle(Event::Finished { task: 3 }, code.as_ref());
 }
+
+#[test]
+fn a_whole_stripe_read_of_its_data_units_does_not_decode() {
+    let code: Box<dyn ErasureCode> = CodeSpec::Rs { k: 2, m: 2 }.build().unwrap();
+    let tasks = vec![task(1, TaskRole::Normal), task(0, TaskRole::Normal)];
+    let mut read = ReadExecution::start(&plan(tasks, Quorum::All), WHOLE_STRIPE, 0);
+    assert_eq!(drain(&mut read), starts(0..=1));
+    read.handle(Event::Finished { task: 1 }, code.as_ref());
+    assert!(drain(&mut read).is_empty());
+    read.handle(Event::Finished { task: 0 }, code.as_ref());
+    assert_eq!(drain(&mut read), vec![Action::Complete { decoded: false }]);
+    assert_eq!(read.served_by().to_vec(), vec![1, 0]);
+}
+
+#[test]
+fn a_whole_stripe_read_with_late_binding_completes_from_the_first_k_and_decodes_from_parity() {
+    let code: Box<dyn ErasureCode> = CodeSpec::Rs { k: 2, m: 2 }.build().unwrap();
+    let tasks = vec![task(0, TaskRole::Normal), task(3, TaskRole::Normal), task(2, TaskRole::Extra)];
+    let mut read = ReadExecution::start(&plan(tasks, Quorum::AnyK { k: 2 }), WHOLE_STRIPE, 0);
+    assert_eq!(drain(&mut read), starts(0..=2));
+    read.handle(Event::Finished { task: 2 }, code.as_ref());
+    assert!(drain(&mut read).is_empty());
+    read.handle(Event::Finished { task: 0 }, code.as_ref());
+    // Late binding cancels nothing: the third read runs to its end.
+    assert_eq!(drain(&mut read), vec![Action::Complete { decoded: true }]);
+    assert_eq!(read.served_by().to_vec(), vec![2, 0]);
+    assert!(!read.is_settled());
+    read.handle(Event::Finished { task: 1 }, code.as_ref());
+    assert!(read.is_settled() && drain(&mut read).is_empty());
+}
