@@ -36,6 +36,7 @@
 mod config;
 mod engine;
 
+pub mod batch;
 pub mod fec;
 pub mod scripted;
 

@@ -26,7 +26,6 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Pareto, Zipf};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Most blocks a generated workload may have: their sizes are held in memory
 /// (8 bytes each, 800 MB at the bound), and the bound catches unit mistakes.
@@ -354,7 +353,7 @@ fn capped_draw(pareto: &Pareto<f64>, max: u64, rng: &mut impl Rng) -> u64 {
 }
 
 /// What a generator draws from.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 enum Source {
     Scans {
         config: YcsbEConfig,
@@ -369,24 +368,10 @@ enum Source {
     },
     Trace {
         batches: Vec<Vec<u32>>,
-        /// The next batch to replay. Atomic so that `next_batch` takes
-        /// `&self` like the generated sources and the generator stays `Sync`.
-        cursor: AtomicUsize,
+        /// The next batch to replay: generator state, so each run replays from a clone of a
+        /// generator that has not been drawn from.
+        cursor: usize,
     },
-}
-
-impl Clone for Source {
-    fn clone(&self) -> Source {
-        match self {
-            Source::Scans { config, zipf } => Source::Scans { config: config.clone(), zipf: *zipf },
-            Source::Pages { config, zipf, offsets, images } => {
-                Source::Pages { config: config.clone(), zipf: *zipf, offsets: offsets.clone(), images: images.clone() }
-            }
-            Source::Trace { batches, cursor } => {
-                Source::Trace { batches: batches.clone(), cursor: AtomicUsize::new(cursor.load(Ordering::Relaxed)) }
-            }
-        }
-    }
 }
 
 /// A built batch workload: every block's size and a source of batches.
@@ -518,7 +503,7 @@ fn build_trace(trace: &BatchTrace) -> Result<BatchGenerator, BatchWorkloadError>
     );
     Ok(BatchGenerator {
         block_bytes: trace.block_bytes.clone(),
-        source: Source::Trace { batches: trace.batches.clone(), cursor: AtomicUsize::new(0) },
+        source: Source::Trace { batches: trace.batches.clone(), cursor: 0 },
         description,
     })
 }
@@ -535,9 +520,9 @@ impl BatchGenerator {
     /// is its images; a trace replays its batches in order, cycling, and
     /// ignores `now_ns` and `rng`. `now_ns` only decides uniform (before the
     /// change) or Zipf (from it).
-    pub fn next_batch(&self, now_ns: u64, rng: &mut impl Rng, out: &mut Vec<u32>) {
+    pub fn next_batch(&mut self, now_ns: u64, rng: &mut impl Rng, out: &mut Vec<u32>) {
         out.clear();
-        match &self.source {
+        match &mut self.source {
             Source::Scans { config, zipf } => {
                 let start = if changed(config.change_at_ns, now_ns) {
                     let rank = zipf_rank(zipf, config.blocks, rng);
@@ -558,13 +543,8 @@ impl BatchGenerator {
                 out.extend_from_slice(&images[offsets[page]..offsets[page + 1]]);
             }
             Source::Trace { batches, cursor } => {
-                let update =
-                    cursor.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| Some((i + 1) % batches.len()));
-                // The closure never refuses: both arms hold the previous value.
-                let index = match update {
-                    Ok(index) | Err(index) => index,
-                };
-                out.extend_from_slice(&batches[index]);
+                out.extend_from_slice(&batches[*cursor]);
+                *cursor = (*cursor + 1) % batches.len();
             }
         }
         debug_assert!(!out.is_empty());

@@ -19,7 +19,7 @@ fn small_pages(change_at_ns: u64) -> PageConfig {
 }
 
 /// Start keys of `draws` batches at `now_ns`.
-fn starts(generator: &BatchGenerator, now_ns: u64, draws: usize, seed: u64) -> Vec<u32> {
+fn starts(generator: &mut BatchGenerator, now_ns: u64, draws: usize, seed: u64) -> Vec<u32> {
     let mut rng = rng(seed);
     let mut out = Vec::new();
     (0..draws)
@@ -49,7 +49,7 @@ fn harmonic(n: u32, s: f64) -> f64 {
 
 #[test]
 fn scans_are_contiguous_in_range_and_clamped_at_the_end() {
-    let generator = BatchWorkload::YcsbE(scans(50, 10, 0)).build(1).unwrap();
+    let mut generator = BatchWorkload::YcsbE(scans(50, 10, 0)).build(1).unwrap();
     assert_eq!(generator.block_bytes(), &[10_000; 50][..]);
     let mut rng = rng(2);
     let mut out = vec![7, 7, 7];
@@ -71,7 +71,7 @@ fn scans_are_contiguous_in_range_and_clamped_at_the_end() {
     assert!(lengths_from_zero[1..].iter().all(|&seen| seen), "every length 1..=10 occurs: {lengths_from_zero:?}");
     assert!(clamped > 0, "scans near the end are clamped, not wrapped");
     // A scan starting at the last key is that key alone, whatever its length.
-    let generator = BatchWorkload::YcsbE(scans(1, 1, NEVER)).build(1).unwrap();
+    let mut generator = BatchWorkload::YcsbE(scans(1, 1, NEVER)).build(1).unwrap();
     generator.next_batch(0, &mut rng, &mut out);
     assert_eq!(out, [0]);
 }
@@ -79,8 +79,8 @@ fn scans_are_contiguous_in_range_and_clamped_at_the_end() {
 #[test]
 fn start_key_is_uniform_before_the_change() {
     let blocks = 1_000_000;
-    let generator = BatchWorkload::YcsbE(YcsbEConfig::paper(1_000)).build(1).unwrap();
-    let keys = starts(&generator, 999, 20_000, 3);
+    let mut generator = BatchWorkload::YcsbE(YcsbEConfig::paper(1_000)).build(1).unwrap();
+    let keys = starts(&mut generator, 999, 20_000, 3);
     let mean = keys.iter().map(|&k| f64::from(k)).sum::<f64>() / keys.len() as f64;
     // σ of the mean: blocks / √(12 · 20000) ≈ 0.2 % of blocks.
     assert!((mean / f64::from(blocks) - 0.5).abs() < 0.01, "mean start {mean}");
@@ -98,8 +98,8 @@ fn start_key_is_uniform_before_the_change() {
 fn start_key_follows_zipf_after_the_change() {
     let blocks = 1000;
     let draws = 200_000;
-    let generator = BatchWorkload::YcsbE(scans(blocks, 5, 500)).build(1).unwrap();
-    let counts = counts(&starts(&generator, 500, draws, 4), blocks);
+    let mut generator = BatchWorkload::YcsbE(scans(blocks, 5, 500)).build(1).unwrap();
+    let counts = counts(&starts(&mut generator, 500, draws, 4), blocks);
     let hottest = (0..blocks as usize).max_by_key(|&k| counts[k]).unwrap();
     assert_eq!(hottest, 0, "rank 1 is key 0 when unscrambled");
     let expected = 1.0 / harmonic(blocks, 1.0);
@@ -112,8 +112,8 @@ fn start_key_follows_zipf_after_the_change() {
 
 #[test]
 fn never_keeps_the_start_key_uniform() {
-    let generator = BatchWorkload::YcsbE(scans(1000, 5, NEVER)).build(1).unwrap();
-    let counts = counts(&starts(&generator, u64::MAX, 50_000, 5), 1000);
+    let mut generator = BatchWorkload::YcsbE(scans(1000, 5, NEVER)).build(1).unwrap();
+    let counts = counts(&starts(&mut generator, u64::MAX, 50_000, 5), 1000);
     // Uniform: 50 a key on average; Zipf would give key 0 about 6700.
     assert!(counts.iter().all(|&c| c < 100), "max {}", counts.iter().max().unwrap());
 }
@@ -122,8 +122,8 @@ fn never_keeps_the_start_key_uniform() {
 fn scrambled_zipf_spreads_the_hottest_keys() {
     let blocks = 100_000;
     let config = YcsbEConfig { scrambled: true, ..scans(blocks, 5, 0) };
-    let generator = BatchWorkload::YcsbE(config).build(1).unwrap();
-    let counts = counts(&starts(&generator, 0, 100_000, 6), blocks);
+    let mut generator = BatchWorkload::YcsbE(config).build(1).unwrap();
+    let counts = counts(&starts(&mut generator, 0, 100_000, 6), blocks);
     let mut by_count: Vec<u32> = (0..blocks).collect();
     by_count.sort_by_key(|&k| std::cmp::Reverse(counts[k as usize]));
     // The hottest key is rank 1's hash, not key 0.
@@ -145,7 +145,7 @@ fn fnv1a64_matches_reference_values() {
 #[test]
 fn page_medians_match_the_configuration() {
     let config = small_pages(NEVER);
-    let generator = BatchWorkload::Pages(config.clone()).build(7).unwrap();
+    let mut generator = BatchWorkload::Pages(config.clone()).build(7).unwrap();
     let bytes = generator.block_bytes();
     assert_eq!(bytes.len(), config.images as usize);
     assert!(bytes.iter().all(|&b| (1..=config.image_bytes_max).contains(&b)));
@@ -180,7 +180,7 @@ fn page_medians_match_the_configuration() {
 #[test]
 fn pages_follow_zipf_after_the_change() {
     let config = PageConfig { pages: 1000, images: 20_000, ..PageConfig::paper(100) };
-    let generator = BatchWorkload::Pages(config).build(9).unwrap();
+    let mut generator = BatchWorkload::Pages(config).build(9).unwrap();
     let mut rng = rng(10);
     let mut out = Vec::new();
     let mut seen: HashMap<Vec<u32>, u64> = HashMap::new();
@@ -197,6 +197,7 @@ fn pages_follow_zipf_after_the_change() {
 #[test]
 fn the_same_seed_gives_the_same_generator_and_batches() {
     let draw = |generator: &BatchGenerator, seed: u64| {
+        let mut generator = generator.clone();
         let mut rng = rng(seed);
         let mut out = Vec::new();
         (0..2000u64)
@@ -226,7 +227,7 @@ fn paper_configurations_build() {
     let scans = BatchWorkload::YcsbE(YcsbEConfig::paper(NEVER)).build(1).unwrap();
     assert_eq!(scans.block_bytes().len(), 1_000_000);
     assert!(scans.describe().contains("never"), "{}", scans.describe());
-    let pages = BatchWorkload::Pages(PageConfig::paper(0)).build(1).unwrap();
+    let mut pages = BatchWorkload::Pages(PageConfig::paper(0)).build(1).unwrap();
     assert_eq!(pages.block_bytes().len(), 500_000);
     let mut out = Vec::new();
     pages.next_batch(0, &mut rng(1), &mut out);
@@ -285,7 +286,7 @@ fn trace_reader_rejects_malformed_lines_naming_them() {
 #[test]
 fn trace_replays_its_batches_in_order_and_cycles() {
     let trace = read_batch_trace(TRACE.as_bytes()).unwrap();
-    let generator = BatchWorkload::Trace(trace.clone()).build(1).unwrap();
+    let mut generator = BatchWorkload::Trace(trace.clone()).build(1).unwrap();
     assert_eq!(generator.block_bytes(), &trace.block_bytes[..]);
     let mut rng = rng(1);
     let mut out = Vec::new();
@@ -376,7 +377,7 @@ fn invalid_page_fields_are_refused() {
         image_popularity_exponent: 3.0,
         ..good
     };
-    let generator = BatchWorkload::Pages(tight).build(1).unwrap();
+    let mut generator = BatchWorkload::Pages(tight).build(1).unwrap();
     let mut out = Vec::new();
     let mut rng = rng(1);
     for _ in 0..1000 {
