@@ -1,6 +1,6 @@
 //! Reads of several blocks at once (EC-Store's requests, Abebe et al.): what a batch asks for, the
 //! plan an access policy returns for it, and the record an executor writes per batch beside the
-//! per-block [`crate::RequestRecord`]s.
+//! per-block [`crate::RequestRecord`]s; and the record of one chunk move of EC-Store's mover.
 //!
 //! A block is one stripe read whole; a batch is complete when its last block is. A batch's block
 //! reads take consecutive request ids from [`BatchRecord::first_request`], so the per-block records
@@ -8,7 +8,7 @@
 //!
 //! Must not: decide anything or keep time.
 
-use crate::ids::{RequestId, StripeId};
+use crate::ids::{NodeId, RequestId, StripeId};
 use crate::plan::ReadPlan;
 use crate::record::Outcome;
 use serde::{Deserialize, Serialize};
@@ -101,6 +101,31 @@ impl BatchRecord {
     pub fn requests(&self) -> std::ops::Range<u64> {
         self.first_request.0..self.first_request.0 + u64::from(self.blocks)
     }
+}
+
+/// One unit moved by EC-Store's mover: copied from `from` to `to`, then the placement switched.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MoveRecord {
+    /// The stripe.
+    pub stripe: StripeId,
+    /// The unit moved.
+    pub unit: u8,
+    /// The node it left.
+    pub from: NodeId,
+    /// The node it went to.
+    pub to: NodeId,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// When the move was chosen.
+    pub start_ns: u64,
+    /// When the placement switched ([`crate::NEVER`]: the move failed and nothing changed).
+    pub end_ns: u64,
+    /// Δ, and its parts E (access, in the cost table's unit: ns) and I (balance).
+    pub gain: f64,
+    /// E.
+    pub access_gain: f64,
+    /// I.
+    pub balance_gain: f64,
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ mod record;
 mod request;
 mod view;
 
-pub use batch::{BatchPlan, BatchRecord, BlockRead, PlanSource};
+pub use batch::{BatchPlan, BatchRecord, BlockRead, MoveRecord, PlanSource};
 pub use ids::{FrontendId, NodeId, ObjectId, PartitionId, RequestId, StripeId};
 pub use layout::{CodeLayout, LayoutError, Placement, RecoverySet, UnitLocation};
 pub use plan::{

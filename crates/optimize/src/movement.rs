@@ -132,13 +132,15 @@ impl MovementState {
 }
 
 /// Algorithm 1: over `candidates`, each block's chunks from the most loaded site down, every
-/// destination that holds no chunk of the block; the move of the largest Δ if any is positive.
-/// Anytime: at most `max_evaluations` moves are scored (the best so far is returned).
+/// destination that holds no chunk of the block and that `open` admits (a site that is up); the
+/// move of the largest Δ if any is positive. Anytime: at most `max_evaluations` moves are scored
+/// (the best so far is returned).
 pub fn select_move(
     state: &MovementState,
     candidates: &[usize],
     weights: MoveWeights,
     max_evaluations: usize,
+    open: &dyn Fn(usize) -> bool,
 ) -> Option<Move> {
     let mut best: Option<Move> = None;
     let mut left = max_evaluations;
@@ -146,7 +148,7 @@ pub fn select_move(
         let sites = &state.blocks[block].sites;
         let mut sources = sites.clone();
         sources.sort_by(|&a, &b| state.loads[b].total_cmp(&state.loads[a]).then(a.cmp(&b)));
-        let destinations: Vec<usize> = (0..state.sites.len()).filter(|d| !sites.contains(d)).collect();
+        let destinations: Vec<usize> = (0..state.sites.len()).filter(|&d| !sites.contains(&d) && open(d)).collect();
         for &from in &sources {
             for &to in &destinations {
                 if left == 0 {
@@ -187,7 +189,7 @@ mod tests {
         };
         assert!((state.access_gain(0, 0, 3) - 0.5).abs() < 1e-12);
         assert_eq!(state.access_gain(0, 0, 4), state.access_gain(0, 0, 3), "any of block 1's sites saves one");
-        let best = select_move(&state, &[0], MoveWeights::paper(1.0), 1000).expect("a positive move");
+        let best = select_move(&state, &[0], MoveWeights::paper(1.0), 1000, &|_| true).expect("a positive move");
         assert!(best.to >= 3 && (best.gain - 0.5).abs() < 1e-12, "{best:?}");
     }
 
@@ -199,8 +201,10 @@ mod tests {
         // Average 1.5: Ω(0) = 1, Ω(3) = 1/3; after the move ω = 2 and 2: Ω = 1/3 both.
         assert!((state.balance_gain(1.0, 0, 3) - (1.0 - 1.0 / 3.0)).abs() < 1e-12);
         assert!(state.balance_gain(1.0, 3, 0) < 0.0, "the other way unbalances");
-        let best = select_move(&state, &[0], MoveWeights { access: 1.0, balance: 1.0 }, 1000).unwrap();
+        let best = select_move(&state, &[0], MoveWeights { access: 1.0, balance: 1.0 }, 1000, &|_| true).unwrap();
         assert_eq!((best.from, best.to), (0, 3), "the most loaded chunk to the only free site");
+        let closed = select_move(&state, &[0], MoveWeights { access: 1.0, balance: 1.0 }, 1000, &|site| site != 3);
+        assert_eq!(closed, None, "no move to a site that is not open");
     }
 
     #[test]
@@ -210,11 +214,14 @@ mod tests {
             loads: vec![1.0; 5],
             blocks: vec![block(vec![0, 1, 2], Vec::new())],
         };
-        assert_eq!(select_move(&state, &[0], MoveWeights::paper(1.0), 1000), None);
+        assert_eq!(select_move(&state, &[0], MoveWeights::paper(1.0), 1000, &|_| true), None);
         let mut skewed = state.clone();
         skewed.loads = vec![5.0, 1.0, 1.0, 1.0, 1.0];
         skewed.blocks[0].chunk_load = 1.0;
-        assert!(select_move(&skewed, &[0], MoveWeights::paper(1.0), 0).is_none(), "no evaluation, no move");
-        assert!(select_move(&skewed, &[0], MoveWeights::paper(1.0), 1).is_some(), "the first is the hot chunk");
+        assert!(select_move(&skewed, &[0], MoveWeights::paper(1.0), 0, &|_| true).is_none(), "no evaluation, no move");
+        assert!(
+            select_move(&skewed, &[0], MoveWeights::paper(1.0), 1, &|_| true).is_some(),
+            "the first is the hot chunk"
+        );
     }
 }

@@ -220,6 +220,12 @@ impl AccessPolicy {
         &self.settings
     }
 
+    /// The cost table (o_j in ns, m_j in ns per byte) by node; empty before the first refresh or
+    /// plan of the cost policy.
+    pub fn site_costs(&self) -> &[SiteCost] {
+        &self.table
+    }
+
     /// What the policy decided so far.
     pub fn counters(&self) -> AccessCounters {
         self.counters

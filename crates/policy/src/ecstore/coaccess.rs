@@ -22,7 +22,9 @@ pub struct CoAccess {
     max_blocks_per_request: usize,
     requests: VecDeque<Vec<BlockId>>,
     reads: HashMap<BlockId, u64>,
-    together: HashMap<(BlockId, BlockId), u64>,
+    /// Per block, the blocks read with it and how often (both directions kept, so a block's
+    /// partners are found without scanning every pair).
+    together: HashMap<BlockId, HashMap<BlockId, u64>>,
 }
 
 impl CoAccess {
@@ -73,12 +75,22 @@ impl CoAccess {
         for (i, &a) in blocks.iter().enumerate() {
             change(self.reads.entry(a).or_insert(0));
             for &b in &blocks[i + 1..] {
-                change(self.together.entry(pair(a, b)).or_insert(0));
+                change(self.together.entry(a).or_default().entry(b).or_insert(0));
+                change(self.together.entry(b).or_default().entry(a).or_insert(0));
             }
         }
         if !add {
-            self.reads.retain(|_, count| *count > 0);
-            self.together.retain(|_, count| *count > 0);
+            for &a in blocks {
+                if self.reads.get(&a) == Some(&0) {
+                    self.reads.remove(&a);
+                }
+                if let Some(partners) = self.together.get_mut(&a) {
+                    partners.retain(|_, count| *count > 0);
+                    if partners.is_empty() {
+                        self.together.remove(&a);
+                    }
+                }
+            }
         }
     }
 
@@ -103,21 +115,18 @@ impl CoAccess {
         if reads == 0 || block == other {
             return 0.0;
         }
-        self.together.get(&pair(block, other)).copied().unwrap_or(0) as f64 / reads as f64
+        let together = self.together.get(&block).and_then(|partners| partners.get(&other)).copied().unwrap_or(0);
+        together as f64 / reads as f64
     }
 
     /// The blocks read with `block` in the window and their λ, most likely first.
     pub fn partners(&self, block: BlockId) -> Vec<(BlockId, f64)> {
+        let reads = self.reads(block).max(1) as f64;
         let mut partners: Vec<(BlockId, f64)> = self
             .together
-            .keys()
-            .filter_map(|&(a, b)| match (a == block, b == block) {
-                (true, _) => Some(b),
-                (_, true) => Some(a),
-                _ => None,
-            })
-            .map(|other| (other, self.likelihood(block, other)))
-            .collect();
+            .get(&block)
+            .map(|partners| partners.iter().map(|(&other, &count)| (other, count as f64 / reads)).collect())
+            .unwrap_or_default();
         partners.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         partners
     }
@@ -146,11 +155,6 @@ impl CoAccess {
         }
         chosen
     }
-}
-
-/// A pair's key, smaller id first.
-fn pair(a: BlockId, b: BlockId) -> (BlockId, BlockId) {
-    if a < b { (a, b) } else { (b, a) }
 }
 
 #[cfg(test)]

@@ -6,3 +6,4 @@
 
 pub mod access;
 pub mod coaccess;
+pub mod mover;

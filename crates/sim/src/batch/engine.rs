@@ -13,6 +13,7 @@ use model::{
 };
 use policy::ClusterView;
 use policy::ecstore::access::AccessPolicy;
+use policy::ecstore::mover::{Mover, ProposedMove};
 use policy::fec::FrontendState;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -43,6 +44,10 @@ enum Event {
     SolveDone,
     /// The cost table's periodic refresh.
     Refresh,
+    /// The mover may start a move.
+    MoverTick,
+    /// The statistics service takes each node's load over the last period.
+    LoadTick,
     /// A node goes down.
     NodeDown { node: u32 },
 }
@@ -60,9 +65,22 @@ enum TaskState {
     Failed,
 }
 
-/// One queued task of a node: one unit read, or every unit one batch reads there.
+/// What a node task does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TaskKind {
+    /// Unit reads of a batch.
+    Read,
+    /// The mover's read of the unit it moves.
+    MoveRead,
+    /// The mover's write of it at its destination.
+    MoveWrite,
+}
+
+/// One queued task of a node: one unit read, or every unit one batch reads there, or one half of
+/// a move.
 #[derive(Clone, Debug)]
 struct NodeTask {
+    kind: TaskKind,
     node: u32,
     batch: u64,
     /// (block, position in its plan).
@@ -189,7 +207,17 @@ pub(super) struct BatchEngine<'a> {
     solver_busy_ns: u64,
     refresh_probes: u64,
     events_done: u64,
+    mover: Option<Mover>,
+    mover_rng: ChaCha8Rng,
+    /// The move in progress: what it moves, when it started, and its tasks so far.
+    active_move: Option<(ProposedMove, u64)>,
+    moves: Vec<model::MoveRecord>,
+    /// Bytes each node served (reads and moves), and at the last load tick.
+    node_bytes_served: Vec<u64>,
+    node_bytes_at_tick: Vec<u64>,
 }
+
+mod moves;
 
 fn stream(seed: u64, tag: u64, index: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ tag.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -198,7 +226,13 @@ fn stream(seed: u64, tag: u64, index: u64) -> ChaCha8Rng {
 }
 
 impl<'a> BatchEngine<'a> {
-    pub(super) fn new(setup: &'a BatchSetup, policy: AccessPolicy, generator: &BatchGenerator) -> BatchEngine<'a> {
+    pub(super) fn new(
+        setup: &'a BatchSetup,
+        policy: AccessPolicy,
+        mover: Option<Mover>,
+        generator: &BatchGenerator,
+    ) -> BatchEngine<'a> {
+        let node_count = setup.placement.node_count() as usize;
         let nodes = (0..setup.placement.node_count())
             .map(|node| Node {
                 queue: VecDeque::new(),
@@ -236,6 +270,12 @@ impl<'a> BatchEngine<'a> {
             solver_busy_ns: 0,
             refresh_probes: 0,
             events_done: 0,
+            mover,
+            mover_rng: stream(setup.seed, 0x4d4f_5645, 0),
+            active_move: None,
+            moves: Vec::new(),
+            node_bytes_served: vec![0; node_count],
+            node_bytes_at_tick: vec![0; node_count],
         }
     }
 
@@ -252,6 +292,11 @@ impl<'a> BatchEngine<'a> {
         if self.policy.refresh_period_ns().is_some() {
             self.schedule(0, Event::Refresh);
         }
+        if let Some(mover) = &self.mover {
+            let period = mover.settings().period_ns();
+            self.schedule(period, Event::MoverTick);
+            self.schedule(self.setup.load_period_ns, Event::LoadTick);
+        }
         // Clients start spread over the first millisecond, so they do not arrive in lockstep.
         for client in 0..self.setup.clients {
             let offset = self.client_rngs[client as usize].random_range(0..1_000_000);
@@ -259,7 +304,8 @@ impl<'a> BatchEngine<'a> {
         }
         while let Some(Reverse((time_ns, _, event))) = self.events.pop() {
             self.now_ns = time_ns;
-            if event == Event::Refresh && self.batches.is_empty() && self.now_ns >= self.setup.end_ns {
+            let periodic = matches!(event, Event::Refresh | Event::MoverTick | Event::LoadTick);
+            if periodic && self.batches.is_empty() && self.active_move.is_none() && self.now_ns >= self.setup.end_ns {
                 continue;
             }
             self.handle(event);
@@ -276,6 +322,7 @@ impl<'a> BatchEngine<'a> {
             solves: self.solves,
             solver_busy_ns: self.solver_busy_ns,
             refresh_probes: self.refresh_probes,
+            moves: self.moves,
             events: self.events_done,
             end_ns: self.now_ns,
         }
@@ -292,6 +339,8 @@ impl<'a> BatchEngine<'a> {
             Event::BlockDone { batch, block } => self.block_done(batch, block),
             Event::SolveDone => self.solve_done(),
             Event::Refresh => self.refresh(),
+            Event::MoverTick => self.mover_tick(),
+            Event::LoadTick => self.load_tick(),
             Event::NodeDown { node } => self.node_down(node),
         }
     }
@@ -317,6 +366,10 @@ impl<'a> BatchEngine<'a> {
             .map(|&b| BlockRead { stripe: StripeId(b), unit_bytes: self.setup.unit_bytes[b as usize] })
             .collect();
         self.scratch = blocks;
+        if let Some(mover) = &mut self.mover {
+            let stripes: Vec<StripeId> = reads.iter().map(|r| r.stripe).collect();
+            mover.observe_batch(self.now_ns, &stripes);
+        }
         let decision_start_ns = self.now_ns + self.setup.frontend.metadata_ns;
         let mut view = View::new(&self.placement, &self.layout, self.setup, &self.nodes, self.now_ns);
         let plan = self.policy.plan_batch(&mut view, &reads, &mut self.policy_rng);
@@ -435,6 +488,7 @@ impl<'a> BatchEngine<'a> {
 
     fn new_task(&mut self, node: u32, batch: u64) -> u32 {
         let task = NodeTask {
+            kind: TaskKind::Read,
             node,
             batch,
             reads: Vec::new(),
@@ -461,7 +515,7 @@ impl<'a> BatchEngine<'a> {
             return;
         }
         let t = &mut self.tasks[task as usize];
-        if t.cancelled_reads == t.reads.len() {
+        if t.kind == TaskKind::Read && t.cancelled_reads == t.reads.len() {
             // Every read of it was cancelled while it travelled: the node drops it on arrival.
             t.state = TaskState::Dropped;
             self.schedule(self.now_ns + self.setup.network_latency_ns, Event::Answer { task });
@@ -511,6 +565,7 @@ impl<'a> BatchEngine<'a> {
         let n = &mut self.nodes[node as usize];
         n.queued_bytes -= bytes;
         n.queued_tasks -= 1;
+        self.node_bytes_served[node as usize] += bytes;
         let t = &mut self.tasks[task as usize];
         t.finish_ns = self.now_ns;
         t.state = TaskState::Done;
@@ -554,6 +609,10 @@ impl<'a> BatchEngine<'a> {
     /// A node task's answer reaches the frontend: each read it carried is finished, failed or
     /// dropped for its block's execution.
     fn answer(&mut self, task: u32) {
+        if self.tasks[task as usize].kind != TaskKind::Read {
+            self.move_step(task);
+            return;
+        }
         let (id, state) = (self.tasks[task as usize].batch, self.tasks[task as usize].state);
         let reads = std::mem::take(&mut self.tasks[task as usize].reads);
         for &(block, position) in &reads {

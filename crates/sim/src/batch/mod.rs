@@ -15,8 +15,9 @@ mod engine;
 
 use crate::NodeModel;
 use codec::CodeSpec;
-use model::{BatchRecord, Placement, RecordLog};
+use model::{BatchRecord, MoveRecord, Placement, RecordLog};
 use policy::ecstore::access::{AccessCounters, AccessPolicy};
+use policy::ecstore::mover::Mover;
 use serde::{Deserialize, Serialize};
 use workload::batch::BatchGenerator;
 
@@ -90,6 +91,8 @@ pub struct BatchSetup {
     pub solver: SolverModel,
     /// Time from a node going down to the frontend knowing it (then plans avoid it).
     pub failure_detect_ns: u64,
+    /// Period of the nodes' load reports to the mover's statistics (the paper's 5–10 s).
+    pub load_period_ns: u64,
     /// Seed of the engine's streams.
     pub seed: u64,
 }
@@ -109,6 +112,9 @@ impl BatchSetup {
         }
         if self.nodes.servers != 1 {
             return Err("batch nodes are FCFS with one server".into());
+        }
+        if self.load_period_ns == 0 {
+            return Err("load_period_ns must be positive".into());
         }
         if self.clients == 0 || self.end_ns == 0 {
             return Err("a run needs clients and a positive end time".into());
@@ -140,19 +146,26 @@ pub struct BatchOutput {
     pub solver_busy_ns: u64,
     /// Probes of the cost table's refreshes.
     pub refresh_probes: u64,
+    /// The mover's moves, in the order they started (none without a mover).
+    pub moves: Vec<MoveRecord>,
     /// Events processed.
     pub events: u64,
     /// Time of the last event.
     pub end_ns: u64,
 }
 
-/// Runs `policy` over closed-loop clients reading batches from `generator`.
-pub fn run_batches(setup: &BatchSetup, policy: AccessPolicy, generator: &BatchGenerator) -> BatchOutput {
+/// Runs `policy` (and `mover`, if any) over closed-loop clients reading batches from `generator`.
+pub fn run_batches(
+    setup: &BatchSetup,
+    policy: AccessPolicy,
+    mover: Option<Mover>,
+    generator: &BatchGenerator,
+) -> BatchOutput {
     if let Err(problem) = setup.validate() {
         panic!("invalid batch setup: {problem}");
     }
     assert_eq!(generator.block_bytes().len(), setup.unit_bytes.len(), "workload and placement disagree on blocks");
-    engine::BatchEngine::new(setup, policy, generator).run()
+    engine::BatchEngine::new(setup, policy, mover, generator).run()
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ fn setup(spec: &str, node_count: u32, stripes: &[&[u32]], clients: u32) -> Batch
         end_ns: 2_000_000_000,
         solver: SolverModel::default(),
         failure_detect_ns: 0,
+        load_period_ns: 5_000_000_000,
         seed: 5,
     }
 }
@@ -74,7 +75,7 @@ fn one_batch_takes_metadata_plan_round_trip_and_service_term_by_term() {
     // Two blocks whose data units are on four different nodes: nothing queues.
     let mut setup = setup("rs-2-2", 8, &[&[0, 1, 2, 3], &[4, 5, 6, 7]], 1);
     setup.end_ns = 1_000_000;
-    let out = run_batches(&setup, policy(AccessKind::DataFirst, 0, false, 2), &generator(&[&[0, 1]], 2));
+    let out = run_batches(&setup, policy(AccessKind::DataFirst, 0, false, 2), None, &generator(&[&[0, 1]], 2));
     assert_eq!(out.batches.len(), 1);
     let batch = out.batches[0];
     assert_eq!(batch.latency_ns(), fixed_ns(2) + service_ns(UNIT));
@@ -96,8 +97,8 @@ fn merging_a_batchs_units_on_one_node_saves_exactly_one_overhead_per_shared_node
     let mut apart = merged.clone();
     apart.site_batching = false;
     let work = generator(&[&[0, 1]], 2);
-    let one = run_batches(&merged, policy(AccessKind::DataFirst, 0, false, 2), &work).batches[0];
-    let two = run_batches(&apart, policy(AccessKind::DataFirst, 0, false, 2), &work).batches[0];
+    let one = run_batches(&merged, policy(AccessKind::DataFirst, 0, false, 2), None, &work).batches[0];
+    let two = run_batches(&apart, policy(AccessKind::DataFirst, 0, false, 2), None, &work).batches[0];
     assert_eq!(one.latency_ns(), fixed_ns(2) + service_ns(2 * UNIT));
     // Apart, the second unit on each node waits behind the first: two overheads.
     assert_eq!(two.latency_ns(), fixed_ns(2) + 2 * service_ns(UNIT));
@@ -115,7 +116,7 @@ fn a_closed_loop_on_one_bottleneck_node_answers_in_n_service_times() {
         setup.end_ns = 60_000_000_000;
         let batches: Vec<&[u32]> =
             (0..10).map(|b| std::slice::from_ref(&[0u32, 1, 2, 3, 4, 5, 6, 7, 8, 9][b])).collect();
-        let out = run_batches(&setup, policy(AccessKind::DataFirst, 0, false, 1), &generator(&batches, 10));
+        let out = run_batches(&setup, policy(AccessKind::DataFirst, 0, false, 1), None, &generator(&batches, 10));
         let steady: Vec<u64> =
             out.batches.iter().filter(|b| b.arrival_ns > 5_000_000_000).map(|b| b.latency_ns()).collect();
         let mean = steady.iter().sum::<u64>() as f64 / steady.len() as f64;
@@ -139,9 +140,9 @@ fn late_binding_launches_k_plus_delta_and_lets_the_extra_read_run_unless_cancell
     let mut setup = setup("rs-2-2", 8, &refs, 6);
     setup.end_ns = 3_000_000_000;
     let work = generator(&batch_refs, 16);
-    let plain = run_batches(&setup, policy(AccessKind::Random, 0, false, 2), &work);
-    let lb = run_batches(&setup, policy(AccessKind::Random, 1, false, 2), &work);
-    let cancel = run_batches(&setup, policy(AccessKind::Random, 1, true, 2), &work);
+    let plain = run_batches(&setup, policy(AccessKind::Random, 0, false, 2), None, &work);
+    let lb = run_batches(&setup, policy(AccessKind::Random, 1, false, 2), None, &work);
+    let cancel = run_batches(&setup, policy(AccessKind::Random, 1, true, 2), None, &work);
     let launched = |out: &BatchOutput| out.records.all_tasks().len() as f64 / out.records.len() as f64;
     assert_eq!(launched(&plain), 2.0);
     assert_eq!(launched(&lb), 3.0);
@@ -171,7 +172,7 @@ fn a_node_down_is_routed_around_once_detected() {
     setup.end_ns = 2_000_000_000;
     setup.nodes.outages = vec![Outage { node: 3, from_ns: 500_000_000, until_ns: NEVER }];
     setup.failure_detect_ns = 50_000_000;
-    let out = run_batches(&setup, policy(AccessKind::Random, 0, false, 2), &generator(&batch_refs, 16));
+    let out = run_batches(&setup, policy(AccessKind::Random, 0, false, 2), None, &generator(&batch_refs, 16));
     let known = 500_000_000 + 50_000_000;
     let after: Vec<_> = out.batches.iter().filter(|b| b.arrival_ns >= known).collect();
     assert!(!after.is_empty() && after.iter().all(|b| b.outcome == Outcome::Ok));
@@ -192,7 +193,7 @@ fn the_cost_policy_decides_without_solving_and_its_cache_serves_repeated_batches
     let batch_refs: Vec<&[u32]> = batches.iter().map(|b| b.as_slice()).collect();
     let mut setup = setup("rs-2-2", 16, &refs, 8);
     setup.end_ns = 5_000_000_000;
-    let out = run_batches(&setup, policy(AccessKind::Cost, 0, false, 2), &generator(&batch_refs, 32));
+    let out = run_batches(&setup, policy(AccessKind::Cost, 0, false, 2), None, &generator(&batch_refs, 32));
     assert!(out.solves >= 8, "every distinct batch was solved: {}", out.solves);
     assert!(out.batches.iter().all(|b| b.inline_solver_nodes == 0), "no batch of several blocks waits for a solve");
     let hits = out.batches.iter().filter(|b| b.source.is_cache_hit()).count();
@@ -211,12 +212,12 @@ fn the_same_seed_gives_the_same_run() {
     setup.nodes.exp_mean_ns = 1_000_000;
     setup.end_ns = 1_000_000_000;
     let work = generator(&batch_refs, 16);
-    let a = run_batches(&setup, policy(AccessKind::Cost, 1, false, 2), &work);
-    let b = run_batches(&setup, policy(AccessKind::Cost, 1, false, 2), &work);
+    let a = run_batches(&setup, policy(AccessKind::Cost, 1, false, 2), None, &work);
+    let b = run_batches(&setup, policy(AccessKind::Cost, 1, false, 2), None, &work);
     assert_eq!(a.records, b.records);
     assert_eq!(a.batches, b.batches);
     setup.seed += 1;
-    let c = run_batches(&setup, policy(AccessKind::Cost, 1, false, 2), &work);
+    let c = run_batches(&setup, policy(AccessKind::Cost, 1, false, 2), None, &work);
     assert_ne!(a.records, c.records);
 }
 
@@ -232,4 +233,59 @@ fn bad_setups_are_refused() {
     ] {
         assert!(bad.validate().is_err());
     }
+}
+
+/// Distinct nodes a batch's reads touched, from its blocks' task records.
+fn distinct_nodes(out: &BatchOutput, batch: &model::BatchRecord) -> usize {
+    let mut nodes: Vec<NodeId> = batch
+        .requests()
+        .flat_map(|r| out.records.get(r as usize).tasks.iter().map(|t| t.node).collect::<Vec<_>>())
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes.len()
+}
+
+#[test]
+fn the_mover_co_locates_co_read_blocks_below_its_rate_cap_and_batches_touch_fewer_nodes() {
+    // 32 blocks spread over 16 nodes, read in 8 fixed groups of 4.
+    let random = policy::placement::balanced_random(
+        "rs-2-2".parse().unwrap(),
+        16,
+        32,
+        &mut <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(3),
+    )
+    .unwrap();
+    let stripes: Vec<Vec<u32>> =
+        (0..32).map(|s| random.stripe_nodes(model::StripeId(s)).iter().map(|n| n.0).collect()).collect();
+    let refs: Vec<&[u32]> = stripes.iter().map(|s| s.as_slice()).collect();
+    let groups: Vec<Vec<u32>> = (0..8).map(|g| (0..4).map(|i| (g + 8 * i) % 32).collect()).collect();
+    let group_refs: Vec<&[u32]> = groups.iter().map(|b| b.as_slice()).collect();
+    let mut setup = setup("rs-2-2", 16, &refs, 8);
+    setup.end_ns = 120_000_000_000;
+    setup.load_period_ns = 5_000_000_000;
+    let work = generator(&group_refs, 32);
+    let settings = policy::ecstore::mover::MoverSettings { max_moves_per_s: 2.0, ..Default::default() };
+    let mover = policy::ecstore::mover::Mover::new(settings).unwrap();
+    let moved = run_batches(&setup, policy(AccessKind::Cost, 0, false, 2), Some(mover), &work);
+    let fixed = run_batches(&setup, policy(AccessKind::Cost, 0, false, 2), None, &work);
+    assert!(fixed.moves.is_empty());
+    let done: Vec<&model::MoveRecord> = moved.moves.iter().filter(|m| m.end_ns != NEVER).collect();
+    assert!(done.len() >= 10, "{} moves", done.len());
+    // The cap: starts at least one period apart.
+    for pair in moved.moves.windows(2) {
+        assert!(pair[1].start_ns - pair[0].start_ns >= 500_000_000);
+    }
+    let mean_nodes = |out: &BatchOutput, from_ns: u64| {
+        let late: Vec<usize> =
+            out.batches.iter().filter(|b| b.arrival_ns >= from_ns).map(|b| distinct_nodes(out, b)).collect();
+        late.iter().sum::<usize>() as f64 / late.len() as f64
+    };
+    let (with, without) = (mean_nodes(&moved, 90_000_000_000), mean_nodes(&fixed, 90_000_000_000));
+    assert!(with < 0.9 * without, "{with} nodes per batch with the mover, {without} without");
+    let early = mean_nodes(&moved, 0);
+    assert!(with < early, "the mover's batches touch fewer nodes over time: {early} then {with}");
+    let mover_bytes: u64 = done.iter().map(|m| 2 * m.bytes).sum();
+    let client_bytes: u64 = moved.batches.iter().map(|b| b.bytes).sum();
+    assert!((mover_bytes as f64) < 0.01 * client_bytes as f64, "{mover_bytes} moved vs {client_bytes} read");
 }
