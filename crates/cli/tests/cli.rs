@@ -88,6 +88,7 @@ fn every_command_explains_itself() {
         &["experiment", "hu2017", "--help"],
         &["experiment", "hu2017-fit", "--help"],
         &["experiment", "fastcloud", "--help"],
+        &["experiment", "ecstore", "--help"],
     ] {
         let output = lowtail(args);
         assert!(output.status.success(), "{args:?}");
@@ -166,6 +167,36 @@ fn experiment_hu2017_fit_quick_prints_its_grid_and_best_point() {
     assert!(dir.join("plots/fit-loss.svg").is_file());
 
     let output = lowtail(&["experiment", "hu2017-fit", "--quick", "--threads", "0", "--out", dir.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--threads"));
+}
+
+#[test]
+fn experiment_ecstore_smoke_writes_every_finding_and_file() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("ecstore");
+    let output = lowtail(&["experiment", "ecstore", "--smoke", "--no-png", "--out", dir.to_str().unwrap()]);
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let read =
+        |name: &str| -> serde_json::Value { serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap() };
+    let findings = read("findings.json");
+    let findings = findings.as_array().unwrap();
+    let ids: Vec<&str> = findings.iter().map(|f| f["id"].as_str().unwrap()).collect();
+    for id in ["EA-1", "EA-2", "EA-3", "EA-4", "EA-5", "EA-6", "EA-7", "EA-8", "EA-9", "EA-10", "EA-12"] {
+        assert!(ids.contains(&id), "{id} missing from {ids:?}");
+    }
+    assert!(findings.iter().all(|f| !f["paper"].as_str().unwrap().is_empty()));
+    // Structural claims hold at any size: late binding's launched reads, the mover's cap and contract.
+    for id in ["EA-3", "EA-7"] {
+        let finding = findings.iter().find(|f| f["id"] == id).unwrap();
+        assert_eq!(finding["holds"], true, "{finding}");
+    }
+    assert_eq!(read("findings-sweep.json").as_array().unwrap().len(), 3);
+    assert!(read("summary.json")["runs"].as_array().unwrap().len() > 80);
+    for file in ["tables.md", "report.html", "plots/over-time.svg", "plots/cdf.svg", "plots/bytes-per-node.svg"] {
+        assert!(dir.join(file).is_file(), "{file}");
+    }
+    let output = lowtail(&["experiment", "ecstore", "--smoke", "--threads", "0", "--out", dir.to_str().unwrap()]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--threads"));
 }

@@ -9,6 +9,7 @@
 //! `report`, from records only), contain policy or executor logic, or read a clock outside [`live`]
 //! (simulated results depend only on the configuration and seed; the live experiment measures).
 
+pub mod ecstore;
 pub mod fastcloud;
 pub mod fit;
 pub mod hu2017;
@@ -43,4 +44,43 @@ pub fn configured_rate(config: &SimConfig) -> Option<f64> {
         workload::WorkloadConfig::WasLike(was) => Some(was.rate_per_s),
         _ => None,
     }
+}
+
+/// A paper's results page: its findings (the paper's number beside lowtail's, and the verdict),
+/// the SVG plots, then `sections` of preformatted text under their headings. `title` is HTML.
+pub fn paper_html(
+    title: &str,
+    findings: &[fastcloud::PaperFinding],
+    plots: &[std::path::PathBuf],
+    sections: &[(&str, &str)],
+) -> String {
+    let escape = report::escape_html;
+    let mut html = format!(
+        "<!doctype html><meta charset=utf-8><title>{title}</title>\
+         <style>body{{font-family:sans-serif;max-width:1200px;margin:auto}}td,th{{border:1px solid #ccc;padding:4px}}\
+         table{{border-collapse:collapse}}</style><h1>{title}</h1>\
+         <h2>Findings</h2><table><tr><th>id</th><th>claim</th><th>paper</th><th>lowtail</th><th>verdict</th></tr>",
+    );
+    for f in findings {
+        let verdict = match f.holds {
+            Some(true) => "holds",
+            Some(false) => "does not hold",
+            None => "reported",
+        };
+        html += &format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td></tr>",
+            f.id,
+            escape(&f.claim),
+            escape(&f.paper),
+            escape(&f.measured)
+        );
+    }
+    html += "</table>";
+    for plot in plots.iter().filter(|p| p.extension().is_some_and(|e| e == "svg")) {
+        html += &format!("<p><img src=\"{}\" style=\"max-width:100%\"></p>", escape(&plot.to_string_lossy()));
+    }
+    for (heading, text) in sections {
+        html += &format!("<h2>{}</h2><pre>{}</pre>", escape(heading), escape(text));
+    }
+    html
 }

@@ -2,7 +2,7 @@
 //!
 //! Owns: aggregation of a run's [`model::RecordLog`] into a [`Summary`]
 //! (exact latency statistics, probes per second, degraded fraction, per-node
-//! load), the papers' tables, plots (CDFs, box plots, load per node, a
+//! load), batch reads' statistics ([`batch`]), the papers' tables, plots (CDFs, box plots, load per node, a
 //! latency-vs-load sweep; SVG and PNG), CSV exports of records, and an HTML
 //! page linking everything. Must not: read executor internals or
 //! configuration (whatever records do not say comes in as [`RunInfo`]), read
@@ -13,6 +13,7 @@
 //! [`write_records_csv`] first if records should be exported), then one
 //! [`write_experiment`] over all runs and the sweep.
 
+pub mod batch;
 mod experiment;
 mod html;
 mod plot;

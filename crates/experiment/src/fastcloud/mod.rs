@@ -786,7 +786,13 @@ fn write(
     let classes_markdown = classes_markdown(&summary.grid, &summary.grid_fig9, &summary.mixes);
     put("classes.md", format!("# Two classes: reads and writes\n\n{classes_markdown}"))?;
     let mut plots = plots(out_dir, &summary.adaptive, options.png)?;
-    let html = report_html(findings, table_markdown, &format!("{adaptive_markdown}\n{classes_markdown}"), &plots);
+    let adaptive = format!("{adaptive_markdown}\n{classes_markdown}");
+    let html = crate::paper_html(
+        "FAST CLOUD (Liang &amp; Kozat), simulated",
+        findings,
+        &plots,
+        &[("Table I", table_markdown), ("Adaptive codes", &adaptive)],
+    );
     put("report.html", html)?;
     files.append(&mut plots);
     Ok(files)
@@ -856,37 +862,6 @@ fn plots(out_dir: &Path, rows: &[AdaptiveRow], png: bool) -> anyhow::Result<Vec<
         png,
     )?);
     Ok(files)
-}
-
-fn report_html(findings: &[PaperFinding], table: &str, adaptive: &str, plots: &[PathBuf]) -> String {
-    let escape = report::escape_html;
-    let mut html = String::from(
-        "<!doctype html><meta charset=utf-8><title>fastcloud</title>\
-         <style>body{font-family:sans-serif;max-width:1200px;margin:auto}td,th{border:1px solid #ccc;padding:4px}\
-         table{border-collapse:collapse}</style><h1>FAST CLOUD (Liang &amp; Kozat), simulated</h1>\
-         <h2>Findings</h2><table><tr><th>id</th><th>claim</th><th>paper</th><th>lowtail</th><th>verdict</th></tr>",
-    );
-    for f in findings {
-        let verdict = match f.holds {
-            Some(true) => "holds",
-            Some(false) => "does not hold",
-            None => "reported",
-        };
-        html += &format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{verdict}</td></tr>",
-            f.id,
-            escape(&f.claim),
-            escape(&f.paper),
-            escape(&f.measured)
-        );
-    }
-    html += "</table>";
-    for plot in plots.iter().filter(|p| p.extension().is_some_and(|e| e == "svg")) {
-        html += &format!("<p><img src=\"{}\" style=\"max-width:100%\"></p>", escape(&plot.to_string_lossy()));
-    }
-    html +=
-        &format!("<h2>Table I</h2><pre>{}</pre><h2>Adaptive codes</h2><pre>{}</pre>", escape(table), escape(adaptive));
-    html
 }
 
 mod judge;

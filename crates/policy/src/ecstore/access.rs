@@ -70,8 +70,13 @@ pub struct AccessSettings {
     /// under before they are stale (used, and re-solved): the paper's "reload", its threshold not
     /// published.
     pub reload_threshold: f64,
-    /// Period of the cost table's refresh (the paper's load-status requests, every 5–10 s).
+    /// Period of the load-status probes of every node (each refresh probes each node once).
     pub refresh_period_ns: u64,
+    /// Time constant of the average the table keeps of each node's queue: the paper's o_j is "the
+    /// average response time of periodic load-status requests", reported every 5–10 s; one probe's
+    /// snapshot of a queue that changes every millisecond would send every plan to whichever nodes
+    /// happened to be idle at that instant.
+    pub load_average_ns: u64,
     /// The part of a site's overhead the view does not report: the network round trip.
     pub round_trip_ns: u64,
     /// Branch-and-bound nodes one solve may visit.
@@ -88,9 +93,10 @@ impl Default for AccessSettings {
             cache_capacity: 65_536,
             max_pending_solves: 1_024,
             reload_threshold: 0.25,
-            refresh_period_ns: 5_000_000_000,
+            refresh_period_ns: 250_000_000,
+            load_average_ns: 5_000_000_000,
             round_trip_ns: 500_000,
-            node_budget: access_plan::DEFAULT_NODE_BUDGET,
+            node_budget: 20_000,
         }
     }
 }
@@ -104,8 +110,8 @@ impl AccessSettings {
         if !(self.reload_threshold.is_finite() && self.reload_threshold >= 0.0) {
             return Err(format!("reload_threshold {} must be finite and not negative", self.reload_threshold));
         }
-        if self.refresh_period_ns == 0 {
-            return Err("refresh_period_ns must be positive".into());
+        if self.refresh_period_ns == 0 || self.load_average_ns == 0 {
+            return Err("refresh_period_ns and load_average_ns must be positive".into());
         }
         Ok(())
     }
@@ -139,16 +145,15 @@ pub struct AccessCounters {
     pub solves_dropped: u64,
     /// Exact plans installed.
     pub solves_installed: u64,
-    /// Table refreshes that made the cached plans stale.
+    /// Cached plans found stale (a site they read had moved past the reload threshold).
     pub reloads: u64,
 }
 
-/// A cached exact plan: per block of its key (stripes ascending), the units read and the nodes
-/// they were on when solved.
+/// A cached exact plan: per block of its key (stripes ascending), the units read, the nodes they
+/// were on and those nodes' overheads when it was solved.
 #[derive(Clone, Debug)]
 struct CachedPlan {
-    reads: Vec<Vec<(u8, NodeId)>>,
-    epoch: u64,
+    reads: Vec<Vec<(u8, NodeId, f64)>>,
 }
 
 /// One exact solve for the background worker, as it leaves the policy.
@@ -157,7 +162,6 @@ struct Solve {
     instance: AccessInstance,
     /// Per block, per site of the instance's block: the unit and its node.
     units: Vec<Vec<(u8, NodeId)>>,
-    epoch: u64,
     budget: usize,
 }
 
@@ -165,8 +169,7 @@ struct Solve {
 struct Solved {
     key: Vec<u32>,
     plan: AccessPlan,
-    units: Vec<Vec<(u8, NodeId)>>,
-    epoch: u64,
+    reads: Vec<Vec<(u8, NodeId, f64)>>,
 }
 
 /// An EC-Store access policy: one per planner (the gateway's, or the simulator's frontend).
@@ -177,10 +180,9 @@ pub struct AccessPolicy {
     /// Site costs (o_j, m_j in nanoseconds and nanoseconds per byte), by node; empty before the
     /// first refresh.
     table: Vec<SiteCost>,
-    /// The table at the last reload: cached plans are stale once a site's overhead has moved
-    /// past the threshold from it.
-    reload_base: Vec<f64>,
-    epoch: u64,
+    /// Each node's queue (bytes, tasks), averaged over `load_average_ns`, and when last probed.
+    queue_average: Vec<(f64, f64)>,
+    last_refresh_ns: Option<u64>,
     cache: BTreeMap<Vec<u32>, CachedPlan>,
     /// Cache keys, oldest first, for eviction.
     cache_order: VecDeque<Vec<u32>>,
@@ -200,8 +202,8 @@ impl AccessPolicy {
             settings,
             data_units,
             table: Vec::new(),
-            reload_base: Vec::new(),
-            epoch: 0,
+            queue_average: Vec::new(),
+            last_refresh_ns: None,
             cache: BTreeMap::new(),
             cache_order: VecDeque::new(),
             solves: VecDeque::new(),
@@ -237,31 +239,39 @@ impl AccessPolicy {
         (self.settings.kind == AccessKind::Cost).then_some(self.settings.refresh_period_ns)
     }
 
-    /// Rebuilds the cost table from one probe of every node (counted by the view), and makes the
-    /// cached plans stale when a site's overhead moved past the reload threshold.
-    pub fn refresh(&mut self, view: &mut dyn ClusterView) {
-        let nodes = view.placement().node_count();
-        self.table = (0..nodes).map(|node| self.site_cost(view, NodeId(node), true)).collect();
-        let moved = self.reload_base.len() != self.table.len()
-            || self.table.iter().zip(&self.reload_base).any(|(site, &base)| {
-                (site.overhead - base).abs() > self.settings.reload_threshold * base.max(f64::MIN_POSITIVE)
-            });
-        if moved {
-            if !self.reload_base.is_empty() {
-                self.counters.reloads += 1;
+    /// Probes every node once (counted by the view), folds the answers into each node's average
+    /// queue (an exponential average of time constant `load_average_ns`) and rebuilds the cost
+    /// table from the averages. A cached plan is stale once a site it reads has moved past the
+    /// reload threshold from its cost when the plan was solved.
+    pub fn refresh(&mut self, view: &mut dyn ClusterView, now_ns: u64) {
+        let nodes = view.placement().node_count() as usize;
+        let weight = match self.last_refresh_ns {
+            Some(last) if self.queue_average.len() == nodes => {
+                let elapsed = now_ns.saturating_sub(last) as f64;
+                1.0 - (-elapsed / self.settings.load_average_ns as f64).exp()
             }
-            self.epoch += 1;
-            self.reload_base = self.table.iter().map(|site| site.overhead).collect();
+            _ => 1.0,
+        };
+        self.queue_average.resize(nodes, (0.0, 0.0));
+        for node in 0..nodes {
+            let queue = view.probe(NodeId(node as u32));
+            let average = &mut self.queue_average[node];
+            average.0 += weight * (queue.bytes.min(1 << 50) as f64 - average.0);
+            average.1 += weight * (f64::from(queue.tasks.min(1 << 20)) - average.1);
         }
+        self.last_refresh_ns = Some(now_ns);
+        self.table =
+            (0..nodes).map(|node| self.site_cost(view, NodeId(node as u32), self.queue_average[node])).collect();
     }
 
-    /// A site's costs in nanoseconds: o_j from the round trip, the node's per-task overhead and,
-    /// when `probe`, its queued bytes at its rate; m_j from its rate.
-    fn site_cost(&self, view: &mut dyn ClusterView, node: NodeId, probe: bool) -> SiteCost {
+    /// A site's costs in nanoseconds: o_j is what a probe's answer would take, the round trip and
+    /// the node's per-task overhead after the work queued ahead (`queue`: bytes at its rate, and a
+    /// per-task overhead for each task); m_j is 1 / its rate.
+    fn site_cost(&self, view: &dyn ClusterView, node: NodeId, queue: (f64, f64)) -> SiteCost {
         let rate = view.node_rate_bytes_per_s(node).max(1.0);
-        let queued = if probe { view.probe(node).bytes.min(1 << 50) as f64 } else { 0.0 };
-        let overhead =
-            self.settings.round_trip_ns as f64 + view.node_task_overhead_ns(node) as f64 + queued * 1e9 / rate;
+        let task_ns = view.node_task_overhead_ns(node) as f64;
+        let waiting_ns = queue.0 * 1e9 / rate + queue.1 * task_ns;
+        let overhead = self.settings.round_trip_ns as f64 + task_ns + waiting_ns;
         SiteCost { overhead, per_byte: 1e9 / rate }
     }
 
@@ -342,7 +352,7 @@ impl AccessPolicy {
         if self.table.len() != view.placement().node_count() as usize {
             // Before the first refresh: the static part of the costs, no probe.
             let nodes = view.placement().node_count();
-            self.table = (0..nodes).map(|node| self.site_cost(view, NodeId(node), false)).collect();
+            self.table = (0..nodes).map(|node| self.site_cost(view, NodeId(node), (0.0, 0.0))).collect();
         }
         let mut order: Vec<usize> = (0..blocks.len()).collect();
         order.sort_by_key(|&i| blocks[i].stripe);
@@ -415,12 +425,13 @@ impl AccessPolicy {
         if let Some(cached) = self.cache.get(&key)
             && self.still_placed(view, blocks, cached)
         {
-            let chosen = cached.reads.iter().map(|reads| reads.iter().map(|&(unit, _)| unit).collect()).collect();
-            let source = if cached.epoch == self.epoch {
+            let chosen = cached.reads.iter().map(|reads| reads.iter().map(|&(unit, ..)| unit).collect()).collect();
+            let source = if self.fresh(cached) {
                 self.counters.cache_hits += 1;
                 PlanSource::CacheHit
             } else {
                 self.counters.stale_hits += 1;
+                self.counters.reloads += 1;
                 self.queue_solve(key, instance.clone(), units.clone());
                 PlanSource::StaleHit
             };
@@ -441,7 +452,16 @@ impl AccessPolicy {
     fn still_placed(&self, view: &dyn ClusterView, blocks: &[BlockRead], cached: &CachedPlan) -> bool {
         blocks.iter().zip(&cached.reads).all(|(block, reads)| {
             let nodes = view.placement().stripe_nodes(block.stripe);
-            reads.iter().all(|&(unit, node)| nodes[usize::from(unit)] == node && !view.node_unavailable(node))
+            reads.iter().all(|&(unit, node, _)| nodes[usize::from(unit)] == node && !view.node_unavailable(node))
+        })
+    }
+
+    /// Whether every site a cached plan reads costs what it did when the plan was solved, within
+    /// the reload threshold.
+    fn fresh(&self, cached: &CachedPlan) -> bool {
+        let threshold = self.settings.reload_threshold;
+        cached.reads.iter().flatten().all(|&(_, node, overhead)| {
+            (self.table[node.index()].overhead - overhead).abs() <= threshold * overhead.max(f64::MIN_POSITIVE)
         })
     }
 
@@ -454,7 +474,7 @@ impl AccessPolicy {
             return;
         }
         self.queued.insert(key.clone());
-        let solve = Solve { key, instance, units, epoch: self.epoch, budget: self.settings.node_budget };
+        let solve = Solve { key, instance, units, budget: self.settings.node_budget };
         self.solves.push_back(solve);
     }
 
@@ -466,18 +486,26 @@ impl AccessPolicy {
     /// The next exact solve, as work that needs neither the view nor the policy (an executor runs
     /// it off the read path and hands the result to [`AccessPolicy::finish_solve`]).
     pub fn next_solve(&mut self) -> Option<RefreshWork> {
-        let Solve { key, instance, units, epoch, budget } = self.solves.pop_front()?;
+        let Solve { key, instance, units, budget } = self.solves.pop_front()?;
         self.queued.remove(&key);
         Some(RefreshWork::new(move || {
             let plan = access_plan::solve_exact(&instance, budget).expect("instance is valid");
-            let units = plan
+            let reads = plan
                 .reads
                 .iter()
                 .zip(&instance.blocks)
                 .zip(&units)
-                .map(|((reads, block), units)| reads.iter().map(|&site| unit_at(block, units, site)).collect())
+                .map(|((reads, block), units)| {
+                    reads
+                        .iter()
+                        .map(|&site| {
+                            let (unit, node) = unit_at(block, units, site);
+                            (unit, node, instance.sites[site].overhead)
+                        })
+                        .collect()
+                })
                 .collect();
-            Solved { key, plan, units, epoch }
+            Solved { key, plan, reads }
         }))
     }
 
@@ -489,11 +517,11 @@ impl AccessPolicy {
 
     /// Installs a solved plan in the cache (dropping the oldest past the capacity).
     pub fn finish_solve(&mut self, result: RefreshResult) {
-        let Ok(Solved { key, units, epoch, .. }) = result.downcast::<Solved>() else {
+        let Ok(Solved { key, reads, .. }) = result.downcast::<Solved>() else {
             panic!("{} was handed a result it did not ask for", self.name());
         };
         self.counters.solves_installed += 1;
-        if self.cache.insert(key.clone(), CachedPlan { reads: units, epoch }).is_none() {
+        if self.cache.insert(key.clone(), CachedPlan { reads }).is_none() {
             self.cache_order.push_back(key);
         }
         while self.cache.len() > self.settings.cache_capacity {

@@ -347,7 +347,7 @@ impl<'a> BatchEngine<'a> {
 
     fn refresh(&mut self) {
         let mut view = View::new(&self.placement, &self.layout, self.setup, &self.nodes, self.now_ns);
-        self.policy.refresh(&mut view);
+        self.policy.refresh(&mut view, self.now_ns);
         self.refresh_probes += view.probes;
         let period = self.policy.refresh_period_ns().expect("only a policy with a table is refreshed");
         self.schedule(self.now_ns + period, Event::Refresh);

@@ -60,7 +60,7 @@ pub struct SolverModel {
 
 impl Default for SolverModel {
     fn default() -> Self {
-        SolverModel { base_ns: 20_000_000, ns_per_node: 1_000 }
+        SolverModel { base_ns: 50_000, ns_per_node: 1_000 }
     }
 }
 

@@ -129,7 +129,7 @@ fn one_block_is_solved_at_once_as_its_k_cheapest_units() {
     let mut policy = policy(AccessKind::Cost, 0);
     // Node 0 has a second's work queued (1 MB at 1 MB/s): after a refresh it is dearest.
     view.queues[0] = 1_000_000;
-    policy.refresh(&mut view);
+    policy.refresh(&mut view, 0);
     assert_eq!(view.probes, 8);
     let plan = policy.plan_batch(&mut view, &blocks(&[0]), &mut rng());
     assert_eq!(plan.source, PlanSource::Exact);
@@ -145,7 +145,7 @@ fn a_batch_gets_the_greedy_plan_then_the_cached_exact_one() {
     // Blocks 0 and 1 share nodes 4 and 5 (their parity); their data are apart.
     let mut view = View::new(&[[0, 1, 4, 5], [2, 3, 4, 5], [6, 7, 0, 1]]);
     let mut policy = policy(AccessKind::Cost, 0);
-    policy.refresh(&mut view);
+    policy.refresh(&mut view, 0);
     let first = policy.plan_batch(&mut view, &blocks(&[1, 0]), &mut rng());
     assert_eq!(first.source, PlanSource::Greedy);
     assert_eq!(first.inline_solver_nodes, 0, "no batch waits for a solve");
@@ -171,16 +171,23 @@ fn a_batch_gets_the_greedy_plan_then_the_cached_exact_one() {
 fn moved_costs_make_cached_plans_stale_and_a_moved_unit_drops_them() {
     let mut view = View::new(&[[0, 1, 4, 5], [2, 3, 4, 5], [6, 7, 0, 1]]);
     let mut policy = policy(AccessKind::Cost, 0);
-    policy.refresh(&mut view);
+    policy.refresh(&mut view, 0);
     policy.plan_batch(&mut view, &blocks(&[0, 1]), &mut rng());
     let solved = policy.next_solve().unwrap().run();
     policy.finish_solve(solved);
     view.queues[4] = 5_000_000;
-    policy.refresh(&mut view);
-    assert_eq!(policy.counters().reloads, 1);
+    // A probe a moment later barely moves the average; one after many time constants moves it.
+    let base = policy.site_costs()[4].overhead;
+    policy.refresh(&mut view, 50_000_000);
+    let partly = policy.site_costs()[4].overhead - base;
+    let expected = (1.0 - (-0.01f64).exp()) * 5e9;
+    assert!((partly / expected - 1.0).abs() < 1e-6, "{partly} vs {expected}");
+    policy.refresh(&mut view, 60_000_000_000);
+    assert!((policy.site_costs()[4].overhead - (base + 5e9)).abs() < 1e6);
     let stale = policy.plan_batch(&mut view, &blocks(&[0, 1]), &mut rng());
     assert_eq!(stale.source, PlanSource::StaleHit);
     assert_eq!(policy.pending_solves(), 1, "a stale plan is solved again");
+    assert_eq!(policy.counters().reloads, 1);
     let solved = policy.next_solve().unwrap().run();
     policy.finish_solve(solved);
     let fresh = policy.plan_batch(&mut view, &blocks(&[0, 1]), &mut rng());
