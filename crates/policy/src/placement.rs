@@ -40,6 +40,27 @@ pub fn balanced_random(
     Ok(placement)
 }
 
+/// Random placement as EC-Store's (and EC-Cache's) baselines have it: each stripe's n units on n
+/// distinct nodes drawn uniformly, independently of every other stripe, so per-node storage and the
+/// nodes of neighbouring stripes are as uneven as chance makes them.
+pub fn uniform_random(
+    spec: CodeSpec,
+    node_count: u32,
+    stripe_count: u32,
+    rng: &mut (impl Rng + ?Sized),
+) -> Result<Placement, LayoutError> {
+    let n = spec.total_units();
+    if (node_count as usize) < n {
+        return Err(LayoutError::TooFewNodes { node_count, units: n });
+    }
+    let mut table = Vec::with_capacity(stripe_count as usize * n);
+    for _ in 0..stripe_count {
+        let chosen = rand::seq::index::sample(rng, node_count as usize, n);
+        table.extend(chosen.iter().map(|node| NodeId(node as u32)));
+    }
+    Placement::new(spec, node_count, table)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +77,20 @@ mod tests {
         assert_eq!(placement.partition_count(), 2004);
         let again = balanced_random(CodeSpec::Rs { k: 6, m: 3 }, 90, 334, &mut ChaCha8Rng::seed_from_u64(3)).unwrap();
         assert_eq!(placement, again);
+    }
+
+    #[test]
+    fn uniform_placement_is_valid_reproducible_and_not_balanced_by_design() {
+        let spec = CodeSpec::Rs { k: 2, m: 2 };
+        let placement = uniform_random(spec, 32, 8, &mut ChaCha8Rng::seed_from_u64(3)).unwrap();
+        assert_eq!(placement, uniform_random(spec, 32, 8, &mut ChaCha8Rng::seed_from_u64(3)).unwrap());
+        // Eight stripes of four units on 32 nodes: balanced placement uses every node once; chance
+        // almost never does.
+        let counts = placement.units_per_node();
+        assert_eq!(counts.iter().sum::<u32>(), 32);
+        assert!(counts.iter().any(|&c| c != 1), "{counts:?}");
+        let balanced = balanced_random(spec, 32, 8, &mut ChaCha8Rng::seed_from_u64(3)).unwrap();
+        assert!(balanced.units_per_node().iter().all(|&c| c == 1));
+        assert!(uniform_random(spec, 3, 1, &mut ChaCha8Rng::seed_from_u64(3)).is_err());
     }
 }

@@ -373,7 +373,9 @@ pub fn run_job(job: &Job, options: &EcstoreOptions) -> anyhow::Result<RunRow> {
     let k = spec.data_units() as u64;
     let blocks = generator.block_bytes().len() as u32;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(options.seed ^ 0x5e_ed);
-    let placement: Placement = policy::placement::balanced_random(spec, NODES, blocks, &mut rng)
+    // The paper's baselines place each block at random (EC-Cache's), not balanced: neighbouring
+    // keys of a scan land where chance puts them.
+    let placement: Placement = policy::placement::uniform_random(spec, NODES, blocks, &mut rng)
         .map_err(|e| anyhow::anyhow!("placement: {e}"))?;
     let unit_bytes = generator.block_bytes().iter().map(|&b| b.div_ceil(k)).collect();
     let overhead_ns = (job.scenario.overhead_ratio * REFERENCE_CHUNK_BYTES as f64 * 1e9 / RATE_BYTES_PER_S) as u64;
