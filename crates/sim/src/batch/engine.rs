@@ -219,6 +219,14 @@ pub(super) struct BatchEngine<'a> {
 
 mod moves;
 
+/// The distinct node tasks of a batch's blocks.
+fn node_tasks(batch: &Batch) -> Vec<u32> {
+    let mut tasks: Vec<u32> = batch.blocks.iter().flat_map(|b| b.tasks.iter().map(|&(task, _)| task)).collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    tasks
+}
+
 fn stream(seed: u64, tag: u64, index: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ tag.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     rng.set_stream(index);
@@ -470,20 +478,11 @@ impl<'a> BatchEngine<'a> {
             node_task.bytes += bytes;
             self.batches.get_mut(&id).expect("open").blocks[block as usize].tasks[usize::from(position)].0 = task;
         }
-        let opened: Vec<u32> = self.batch_tasks(id);
+        let opened: Vec<u32> = node_tasks(&self.batches[&id]);
         self.batches.get_mut(&id).expect("open").tasks_open = opened.len() as u32;
         for task in opened {
             self.schedule(self.now_ns + self.setup.network_latency_ns, Event::TaskArrive { task });
         }
-    }
-
-    /// The distinct node tasks of a batch's blocks.
-    fn batch_tasks(&self, id: u64) -> Vec<u32> {
-        let mut tasks: Vec<u32> =
-            self.batches[&id].blocks.iter().flat_map(|b| b.tasks.iter().map(|&(task, _)| task)).collect();
-        tasks.sort_unstable();
-        tasks.dedup();
-        tasks
     }
 
     fn new_task(&mut self, node: u32, batch: u64) -> u32 {
@@ -736,17 +735,10 @@ impl<'a> BatchEngine<'a> {
             };
             self.records.push(request, &task_records);
         }
-        for task in self.batch_tasks_of(&batch) {
+        for task in node_tasks(&batch) {
             self.free_tasks.push(task);
         }
         self.batch_records.push(batch.record);
-    }
-
-    fn batch_tasks_of(&self, batch: &Batch) -> Vec<u32> {
-        let mut tasks: Vec<u32> = batch.blocks.iter().flat_map(|b| b.tasks.iter().map(|&(task, _)| task)).collect();
-        tasks.sort_unstable();
-        tasks.dedup();
-        tasks
     }
 
     /// Hands the next exact solve to the solver if it is idle; the work runs now (it is pure),
