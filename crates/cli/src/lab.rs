@@ -196,6 +196,13 @@ pub(crate) struct EcstoreArgs {
     /// Skip the sweep over unpublished parameters (findings-sweep.json).
     #[arg(long)]
     no_sweep: bool,
+    /// Seconds of virtual time before the workload turns Zipf (the warm-up), in place of the size's.
+    #[arg(long, value_name = "S", requires = "measure_s", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    warmup_s: Option<u64>,
+    /// Seconds of virtual time measured after the warm-up, in place of the size's (the mover moves at
+    /// most one unit a second, so its effect grows with this).
+    #[arg(long, value_name = "S", requires = "warmup_s", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    measure_s: Option<u64>,
     /// Write SVG plots only (no PNG copies).
     #[arg(long)]
     no_png: bool,
@@ -837,6 +844,7 @@ fn run_ecstore(args: EcstoreArgs) -> anyhow::Result<()> {
         threads: args.threads,
         png: !args.no_png,
         sweep: !args.no_sweep,
+        durations_s: args.warmup_s.zip(args.measure_s),
     };
     let started = std::time::Instant::now();
     let outcome = with_runs_progress(experiment::ecstore::run_count(&options), "ecstore", |progress| {

@@ -178,11 +178,25 @@ pub struct EcstoreOptions {
     pub png: bool,
     /// Also the sweep over the unpublished parameters (findings-sweep.json).
     pub sweep: bool,
+    /// The warm-up and the measured window in seconds of virtual time, in place of the size's.
+    pub durations_s: Option<(u64, u64)>,
 }
 
 impl Default for EcstoreOptions {
     fn default() -> Self {
-        EcstoreOptions { size: Size::Paper, seed: 1, threads: 2, png: true, sweep: true }
+        EcstoreOptions { size: Size::Paper, seed: 1, threads: 2, png: true, sweep: true, durations_s: None }
+    }
+}
+
+impl EcstoreOptions {
+    /// The scale of the runs: the size's, with the durations asked for.
+    pub fn scale(&self) -> Scale {
+        let mut scale = Scale::of(self.size);
+        if let Some((warmup_s, measure_s)) = self.durations_s {
+            scale.warmup_ns = warmup_s * 1_000_000_000;
+            scale.measure_ns = measure_s * 1_000_000_000;
+        }
+        scale
     }
 }
 
@@ -367,7 +381,7 @@ fn workload(job: &Job, scale: &Scale) -> BatchWorkload {
 
 /// Runs one job and summarises its records.
 pub fn run_job(job: &Job, options: &EcstoreOptions) -> anyhow::Result<RunRow> {
-    let scale = Scale::of(options.size);
+    let scale = options.scale();
     let generator = workload(job, &scale).build(options.seed).context("building the workload")?;
     let spec = job.config.code();
     let k = spec.data_units() as u64;
@@ -448,7 +462,7 @@ pub fn run(
     let jobs = jobs(options);
     let results = run_parallel(&jobs, options.threads, label, |job| run_job(job, options), progress);
     let rows: Vec<RunRow> = results.into_iter().collect::<anyhow::Result<_>>()?;
-    let findings = judge::findings(&rows, &Scale::of(options.size));
+    let findings = judge::findings(&rows, &options.scale());
     let sweep_findings = if options.sweep { judge::sweep_findings(&rows) } else { Vec::new() };
     let markdown = tables(&rows);
     let files = write(out_dir, options, &rows, &findings, &sweep_findings, &markdown)?;
@@ -508,7 +522,7 @@ fn write(
         scale: Scale,
         runs: &'a [RunRow],
     }
-    let summary = SummaryFile { size: options.size, seed: options.seed, scale: Scale::of(options.size), runs: rows };
+    let summary = SummaryFile { size: options.size, seed: options.seed, scale: options.scale(), runs: rows };
     put("summary.json", serde_json::to_string_pretty(&summary)? + "\n")?;
     put("findings.json", serde_json::to_string_pretty(findings)? + "\n")?;
     if options.sweep {
@@ -609,6 +623,14 @@ mod tests {
         assert!(sweep.contains(&Scenario::default_point()));
         let without = jobs(&EcstoreOptions { sweep: false, ..smoke() });
         assert_eq!(all.len() - without.len(), sweep.len() * SWEEP_CONFIGS.len());
+    }
+
+    #[test]
+    fn durations_asked_for_replace_the_sizes() {
+        assert_eq!(smoke().scale(), Scale::of(Size::Smoke));
+        let longer = EcstoreOptions { durations_s: Some((10, 600)), ..smoke() }.scale();
+        assert_eq!((longer.warmup_ns, longer.measure_ns), (10_000_000_000, 600_000_000_000));
+        assert_eq!(longer.blocks, Scale::of(Size::Smoke).blocks);
     }
 
     #[test]
