@@ -16,10 +16,7 @@ pub fn balanced_random(
     stripe_count: u32,
     rng: &mut (impl Rng + ?Sized),
 ) -> Result<Placement, LayoutError> {
-    let n = spec.total_units();
-    if (node_count as usize) < n {
-        return Err(LayoutError::TooFewNodes { node_count, units: n });
-    }
+    let n = units_on_enough_nodes(spec, node_count)?;
     let mut units_held = vec![0u32; node_count as usize];
     let mut order: Vec<u32> = (0..node_count).collect();
     let mut table = Vec::with_capacity(stripe_count as usize * n);
@@ -49,16 +46,22 @@ pub fn uniform_random(
     stripe_count: u32,
     rng: &mut (impl Rng + ?Sized),
 ) -> Result<Placement, LayoutError> {
-    let n = spec.total_units();
-    if (node_count as usize) < n {
-        return Err(LayoutError::TooFewNodes { node_count, units: n });
-    }
+    let n = units_on_enough_nodes(spec, node_count)?;
     let mut table = Vec::with_capacity(stripe_count as usize * n);
     for _ in 0..stripe_count {
         let chosen = rand::seq::index::sample(rng, node_count as usize, n);
         table.extend(chosen.iter().map(|node| NodeId(node as u32)));
     }
     Placement::new(spec, node_count, table)
+}
+
+/// The code's units per stripe, if `node_count` nodes can hold them on distinct nodes.
+fn units_on_enough_nodes(spec: CodeSpec, node_count: u32) -> Result<usize, LayoutError> {
+    let n = spec.total_units();
+    if (node_count as usize) < n {
+        return Err(LayoutError::TooFewNodes { node_count, units: n });
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

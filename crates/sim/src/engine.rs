@@ -386,7 +386,9 @@ impl ClusterView for View<'_> {
     }
 }
 
-fn stream(seed: u64, tag: u64, index: u64) -> ChaCha8Rng {
+/// The random stream `index` of the engine's stream family `tag` for `seed` (the batch engine draws
+/// from the same family).
+pub(crate) fn stream(seed: u64, tag: u64, index: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ tag.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     rng.set_stream(index);
     rng

@@ -7,3 +7,5 @@
 pub mod access;
 pub mod coaccess;
 pub mod mover;
+#[cfg(test)]
+mod test_view;

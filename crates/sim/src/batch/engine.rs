@@ -5,6 +5,7 @@
 //! core); it carries out their actions and times them.
 
 use super::{BatchOutput, BatchSetup};
+use crate::engine::stream;
 use codec::ErasureCode;
 use execution::{Action, Event as ExecEvent, ReadExecution, WHOLE_STRIPE};
 use model::{
@@ -15,7 +16,7 @@ use policy::ClusterView;
 use policy::ecstore::access::AccessPolicy;
 use policy::ecstore::mover::{Mover, ProposedMove};
 use policy::fec::FrontendState;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -225,12 +226,6 @@ fn node_tasks(batch: &Batch) -> Vec<u32> {
     tasks.sort_unstable();
     tasks.dedup();
     tasks
-}
-
-fn stream(seed: u64, tag: u64, index: u64) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ tag.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    rng.set_stream(index);
-    rng
 }
 
 impl<'a> BatchEngine<'a> {

@@ -2,61 +2,13 @@
 //! cache (miss, solve, hit, stale, invalidated, evicted) and late binding's shape.
 
 use super::*;
-use codec::CodeSpec;
-use model::{CodeLayout, Placement, QueueState};
+use crate::ecstore::test_view::TestView;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-const RS22: CodeSpec = CodeSpec::Rs { k: 2, m: 2 };
-
-struct View {
-    placement: Placement,
-    layout: CodeLayout,
-    queues: Vec<u64>,
-    down: Vec<bool>,
-    probes: u32,
-}
-
-impl View {
-    /// Stripes on the nodes given, 8 nodes of 1 MB/s and 1 ms per task.
-    fn new(stripes: &[[u32; 4]]) -> View {
-        let nodes = stripes.iter().flatten().map(|&n| NodeId(n)).collect();
-        View {
-            placement: Placement::new(RS22, 8, nodes).unwrap(),
-            layout: CodeLayout::new(RS22).unwrap(),
-            queues: vec![0; 8],
-            down: vec![false; 8],
-            probes: 0,
-        }
-    }
-}
-
-impl ClusterView for View {
-    fn placement(&self) -> &Placement {
-        &self.placement
-    }
-    fn layout(&self) -> &CodeLayout {
-        &self.layout
-    }
-    fn node_rate_bytes_per_s(&self, _node: NodeId) -> f64 {
-        1e6
-    }
-    fn node_task_overhead_ns(&self, _node: NodeId) -> u64 {
-        1_000_000
-    }
-    fn frontend_count(&self) -> u32 {
-        1
-    }
-    fn frontend_state(&self) -> crate::fec::FrontendState {
-        crate::fec::FrontendState::unbounded()
-    }
-    fn probe(&mut self, node: NodeId) -> QueueState {
-        self.probes += 1;
-        QueueState { bytes: self.queues[node.index()], tasks: 1 }
-    }
-    fn node_unavailable(&self, node: NodeId) -> bool {
-        self.down[node.index()]
-    }
+/// Stripes on the nodes given, 8 nodes of 1 MB/s and 1 ms per task.
+fn view(stripes: &[[u32; 4]]) -> TestView {
+    TestView::new(8, stripes, 1e6, 1_000_000)
 }
 
 fn policy(kind: AccessKind, extra_reads: u8) -> AccessPolicy {
@@ -81,7 +33,7 @@ fn rng() -> ChaCha8Rng {
 
 #[test]
 fn random_reads_k_distinct_units_spread_over_all_and_avoids_nodes_known_down() {
-    let mut view = View::new(&[[0, 1, 2, 3]]);
+    let mut view = view(&[[0, 1, 2, 3]]);
     let mut policy = policy(AccessKind::Random, 0);
     let mut seen = BTreeSet::new();
     let mut rng = rng();
@@ -106,7 +58,7 @@ fn random_reads_k_distinct_units_spread_over_all_and_avoids_nodes_known_down() {
 
 #[test]
 fn data_first_reads_the_data_units_and_parity_only_for_a_unit_down() {
-    let mut view = View::new(&[[0, 1, 2, 3]]);
+    let mut view = view(&[[0, 1, 2, 3]]);
     let mut policy = policy(AccessKind::DataFirst, 0);
     let plan = policy.plan_batch(&mut view, &blocks(&[0]), &mut rng());
     assert_eq!(units(&plan.blocks[0]), vec![0, 1]);
@@ -125,7 +77,7 @@ fn data_first_reads_the_data_units_and_parity_only_for_a_unit_down() {
 
 #[test]
 fn one_block_is_solved_at_once_as_its_k_cheapest_units() {
-    let mut view = View::new(&[[0, 1, 2, 3]]);
+    let mut view = view(&[[0, 1, 2, 3]]);
     let mut policy = policy(AccessKind::Cost, 0);
     // Node 0 has a second's work queued (1 MB at 1 MB/s): after a refresh it is dearest.
     view.queues[0] = 1_000_000;
@@ -143,7 +95,7 @@ fn one_block_is_solved_at_once_as_its_k_cheapest_units() {
 #[test]
 fn a_batch_gets_the_greedy_plan_then_the_cached_exact_one() {
     // Blocks 0 and 1 share nodes 4 and 5 (their parity); their data are apart.
-    let mut view = View::new(&[[0, 1, 4, 5], [2, 3, 4, 5], [6, 7, 0, 1]]);
+    let mut view = view(&[[0, 1, 4, 5], [2, 3, 4, 5], [6, 7, 0, 1]]);
     let mut policy = policy(AccessKind::Cost, 0);
     policy.refresh(&mut view, 0);
     let first = policy.plan_batch(&mut view, &blocks(&[1, 0]), &mut rng());
@@ -169,7 +121,7 @@ fn a_batch_gets_the_greedy_plan_then_the_cached_exact_one() {
 
 #[test]
 fn moved_costs_make_cached_plans_stale_and_a_moved_unit_drops_them() {
-    let mut view = View::new(&[[0, 1, 4, 5], [2, 3, 4, 5], [6, 7, 0, 1]]);
+    let mut view = view(&[[0, 1, 4, 5], [2, 3, 4, 5], [6, 7, 0, 1]]);
     let mut policy = policy(AccessKind::Cost, 0);
     policy.refresh(&mut view, 0);
     policy.plan_batch(&mut view, &blocks(&[0, 1]), &mut rng());
@@ -204,7 +156,7 @@ fn moved_costs_make_cached_plans_stale_and_a_moved_unit_drops_them() {
 #[test]
 fn the_cache_holds_at_most_its_capacity_and_the_solve_queue_its_bound() {
     let stripes: Vec<[u32; 4]> = (0..8).map(|s| [s % 8, (s + 1) % 8, (s + 2) % 8, (s + 3) % 8]).collect();
-    let mut view = View::new(&stripes);
+    let mut view = view(&stripes);
     let settings = AccessSettings { cache_capacity: 2, max_pending_solves: 3, ..AccessSettings::default() };
     let mut policy = AccessPolicy::new(settings, 2).unwrap();
     for pair in [[0, 1], [2, 3], [4, 5], [6, 7]] {
@@ -223,7 +175,7 @@ fn the_cache_holds_at_most_its_capacity_and_the_solve_queue_its_bound() {
 
 #[test]
 fn late_binding_reads_k_plus_delta_and_cancels_only_when_asked() {
-    let mut view = View::new(&[[0, 1, 2, 3], [4, 5, 6, 7]]);
+    let mut view = view(&[[0, 1, 2, 3], [4, 5, 6, 7]]);
     for kind in [AccessKind::Random, AccessKind::DataFirst, AccessKind::Cost] {
         let mut lb = policy(kind, 1);
         let plan = lb.plan_batch(&mut view, &blocks(&[0, 1]), &mut rng());

@@ -2,54 +2,13 @@
 //! statistics, nothing to or from a node that is down, and its settings' checks.
 
 use super::*;
-use codec::CodeSpec;
-use model::{CodeLayout, Placement, QueueState};
+use crate::ecstore::test_view::TestView;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-const RS22: CodeSpec = CodeSpec::Rs { k: 2, m: 2 };
-
-struct View {
-    placement: Placement,
-    layout: CodeLayout,
-    down: Vec<bool>,
-}
-
-impl ClusterView for View {
-    fn placement(&self) -> &Placement {
-        &self.placement
-    }
-    fn layout(&self) -> &CodeLayout {
-        &self.layout
-    }
-    fn node_rate_bytes_per_s(&self, _node: NodeId) -> f64 {
-        1e8
-    }
-    fn node_task_overhead_ns(&self, _node: NodeId) -> u64 {
-        2_000_000
-    }
-    fn frontend_count(&self) -> u32 {
-        1
-    }
-    fn frontend_state(&self) -> crate::fec::FrontendState {
-        crate::fec::FrontendState::unbounded()
-    }
-    fn probe(&mut self, _node: NodeId) -> QueueState {
-        QueueState::default()
-    }
-    fn node_unavailable(&self, node: NodeId) -> bool {
-        self.down[node.index()]
-    }
-}
-
 /// Blocks 0 and 1 on disjoint nodes 0–3 and 4–7 of 10; uniform costs and loads.
-fn view() -> View {
-    let nodes = [0, 1, 2, 3, 4, 5, 6, 7].into_iter().map(NodeId).collect();
-    View {
-        placement: Placement::new(RS22, 10, nodes).unwrap(),
-        layout: CodeLayout::new(RS22).unwrap(),
-        down: vec![false; 10],
-    }
+fn view() -> TestView {
+    TestView::new(10, &[[0, 1, 2, 3], [4, 5, 6, 7]], 1e8, 2_000_000)
 }
 
 fn sites() -> Vec<SiteCost> {
