@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use crate::error::{NodeError, UnitId};
 use crate::queue::{QueueLimits, QueueSnapshot, QueuedTask, TaskId, TaskQueue};
 use crate::service_model::{ModelState, ServiceModel};
-use crate::store::{StagedUnit, UnitStore};
+use crate::store::{UnitStore, UnitWrite};
 
 /// How a task ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,7 +87,7 @@ type Reply<T> = oneshot::Sender<(Result<T, NodeError>, TaskTiming)>;
 #[derive(Debug)]
 enum Work {
     Read { unit: UnitId, offset: u64, length: u64, reply: Reply<Bytes> },
-    Write { staged: StagedUnit, reply: Reply<()> },
+    Write { write: UnitWrite, reply: Reply<()> },
     Background,
 }
 
@@ -238,12 +238,12 @@ impl Scheduler {
     }
 
     /// Commits a fully received unit through the queue; returns once it is durable. Dropping the
-    /// future while the task waits cancels it (the staged file is removed); once a worker has begun
-    /// the commit it completes.
-    pub async fn write(&self, staged: StagedUnit) -> Result<TaskTiming, NodeError> {
-        let bytes = staged.total_len();
+    /// future while the task waits cancels it (a staged file is removed, an image never reaches the
+    /// disk); once a worker has begun the commit it completes.
+    pub async fn write(&self, write: UnitWrite) -> Result<TaskTiming, NodeError> {
+        let bytes = write.data_len();
         let (reply, done) = oneshot::channel();
-        let id = self.admit(bytes, Work::Write { staged, reply })?;
+        let id = self.admit(bytes, Work::Write { write, reply })?;
         let (result, timing) = self.await_task(id, done).await?;
         result.map(|()| timing)
     }
@@ -332,9 +332,9 @@ impl Scheduler {
                 }
                 "read"
             }
-            Work::Write { staged, reply } => {
+            Work::Write { write, reply } => {
                 let store = Arc::clone(&self.store);
-                let io = blocking(move || store.commit(staged));
+                let io = blocking(move || store.commit_write(write));
                 // A commit that began completes even if the requester left: half a rename is worse.
                 let result = emulate(service_time, replace_real_io, io).await;
                 timing.finish_ns = self.now_ns();
@@ -461,6 +461,7 @@ impl Drop for CancelOnDrop<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::UnitImage;
 
     fn scheduler(dir: &std::path::Path, model: ServiceModel) -> Arc<Scheduler> {
         let store = Arc::new(UnitStore::open(dir, 1 << 30).unwrap());
@@ -469,16 +470,9 @@ mod tests {
     }
 
     async fn put(scheduler: &Scheduler, unit: UnitId, data: &[u8]) -> TaskTiming {
-        let store = Arc::clone(scheduler.store());
-        let data = data.to_vec();
-        let staged = blocking(move || {
-            let mut staged = store.begin_write(unit, data.len() as u64)?;
-            staged.append(&data)?;
-            Ok(staged)
-        })
-        .await
-        .unwrap();
-        scheduler.write(staged).await.unwrap()
+        let mut image = UnitImage::buffer(data.len());
+        image.extend_from_slice(data);
+        scheduler.write(UnitWrite::Image(UnitImage::new(unit, image))).await.unwrap()
     }
 
     fn model(overhead_ms: u64, rate_bytes_per_s: f64) -> ServiceModel {
@@ -585,12 +579,19 @@ mod tests {
         let store = Arc::clone(scheduler.store());
         let mut staged = store.begin_write(UnitId::new(5, 1), 3).unwrap();
         staged.append(b"abc").unwrap();
-        assert!(tokio::time::timeout(Duration::from_millis(30), scheduler.write(staged)).await.is_err());
+        let mut image = UnitImage::buffer(3);
+        image.extend_from_slice(b"xyz");
+        let writes = [UnitWrite::Staged(staged), UnitWrite::Image(UnitImage::new(UnitId::new(5, 2), image))];
+        for write in writes {
+            assert!(tokio::time::timeout(Duration::from_millis(30), scheduler.write(write)).await.is_err());
+        }
         assert_eq!(scheduler.queue_snapshot().queued_tasks, 0);
         busy.await.unwrap().unwrap();
-        assert_eq!(store.unit_len(UnitId::new(5, 1)), None, "the cancelled write never became visible");
+        for cancelled in [UnitId::new(5, 1), UnitId::new(5, 2)] {
+            assert_eq!(store.unit_len(cancelled), None, "the cancelled write never became visible");
+        }
         let files = std::fs::read_dir(dir.path().join("units")).unwrap().count();
-        assert_eq!(files, 1, "only the first unit; the staged file is gone");
+        assert_eq!(files, 1, "only the first unit; the staged file is gone, the image never written");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::error::{NodeError, UnitId};
 use crate::proto::{self, node_server, write_unit_request::Part};
 use crate::scheduler::{Scheduler, TaskOutcome, TaskTiming, blocking};
-use crate::store::ConditionalDelete;
+use crate::store::{ConditionalDelete, UnitWrite};
 
 /// Metadata entry that carries the cluster secret.
 pub const SECRET_METADATA_KEY: &str = "x-lowtail-secret";
@@ -128,7 +128,7 @@ impl NodeService {
             ))
             .into());
         }
-        let timing = self.scheduler.write(staged).await?;
+        let timing = self.scheduler.write(UnitWrite::Staged(staged)).await?;
         Ok(proto::WriteUnitResponse { timing: Some(timing.into()) })
     }
 

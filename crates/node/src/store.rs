@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::error::{NodeError, UnitId};
 
@@ -100,16 +100,15 @@ fn parse_unit_file_name(name: &str) -> Option<UnitId> {
     Some(UnitId::new(u64::from_str_radix(stripe, 16).ok()?, u16::from_str_radix(unit, 16).ok()?))
 }
 
-fn sync_dir(dir: &Path) -> Result<(), NodeError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| NodeError::io(dir, e))
-}
-
 /// The units stored on this node's disk.
 #[derive(Debug)]
 pub struct UnitStore {
     /// The data directory's lock, held while the store lives: one process per directory.
     _dir_lock: fs::File,
     units_dir: PathBuf,
+    /// The units directory, open for the life of the store: every commit and delete fsyncs it,
+    /// and opening it each time cost a path walk per unit written.
+    units_dir_handle: File,
     max_unit_bytes: u64,
     /// Every committed unit with its data length and generation; mirrors the directory. A commit's
     /// rename and a conditional delete's unlink happen under this lock, so a generation checked
@@ -196,6 +195,7 @@ impl UnitStore {
         let units_dir = data_dir.join("units");
         fs::create_dir_all(&units_dir).map_err(|e| NodeError::io(&units_dir, e))?;
         let dir_lock = lock_data_dir(data_dir)?;
+        let units_dir_handle = File::open(&units_dir).map_err(|e| NodeError::io(&units_dir, e))?;
         let mut index = BTreeMap::new();
         let mut corrupt = BTreeSet::new();
         let mut generation = first_generation();
@@ -230,6 +230,7 @@ impl UnitStore {
         Ok(Self {
             _dir_lock: dir_lock,
             units_dir,
+            units_dir_handle,
             max_unit_bytes,
             index: Mutex::new(index),
             corrupt: Mutex::new(corrupt),
@@ -273,9 +274,21 @@ impl UnitStore {
         changed
     }
 
+    /// Makes a rename or unlink in the units directory durable.
+    fn sync_dir(&self) -> Result<(), NodeError> {
+        self.units_dir_handle.sync_all().map_err(|e| NodeError::io(&self.units_dir, e))
+    }
+
     /// Starts a streaming write of `total_len` bytes: creates a temp file and writes the header.
     /// Nothing is visible until [`UnitStore::commit`]; dropping the [`StagedUnit`] removes it.
     pub fn begin_write(&self, id: UnitId, total_len: u64) -> Result<StagedUnit, NodeError> {
+        let mut staged = self.create_temp(id, total_len)?;
+        staged.write_all_at(&encode_header(id, total_len), 0)?;
+        Ok(staged)
+    }
+
+    /// A new, empty temp file for a unit of `total_len` bytes (refused over the limit).
+    fn create_temp(&self, id: UnitId, total_len: u64) -> Result<StagedUnit, NodeError> {
         if total_len > self.max_unit_bytes {
             return Err(NodeError::InvalidArgument(format!(
                 "unit {id} of {total_len} bytes exceeds the limit of {} bytes",
@@ -290,7 +303,7 @@ impl UnitStore {
             .create_new(true)
             .open(&temp_path)
             .map_err(|e| NodeError::io(&temp_path, e))?;
-        let mut staged = StagedUnit {
+        Ok(StagedUnit {
             id,
             total_len,
             written: 0,
@@ -300,9 +313,7 @@ impl UnitStore {
             block_crc: 0,
             block_fill: 0,
             committed: false,
-        };
-        staged.write_all_at(&encode_header(id, total_len), 0)?;
-        Ok(staged)
+        })
     }
 
     /// Makes a fully written unit durable and visible: appends the checksum table, fsyncs the
@@ -321,6 +332,31 @@ impl UnitStore {
         assert_eq!(staged.block_crcs.len() as u64, block_count(staged.total_len), "one checksum per block");
         let table: Vec<u8> = staged.block_crcs.iter().flat_map(|crc| crc.to_le_bytes()).collect();
         staged.write_all_at(&table, HEADER_BYTES + staged.total_len)?;
+        self.publish(staged)
+    }
+
+    /// Writes a unit held whole in memory ([`UnitImage`]) durably and makes it visible, as
+    /// [`UnitStore::commit`] does for a streamed one, with one write of the whole file.
+    pub fn commit_image(&self, image: UnitImage) -> Result<(), NodeError> {
+        let UnitImage { id, mut file_image } = image;
+        let data_len = file_image.len() as u64 - HEADER_BYTES;
+        let mut staged = self.create_temp(id, data_len)?;
+        file_image[..HEADER_BYTES as usize].copy_from_slice(&encode_header(id, data_len));
+        let table: Vec<u8> = file_image[HEADER_BYTES as usize..]
+            .chunks(BLOCK_BYTES as usize)
+            .flat_map(|block| crc32c::crc32c(block).to_le_bytes())
+            .collect();
+        assert_eq!(table.len() as u64, CRC_BYTES * block_count(data_len), "one checksum per block");
+        file_image.extend_from_slice(&table);
+        debug_assert_eq!(file_image.len() as u64, file_len(data_len));
+        staged.write_all_at(&file_image, 0)?;
+        staged.written = data_len;
+        self.publish(staged)
+    }
+
+    /// Fsyncs a complete temp file, renames it over any previous version of its unit and fsyncs
+    /// the directory.
+    fn publish(&self, mut staged: StagedUnit) -> Result<(), NodeError> {
         staged.file.sync_all().map_err(|e| NodeError::io(&staged.temp_path, e))?;
         let final_path = self.unit_path(staged.id);
         {
@@ -336,7 +372,7 @@ impl UnitStore {
                 self.stored_bytes.fetch_sub(replaced.data_len, Ordering::Relaxed);
             }
         }
-        sync_dir(&self.units_dir)?;
+        self.sync_dir()?;
         // A rewrite (repair) replaces the bad bytes, so the unit is no longer corrupt.
         self.set_corrupt(staged.id, false);
         Ok(())
@@ -404,7 +440,7 @@ impl UnitStore {
             Err(e) => return Err(NodeError::io(&path, e)),
         };
         if existed {
-            sync_dir(&self.units_dir)?;
+            self.sync_dir()?;
         }
         if let Some(removed) = self.index().remove(&id) {
             self.stored_bytes.fetch_sub(removed.data_len, Ordering::Relaxed);
@@ -458,7 +494,7 @@ impl UnitStore {
             }
         }
         self.set_corrupt(id, false);
-        sync_dir(&self.units_dir)?;
+        self.sync_dir()?;
         Ok(ConditionalDelete::Deleted)
     }
 
@@ -516,6 +552,66 @@ fn header_of(file: &File, path: &Path, id: UnitId) -> Result<Result<u64, String>
         Ok(()) => Ok(decode_header(&header, id)),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(Err("file shorter than its header".into())),
         Err(e) => Err(NodeError::io(path, e)),
+    }
+}
+
+/// A small unit's whole file image in memory: room for the header, then the data as it was
+/// received (the checksum table is added at the commit). It costs one `pwrite` and no temp file
+/// until its task is served, where a [`StagedUnit`] costs a blocking call per chunk.
+#[derive(Debug)]
+pub struct UnitImage {
+    id: UnitId,
+    file_image: BytesMut,
+}
+
+impl UnitImage {
+    /// An empty buffer for a `data_len`-byte unit: [`HEADER_BYTES`] of room for the header, then
+    /// capacity for the data and its checksum table. Append exactly the data to it.
+    pub fn buffer(data_len: usize) -> BytesMut {
+        let blocks = block_count(data_len as u64) as usize;
+        let mut buffer = BytesMut::with_capacity(HEADER_BYTES as usize + data_len + CRC_BYTES as usize * blocks);
+        buffer.extend_from_slice(&[0u8; HEADER_BYTES as usize]);
+        buffer
+    }
+
+    /// The image of `id` from a [`UnitImage::buffer`] its data was appended to.
+    pub fn new(id: UnitId, buffer: BytesMut) -> Self {
+        assert!(buffer.len() as u64 >= HEADER_BYTES, "a unit image starts with room for its header");
+        Self { id, file_image: buffer }
+    }
+
+    /// The unit's data length.
+    pub fn data_len(&self) -> u64 {
+        self.file_image.len() as u64 - HEADER_BYTES
+    }
+}
+
+/// A unit's bytes waiting for their commit: streamed into a temp file, or whole in memory.
+#[derive(Debug)]
+pub enum UnitWrite {
+    /// A large unit, appended chunk by chunk as it arrived ([`UnitStore::commit`]).
+    Staged(StagedUnit),
+    /// A small unit held whole ([`UnitStore::commit_image`]).
+    Image(UnitImage),
+}
+
+impl UnitWrite {
+    /// The unit's data length.
+    pub fn data_len(&self) -> u64 {
+        match self {
+            Self::Staged(staged) => staged.total_len(),
+            Self::Image(image) => image.data_len(),
+        }
+    }
+}
+
+impl UnitStore {
+    /// Commits either kind of [`UnitWrite`].
+    pub fn commit_write(&self, write: UnitWrite) -> Result<(), NodeError> {
+        match write {
+            UnitWrite::Staged(staged) => self.commit(staged),
+            UnitWrite::Image(image) => self.commit_image(image),
+        }
     }
 }
 
@@ -655,6 +751,35 @@ mod tests {
         assert!(!store.delete(id).unwrap());
         assert!(matches!(store.read_range(id, 0, 1), Err(NodeError::NotFound(_))));
         assert_eq!(store.unit_count(), 0);
+    }
+
+    #[test]
+    fn an_image_commit_writes_the_file_a_streamed_write_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 20).unwrap();
+        for (stripe, len) in [(1, 0), (2, 1), (3, BLOCK_BYTES as usize), (4, 2 * BLOCK_BYTES as usize + 17)] {
+            let data = pattern(len, stripe as u8);
+            let (streamed, imaged) = (UnitId::new(stripe, 0), UnitId::new(stripe, 1));
+            write(&store, streamed, &data, 1000);
+            let mut image = UnitImage::buffer(len);
+            image.extend_from_slice(&data);
+            store.commit_image(UnitImage::new(imaged, image)).unwrap();
+            assert_eq!(store.read_range(imaged, 0, len as u64).unwrap(), data);
+            assert_eq!(store.unit_len(imaged), Some(len as u64));
+            let (a, b) =
+                (std::fs::read(store.path_of(streamed)).unwrap(), std::fs::read(store.path_of(imaged)).unwrap());
+            assert_eq!(a.len() as u64, file_len(len as u64));
+            // Byte for byte but for the unit index in the header and the header's checksum.
+            assert_eq!(a[HEADER_BYTES as usize..], b[HEADER_BYTES as usize..], "{len} bytes");
+        }
+        let mut too_long = UnitImage::buffer((1 << 20) + 1);
+        too_long.extend_from_slice(&pattern((1 << 20) + 1, 9));
+        assert!(matches!(
+            store.commit_image(UnitImage::new(UnitId::new(9, 0), too_long)),
+            Err(NodeError::InvalidArgument(_))
+        ));
+        assert_eq!(store.unit_count(), 8, "the refused image changed nothing");
+        assert_eq!(std::fs::read_dir(dir.path().join("units")).unwrap().count(), 8, "and left no temp file");
     }
 
     #[test]

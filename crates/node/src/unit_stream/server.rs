@@ -22,7 +22,7 @@ use super::wire::{self, Op, Request, ResponseHead};
 use crate::error::{NodeError, UnitId};
 use crate::scheduler::{Scheduler, TaskTiming, blocking};
 use crate::server::SecretCheck;
-use crate::store::StagedUnit;
+use crate::store::{UnitImage, UnitWrite};
 
 /// Most unit-stream connections a node keeps open; one more is refused with `ResourceExhausted`.
 pub const MAX_CONNECTIONS: usize = 4096;
@@ -30,7 +30,8 @@ pub const MAX_CONNECTIONS: usize = 4096;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// An idle unit-stream connection is closed after this long (the client's pool drops them sooner).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
-/// Bytes of a write received per blocking append; a unit up to this size costs one hand-off.
+/// Bytes of a write received per blocking append. A unit up to this size is received whole into
+/// memory and written by its task in one call (one hand-off to the blocking pool, one `pwrite`).
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 /// Most time spent draining a refused request's bytes so that its client reads the refusal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -162,14 +163,14 @@ impl StreamServer {
         }
     }
 
-    /// Serves one write: receives the unit's bytes into a staged file, commits it through the
-    /// queue, answers once it is durable.
+    /// Serves one write: receives the unit's bytes (into memory or a staged file), commits them
+    /// through the queue, answers once they are durable.
     async fn write(&self, stream: &mut TcpStream, request: Request) -> io::Result<()> {
         let began = Instant::now();
         let result = match self.receive(stream, request.unit, request.length).await? {
-            Ok(staged) => {
+            Ok(write) => {
                 let (mut reader, _) = stream.split();
-                until_client_leaves(&mut reader, self.scheduler.write(staged)).await?
+                until_client_leaves(&mut reader, self.scheduler.write(write)).await?
             }
             Err((error, unread)) => {
                 // The refusal first (the client reads it once it has sent the rest), then the rest
@@ -186,22 +187,25 @@ impl StreamServer {
         }
     }
 
-    /// Receives a write's `total_len` bytes into a staged unit. `Ok(Err((error, unread)))` is a
-    /// refusal with `unread` bytes of the body still on the connection; `Err` is a broken
-    /// connection.
+    /// Receives a write's `total_len` bytes: whole into memory up to [`WRITE_CHUNK_BYTES`], else
+    /// into a staged file chunk by chunk. `Ok(Err((error, unread)))` is a refusal with `unread`
+    /// bytes of the body still on the connection; `Err` is a broken connection.
     async fn receive(
         &self,
         stream: &mut TcpStream,
         unit: UnitId,
         total_len: u64,
-    ) -> io::Result<Result<StagedUnit, (NodeError, u64)>> {
+    ) -> io::Result<Result<UnitWrite, (NodeError, u64)>> {
         let store = Arc::clone(self.scheduler.store());
         if total_len > store.max_unit_bytes() {
             let error = store.begin_write(unit, total_len).expect_err("over the limit, refused before any I/O");
             return Ok(Err((error, total_len)));
         }
-        // The first chunk is received before the file is created, so a small unit costs one
-        // hand-off to the blocking pool, not two.
+        if total_len <= WRITE_CHUNK_BYTES as u64 {
+            let mut image = UnitImage::buffer(total_len as usize);
+            receive_into(stream, &mut image, total_len as usize).await?;
+            return Ok(Ok(UnitWrite::Image(UnitImage::new(unit, image))));
+        }
         let first = receive_chunk(stream, total_len).await?;
         let mut rest = total_len - first.len() as u64;
         let begun = blocking(move || {
@@ -223,7 +227,7 @@ impl StreamServer {
                 Err(error) => return Ok(Err((error, rest))),
             };
         }
-        Ok(Ok(staged))
+        Ok(Ok(UnitWrite::Staged(staged)))
     }
 }
 
@@ -245,14 +249,21 @@ async fn until_client_leaves<T>(
 async fn receive_chunk(stream: &mut TcpStream, rest: u64) -> io::Result<BytesMut> {
     let want = usize::try_from(rest.min(WRITE_CHUNK_BYTES as u64)).expect("at most a chunk");
     let mut chunk = BytesMut::with_capacity(want);
+    receive_into(stream, &mut chunk, want).await?;
+    Ok(chunk)
+}
+
+/// Appends exactly `want` bytes from `stream` to `buffer` (its spare capacity is not zeroed first).
+async fn receive_into(stream: &mut TcpStream, buffer: &mut BytesMut, want: usize) -> io::Result<()> {
+    let end = buffer.len() + want;
     let mut limited = (&mut *stream).take(want as u64);
     // Bounded: every pass adds at least one byte or ends.
-    while chunk.len() < want {
-        if limited.read_buf(&mut chunk).await? == 0 {
+    while buffer.len() < end {
+        if limited.read_buf(buffer).await? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
     }
-    Ok(chunk)
+    Ok(())
 }
 
 /// Reads and discards the `unread` bytes of a refused request so the client, still sending them,
