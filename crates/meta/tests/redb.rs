@@ -43,6 +43,22 @@ async fn reopening_keeps_data() {
     assert!(store.allocate_stripe_id().await.unwrap() > stripe_id);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_reserved_in_blocks_increase_across_blocks_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut last = StripeId(0);
+    for _ in 0..3 {
+        let store = RedbStore::open(dir.path()).unwrap();
+        // More than a reserved block (256) per open, so refills happen within a run and a restart
+        // lands mid-block.
+        for _ in 0..300 {
+            let id = store.allocate_stripe_id().await.unwrap();
+            assert!(id > last, "{id:?} after {last:?}");
+            last = id;
+        }
+    }
+}
+
 /// Environment variable that turns `crash_writer` into the child process of `crash_loses_nothing_acknowledged`.
 const CRASH_DIR_VAR: &str = "LOWTAIL_META_CRASH_DIR";
 
