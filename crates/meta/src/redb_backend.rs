@@ -293,14 +293,21 @@ impl Backend for RedbBackend {
         T: Send + 'static,
         F: Fn(&mut dyn Kv) -> TxnFuture<'_, T> + Send + Sync + 'static,
     {
-        let (reply, answer) = tokio::sync::oneshot::channel();
+        let (reply, mut answer) = tokio::sync::oneshot::channel();
         self.queue.lock().expect("write queue lock").push(Box::new(Queued { body, outcome: None, reply }));
-        {
-            // Whoever holds the lock commits what is queued; ours may go with an earlier group.
+        // Whoever holds the lock commits the head of the queue; ours may go with an earlier group.
+        // Bounded: our write is in the queue until answered and every group takes its head, so it
+        // is committed within (its position / MAX_GROUP) + 1 passes.
+        loop {
             let _writer = self.writer.lock().await;
-            self.commit_group().await?;
+            match answer.try_recv() {
+                Ok(result) => return result,
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => self.commit_group().await?,
+                Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
+                    return Err(MetaError::Backend("the group commit ended without an answer".into()));
+                }
+            }
         }
-        answer.await.map_err(|_| MetaError::Backend("the group commit ended without an answer".into()))?
     }
 
     async fn read<T, F>(&self, body: F) -> Result<T>
