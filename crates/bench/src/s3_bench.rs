@@ -424,9 +424,11 @@ async fn run_cell(
             max_requests: config.max_requests_per_phase,
         })
         .collect();
+    let order = turn_order(plans.len(), cell.round);
     let nothing_written = Arc::new(Vec::new());
-    let mut written = Vec::with_capacity(plans.len());
-    for plan in &plans {
+    let mut written = vec![Arc::clone(&nothing_written); plans.len()];
+    for &index in &order {
+        let plan = &plans[index];
         let tally = run_recorded(plan, cell, S3Op::Put, &nothing_written, bar, collected).await?;
         ensure!(
             !tally.written.is_empty(),
@@ -435,14 +437,23 @@ async fn run_cell(
             format_byte_size(cell.object_bytes),
             tally.first_errors.join("; ")
         );
-        written.push(Arc::new(tally.written));
+        written[index] = Arc::new(tally.written);
     }
     for op in [S3Op::Get, S3Op::Delete] {
-        for (plan, written) in plans.iter().zip(&written) {
-            run_recorded(plan, cell, op, written, bar, collected).await?;
+        for &index in &order {
+            run_recorded(&plans[index], cell, op, &written[index], bar, collected).await?;
         }
     }
     Ok(())
+}
+
+/// The order in which `targets` take their turns in `round` (from 1): as given in odd rounds,
+/// reversed in even ones. A phase runs right after the other target's phase of the same kind and
+/// inherits what that one left the machine doing (a PUT's page-cache writeback, compactions): one
+/// fixed order charged it to the same target every round (docs/benchmarks.md: one build's 4 KiB
+/// GET p99 2–3× the other's, whichever build ran first and so read right after the other's PUT).
+fn turn_order(targets: usize, round: usize) -> Vec<usize> {
+    if round % 2 == 1 { (0..targets).collect() } else { (0..targets).rev().collect() }
 }
 
 /// Runs one phase and keeps its row and failures.
@@ -579,7 +590,7 @@ fn legend(report: &S3BenchReport) -> String {
     format!(
         "{targets}\n\
          {rounds} round(s); in each, for every concurrency and object size, a PUT, a GET and a DELETE phase, the \
-         targets taking turns phase by phase; PUT and GET phases {seconds:.1} s each, closed loop (each client sends \
+         targets taking turns phase by phase (in the order given in odd rounds, reversed in even ones); PUT and GET phases {seconds:.1} s each, closed loop (each client sends \
          its next request when its last one ends), AWS SDK for Rust without retries, bucket {bucket}.\n\
          PUT writes new keys of random bytes; GET reads random keys of that target's PUT phase to the end, checks \
          every length and the bytes of every {VERIFY_EVERY}th; DELETE deletes every key that PUT phase wrote, once.\n\
@@ -602,6 +613,14 @@ fn legend(report: &S3BenchReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_alternate_the_first_turn_by_round() {
+        assert_eq!(turn_order(2, 1), [0, 1]);
+        assert_eq!(turn_order(2, 2), [1, 0]);
+        assert_eq!(turn_order(2, 3), [0, 1]);
+        assert_eq!(turn_order(1, 2), [0]);
+    }
     use crate::s3_client::S3Endpoint;
     use crate::s3_phase::new_histogram;
     use std::path::PathBuf;

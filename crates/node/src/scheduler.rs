@@ -307,7 +307,14 @@ impl Scheduler {
             }
             Work::Read { unit, offset, length, mut reply } => {
                 let store = Arc::clone(&self.store);
-                let io = blocking(move || store.read_range(unit, offset, length));
+                // A read the page cache holds is served here, on the runtime thread; only one that
+                // would wait for the device goes to the blocking pool (two thread hand-offs).
+                let io = async move {
+                    match store.read_range_cached(unit, offset, length) {
+                        Some(result) => result,
+                        None => blocking(move || store.read_range(unit, offset, length)).await,
+                    }
+                };
                 let served = tokio::select! {
                     result = emulate(service_time, replace_real_io, io) => Some(result),
                     // The requester went away: stop spending (emulated) disk time on it.

@@ -382,46 +382,91 @@ impl UnitStore {
     /// touches (and only those). A failed checksum marks the unit corrupt and returns
     /// [`NodeError::Corrupt`]; blocks that verify can still be read.
     pub fn read_range(&self, id: UnitId, offset: u64, length: u64) -> Result<Bytes, NodeError> {
+        self.read_range_in(id, offset, length, ReadFrom::Device).expect("a read from the device always answers")
+    }
+
+    /// [`UnitStore::read_range`] from the page cache only: `None` when any of the bytes would have
+    /// to wait for the device (then read on the blocking pool). Lets the node serve a cached read
+    /// on its runtime thread without two thread hand-offs; opening the file may still wait for an
+    /// uncached inode.
+    pub fn read_range_cached(&self, id: UnitId, offset: u64, length: u64) -> Option<Result<Bytes, NodeError>> {
+        self.read_range_in(id, offset, length, ReadFrom::PageCache)
+    }
+
+    fn read_range_in(&self, id: UnitId, offset: u64, length: u64, from: ReadFrom) -> Option<Result<Bytes, NodeError>> {
         let path = self.unit_path(id);
         let file = match File::open(&path) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(NodeError::NotFound(id)),
-            Err(e) => return Err(NodeError::io(&path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Err(NodeError::NotFound(id))),
+            Err(e) => return Some(Err(NodeError::io(&path, e))),
         };
-        let data_len = match header_of(&file, &path, id)? {
+        let mut header = Vec::with_capacity(HEADER_BYTES as usize);
+        match read_at(&file, &mut header, HEADER_BYTES as usize, 0, from) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Some(Err(self.mark_corrupt(id, "file shorter than its header".into())));
+            }
+            Err(e) => return Some(Err(NodeError::io(&path, e))),
+        }
+        let header: &[u8; HEADER_BYTES as usize] = header.as_slice().try_into().expect("a whole header");
+        let data_len = match decode_header(header, id) {
             Ok(data_len) => data_len,
-            Err(what) => return Err(self.mark_corrupt(id, what)),
+            Err(what) => return Some(Err(self.mark_corrupt(id, what))),
         };
         let end = offset.checked_add(length).filter(|&end| end <= data_len);
         let Some(end) = end else {
-            return Err(NodeError::OutOfRange { unit: id, offset, length, unit_len: data_len });
+            return Some(Err(NodeError::OutOfRange { unit: id, offset, length, unit_len: data_len }));
         };
-        let actual_len = file.metadata().map_err(|e| NodeError::io(&path, e))?.len();
+        let actual_len = match file.metadata() {
+            Ok(metadata) => metadata.len(),
+            Err(e) => return Some(Err(NodeError::io(&path, e))),
+        };
         if actual_len != file_len(data_len) {
             let what = format!("file is {actual_len} bytes, expected {}", file_len(data_len));
-            return Err(self.mark_corrupt(id, what));
+            return Some(Err(self.mark_corrupt(id, what)));
         }
         if length == 0 {
-            return Ok(Bytes::new());
+            return Some(Ok(Bytes::new()));
         }
+        self.read_blocks(id, &file, data_len, (offset, end), from)
+    }
+
+    /// The verified bytes `range` of a unit whose header said `data_len`: the blocks it touches and
+    /// their checksums are read, then checked.
+    fn read_blocks(
+        &self,
+        id: UnitId,
+        file: &File,
+        data_len: u64,
+        (offset, end): (u64, u64),
+        from: ReadFrom,
+    ) -> Option<Result<Bytes, NodeError>> {
         let first_block = offset / BLOCK_BYTES;
         let last_block = (end - 1) / BLOCK_BYTES;
         let span_start = first_block * BLOCK_BYTES;
         let span_end = ((last_block + 1) * BLOCK_BYTES).min(data_len);
-        let span =
-            read_span(&file, HEADER_BYTES + span_start, span_end - span_start).map_err(|e| NodeError::io(&path, e))?;
-        let mut crcs = vec![0u8; ((last_block - first_block + 1) * CRC_BYTES) as usize];
-        file.read_exact_at(&mut crcs, HEADER_BYTES + data_len + first_block * CRC_BYTES)
-            .map_err(|e| NodeError::io(&path, e))?;
+        let crcs_len = ((last_block - first_block + 1) * CRC_BYTES) as usize;
+        let mut span = Vec::new();
+        let mut crcs = Vec::new();
+        let read = read_at(file, &mut span, (span_end - span_start) as usize, HEADER_BYTES + span_start, from)
+            .and_then(|all| {
+                Ok(all && read_at(file, &mut crcs, crcs_len, HEADER_BYTES + data_len + first_block * CRC_BYTES, from)?)
+            });
+        match read {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => return Some(Err(NodeError::io(self.unit_path(id), e))),
+        }
         for (i, (block, stored)) in span.chunks(BLOCK_BYTES as usize).zip(crcs.chunks_exact(4)).enumerate() {
             let stored = u32::from_le_bytes(stored.try_into().expect("4 bytes"));
             if crc32c::crc32c(block) != stored {
                 let what = format!("block {} failed its checksum", first_block + i as u64);
-                return Err(self.mark_corrupt(id, what));
+                return Some(Err(self.mark_corrupt(id, what)));
             }
         }
         let data = Bytes::from(span);
-        Ok(data.slice((offset - span_start) as usize..(offset - span_start + length) as usize))
+        Some(Ok(data.slice((offset - span_start) as usize..(end - span_start) as usize)))
     }
 
     fn mark_corrupt(&self, id: UnitId, what: String) -> NodeError {
@@ -687,18 +732,56 @@ impl Drop for StagedUnit {
     }
 }
 
-/// `length` bytes of `file` at `position`, read into a buffer that is not zeroed first (the file's
-/// bytes overwrite it; zeroing a unit-sized buffer cost the node a memset per read).
-fn read_span(mut file: &File, position: u64, length: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let capacity = usize::try_from(length).map_err(std::io::Error::other)?;
-    let mut span = Vec::with_capacity(capacity);
-    file.seek(SeekFrom::Start(position))?;
-    file.take(length).read_to_end(&mut span)?;
-    if span.len() != capacity {
-        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the unit file ended early"));
+/// Where a read may take its bytes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadFrom {
+    /// Anywhere: waits for the device when the page cache misses.
+    Device,
+    /// The page cache only (`RWF_NOWAIT`): gives up rather than wait for the device.
+    PageCache,
+}
+
+/// Appends `length` bytes of `file` at `position` to `buffer`, into its spare capacity (not zeroed
+/// first: the file's bytes overwrite it; zeroing a unit-sized buffer cost the node a memset per
+/// read). `Ok(false)`: reading [`ReadFrom::PageCache`], some of the bytes are not cached (or the
+/// file ends early, which the device read then reports).
+fn read_at(file: &File, buffer: &mut Vec<u8>, length: usize, position: u64, from: ReadFrom) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    buffer.reserve_exact(length);
+    let start = buffer.len();
+    let end = start + length;
+    let flags = if from == ReadFrom::PageCache { libc::RWF_NOWAIT } else { 0 };
+    // Bounded: every pass appends at least one byte, or returns.
+    while buffer.len() < end {
+        let filled = buffer.len();
+        let at = libc::off_t::try_from(position + (filled - start) as u64).map_err(std::io::Error::other)?;
+        let spare = &mut buffer.spare_capacity_mut()[..end - filled];
+        let want = spare.len();
+        let target = libc::iovec { iov_base: spare.as_mut_ptr().cast(), iov_len: want };
+        // SAFETY: the one iovec covers `spare`, spare capacity of `buffer` that is valid for writes
+        // of `iov_len` bytes; preadv2 writes at most that many and reports how many.
+        let read = unsafe { libc::preadv2(file.as_raw_fd(), &target, 1, at, flags) };
+        if read < 0 {
+            let error = std::io::Error::last_os_error();
+            match error.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock if from == ReadFrom::PageCache => return Ok(false),
+                _ => return Err(error),
+            }
+        }
+        let read = read as usize;
+        if read == 0 {
+            return if from == ReadFrom::PageCache { Ok(false) } else { Err(std::io::ErrorKind::UnexpectedEof.into()) };
+        }
+        if from == ReadFrom::PageCache && read < want {
+            // A short read without the flag's error: part of the range is cached, part is not.
+            return Ok(false);
+        }
+        assert!(read <= want, "preadv2 read more than it was given room for");
+        // SAFETY: preadv2 initialised the first `read` bytes of the spare capacity.
+        unsafe { buffer.set_len(filled + read) };
     }
-    Ok(span)
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -918,6 +1001,37 @@ mod tests {
         write(&store, id, &data, 1 << 20);
         assert!(store.corrupt_units().is_empty());
         assert_eq!(store.read_range(id, 0, data.len() as u64).unwrap(), data);
+    }
+
+    #[test]
+    fn a_cached_read_answers_from_the_page_cache_or_not_at_all() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        let id = UnitId::new(4, 1);
+        let data = pattern(3 * BLOCK_BYTES as usize + 5, 7);
+        write(&store, id, &data, 1 << 20);
+        for (offset, len) in [(0, data.len() as u64), (70_000, 3), (3 * BLOCK_BYTES, 5), (9, 0)] {
+            let cached = store.read_range_cached(id, offset, len).expect("just written: in the page cache");
+            assert_eq!(cached.unwrap(), data[offset as usize..(offset + len) as usize], "{offset}+{len}");
+        }
+        assert!(matches!(store.read_range_cached(id, 0, 1 << 30), Some(Err(NodeError::OutOfRange { .. }))));
+        assert!(matches!(store.read_range_cached(UnitId::new(4, 2), 0, 1), Some(Err(NodeError::NotFound(_)))));
+        // Clean pages (the commit fsynced them) dropped from the cache: the cached read declines, the
+        // device read serves, and then the cache holds them again.
+        let file = File::open(store.path_of(id)).unwrap();
+        // SAFETY: fadvise on an open descriptor only advises the kernel; no memory is touched.
+        assert_eq!(unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) }, 0);
+        assert!(store.read_range_cached(id, 0, data.len() as u64).is_none(), "evicted: must not wait for the disk");
+        assert_eq!(store.read_range(id, 0, data.len() as u64).unwrap(), data);
+        assert_eq!(store.read_range_cached(id, 0, data.len() as u64).unwrap().unwrap(), data);
+        // A flipped byte is caught by the cached read too.
+        let mut raw = fs::read(store.path_of(id)).unwrap();
+        raw[(HEADER_BYTES + BLOCK_BYTES + 1) as usize] ^= 1;
+        fs::write(store.path_of(id), raw).unwrap();
+        let flipped = store.read_range_cached(id, BLOCK_BYTES, 10).expect("rewritten: cached");
+        assert!(matches!(flipped, Err(NodeError::Corrupt { .. })));
+        assert_eq!(store.corrupt_units(), vec![id]);
     }
 
     #[test]
