@@ -78,9 +78,12 @@ fn bench_s3_beside_a_peer_interleaves_both_over_rounds_and_compares_them() {
         .iter()
         .map(|row| (row["round"].as_u64().unwrap(), row["op"].as_str().unwrap(), row["target"].as_str().unwrap()))
         .collect();
-    let one_round =
-        |round| ["put", "get", "delete"].into_iter().flat_map(move |op| [(round, op, "lowtail"), (round, op, "twin")]);
-    assert_eq!(order, one_round(1).chain(one_round(2)).collect::<Vec<_>>(), "interleaved phase by phase");
+    // The first turn alternates by round: lowtail first in round 1, the twin first in round 2.
+    let one_round = |round, first, second| {
+        ["put", "get", "delete"].into_iter().flat_map(move |op| [(round, op, first), (round, op, second)])
+    };
+    let expected: Vec<_> = one_round(1, "lowtail", "twin").chain(one_round(2, "twin", "lowtail")).collect();
+    assert_eq!(order, expected, "interleaved phase by phase");
     for row in &rows {
         assert_eq!((&row["errors"], &row["concurrency"], &row["object_bytes"]), (&0.into(), &2.into(), &4096.into()));
         assert!(row["server_cpu_ms_per_op"].as_f64().unwrap() > 0.0, "{row}");
