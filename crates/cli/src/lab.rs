@@ -326,9 +326,10 @@ pub(crate) enum BenchCommand {
     /// Without --cluster or --endpoint it starts a fresh local cluster (9 nodes, rs-6-3: `lowtail up`
     /// in a temporary directory, as a child process) and stops it afterwards; with --cluster
     /// DIR/cluster.json it measures that running cluster; with --endpoint URL any S3 store. With
-    /// --peer URL it measures a second store as well, the two taking turns phase by phase (the first turn alternating by round), and prints
-    /// a comparison (medians over --rounds). Objects go to --bucket (lowtail-bench), under a prefix of
-    /// their own; the DELETE phases delete what the PUT phases wrote.
+    /// --peer URL it measures a second store as well, the two taking turns phase by phase (the
+    /// first turn alternating by round), and prints a comparison (medians over --rounds). Objects go
+    /// to --bucket (lowtail-bench), under a prefix of their own; the DELETE phases delete what the
+    /// PUT phases wrote.
     ///
     /// For every round, concurrency and object size: a PUT phase (--concurrency clients writing new
     /// keys of random bytes back to back for --duration-s seconds), then a GET phase reading random
