@@ -477,9 +477,7 @@ mod tests {
     }
 
     async fn put(scheduler: &Scheduler, unit: UnitId, data: &[u8]) -> TaskTiming {
-        let mut image = UnitImage::buffer(data.len());
-        image.extend_from_slice(data);
-        scheduler.write(UnitWrite::Image(UnitImage::new(unit, image))).await.unwrap()
+        scheduler.write(UnitWrite::Image(UnitImage::with_data(unit, data))).await.unwrap()
     }
 
     fn model(overhead_ms: u64, rate_bytes_per_s: f64) -> ServiceModel {
@@ -586,9 +584,7 @@ mod tests {
         let store = Arc::clone(scheduler.store());
         let mut staged = store.begin_write(UnitId::new(5, 1), 3).unwrap();
         staged.append(b"abc").unwrap();
-        let mut image = UnitImage::buffer(3);
-        image.extend_from_slice(b"xyz");
-        let writes = [UnitWrite::Staged(staged), UnitWrite::Image(UnitImage::new(UnitId::new(5, 2), image))];
+        let writes = [UnitWrite::Staged(staged), UnitWrite::Image(UnitImage::with_data(UnitId::new(5, 2), b"xyz"))];
         for write in writes {
             assert!(tokio::time::timeout(Duration::from_millis(30), scheduler.write(write)).await.is_err());
         }

@@ -400,19 +400,10 @@ impl UnitStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Err(NodeError::NotFound(id))),
             Err(e) => return Some(Err(NodeError::io(&path, e))),
         };
-        let mut header = Vec::with_capacity(HEADER_BYTES as usize);
-        match read_at(&file, &mut header, HEADER_BYTES as usize, 0, from) {
-            Ok(true) => {}
-            Ok(false) => return None,
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                return Some(Err(self.mark_corrupt(id, "file shorter than its header".into())));
-            }
-            Err(e) => return Some(Err(NodeError::io(&path, e))),
-        }
-        let header: &[u8; HEADER_BYTES as usize] = header.as_slice().try_into().expect("a whole header");
-        let data_len = match decode_header(header, id) {
-            Ok(data_len) => data_len,
-            Err(what) => return Some(Err(self.mark_corrupt(id, what))),
+        let data_len = match header_of(&file, &path, id, from)? {
+            Ok(Ok(data_len)) => data_len,
+            Ok(Err(what)) => return Some(Err(self.mark_corrupt(id, what))),
+            Err(error) => return Some(Err(error)),
         };
         let end = offset.checked_add(length).filter(|&end| end <= data_len);
         let Some(end) = end else {
@@ -588,15 +579,21 @@ impl UnitStore {
 /// Reads a file's header: `Err` for I/O failures, `Ok(Err(what))` when it is corrupt.
 fn read_header(path: &Path, id: UnitId) -> Result<Result<u64, String>, NodeError> {
     let file = File::open(path).map_err(|e| NodeError::io(path, e))?;
-    header_of(&file, path, id)
+    header_of(&file, path, id, ReadFrom::Device).expect("a read from the device always answers")
 }
 
-fn header_of(file: &File, path: &Path, id: UnitId) -> Result<Result<u64, String>, NodeError> {
-    let mut header = [0u8; HEADER_BYTES as usize];
-    match file.read_exact_at(&mut header, 0) {
-        Ok(()) => Ok(decode_header(&header, id)),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(Err("file shorter than its header".into())),
-        Err(e) => Err(NodeError::io(path, e)),
+/// The data length in `file`'s header, as [`read_header`] gives it; `None` when reading from the
+/// page cache and the header is not cached.
+fn header_of(file: &File, path: &Path, id: UnitId, from: ReadFrom) -> Option<Result<Result<u64, String>, NodeError>> {
+    let mut header = Vec::with_capacity(HEADER_BYTES as usize);
+    match read_at(file, &mut header, HEADER_BYTES as usize, 0, from) {
+        Ok(true) => {
+            let header: &[u8; HEADER_BYTES as usize] = header.as_slice().try_into().expect("a whole header");
+            Some(Ok(decode_header(header, id)))
+        }
+        Ok(false) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Some(Ok(Err("file shorter than its header".into()))),
+        Err(e) => Some(Err(NodeError::io(path, e))),
     }
 }
 
@@ -628,6 +625,14 @@ impl UnitImage {
     /// The unit's data length.
     pub fn data_len(&self) -> u64 {
         self.file_image.len() as u64 - HEADER_BYTES
+    }
+
+    /// The image of `id` holding a copy of `data`.
+    #[cfg(test)]
+    pub(crate) fn with_data(id: UnitId, data: &[u8]) -> Self {
+        let mut buffer = Self::buffer(data.len());
+        buffer.extend_from_slice(data);
+        Self::new(id, buffer)
     }
 }
 
@@ -844,9 +849,7 @@ mod tests {
             let data = pattern(len, stripe as u8);
             let (streamed, imaged) = (UnitId::new(stripe, 0), UnitId::new(stripe, 1));
             write(&store, streamed, &data, 1000);
-            let mut image = UnitImage::buffer(len);
-            image.extend_from_slice(&data);
-            store.commit_image(UnitImage::new(imaged, image)).unwrap();
+            store.commit_image(UnitImage::with_data(imaged, &data)).unwrap();
             assert_eq!(store.read_range(imaged, 0, len as u64).unwrap(), data);
             assert_eq!(store.unit_len(imaged), Some(len as u64));
             let (a, b) =
@@ -855,12 +858,8 @@ mod tests {
             // Byte for byte but for the unit index in the header and the header's checksum.
             assert_eq!(a[HEADER_BYTES as usize..], b[HEADER_BYTES as usize..], "{len} bytes");
         }
-        let mut too_long = UnitImage::buffer((1 << 20) + 1);
-        too_long.extend_from_slice(&pattern((1 << 20) + 1, 9));
-        assert!(matches!(
-            store.commit_image(UnitImage::new(UnitId::new(9, 0), too_long)),
-            Err(NodeError::InvalidArgument(_))
-        ));
+        let too_long = UnitImage::with_data(UnitId::new(9, 0), &pattern((1 << 20) + 1, 9));
+        assert!(matches!(store.commit_image(too_long), Err(NodeError::InvalidArgument(_))));
         assert_eq!(store.unit_count(), 8, "the refused image changed nothing");
         assert_eq!(std::fs::read_dir(dir.path().join("units")).unwrap().count(), 8, "and left no temp file");
     }
