@@ -1,5 +1,5 @@
 //! Request bodies on their way into the data path: each chunk is hashed (MD5, for the ETag; for a
-//! long body by a task of its own, on another core, beside the body's encoding and writing) and
+//! long body by an MD5 engine, beside other bodies and the body's own encoding and writing) and
 //! counted as it passes, the size limit is enforced as it arrives, and a body that fails ends with
 //! the S3 error the client should see. Owns the body checks of PutObject and UploadPart
 //! (Content-Length, Content-MD5, the size limit; the S3 checksums' rules are `checksum`'s). Must not store or release anything: the handler
@@ -14,22 +14,20 @@ use s3s::{S3Error, S3ErrorCode, S3Result};
 
 use super::checksum::{Declared, Hasher};
 use super::errors::s3;
+use super::md5_engine::LaneHandle;
 use crate::data::{BodyStream, DataError};
 
-/// Bodies declared at least this long have their MD5 computed on another core, beside the
-/// encoding and writing of their stripes (a shorter one is hashed in passing, cheaper than a hand-off).
-pub const PARALLEL_MD5_MIN_BYTES: u64 = 256 << 10;
-/// Chunks waiting for the parallel MD5; a body arriving faster than it is hashed waits for it.
-const PARALLEL_MD5_BACKLOG: usize = 64;
-/// Most bytes the parallel MD5 hashes between yields to the runtime.
-const MD5_SLICE_BYTES: usize = 64 << 10;
+/// Bodies declared at least this long have their MD5 computed by an MD5 engine (in a SIMD lane,
+/// beside other bodies', on the engine's thread); a shorter one is hashed in passing, cheaper than
+/// the hand-off.
+pub const LANE_MD5_MIN_BYTES: u64 = 256 << 10;
 
-/// The ETag's MD5 of a body, computed in passing or by a task of its own.
+/// The ETag's MD5 of a body, computed in passing or by an MD5 engine.
 enum EtagMd5 {
     /// Hashed in the task reading the body.
     Inline(Md5),
-    /// Chunks sent to a task on another runtime thread, which hashes them in order.
-    Parallel { chunks: Option<tokio::sync::mpsc::Sender<Bytes>>, digest: tokio::task::JoinHandle<[u8; 16]> },
+    /// Chunks sent to a lane of an MD5 engine, which hashes them in order.
+    Lane(Option<LaneHandle>),
     /// The digest, once the body is over.
     Done([u8; 16]),
 }
@@ -40,75 +38,24 @@ impl Default for EtagMd5 {
     }
 }
 
-/// Parallel MD5 tasks running now. Beyond one per CPU they only compete with the requests' own work
-/// (every core is busy then), so a body that would exceed it is hashed in passing instead.
-static PARALLEL_MD5_TASKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// The CPUs this process may use, asked once (on Linux the answer reads cgroup files).
-fn cpus() -> usize {
-    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
-}
-
-/// One running parallel MD5 task, counted while it lives.
-struct ParallelMd5Slot;
-
-impl ParallelMd5Slot {
-    fn take() -> Option<Self> {
-        use std::sync::atomic::Ordering;
-        let cpus = cpus();
-        PARALLEL_MD5_TASKS
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |running| (running < cpus).then_some(running + 1))
-            .ok()
-            .map(|_| Self)
-    }
-}
-
-impl Drop for ParallelMd5Slot {
-    fn drop(&mut self) {
-        PARALLEL_MD5_TASKS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
 impl EtagMd5 {
-    /// A parallel MD5 when a CPU is free for it, else one in passing.
-    fn parallel() -> Self {
-        let Some(slot) = ParallelMd5Slot::take() else { return Self::default() };
-        let (chunks, mut arrivals) = tokio::sync::mpsc::channel::<Bytes>(PARALLEL_MD5_BACKLOG);
-        let digest = tokio::spawn(async move {
-            let _slot = slot;
-            let mut md5 = Md5::new();
-            // Bounded by the body: the sender is dropped when it ends.
-            while let Some(chunk) = arrivals.recv().await {
-                for slice in chunk.chunks(MD5_SLICE_BYTES) {
-                    md5.update(slice);
-                    tokio::task::yield_now().await;
-                }
-            }
-            md5.finalize().into()
-        });
-        Self::Parallel { chunks: Some(chunks), digest }
+    /// A lane of an MD5 engine when one is free, else one in passing.
+    fn in_lane() -> Self {
+        LaneHandle::take().map_or_else(Self::default, |lane| Self::Lane(Some(lane)))
     }
 
     async fn update(&mut self, chunk: &Bytes) {
         match self {
             Self::Inline(md5) => md5.update(chunk),
-            Self::Parallel { chunks: Some(chunks), .. } => {
-                // The hashing task only ends once this sender is gone.
-                let sent = chunks.send(chunk.clone()).await;
-                assert!(sent.is_ok(), "the MD5 task outlives its sender");
-            }
-            Self::Parallel { chunks: None, .. } | Self::Done(_) => unreachable!("no update after the digest"),
+            Self::Lane(Some(lane)) => lane.update(chunk.clone()).await,
+            Self::Lane(None) | Self::Done(_) => unreachable!("no update after the digest"),
         }
     }
 
     async fn finish(&mut self) -> [u8; 16] {
         let digest = match self {
             Self::Inline(md5) => md5.clone().finalize().into(),
-            Self::Parallel { chunks, digest } => {
-                chunks.take();
-                digest.await.expect("the MD5 task does not panic")
-            }
+            Self::Lane(lane) => lane.take().expect("finished once").finish().await,
             Self::Done(digest) => *digest,
         };
         *self = Self::Done(digest);
@@ -128,18 +75,17 @@ pub struct BodyTally {
 }
 
 impl BodyTally {
-    /// A tally that also computes `checksum`'s digest, hashing the MD5 on another core when the
-    /// body is declared at least [`PARALLEL_MD5_MIN_BYTES`] long and fewer such hashings run than
-    /// the machine has CPUs.
+    /// A tally that also computes `checksum`'s digest, hashing the MD5 in a lane of an MD5 engine
+    /// when the body is declared at least [`LANE_MD5_MIN_BYTES`] long and a lane is free.
     pub fn new(checksum: Option<&Declared>, declared_bytes: Option<u64>) -> Self {
         let md5 = match declared_bytes {
-            Some(bytes) if bytes >= PARALLEL_MD5_MIN_BYTES => EtagMd5::parallel(),
+            Some(bytes) if bytes >= LANE_MD5_MIN_BYTES => EtagMd5::in_lane(),
             _ => EtagMd5::default(),
         };
         BodyTally { md5, checksum: checksum.map(Declared::hasher), ..Default::default() }
     }
 
-    /// Finishes the MD5 once the body is over (waiting for the parallel hashing, if any); after
+    /// Finishes the MD5 once the body is over (waiting for its engine, if any); after
     /// this [`BodyTally::etag`] can be read.
     pub async fn finish(&mut self) {
         self.md5.finish().await;
@@ -356,25 +302,15 @@ mod tests {
         assert_eq!(empty.etag(), "d41d8cd98f00b204e9800998ecf8427e", "the MD5 of no bytes");
     }
 
-    #[test]
-    fn parallel_md5_tasks_are_bounded_by_the_cpus() {
-        let cpus = cpus();
-        // Other tests may hold slots meanwhile: never more than one per CPU in all.
-        let slots: Vec<_> = (0..cpus + 3).filter_map(|_| ParallelMd5Slot::take()).collect();
-        assert!(slots.len() <= cpus, "{} slots on {cpus} CPUs", slots.len());
-        assert!(PARALLEL_MD5_TASKS.load(std::sync::atomic::Ordering::Acquire) <= cpus);
-        drop(slots);
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_long_body_is_hashed_in_parallel_to_the_same_etag() {
-        let body: Vec<u8> = (0..3 * PARALLEL_MD5_MIN_BYTES as usize + 17).map(|i| (i % 241) as u8).collect();
+    async fn a_long_body_is_hashed_in_a_lane_to_the_same_etag() {
+        let body: Vec<u8> = (0..3 * LANE_MD5_MIN_BYTES as usize + 17).map(|i| (i % 241) as u8).collect();
         for declared in [Some(body.len() as u64), None] {
             let mut tally = BodyTally::new(None, declared);
             if declared.is_none() {
                 assert!(matches!(tally.md5, EtagMd5::Inline(_)), "a body of unknown length is hashed in passing");
             }
-            // More chunks than the backlog holds, so the body waits for the hashing at times.
+            // More chunks than an engine's queue holds, so the body waits for the hashing at times.
             let chunks = body.chunks(1000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
             let out = drain(tallied(blob(chunks), u64::MAX, IDLE, &mut tally)).await.unwrap();
             assert!(out == body);

@@ -17,6 +17,7 @@ mod delete;
 mod errors;
 mod get;
 mod list;
+mod md5_engine;
 mod multipart;
 mod names;
 mod put;
