@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod classes;
+pub mod fig3;
 pub mod live;
 pub mod point;
 pub mod table1;
@@ -125,6 +126,8 @@ enum Job {
     WriteDurability,
     /// The Δ+Exp fit of the task records of fixed code n at 0.3 of its capacity.
     Fit { n: usize },
+    /// Fig. 3: code `fig3::CODES[code]` under size exponent `fig3::SIZE_EXPONENTS[beta]`.
+    ServiceTime { code: usize, beta: usize },
 }
 
 /// What the experiment produced.
@@ -166,6 +169,8 @@ struct Summary {
     /// The Δ+Exp fit of the uncancelled tasks' service times, by fixed code n.
     /// n, the paper's fit over the unraced tasks, the online (censored) fit over every task.
     fits: Vec<(usize, optimize::fec_model::DelayFit, Option<optimize::fec_model::DelayFit>)>,
+    /// Fig. 3: service times of 2 MB reads by code and size model.
+    fig_3: Vec<fig3::ServiceTimes>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -299,6 +304,8 @@ enum Measured {
     /// n, the paper's fit over the tasks not cancelled, and the online fit of FAST CLOUD's
     /// policies over every task (cancels censored), from the same records.
     Fit(usize, optimize::fec_model::DelayFit, Option<optimize::fec_model::DelayFit>),
+    /// Fig. 3's service times of one code.
+    ServiceTimes(fig3::ServiceTimes),
 }
 
 /// Acknowledged-at-k writes whose other units were completed in the background.
@@ -393,6 +400,10 @@ fn run_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Measured> {
             let online_fit = policy::fec::OnlineFit::fit_records(records.iter().map(|r| (r.request, r.tasks)));
             Ok(Measured::Fit(n, fit, online_fit))
         }
+        Job::ServiceTime { code, beta } => {
+            let (n, k) = fig3::CODES[code];
+            fig3::run(n, k, fig3::SIZE_EXPONENTS[beta], requests, options.first_seed).map(Measured::ServiceTimes)
+        }
         Job::Mix { mix, load, policy, seed } => {
             let setup = classes::setup(classes::mix_policies()[policy].1.clone(), seed);
             let rate = classes::MIX_LOADS[load] * mix_capacity_per_s(classes::MIXES[mix]);
@@ -464,7 +475,8 @@ fn run_point_job(job: &Job, options: &FastcloudOptions) -> anyhow::Result<Point>
         | Job::Mix { .. }
         | Job::WriteCapacity { .. }
         | Job::WriteDurability
-        | Job::Fit { .. } => {
+        | Job::Fit { .. }
+        | Job::ServiceTime { .. } => {
             unreachable!("run_job runs these")
         }
     }
@@ -497,6 +509,10 @@ fn label(job: &Job) -> String {
         Job::WriteCapacity { rest } => format!("(6,3) writes acknowledged at k, the rest {rest:?}, saturated"),
         Job::WriteDurability => "(6,3) writes completed in the background".to_owned(),
         Job::Fit { n } => format!("fit of ({n},3) task records"),
+        Job::ServiceTime { code, beta } => {
+            let (n, k) = fig3::CODES[code];
+            format!("fig. 3 ({n},{k}) at β {}", fig3::SIZE_EXPONENTS[beta])
+        }
         Job::Mix { mix, load, policy, seed } => format!(
             "{} at {} C with {} reads, seed {seed}",
             classes::mix_policies()[policy].0,
@@ -522,6 +538,9 @@ fn jobs(options: &FastcloudOptions) -> Vec<Job> {
     jobs.extend([Job::WriteCapacity { rest: AfterAck::Cancel }, Job::WriteCapacity { rest: AfterAck::Continue }]);
     jobs.push(Job::WriteDurability);
     jobs.extend([Job::Fit { n: 3 }, Job::Fit { n: 6 }]);
+    for beta in 0..fig3::SIZE_EXPONENTS.len() {
+        jobs.extend((0..fig3::CODES.len()).map(|code| Job::ServiceTime { code, beta }));
+    }
     // Figs. 8 and 9's grids, where (k,k) can be stable (λ_read/C_read + λ_write/C_write ≤ 1), one seed.
     for layers in classes::Layers::ALL {
         for read in 0..classes::GRID_STEPS {
@@ -564,11 +583,13 @@ pub fn run(
     let mut write_capacity = Vec::new();
     let mut write_durability = None;
     let mut fits = Vec::new();
+    let mut fig_3 = Vec::new();
     for (job, measured) in jobs.into_iter().zip(measured) {
         match (measured, &job) {
             (Measured::Throughput(throughput), Job::WriteCapacity { rest }) => write_capacity.push((*rest, throughput)),
             (Measured::Durability(durability), _) => write_durability = Some(durability),
             (Measured::Fit(n, fit, online), _) => fits.push((n, fit, online)),
+            (Measured::ServiceTimes(times), _) => fig_3.push(times),
             (Measured::Classes(point), _) => {
                 class_jobs.push(job);
                 class_points.push(point);
@@ -614,8 +635,10 @@ pub fn run(
         write_capacity,
         write_durability,
         fits,
+        fig_3,
     };
     let mut findings = judge::closed_forms(&summary.read_thresholds);
+    findings.extend(judge::service_times(&summary.fig_3));
     findings.push(judge::table_1(&summary.table_1));
     findings.push(judge::capacity(&summary.capacity));
     findings.extend(judge::low_load(&summary.adaptive));
@@ -633,7 +656,8 @@ pub fn run(
         + class_points.len()
         + summary.write_capacity.len()
         + 1
-        + summary.fits.len();
+        + summary.fits.len()
+        + summary.fig_3.len();
     Ok(FastcloudOutcome { findings, table_markdown, adaptive_markdown, files, runs })
 }
 
@@ -783,15 +807,18 @@ fn write(
     put("summary.json", serde_json::to_string_pretty(summary)? + "\n")?;
     put("table-1.md", format!("# Table I: |D_sim − D̃| / D̃ in percent, lowtail [paper]\n\n{table_markdown}"))?;
     put("adaptive.md", format!("# BAFEC and Greedy against fixed codes (Figs. 6, 7)\n\n{adaptive_markdown}"))?;
+    let fig_3_markdown = fig3::markdown(&summary.fig_3);
+    put("fig-3.md", format!("# Fig. 3: service times of 2 MB reads by code\n\n{fig_3_markdown}"))?;
     let classes_markdown = classes_markdown(&summary.grid, &summary.grid_fig9, &summary.mixes);
     put("classes.md", format!("# Two classes: reads and writes\n\n{classes_markdown}"))?;
     let mut plots = plots(out_dir, &summary.adaptive, options.png)?;
+    plots.extend(fig_3_plot(out_dir, &summary.fig_3, options.png)?);
     let adaptive = format!("{adaptive_markdown}\n{classes_markdown}");
     let html = crate::paper_html(
         "FAST CLOUD (Liang &amp; Kozat), simulated",
         findings,
         &plots,
-        &[("Table I", table_markdown), ("Adaptive codes", &adaptive)],
+        &[("Fig. 3", &fig_3_markdown), ("Table I", table_markdown), ("Adaptive codes", &adaptive)],
     );
     put("report.html", html)?;
     files.append(&mut plots);
@@ -862,6 +889,34 @@ fn plots(out_dir: &Path, rows: &[AdaptiveRow], png: bool) -> anyhow::Result<Vec<
         png,
     )?);
     Ok(files)
+}
+
+/// Fig. 3: the CCDF of each code's service time, one panel per size model, drawn as its nines
+/// (−log₁₀ of the CCDF: 1 at p90, 2 at p99), the paper's log-scale CCDF upside down.
+fn fig_3_plot(out_dir: &Path, rows: &[fig3::ServiceTimes], png: bool) -> anyhow::Result<Vec<PathBuf>> {
+    let panels: Vec<report::LinePanel> = fig3::SIZE_EXPONENTS
+        .iter()
+        .map(|&beta| report::LinePanel {
+            caption: format!("β = {beta}"),
+            y_label: "nines: −log₁₀ P(service time > t)".into(),
+            lines: rows
+                .iter()
+                .filter(|r| r.beta == beta)
+                .map(|r| {
+                    let points = r.ccdf.iter().map(|&(s, tail)| (s * 1e3, -tail.log10())).collect();
+                    (format!("({},{})", r.n, r.k), points)
+                })
+                .collect(),
+        })
+        .collect();
+    report::write_line_panels(
+        &out_dir.join("plots"),
+        "fig-3",
+        "FAST CLOUD Fig. 3: service time of 2 MB reads by code (chunk delay = 1 MB fit × size^β)",
+        "t (ms)",
+        &panels,
+        png,
+    )
 }
 
 mod judge;
