@@ -2,7 +2,8 @@
 //!
 //! Owns the run-time choice of kernel ([`Kernel::best`]): AVX-512, where one instruction does a
 //! step of MD5 for all sixteen lanes (`vpternlogd` is each round's boolean function, `vprold` its
-//! rotation), or a scalar kernel that compresses the active lanes one after the other. Both keep
+//! rotation), AVX2 (eight lanes per call), or a scalar kernel that compresses the active lanes one
+//! after the other. Both keep
 //! the state transposed (word-major), so the SIMD kernel loads it as four vectors.
 //!
 //! Must not: know about messages, padding or lengths (that is `lanes`'), allocate, or be reached
@@ -58,6 +59,9 @@ pub enum Kernel {
     /// Sixteen lanes per instruction (AVX-512F).
     #[cfg(target_arch = "x86_64")]
     Avx512,
+    /// Eight lanes per instruction (AVX2), two calls for sixteen.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
     /// One lane after another.
     Scalar,
 }
@@ -66,17 +70,30 @@ impl Kernel {
     /// The fastest kernel this CPU runs.
     pub fn best() -> Self {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
-            return Self::Avx512;
+        {
+            // Every AVX-512 CPU has AVX2; this kernel uses it when a round's lanes fit in eight.
+            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx2") {
+                return Self::Avx512;
+            }
+            if std::is_x86_feature_detected!("avx2") {
+                return Self::Avx2;
+            }
         }
         Self::Scalar
     }
 
     /// Every kernel this CPU runs (for tests and benchmarks).
     pub fn available() -> Vec<Self> {
+        #[cfg_attr(not(target_arch = "x86_64"), expect(unused_mut))]
         let mut kernels = vec![Self::Scalar];
-        if Self::best() != Self::Scalar {
-            kernels.push(Self::best());
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                kernels.push(Self::Avx2);
+            }
+            if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx2") {
+                kernels.push(Self::Avx512);
+            }
         }
         kernels
     }
@@ -88,10 +105,20 @@ impl Kernel {
     pub fn compress(self, states: &mut LaneStates, blocks: &LaneBlocks, active: u16) {
         match self {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `best` returned Avx512 only after detecting AVX-512F on this CPU.
+            // SAFETY: `best` and `available` return Avx512 only after detecting AVX-512F and AVX2.
+            // A round whose lanes all sit in one half of the sixteen runs as eight lanes: the
+            // 256-bit kernel is faster there than the 512-bit one (docs/benchmarks.md).
+            Self::Avx512 if active.count_ones() > SCALAR_MAX_LANES && (active as u8 == 0 || active >> 8 == 0) => unsafe {
+                avx2::compress(states, blocks, active)
+            },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
             Self::Avx512 if active.count_ones() > SCALAR_MAX_LANES => unsafe {
                 avx512::compress(states, blocks, active)
             },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `best` and `available` return Avx2 only after detecting AVX2 on this CPU.
+            Self::Avx2 if active.count_ones() > SCALAR_MAX_LANES => unsafe { avx2::compress(states, blocks, active) },
             _ => scalar_compress(states, blocks, active),
         }
     }
@@ -275,6 +302,106 @@ mod avx512 {
             let updated = _mm512_mask_add_epi32(initial[w], active, initial[w], add);
             // SAFETY: as for the loads.
             unsafe { _mm512_store_si512(words.add(w), updated) };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{K, LaneBlocks, LaneStates};
+    use std::arch::x86_64::*;
+
+    /// Lanes of one 256-bit vector.
+    const HALF: usize = 8;
+
+    /// One MD5 step for eight lanes. Without AVX-512's ternary logic and rotate, each round's
+    /// function is written so that the fewest operations follow `b` (the newest word), and the
+    /// rotation is two shifts and an or (`R` = 32 − `S`).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    fn step<const ROUND: u8, const S: i32, const R: i32>(
+        a: __m256i,
+        b: __m256i,
+        c: __m256i,
+        d: __m256i,
+        word: __m256i,
+        k: u32,
+    ) -> __m256i {
+        let mix = match ROUND {
+            // (b & c) | (!b & d) = d ^ (b & (c ^ d))
+            0 => _mm256_xor_si256(d, _mm256_and_si256(b, _mm256_xor_si256(c, d))),
+            // (b & d) | (c & !d): the two terms share no bit, so their sum
+            1 => _mm256_add_epi32(_mm256_and_si256(b, d), _mm256_andnot_si256(d, c)),
+            2 => _mm256_xor_si256(b, _mm256_xor_si256(c, d)),
+            // c ^ (b | !d)
+            _ => _mm256_xor_si256(c, _mm256_or_si256(b, _mm256_xor_si256(d, _mm256_set1_epi32(-1)))),
+        };
+        let input = _mm256_add_epi32(a, _mm256_add_epi32(word, _mm256_set1_epi32(k as i32)));
+        let mixed = _mm256_add_epi32(input, mix);
+        let rotated = _mm256_or_si256(_mm256_slli_epi32::<S>(mixed), _mm256_srli_epi32::<R>(mixed));
+        _mm256_add_epi32(b, rotated)
+    }
+
+    macro_rules! four {
+        ($round:literal, $s0:literal, $s1:literal, $s2:literal, $s3:literal, $a:ident, $b:ident, $c:ident, $d:ident, $m:ident, $at:expr, $word:expr) => {{
+            let word = $word;
+            $a = step::<$round, $s0, { 32 - $s0 }>($a, $b, $c, $d, $m[word($at)], K[$at]);
+            $d = step::<$round, $s1, { 32 - $s1 }>($d, $a, $b, $c, $m[word($at + 1)], K[$at + 1]);
+            $c = step::<$round, $s2, { 32 - $s2 }>($c, $d, $a, $b, $m[word($at + 2)], K[$at + 2]);
+            $b = step::<$round, $s3, { 32 - $s3 }>($b, $c, $d, $a, $m[word($at + 3)], K[$at + 3]);
+        }};
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn compress(states: &mut LaneStates, blocks: &LaneBlocks, active: u16) {
+        for half in 0..2 {
+            let half_active = (active >> (HALF * half)) as u8;
+            if half_active != 0 {
+                // SAFETY: AVX2, as this function's contract.
+                unsafe { compress_half(states, blocks, half, half_active) };
+            }
+        }
+    }
+
+    /// Lanes `8·half .. 8·half + 8`, those whose bit is set in `active`.
+    #[target_feature(enable = "avx2")]
+    unsafe fn compress_half(states: &mut LaneStates, blocks: &LaneBlocks, half: usize, active: u8) {
+        let base = blocks.blocks[HALF * half..].as_ptr().cast::<i32>();
+        let lane_offsets = _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112);
+        // SAFETY: every gathered index is below 128, inside this half's 512 bytes of `blocks`.
+        let m: [__m256i; 16] = std::array::from_fn(|w| unsafe {
+            _mm256_i32gather_epi32::<4>(base, _mm256_add_epi32(lane_offsets, _mm256_set1_epi32(w as i32)))
+        });
+        let rows = states.words.as_mut_ptr().cast::<u32>();
+        // SAFETY: `LaneStates` is four rows of sixteen u32, contiguous; this half's eight of row w
+        // start at 16·w + 8·half, inside the rows for w < 4.
+        let row = |w: usize| unsafe { rows.add(16 * w + HALF * half).cast::<__m256i>() };
+        // SAFETY: eight u32 at `row(w)`, as above.
+        let initial: [__m256i; 4] = std::array::from_fn(|w| unsafe { _mm256_loadu_si256(row(w)) });
+        let [mut a, mut b, mut c, mut d] = initial;
+        for at in (0..16).step_by(4) {
+            four!(0, 7, 12, 17, 22, a, b, c, d, m, at, |i: usize| i);
+        }
+        for at in (16..32).step_by(4) {
+            four!(1, 5, 9, 14, 20, a, b, c, d, m, at, |i: usize| (5 * i + 1) % 16);
+        }
+        for at in (32..48).step_by(4) {
+            four!(2, 4, 11, 16, 23, a, b, c, d, m, at, |i: usize| (3 * i + 5) % 16);
+        }
+        for at in (48..64).step_by(4) {
+            four!(3, 6, 10, 15, 21, a, b, c, d, m, at, |i: usize| (7 * i) % 16);
+        }
+        // Lane i of the mask is all ones where bit i of `active` is set.
+        let bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        let mask = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(i32::from(active)), bits), bits);
+        for (w, add) in [a, b, c, d].into_iter().enumerate() {
+            let updated = _mm256_add_epi32(initial[w], add);
+            let kept = _mm256_blendv_epi8(initial[w], updated, mask);
+            // SAFETY: as for the loads.
+            unsafe { _mm256_storeu_si256(row(w), kept) };
         }
     }
 }
