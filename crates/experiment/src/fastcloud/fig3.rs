@@ -10,7 +10,7 @@
 //! Must not: judge (that is `judge`), or read anything but the records.
 
 use model::RecordLog;
-use optimize::fec_model::{Admission, DelayModel};
+use optimize::fec_model::{Admission, DelayModel, FecClass};
 use policy::fec::{ClassCode, CodeLengthKind};
 use report::Sample;
 use serde::Serialize;
@@ -71,7 +71,8 @@ pub fn run(n: u16, k: u16, beta: f64, requests: usize, seed: u64) -> anyhow::Res
     let delay = chunk_delay(FILE_MB / f64::from(k), beta);
     let kind = CodeLengthKind::Fixed { n: vec![n] };
     let setup = FecSetup::one_class(ClassCode { k, n_max: n }, delay, SLOTS, Admission::NonBlocking, kind, seed);
-    let capacity_per_s = SLOTS as f64 / (f64::from(n) * (delay.shift_s + delay.exp_mean_s));
+    let capacity_per_s = FecClass { delay, k: usize::from(k), slots: SLOTS, admission: Admission::NonBlocking }
+        .capacity_per_s(usize::from(n));
     let records = setup.run(&poisson_reads(requests, LOAD * capacity_per_s, seed))?;
     Ok(reduce(&records, n, k, beta))
 }

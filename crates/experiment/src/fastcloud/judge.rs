@@ -547,22 +547,15 @@ pub(super) fn service_times(rows: &[fig3::ServiceTimes]) -> Vec<PaperFinding> {
         ),
         Some(pairs > 0 && lower == pairs),
     )];
-    let growing: Vec<String> = betas()
-        .filter_map(|beta| {
-            let cut = fig3::cuts(find(beta, (2, 1))?, find(beta, (1, 1))?);
-            Some(format!(
-                "β {beta}: {}{}",
-                cut_text(&cut),
-                if cut[0] < cut[1] && cut[1] < cut[2] { "" } else { " (not growing)" }
-            ))
-        })
+    // (β, (2,1)'s cuts against (1,1)), for every β both ran at.
+    let two_one: Vec<(f64, Vec<f64>)> =
+        betas().filter_map(|beta| Some((beta, fig3::cuts(find(beta, (2, 1))?, find(beta, (1, 1))?)))).collect();
+    let grows = |cut: &[f64]| cut[0] < cut[1] && cut[1] < cut[2];
+    let growing: Vec<String> = two_one
+        .iter()
+        .map(|(beta, cut)| format!("β {beta}: {}{}", cut_text(cut), if grows(cut) { "" } else { " (not growing)" }))
         .collect();
-    let grows = betas().all(|beta| {
-        find(beta, (2, 1)).zip(find(beta, (1, 1))).is_some_and(|(code, base)| {
-            let cut = fig3::cuts(code, base);
-            cut[0] < cut[1] && cut[1] < cut[2]
-        })
-    });
+    let grows = two_one.len() == fig3::SIZE_EXPONENTS.len() && two_one.iter().all(|(_, cut)| grows(cut));
     findings.push(finding(
         "FC-fig3",
         "(2,1) against (1,1): the cut grows from the mean to p90 to p99",

@@ -12,8 +12,8 @@
 //!
 //! Owns the engines' threads, their lane allocation and the protocol between a body's
 //! [`LaneHandle`] and its engine. Must not: block a runtime thread (bodies send through a bounded
-//! channel and await), hold more than the channel's worth of chunks per engine beyond what it is
-//! hashing, or answer a digest for a lane that did not end (a body dropped midway is forgotten).
+//! channel and await), hold more than [`LANE_QUEUE_MAX_BYTES`] of a lane's bytes unhashed, or
+//! answer a digest for a lane that did not end (a body dropped midway is forgotten).
 
 use bytes::Bytes;
 use md5lanes::{Kernel, LANES, Lanes, SCALAR_MAX_LANES};
@@ -43,17 +43,12 @@ enum Command {
         generation: u64,
         digest: oneshot::Sender<[u8; 16]>,
     },
-    /// The body's next chunks, in order.
+    /// The body's next chunks, in order; with `end`, its last ones, and its digest is awaited.
     Push {
         lane: usize,
         generation: u64,
         chunks: Vec<Bytes>,
-    },
-    /// The body's last chunks, its end, and a digest awaited.
-    End {
-        lane: usize,
-        generation: u64,
-        chunks: Vec<Bytes>,
+        end: bool,
     },
     /// A body dropped before its end: free its lane now rather than at the next look.
     Abandon {
@@ -72,9 +67,6 @@ struct Engine {
 /// A body's lane in an engine: chunks in order, then [`LaneHandle::finish`] for the digest.
 pub struct LaneHandle {
     commands: mpsc::Sender<Command>,
-    /// Which engine (a test looks at its lanes).
-    #[cfg(test)]
-    engine: usize,
     lane: usize,
     generation: u64,
     digest: Option<oneshot::Receiver<[u8; 16]>>,
@@ -90,16 +82,7 @@ impl LaneHandle {
         let engines = engines();
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let first = NEXT.fetch_add(1, Ordering::Relaxed);
-        (0..engines.len()).find_map(|offset| {
-            let engine = (first + offset) % engines.len();
-            #[cfg_attr(not(test), expect(unused_mut))]
-            let mut handle = engines[engine].open()?;
-            #[cfg(test)]
-            {
-                handle.engine = engine;
-            }
-            Some(handle)
-        })
+        (0..engines.len()).find_map(|offset| engines[(first + offset) % engines.len()].open())
     }
 
     /// Adds `chunk` to the body's bytes, sending a batch to the engine every
@@ -108,26 +91,23 @@ impl LaneHandle {
         self.batch_bytes += chunk.len();
         self.batch.push(chunk);
         if self.batch_bytes >= SEND_BATCH_BYTES {
-            let chunks = self.take_batch();
-            self.send(Command::Push { lane: self.lane, generation: self.generation, chunks }).await;
+            self.send_batch(false).await;
         }
     }
 
     /// The MD5 of every chunk given, once the engine has hashed them.
     pub async fn finish(mut self) -> [u8; 16] {
         let digest = self.digest.take().expect("a lane finishes once");
-        let chunks = self.take_batch();
-        self.send(Command::End { lane: self.lane, generation: self.generation, chunks }).await;
+        self.send_batch(true).await;
         digest.await.expect("an engine answers every lane that ended")
     }
 
-    fn take_batch(&mut self) -> Vec<Bytes> {
+    /// Sends the chunks collected so far (and, with `end`, the body's end).
+    async fn send_batch(&mut self, end: bool) {
         self.batch_bytes = 0;
-        std::mem::take(&mut self.batch)
-    }
-
-    async fn send(&self, command: Command) {
-        let sent = self.commands.send(command).await;
+        let chunks = std::mem::take(&mut self.batch);
+        let sent =
+            self.commands.send(Command::Push { lane: self.lane, generation: self.generation, chunks, end }).await;
         assert!(sent.is_ok(), "MD5 engines run as long as the process");
     }
 }
@@ -166,8 +146,6 @@ impl Engine {
         }
         Some(LaneHandle {
             commands: self.commands.clone(),
-            #[cfg(test)]
-            engine: 0,
             lane,
             generation,
             digest: Some(answer),
@@ -274,16 +252,17 @@ impl EngineThread {
                 self.lanes.open(lane);
                 self.owners[lane] = Some((generation, digest));
             }
-            Command::Push { lane, generation, chunks } if self.owns(lane, generation) => {
+            Command::Push { lane, generation, chunks, end } if self.owns(lane, generation) => {
                 chunks.into_iter().for_each(|chunk| self.lanes.push(lane, chunk));
+                if end {
+                    self.lanes.end(lane);
+                }
             }
-            Command::End { lane, generation, chunks } if self.owns(lane, generation) => {
-                chunks.into_iter().for_each(|chunk| self.lanes.push(lane, chunk));
-                self.lanes.end(lane);
+            Command::Abandon { lane, generation } if self.owns(lane, generation) => {
+                self.release(lane);
             }
-            Command::Abandon { lane, generation } if self.owns(lane, generation) => self.free(lane),
             // A lane already reaped (its body dropped): nothing of it is kept.
-            Command::Push { .. } | Command::End { .. } | Command::Abandon { .. } => {}
+            Command::Push { .. } | Command::Abandon { .. } => {}
         }
     }
 
@@ -296,20 +275,20 @@ impl EngineThread {
         for lane in 0..LANES {
             let Some((_, answer)) = &self.owners[lane] else { continue };
             if answer.is_closed() {
-                self.free(lane);
+                self.release(lane);
             } else if let Some(digest) = self.lanes.take_digest(lane) {
-                let (_, answer) = self.owners[lane].take().expect("checked above");
+                let (_, answer) = self.release(lane).expect("checked above");
                 // A body that stopped waiting just now no longer needs it.
                 let _ = answer.send(digest);
-                self.busy_lanes.fetch_and(!(1 << lane), Ordering::AcqRel);
             }
         }
     }
 
-    fn free(&mut self, lane: usize) {
+    /// Frees `lane` (its bytes, its owner, its busy bit) and returns its owner.
+    fn release(&mut self, lane: usize) -> Option<(u64, oneshot::Sender<[u8; 16]>)> {
         self.lanes.close(lane);
-        self.owners[lane] = None;
         self.busy_lanes.fetch_and(!(1 << lane), Ordering::AcqRel);
+        self.owners[lane].take()
     }
 }
 
@@ -361,7 +340,7 @@ mod tests {
 
     fn push(engine: &mut EngineThread, lane: usize, bytes: usize) {
         let chunks = vec![Bytes::from(vec![lane as u8; bytes])];
-        engine.apply(Command::Push { lane, generation: lane as u64, chunks });
+        engine.apply(Command::Push { lane, generation: lane as u64, chunks, end: false });
     }
 
     #[test]
@@ -377,7 +356,7 @@ mod tests {
         engine.hash_queued();
         assert_eq!(engine.lanes.queued_bytes(0), 4096 - 64, "one round ran, lane 0 in it");
         assert!(!engine.round_is_due(), "back under the bound: waiting again");
-        engine.apply(Command::End { lane: 0, generation: 0, chunks: Vec::new() });
+        engine.apply(Command::Push { lane: 0, generation: 0, chunks: Vec::new(), end: true });
         engine.hash_queued();
         assert!(!engine.lanes.is_open(0), "an awaited digest is hashed to its end and answered");
         assert!(engine.lanes.queued_bytes(1) < LANE_QUEUE_MAX_BYTES - 4096, "lane 1 rode along");
@@ -388,7 +367,8 @@ mod tests {
         let _engines = ENGINES_IN_USE.lock().await;
         let mut dropped = LaneHandle::take().expect("a free lane");
         dropped.update(Bytes::from_static(b"never ended")).await;
-        let (engine, lane) = (&engines()[dropped.engine], dropped.lane);
+        let engine = engines().iter().find(|e| e.commands.same_channel(&dropped.commands)).expect("its engine");
+        let lane = dropped.lane;
         drop(dropped);
         let freed = async {
             // Bounded by the timeout below.
