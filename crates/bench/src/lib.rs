@@ -19,6 +19,7 @@ pub mod engines;
 pub mod host_cpu;
 pub mod measure;
 pub mod report;
+pub mod s3_batch;
 pub mod s3_bench;
 pub mod s3_client;
 pub mod s3_compare;

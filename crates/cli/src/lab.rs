@@ -1005,6 +1005,106 @@ fn s3_endpoint(
     }
 }
 
+#[derive(Debug, Args)]
+pub(crate) struct GetBatchArgs {
+    /// The bucket.
+    #[arg(long)]
+    bucket: String,
+    /// Keys to read, answered in this order.
+    #[arg(value_name = "KEY", conflicts_with = "prefix")]
+    keys: Vec<String>,
+    /// Read the keys starting with this instead (a scan: ListObjectsV2 and GETs in one request).
+    #[arg(long, value_name = "PREFIX")]
+    prefix: Option<String>,
+    /// With --prefix: keys after this one.
+    #[arg(long, value_name = "KEY", requires = "prefix")]
+    start_after: Option<String>,
+    /// With --prefix: at most this many keys (1 to 1000; default 1000).
+    #[arg(long, value_name = "N", requires = "prefix")]
+    max_keys: Option<usize>,
+    /// Write each object read to DIR/KEY (keys with `..`, or absolute ones, are not written).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// A running cluster, by the cluster.json `lowtail up` wrote.
+    #[arg(long, value_name = "FILE", conflicts_with = "endpoint")]
+    cluster: Option<PathBuf>,
+    /// A gateway's S3 endpoint URL, with --access-key and --secret-key.
+    #[arg(long, value_name = "URL", requires_all = ["access_key", "secret_key"])]
+    endpoint: Option<String>,
+    /// Access key for --endpoint.
+    #[arg(long, value_name = "KEY", env = "AWS_ACCESS_KEY_ID")]
+    access_key: Option<String>,
+    /// Secret key for --endpoint.
+    #[arg(long, value_name = "KEY", env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
+    /// Region for --endpoint.
+    #[arg(long, value_name = "REGION", default_value = "us-east-1")]
+    region: String,
+}
+
+pub(crate) fn get_batch(args: GetBatchArgs) -> anyhow::Result<()> {
+    let client = match (&args.cluster, &args.endpoint) {
+        (Some(path), _) => {
+            let manifest = launcher::Manifest::read(path)
+                .with_context(|| format!("no running cluster described by {}", path.display()))?;
+            bench::s3_batch::BatchClient::new(&manifest.endpoint, &manifest.access_key, &manifest.secret_key)
+                .with_region(&manifest.region)
+        }
+        (None, Some(endpoint)) => bench::s3_batch::BatchClient::new(
+            endpoint,
+            args.access_key.as_deref().unwrap_or_default(),
+            args.secret_key.as_deref().unwrap_or_default(),
+        )
+        .with_region(&args.region),
+        (None, None) => anyhow::bail!("say which gateway: --cluster FILE or --endpoint URL"),
+    };
+    let request = match args.prefix {
+        Some(prefix) => {
+            bench::s3_batch::BatchRequest::Scan { prefix, start_after: args.start_after, max_keys: args.max_keys }
+        }
+        None if args.keys.is_empty() => anyhow::bail!("name the keys to read, or --prefix"),
+        None => bench::s3_batch::BatchRequest::Keys(args.keys),
+    };
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    let parts = runtime.block_on(client.get_batch(&args.bucket, &request))?;
+    let mut failed = 0usize;
+    let mut lines = String::new();
+    for part in &parts {
+        if part.status == 200 {
+            let etag = part.etag.as_deref().unwrap_or("-");
+            lines.push_str(&format!("{} {} {} bytes {etag}\n", part.status, part.key, part.body.len()));
+            if let Some(out) = &args.out {
+                write_under(out, &part.key, &part.body)?;
+            }
+        } else {
+            failed += 1;
+            let code = part.error_code.as_deref().unwrap_or("-");
+            let message = String::from_utf8_lossy(&part.body);
+            lines.push_str(&format!("{} {} {code}: {message}\n", part.status, part.key));
+        }
+    }
+    print_stdout(&lines)?;
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} objects were not read", parts.len());
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `dir/key`, refusing a key that would land outside `dir`.
+fn write_under(dir: &std::path::Path, key: &str, bytes: &[u8]) -> anyhow::Result<()> {
+    let relative = std::path::Path::new(key);
+    let inside = relative.components().all(|part| matches!(part, std::path::Component::Normal(_)));
+    if !inside || key.is_empty() {
+        anyhow::bail!("key {key:?} does not name a file under {}: not written", dir.display());
+    }
+    let path = dir.join(relative);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))
+}
+
 pub(crate) fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     let (gateways, code, node_count) = load::run::resolve_gateways(
         &args.cluster,

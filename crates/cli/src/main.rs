@@ -80,6 +80,14 @@ enum Command {
     /// non-zero after writing the results if any request failed. Documented in docs/load.md.
     #[cfg(feature = "lab")]
     Load(Box<lab::LoadArgs>),
+    /// Read several objects in one request: lowtail's batch read (`POST /{bucket}?lowtail-batch-get`,
+    /// docs/s3.md), planned together by the gateway (EC-Store's access plans).
+    ///
+    /// Names keys, or a scan (--prefix, --start-after, --max-keys). Prints one line per object
+    /// (status, key, bytes, ETag) and, with --out, writes each object read under DIR at its key.
+    /// Exits non-zero if any object was not read.
+    #[cfg(feature = "lab")]
+    GetBatch(lab::GetBatchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -298,6 +306,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Experiment(command) => lab::experiment(command),
         #[cfg(feature = "lab")]
         Command::Load(args) => lab::run_load(*args),
+        #[cfg(feature = "lab")]
+        Command::GetBatch(args) => lab::get_batch(args),
     }
 }
 

@@ -363,6 +363,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                 Arc::clone(data.data.packer()),
                 config.data.cluster_secret.clone(),
             ))
+            .merge(access_routes(Arc::clone(&controller), config.data.cluster_secret.clone()))
             .merge(bucket_routes(Arc::clone(&meta), config.data.cluster_secret.clone()));
         http_server = Some(tokio::spawn(async move {
             axum::serve(listener, app)
@@ -505,6 +506,62 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
                     Ok(()) => axum::Json(serde_json::json!({ "sealed": true })).into_response(),
                     Err(error) => (StatusCode::SERVICE_UNAVAILABLE, error.to_string()).into_response(),
                 }
+            }),
+        )
+}
+
+/// `GET /admin/access` (the batch reads' access settings and the plan cache's numbers), `PUT
+/// /admin/access` (new settings, JSON; needs the cluster secret; bad ones are a 400 and change
+/// nothing) and `POST /admin/batches/take` (the batch records kept since the last take, one JSON
+/// object per line; needs the secret).
+fn access_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let (get_controller, put_controller, take_controller) =
+        (Arc::clone(&controller), Arc::clone(&controller), controller);
+    let (put_secret, take_secret) = (secret.clone(), secret);
+    axum::Router::new()
+        .route(
+            "/admin/access",
+            axum::routing::get(move || {
+                let state = serde_json::json!({
+                    "settings": get_controller.access_settings(),
+                    "gauges": get_controller.access_gauges(),
+                });
+                std::future::ready(axum::Json(state))
+            })
+            .put(move |headers: HeaderMap, body: bytes::Bytes| {
+                let response = if !has_secret(&headers, &put_secret) {
+                    (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
+                } else {
+                    match serde_json::from_slice::<policy::ecstore::access::AccessSettings>(&body) {
+                        Err(error) => {
+                            (StatusCode::BAD_REQUEST, format!("bad access settings: {error}")).into_response()
+                        }
+                        Ok(settings) => match put_controller.set_access(settings) {
+                            Ok(settings) => axum::Json(settings).into_response(),
+                            Err(error) => (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
+                        },
+                    }
+                };
+                std::future::ready(response)
+            }),
+        )
+        .route(
+            "/admin/batches/take",
+            axum::routing::post(move |headers: HeaderMap| {
+                let response = if !has_secret(&headers, &take_secret) {
+                    (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
+                } else {
+                    let mut body = Vec::new();
+                    for record in take_controller.take_batch_records() {
+                        // A record is plain data: serialising it cannot fail.
+                        serde_json::to_writer(&mut body, &record).expect("record serialises");
+                        body.push(b'\n');
+                    }
+                    ([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+                };
+                std::future::ready(response)
             }),
         )
 }

@@ -1,10 +1,11 @@
 //! `NodeClient`: the typed client of a storage node's RPC, for the gateway, repair and tests.
 //!
-//! Unit bytes (reads and writes) travel over the unit stream by default, or over gRPC
-//! ([`NodeClient::with_transport`]); every other call is gRPC.
+//! Unit bytes (reads, merged reads and writes) travel over the unit stream by default, or over
+//! gRPC ([`NodeClient::with_transport`]); every other call is gRPC.
 //!
 //! Owns connecting, attaching the cluster secret, chunking writes, reassembling streamed reads
-//! and timeouts. Must not retry, fail over or pick nodes: that is policy, the caller's business.
+//! (a merged read's ranges among them) and timeouts. Must not retry, fail over or pick nodes:
+//! that is policy, the caller's business.
 //! Dropping any returned future cancels the request; the node then removes the task from its
 //! queue if it was still waiting.
 
@@ -13,11 +14,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio_stream::{Stream, StreamExt};
-use tonic::Code;
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
 
 use crate::error::UnitId;
 use crate::proto::{self, node_client, write_unit_request::Part};
@@ -146,6 +147,19 @@ pub struct ProbeReply {
     pub overhead_us: u64,
     /// Node clock when probed, ns.
     pub now_ns: u64,
+}
+
+/// One range of one unit in a merged read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnitRange {
+    /// Stripe of the unit.
+    pub stripe: u64,
+    /// Index of the unit within its stripe.
+    pub unit: u16,
+    /// First byte.
+    pub offset: u64,
+    /// Bytes asked for.
+    pub length: u64,
 }
 
 /// Typed client of one storage node. Cheap to clone (one shared HTTP/2 connection for the control
@@ -285,6 +299,54 @@ impl NodeClient {
         .await
     }
 
+    /// Reads every range as ONE task in the node's queue (one per-task overhead, the sum of the
+    /// bytes), with the node's timing of that task. The outer error is the call's (connection,
+    /// refusal of the whole request, timeout); each inner result is one range's, in order
+    /// (`ClientError::Status` with NotFound / DataLoss / OutOfRange, so `is_not_found()` and
+    /// `is_corrupt()` work on it as on `read_range`'s errors).
+    ///
+    /// The node refuses the whole request (`InvalidArgument`) when it is empty, has more than
+    /// [`crate::MAX_RANGES_PER_READ`] ranges or asks more than [`crate::MAX_MERGED_READ_BYTES`] in
+    /// all. Dropping the future cancels the node's task.
+    pub async fn read_units(
+        &self,
+        ranges: &[UnitRange],
+    ) -> Result<(Vec<Result<Bytes, ClientError>>, TaskTiming), ClientError> {
+        const OP: &str = "read_units";
+        if self.transport == UnitTransport::Stream {
+            return self.timed(OP, self.units.read_many(ranges)).await;
+        }
+        let request = proto::ReadUnitsRequest {
+            ranges: ranges
+                .iter()
+                .map(|range| proto::UnitRange {
+                    stripe: range.stripe,
+                    unit: u32::from(range.unit),
+                    offset: range.offset,
+                    length: range.length,
+                })
+                .collect(),
+        };
+        let mut inner = self.inner.clone();
+        self.timed(OP, async move {
+            let status = |status| ClientError::Status { operation: OP, status };
+            let mut stream = inner.read_units(request).await.map_err(status)?.into_inner();
+            let mut assembly = RangeAssembly { ranges, answers: Vec::with_capacity(ranges.len()), receiving: None };
+            let mut timing = None;
+            // Bounded by the node: it sends the ranges asked for in finitely many chunks; the
+            // assembly refuses a range or a byte more.
+            while let Some(mut message) = stream.message().await.map_err(status)? {
+                if timing.is_none() {
+                    timing = message.timing.take();
+                }
+                assembly.push(message)?;
+            }
+            let timing = timing.ok_or_else(|| protocol(OP, "no task timing"))?;
+            Ok((assembly.finish()?, timing.into()))
+        })
+        .await
+    }
+
     /// Deletes a unit; returns whether it existed.
     pub async fn delete_unit(&self, stripe: u64, unit: u16) -> Result<bool, ClientError> {
         const OP: &str = "delete_unit";
@@ -413,6 +475,84 @@ impl NodeClient {
             Ok(model.into())
         })
         .await
+    }
+}
+
+/// Reassembles a merged read's gRPC answer: per range a head (its status) and its chunks.
+struct RangeAssembly<'a> {
+    ranges: &'a [UnitRange],
+    /// The ranges done, in order.
+    answers: Vec<Result<Bytes, ClientError>>,
+    /// Chunks and byte count of the range being received (its head said OK); it is range
+    /// `answers.len()`.
+    receiving: Option<(Vec<Bytes>, u64)>,
+}
+
+impl RangeAssembly<'_> {
+    const OP: &'static str = "read_units";
+
+    fn push(&mut self, message: proto::ReadUnitsResponse) -> Result<(), ClientError> {
+        if let Some(head) = message.range {
+            self.close_range()?;
+            if self.answers.len() == self.ranges.len() {
+                return Err(protocol(Self::OP, "node sent more ranges than asked for"));
+            }
+            match range_code(head.status)? {
+                Code::Ok => self.receiving = Some((Vec::new(), 0)),
+                code => {
+                    let status = Status::new(code, head.message);
+                    self.answers.push(Err(ClientError::Status { operation: Self::OP, status }));
+                }
+            }
+        }
+        if message.chunk.is_empty() {
+            return Ok(());
+        }
+        let length = self.ranges.get(self.answers.len()).map_or(0, |range| range.length);
+        let Some((chunks, received)) = &mut self.receiving else {
+            return Err(protocol(Self::OP, "node sent bytes outside a range that succeeded"));
+        };
+        *received += message.chunk.len() as u64;
+        if *received > length {
+            return Err(protocol(Self::OP, format!("node sent more than the {length} bytes of a range")));
+        }
+        chunks.push(message.chunk);
+        Ok(())
+    }
+
+    /// Ends the range being received, which must have all its bytes.
+    fn close_range(&mut self) -> Result<(), ClientError> {
+        let Some((chunks, received)) = self.receiving.take() else { return Ok(()) };
+        let length = self.ranges[self.answers.len()].length;
+        if received != length {
+            let what = format!("range {}: node sent {received} of {length} bytes", self.answers.len());
+            return Err(protocol(Self::OP, what));
+        }
+        self.answers.push(Ok(joined(chunks)));
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Vec<Result<Bytes, ClientError>>, ClientError> {
+        self.close_range()?;
+        if self.answers.len() != self.ranges.len() {
+            let what = format!("node answered {} of {} ranges", self.answers.len(), self.ranges.len());
+            return Err(protocol(Self::OP, what));
+        }
+        Ok(self.answers)
+    }
+}
+
+/// The code a client sees for a merged read's range status (the code a single read's error has).
+fn range_code(status: i32) -> Result<Code, ClientError> {
+    match proto::RangeStatus::try_from(status) {
+        Ok(proto::RangeStatus::Ok) => Ok(Code::Ok),
+        Ok(proto::RangeStatus::NotFound) => Ok(Code::NotFound),
+        Ok(proto::RangeStatus::Corrupt) => Ok(Code::DataLoss),
+        Ok(proto::RangeStatus::OutOfRange) => Ok(Code::OutOfRange),
+        Ok(proto::RangeStatus::Internal) => Ok(Code::Internal),
+        Ok(proto::RangeStatus::Unspecified) | Err(_) => {
+            Err(protocol(RangeAssembly::OP, format!("unknown range status {status}")))
+        }
     }
 }
 

@@ -34,10 +34,10 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub use client::{ClientError, NodeClient, ProbeReply};
+pub use client::{ClientError, NodeClient, ProbeReply, UnitRange};
 pub use config::NodeConfig;
 pub use error::{NodeError, UnitId};
-pub use scheduler::{Scheduler, TaskOutcome, TaskTiming};
+pub use scheduler::{MAX_MERGED_READ_BYTES, MAX_RANGES_PER_READ, Scheduler, TaskOutcome, TaskTiming};
 pub use scrub::{ScrubConfig, ScrubProgress, Scrubber};
 pub use service_model::ServiceModel;
 pub use store::{ConditionalDelete, UnitStore};

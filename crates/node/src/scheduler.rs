@@ -1,6 +1,7 @@
-//! Executes the node's tasks: admits reads and writes into the FCFS [`TaskQueue`], runs them on a
-//! bounded pool of workers in arrival order, applies the service model, generates background load,
-//! cancels tasks whose requester went away, and keeps the counters and timings the RPCs report.
+//! Executes the node's tasks: admits reads (single or merged) and writes into the FCFS
+//! [`TaskQueue`], runs them on a bounded pool of workers in arrival order, applies the service
+//! model, generates background load, cancels tasks whose requester went away, and keeps the
+//! counters and timings the RPCs report.
 //!
 //! Owns task execution and its bookkeeping. Must not decide policy (which node, which unit,
 //! when to give up are the gateway's), must not touch the file format (the store does) and never
@@ -61,17 +62,19 @@ pub struct TaskTiming {
 /// Monotonic node counters, reported by `Stats`.
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// Bytes served by successful reads.
+    /// Bytes served by successful reads (of a merged read, those of the ranges that succeeded).
     pub bytes_read: AtomicU64,
     /// Bytes of committed writes.
     pub bytes_written: AtomicU64,
-    /// Reads and writes that finished successfully.
+    /// Reads and writes that finished successfully (a merged read counts once, when every range
+    /// succeeded).
     pub tasks_completed: AtomicU64,
     /// Reads and writes cancelled (waiting or in service).
     pub tasks_cancelled: AtomicU64,
     /// Reads and writes refused by a full queue.
     pub tasks_rejected: AtomicU64,
-    /// Reads and writes that failed (including checksum failures).
+    /// Reads and writes that failed (including checksum failures; a merged read counts once when
+    /// any of its ranges failed).
     pub tasks_failed: AtomicU64,
     /// Background tasks served.
     pub background_tasks: AtomicU64,
@@ -83,12 +86,45 @@ pub struct Counters {
 
 type Reply<T> = oneshot::Sender<(Result<T, NodeError>, TaskTiming)>;
 
+/// Most ranges one merged read ([`Scheduler::read_many`]) may ask for: EC-Store's batches read a
+/// few units per node; the bound keeps a request's bookkeeping (and its answer's heads) small.
+pub const MAX_RANGES_PER_READ: usize = 1024;
+/// Most bytes one merged read may ask for in all. Its bytes are all in memory at once, as a single
+/// read's are; this is the largest unit (so the largest single read) a node accepts by default.
+pub const MAX_MERGED_READ_BYTES: u64 = 256 << 20;
+
+/// One range of a merged read: the unit, the first byte, the number of bytes.
+pub type RangeRead = (UnitId, u64, u64);
+/// What each range of a merged read gave, in request order.
+pub type RangeResults = Vec<Result<Bytes, NodeError>>;
+
 /// What a queued task does.
 #[derive(Debug)]
 enum Work {
-    Read { unit: UnitId, offset: u64, length: u64, reply: Reply<Bytes> },
-    Write { write: UnitWrite, reply: Reply<()> },
+    Read {
+        unit: UnitId,
+        offset: u64,
+        length: u64,
+        reply: Reply<Bytes>,
+    },
+    /// Several ranges (of one or several units) read as one task: one overhead, the sum of the
+    /// bytes. Each range's result is its own.
+    ReadMany {
+        ranges: Vec<RangeRead>,
+        reply: Reply<RangeResults>,
+    },
+    Write {
+        write: UnitWrite,
+        reply: Reply<()>,
+    },
     Background,
+}
+
+/// The emulated service time drawn for a task, and how it combines with the real I/O.
+#[derive(Clone, Copy, Debug)]
+struct Emulation {
+    service_time: Option<Duration>,
+    replace_real_io: bool,
 }
 
 /// Successful tasks remembered for the measured service rate.
@@ -237,6 +273,25 @@ impl Scheduler {
         result.map(|bytes| (bytes, timing))
     }
 
+    /// Reads every range of `ranges` as ONE task, as EC-Store plans a batch's reads on one node:
+    /// it enters the queue once, weighted by the sum of the lengths, and the service model is
+    /// applied once for that sum (one per-task overhead). Each range's result is its own, in
+    /// order: a missing unit, a range past its unit's end or a checksum failure (the unit then
+    /// joins the corrupt list) fails that range only. Unlike [`Scheduler::read`], missing units
+    /// are not refused up front (one missing range must not refuse the others) and their lengths
+    /// still weigh in the task.
+    ///
+    /// An empty request, more than [`MAX_RANGES_PER_READ`] ranges or more than
+    /// [`MAX_MERGED_READ_BYTES`] in all is refused before queueing. Dropping the returned future
+    /// cancels the task as it does [`Scheduler::read`]'s.
+    pub async fn read_many(&self, ranges: Vec<RangeRead>) -> Result<(RangeResults, TaskTiming), NodeError> {
+        let bytes = merged_read_bytes(&ranges)?;
+        let (reply, done) = oneshot::channel();
+        let id = self.admit(bytes, Work::ReadMany { ranges, reply })?;
+        let (result, timing) = self.await_task(id, done).await?;
+        result.map(|results| (results, timing))
+    }
+
     /// Commits a fully received unit through the queue; returns once it is durable. Dropping the
     /// future while the task waits cancels it (a staged file is removed, an image never reaches the
     /// disk); once a worker has begun the commit it completes.
@@ -282,10 +337,10 @@ impl Scheduler {
         self.publish_queue_gauges();
         let QueuedTask { id, bytes, enqueue_ns, bytes_ahead, work } = task;
         let start_ns = self.now_ns();
-        let (service_time, replace_real_io) = {
+        let emulation = {
             let mut model = lock(&self.model);
-            let replace = model.model().replace_real_io;
-            (model.sample_service_time(bytes), replace)
+            let replace_real_io = model.model().replace_real_io;
+            Emulation { service_time: model.sample_service_time(bytes), replace_real_io }
         };
         let mut timing = TaskTiming {
             node_id: self.node_id,
@@ -296,62 +351,27 @@ impl Scheduler {
             bytes,
             outcome: TaskOutcome::Ok,
             bytes_ahead,
-            emulated_service_ns: service_time.map_or(0, |t| t.as_nanos() as u64),
+            emulated_service_ns: emulation.service_time.map_or(0, |t| t.as_nanos() as u64),
         };
         let kind = match work {
             Work::Background => {
-                tokio::time::sleep(service_time.unwrap_or_default()).await;
+                tokio::time::sleep(emulation.service_time.unwrap_or_default()).await;
                 self.counters.background_tasks.fetch_add(1, Ordering::Relaxed);
                 self.counters.background_bytes.fetch_add(bytes, Ordering::Relaxed);
                 "background"
             }
-            Work::Read { unit, offset, length, mut reply } => {
-                let store = Arc::clone(&self.store);
-                // A read the page cache holds is served here, on the runtime thread; only one that
-                // would wait for the device goes to the blocking pool (two thread hand-offs).
-                let io = async move {
-                    match store.read_range_cached(unit, offset, length) {
-                        Some(result) => result,
-                        None => blocking(move || store.read_range(unit, offset, length)).await,
-                    }
-                };
-                let served = tokio::select! {
-                    result = emulate(service_time, replace_real_io, io) => Some(result),
-                    // The requester went away: stop spending (emulated) disk time on it.
-                    () = reply.closed() => None,
-                };
-                timing.finish_ns = self.now_ns();
-                match served {
-                    Some(result) => {
-                        timing.outcome = self.account(&result, bytes, &timing);
-                        if result.is_ok() {
-                            self.counters.bytes_read.fetch_add(bytes, Ordering::Relaxed);
-                            metrics::counter!("lowtail_node_read_bytes_total", "node" => self.node_label.clone())
-                                .increment(bytes);
-                        }
-                        // The requester may have gone in the meantime; nothing to do then.
-                        let _ = reply.send((result, timing));
-                    }
-                    None => {
-                        timing.outcome = TaskOutcome::Cancelled;
-                        self.counters.tasks_cancelled.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
+            Work::Read { unit, offset, length, reply } => {
+                let io = read_one(Arc::clone(&self.store), unit, offset, length);
+                self.serve_read(reply, &mut timing, emulation, io, tally_read).await;
                 "read"
             }
+            Work::ReadMany { ranges, reply } => {
+                let io = read_ranges(Arc::clone(&self.store), ranges);
+                self.serve_read(reply, &mut timing, emulation, io, tally_read_many).await;
+                "read_many"
+            }
             Work::Write { write, reply } => {
-                let store = Arc::clone(&self.store);
-                let io = blocking(move || store.commit_write(write));
-                // A commit that began completes even if the requester left: half a rename is worse.
-                let result = emulate(service_time, replace_real_io, io).await;
-                timing.finish_ns = self.now_ns();
-                timing.outcome = self.account(&result, bytes, &timing);
-                if result.is_ok() {
-                    self.counters.bytes_written.fetch_add(bytes, Ordering::Relaxed);
-                    metrics::counter!("lowtail_node_written_bytes_total", "node" => self.node_label.clone())
-                        .increment(bytes);
-                }
-                let _ = reply.send((result, timing));
+                self.serve_write(write, reply, &mut timing, emulation).await;
                 "write"
             }
         };
@@ -366,23 +386,66 @@ impl Scheduler {
         true
     }
 
-    /// Counts a finished client task and returns its outcome.
-    fn account<T>(&self, result: &Result<T, NodeError>, bytes: u64, timing: &TaskTiming) -> TaskOutcome {
-        match result {
-            Ok(_) => {
-                self.counters.tasks_completed.fetch_add(1, Ordering::Relaxed);
-                let mut recent = lock(&self.recent);
-                if recent.len() == RECENT_TASKS {
-                    recent.pop_front();
-                }
-                recent.push_back((bytes, timing.finish_ns.saturating_sub(timing.start_ns)));
-                TaskOutcome::Ok
-            }
-            Err(error) => {
-                self.counters.tasks_failed.fetch_add(1, Ordering::Relaxed);
-                if let NodeError::Corrupt { .. } = error { TaskOutcome::Corrupt } else { TaskOutcome::Failed }
-            }
+    /// Serves a read task (single or merged) unless its requester leaves first; `tally` gives the
+    /// outcome of what `io` read and the bytes it served.
+    async fn serve_read<T>(
+        &self,
+        mut reply: Reply<T>,
+        timing: &mut TaskTiming,
+        emulation: Emulation,
+        io: impl Future<Output = Result<T, NodeError>>,
+        tally: fn(&Result<T, NodeError>) -> (TaskOutcome, u64),
+    ) {
+        let served = tokio::select! {
+            result = emulate(emulation, io) => Some(result),
+            // The requester went away: stop spending (emulated) disk time on it.
+            () = reply.closed() => None,
+        };
+        timing.finish_ns = self.now_ns();
+        let Some(result) = served else {
+            timing.outcome = TaskOutcome::Cancelled;
+            self.counters.tasks_cancelled.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let (outcome, served_bytes) = tally(&result);
+        timing.outcome = self.account(outcome, timing);
+        if served_bytes > 0 {
+            self.counters.bytes_read.fetch_add(served_bytes, Ordering::Relaxed);
+            metrics::counter!("lowtail_node_read_bytes_total", "node" => self.node_label.clone())
+                .increment(served_bytes);
         }
+        // The requester may have gone in the meantime; nothing to do then.
+        let _ = reply.send((result, *timing));
+    }
+
+    /// Serves a write commit. One that began completes even if the requester left: half a rename
+    /// is worse.
+    async fn serve_write(&self, write: UnitWrite, reply: Reply<()>, timing: &mut TaskTiming, emulation: Emulation) {
+        let store = Arc::clone(&self.store);
+        let result = emulate(emulation, blocking(move || store.commit_write(write))).await;
+        timing.finish_ns = self.now_ns();
+        timing.outcome = self.account(outcome_of(&result), timing);
+        if result.is_ok() {
+            self.counters.bytes_written.fetch_add(timing.bytes, Ordering::Relaxed);
+            metrics::counter!("lowtail_node_written_bytes_total", "node" => self.node_label.clone())
+                .increment(timing.bytes);
+        }
+        let _ = reply.send((result, *timing));
+    }
+
+    /// Counts a finished client task of outcome `outcome` and returns it.
+    fn account(&self, outcome: TaskOutcome, timing: &TaskTiming) -> TaskOutcome {
+        if outcome == TaskOutcome::Ok {
+            self.counters.tasks_completed.fetch_add(1, Ordering::Relaxed);
+            let mut recent = lock(&self.recent);
+            if recent.len() == RECENT_TASKS {
+                recent.pop_front();
+            }
+            recent.push_back((timing.bytes, timing.finish_ns.saturating_sub(timing.start_ns)));
+        } else {
+            self.counters.tasks_failed.fetch_add(1, Ordering::Relaxed);
+        }
+        outcome
     }
 
     /// Generates the model's background load until the queue closes: background tasks occupy the
@@ -427,10 +490,10 @@ impl Scheduler {
 
 /// Applies an emulated service time around real I/O: with `replace_real_io` the task takes
 /// max(real, emulated); otherwise emulated + real.
-async fn emulate<T>(service_time: Option<Duration>, replace_real_io: bool, io: impl Future<Output = T>) -> T {
-    match service_time {
+async fn emulate<T>(emulation: Emulation, io: impl Future<Output = T>) -> T {
+    match emulation.service_time {
         None => io.await,
-        Some(service_time) if replace_real_io => {
+        Some(service_time) if emulation.replace_real_io => {
             let deadline = tokio::time::Instant::now() + service_time;
             let output = io.await;
             tokio::time::sleep_until(deadline).await;
@@ -441,6 +504,81 @@ async fn emulate<T>(service_time: Option<Duration>, replace_real_io: bool, io: i
             io.await
         }
     }
+}
+
+/// The queue weight of a merged read (the sum of its lengths), or why it is refused.
+fn merged_read_bytes(ranges: &[RangeRead]) -> Result<u64, NodeError> {
+    let refuse = |what: String| Err(NodeError::InvalidArgument(what));
+    if ranges.is_empty() {
+        return refuse("a merged read needs at least one range".into());
+    }
+    if ranges.len() > MAX_RANGES_PER_READ {
+        return refuse(format!("a merged read of {} ranges; at most {MAX_RANGES_PER_READ}", ranges.len()));
+    }
+    // Checked: lengths near u64::MAX must not wrap around under the cap.
+    let total = ranges.iter().try_fold(0u64, |sum, &(_, _, length)| sum.checked_add(length));
+    match total {
+        Some(total) if total <= MAX_MERGED_READ_BYTES => Ok(total),
+        _ => refuse(format!("a merged read of more than {MAX_MERGED_READ_BYTES} bytes in all")),
+    }
+}
+
+/// One range: from the page cache here, on the runtime thread, when it holds the bytes; only a read
+/// that would wait for the device goes to the blocking pool (two thread hand-offs).
+async fn read_one(store: Arc<UnitStore>, unit: UnitId, offset: u64, length: u64) -> Result<Bytes, NodeError> {
+    match store.read_range_cached(unit, offset, length) {
+        Some(result) => result,
+        None => blocking(move || store.read_range(unit, offset, length)).await,
+    }
+}
+
+/// Every range of a merged read, in order: those the page cache holds here, the rest in ONE
+/// hand-off to the blocking pool (not one per range). Only a failed hand-off (a panic) fails the
+/// whole task; every store error is its range's.
+async fn read_ranges(store: Arc<UnitStore>, ranges: Vec<RangeRead>) -> Result<RangeResults, NodeError> {
+    let cached: Vec<_> =
+        ranges.iter().map(|&(unit, offset, length)| store.read_range_cached(unit, offset, length)).collect();
+    if cached.iter().all(Option::is_some) {
+        return Ok(cached.into_iter().flatten().collect());
+    }
+    blocking(move || {
+        let read = cached.into_iter().zip(ranges);
+        Ok(read
+            .map(|(cached, (unit, offset, length))| cached.unwrap_or_else(|| store.read_range(unit, offset, length)))
+            .collect())
+    })
+    .await
+}
+
+/// The outcome a task with this result has.
+fn outcome_of<T>(result: &Result<T, NodeError>) -> TaskOutcome {
+    match result {
+        Ok(_) => TaskOutcome::Ok,
+        Err(NodeError::Corrupt { .. }) => TaskOutcome::Corrupt,
+        Err(_) => TaskOutcome::Failed,
+    }
+}
+
+/// A single read's outcome and the bytes it served.
+fn tally_read(result: &Result<Bytes, NodeError>) -> (TaskOutcome, u64) {
+    (outcome_of(result), result.as_ref().map_or(0, |data| data.len() as u64))
+}
+
+/// A merged read's outcome and the bytes it served (those of the ranges that succeeded). The
+/// outcome is its most severe range's, as a single read of that range would have ended: `Corrupt`
+/// above `Failed` above `Ok`. A checksum failure ranks first because it is data loss the gateway
+/// must repair, and `Corrupt` is the one outcome that says so; the per-range statuses keep every
+/// other failure visible.
+fn tally_read_many(result: &Result<RangeResults, NodeError>) -> (TaskOutcome, u64) {
+    let Ok(results) = result else { return (outcome_of(result), 0) };
+    let severity = |outcome: &TaskOutcome| match outcome {
+        TaskOutcome::Ok => 0,
+        TaskOutcome::Failed => 1,
+        TaskOutcome::Corrupt => 2,
+        TaskOutcome::Cancelled => 3,
+    };
+    let outcome = results.iter().map(outcome_of).max_by_key(severity).unwrap_or(TaskOutcome::Ok);
+    (outcome, results.iter().flatten().map(|data| data.len() as u64).sum())
 }
 
 /// Cancels a task whose requester stopped waiting while it was still queued.
@@ -620,6 +758,117 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(scheduler.counters().background_tasks.load(Ordering::Relaxed), after, "switched off");
         assert_eq!(scheduler.counters().background_bytes.load(Ordering::Relaxed), after * 4096);
+    }
+
+    fn flip_byte(scheduler: &Scheduler, unit: UnitId, at: u64) {
+        let path = scheduler.store().path_of(unit);
+        let mut raw = std::fs::read(&path).unwrap();
+        raw[(crate::store::HEADER_BYTES + at) as usize] ^= 0xff;
+        std::fs::write(&path, raw).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_merged_read_is_one_task_with_one_overhead() {
+        let dir = tempfile::tempdir().unwrap();
+        let scheduler = scheduler(dir.path(), ServiceModel::default());
+        let _workers = scheduler.spawn_workers(1);
+        let (a, b) = (UnitId::new(6, 0), UnitId::new(6, 1));
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        put(&scheduler, a, &data).await;
+        put(&scheduler, b, &data[..60_000]).await;
+        // 20 ms + 150 000 B / 10 MB/s = 35 ms, once; three single reads would pay 3 × 20 ms
+        // of overhead.
+        scheduler.set_service_model(model(20, 10_000_000.0)).unwrap();
+        let ranges = vec![(a, 0, 50_000), (b, 10_000, 50_000), (a, 50_000, 50_000), (b, 0, 0)];
+        let (results, timing) = scheduler.read_many(ranges.clone()).await.unwrap();
+        assert_eq!(results.len(), ranges.len());
+        for (result, &(_, offset, length)) in results.iter().zip(&ranges) {
+            let expected = &data[offset as usize..(offset + length) as usize];
+            assert_eq!(result.as_ref().unwrap().as_ref(), expected, "range at {offset} of {length}");
+        }
+        assert_eq!((timing.bytes, timing.outcome), (150_000, TaskOutcome::Ok));
+        assert_eq!(timing.emulated_service_ns, 35_000_000, "one overhead for the sum of the bytes");
+        assert!(timing.finish_ns - timing.start_ns >= 35_000_000);
+        let counters = scheduler.counters();
+        assert_eq!(counters.tasks_completed.load(Ordering::Relaxed), 3, "two writes and ONE read");
+        assert_eq!(counters.bytes_read.load(Ordering::Relaxed), 150_000);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_merged_read_fails_only_its_bad_ranges() {
+        let dir = tempfile::tempdir().unwrap();
+        let scheduler = scheduler(dir.path(), ServiceModel::default());
+        let _workers = scheduler.spawn_workers(1);
+        let (good, bad, missing) = (UnitId::new(7, 0), UnitId::new(7, 1), UnitId::new(7, 2));
+        put(&scheduler, good, &[3u8; 1000]).await;
+        put(&scheduler, bad, &[4u8; 200_000]).await;
+        flip_byte(&scheduler, bad, 70_000); // block 1
+        let ranges = vec![(good, 0, 1000), (missing, 0, 10), (bad, 0, 1000), (bad, 65_536, 1000), (good, 900, 200)];
+        let (results, timing) = scheduler.read_many(ranges).await.unwrap();
+        assert_eq!(results[0].as_ref().unwrap().as_ref(), &[3u8; 1000]);
+        assert!(matches!(results[1], Err(NodeError::NotFound(unit)) if unit == missing), "{:?}", results[1]);
+        assert_eq!(results[2].as_ref().unwrap().as_ref(), &[4u8; 1000], "block 0 verifies on its own");
+        assert!(matches!(results[3], Err(NodeError::Corrupt { unit, .. }) if unit == bad), "{:?}", results[3]);
+        assert!(matches!(results[4], Err(NodeError::OutOfRange { .. })), "{:?}", results[4]);
+        assert_eq!((timing.bytes, timing.outcome), (1000 + 10 + 1000 + 1000 + 200, TaskOutcome::Corrupt));
+        assert_eq!(scheduler.store().corrupt_units(), vec![bad]);
+        let counters = scheduler.counters();
+        assert_eq!(counters.tasks_failed.load(Ordering::Relaxed), 1, "one task, failed");
+        assert_eq!(counters.tasks_completed.load(Ordering::Relaxed), 2, "the two writes");
+        assert_eq!(counters.bytes_read.load(Ordering::Relaxed), 2000, "the bytes served");
+    }
+
+    #[tokio::test]
+    async fn bad_merged_reads_are_refused_before_queueing() {
+        let dir = tempfile::tempdir().unwrap();
+        let scheduler = scheduler(dir.path(), ServiceModel::default());
+        let _workers = scheduler.spawn_workers(1);
+        let unit = UnitId::new(8, 0);
+        for ranges in [
+            vec![],
+            vec![(unit, 0, 1); MAX_RANGES_PER_READ + 1],
+            vec![(unit, 0, MAX_MERGED_READ_BYTES), (unit, 0, 1)],
+            vec![(unit, 0, u64::MAX), (unit, 0, 2)],
+        ] {
+            let count = ranges.len();
+            let refused = scheduler.read_many(ranges).await;
+            assert!(matches!(refused, Err(NodeError::InvalidArgument(_))), "{count} ranges: {refused:?}");
+        }
+        // At the bounds it is a task (its ranges fail on their own: the unit is missing).
+        let (results, timing) = scheduler.read_many(vec![(unit, 0, 1); MAX_RANGES_PER_READ]).await.unwrap();
+        assert!(results.iter().all(|result| matches!(result, Err(NodeError::NotFound(_)))));
+        assert_eq!((timing.bytes, timing.outcome), (MAX_RANGES_PER_READ as u64, TaskOutcome::Failed));
+        assert_eq!(timing.task_id, 1, "no refused request took a task id");
+        assert_eq!(scheduler.counters().tasks_rejected.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_a_merged_read_cancels_it_waiting_or_in_service() {
+        let dir = tempfile::tempdir().unwrap();
+        let scheduler = scheduler(dir.path(), ServiceModel::default());
+        let _workers = scheduler.spawn_workers(1);
+        let unit = UnitId::new(9, 0);
+        put(&scheduler, unit, &[5u8; 5000]).await;
+        scheduler.set_service_model(model(1000, 0.0)).unwrap();
+        let in_service = {
+            let scheduler = Arc::clone(&scheduler);
+            tokio::spawn(async move { scheduler.read_many(vec![(unit, 0, 1000), (unit, 1000, 1000)]).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let waiting = tokio::time::timeout(Duration::from_millis(30), scheduler.read_many(vec![(unit, 0, 4000)])).await;
+        assert!(waiting.is_err(), "the second merged read still waits when dropped");
+        assert_eq!(scheduler.queue_snapshot().queued_bytes, 0);
+        assert_eq!(scheduler.queue_snapshot().in_service_bytes, 2000, "one task of both ranges' bytes");
+        in_service.abort();
+        let _ = in_service.await;
+        let dropped_at = Instant::now();
+        // Bounded by the deadline: the worker abandons the task once it sees the reply closed.
+        while scheduler.queue_snapshot().in_service_tasks > 0 {
+            assert!(dropped_at.elapsed() < Duration::from_millis(500), "the 1 s service was not cut short");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert_eq!(scheduler.counters().tasks_cancelled.load(Ordering::Relaxed), 2);
+        assert_eq!(scheduler.counters().bytes_read.load(Ordering::Relaxed), 0);
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use bytes::Bytes;
 use subtle::ConstantTimeEq;
 use tokio_stream::Stream;
 use tonic::service::Interceptor;
@@ -17,7 +18,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::error::{NodeError, UnitId};
 use crate::proto::{self, node_server, write_unit_request::Part};
-use crate::scheduler::{Scheduler, TaskOutcome, TaskTiming, blocking};
+use crate::scheduler::{RangeResults, Scheduler, TaskOutcome, TaskTiming, blocking};
 use crate::store::{ConditionalDelete, UnitWrite};
 
 /// Metadata entry that carries the cluster secret.
@@ -135,17 +136,22 @@ impl NodeService {
     async fn read_range_inner(&self, request: proto::ReadRangeRequest) -> Result<ReadStream, Status> {
         let unit = unit_id(request.stripe, request.unit)?;
         let (data, timing) = self.scheduler.read(unit, request.offset, request.length).await?;
-        let mut messages = Vec::with_capacity(data.len().div_ceil(self.read_chunk_bytes).max(1));
-        let mut rest = data;
         let mut timing = Some(proto::TaskTiming::from(timing));
-        loop {
-            let chunk = rest.split_to(rest.len().min(self.read_chunk_bytes));
-            messages.push(Ok(proto::ReadRangeResponse { chunk, timing: timing.take() }));
-            if rest.is_empty() {
-                break;
-            }
-        }
-        Ok(Box::pin(tokio_stream::iter(messages)))
+        let messages = chunked(data, self.read_chunk_bytes)
+            .into_iter()
+            .map(|chunk| Ok(proto::ReadRangeResponse { chunk, timing: timing.take() }));
+        Ok(Box::pin(tokio_stream::iter(messages.collect::<Vec<_>>())))
+    }
+
+    async fn read_units_inner(&self, request: proto::ReadUnitsRequest) -> Result<ReadUnitsStream, Status> {
+        let ranges = request
+            .ranges
+            .iter()
+            .map(|range| Ok((unit_id(range.stripe, range.unit)?, range.offset, range.length)))
+            .collect::<Result<Vec<_>, Status>>()?;
+        let (results, timing) = self.scheduler.read_many(ranges).await?;
+        let messages = read_units_messages(results, timing, self.read_chunk_bytes);
+        Ok(Box::pin(tokio_stream::iter(messages.into_iter().map(Ok))))
     }
 
     fn stats_inner(&self) -> proto::StatsResponse {
@@ -201,6 +207,52 @@ fn scrub_progress(scrubber: &crate::scrub::Scrubber) -> proto::ScrubProgress {
 }
 
 type ReadStream = Pin<Box<dyn Stream<Item = Result<proto::ReadRangeResponse, Status>> + Send>>;
+type ReadUnitsStream = Pin<Box<dyn Stream<Item = Result<proto::ReadUnitsResponse, Status>> + Send>>;
+
+/// `data` in chunks of at most `chunk_bytes`, at least one (an empty range is one empty chunk, so
+/// its message, which carries the timing or a range's head, is still sent).
+fn chunked(mut data: Bytes, chunk_bytes: usize) -> Vec<Bytes> {
+    let mut chunks = Vec::with_capacity(data.len().div_ceil(chunk_bytes).max(1));
+    // Bounded: every pass takes up to chunk_bytes (> 0) and the loop ends once nothing is left.
+    loop {
+        chunks.push(data.split_to(data.len().min(chunk_bytes)));
+        if data.is_empty() {
+            return chunks;
+        }
+    }
+}
+
+/// A merged read's answer: per range, in order, its head (status, message) with its first chunk,
+/// then its further chunks; the task timing rides in the very first message.
+fn read_units_messages(results: RangeResults, timing: TaskTiming, chunk_bytes: usize) -> Vec<proto::ReadUnitsResponse> {
+    let mut timing = Some(proto::TaskTiming::from(timing));
+    let mut messages = Vec::with_capacity(results.len());
+    // Bounded by the scheduler's limit on ranges per request.
+    for result in results {
+        let (status, message, data) = match result {
+            Ok(data) => (proto::RangeStatus::Ok, String::new(), data),
+            Err(error) => (range_status(&error), error.to_string(), Bytes::new()),
+        };
+        let mut head = Some(proto::RangeHead { status: status as i32, message });
+        messages.extend(chunked(data, chunk_bytes).into_iter().map(|chunk| proto::ReadUnitsResponse {
+            timing: timing.take(),
+            range: head.take(),
+            chunk,
+        }));
+    }
+    messages
+}
+
+/// The status of a merged read's range that failed with `error` (the same failure a single read
+/// reports with the matching gRPC code).
+fn range_status(error: &NodeError) -> proto::RangeStatus {
+    match error {
+        NodeError::NotFound(_) => proto::RangeStatus::NotFound,
+        NodeError::Corrupt { .. } => proto::RangeStatus::Corrupt,
+        NodeError::OutOfRange { .. } => proto::RangeStatus::OutOfRange,
+        _ => proto::RangeStatus::Internal,
+    }
+}
 
 fn unit_id(stripe: u64, unit: u32) -> Result<UnitId, Status> {
     let unit = u16::try_from(unit)
@@ -275,6 +327,20 @@ impl node_server::Node for NodeService {
         let began = Instant::now();
         let result = self.read_range_inner(request.into_inner()).await;
         self.observe("read_range", began, &result);
+        result.map(Response::new)
+    }
+
+    type ReadUnitsStream = ReadUnitsStream;
+
+    async fn read_units(
+        &self,
+        request: Request<proto::ReadUnitsRequest>,
+    ) -> Result<Response<Self::ReadUnitsStream>, Status> {
+        // As for read_range: the handler waits for the task, so a reset stream drops this future
+        // and the scheduler cancels the task.
+        let began = Instant::now();
+        let result = self.read_units_inner(request.into_inner()).await;
+        self.observe("read_units", began, &result);
         result.map(Response::new)
     }
 

@@ -1,14 +1,15 @@
 //! End-to-end tests of a node on 127.0.0.1 (unit bytes over the unit stream and over gRPC, the
 //! same tests for each): streaming round trips, authentication,
 //! probes, cancellation by dropping a future, the service model set at run time, corruption,
-//! admission limits, metrics and shutdown.
+//! admission limits, merged reads of several ranges as one task, metrics and shutdown.
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use node::{
-    ClientError, ConditionalDelete, NodeClient, NodeConfig, RunningNode, ServiceModel, TaskOutcome, UnitTransport,
+    ClientError, ConditionalDelete, NodeClient, NodeConfig, RunningNode, ServiceModel, TaskOutcome, UnitRange,
+    UnitTransport,
 };
 use tonic::Code;
 
@@ -59,10 +60,32 @@ over_both_transports!(
     corrupt_unit_is_never_served_and_is_reported,
     bad_input_gets_clear_errors_and_changes_nothing,
     full_queue_refuses_with_resource_exhausted,
+    read_units_round_trips_ranges_in_order_as_one_task,
+    read_units_pays_one_overhead_for_all_its_ranges,
+    read_units_fails_only_the_missing_and_corrupt_ranges,
+    read_units_refuses_bad_requests_whole,
+    dropping_read_units_cancels_it_on_the_node,
 );
 
 fn pattern(len: usize) -> Bytes {
     (0..len).map(|i| (i % 251) as u8 ^ (i >> 16) as u8).collect::<Vec<u8>>().into()
+}
+
+/// `len` bytes unlike those of another `seed`.
+fn seeded(len: usize, seed: u8) -> Bytes {
+    pattern(len).iter().map(|byte| byte ^ seed).collect::<Vec<u8>>().into()
+}
+
+fn range(stripe: u64, unit: u16, offset: u64, length: u64) -> UnitRange {
+    UnitRange { stripe, unit, offset, length }
+}
+
+/// Flips one data byte of a stored unit, as a failing disk would.
+fn corrupt(node: &RunningNode, stripe: u64, unit: u16, at: usize) {
+    let path = node.scheduler().store().path_of(node::UnitId::new(stripe, unit));
+    let mut raw = std::fs::read(&path).unwrap();
+    raw[node::store::HEADER_BYTES as usize + at] ^= 0xff;
+    std::fs::write(&path, raw).unwrap();
 }
 
 fn slow(overhead_ms: u64) -> ServiceModel {
@@ -296,6 +319,181 @@ async fn full_queue_refuses_with_resource_exhausted(transport: UnitTransport) {
         read.await.unwrap().unwrap();
     }
     assert_eq!(client.stats().await.unwrap().tasks_rejected, 1);
+    node.shutdown().await;
+}
+
+async fn read_units_round_trips_ranges_in_order_as_one_task(transport: UnitTransport) {
+    // Small gRPC chunks, so that one range spans several messages.
+    let (node, _dir, client) = start_with(transport, |config| config.read_chunk_bytes = 64 << 10).await;
+    let (a, b, c) = (seeded(300_000, 1), seeded(70_000, 2), seeded(1000, 3));
+    client.write_unit(10, 0, a.clone()).await.unwrap();
+    client.write_unit(10, 1, b.clone()).await.unwrap();
+    client.write_unit(11, 5, c.clone()).await.unwrap();
+    let before = client.stats().await.unwrap();
+    let asked = [
+        (range(10, 1, 5, 60_000), b.slice(5..60_005)),
+        (range(11, 5, 0, 1000), c.clone()),
+        (range(10, 0, 100_000, 200_000), a.slice(100_000..300_000)),
+        (range(10, 1, 7, 0), Bytes::new()),
+        (range(10, 0, 0, 300_000), a.clone()),
+        (range(10, 1, 5, 60_000), b.slice(5..60_005)),
+    ];
+    let ranges: Vec<UnitRange> = asked.iter().map(|(range, _)| *range).collect();
+    let (results, timing) = client.read_units(&ranges).await.unwrap();
+    assert_eq!(results.len(), asked.len());
+    for (k, (result, (_, expected))) in results.iter().zip(&asked).enumerate() {
+        assert!(result.as_ref().unwrap() == expected, "range {k} differs");
+    }
+    let total: u64 = ranges.iter().map(|range| range.length).sum();
+    assert_eq!((timing.node_id, timing.bytes, timing.outcome), (7, total, TaskOutcome::Ok));
+    assert!(timing.enqueue_ns <= timing.start_ns && timing.start_ns <= timing.finish_ns);
+    let after = client.stats().await.unwrap();
+    assert_eq!(after.tasks_completed - before.tasks_completed, 1, "one task for every range");
+    assert_eq!(after.bytes_read - before.bytes_read, total);
+    let (_, next) = client.read_range(11, 5, 0, 1).await.unwrap();
+    assert_eq!(next.task_id, timing.task_id + 1, "the merged read took one task id");
+    node.shutdown().await;
+}
+
+async fn read_units_pays_one_overhead_for_all_its_ranges(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |_| {}).await;
+    client.write_unit(12, 0, pattern(400_000)).await.unwrap();
+    client.write_unit(12, 1, pattern(100_000)).await.unwrap();
+    // A large per-task overhead and a fast transfer: the overhead dominates every task.
+    let overhead_ns = 20_000_000;
+    let model =
+        ServiceModel { enabled: true, overhead_us: overhead_ns / 1000, rate_bytes_per_s: 1e9, ..Default::default() };
+    client.set_service_model(&model).await.unwrap();
+    let ranges = [
+        range(12, 0, 0, 100_000),
+        range(12, 1, 0, 100_000),
+        range(12, 0, 200_000, 100_000),
+        range(12, 0, 300_000, 100_000),
+    ];
+    let (results, timing) = client.read_units(&ranges).await.unwrap();
+    assert!(results.iter().all(Result::is_ok));
+    // Measured by the node's own account of the task, not by the wall clock.
+    assert!(
+        (overhead_ns..2 * overhead_ns).contains(&timing.emulated_service_ns),
+        "one overhead, not four: {} ns",
+        timing.emulated_service_ns
+    );
+    let single_read_of_the_sum = model.deterministic_service_time(400_000).as_nanos() as u64;
+    assert_eq!(timing.emulated_service_ns, single_read_of_the_sum, "as one read of 400 000 bytes");
+    let mut separate_ns = 0;
+    for range in &ranges {
+        separate_ns += client
+            .read_range(range.stripe, range.unit, range.offset, range.length)
+            .await
+            .unwrap()
+            .1
+            .emulated_service_ns;
+    }
+    assert!(separate_ns >= 4 * overhead_ns, "four single reads pay four overheads: {separate_ns} ns");
+    node.shutdown().await;
+}
+
+async fn read_units_fails_only_the_missing_and_corrupt_ranges(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |_| {}).await;
+    let (good, bad) = (seeded(100_000, 4), seeded(300_000, 5));
+    client.write_unit(13, 0, good.clone()).await.unwrap();
+    client.write_unit(13, 1, bad.clone()).await.unwrap();
+    corrupt(&node, 13, 1, 70_000); // block 1
+    let before = client.stats().await.unwrap();
+    let ranges = [
+        range(13, 0, 0, 1000),
+        range(13, 2, 0, 10),
+        range(13, 1, 0, 65_536),
+        range(13, 1, 70_000, 10_000),
+        range(13, 0, 99_000, 2000),
+        range(13, 0, 1000, 1000),
+    ];
+    let (results, timing) = client.read_units(&ranges).await.unwrap();
+    assert_eq!(results[0].as_ref().unwrap(), &good.slice(..1000));
+    let missing = results[1].as_ref().unwrap_err();
+    assert!(missing.is_not_found(), "{missing}");
+    assert_eq!(results[2].as_ref().unwrap(), &bad.slice(..65_536), "block 0 verifies on its own");
+    let corrupt = results[3].as_ref().unwrap_err();
+    assert!(corrupt.is_corrupt(), "{corrupt}");
+    assert_eq!(results[4].as_ref().unwrap_err().code(), Some(Code::OutOfRange));
+    assert_eq!(results[5].as_ref().unwrap(), &good.slice(1000..2000));
+    let total: u64 = ranges.iter().map(|range| range.length).sum();
+    assert_eq!((timing.bytes, timing.outcome), (total, TaskOutcome::Corrupt));
+    let after = client.stats().await.unwrap();
+    assert_eq!(after.corrupt_units.iter().map(|u| (u.stripe, u.unit)).collect::<Vec<_>>(), vec![(13, 1)]);
+    assert_eq!(after.tasks_failed - before.tasks_failed, 1, "one task, with failed ranges");
+    assert_eq!(after.bytes_read - before.bytes_read, 1000 + 65_536 + 1000, "the bytes served");
+    node.shutdown().await;
+}
+
+async fn read_units_refuses_bad_requests_whole(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |_| {}).await;
+    client.write_unit(14, 0, pattern(1000)).await.unwrap();
+    let too_many = vec![range(14, 0, 0, 1); node::MAX_RANGES_PER_READ + 1];
+    let too_large = [range(14, 9, 0, node::MAX_MERGED_READ_BYTES), range(14, 9, 0, 1)];
+    for ranges in [&[][..], &too_many, &too_large] {
+        let refused = client.read_units(ranges).await.map(|_| ()).unwrap_err();
+        assert_eq!(refused.code(), Some(Code::InvalidArgument), "{} ranges: {refused}", ranges.len());
+    }
+    // The client still reads (over the same connection, or a fresh one after the node closed it).
+    let (results, _) = client.read_units(&[range(14, 0, 0, 1000)]).await.unwrap();
+    assert_eq!(results[0].as_ref().unwrap(), &pattern(1000));
+    let stats = client.stats().await.unwrap();
+    assert_eq!((stats.tasks_completed, stats.tasks_failed, stats.tasks_rejected), (2, 0, 0), "nothing queued");
+    node.shutdown().await;
+}
+
+async fn dropping_read_units_cancels_it_on_the_node(transport: UnitTransport) {
+    let (node, _dir, client) = start_with(transport, |_| {}).await;
+    client.write_unit(15, 0, pattern(100_000)).await.unwrap();
+    client.set_service_model(&slow(400)).await.unwrap();
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move { client.read_range(15, 0, 0, 10_000).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let merged = {
+        let client = client.clone();
+        tokio::spawn(async move { client.read_units(&[range(15, 0, 0, 20_000), range(15, 0, 50_000, 10_000)]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let probe = client.probe().await.unwrap();
+    assert_eq!((probe.queued_tasks, probe.queued_bytes), (1, 30_000), "one task of the sum: {probe:?}");
+    merged.abort();
+    let _ = merged.await;
+    let deadline = Instant::now() + Duration::from_millis(200);
+    // Bounded by the deadline.
+    while client.probe().await.unwrap().queued_tasks > 0 {
+        assert!(Instant::now() < deadline, "the node did not cancel the dropped merged read");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The client's timeout gives up the same way.
+    let impatient = client.clone().with_timeout(Duration::from_millis(50));
+    let timed_out = impatient.read_units(&[range(15, 0, 0, 1)]).await.map(|_| ()).unwrap_err();
+    assert!(matches!(timed_out, ClientError::Timeout { .. }), "{timed_out}");
+    let (_, timing) = first.await.unwrap().unwrap();
+    assert!(timing.finish_ns - timing.start_ns >= 400_000_000);
+    let stats = client.stats().await.unwrap();
+    assert_eq!((stats.tasks_cancelled, stats.tasks_completed), (2, 2), "the write and the first read");
+    assert_eq!(node.scheduler().queue_snapshot(), Default::default());
+    node.shutdown().await;
+}
+
+/// gRPC carries a unit index in 32 bits: one past 16 refuses the whole merged read before queueing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_units_over_grpc_refuses_a_unit_index_past_16_bits() {
+    let (node, _dir, client) = start_with(UnitTransport::Grpc, |_| {}).await;
+    let mut raw = node::proto::node_client::NodeClient::connect(format!("http://{}", node.rpc_addr())).await.unwrap();
+    let ranges = vec![
+        node::proto::UnitRange { stripe: 1, unit: 0, offset: 0, length: 1 },
+        node::proto::UnitRange { stripe: 1, unit: 65_536, offset: 0, length: 1 },
+    ];
+    let mut request = tonic::Request::new(node::proto::ReadUnitsRequest { ranges });
+    request.metadata_mut().insert(node::server::SECRET_METADATA_KEY, SECRET.parse().unwrap());
+    let status = raw.read_units(request).await.map(|_| ()).unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status}");
+    let stats = client.stats().await.unwrap();
+    assert_eq!((stats.tasks_completed, stats.tasks_failed, stats.tasks_rejected), (0, 0, 0), "nothing queued");
     node.shutdown().await;
 }
 

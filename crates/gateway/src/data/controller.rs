@@ -30,9 +30,11 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use meta::{NodeId as StoreNodeId, NodeState, StripeMeta};
 use model::{
-    CodeLayout, FrontendId, NEVER, NodeId as PolicyNodeId, ObjectId, Outcome, PartitionId, Placement, PlannedTask,
-    QueueState, ReadPlan, ReadRequest, Record, RequestId, RequestRecord, StripeId as PolicyStripeId, TaskRecord,
+    BatchRecord, CodeLayout, FrontendId, NEVER, NodeId as PolicyNodeId, ObjectId, Outcome, PartitionId, Placement,
+    PlannedTask, QueueState, ReadPlan, ReadRequest, Record, RequestId, RequestRecord, StripeId as PolicyStripeId,
+    TaskRecord,
 };
+use policy::ecstore::access::{AccessPolicy, AccessSettings};
 use policy::{FrontendSetup, PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -44,6 +46,9 @@ use super::executor::{self, Clock, TaskEnd, TaskResult};
 use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo};
 use policy::fec::FrontendState;
+
+mod batch;
+pub use batch::{BatchBlock, BlockResult};
 
 /// Largest `max_catalog_stripes` accepted (about 180 MB of placement and policy tables).
 pub const MAX_CATALOG_STRIPES: usize = 1 << 20;
@@ -91,6 +96,9 @@ pub struct ControllerConfig {
     /// follow the store's size. Default 65,536 (about 11 MB); the live experiment's gateways keep
     /// [`MAX_CATALOG_STRIPES`], so a run never starts afresh in the middle.
     pub max_catalog_stripes: usize,
+    /// How batch reads (EC-Store, `POST /{bucket}?lowtail-batch-get`) choose the units of their
+    /// blocks. Default: the least-cost plan (`cost`), no late binding.
+    pub access: AccessSettings,
 }
 
 impl Default for ControllerConfig {
@@ -105,6 +113,7 @@ impl Default for ControllerConfig {
             probe_timeout_ms: 500,
             cpu_sample_every: 8,
             max_catalog_stripes: 1 << 16,
+            access: AccessSettings::default(),
         }
     }
 }
@@ -128,6 +137,7 @@ impl ControllerConfig {
         if !(1..=MAX_CATALOG_STRIPES).contains(&self.max_catalog_stripes) {
             return bad(&format!("max_catalog_stripes must be 1 to {MAX_CATALOG_STRIPES}"));
         }
+        self.access.validate().map_err(|why| DataError::Internal(format!("controller config: access: {why}")))?;
         validate_settings(&self.settings)
     }
 }
@@ -175,6 +185,8 @@ pub struct ControllerCounters {
     pub dropped_records: AtomicU64,
     /// Probes (of requests or refreshes) not answered within `probe_timeout_ms`.
     pub probe_timeouts: AtomicU64,
+    /// Load probes the batch reads' access policy sent (its cost table's refreshes).
+    pub access_probes: AtomicU64,
 }
 
 /// The store's stripes and nodes in the policy's dense ids.
@@ -291,6 +303,9 @@ struct LiveView<'a> {
     unanswered: u32,
     /// The gateway's read task pool as it stood when the decision began.
     frontend: FrontendState,
+    /// Per dense node, whether it is known not to be Up (batch plans route around it); empty for
+    /// the single-read policies, which learn of a Down node through its probe.
+    down: Vec<bool>,
 }
 
 impl policy::ClusterView for LiveView<'_> {
@@ -323,6 +338,9 @@ impl policy::ClusterView for LiveView<'_> {
             }
         }
     }
+    fn node_unavailable(&self, node: PolicyNodeId) -> bool {
+        self.down.get(node.index()).copied().unwrap_or(false)
+    }
 }
 
 /// Everything behind the controller's one lock (held for microseconds, never across an await).
@@ -335,6 +353,12 @@ struct State {
     catalog: Catalog,
     rng: ChaCha8Rng,
     next_request: u64,
+    /// The batch reads' access policy (EC-Store); its plans use the catalog's dense ids.
+    access: AccessPolicy,
+    /// Bumped with `generation` and by every switch of the access policy: a solve handed out under
+    /// another is dropped.
+    access_generation: u64,
+    next_batch: u64,
 }
 
 impl State {
@@ -379,6 +403,13 @@ pub struct Controller {
     admission: AdmissionSettings,
     state: Mutex<State>,
     records: Mutex<VecDeque<Record>>,
+    /// Batch records kept until taken (`POST /admin/batches/take`), bounded by `max_records`.
+    batch_records: Mutex<VecDeque<BatchRecord>>,
+    /// Wakes the access policy's background work (a solve queued, the first batch after a lull).
+    access_wake: tokio::sync::Notify,
+    /// When the last batch was planned (controller clock; 0: never): the access policy's load
+    /// probes run only while batches are being read.
+    last_batch_ns: AtomicU64,
     counters: ControllerCounters,
     switched: tokio::sync::Notify,
     /// Whether policies that probe nodes may run (not over an S3 backend, which has none).
@@ -408,6 +439,7 @@ impl Controller {
         let catalog = Catalog::new(code_name, config.max_catalog_stripes)?;
         let code = catalog.layout.spec();
         let policy = build_policy(config.policy, &config.settings, &catalog.layout, admission)?;
+        let access = build_access(&config.access, &catalog.layout)?;
         let seed = config.seed ^ (u64::from(config.frontend_id) << 48);
         Ok(Controller {
             epoch: Instant::now(),
@@ -427,8 +459,14 @@ impl Controller {
                 catalog,
                 rng: ChaCha8Rng::seed_from_u64(seed),
                 next_request: 0,
+                access,
+                access_generation: 0,
+                next_batch: 0,
             }),
             records: Mutex::new(VecDeque::new()),
+            batch_records: Mutex::new(VecDeque::new()),
+            access_wake: tokio::sync::Notify::new(),
+            last_batch_ns: AtomicU64::new(0),
             counters: ControllerCounters::default(),
             switched: tokio::sync::Notify::new(),
             probing_allowed: std::sync::atomic::AtomicBool::new(true),
@@ -754,6 +792,7 @@ impl Controller {
                     frontend_count: self.frontend_count,
                     unanswered: 0,
                     frontend,
+                    down: Vec::new(),
                 };
                 state.policy.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
                 targets.dedup();
@@ -784,6 +823,7 @@ impl Controller {
                 frontend_count: self.frontend_count,
                 unanswered: 0,
                 frontend,
+                down: Vec::new(),
             };
             let plan = state.policy.plan(&mut view, self.now_ns(), &request, &mut request_rng);
             debug_assert_eq!(view.unanswered, 0, "{} probed a node it did not announce", state.policy.name());
@@ -809,6 +849,9 @@ impl Controller {
         tracing::info!(stripes = state.catalog.max_stripes, "controller placement full; starting afresh");
         state.catalog.forget_stripes()?;
         state.policy = build_policy(state.kind, &state.settings, &state.catalog.layout, self.admission)?;
+        // The access policy's cache and solves name the forgotten dense ids.
+        state.access = build_access(state.access.settings(), &state.catalog.layout)?;
+        state.access_generation += 1;
         state.generation += 1;
         Ok(())
     }
@@ -984,6 +1027,7 @@ impl Controller {
                 frontend_count: self.frontend_count,
                 unanswered: 0,
                 frontend,
+                down: Vec::new(),
             };
             let mut rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
             state.policy.begin_refresh(&mut view, self.now_ns(), &mut rng)
@@ -1080,6 +1124,12 @@ fn build_policy(
     let blocking = admission.mode == AdmissionMode::Blocking;
     build_read_policy(kind, settings, &FrontendSetup::new(layout, admission.slots, blocking))
         .map_err(|error| DataError::Internal(format!("policy {kind}: {error}")))
+}
+
+/// The batch reads' access policy for stripes of `layout`.
+fn build_access(settings: &AccessSettings, layout: &CodeLayout) -> Result<AccessPolicy, DataError> {
+    AccessPolicy::new(settings.clone(), layout.data_units())
+        .map_err(|error| DataError::Internal(format!("access policy: {error}")))
 }
 
 /// Queue states from probe replies (unreachable nodes look full), recording measured rates.

@@ -740,6 +740,16 @@ impl ObjectData for ErasureData {
         self.delete_after_delay(self.holds.release(owned_stripes(layout))).await
     }
 
+    fn read_batch<'a>(&'a self, layouts: &'a [Layout]) -> super::batch::BatchStream<'a> {
+        match self.reads.controller() {
+            // Backend mode has no nodes to merge tasks on: each object is read on its own.
+            Some(controller) if self.io.backend().is_none() => {
+                super::batch::read_planned(self, &self.io, &self.reads, controller, layouts)
+            }
+            _ => super::batch::read_each(self, layouts),
+        }
+    }
+
     fn hold(&self, layout: &Layout) -> ReadHold {
         let stripes = owned_stripes(layout);
         if stripes.is_empty() {
@@ -806,6 +816,10 @@ impl RunningData {
         self.data.reads.attach_controller(Arc::clone(&controller))?;
         let (refresher, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
         self.tasks.push(BackgroundTask::spawn("controller-refresh", move |stop| refresher.run_refresh(io, stop)));
+        if self.data.io.backend().is_none() {
+            let (access, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
+            self.tasks.push(BackgroundTask::spawn("controller-access", move |stop| access.run_access(io, stop)));
+        }
         Ok(controller)
     }
 

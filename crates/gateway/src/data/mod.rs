@@ -12,6 +12,7 @@ use std::ops::Range;
 
 pub mod admission;
 pub mod backend;
+pub mod batch;
 pub mod cluster;
 pub mod config;
 pub mod controller;
@@ -184,6 +185,14 @@ pub trait ObjectData: Send + Sync {
     /// erasure-coded store then keeps them `orphans.release_delay_ms` longer, for reads of the old
     /// layout through other gateways.
     async fn release(&self, layout: &Layout) -> Result<(), DataError>;
+
+    /// Reads several whole objects as one request (EC-Store's multi-object read): yields `(i,
+    /// object i's bytes as parts)` as each is read, in any order, each once. The erasure-coded
+    /// store plans the stripes of its striped objects together, one merged task per node; other
+    /// objects are read as [`read_parts`](Self::read_parts) reads them.
+    fn read_batch<'a>(&'a self, layouts: &'a [Layout]) -> batch::BatchStream<'a> {
+        batch::read_each(self, layouts)
+    }
 
     /// Keeps `layout`'s bytes readable on this store until the hold is dropped, even if the layout
     /// is released meanwhile: a long read (a body sent as it is read, a copy) that began before an

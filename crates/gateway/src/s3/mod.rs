@@ -8,6 +8,7 @@
 
 pub mod abandoned_uploads;
 mod auth;
+mod batch_get;
 mod body;
 mod bucket;
 mod checksum;
@@ -22,6 +23,7 @@ mod multipart;
 mod names;
 mod put;
 mod read_body;
+mod routes;
 mod server;
 mod service;
 mod timestamps;
@@ -37,6 +39,7 @@ use s3s::service::{S3Service, S3ServiceBuilder};
 use crate::data::ObjectData;
 
 pub use auth::CredentialTable;
+pub use batch_get::{BATCH_GET_QUERY, MAX_BATCH_BYTES, MAX_BATCH_OBJECTS};
 pub use server::{DRAIN_TIMEOUT, serve};
 pub use service::{LowtailS3, REQUEST_SECONDS_METRIC};
 
@@ -112,11 +115,13 @@ pub fn build_service(
         unauthenticated.set_host(host(domain)?);
     }
     let domain = options.virtual_host_domain.clone();
+    let batch_get = batch_get::BatchGet { meta: Arc::clone(&meta), data: Arc::clone(&data), options: options.clone() };
     let mut builder = S3ServiceBuilder::new(LowtailS3::new(Arc::clone(&meta), data, options));
     builder.set_auth(CredentialTable::new(credentials));
     // Runs only because an auth provider is set (s3s skips access checks without one).
     builder.set_access(auth::SignedOnly { meta });
-    builder.set_route(unusable_range::IgnoreUnusableRange { unauthenticated: unauthenticated.build() });
+    let unusable_range = unusable_range::IgnoreUnusableRange { unauthenticated: unauthenticated.build() };
+    builder.set_route(routes::Routes { batch_get, unusable_range });
     if let Some(domain) = &domain {
         builder.set_host(host(domain)?);
     }

@@ -1,5 +1,5 @@
 //! The gateway's side of the unit stream: a small pool of idle connections to one node, and the
-//! read and write calls over them.
+//! read, merged-read and write calls over them.
 //!
 //! Owns connecting, the hello, reusing connections and telling a stale pooled connection (the
 //! node restarted) from a failed request. Must not retry anything else, time calls out (the
@@ -16,10 +16,13 @@ use tokio::net::TcpStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Status};
 
-use super::wire::{self, Op, Request, ResponseHead};
-use crate::client::{CONNECT_TIMEOUT, ClientError, protocol};
+use super::wire::{self, Op, RangeHead, Request, ResponseHead};
+use crate::client::{CONNECT_TIMEOUT, ClientError, UnitRange, protocol};
 use crate::error::UnitId;
 use crate::scheduler::TaskTiming;
+
+/// Each range's bytes, or its own error, in request order.
+type RangeAnswers = Vec<Result<Bytes, ClientError>>;
 
 /// Most idle connections kept per node; more are closed when returned.
 const MAX_IDLE: usize = 64;
@@ -77,6 +80,66 @@ impl StreamClient {
         receive_exact(&mut conn.stream, &mut data, capacity).await.map_err(|e| self.broken(OP, e))?;
         self.checkin(conn.stream);
         Ok((data.freeze(), timing))
+    }
+
+    /// Reads every range as one task on the node (a merged read).
+    pub(crate) async fn read_many(&self, ranges: &[UnitRange]) -> Result<(RangeAnswers, TaskTiming), ClientError> {
+        const OP: &str = "read_units";
+        let reads: Vec<_> =
+            ranges.iter().map(|range| (UnitId::new(range.stripe, range.unit), range.offset, range.length)).collect();
+        let request = wire::read_many_request(&reads);
+        // A merged read changes nothing on the node: sending it again after a stale connection is
+        // safe.
+        let (mut conn, head) = self.exchange(OP, || request.clone()).await?;
+        let head = ResponseHead::decode(&head).map_err(|what| protocol(OP, what))?;
+        if head.code != Code::Ok {
+            return Err(self.refusal(OP, conn, head).await);
+        }
+        let timing = head.timing.ok_or_else(|| protocol(OP, "no task timing"))?;
+        let answers = self.receive_ranges(&mut conn.stream, ranges, head.payload_len).await?;
+        self.checkin(conn.stream);
+        Ok((answers, timing))
+    }
+
+    /// Receives a merged read's per-range heads and payloads, which the response head said take
+    /// `payload_len` bytes in all.
+    async fn receive_ranges(
+        &self,
+        stream: &mut TcpStream,
+        ranges: &[UnitRange],
+        payload_len: u64,
+    ) -> Result<RangeAnswers, ClientError> {
+        const OP: &str = "read_units";
+        let mut answers = Vec::with_capacity(ranges.len());
+        let mut received = 0u64;
+        // Bounded: one pass per range asked for.
+        for (index, range) in ranges.iter().enumerate() {
+            let mut head = [0u8; wire::RANGE_HEAD_BYTES];
+            stream.read_exact(&mut head).await.map_err(|e| self.broken(OP, e))?;
+            let head = RangeHead::decode(&head).map_err(|what| protocol(OP, what))?;
+            if head.code == Code::Ok && head.payload_len != range.length {
+                let what = format!("range {index}: node sent {} of {} bytes", head.payload_len, range.length);
+                return Err(protocol(OP, what));
+            }
+            received = received.saturating_add(wire::RANGE_HEAD_BYTES as u64 + head.payload_len);
+            if received > payload_len {
+                return Err(protocol(OP, format!("the ranges run past the {payload_len} bytes announced")));
+            }
+            let len = usize::try_from(head.payload_len).map_err(|_| protocol(OP, "a range does not fit in memory"))?;
+            let mut payload = BytesMut::with_capacity(len);
+            receive_exact(stream, &mut payload, len).await.map_err(|e| self.broken(OP, e))?;
+            answers.push(match head.code {
+                Code::Ok => Ok(payload.freeze()),
+                code => {
+                    let status = Status::new(code, String::from_utf8_lossy(&payload).into_owned());
+                    Err(ClientError::Status { operation: OP, status })
+                }
+            });
+        }
+        if received != payload_len {
+            return Err(protocol(OP, format!("the ranges took {received} of the {payload_len} bytes announced")));
+        }
+        Ok(answers)
     }
 
     /// Writes `unit` from `data` held in memory; returns once it is durable on the node.

@@ -1,8 +1,9 @@
 //! The unit stream: the node's data plane for unit bytes, beside its gRPC control calls on the
-//! same port. A read's answer is a fixed head and the unit's raw bytes; a write is a fixed header
-//! and the raw bytes, answered once they are durable. No HTTP/2 framing, flow control or
-//! per-message protobuf: the bytes cross the connection once each way with one copy into and
-//! out of the kernel (docs/benchmarks.md has the measurement against gRPC).
+//! same port. A read's answer is a fixed head and the unit's raw bytes; a merged read's (several
+//! ranges as one task) is a fixed head and, per range, a small fixed head and its raw bytes; a
+//! write is a fixed header and the raw bytes, answered once they are durable. No HTTP/2 framing,
+//! flow control or per-message protobuf: the bytes cross the connection once each way with one
+//! copy into and out of the kernel (docs/benchmarks.md has the measurement against gRPC).
 //!
 //! Owns the transport only. The node's tasks still go through its FCFS queue and the same error
 //! codes reach the client as over gRPC. Must not decide policy.

