@@ -364,6 +364,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                 config.data.cluster_secret.clone(),
             ))
             .merge(access_routes(Arc::clone(&controller), config.data.cluster_secret.clone()))
+            .merge(mover_routes(data.mover.clone(), Arc::clone(&controller), config.data.cluster_secret.clone()))
             .merge(bucket_routes(Arc::clone(&meta), config.data.cluster_secret.clone()));
         http_server = Some(tokio::spawn(async move {
             axum::serve(listener, app)
@@ -553,13 +554,83 @@ fn access_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
                 let response = if !has_secret(&headers, &take_secret) {
                     (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
                 } else {
-                    let mut body = Vec::new();
-                    for record in take_controller.take_batch_records() {
-                        // A record is plain data: serialising it cannot fail.
-                        serde_json::to_writer(&mut body, &record).expect("record serialises");
-                        body.push(b'\n');
+                    ndjson(&take_controller.take_batch_records())
+                };
+                std::future::ready(response)
+            }),
+        )
+}
+
+/// Records as the take endpoints answer them: one JSON object per line.
+fn ndjson<T: serde::Serialize>(records: &[T]) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let mut body = Vec::with_capacity(records.len() * 256);
+    for record in records {
+        // A record is plain data: serialising it cannot fail.
+        serde_json::to_writer(&mut body, record).expect("record serialises");
+        body.push(b'\n');
+    }
+    ([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+}
+
+/// A mover switch as `PUT /admin/mover` takes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoverSwitch {
+    enabled: bool,
+}
+
+/// `GET /admin/mover` (what EC-Store's mover has done, and its statistics), `PUT /admin/mover`
+/// (`{"enabled": true|false}`; needs the cluster secret) and `POST /admin/moves/take` (the move
+/// records kept since the last take, one JSON object per line; needs the secret). Without a mover
+/// (a gateway over an S3 backend) the first two answer 404.
+fn mover_routes(
+    mover: Option<Arc<crate::data::mover::MoverService>>,
+    controller: Arc<Controller>,
+    secret: String,
+) -> axum::Router {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let missing = || (StatusCode::NOT_FOUND, "this gateway runs no mover (it has no storage nodes)").into_response();
+    let (get_mover, put_mover) = (mover.clone(), mover);
+    let get_controller = Arc::clone(&controller);
+    let (put_secret, take_secret) = (secret.clone(), secret);
+    axum::Router::new()
+        .route(
+            "/admin/mover",
+            axum::routing::get(move || {
+                let response = match &get_mover {
+                    Some(mover) => axum::Json(serde_json::json!({
+                        "status": mover.status(),
+                        "statistics": get_controller.mover_gauges(),
+                    }))
+                    .into_response(),
+                    None => missing(),
+                };
+                std::future::ready(response)
+            })
+            .put(move |headers: HeaderMap, body: bytes::Bytes| {
+                let response = if !has_secret(&headers, &put_secret) {
+                    (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
+                } else {
+                    match (&put_mover, serde_json::from_slice::<MoverSwitch>(&body)) {
+                        (None, _) => missing(),
+                        (_, Err(error)) => {
+                            (StatusCode::BAD_REQUEST, format!("bad mover switch: {error}")).into_response()
+                        }
+                        (Some(mover), Ok(switch)) => axum::Json(mover.set_enabled(switch.enabled)).into_response(),
                     }
-                    ([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+                };
+                std::future::ready(response)
+            }),
+        )
+        .route(
+            "/admin/moves/take",
+            axum::routing::post(move |headers: HeaderMap| {
+                let response = if !has_secret(&headers, &take_secret) {
+                    (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
+                } else {
+                    ndjson(&controller.take_move_records())
                 };
                 std::future::ready(response)
             }),

@@ -30,11 +30,12 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use meta::{NodeId as StoreNodeId, NodeState, StripeMeta};
 use model::{
-    BatchRecord, CodeLayout, FrontendId, NEVER, NodeId as PolicyNodeId, ObjectId, Outcome, PartitionId, Placement,
-    PlannedTask, QueueState, ReadPlan, ReadRequest, Record, RequestId, RequestRecord, StripeId as PolicyStripeId,
-    TaskRecord,
+    BatchRecord, CodeLayout, FrontendId, MoveRecord, NEVER, NodeId as PolicyNodeId, ObjectId, Outcome, PartitionId,
+    Placement, PlannedTask, QueueState, ReadPlan, ReadRequest, Record, RequestId, RequestRecord,
+    StripeId as PolicyStripeId, TaskRecord,
 };
 use policy::ecstore::access::{AccessPolicy, AccessSettings};
+use policy::ecstore::mover::{Mover, MoverSettings};
 use policy::{FrontendSetup, PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -48,7 +49,10 @@ use super::stripe_io::{NodeMap, StripeIo};
 use policy::fec::FrontendState;
 
 mod batch;
+mod movement;
+pub use super::mover::MoverConfig;
 pub use batch::{BatchBlock, BlockResult};
+pub use movement::StoreMove;
 
 /// Largest `max_catalog_stripes` accepted (about 180 MB of placement and policy tables).
 pub const MAX_CATALOG_STRIPES: usize = 1 << 20;
@@ -99,6 +103,8 @@ pub struct ControllerConfig {
     /// How batch reads (EC-Store, `POST /{bucket}?lowtail-batch-get`) choose the units of their
     /// blocks. Default: the least-cost plan (`cost`), no late binding.
     pub access: AccessSettings,
+    /// EC-Store's mover (`[controller.mover]`): off by default.
+    pub mover: MoverConfig,
 }
 
 impl Default for ControllerConfig {
@@ -114,6 +120,7 @@ impl Default for ControllerConfig {
             cpu_sample_every: 8,
             max_catalog_stripes: 1 << 16,
             access: AccessSettings::default(),
+            mover: MoverConfig::default(),
         }
     }
 }
@@ -138,6 +145,7 @@ impl ControllerConfig {
             return bad(&format!("max_catalog_stripes must be 1 to {MAX_CATALOG_STRIPES}"));
         }
         self.access.validate().map_err(|why| DataError::Internal(format!("controller config: access: {why}")))?;
+        self.mover.validate()?;
         validate_settings(&self.settings)
     }
 }
@@ -197,6 +205,8 @@ struct Catalog {
     placement: Placement,
     /// Store stripe → (dense stripe, the store nodes it was registered with).
     stripes: HashMap<u64, (PolicyStripeId, Vec<StoreNodeId>)>,
+    /// Dense stripe → (store stripe, unit bytes): what a proposed move names.
+    by_dense: Vec<(u64, u64)>,
     node_index: HashMap<StoreNodeId, PolicyNodeId>,
     nodes: Vec<StoreNodeId>,
     /// Service rate per dense node from the last probe (0 = not known yet).
@@ -217,6 +227,7 @@ impl Catalog {
             layout,
             placement,
             stripes: HashMap::new(),
+            by_dense: Vec::new(),
             node_index: HashMap::new(),
             nodes: Vec::new(),
             rates: Vec::new(),
@@ -251,6 +262,8 @@ impl Catalog {
         let dense_nodes: Vec<PolicyNodeId> = stripe.placement.iter().map(|&n| self.node(n)).collect();
         let dense = self.placement.push_stripe(&dense_nodes).map_err(|e| DataError::Internal(e.to_string()))?;
         self.stripes.insert(stripe.id.0, (dense, stripe.placement.clone()));
+        debug_assert_eq!(dense.index(), self.by_dense.len(), "dense ids are handed out in order");
+        self.by_dense.push((stripe.id.0, stripe.unit_bytes));
         Ok(Some(dense))
     }
 
@@ -260,6 +273,7 @@ impl Catalog {
         let node_count = (self.nodes.len() as u32).max(spec.total_units() as u32);
         self.placement = Placement::empty(spec, node_count).map_err(|e| DataError::Internal(e.to_string()))?;
         self.stripes = HashMap::new();
+        self.by_dense = Vec::new();
         Ok(())
     }
 
@@ -306,6 +320,20 @@ struct LiveView<'a> {
     /// Per dense node, whether it is known not to be Up (batch plans route around it); empty for
     /// the single-read policies, which learn of a Down node through its probe.
     down: Vec<bool>,
+}
+
+impl<'a> LiveView<'a> {
+    /// The view of the EC-Store planners (batch plans, the mover): no request's pool, and the
+    /// nodes not Up in `nodes` known to be down.
+    fn of_batches(
+        catalog: &'a Catalog,
+        answers: &'a [(PolicyNodeId, QueueState)],
+        frontend_count: u32,
+        nodes: &NodeMap,
+    ) -> LiveView<'a> {
+        let down = catalog.nodes.iter().map(|&id| !is_up(nodes, id)).collect();
+        LiveView { catalog, answers, frontend_count, unanswered: 0, frontend: FrontendState::unbounded(), down }
+    }
 }
 
 impl policy::ClusterView for LiveView<'_> {
@@ -359,6 +387,8 @@ struct State {
     /// another is dropped.
     access_generation: u64,
     next_batch: u64,
+    /// EC-Store's mover statistics (co-access of planned batches, node loads) and its proposals.
+    mover: Mover,
 }
 
 impl State {
@@ -405,6 +435,8 @@ pub struct Controller {
     records: Mutex<VecDeque<Record>>,
     /// Batch records kept until taken (`POST /admin/batches/take`), bounded by `max_records`.
     batch_records: Mutex<VecDeque<BatchRecord>>,
+    /// Move records kept until taken, bounded by `max_records`.
+    move_records: Mutex<VecDeque<MoveRecord>>,
     /// Wakes the access policy's background work (a solve queued, the first batch after a lull).
     access_wake: tokio::sync::Notify,
     /// When the last batch was planned (controller clock; 0: never): the access policy's load
@@ -462,7 +494,9 @@ impl Controller {
                 access,
                 access_generation: 0,
                 next_batch: 0,
+                mover: build_mover(&config.mover.settings)?,
             }),
+            move_records: Mutex::new(VecDeque::new()),
             records: Mutex::new(VecDeque::new()),
             batch_records: Mutex::new(VecDeque::new()),
             access_wake: tokio::sync::Notify::new(),
@@ -849,8 +883,10 @@ impl Controller {
         tracing::info!(stripes = state.catalog.max_stripes, "controller placement full; starting afresh");
         state.catalog.forget_stripes()?;
         state.policy = build_policy(state.kind, &state.settings, &state.catalog.layout, self.admission)?;
-        // The access policy's cache and solves name the forgotten dense ids.
+        // The access policy's cache and solves, and the mover's statistics, name the forgotten
+        // dense ids.
         state.access = build_access(state.access.settings(), &state.catalog.layout)?;
+        state.mover = build_mover(state.mover.settings())?;
         state.access_generation += 1;
         state.generation += 1;
         Ok(())
@@ -1130,6 +1166,11 @@ fn build_policy(
 fn build_access(settings: &AccessSettings, layout: &CodeLayout) -> Result<AccessPolicy, DataError> {
     AccessPolicy::new(settings.clone(), layout.data_units())
         .map_err(|error| DataError::Internal(format!("access policy: {error}")))
+}
+
+/// The mover's statistics and proposals, empty.
+fn build_mover(settings: &MoverSettings) -> Result<Mover, DataError> {
+    Mover::new(settings.clone()).map_err(|error| DataError::Internal(format!("mover: {error}")))
 }
 
 /// Queue states from probe replies (unreachable nodes look full), recording measured rates.

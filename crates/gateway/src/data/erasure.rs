@@ -30,6 +30,7 @@ use super::delayed::DelayedReleases;
 use super::holds::{ReadHold, StripeHolds, owned_stripes};
 use super::membership::unix_now_ms;
 use super::membership::{BackgroundTask, Membership};
+use super::mover::MoverService;
 use super::orphans::OrphanCollector;
 use super::packed::{PackRefused, Packer};
 use super::pending::PendingWrites;
@@ -801,6 +802,8 @@ pub struct RunningData {
     pub repair: Arc<RepairService>,
     /// The orphan collector.
     pub orphans: Arc<OrphanCollector>,
+    /// EC-Store's mover, once a controller is attached (over storage nodes).
+    pub mover: Option<Arc<MoverService>>,
     tasks: Vec<BackgroundTask>,
 }
 
@@ -819,6 +822,14 @@ impl RunningData {
         if self.data.io.backend().is_none() {
             let (access, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
             self.tasks.push(BackgroundTask::spawn("controller-access", move |stop| access.run_access(io, stop)));
+            let mover = Arc::new(MoverService::new(
+                Arc::clone(&self.data.io),
+                Arc::clone(&controller),
+                Arc::clone(&self.repair),
+                config.mover.clone(),
+            ));
+            self.tasks.push(Arc::clone(&mover).spawn());
+            self.mover = Some(mover);
         }
         Ok(controller)
     }
@@ -876,7 +887,7 @@ impl ErasureData {
             let deleter = data.clone();
             tasks.push(BackgroundTask::spawn("release-delay", move |stop| deleter.delete_released(stop)));
         }
-        Ok(RunningData { data, membership, repair, orphans, tasks })
+        Ok(RunningData { data, membership, repair, orphans, mover: None, tasks })
     }
 }
 

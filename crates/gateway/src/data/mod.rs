@@ -24,6 +24,7 @@ pub mod holds;
 pub mod lease;
 pub mod membership;
 pub mod memory;
+pub mod mover;
 pub mod orphans;
 pub mod packed;
 pub mod pending;

@@ -20,9 +20,9 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
-/// The mover's settings.
+/// The mover's settings (a field left out of a config takes its default).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct MoverSettings {
     /// Most moves started per second (the paper's "less than one chunk per second").
     pub max_moves_per_s: f64,

@@ -30,7 +30,6 @@ use model::{
     Record, RequestId, RequestRecord, StripeId as PolicyStripeId,
 };
 use policy::ecstore::access::AccessSettings;
-use policy::fec::FrontendState;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -164,17 +163,11 @@ impl Controller {
             .iter()
             .map(|&i| BlockRead { stripe: dense[i].expect("planned"), unit_bytes: blocks[i].stripe.unit_bytes })
             .collect();
-        let down = state.catalog.nodes.iter().map(|&id| !is_up(nodes, id)).collect();
-        let mut view = LiveView {
-            catalog: &state.catalog,
-            answers: &[],
-            frontend_count: self.frontend_count,
-            unanswered: 0,
-            frontend: FrontendState::unbounded(),
-            down,
-        };
+        let mut view = LiveView::of_batches(&state.catalog, &[], self.frontend_count, nodes);
         let mut rng = ChaCha8Rng::seed_from_u64(rand::RngCore::next_u64(&mut state.rng));
         let plan = state.access.plan_batch(&mut view, &reads, &mut rng);
+        let stripes: Vec<PolicyStripeId> = reads.iter().map(|read| read.stripe).collect();
+        state.mover.observe_batch(decision_start_ns, &stripes);
         assert_eq!(plan.blocks.len(), reads.len(), "one plan per block");
         let k = state.catalog.layout.data_units() as u32;
         let store_nodes: Vec<Vec<StoreNodeId>> = plan
@@ -391,15 +384,7 @@ impl Controller {
         let mut state = self.lock();
         let state = &mut *state;
         let answers = record_rates(&mut state.catalog, &replies);
-        let down = state.catalog.nodes.iter().map(|&id| !is_up(&nodes, id)).collect();
-        let mut view = LiveView {
-            catalog: &state.catalog,
-            answers: &answers,
-            frontend_count: self.frontend_count,
-            unanswered: 0,
-            frontend: FrontendState::unbounded(),
-            down,
-        };
+        let mut view = LiveView::of_batches(&state.catalog, &answers, self.frontend_count, &nodes);
         state.access.refresh(&mut view, now_ns);
         Ok(())
     }
