@@ -9,14 +9,21 @@ mod common;
 
 use aws_sdk_s3::primitives::ByteStream;
 use bench::s3_batch::{BatchClient, BatchRequest};
-use common::{client, pseudo_random, start_up_with, wait_for_manifest};
+use common::{client, poll, pseudo_random, start_up_with, wait_for_manifest};
 use std::process::Command;
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_get_reads_objects_of_every_layout_in_one_signed_request() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("cluster");
-    let mut up = start_up_with(&dir, &["--nodes", "6", "--code", "rs-2-2", "--listen", "127.0.0.1:0"]);
+    // Late binding (δ = 1) and records kept: the batches' records are checked at the end.
+    let up_toml = temp.path().join("up.toml");
+    std::fs::write(&up_toml, "[controller]\nmax_records = 100000\n\n[controller.access]\nextra_reads = 1\n").unwrap();
+    let mut up = start_up_with(
+        &dir,
+        &["--nodes", "6", "--code", "rs-2-2", "--listen", "127.0.0.1:0", "--config", up_toml.to_str().unwrap()],
+    );
     let manifest = wait_for_manifest(&dir, &mut up);
     let s3 = client(&manifest);
     s3.create_bucket().bucket("pages").send().await.unwrap();
@@ -55,6 +62,27 @@ async fn batch_get_reads_objects_of_every_layout_in_one_signed_request() {
     for part in &parts {
         let got = s3.get_object().bucket("pages").key(&part.key).send().await.unwrap();
         assert!(part.body == got.body.collect().await.unwrap().into_bytes(), "{}", part.key);
+    }
+
+    // The gateway kept both batches once their extra reads ended: the keys' (seven striped
+    // objects, one stripe each but the 5 MiB one's three) and the scan's; each block read k + δ.
+    let admin = launcher::gateway_admin::GatewayAdmin {
+        base: launcher::admin::gateway_http_from_dir(&dir).unwrap(),
+        secret: launcher::admin::cluster_secret_from_dir(&dir).unwrap(),
+    };
+    let mut batches = Vec::new();
+    poll("the batch records", Duration::from_secs(10), || {
+        batches.extend(admin.take_batches().map_err(|e| e.to_string())?);
+        if batches.len() == 2 { Ok(()) } else { Err(format!("{} batch records", batches.len())) }
+    })
+    .await;
+    assert!(batches.iter().all(|b| b.outcome == model::Outcome::Ok), "{batches:?}");
+    let records = admin.take_records().unwrap().records;
+    for batch in &batches {
+        for id in batch.requests() {
+            let record = records.iter().find(|r| r.request.request.0 == id).expect("a record of every block");
+            assert_eq!(record.tasks.len(), 3, "k + δ unit reads per block: {record:?}");
+        }
     }
 
     // Refusals: nothing is read, the answer says why.

@@ -1,7 +1,9 @@
 //! The client of a gateway's admin endpoints, for `lowtail admin policy` and the live
-//! experiment: `GET` and `PUT /admin/policy` (show and switch the read policy), `POST
-//! /admin/records/take` (the records of the reads since the last take, as JSON lines) and `POST
-//! /admin/packed/seal` (seal the open packed stripes now), with the cluster secret.
+//! experiments: `GET` and `PUT /admin/policy` (show and switch the read policy), `POST
+//! /admin/records/take` (the records of the reads since the last take, as JSON lines), `POST
+//! /admin/packed/seal` (seal the open packed stripes now), `PUT /admin/access` and `PUT
+//! /admin/mover` (EC-Store's batch access policy and mover), and `POST /admin/batches/take` and
+//! `/admin/moves/take` (their records), with the cluster secret.
 //!
 //! Owns: the HTTP calls, their time limits and their errors, which name the gateway and say when it
 //! lacks the controller (a 404). Must not: retry a call (a failure ends the experiment with its
@@ -10,7 +12,8 @@
 use anyhow::{Context, bail};
 use gateway::data::controller::PolicyState;
 use gateway::process::{DROPPED_HEADER, REFRESH_PROBES_HEADER, SECRET_HEADER};
-use model::Record;
+use model::{BatchRecord, MoveRecord, Record};
+use policy::ecstore::access::AccessSettings;
 use policy::{PolicyKind, PolicySettings};
 use std::time::Duration;
 /// Time limit of one admin call; a take moves up to a run's records.
@@ -127,6 +130,43 @@ impl GatewayAdmin {
         serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer a bucket: {body}", self.base))
     }
 
+    /// A `PUT` of `body` (JSON) to `path` with the cluster secret; the answer's body.
+    fn put_json(&self, what: &str, path: &str, body: &serde_json::Value) -> anyhow::Result<String> {
+        let mut response = agent()
+            .put(format!("{}{path}", self.base))
+            .header(SECRET_HEADER, &self.secret)
+            .content_type("application/json")
+            .send(body.to_string().as_str())
+            .with_context(|| format!("{what} at {}", self.base))?;
+        self.check(what, &mut response)
+    }
+
+    /// Switches the batch reads' access policy (`PUT /admin/access`; its cache starts empty).
+    pub fn set_access(&self, settings: &AccessSettings) -> anyhow::Result<()> {
+        self.put_json("PUT /admin/access", "/admin/access", &serde_json::to_value(settings)?).map(|_| ())
+    }
+
+    /// Switches EC-Store's mover on or off (`PUT /admin/mover`).
+    pub fn set_mover(&self, enabled: bool) -> anyhow::Result<()> {
+        self.put_json("PUT /admin/mover", "/admin/mover", &serde_json::json!({ "enabled": enabled })).map(|_| ())
+    }
+
+    /// Takes the batch records the gateway holds (`POST /admin/batches/take`).
+    pub fn take_batches(&self) -> anyhow::Result<Vec<BatchRecord>> {
+        self.take_lines("POST /admin/batches/take", "/admin/batches/take")
+    }
+
+    /// Takes the mover's move records (`POST /admin/moves/take`).
+    pub fn take_moves(&self) -> anyhow::Result<Vec<MoveRecord>> {
+        self.take_lines("POST /admin/moves/take", "/admin/moves/take")
+    }
+
+    fn take_lines<T: serde::de::DeserializeOwned>(&self, what: &str, path: &str) -> anyhow::Result<Vec<T>> {
+        let mut response = self.post_with_secret(what, path)?;
+        let body = self.check(what, &mut response)?;
+        parse_lines(&body).with_context(|| format!("{what} at {}", self.base))
+    }
+
     /// An empty `POST` of `path` with the cluster secret; `what` names the call in errors.
     fn post_with_secret(&self, what: &str, path: &str) -> anyhow::Result<ureq::http::Response<ureq::Body>> {
         agent()
@@ -159,6 +199,11 @@ impl GatewayAdmin {
 
 /// Records as JSON lines (blank lines skipped); an error names the line.
 pub fn parse_records(text: &str) -> anyhow::Result<Vec<Record>> {
+    parse_lines(text)
+}
+
+/// Values as JSON lines (blank lines skipped); an error names the line.
+fn parse_lines<T: serde::de::DeserializeOwned>(text: &str) -> anyhow::Result<Vec<T>> {
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())

@@ -8,7 +8,13 @@ use super::{Config, Part, RunRow, Scale, Scenario, sweep_points};
 use crate::fastcloud::PaperFinding;
 use report::batch::BatchSummary;
 
-fn finding(id: &'static str, claim: &str, paper: &str, measured: String, holds: Option<bool>) -> PaperFinding {
+pub(super) fn finding(
+    id: &'static str,
+    claim: &str,
+    paper: &str,
+    measured: String,
+    holds: Option<bool>,
+) -> PaperFinding {
     PaperFinding { id, claim: claim.into(), paper: paper.into(), measured, holds }
 }
 

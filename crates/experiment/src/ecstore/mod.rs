@@ -15,6 +15,7 @@
 //! `report` from records, or pick unpublished parameters to make a verdict pass (they are swept).
 
 mod judge;
+pub mod live;
 
 use crate::fastcloud::PaperFinding;
 use crate::parallel::{Progress, run_parallel};

@@ -363,7 +363,7 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: &(dyn Fn(Progress) +
 
 /// Runs `measure` on a runtime of its own in a fresh work directory (removed after), counting its
 /// steps on `progress`; Ctrl-C ends it (dropping `measure`, whose processes die with their handles).
-pub(super) fn on_processes<T>(
+pub(crate) fn on_processes<T>(
     prefix: &str,
     steps: usize,
     progress: &(dyn Fn(Progress) + Sync),

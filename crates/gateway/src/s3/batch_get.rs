@@ -249,6 +249,10 @@ fn respond(data: Arc<dyn ObjectData>, named: Named, boundary: String) -> Streami
             }
         }
         let _ = chunks.send(Ok(Bytes::from(format!("--{boundary}--\r\n")))).await;
+        // The answer is complete for the client; the batch read goes on until its last task is
+        // resolved (late binding's extra reads run to their end) and its records are kept.
+        drop(chunks);
+        while read.next().await.is_some() {}
     });
     StreamingBlob::wrap(tokio_stream::wrappers::ReceiverStream::new(received))
 }
