@@ -139,6 +139,41 @@ enum AdminCommand {
     /// rule: all, k+1 or k; see docs/data-path.md for what each guarantees).
     #[command(subcommand)]
     Bucket(AdminBucketCommand),
+    /// Show or set how batch reads choose units (EC-Store's access policy: cost, random or
+    /// data-first, late binding; docs/ecstore.md), with the plan cache's numbers.
+    #[command(subcommand)]
+    Access(AdminAccessCommand),
+    /// Show EC-Store's mover (moves, bytes, lease, paused for repair), or switch it on or off.
+    #[command(subcommand)]
+    Mover(AdminMoverCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminAccessCommand {
+    /// Print each gateway's access settings and plan-cache numbers.
+    Show(AdminPolicyTarget),
+    /// Set the access settings (JSON, e.g. '{"kind": "cost", "extra_reads": 1}'; fields left out
+    /// take their defaults) on every named gateway.
+    Set(AdminAccessSetArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminAccessSetArgs {
+    /// The settings as JSON.
+    #[arg(value_name = "JSON")]
+    settings: String,
+    #[command(flatten)]
+    target: AdminPolicyTarget,
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminMoverCommand {
+    /// Print each gateway's mover status.
+    Show(AdminPolicyTarget),
+    /// Switch the mover on.
+    On(AdminPolicyTarget),
+    /// Switch the mover off (a move in progress finishes).
+    Off(AdminPolicyTarget),
 }
 
 #[derive(Debug, Subcommand)]
@@ -300,6 +335,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::AddNode(args)) => admin_add_node(args),
         Command::Admin(AdminCommand::Policy(command)) => admin_policy(command),
         Command::Admin(AdminCommand::Bucket(command)) => admin_bucket(command),
+        Command::Admin(AdminCommand::Access(command)) => admin_access(command),
+        Command::Admin(AdminCommand::Mover(command)) => admin_mover(command),
         #[cfg(feature = "lab")]
         Command::Sim(args) => lab::run_sim(args),
         #[cfg(feature = "lab")]
@@ -456,6 +493,50 @@ fn admin_policy(command: AdminPolicyCommand) -> anyhow::Result<()> {
                 switched.push(base);
             }
         }
+    }
+    print_stdout(&text)
+}
+
+fn admin_access(command: AdminAccessCommand) -> anyhow::Result<()> {
+    use launcher::gateway_admin::GatewayAdmin;
+    let mut text = String::new();
+    match command {
+        AdminAccessCommand::Show(target) => {
+            for base in policy_gateways(&target)? {
+                let state = GatewayAdmin { base: base.clone(), secret: String::new() }.access()?;
+                text.push_str(&format!("{base}: {state}\n"));
+            }
+        }
+        AdminAccessCommand::Set(args) => {
+            // Checked here so a typo changes no gateway.
+            let settings: policy::ecstore::access::AccessSettings =
+                serde_json::from_str(&args.settings).with_context(|| format!("access settings {:?}", args.settings))?;
+            settings.validate().map_err(|why| anyhow::anyhow!("access settings: {why}"))?;
+            let secret = target_secret(&args.target)?;
+            for base in policy_gateways(&args.target)? {
+                GatewayAdmin { base: base.clone(), secret: secret.clone() }.set_access(&settings)?;
+                text.push_str(&format!("{base}: batch reads now {}\n", settings.name()));
+            }
+        }
+    }
+    print_stdout(&text)
+}
+
+fn admin_mover(command: AdminMoverCommand) -> anyhow::Result<()> {
+    use launcher::gateway_admin::GatewayAdmin;
+    let (target, switch) = match command {
+        AdminMoverCommand::Show(target) => (target, None),
+        AdminMoverCommand::On(target) => (target, Some(true)),
+        AdminMoverCommand::Off(target) => (target, Some(false)),
+    };
+    let secret = if switch.is_some() { target_secret(&target)? } else { String::new() };
+    let mut text = String::new();
+    for base in policy_gateways(&target)? {
+        let admin = GatewayAdmin { base: base.clone(), secret: secret.clone() };
+        if let Some(enabled) = switch {
+            admin.set_mover(enabled)?;
+        }
+        text.push_str(&format!("{base}: {}\n", admin.mover()?));
     }
     print_stdout(&text)
 }

@@ -2,8 +2,10 @@
 //! (packed, one stripe, several stripes, empty) and read back in one signed
 //! `POST /{bucket}?lowtail-batch-get` — byte-identical parts in request order, a 404 part for a
 //! missing key, the scan form equal to ListObjectsV2 plus GETs; unsigned and wrongly signed
-//! requests refused, bad requests answered 400 with nothing read; `lowtail get-batch` writing
-//! the objects to files; and the gateway's records of the batch taken from its admin endpoint.
+//! requests refused, bad requests answered 400 with nothing read; hinted parallel GETs
+//! (`x-lowtail-batch`) read together and answered each alone; `lowtail get-batch` writing
+//! the objects to files; `examples/batch_get.py` (botocore) where Python has botocore; and the
+//! gateway's records of the batches, late binding's extra reads included, from its admin endpoint.
 
 mod common;
 
@@ -12,6 +14,18 @@ use bench::s3_batch::{BatchClient, BatchRequest};
 use common::{client, poll, pseudo_random, start_up_with, wait_for_manifest};
 use std::process::Command;
 use std::time::Duration;
+
+/// A presigned GET with `x-lowtail-batch: hint` (and `range`): status, `x-lowtail-batched`, body.
+fn hinted_get(url: &str, hint: &str, range: Option<&str>) -> (u16, String, Vec<u8>) {
+    let mut request = ureq::get(url).header("x-lowtail-batch", hint);
+    if let Some(range) = range {
+        request = request.header("range", range);
+    }
+    let mut answer = request.config().http_status_as_error(false).build().call().unwrap();
+    let batched = answer.headers().get("x-lowtail-batched").map_or("", |v| v.to_str().unwrap()).to_string();
+    let body = answer.body_mut().read_to_vec().unwrap();
+    (answer.status().as_u16(), batched, body)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_get_reads_objects_of_every_layout_in_one_signed_request() {
@@ -85,6 +99,39 @@ async fn batch_get_reads_objects_of_every_layout_in_one_signed_request() {
         }
     }
 
+    // Hinted GETs: three parallel GETs under one id are read as one batch, each answered alone.
+    let presign = |key: &str| {
+        let s3 = s3.clone();
+        let key = key.to_string();
+        async move {
+            let expires = aws_sdk_s3::presigning::PresigningConfig::expires_in(Duration::from_secs(300)).unwrap();
+            s3.get_object().bucket("pages").key(key).presigned(expires).await.unwrap().uri().to_string()
+        }
+    };
+    let hinted_keys = ["page/03", "page/04", "page/06"];
+    let mut urls = Vec::new();
+    for key in hinted_keys {
+        urls.push(presign(key).await);
+    }
+    let answers: Vec<(u16, String, Vec<u8>)> = std::thread::scope(|scope| {
+        let gets: Vec<_> = urls.iter().map(|url| scope.spawn(move || hinted_get(url, "page-17;n=3", None))).collect();
+        gets.into_iter().map(|get| get.join().unwrap()).collect()
+    });
+    for ((status, batched, body), key) in answers.iter().zip(hinted_keys) {
+        let (_, bytes) = objects.iter().find(|(k, _)| k == key).unwrap();
+        assert_eq!((*status, batched.as_str()), (200, "3"), "{key}");
+        assert!(*body == *bytes, "{key} read back identical through the hint");
+    }
+    // Alone past the window; ranged: read alone; a malformed hint refused.
+    let (status, batched, body) = hinted_get(&urls[0], "lonely;n=2", None);
+    assert_eq!((status, batched.as_str()), (200, "1"));
+    assert!(body == objects[3].1);
+    let (status, batched, body) = hinted_get(&urls[0], "ranged;n=1", Some("bytes=10-19"));
+    assert_eq!((status, batched.as_str(), body.len()), (206, "1", 10));
+    let (status, _, body) = hinted_get(&urls[0], "no-count", None);
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("<Code>InvalidArgument</Code>"));
+
     // Refusals: nothing is read, the answer says why.
     let wrong = BatchClient::new(&manifest.endpoint, &manifest.access_key, "not-the-secret");
     let (status, _, body) = wrong.send_raw("pages", BatchRequest::Keys(keys.clone()).to_json()).await.unwrap();
@@ -134,5 +181,42 @@ async fn batch_get_reads_objects_of_every_layout_in_one_signed_request() {
         .unwrap();
     assert!(!missing.status.success(), "a missing key fails the command");
     assert!(String::from_utf8_lossy(&missing.stdout).contains("404 page/missing NoSuchKey"));
+
+    // `lowtail admin access` and `lowtail admin mover` on the running gateway.
+    let admin = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_lowtail")).arg("admin").args(args).arg("--dir").arg(&dir).output();
+        let out = out.unwrap();
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    let (ok, text) = admin(&["access", "set", r#"{"kind": "random", "extra_reads": 1}"#]);
+    assert!(ok && text.contains("batch reads now ec-random-lb1"), "{text}");
+    let (ok, text) = admin(&["access", "show"]);
+    assert!(ok && text.contains(r#""kind":"random""#), "{text}");
+    let (ok, text) = admin(&["access", "set", r#"{"kind": "cheapest"}"#]);
+    assert!(!ok && text.contains("access settings"), "a bad kind is refused: {text}");
+    let (ok, text) = admin(&["mover", "on"]);
+    assert!(ok && text.contains(r#""enabled":true"#), "{text}");
+    let (ok, text) = admin(&["mover", "off"]);
+    assert!(ok && text.contains(r#""enabled":false"#), "{text}");
+
+    // The Python example (botocore's S3 signer), where botocore is installed (CI installs it).
+    let has_botocore = Command::new("python3").args(["-c", "import botocore"]).status().is_ok_and(|s| s.success());
+    if has_botocore {
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/batch_get.py");
+        let run = Command::new("python3")
+            .arg(&example)
+            .args([&manifest.endpoint, &manifest.access_key, &manifest.secret_key, "pages", "page/05", "page/00"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+        assert!(stdout.starts_with(&format!("200 page/05 {} ", 5 << 20)), "{stdout}");
+        assert!(stdout.contains("\n200 page/00 0 "), "{stdout}");
+    } else {
+        eprintln!("python3 with botocore not found: the Python example was not run");
+    }
     common::interrupt(up);
 }

@@ -95,6 +95,10 @@ pub struct GatewayConfig {
     /// Multipart uploads initiated longer ago than this are aborted and their parts deleted, in every
     /// bucket (S3's `AbortIncompleteMultipartUpload` lifecycle rule). Default 604 800 (7 days); 0 = never.
     pub abort_incomplete_uploads_after_s: u64,
+    /// How long the first GET carrying `x-lowtail-batch: <id>;n=<N>` waits for the other N − 1 of
+    /// its batch before they are read together (docs/s3.md, "Batch reads"): what a hinted batch may
+    /// add to its latency at most. Default 2 ms; 1 to 1000.
+    pub batch_window_ms: u64,
     /// Metadata backend. Default: embedded in `lowtail-meta`.
     pub meta: MetaConfig,
     /// The data path: code, unit size, timeouts, membership, repair, cluster secret.
@@ -114,6 +118,7 @@ impl Default for GatewayConfig {
             max_object_bytes: crate::s3::DEFAULT_MAX_OBJECT_BYTES,
             body_idle_timeout_ms: crate::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
             abort_incomplete_uploads_after_s: crate::s3::abandoned_uploads::DEFAULT_ABORT_AFTER_S,
+            batch_window_ms: crate::s3::DEFAULT_BATCH_WINDOW_MS,
             meta: MetaConfig::default(),
             data: DataConfig::default(),
             controller: ControllerConfig::default(),
@@ -140,6 +145,10 @@ impl GatewayConfig {
         }
         anyhow::ensure!(self.max_object_bytes > 0, "gateway config: max_object_bytes must be positive");
         anyhow::ensure!(self.body_idle_timeout_ms > 0, "gateway config: body_idle_timeout_ms must be positive");
+        anyhow::ensure!(
+            (1..=1000).contains(&self.batch_window_ms),
+            "gateway config: batch_window_ms must be 1 to 1000"
+        );
         anyhow::ensure!(!self.data.cluster_secret.is_empty(), "gateway config: data.cluster_secret must be set");
         // Two gateways with one name would seal each other's open packing stripes.
         anyhow::ensure!(
@@ -319,6 +328,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         max_object_bytes: config.max_object_bytes,
         region: config.region.clone(),
         body_idle_timeout: std::time::Duration::from_millis(config.body_idle_timeout_ms),
+        batch_window: std::time::Duration::from_millis(config.batch_window_ms),
         ..S3Options::default()
     };
     let upload_expiry_task =

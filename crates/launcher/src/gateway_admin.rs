@@ -141,6 +141,24 @@ impl GatewayAdmin {
         self.check(what, &mut response)
     }
 
+    /// A `GET` of `path` as JSON; `what` names the call in errors.
+    fn get_json(&self, what: &str, path: &str) -> anyhow::Result<serde_json::Value> {
+        let mut response =
+            agent().get(format!("{}{path}", self.base)).call().with_context(|| format!("{what} at {}", self.base))?;
+        let body = self.check(what, &mut response)?;
+        serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer JSON: {body}", self.base))
+    }
+
+    /// The batch reads' access settings and the plan cache's numbers (`GET /admin/access`).
+    pub fn access(&self) -> anyhow::Result<serde_json::Value> {
+        self.get_json("GET /admin/access", "/admin/access")
+    }
+
+    /// What the mover has done (`GET /admin/mover`).
+    pub fn mover(&self) -> anyhow::Result<serde_json::Value> {
+        self.get_json("GET /admin/mover", "/admin/mover")
+    }
+
     /// Switches the batch reads' access policy (`PUT /admin/access`; its cache starts empty).
     pub fn set_access(&self, settings: &AccessSettings) -> anyhow::Result<()> {
         self.put_json("PUT /admin/access", "/admin/access", &serde_json::to_value(settings)?).map(|_| ())

@@ -39,6 +39,8 @@ pub struct UpConfig {
     /// Multipart uploads initiated longer ago are aborted, their parts deleted. Default 604 800 (7
     /// days); 0 = never.
     pub abort_incomplete_uploads_after_s: u64,
+    /// How long hinted GETs (`x-lowtail-batch`) wait for the rest of their batch. Default 2 ms.
+    pub batch_window_ms: u64,
     /// Most memory the embedded metadata store caches pages in. Default 64 MiB.
     pub meta_cache_bytes: usize,
     /// The gateway's data path (unit size, timeouts, membership, repair). `code` and
@@ -62,6 +64,7 @@ impl Default for UpConfig {
             s3_listen: None,
             body_idle_timeout_ms: gateway::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
             abort_incomplete_uploads_after_s: gateway::s3::abandoned_uploads::DEFAULT_ABORT_AFTER_S,
+            batch_window_ms: gateway::s3::DEFAULT_BATCH_WINDOW_MS,
             meta_cache_bytes: meta::DEFAULT_CACHE_BYTES,
             data: DataConfig::default(),
             service_model: ServiceModel::default(),
@@ -222,6 +225,7 @@ async fn start_gateway(
         region: state.region.clone(),
         body_idle_timeout_ms: config.body_idle_timeout_ms,
         abort_incomplete_uploads_after_s: config.abort_incomplete_uploads_after_s,
+        batch_window_ms: config.batch_window_ms,
         meta: meta_config,
         data,
         controller: config.controller.clone(),

@@ -471,10 +471,10 @@ pub fn judge(runs: &[LiveRun]) -> Vec<PaperFinding> {
         ));
         findings.push(finding_of(
             "EA-L2b",
-            "live: EC > EC+C > EC+C+M, each step (reported: the mover's step rests on its learning time)",
-            "−15 %, −40 %",
+            "live: EC > EC+C > EC+C+M (the steps' sizes are reported: the mover's rests on its learning time)",
+            "−15 %, −40 % against EC",
             format!("EC+C {:+.1} % against EC, EC+C+M {:+.1} % against EC+C", pct(ecc, ec), pct(eccm, ecc)),
-            None,
+            Some(ecc < ec && eccm < ecc),
         ));
     }
     if let (Some(lb), Some(cmlb)) = (mean(Config::EcLb), mean(Config::EcCMLb)) {

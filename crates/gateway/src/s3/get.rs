@@ -14,6 +14,7 @@ use s3s::dto::{
 };
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
+use super::batch_hint::{BATCH_HINT_HEADER, BATCHED_HEADER, Hint, MAX_HINTED_OBJECT_BYTES};
 use super::checksum::set_checksum;
 use super::conditions::{self, Conditions, Precondition};
 use super::errors::{from_data, from_meta, s3};
@@ -78,8 +79,19 @@ macro_rules! object_answer {
 }
 
 pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+    let hint = match req.headers.get(BATCH_HINT_HEADER) {
+        Some(value) => Some(Hint::parse(value.to_str().unwrap_or_default())?),
+        None => None,
+    };
     let (object, range, content_range, parts_count) = read_target!(service, req.input);
     let length = range.end - range.start;
+    if let Some(hint) = &hint {
+        let whole = req.input.range.is_none() && req.input.part_number.is_none();
+        if whole && object.size_bytes <= MAX_HINTED_OBJECT_BYTES {
+            let owner = req.credentials.as_ref().map_or("", |c| c.access_key.as_str());
+            return get_hinted(service, hint, owner, object, req.input.checksum_mode.as_ref()).await;
+        }
+    }
     // Read piece by piece: the first before answering, the rest as the client takes them,
     // all under a hold, so an overwrite or delete meanwhile waits to free the bytes.
     let hold = service.data.hold(&object.layout);
@@ -99,7 +111,38 @@ pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> 
     if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
         set_checksum!(output, object.checksum.as_ref(), with_type);
     }
-    Ok(S3Response::new(output))
+    let mut answer = S3Response::new(output);
+    if hint.is_some() {
+        // A ranged, part or large GET is not grouped: it says it was read alone.
+        answer.headers.insert(BATCHED_HEADER, 1.into());
+    }
+    Ok(answer)
+}
+
+/// A whole-object GET read together with the others of its hint (`batch_hint`).
+async fn get_hinted(
+    service: &LowtailS3,
+    hint: &Hint,
+    owner: &str,
+    object: ObjectMeta,
+    checksum_mode: Option<&ChecksumMode>,
+) -> S3Result<S3Response<GetObjectOutput>> {
+    let hold = service.data.hold(&object.layout);
+    let (read, together) = service.hints.read(&service.data, owner, hint, object.layout.clone()).await;
+    drop(hold);
+    let parts = read.map_err(from_data)?;
+    let length = object.size_bytes;
+    if parts.iter().map(|p| p.len() as u64).sum::<u64>() != length {
+        return Err(from_data(crate::data::DataError::Internal("the batch read the wrong length".into())));
+    }
+    let body = read_body::body_of(if parts.is_empty() { vec![Bytes::new()] } else { parts });
+    let mut output = object_answer!(GetObjectOutput, object, length, None, { body: Some(body), parts_count: None });
+    if checksum_asked(checksum_mode, length, &object) {
+        set_checksum!(output, object.checksum.as_ref(), with_type);
+    }
+    let mut answer = S3Response::new(output);
+    answer.headers.insert(BATCHED_HEADER, together.into());
+    Ok(answer)
 }
 
 pub async fn head_object(

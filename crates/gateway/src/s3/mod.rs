@@ -9,6 +9,7 @@
 pub mod abandoned_uploads;
 mod auth;
 mod batch_get;
+mod batch_hint;
 mod body;
 mod bucket;
 mod checksum;
@@ -40,6 +41,7 @@ use crate::data::ObjectData;
 
 pub use auth::CredentialTable;
 pub use batch_get::{BATCH_GET_QUERY, MAX_BATCH_BYTES, MAX_BATCH_OBJECTS};
+pub use batch_hint::{BATCH_HINT_HEADER, BATCHED_HEADER};
 pub use server::{DRAIN_TIMEOUT, serve};
 pub use service::{LowtailS3, REQUEST_SECONDS_METRIC};
 
@@ -64,6 +66,8 @@ pub struct S3Options {
     /// How long a request body may go without a byte before the request fails with
     /// RequestTimeout (400) and nothing of it is kept.
     pub body_idle_timeout: std::time::Duration,
+    /// How long hinted GETs (`x-lowtail-batch`) wait for the rest of their batch.
+    pub batch_window: std::time::Duration,
 }
 
 impl Default for S3Options {
@@ -74,9 +78,13 @@ impl Default for S3Options {
             region: "us-east-1".to_string(),
             virtual_host_domain: None,
             body_idle_timeout: std::time::Duration::from_millis(DEFAULT_BODY_IDLE_TIMEOUT_MS),
+            batch_window: std::time::Duration::from_millis(DEFAULT_BATCH_WINDOW_MS),
         }
     }
 }
+
+/// Default of [`S3Options::batch_window`], in milliseconds.
+pub const DEFAULT_BATCH_WINDOW_MS: u64 = 2;
 
 /// Default of [`S3Options::body_idle_timeout`]: 20 s, about when S3 gives up on a silent client.
 pub const DEFAULT_BODY_IDLE_TIMEOUT_MS: u64 = 20_000;

@@ -30,6 +30,8 @@ pub struct LowtailS3 {
     pub(super) meta: Arc<dyn MetaStore>,
     pub(super) data: Arc<dyn ObjectData>,
     pub(super) options: S3Options,
+    /// The open windows of hinted GETs.
+    pub(super) hints: Arc<super::batch_hint::HintWindows>,
 }
 
 impl std::fmt::Debug for LowtailS3 {
@@ -41,7 +43,8 @@ impl std::fmt::Debug for LowtailS3 {
 impl LowtailS3 {
     /// A service storing metadata in `meta` and object bytes in `data`.
     pub fn new(meta: Arc<dyn MetaStore>, data: Arc<dyn ObjectData>, options: S3Options) -> Self {
-        LowtailS3 { meta, data, options }
+        let hints = Arc::new(super::batch_hint::HintWindows::new(options.batch_window));
+        LowtailS3 { meta, data, options, hints }
     }
 }
 
