@@ -33,7 +33,9 @@ async fn batch_get_reads_objects_of_every_layout_in_one_signed_request() {
     let dir = temp.path().join("cluster");
     // Late binding (δ = 1) and records kept: the batches' records are checked at the end.
     let up_toml = temp.path().join("up.toml");
-    std::fs::write(&up_toml, "[controller]\nmax_records = 100000\n\n[controller.access]\nextra_reads = 1\n").unwrap();
+    // Plain GETs a second apart count as one request (the mover's statistics, checked below).
+    let config = "coaccess_gap_ms = 1000\n\n[controller]\nmax_records = 100000\n\n[controller.access]\nextra_reads = 1\n";
+    std::fs::write(&up_toml, config).unwrap();
     let mut up = start_up_with(
         &dir,
         &["--nodes", "6", "--code", "rs-2-2", "--listen", "127.0.0.1:0", "--config", up_toml.to_str().unwrap()],
@@ -201,6 +203,21 @@ async fn batch_get_reads_objects_of_every_layout_in_one_signed_request() {
     assert!(ok && text.contains(r#""enabled":true"#), "{text}");
     let (ok, text) = admin(&["mover", "off"]);
     assert!(ok && text.contains(r#""enabled":false"#), "{text}");
+    // Plain GETs of one key close together feed the mover's co-access statistics once the next
+    // GET after the gap closes their session.
+    let window_batches = || {
+        let (ok, text) = admin(&["mover", "show"]);
+        assert!(ok, "{text}");
+        let json: serde_json::Value = serde_json::from_str(text.split_once(": ").unwrap().1.trim()).unwrap();
+        json["statistics"]["window_batches"].as_f64().unwrap()
+    };
+    let before = window_batches();
+    for key in ["page/02", "page/03", "page/04"] {
+        s3.get_object().bucket("pages").key(key).send().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    s3.get_object().bucket("pages").key("page/06").send().await.unwrap();
+    assert_eq!(window_batches(), before + 1.0, "the three GETs are one request of the statistics");
 
     // The Python example (botocore's S3 signer), where botocore is installed (CI installs it).
     let has_botocore = Command::new("python3").args(["-c", "import botocore"]).status().is_ok_and(|s| s.success());

@@ -99,6 +99,10 @@ pub struct GatewayConfig {
     /// its batch before they are read together (docs/s3.md, "Batch reads"): what a hinted batch may
     /// add to its latency at most. Default 2 ms; 1 to 1000.
     pub batch_window_ms: u64,
+    /// Whole-object GETs of one access key less than this apart are taken as one request of
+    /// several objects, for EC-Store's mover statistics (docs/ecstore.md). Default 20 ms; 0 follows
+    /// none.
+    pub coaccess_gap_ms: u64,
     /// Metadata backend. Default: embedded in `lowtail-meta`.
     pub meta: MetaConfig,
     /// The data path: code, unit size, timeouts, membership, repair, cluster secret.
@@ -119,6 +123,7 @@ impl Default for GatewayConfig {
             body_idle_timeout_ms: crate::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
             abort_incomplete_uploads_after_s: crate::s3::abandoned_uploads::DEFAULT_ABORT_AFTER_S,
             batch_window_ms: crate::s3::DEFAULT_BATCH_WINDOW_MS,
+            coaccess_gap_ms: crate::s3::DEFAULT_COACCESS_GAP_MS,
             meta: MetaConfig::default(),
             data: DataConfig::default(),
             controller: ControllerConfig::default(),
@@ -329,6 +334,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         region: config.region.clone(),
         body_idle_timeout: std::time::Duration::from_millis(config.body_idle_timeout_ms),
         batch_window: std::time::Duration::from_millis(config.batch_window_ms),
+        coaccess_gap: (config.coaccess_gap_ms > 0).then(|| std::time::Duration::from_millis(config.coaccess_gap_ms)),
         ..S3Options::default()
     };
     let upload_expiry_task =

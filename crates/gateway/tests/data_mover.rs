@@ -2,7 +2,7 @@
 //! read, batch-read, overwritten and deleted, and every acknowledged object reads back identical;
 //! no stripe ever has two units on one node; the old copy is released; a mover stopped after its
 //! copy leaves one orphan, which the collector deletes; a switch that loses its race deletes its
-//! copy.
+//! copy; plain reads the S3 layer takes for one request feed the mover's statistics.
 
 mod data_support;
 
@@ -188,5 +188,28 @@ async fn a_switch_commits_and_releases_or_loses_its_race_and_deletes_its_copy() 
     assert!(!units_on(&cluster, moved.from.0 as usize).await.contains(&(stripe.0, 0)), "the old copy released");
     assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body);
     assert_eq!(mover.status().moves, 1);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn plain_reads_taken_for_one_request_feed_the_movers_statistics() {
+    let cluster = TestCluster::start(6, 6).await;
+    let data = ErasureData::new(cluster.config(CODE), Arc::clone(&cluster.meta)).await.unwrap();
+    let (controller, _mover) = attach(&data, 1.0).await;
+    let mut stripes = Vec::new();
+    for seed in 0..3 {
+        let body = pattern(110_000, 20 + seed);
+        let layout = data.write(body.clone()).await.unwrap().layout;
+        // A plain read registers the stripe in the controller's catalog.
+        assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body);
+        stripes.push(stripe_of(&layout));
+    }
+    let window = |controller: &Controller| controller.mover_gauges()["window_batches"];
+    assert_eq!(window(&controller), 0.0);
+    data.observe_coaccess(&stripes);
+    assert_eq!(window(&controller), 1.0, "the three stripes are one batch of the statistics");
+    // A stripe the catalog never saw is left out; one known stripe alone is no co-access.
+    data.observe_coaccess(&[StripeId(999_999), stripes[0]]);
+    assert_eq!(window(&controller), 1.0);
     cluster.shutdown().await;
 }

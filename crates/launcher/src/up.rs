@@ -41,6 +41,9 @@ pub struct UpConfig {
     pub abort_incomplete_uploads_after_s: u64,
     /// How long hinted GETs (`x-lowtail-batch`) wait for the rest of their batch. Default 2 ms.
     pub batch_window_ms: u64,
+    /// Whole-object GETs of one access key less than this apart count as one request for the
+    /// mover's statistics. Default 20 ms; 0 = not followed.
+    pub coaccess_gap_ms: u64,
     /// Most memory the embedded metadata store caches pages in. Default 64 MiB.
     pub meta_cache_bytes: usize,
     /// The gateway's data path (unit size, timeouts, membership, repair). `code` and
@@ -65,6 +68,7 @@ impl Default for UpConfig {
             body_idle_timeout_ms: gateway::s3::DEFAULT_BODY_IDLE_TIMEOUT_MS,
             abort_incomplete_uploads_after_s: gateway::s3::abandoned_uploads::DEFAULT_ABORT_AFTER_S,
             batch_window_ms: gateway::s3::DEFAULT_BATCH_WINDOW_MS,
+            coaccess_gap_ms: gateway::s3::DEFAULT_COACCESS_GAP_MS,
             meta_cache_bytes: meta::DEFAULT_CACHE_BYTES,
             data: DataConfig::default(),
             service_model: ServiceModel::default(),
@@ -226,6 +230,7 @@ async fn start_gateway(
         body_idle_timeout_ms: config.body_idle_timeout_ms,
         abort_incomplete_uploads_after_s: config.abort_incomplete_uploads_after_s,
         batch_window_ms: config.batch_window_ms,
+        coaccess_gap_ms: config.coaccess_gap_ms,
         meta: meta_config,
         data,
         controller: config.controller.clone(),

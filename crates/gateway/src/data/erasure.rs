@@ -751,6 +751,12 @@ impl ObjectData for ErasureData {
         }
     }
 
+    fn observe_coaccess(&self, stripes: &[StripeId]) {
+        if let Some(controller) = self.reads.controller() {
+            controller.observe_coaccess(stripes);
+        }
+    }
+
     fn hold(&self, layout: &Layout) -> ReadHold {
         let stripes = owned_stripes(layout);
         if stripes.is_empty() {

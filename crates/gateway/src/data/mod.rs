@@ -195,6 +195,12 @@ pub trait ObjectData: Send + Sync {
         batch::read_each(self, layouts)
     }
 
+    /// Hears that `stripes` were read together (plain GETs the S3 layer took for one request), for
+    /// EC-Store's mover statistics. Stores without them ignore it.
+    fn observe_coaccess(&self, stripes: &[meta::StripeId]) {
+        let _ = stripes;
+    }
+
     /// Keeps `layout`'s bytes readable on this store until the hold is dropped, even if the layout
     /// is released meanwhile: a long read (a body sent as it is read, a copy) that began before an
     /// overwrite or delete reads the old bytes to the end. Holds are per process: a release through

@@ -116,6 +116,15 @@ pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> 
         // A ranged, part or large GET is not grouped: it says it was read alone.
         answer.headers.insert(BATCHED_HEADER, 1.into());
     }
+    if let Some(sessions) = &service.sessions
+        && req.input.range.is_none()
+        && req.input.part_number.is_none()
+    {
+        let owner = req.credentials.as_ref().map_or("", |c| c.access_key.as_str());
+        if let Some(stripes) = sessions.observe(owner, &object.layout, std::time::Instant::now()) {
+            service.data.observe_coaccess(&stripes);
+        }
+    }
     Ok(answer)
 }
 

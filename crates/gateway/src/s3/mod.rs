@@ -13,6 +13,7 @@ mod batch_hint;
 mod body;
 mod bucket;
 mod checksum;
+mod coaccess;
 mod conditions;
 mod copy;
 mod delete;
@@ -68,6 +69,9 @@ pub struct S3Options {
     pub body_idle_timeout: std::time::Duration,
     /// How long hinted GETs (`x-lowtail-batch`) wait for the rest of their batch.
     pub batch_window: std::time::Duration,
+    /// Whole-object GETs of one access key less than this apart are taken as one request of
+    /// several objects, for the mover's statistics (`coaccess`); `None` follows none.
+    pub coaccess_gap: Option<std::time::Duration>,
 }
 
 impl Default for S3Options {
@@ -79,9 +83,13 @@ impl Default for S3Options {
             virtual_host_domain: None,
             body_idle_timeout: std::time::Duration::from_millis(DEFAULT_BODY_IDLE_TIMEOUT_MS),
             batch_window: std::time::Duration::from_millis(DEFAULT_BATCH_WINDOW_MS),
+            coaccess_gap: Some(std::time::Duration::from_millis(DEFAULT_COACCESS_GAP_MS)),
         }
     }
 }
+
+/// Default of [`S3Options::coaccess_gap`], in milliseconds.
+pub const DEFAULT_COACCESS_GAP_MS: u64 = 20;
 
 /// Default of [`S3Options::batch_window`], in milliseconds.
 pub const DEFAULT_BATCH_WINDOW_MS: u64 = 2;

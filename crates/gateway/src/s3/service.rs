@@ -32,6 +32,8 @@ pub struct LowtailS3 {
     pub(super) options: S3Options,
     /// The open windows of hinted GETs.
     pub(super) hints: Arc<super::batch_hint::HintWindows>,
+    /// Plain GETs' sessions, for the mover's co-access statistics (`None`: not followed).
+    pub(super) sessions: Option<Arc<super::coaccess::Sessions>>,
 }
 
 impl std::fmt::Debug for LowtailS3 {
@@ -44,7 +46,8 @@ impl LowtailS3 {
     /// A service storing metadata in `meta` and object bytes in `data`.
     pub fn new(meta: Arc<dyn MetaStore>, data: Arc<dyn ObjectData>, options: S3Options) -> Self {
         let hints = Arc::new(super::batch_hint::HintWindows::new(options.batch_window));
-        LowtailS3 { meta, data, options, hints }
+        let sessions = options.coaccess_gap.map(|gap| Arc::new(super::coaccess::Sessions::new(gap)));
+        LowtailS3 { meta, data, options, hints, sessions }
     }
 }
 

@@ -119,6 +119,28 @@ impl Controller {
         records.push_back(record);
     }
 
+    /// Stripes read together by plain GETs (the S3 layer's guess, `s3::coaccess`): one batch of the
+    /// mover's statistics, of the ones the catalog holds (those its reads registered). Keeps the
+    /// access policy's load probes running, whose cost table the mover's proposals need.
+    pub fn observe_coaccess(&self, stripes: &[StoreStripeId]) {
+        let now_ns = self.now_ns();
+        {
+            let mut state = self.lock();
+            let state = &mut *state;
+            let mut dense: Vec<PolicyStripeId> =
+                stripes.iter().filter_map(|id| state.catalog.stripes.get(&id.0).map(|(dense, _)| *dense)).collect();
+            dense.sort_unstable();
+            dense.dedup();
+            if dense.len() < 2 {
+                return;
+            }
+            state.mover.observe_batch(now_ns, &dense);
+        }
+        if self.last_batch_ns.swap(now_ns.max(1), Ordering::Relaxed) == 0 {
+            self.access_wake.notify_one();
+        }
+    }
+
     /// Takes every move record kept so far.
     pub fn take_move_records(&self) -> Vec<MoveRecord> {
         std::mem::take(&mut *super::super::lock(&self.move_records)).into()
