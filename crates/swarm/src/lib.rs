@@ -43,4 +43,12 @@ deadline_ms = 35000
 [scrub]
 pass_interval_s = 2
 max_bytes_per_s = 268435456
+
+# EC-Store's mover, fast, learning from the batch reads: units move while nodes die and restart.
+[controller.mover]
+enabled = true
+load_period_ms = 500
+
+[controller.mover.settings]
+max_moves_per_s = 20.0
 "#;

@@ -28,6 +28,7 @@ pub fn table(reports: &[SeedReport]) -> String {
         "operations (ok/all)",
         "faults",
         "reads checked",
+        "moves",
         "longest quiesce s",
         "violations",
         "s",
@@ -41,6 +42,7 @@ pub fn table(reports: &[SeedReport]) -> String {
             ops_text(report),
             faults_text(report),
             report.reads_checked.to_string(),
+            report.moves.to_string(),
             format!("{quiesce:.1}"),
             report.violations.len().to_string(),
             format!("{:.0}", report.duration_s),
@@ -49,6 +51,7 @@ pub fn table(reports: &[SeedReport]) -> String {
     let ops: u64 = reports.iter().flat_map(|r| r.ops.values()).map(|c| c.ok + c.failed).sum();
     let faults: u64 = reports.iter().flat_map(|r| r.faults.values()).sum();
     let reads: u64 = reports.iter().map(|r| r.reads_checked).sum();
+    let moves: u64 = reports.iter().map(|r| r.moves).sum();
     let violations: usize = reports.iter().map(|r| r.violations.len()).sum();
     let seconds: f64 = reports.iter().map(|r| r.duration_s).sum();
     let epochs: usize = reports.iter().map(|r| r.epochs).sum();
@@ -59,6 +62,7 @@ pub fn table(reports: &[SeedReport]) -> String {
         format!("{ops} operations"),
         format!("{faults} faults"),
         reads.to_string(),
+        moves.to_string(),
         String::new(),
         violations.to_string(),
         format!("{seconds:.0}"),

@@ -11,6 +11,7 @@
 //! Owns the epoch's timing and the counts of the report. Must not decide what is correct beyond
 //! asking the [`Model`], or reach into the cluster except through [`Cluster`] and S3.
 
+use bench::s3_batch::{BatchClient, BatchRequest};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -71,6 +72,9 @@ pub struct SeedReport {
     pub reads_checked: u64,
     /// Seconds each quiesce took.
     pub quiesce_s: Vec<f64>,
+    /// Units EC-Store's mover moved, as the gateway counted them after each epoch's quiesce (a
+    /// gateway killed mid-epoch takes its count since its start along: a lower bound).
+    pub moves: u64,
     /// Every invariant violated, in words (empty when the run passed).
     pub violations: Vec<String>,
     /// Seconds the whole run took.
@@ -132,19 +136,23 @@ async fn run_epochs(
     cluster: &Arc<Mutex<Cluster>>,
     shared: &Arc<Shared>,
 ) -> anyhow::Result<()> {
-    let client = {
+    let (client, batch) = {
         let manifest = cluster.lock().expect("cluster lock").manifest().clone();
         let endpoint = bench::s3_client::S3Endpoint::from_manifest(&manifest);
-        bench::s3_client::measurement_client(&endpoint, "lowtail-swarm", REQUEST_TIMEOUT)
+        let batch =
+            BatchClient::new(&endpoint.url, &endpoint.access_key, &endpoint.secret_key).with_region(&endpoint.region);
+        (bench::s3_client::measurement_client(&endpoint, "lowtail-swarm", REQUEST_TIMEOUT), batch)
     };
     client.create_bucket().bucket(BUCKET).send().await.map_err(|e| anyhow::anyhow!("create bucket: {e:?}"))?;
     let admin = cluster.lock().expect("cluster lock").admin()?;
     let write_ack = schedule.write_ack;
     tokio::task::spawn_blocking(move || admin.set_write_ack(BUCKET, write_ack)).await??;
+    let mut moves = MoveCount::default();
     for (index, epoch) in schedule.epochs.iter().enumerate() {
         tracing::info!(seed = schedule.seed, epoch = index, "epoch starts");
-        run_epoch(epoch, settings, cluster, shared, &client).await;
+        run_epoch(epoch, settings, cluster, shared, &Clients { s3: client.clone(), batch: batch.clone() }).await;
         quiesce_and_check(settings, cluster, shared, &client, index).await;
+        shared.report.lock().expect("report lock").moves += moves.since_last(cluster).await;
     }
     lose_more_and_check(schedule, settings, cluster, shared, &client).await;
     Ok(())
@@ -156,7 +164,7 @@ async fn run_epoch(
     settings: &RunSettings,
     cluster: &Arc<Mutex<Cluster>>,
     shared: &Arc<Shared>,
-    client: &aws_sdk_s3::Client,
+    clients: &Clients,
 ) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(settings.schedule.epoch_ms);
     let faults = {
@@ -168,13 +176,13 @@ async fn run_epoch(
         .clients
         .iter()
         .map(|ops| {
-            let (ops, shared, client) = (ops.clone(), Arc::clone(shared), client.clone());
+            let (ops, shared, clients) = (ops.clone(), Arc::clone(shared), clients.clone());
             tokio::spawn(async move {
                 for op in ops {
                     if tokio::time::Instant::now() >= deadline {
                         break;
                     }
-                    if !perform(&client, &op, &shared).await {
+                    if !perform(&clients, &op, &shared).await {
                         tokio::time::sleep(ERROR_PAUSE).await;
                     }
                 }
@@ -232,8 +240,43 @@ fn inject(faults: &[crate::schedule::TimedFault], start: Instant, cluster: &Mute
     }
 }
 
+/// The mover's count of moves, read from the gateway between epochs.
+#[derive(Default)]
+struct MoveCount {
+    /// The gateway's pid and its count when last read.
+    last: Option<(u32, u64)>,
+}
+
+impl MoveCount {
+    /// Moves since the last reading (all of the gateway's count when it restarted since).
+    async fn since_last(&mut self, cluster: &Arc<Mutex<Cluster>>) -> u64 {
+        let (pid, admin) = {
+            let cluster = cluster.lock().expect("cluster lock");
+            (cluster.gateway_pid(), cluster.admin())
+        };
+        let (Some(pid), Ok(admin)) = (pid, admin) else { return 0 };
+        let read = tokio::task::spawn_blocking(move || admin.mover()).await;
+        let Ok(Ok(status)) = read else { return 0 };
+        let now = status["status"]["moves"].as_u64().unwrap_or(0);
+        let since = match self.last {
+            Some((last_pid, last)) if last_pid == pid => now.saturating_sub(last),
+            _ => now,
+        };
+        self.last = Some((pid, now));
+        since
+    }
+}
+
+/// The clients' two ways in: the AWS SDK and lowtail's batch read.
+#[derive(Clone)]
+struct Clients {
+    s3: aws_sdk_s3::Client,
+    batch: BatchClient,
+}
+
 /// Performs one operation and records it; whether it succeeded.
-async fn perform(client: &aws_sdk_s3::Client, op: &Op, shared: &Shared) -> bool {
+async fn perform(clients: &Clients, op: &Op, shared: &Shared) -> bool {
+    let client = &clients.s3;
     match op {
         Op::Put { key, body_seed, size_bytes } => {
             let body = body_bytes(*body_seed, *size_bytes);
@@ -251,7 +294,50 @@ async fn perform(client: &aws_sdk_s3::Client, op: &Op, shared: &Shared) -> bool 
             wrote(shared, "delete", key, Version::Absent, sent.is_ok())
         }
         Op::Get { key } => read_and_check(client, key, shared, false).await,
+        Op::BatchGet { keys } => batch_read_and_check(&clients.batch, keys, shared).await,
     }
+}
+
+/// A batch read of `keys`, each part checked as a GET's answer would be (a batch is not atomic:
+/// each part is one version of its key, read while the batch ran).
+async fn batch_read_and_check(client: &BatchClient, keys: &[String], shared: &Shared) -> bool {
+    let parts = match client.get_batch(BUCKET, &BatchRequest::Keys(keys.to_vec())).await {
+        Ok(parts) => parts,
+        Err(error) => {
+            // The gateway restarting, or too many nodes down: no answer is no claim.
+            tracing::debug!(%error, "a batch read failed");
+            shared.count_op("batch-get", false);
+            return false;
+        }
+    };
+    if parts.len() != keys.len() || parts.iter().zip(keys).any(|(part, key)| part.key != *key) {
+        shared.violation(format!(
+            "batch read of {keys:?} answered parts {:?}",
+            parts.iter().map(|p| &p.key).collect::<Vec<_>>()
+        ));
+        return false;
+    }
+    let mut all_read = true;
+    for part in parts {
+        let read = match (part.status, part.error_code.as_deref()) {
+            (200, _) => Read::Bytes(part.body.to_vec()),
+            (404, Some("NoSuchKey")) => Read::Absent,
+            (status, code) => {
+                let why =
+                    format!("batch part {status} {}: {}", code.unwrap_or("-"), String::from_utf8_lossy(&part.body));
+                failed_read(shared, &part.key, &why, false);
+                all_read = false;
+                continue;
+            }
+        };
+        let wrong = shared.model.lock().expect("model lock").check_read(&part.key, &read);
+        shared.report.lock().expect("report lock").reads_checked += 1;
+        if let Some(wrong) = wrong {
+            shared.violation(format!("batch read: {wrong}"));
+        }
+    }
+    shared.count_op("batch-get", all_read);
+    all_read
 }
 
 fn wrote(shared: &Shared, kind: &str, key: &str, version: Version, ok: bool) -> bool {

@@ -44,15 +44,18 @@ pub enum Op {
     Multipart { key: String, body_seed: u64, part_bytes: Vec<u64> },
     /// GetObject.
     Get { key: String },
+    /// lowtail's batch read of several keys of one client, each part checked like a GET.
+    BatchGet { keys: Vec<String> },
     /// DeleteObject.
     Delete { key: String },
 }
 
 impl Op {
-    /// The key the operation acts on.
+    /// The key the operation acts on (a batch read's first).
     pub fn key(&self) -> &str {
         match self {
             Op::Put { key, .. } | Op::Multipart { key, .. } | Op::Get { key } | Op::Delete { key } => key,
+            Op::BatchGet { keys } => &keys[0],
         }
     }
 }
@@ -154,7 +157,19 @@ fn draw_op(rng: &mut ChaCha8Rng, settings: &ScheduleSettings, client: usize, epo
             let last = rng.random_range(1..=1 << 20);
             Op::Multipart { key, body_seed, part_bytes: vec![5 << 20, last] }
         }
-        50..88 => Op::Get { key },
+        50..78 => Op::Get { key },
+        78..88 => {
+            // Distinct keys of this client (a batch names each once).
+            let count = rng.random_range(2..=5usize).min(settings.keys_per_client);
+            let mut keys = vec![key];
+            for _ in 0..4 * count {
+                let more = format!("c{client}/k{}", rng.random_range(0..settings.keys_per_client));
+                if keys.len() < count && !keys.contains(&more) {
+                    keys.push(more);
+                }
+            }
+            Op::BatchGet { keys }
+        }
         _ => Op::Delete { key },
     }
 }
