@@ -728,21 +728,23 @@ fn print_paper_findings(findings: &[experiment::fastcloud::PaperFinding]) {
 }
 
 /// The options of FAST CLOUD's runs on real processes.
-fn fastcloud_live_options(args: &FastcloudArgs) -> anyhow::Result<experiment::fastcloud::live::LiveOptions> {
+fn live_options(quick: bool, seed: u64) -> anyhow::Result<experiment::fastcloud::live::LiveOptions> {
     let etcd_binary = launcher::find_etcd_binary().context(
         "the live experiment needs the etcd binary (Debian: apt-get install etcd-server), on the PATH or in LOWTAIL_ETCD_BIN",
     )?;
     Ok(experiment::fastcloud::live::LiveOptions {
-        quick: args.quick,
-        seed: args.seed,
+        quick,
+        seed,
         binary: std::env::current_exe().context("cannot find the lowtail executable to start the cluster with")?,
         etcd_binary,
     })
 }
 
 fn run_fastcloud_backend(args: FastcloudArgs) -> anyhow::Result<()> {
-    run_fastcloud_processes(
-        args,
+    run_on_processes(
+        &args.out,
+        args.quick,
+        args.seed,
         experiment::fastcloud::backend::step_count(),
         "fastcloud backend",
         |options, out, progress| {
@@ -753,8 +755,10 @@ fn run_fastcloud_backend(args: FastcloudArgs) -> anyhow::Result<()> {
 }
 
 fn run_fastcloud_live(args: FastcloudArgs) -> anyhow::Result<()> {
-    run_fastcloud_processes(
-        args,
+    run_on_processes(
+        &args.out,
+        args.quick,
+        args.seed,
         experiment::fastcloud::live::step_count(),
         "fastcloud live",
         |options, out, progress| {
@@ -763,10 +767,12 @@ fn run_fastcloud_live(args: FastcloudArgs) -> anyhow::Result<()> {
     )
 }
 
-/// Runs one of FAST CLOUD's experiments on real processes with a progress bar, then prints its
+/// Runs an experiment on real processes (FAST CLOUD's, EC-Store's) with a progress bar, then prints its
 /// table and findings.
-fn run_fastcloud_processes(
-    args: FastcloudArgs,
+fn run_on_processes(
+    out: &std::path::Path,
+    quick: bool,
+    seed: u64,
     steps: usize,
     label: &'static str,
     run: impl FnOnce(
@@ -775,17 +781,17 @@ fn run_fastcloud_processes(
         &(dyn Fn(experiment::parallel::Progress) + Sync),
     ) -> anyhow::Result<(String, Vec<experiment::fastcloud::PaperFinding>)>,
 ) -> anyhow::Result<()> {
-    let options = fastcloud_live_options(&args)?;
+    let options = live_options(quick, seed)?;
     let bar = runs_progress(steps, label);
     let started = std::time::Instant::now();
-    let (markdown, findings) = run(&options, &args.out, &|progress| {
+    let (markdown, findings) = run(&options, out, &|progress| {
         bar.set_position(progress.done as u64);
         bar.set_message(progress.label);
     })?;
     bar.finish_and_clear();
     println!("{markdown}");
     print_paper_findings(&findings);
-    println!("{label} runs in {:.1} s; results in {}", started.elapsed().as_secs_f64(), args.out.display());
+    println!("{label} runs in {:.1} s; results in {}", started.elapsed().as_secs_f64(), out.display());
     Ok(())
 }
 
@@ -868,26 +874,16 @@ fn run_ecstore(args: EcstoreArgs) -> anyhow::Result<()> {
 }
 
 fn run_ecstore_live(args: EcstoreArgs) -> anyhow::Result<()> {
-    let etcd_binary = launcher::find_etcd_binary().context(
-        "the live experiment needs the etcd binary (Debian: apt-get install etcd-server), on the PATH or in LOWTAIL_ETCD_BIN",
-    )?;
-    let options = experiment::ecstore::live::LiveOptions {
-        quick: args.quick,
-        seed: args.seed,
-        binary: std::env::current_exe().context("cannot find the lowtail executable to start the cluster with")?,
-        etcd_binary,
-    };
-    let bar = runs_progress(experiment::ecstore::live::step_count(), "ecstore live");
-    let started = std::time::Instant::now();
-    let outcome = experiment::ecstore::live::run(&options, &args.out, &|progress| {
-        bar.set_position(progress.done as u64);
-        bar.set_message(progress.label);
-    })?;
-    bar.finish_and_clear();
-    println!("{}", outcome.markdown);
-    print_paper_findings(&outcome.findings);
-    println!("ecstore live runs in {:.1} s; results in {}", started.elapsed().as_secs_f64(), args.out.display());
-    Ok(())
+    run_on_processes(
+        &args.out,
+        args.quick,
+        args.seed,
+        experiment::ecstore::live::step_count(),
+        "ecstore live",
+        |options, out, progress| {
+            experiment::ecstore::live::run(options, out, progress).map(|outcome| (outcome.markdown, outcome.findings))
+        },
+    )
 }
 
 fn run_hu2017_live(args: Hu2017Args) -> anyhow::Result<()> {

@@ -454,7 +454,6 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
             .get(SECRET_HEADER)
             .is_some_and(|v| bool::from(subtle::ConstantTimeEq::ct_eq(v.as_bytes(), secret.as_bytes())))
     };
-    let refused = || (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response();
     let (get_controller, put_controller, take_controller) =
         (Arc::clone(&controller), Arc::clone(&controller), controller);
     let (put_secret, take_secret, seal_secret) = (Arc::clone(&secret), Arc::clone(&secret), secret);
@@ -494,19 +493,12 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
                 } else {
                     let (records, dropped) = take_controller.take_records();
                     let refresh_probes = take_controller.take_refresh_probes();
-                    let mut body = Vec::with_capacity(records.len() * 256);
-                    for record in &records {
-                        // A record is plain data: serialising it cannot fail.
-                        serde_json::to_writer(&mut body, record).expect("record serialises");
-                        body.push(b'\n');
-                    }
                     (
                         [
-                            (axum::http::header::CONTENT_TYPE, "application/x-ndjson".to_string()),
                             (axum::http::HeaderName::from_static(DROPPED_HEADER), dropped.to_string()),
                             (axum::http::HeaderName::from_static(REFRESH_PROBES_HEADER), refresh_probes.to_string()),
                         ],
-                        body,
+                        ndjson(&records),
                     )
                         .into_response()
                 };
@@ -549,7 +541,7 @@ fn access_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
             })
             .put(move |headers: HeaderMap, body: bytes::Bytes| {
                 let response = if !has_secret(&headers, &put_secret) {
-                    (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
+                    refused()
                 } else {
                     match serde_json::from_slice::<policy::ecstore::access::AccessSettings>(&body) {
                         Err(error) => {
@@ -568,13 +560,19 @@ fn access_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
             "/admin/batches/take",
             axum::routing::post(move |headers: HeaderMap| {
                 let response = if !has_secret(&headers, &take_secret) {
-                    (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
+                    refused()
                 } else {
                     ndjson(&take_controller.take_batch_records())
                 };
                 std::future::ready(response)
             }),
         )
+}
+
+/// The answer to an admin call that needs the cluster secret and came without it (or a wrong one).
+fn refused() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (axum::http::StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
 }
 
 /// Records as the take endpoints answer them: one JSON object per line.
@@ -627,7 +625,7 @@ fn mover_routes(
             })
             .put(move |headers: HeaderMap, body: bytes::Bytes| {
                 let response = if !has_secret(&headers, &put_secret) {
-                    (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
+                    refused()
                 } else {
                     match (&put_mover, serde_json::from_slice::<MoverSwitch>(&body)) {
                         (None, _) => missing(),
@@ -644,7 +642,7 @@ fn mover_routes(
             "/admin/moves/take",
             axum::routing::post(move |headers: HeaderMap| {
                 let response = if !has_secret(&headers, &take_secret) {
-                    (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
+                    refused()
                 } else {
                     ndjson(&controller.take_move_records())
                 };
@@ -683,8 +681,7 @@ fn bucket_routes(meta: Arc<dyn MetaStore>, secret: String) -> axum::Router {
             axum::routing::put(
                 move |axum::extract::Path(name): axum::extract::Path<String>, headers: HeaderMap, body: String| async move {
                     if !has_secret(&headers, &secret) {
-                        return (StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header"))
-                            .into_response();
+                        return refused();
                     }
                     let rule = match body.parse::<meta::WriteAck>() {
                         Ok(rule) => rule,

@@ -83,13 +83,7 @@ impl GatewayAdmin {
         if let Some(settings) = settings {
             change["settings"] = serde_json::to_value(settings)?;
         }
-        let mut response = agent()
-            .put(format!("{}/admin/policy", self.base))
-            .header(SECRET_HEADER, &self.secret)
-            .content_type("application/json")
-            .send(change.to_string().as_str())
-            .with_context(|| format!("{what} at {}", self.base))?;
-        let body = self.check(what, &mut response)?;
+        let body = self.put_json(what, "/admin/policy", &change)?;
         serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer a policy: {body}", self.base))
     }
 

@@ -5,18 +5,8 @@
 //! the paper does not publish (those are reported, `holds: None`).
 
 use super::{Config, Part, RunRow, Scale, Scenario, sweep_points};
-use crate::fastcloud::PaperFinding;
+use crate::fastcloud::{PaperFinding, finding};
 use report::batch::BatchSummary;
-
-pub(super) fn finding(
-    id: &'static str,
-    claim: &str,
-    paper: &str,
-    measured: String,
-    holds: Option<bool>,
-) -> PaperFinding {
-    PaperFinding { id, claim: claim.into(), paper: paper.into(), measured, holds }
-}
 
 fn row(rows: &[RunRow], part: Part, config: Config, pick: impl Fn(&Scenario) -> bool) -> Option<&RunRow> {
     rows.iter().find(|r| r.job.part == part && r.job.config == config && pick(&r.job.scenario))

@@ -13,16 +13,17 @@
 //! Owns: the choice of runs and their judging. Must not: compute statistics other than from the
 //! gateway's records (`report::batch`) and the clients' checks, or leave processes behind.
 
-use super::judge::finding as finding_of;
 use super::{Config, NODES as SIM_NODES};
 use crate::fastcloud::PaperFinding;
+use crate::fastcloud::finding;
+use crate::fastcloud::live::one_gateway_fleet;
 use crate::live::blocking;
 use crate::parallel::Progress;
 use anyhow::{Context, ensure};
 use bench::s3_batch::{BatchClient, BatchRequest};
-use bench::s3_client::{S3Endpoint, measurement_client};
+use bench::s3_client::measurement_client;
+use launcher::Fleet;
 use launcher::gateway_admin::GatewayAdmin;
-use launcher::{Fleet, FleetConfig};
 use load::objects::{object_bytes, object_key};
 use load::s3::{ensure_bucket, prepare};
 use model::{BatchRecord, MoveRecord, ObjectId, Record, RecordLog, RequestId};
@@ -35,7 +36,7 @@ use report::Sample;
 use report::batch::{BatchSummary, BatchWindow, summarize_batches};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use workload::batch::{BatchGenerator, BatchWorkload, YcsbEConfig};
@@ -59,18 +60,7 @@ const RATE_BYTES_PER_S: f64 = 20e6;
 const OVERHEAD_US: u64 = 12_500;
 const EXP_MEAN_US: u64 = 6_250;
 
-/// How to run the live experiment.
-#[derive(Clone, Debug)]
-pub struct LiveOptions {
-    /// Shorter runs and fewer objects (CI's smoke run).
-    pub quick: bool,
-    /// Seed of the objects, the placement order, the scans and the nodes' delays.
-    pub seed: u64,
-    /// The `lowtail` executable the processes run.
-    pub binary: PathBuf,
-    /// The etcd executable.
-    pub etcd_binary: PathBuf,
-}
+pub use crate::fastcloud::live::LiveOptions;
 
 /// Durations and sizes of a live run.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -85,10 +75,10 @@ pub struct LiveScale {
     pub learn_s: u64,
 }
 
-impl LiveOptions {
-    /// The scale of the runs.
-    pub fn scale(&self) -> LiveScale {
-        if self.quick {
+impl LiveScale {
+    /// The scale of runs under `options` (`quick`: fewer objects, shorter spans).
+    pub fn of(options: &LiveOptions) -> LiveScale {
+        if options.quick {
             LiveScale { blocks: 400, warmup_s: 3, measure_s: 12, learn_s: 20 }
         } else {
             LiveScale { blocks: 2_000, warmup_s: 10, measure_s: 60, learn_s: 180 }
@@ -188,26 +178,8 @@ async fn start_cluster(options: &LiveOptions, dir: &Path, blocks: &Blocks) -> an
     data.packed.max_object_bytes = 0;
     let mut controller = launcher::fleet::ControllerTable::new();
     controller.insert("max_records".into(), toml::Value::Integer(2_000_000));
-    let config = FleetConfig {
-        nodes: NODES,
-        gateways: 1,
-        // Off while the objects load; on for the runs.
-        service_model: ServiceModel::default(),
-        node_workers: 1,
-        data,
-        controller,
-        etcd_binary: options.etcd_binary.clone(),
-        node_nice: 0,
-    };
-    let fleet = Fleet::start(&options.binary, dir, &config, &|what| tracing::info!("{what}")).await?;
-    let gateway = &fleet.gateways()[0];
-    let credential = fleet.credential();
-    let endpoint = S3Endpoint {
-        url: gateway.s3_url(),
-        region: fleet.region().to_owned(),
-        access_key: credential.access_key.clone(),
-        secret_key: credential.secret_key.clone(),
-    };
+    // The nodes' service model is off while the objects load, on for the runs.
+    let (fleet, endpoint, admin) = one_gateway_fleet(options, dir, (NODES, 1), data, controller).await?;
     let s3 = measurement_client(&endpoint, "lowtail-ecstore", Duration::from_secs(60));
     ensure_bucket(&s3, BUCKET).await?;
     let sizes: BTreeMap<ObjectId, u64> = blocks.objects.iter().map(|&o| (o, BLOCK_BYTES)).collect();
@@ -215,7 +187,6 @@ async fn start_cluster(options: &LiveOptions, dir: &Path, blocks: &Blocks) -> an
     for id in 0..NODES as u32 {
         fleet.set_service_model(id, &node_model(options.seed, id)).await?;
     }
-    let admin = GatewayAdmin { base: gateway.http_url(), secret: fleet.cluster_secret().to_owned() };
     let client =
         BatchClient::new(&endpoint.url, &endpoint.access_key, &endpoint.secret_key).with_region(&endpoint.region);
     Ok(Cluster { fleet, admin, client })
@@ -317,11 +288,7 @@ async fn run_config(
     generator: &Arc<Mutex<BatchGenerator>>,
     seed: u64,
 ) -> anyhow::Result<LiveRun> {
-    let (admin, access) = (cluster.admin.clone(), live_access(config));
-    blocking(move || admin.set_access(&access)).await?;
-    let admin = cluster.admin.clone();
-    let moves = config.moves();
-    blocking(move || admin.set_mover(moves)).await?;
+    switch(cluster, config).await?;
     drive(cluster, blocks, generator, Instant::now() + Duration::from_secs(scale.warmup_s), seed).await;
     take_all(&cluster.admin).await?;
     let driven =
@@ -330,10 +297,11 @@ async fn run_config(
     let (log, batches) = dense(records, batches)?;
     let window = BatchWindow { from_ns: 0, to_ns: u64::MAX, bucket_ns: 10_000_000_000 };
     let summary = summarize_batches(&batches, &log, &moves, node_count(&log), window);
-    let client = Sample::new(driven.latencies_ns.clone());
+    let client_batches = driven.latencies_ns.len() as u64;
+    let client = Sample::new(driven.latencies_ns);
     Ok(LiveRun {
         config: config.name(),
-        client_batches: driven.latencies_ns.len() as u64,
+        client_batches,
         client_mean_ms: client.stats().map_or(0.0, |s| s.mean_s * 1e3),
         client_failures: driven.failures,
         moves: summary.moves,
@@ -359,7 +327,7 @@ async fn take_all(admin: &GatewayAdmin) -> anyhow::Result<(Vec<Record>, Vec<Batc
 }
 
 async fn measure(options: &LiveOptions, dir: &Path, step: &dyn Fn(String)) -> anyhow::Result<Vec<LiveRun>> {
-    let scale = options.scale();
+    let scale = LiveScale::of(options);
     let blocks = Arc::new(Blocks::new(scale.blocks, options.seed));
     let cluster = start_cluster(options, dir, &blocks).await?;
     step("cluster started and loaded".into());
@@ -398,7 +366,15 @@ async fn measure_on(
     Ok(runs)
 }
 
-/// The mover on under `config`'s access policy, while the clients read, unmeasured.
+/// The gateway switched to `config`: its access policy, and the mover on or off.
+async fn switch(cluster: &Cluster, config: Config) -> anyhow::Result<()> {
+    let (admin, access) = (cluster.admin.clone(), live_access(config));
+    blocking(move || admin.set_access(&access)).await?;
+    let (admin, moves) = (cluster.admin.clone(), config.moves());
+    blocking(move || admin.set_mover(moves)).await
+}
+
+/// `config` (one that moves) while the clients read, unmeasured: the mover learns.
 async fn learn(
     cluster: &Cluster,
     config: Config,
@@ -407,10 +383,8 @@ async fn learn(
     generator: &Arc<Mutex<BatchGenerator>>,
     seed: u64,
 ) -> anyhow::Result<()> {
-    let (admin, access) = (cluster.admin.clone(), live_access(config));
-    blocking(move || admin.set_access(&access)).await?;
-    let admin = cluster.admin.clone();
-    blocking(move || admin.set_mover(true)).await?;
+    debug_assert!(config.moves(), "the mover learns under a configuration that moves");
+    switch(cluster, config).await?;
     drive(cluster, blocks, generator, Instant::now() + Duration::from_secs(scale.learn_s), seed ^ 0x1EA2).await;
     Ok(())
 }
@@ -421,10 +395,10 @@ pub fn run(options: &LiveOptions, out_dir: &Path, progress: &(dyn Fn(Progress) +
         measure(options, dir, step).await
     })?;
     let findings = judge(&runs);
-    let markdown = markdown(&runs, &options.scale());
+    let markdown = markdown(&runs, &LiveScale::of(options));
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let json = serde_json::json!({
-        "scale": options.scale(),
+        "scale": LiveScale::of(options),
         "nodes": NODES,
         "clients": CLIENTS,
         "code": LIVE_CODE,
@@ -450,7 +424,7 @@ pub fn judge(runs: &[LiveRun]) -> Vec<PaperFinding> {
     let mut findings = Vec::new();
     let failures: u64 = runs.iter().map(|r| r.client_failures + r.summary.failed).sum();
     let batches: u64 = runs.iter().map(|r| r.client_batches).sum();
-    findings.push(finding_of(
+    findings.push(finding(
         "EA-L1",
         "live: every batch read through the S3 batch surface is answered 200 with every object's bytes",
         "—",
@@ -458,7 +432,7 @@ pub fn judge(runs: &[LiveRun]) -> Vec<PaperFinding> {
         Some(failures == 0 && batches > 0),
     ));
     if let (Some(ec), Some(ecc), Some(eccm)) = (mean(Config::Ec), mean(Config::EcC), mean(Config::EcCM)) {
-        findings.push(finding_of(
+        findings.push(finding(
             "EA-L2",
             "live: mean batch latency EC+C+M < EC through the S3 batch surface",
             "−40 % (100 KB)",
@@ -469,7 +443,7 @@ pub fn judge(runs: &[LiveRun]) -> Vec<PaperFinding> {
             ),
             Some(eccm < ec),
         ));
-        findings.push(finding_of(
+        findings.push(finding(
             "EA-L2b",
             "live: EC > EC+C > EC+C+M (the steps' sizes are reported: the mover's rests on its learning time)",
             "−15 %, −40 % against EC",
@@ -478,7 +452,7 @@ pub fn judge(runs: &[LiveRun]) -> Vec<PaperFinding> {
         ));
     }
     if let (Some(lb), Some(cmlb)) = (mean(Config::EcLb), mean(Config::EcCMLb)) {
-        findings.push(finding_of(
+        findings.push(finding(
             "EA-L3",
             "live: mean batch latency EC+C+M+LB < EC+LB",
             "−40 % retrieval",
@@ -488,7 +462,7 @@ pub fn judge(runs: &[LiveRun]) -> Vec<PaperFinding> {
     }
     if let (Some(ec), Some(lb), Some(ecc)) = (reads(Config::Ec), reads(Config::EcLb), reads(Config::EcC)) {
         let ratio = lb / ec;
-        findings.push(finding_of(
+        findings.push(finding(
             "EA-L4",
             "live: launched unit reads per block EC+LB / EC = (k + δ) / k = 1.50 ± 0.01; EC+C / EC ≤ 1.01",
             "+50 % chunk requests",
@@ -497,7 +471,7 @@ pub fn judge(runs: &[LiveRun]) -> Vec<PaperFinding> {
         ));
     }
     if let (Some(ec), Some(ecc), Some(eccm)) = (nodes(Config::Ec), nodes(Config::EcC), nodes(Config::EcCM)) {
-        findings.push(finding_of(
+        findings.push(finding(
             "EA-L5",
             "live: distinct nodes per batch EC+C < EC (the cost plan's mechanism); EC+C+M beside them",
             "Fig. 2",
@@ -509,7 +483,7 @@ pub fn judge(runs: &[LiveRun]) -> Vec<PaperFinding> {
     let most = runs.iter().map(|r| r.summary.moves_max_per_10_s).max().unwrap_or(0);
     let client_bytes: u64 = runs.iter().map(|r| r.summary.client_bytes_run).sum();
     let mover_bytes: u64 = runs.iter().map(|r| r.summary.mover_bytes).sum();
-    findings.push(finding_of(
+    findings.push(finding(
         "EA-L6",
         "live: the mover stays under its cap (1 move a second: at most 10 in any 10 s) and its bytes are a small part of the clients'",
         "< 1 chunk/s; < 0.1 % of traffic",

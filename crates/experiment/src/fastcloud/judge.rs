@@ -12,7 +12,8 @@ use super::{
 use optimize::fec_model::{Admission, BacklogThresholds, DelayFit, DelayModel, FecClass};
 use policy::fec::AfterAck;
 
-pub(super) fn finding(
+/// A finding: the claim, the paper's number, lowtail's, and the verdict (`None`: reported).
+pub(crate) fn finding(
     id: &'static str,
     claim: &str,
     paper: &str,

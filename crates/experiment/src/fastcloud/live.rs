@@ -63,12 +63,13 @@ const QUICK_RUN_S: f64 = 10.0;
 /// How far BAFEC's live mean may be from the calibrated simulator's (the 20 %).
 const LIVE_SIM_TOLERANCE: f64 = 0.20;
 
-/// How to run the live experiment.
+/// How to run an experiment on real processes (FAST CLOUD's `--live` and `--backend`, EC-Store's
+/// `--live`).
 #[derive(Clone, Debug)]
 pub struct LiveOptions {
     /// Shorter runs (CI).
     pub quick: bool,
-    /// Seed of the arrivals, the nodes' delays and the simulation.
+    /// Seed of everything drawn: arrivals or scans, objects, the nodes' delays, the simulation.
     pub seed: u64,
     /// The `lowtail` executable the processes run.
     pub binary: PathBuf,
@@ -164,12 +165,33 @@ async fn start_cluster(options: &LiveOptions, dir: &Path) -> anyhow::Result<Clus
     data.admission.slots = Some(SLOTS);
     let mut controller = launcher::fleet::ControllerTable::new();
     controller.insert("policy".into(), toml::Value::String(PolicyKind::FecFixed.name().into()));
+    let (fleet, endpoint, admin) = one_gateway_fleet(options, dir, (NODES, NODE_WORKERS), data, controller).await?;
+    let client = measurement_client(&endpoint, "lowtail-fastcloud", Duration::from_secs(60));
+    let sizes: BTreeMap<ObjectId, u64> = (0..OBJECTS).map(|o| (ObjectId(o), CHUNK_BYTES * u64::from(CODE.k))).collect();
+    ensure_bucket(&client, BUCKET).await?;
+    prepare(std::slice::from_ref(&client), BUCKET, options.seed, &sizes, &|| {}).await.context("loading objects")?;
+    for id in 0..NODES as u32 {
+        fleet.set_service_model(id, &node_model(options.seed, id)).await?;
+    }
+    let fetch =
+        Arc::new(S3Fetch { clients: vec![client], bucket: BUCKET.into(), seed: options.seed, sizes, verify_every: 10 });
+    Ok(Cluster { fleet, admin, fetch })
+}
+
+/// A fleet of `nodes` nodes with `workers` each (their service model off, for loading) and one
+/// gateway with `data` and `controller`: the fleet, the gateway's S3 endpoint and its admin client.
+pub(crate) async fn one_gateway_fleet(
+    options: &LiveOptions,
+    dir: &Path,
+    (nodes, workers): (usize, usize),
+    data: gateway::data::DataConfig,
+    controller: launcher::fleet::ControllerTable,
+) -> anyhow::Result<(Fleet, S3Endpoint, GatewayAdmin)> {
     let config = FleetConfig {
-        nodes: NODES,
+        nodes,
         gateways: 1,
-        // Off while the objects load; on for the runs.
         service_model: ServiceModel::default(),
-        node_workers: NODE_WORKERS,
+        node_workers: workers,
         data,
         controller,
         etcd_binary: options.etcd_binary.clone(),
@@ -184,17 +206,8 @@ async fn start_cluster(options: &LiveOptions, dir: &Path) -> anyhow::Result<Clus
         access_key: credential.access_key.clone(),
         secret_key: credential.secret_key.clone(),
     };
-    let client = measurement_client(&endpoint, "lowtail-fastcloud", Duration::from_secs(60));
     let admin = GatewayAdmin { base: gateway.http_url(), secret: fleet.cluster_secret().to_owned() };
-    let sizes: BTreeMap<ObjectId, u64> = (0..OBJECTS).map(|o| (ObjectId(o), CHUNK_BYTES * u64::from(CODE.k))).collect();
-    ensure_bucket(&client, BUCKET).await?;
-    prepare(std::slice::from_ref(&client), BUCKET, options.seed, &sizes, &|| {}).await.context("loading objects")?;
-    for id in 0..NODES as u32 {
-        fleet.set_service_model(id, &node_model(options.seed, id)).await?;
-    }
-    let fetch =
-        Arc::new(S3Fetch { clients: vec![client], bucket: BUCKET.into(), seed: options.seed, sizes, verify_every: 10 });
-    Ok(Cluster { fleet, admin, fetch })
+    Ok((fleet, endpoint, admin))
 }
 
 /// What one run gave: the gateway's records and the client's.

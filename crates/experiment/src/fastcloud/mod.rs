@@ -920,3 +920,4 @@ fn fig_3_plot(out_dir: &Path, rows: &[fig3::ServiceTimes], png: bool) -> anyhow:
 }
 
 mod judge;
+pub(crate) use judge::finding;

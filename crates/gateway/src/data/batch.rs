@@ -81,14 +81,14 @@ async fn read_striped(
     objects: &[usize],
     sender: &tokio::sync::mpsc::UnboundedSender<BatchItem>,
 ) {
-    let mut assembly = Assembly::new(layouts, objects);
+    let (mut assembly, all_owners) = Assembly::new(layouts, objects);
     let segments: Vec<StripeSegment> =
-        assembly.owners.iter().map(|&(object, segment)| assembly.segment(layouts, object, segment).clone()).collect();
+        all_owners.iter().map(|&(object, segment)| segment_of(layouts, object, segment).clone()).collect();
     let lookups: Vec<Result<BatchBlock, DataError>> =
         stream::iter(segments).map(|segment| lookup(io, segment)).buffered(PARALLEL_LOOKUPS).collect().await;
     let mut blocks = Vec::with_capacity(lookups.len());
     let mut owners = Vec::with_capacity(lookups.len());
-    for (&owner, looked_up) in assembly.owners.clone().iter().zip(lookups) {
+    for (owner, looked_up) in all_owners.into_iter().zip(lookups) {
         match looked_up {
             Ok(block) => {
                 blocks.push(block);
@@ -119,15 +119,14 @@ async fn lookup(io: &StripeIo, segment: StripeSegment) -> Result<BatchBlock, Dat
 
 /// The objects being put together from their stripes' data units.
 struct Assembly {
-    /// (object, segment) of each block, in batch order.
-    owners: Vec<(usize, usize)>,
     /// Per object of the batch: each segment's bytes once read; `None` for objects not in it or
     /// already sent.
     parts: Vec<Option<Vec<Option<Vec<Bytes>>>>>,
 }
 
 impl Assembly {
-    fn new(layouts: &[Layout], objects: &[usize]) -> Assembly {
+    /// The assembly of `objects`, and the (object, segment) of each of their stripes in order.
+    fn new(layouts: &[Layout], objects: &[usize]) -> (Assembly, Vec<(usize, usize)>) {
         let mut parts = vec![None; layouts.len()];
         let mut owners = Vec::new();
         for &object in objects {
@@ -135,12 +134,7 @@ impl Assembly {
             parts[object] = Some(vec![None; segments.len()]);
             owners.extend((0..segments.len()).map(|segment| (object, segment)));
         }
-        Assembly { owners, parts }
-    }
-
-    fn segment<'l>(&self, layouts: &'l [Layout], object: usize, segment: usize) -> &'l StripeSegment {
-        let Layout::Striped { segments } = &layouts[object] else { unreachable!("only striped objects") };
-        &segments[segment]
+        (Assembly { parts }, owners)
     }
 
     /// Sends `error` for `object` unless it was sent already.
@@ -164,7 +158,7 @@ impl Assembly {
             Ok(units) => units,
             Err(error) => return self.fail(object, error, sender),
         };
-        let length = self.segment(layouts, object, segment).length_bytes;
+        let length = segment_of(layouts, object, segment).length_bytes;
         let Some(parts) = self.parts[object].as_mut() else { return };
         parts[segment] = Some(segment_bytes(units, length));
         if parts.iter().all(Option::is_some) {
@@ -172,6 +166,12 @@ impl Assembly {
             let _ = sender.send((object, Ok(whole)));
         }
     }
+}
+
+/// Segment `segment` of striped object `object`.
+fn segment_of(layouts: &[Layout], object: usize, segment: usize) -> &StripeSegment {
+    let Layout::Striped { segments } = &layouts[object] else { unreachable!("only striped objects") };
+    &segments[segment]
 }
 
 /// The first `length` bytes of `units` laid end to end, without copying.

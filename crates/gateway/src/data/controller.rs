@@ -28,7 +28,7 @@ use bytes::Bytes;
 use execution::{AdmissionMode, AdmissionSettings};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use meta::{NodeId as StoreNodeId, NodeState, StripeMeta};
+use meta::{NodeId as StoreNodeId, StripeMeta};
 use model::{
     BatchRecord, CodeLayout, FrontendId, MoveRecord, NEVER, NodeId as PolicyNodeId, ObjectId, Outcome, PartitionId,
     Placement, PlannedTask, QueueState, ReadPlan, ReadRequest, Record, RequestId, RequestRecord,
@@ -45,7 +45,7 @@ use super::DataError;
 use super::admission::{TaskPool, admit_plan};
 use super::executor::{self, Clock, TaskEnd, TaskResult};
 use super::robust::{self, RangeRead};
-use super::stripe_io::{NodeMap, StripeIo};
+use super::stripe_io::{NodeMap, StripeIo, is_up};
 use policy::fec::FrontendState;
 
 mod batch;
@@ -1028,6 +1028,18 @@ impl Controller {
             // FAST CLOUD's refit: nothing to ask the nodes (or the metadata store).
             return self.refresh_with(generation, &[]).await;
         }
+        let (_, replies, sent) = self.probe_every_node(io).await?;
+        count(&self.counters.refresh_probes, "lowtail_controller_refresh_probes_total", sent as u64);
+        self.counters.refresh_probes_untaken.fetch_add(sent as u64, Ordering::Relaxed);
+        self.refresh_with(generation, &replies).await
+    }
+
+    /// Probes every node of the cluster in parallel (registering new ones in the catalog): the
+    /// node map read, the replies and how many probes were sent.
+    async fn probe_every_node(
+        &self,
+        io: &StripeIo,
+    ) -> Result<(NodeMap, Vec<(PolicyNodeId, Option<node::ProbeReply>)>, usize), DataError> {
         let nodes = io.cluster().node_map().await?;
         let mut ids: Vec<StoreNodeId> = nodes.keys().copied().collect();
         ids.sort();
@@ -1036,9 +1048,7 @@ impl Controller {
             ids.iter().map(|&id| (state.catalog.node(id), id)).collect()
         };
         let (replies, sent) = self.probe_nodes(io, &nodes, &targets).await;
-        count(&self.counters.refresh_probes, "lowtail_controller_refresh_probes_total", sent as u64);
-        self.counters.refresh_probes_untaken.fetch_add(sent as u64, Ordering::Relaxed);
-        self.refresh_with(generation, &replies).await
+        Ok((nodes, replies, sent))
     }
 
     /// The policy's refresh over probe `replies` taken while `generation` was running.
@@ -1198,11 +1208,6 @@ fn record_rates(
             None => (node, QueueState::UNREACHABLE),
         })
         .collect()
-}
-
-/// Whether store node `id` is registered and Up.
-fn is_up(nodes: &NodeMap, id: StoreNodeId) -> bool {
-    nodes.get(&id).is_some_and(|node| node.state == NodeState::Up)
 }
 
 /// Adds `n` to a controller counter and to its Prometheus counter `metric`.

@@ -190,7 +190,9 @@ pub trait ObjectData: Send + Sync {
     /// Reads several whole objects as one request (EC-Store's multi-object read): yields `(i,
     /// object i's bytes as parts)` as each is read, in any order, each once. The erasure-coded
     /// store plans the stripes of its striped objects together, one merged task per node; other
-    /// objects are read as [`read_parts`](Self::read_parts) reads them.
+    /// objects are read as [`read_parts`](Self::read_parts) reads them. The stream ends once every
+    /// task the batch launched is resolved (late binding's extra reads after the last object) and
+    /// the batch is recorded; dropped before then, it cancels what is still out and records nothing.
     fn read_batch<'a>(&'a self, layouts: &'a [Layout]) -> batch::BatchStream<'a> {
         batch::read_each(self, layouts)
     }

@@ -27,7 +27,7 @@ use super::controller::{Controller, StoreMove};
 use super::lease::LeaseClaims;
 use super::membership::{BackgroundTask, unix_now_ms};
 use super::repair::RepairService;
-use super::stripe_io::{NodeMap, StripeIo};
+use super::stripe_io::{StripeIo, is_up};
 use super::{DataError, lock};
 
 /// The lease the gateways elect one mover by.
@@ -392,10 +392,6 @@ impl LoadMeter {
             controller.observe_node_loads(&loads);
         }
     }
-}
-
-fn is_up(nodes: &NodeMap, id: NodeId) -> bool {
-    nodes.get(&id).is_some_and(|node| node.state == NodeState::Up)
 }
 
 /// The generation of unit `unit` of `stripe` on `node`, when it is there and answers.

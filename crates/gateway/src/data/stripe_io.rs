@@ -30,6 +30,11 @@ pub const MAX_CORRUPT_REPORTS: usize = 10_000;
 /// Node records keyed by id, as read once per operation.
 pub type NodeMap = HashMap<NodeId, NodeInfo>;
 
+/// Whether node `id` is registered in `nodes` and Up.
+pub fn is_up(nodes: &NodeMap, id: NodeId) -> bool {
+    nodes.get(&id).is_some_and(|node| node.state == meta::NodeState::Up)
+}
+
 /// Counters of the data path (also exported through the `metrics` crate).
 #[derive(Debug, Default)]
 pub struct DataCounters {
@@ -185,16 +190,58 @@ impl StripeIo {
         match client.read_range(stripe.id.0, unit_index, offset, length).await {
             Ok(answer) => Ok(answer),
             Err(error) => {
-                // A corrupt unit, or one its node does not have (a lost file, a wiped disk): either
-                // way the copy must be rebuilt, which is what a corrupt report asks repair to do
-                // (it records the unit missing first).
-                let gone = error.is_corrupt() || error.is_not_found();
-                if gone {
-                    self.report_corrupt(stripe.id, unit_index, node_id);
-                }
+                let gone = self.note_failed_read(stripe.id, unit_index, node_id, &error);
                 Err(UnitReadError { message: format!("unit {}/{unit} on node {node_id}: {error}", stripe.id), gone })
             }
         }
+    }
+
+    /// Whether a failed read found its unit gone: corrupt, or not on its node (a lost file, a wiped
+    /// disk). Either way the copy must be rebuilt, which is what a corrupt report asks repair to do
+    /// (it records the unit missing first), so it is reported here.
+    fn note_failed_read(&self, stripe: StripeId, unit: u16, node: NodeId, error: &node::ClientError) -> bool {
+        let gone = error.is_corrupt() || error.is_not_found();
+        if gone {
+            self.report_corrupt(stripe, unit, node);
+        }
+        gone
+    }
+
+    /// Units `(stripe, unit, length)` held by `node`, each read whole, as ONE merged task there
+    /// (`NodeClient::read_units`), with the node's timing of it: per unit its bytes, or `None`
+    /// when it failed (a gone unit is reported as [`StripeIo::read_unit`] reports it; a unit recorded
+    /// missing is not asked for). The error is the whole call's (nothing asked, no connection, the
+    /// node refused the request, backend mode, which has no nodes).
+    pub async fn read_whole_units_timed(
+        &self,
+        nodes: &NodeMap,
+        node: NodeId,
+        units: &[(&StripeMeta, u16, u64)],
+    ) -> Result<(Vec<Option<Bytes>>, node::TaskTiming), String> {
+        if self.backend.is_some() {
+            return Err("backend mode has no merged reads".into());
+        }
+        let asked: Vec<usize> = (0..units.len()).filter(|&i| !units[i].0.is_missing(usize::from(units[i].1))).collect();
+        if asked.is_empty() {
+            return Err(format!("every unit asked of node {node} is recorded missing"));
+        }
+        let wire: Vec<node::UnitRange> = asked
+            .iter()
+            .map(|&i| node::UnitRange { stripe: units[i].0.id.0, unit: units[i].1, offset: 0, length: units[i].2 })
+            .collect();
+        let info = nodes.get(&node).ok_or_else(|| format!("node {node} is not registered"))?;
+        let client = self.cluster.client(info).await.map_err(|e| e.to_string())?;
+        let (answers, timing) = client.read_units(&wire).await.map_err(|e| e.to_string())?;
+        let mut bytes: Vec<Option<Bytes>> = vec![None; units.len()];
+        for (&i, answer) in asked.iter().zip(answers) {
+            match answer {
+                Ok(read) => bytes[i] = Some(read),
+                Err(error) => {
+                    self.note_failed_read(units[i].0.id, units[i].1, node, &error);
+                }
+            }
+        }
+        Ok((bytes, timing))
     }
 
     /// A unit's range from the backend, timed as a task that was in service from the request to

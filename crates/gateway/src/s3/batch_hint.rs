@@ -19,7 +19,7 @@ use meta::Layout;
 use s3s::{S3ErrorCode, S3Result};
 
 use super::errors::s3;
-use crate::data::{DataError, ObjectData};
+use crate::data::{DataError, ObjectData, lock};
 
 /// The request header.
 pub const BATCH_HINT_HEADER: &str = "x-lowtail-batch";
@@ -170,10 +170,6 @@ async fn read_together(data: &Arc<dyn ObjectData>, layouts: Vec<Layout>) -> Vec<
         .into_iter()
         .map(|result| (result.unwrap_or_else(|| Err(DataError::Internal("not read by the batch".into()))), count))
         .collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

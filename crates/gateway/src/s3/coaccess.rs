@@ -47,11 +47,15 @@ impl Sessions {
     /// session it closed, when it closed one of at least two stripes.
     pub fn observe(&self, owner: &str, layout: &Layout, now: Instant) -> Option<Vec<StripeId>> {
         let Layout::Striped { segments } = layout else { return None };
-        let mut open = self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if !open.contains_key(owner) && open.len() >= MAX_SESSIONS {
-            return None;
+        let mut open = crate::data::lock(&self.open);
+        // Every whole-object GET passes here: the key is copied only for a new session.
+        if !open.contains_key(owner) {
+            if open.len() >= MAX_SESSIONS {
+                return None;
+            }
+            open.insert(owner.to_string(), Session { stripes: Vec::new(), last: now });
         }
-        let session = open.entry(owner.to_string()).or_insert_with(|| Session { stripes: Vec::new(), last: now });
+        let session = open.get_mut(owner).expect("present");
         let closed = if now.saturating_duration_since(session.last) > self.gap {
             Some(std::mem::take(&mut session.stripes))
         } else {

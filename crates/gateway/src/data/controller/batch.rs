@@ -26,8 +26,8 @@ use futures_util::future::{AbortHandle, Abortable, BoxFuture};
 use futures_util::stream::FuturesUnordered;
 use meta::{NodeId as StoreNodeId, StripeMeta};
 use model::{
-    BatchPlan, BatchRecord, BlockRead, FrontendId, NodeId as PolicyNodeId, ObjectId, Outcome, PartitionId, ReadPlan,
-    Record, RequestId, RequestRecord, StripeId as PolicyStripeId,
+    BatchPlan, BatchRecord, BlockRead, FrontendId, ObjectId, Outcome, PartitionId, ReadPlan, Record, RequestId,
+    RequestRecord, StripeId as PolicyStripeId,
 };
 use policy::ecstore::access::AccessSettings;
 use rand::SeedableRng;
@@ -371,14 +371,7 @@ impl Controller {
 
     /// Probes every node once and folds the answers into the access policy's cost table.
     async fn refresh_access(&self, io: &StripeIo) -> Result<(), DataError> {
-        let nodes = io.cluster().node_map().await?;
-        let mut ids: Vec<StoreNodeId> = nodes.keys().copied().collect();
-        ids.sort();
-        let targets: Vec<(PolicyNodeId, StoreNodeId)> = {
-            let mut state = self.lock();
-            ids.iter().map(|&id| (state.catalog.node(id), id)).collect()
-        };
-        let (replies, sent) = self.probe_nodes(io, &nodes, &targets).await;
+        let (nodes, replies, sent) = self.probe_every_node(io).await?;
         count(&self.counters.access_probes, "lowtail_controller_access_probes_total", sent as u64);
         let now_ns = self.now_ns();
         let mut state = self.lock();
@@ -455,26 +448,10 @@ impl<'a> BatchRun<'a, '_> {
 
     /// Block `index` read whole by the robust read: each data unit in parallel.
     fn robust(&self, index: usize) -> RobustFuture<'a> {
-        let (io, nodes, admission) = (self.io, self.nodes, self.admission);
-        let block = &self.blocks[index];
-        let timeout_ns = self.controller.read_timeout().as_nanos() as u64;
-        Box::pin(async move {
-            let k = block.code.data_units();
-            let each = (0..k).map(|unit| {
-                let range = RangeRead {
-                    io,
-                    nodes,
-                    stripe: &block.stripe,
-                    code: block.code.as_ref(),
-                    unit,
-                    offset: 0,
-                    length: block.stripe.unit_bytes,
-                    admission,
-                };
-                async move { robust::read(range, timeout_ns).await.map(|(bytes, _)| bytes) }
-            });
-            (index, futures_util::future::try_join_all(each).await)
-        })
+        let (controller, block) = (self.controller, &self.blocks[index]);
+        let range = whole_unit(self.io, self.nodes, block, self.admission);
+        let units = 0..block.code.data_units();
+        Box::pin(async move { (index, controller.read_robust(range, units).await.map(|(bytes, _)| bytes)) })
     }
 
     /// Runs the decided plan; returns the planned blocks' runs.
@@ -738,36 +715,19 @@ async fn read_merged(
         Some(plan) => Some(plan.slot(slot).await.map_err(|_| ())?),
         None => None,
     };
-    let info = nodes.get(&node).filter(|_| is_up(nodes, node)).ok_or(())?;
-    let asked: Vec<usize> = (0..ranges.len()).filter(|&i| !ranges[i].0.is_missing(usize::from(ranges[i].1))).collect();
-    if asked.is_empty() {
+    if !is_up(nodes, node) {
         return Err(());
     }
-    let wire: Vec<node::UnitRange> = asked
-        .iter()
-        .map(|&i| node::UnitRange { stripe: ranges[i].0.id.0, unit: ranges[i].1, offset: 0, length: ranges[i].2 })
-        .collect();
-    let client = io.cluster().client(info).await.map_err(|_| ())?;
-    let (answers, timing) = match tokio::time::timeout(timeout, client.read_units(&wire)).await {
-        Ok(Ok(answered)) => answered,
+    let wholes: Vec<(&StripeMeta, u16, u64)> =
+        ranges.iter().map(|(stripe, unit, length)| (&**stripe, *unit, *length)).collect();
+    match tokio::time::timeout(timeout, io.read_whole_units_timed(nodes, node, &wholes)).await {
+        Ok(Ok(answered)) => Ok(answered),
         Ok(Err(error)) => {
             tracing::debug!(%error, node = %node, "merged read failed");
-            return Err(());
+            Err(())
         }
-        Err(_) => return Err(()),
-    };
-    let mut bytes: Vec<Option<Bytes>> = vec![None; ranges.len()];
-    for (&i, answer) in asked.iter().zip(answers) {
-        match answer {
-            Ok(read) => bytes[i] = Some(read),
-            Err(error) => {
-                if error.is_corrupt() || error.is_not_found() {
-                    io.report_corrupt(ranges[i].0.id, ranges[i].1, node);
-                }
-            }
-        }
+        Err(_) => Err(()),
     }
-    Ok((bytes, timing))
 }
 
 /// Sleeps until `at_ns` on the controller's clock, or forever without one.
