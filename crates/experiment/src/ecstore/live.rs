@@ -49,6 +49,9 @@ const NODES: usize = 12;
 const BLOCK_BYTES: u64 = 100_000;
 /// Longest scan, in keys.
 const MAX_SCAN: u32 = 10;
+/// How long after the clients stop the batches still out (late binding's extra reads run to their
+/// end after the answer) are given to settle before their records are taken.
+const SETTLE: Duration = Duration::from_secs(1);
 /// Closed-loop clients, no think time.
 const CLIENTS: usize = 16;
 /// The bucket.
@@ -314,12 +317,16 @@ fn node_count(log: &RecordLog) -> usize {
     (0..log.len()).flat_map(|i| log.get(i).tasks.iter().map(|t| t.node.index() + 1)).max().unwrap_or(0).max(NODES)
 }
 
-/// Takes the gateway's block, batch and move records.
+/// Takes the gateway's block, batch and move records, once the batches still out when the
+/// clients stopped have settled.
 async fn take_all(admin: &GatewayAdmin) -> anyhow::Result<(Vec<Record>, Vec<BatchRecord>, Vec<MoveRecord>)> {
+    tokio::time::sleep(SETTLE).await;
     let admin = admin.clone();
     blocking(move || {
-        let batches = admin.take_batches()?;
+        // Blocks first: the gateway keeps a batch's block records before the batch's own, so a
+        // batch taken here never has its blocks left for the next take.
         let taken = admin.take_records()?;
+        let batches = admin.take_batches()?;
         ensure!(taken.dropped == 0, "the gateway dropped {} records", taken.dropped);
         Ok((taken.records, batches, admin.take_moves()?))
     })
