@@ -203,6 +203,10 @@ pub(crate) struct EcstoreArgs {
     /// most one unit a second, so its effect grows with this).
     #[arg(long, value_name = "S", requires = "warmup_s", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     measure_s: Option<u64>,
+    /// Only these parts of the evaluation, comma-separated: block-size, failures, pages,
+    /// single-stripe, sweep (the default point, main, always runs). All of them when left out.
+    #[arg(long, value_name = "PART,…", value_delimiter = ',')]
+    parts: Option<Vec<experiment::ecstore::Part>>,
     /// Write SVG plots only (no PNG copies).
     #[arg(long)]
     no_png: bool,
@@ -210,7 +214,7 @@ pub(crate) struct EcstoreArgs {
     /// the stand-in disks and a gateway, read through the S3 batch read by 16 closed-loop clients
     /// (EC, EC-data, EC+LB, EC+C, then the mover learning, EC+C+M, EC+C+M+LB); writes live.json,
     /// live.md and findings-live.json. Needs the etcd binary; about 12 minutes, --quick about 2.
-    #[arg(long, conflicts_with_all = ["smoke", "no_sweep", "warmup_s", "measure_s", "threads"])]
+    #[arg(long, conflicts_with_all = ["smoke", "no_sweep", "warmup_s", "measure_s", "threads", "parts"])]
     live: bool,
 }
 
@@ -861,6 +865,7 @@ fn run_ecstore(args: EcstoreArgs) -> anyhow::Result<()> {
         png: !args.no_png,
         sweep: !args.no_sweep,
         durations_s: args.warmup_s.zip(args.measure_s),
+        parts: args.parts,
     };
     let started = std::time::Instant::now();
     let outcome = with_runs_progress(experiment::ecstore::run_count(&options), "ecstore", |progress| {

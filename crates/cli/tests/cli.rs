@@ -182,7 +182,10 @@ fn experiment_ecstore_smoke_writes_every_finding_and_file() {
     let findings = read("findings.json");
     let findings = findings.as_array().unwrap();
     let ids: Vec<&str> = findings.iter().map(|f| f["id"].as_str().unwrap()).collect();
-    for id in ["EA-1", "EA-2", "EA-3", "EA-4", "EA-5", "EA-6", "EA-7", "EA-8", "EA-9", "EA-10", "EA-12"] {
+    for id in [
+        "EA-1", "EA-2", "EA-3", "EA-4", "EA-5", "EA-6", "EA-7", "EA-8", "EA-9", "EA-10", "EA-12", "EA-13", "EA-13b",
+        "EA-13c",
+    ] {
         assert!(ids.contains(&id), "{id} missing from {ids:?}");
     }
     assert!(findings.iter().all(|f| !f["paper"].as_str().unwrap().is_empty()));
@@ -199,6 +202,9 @@ fn experiment_ecstore_smoke_writes_every_finding_and_file() {
     let output = lowtail(&["experiment", "ecstore", "--smoke", "--threads", "0", "--out", dir.to_str().unwrap()]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--threads"));
+    let output = lowtail(&["experiment", "ecstore", "--smoke", "--parts", "pagez", "--out", dir.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("single-stripe"), "the error names the parts");
 }
 
 #[test]

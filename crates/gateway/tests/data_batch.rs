@@ -69,6 +69,8 @@ async fn every_access_policy_reads_every_byte_of_every_layout() {
         (AccessKind::Cost, 0, false),
         (AccessKind::Cost, 1, false),
         (AccessKind::Cost, 2, true),
+        (AccessKind::Llf, 0, false),
+        (AccessKind::Lmlf, 1, false),
     ] {
         controller.set_access(access(kind, delta, cancel)).unwrap();
         controller.take_records();
@@ -82,6 +84,14 @@ async fn every_access_policy_reads_every_byte_of_every_layout() {
         let (records, _) = controller.take_records();
         let planned: Vec<_> = records.iter().filter(|r| batches[0].requests().contains(&r.request.request.0)).collect();
         assert_eq!(planned.len(), 6, "{kind:?} δ {delta}: one record per stripe read");
+        // Hu et al.'s rules probe each node of the batch once, before planning; the others probe
+        // nothing per batch.
+        let probes: u32 = planned.iter().map(|r| r.request.probes).sum();
+        let nodes: BTreeSet<u32> = planned.iter().flat_map(|r| r.tasks.iter().map(|t| t.node.0)).collect();
+        match kind {
+            AccessKind::Llf | AccessKind::Lmlf => assert!(probes as usize >= nodes.len() && probes <= 8, "{probes}"),
+            _ => assert_eq!(probes, 0, "{kind:?}"),
+        }
         for record in planned {
             assert_eq!(record.tasks.len(), 2 + usize::from(delta), "{kind:?}: k + δ reads");
             let extra = record.tasks.iter().filter(|t| t.role == TaskRole::Extra).count();

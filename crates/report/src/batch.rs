@@ -48,6 +48,9 @@ pub struct BatchSummary {
     pub distinct_nodes_by_bucket: Vec<(f64, f64)>,
     /// Unit reads launched per block read, in the window.
     pub reads_per_block: f64,
+    /// Queue probes the window's batches sent while planning (Hu et al.'s rules probe; the cost
+    /// policy's periodic table refresh is not a batch's).
+    pub probes_per_batch: f64,
     /// Bytes each node served to the window's reads (tasks that started), by node.
     pub bytes_per_node: Vec<u64>,
     /// The paper's λ: (most loaded − mean) / mean × 100, over bytes per node.
@@ -107,7 +110,7 @@ pub fn summarize_batches(
         if ok.is_empty() { 0.0 } else { ok.iter().map(|b| f(b) as f64).sum::<f64>() / ok.len() as f64 / 1e6 }
     };
     let mut bytes_per_node = vec![0u64; node_count];
-    let (mut reads, mut blocks, mut decoded) = (0u64, 0u64, 0u64);
+    let (mut reads, mut blocks, mut decoded, mut probes) = (0u64, 0u64, 0u64, 0u64);
     let mut distinct = Vec::with_capacity(measured.len());
     for batch in &measured {
         distinct.push(distinct_nodes(log, batch) as f64);
@@ -117,6 +120,7 @@ pub fn summarize_batches(
             blocks += 1;
             decoded += u64::from(record.request.degraded);
             reads += record.tasks.len() as u64;
+            probes += u64::from(record.request.probes);
             for task in record.tasks.iter().filter(|t| t.start_ns != NEVER && !t.failed) {
                 bytes_per_node[task.node.index()] += task.bytes;
             }
@@ -138,6 +142,7 @@ pub fn summarize_batches(
         distinct_nodes_mean: mean(&distinct),
         distinct_nodes_by_bucket: by_bucket(batches, window.bucket_ns, |b| Some(distinct_nodes(log, b) as f64)),
         reads_per_block: if blocks == 0 { 0.0 } else { reads as f64 / blocks as f64 },
+        probes_per_batch: if measured.is_empty() { 0.0 } else { probes as f64 / measured.len() as f64 },
         imbalance_pct: imbalance_pct(&bytes_per_node),
         bytes_per_node,
         decoded_share: if blocks == 0 { 0.0 } else { decoded as f64 / blocks as f64 },
@@ -245,7 +250,8 @@ mod tests {
             decision_start_ns: arrival_ns + 1,
             decision_end_ns: arrival_ns + 2,
             completion_ns: arrival_ns + 1_000_000,
-            probes: 0,
+            // Distinct per block, so that the sum over a batch's blocks shows.
+            probes: id as u32,
             probe_wait_ns: 0,
             decision_cpu_ns: 1,
             degraded,
@@ -302,6 +308,7 @@ mod tests {
         assert_eq!(summary.latency.unwrap().mean_s, 0.010);
         assert_eq!(summary.distinct_nodes_mean, 4.0);
         assert_eq!(summary.reads_per_block, 2.5);
+        assert_eq!(summary.probes_per_batch, 3.0, "blocks 1 and 2 of the one measured batch");
         assert_eq!(summary.bytes_per_node, vec![100, 200, 100, 100]);
         assert_eq!(summary.imbalance_pct, (200.0 - 125.0) / 125.0 * 100.0);
         assert_eq!(summary.decoded_share, 0.5);

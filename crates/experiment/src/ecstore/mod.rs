@@ -57,6 +57,10 @@ pub enum Config {
     EcCM,
     /// The cost model, the mover and late binding.
     EcCMLb,
+    /// RS(2,2), Hu et al.'s least latency first per block from fresh probes (lowtail's).
+    HuLlf,
+    /// RS(2,2), Hu et al.'s least marginal load first per block from fresh probes (lowtail's).
+    HuLmlf,
 }
 
 impl Config {
@@ -74,6 +78,8 @@ impl Config {
             Config::EcC => "EC+C",
             Config::EcCM => "EC+C+M",
             Config::EcCMLb => "EC+C+M+LB",
+            Config::HuLlf => "Hu-LLF",
+            Config::HuLmlf => "Hu-LMLF",
         }
     }
 
@@ -91,6 +97,8 @@ impl Config {
             Config::EcLb => (AccessKind::Random, 1),
             Config::EcC | Config::EcCM => (AccessKind::Cost, 0),
             Config::EcCMLb => (AccessKind::Cost, 1),
+            Config::HuLlf => (AccessKind::Llf, 0),
+            Config::HuLmlf => (AccessKind::Lmlf, 0),
         };
         AccessSettings { kind, extra_reads, round_trip_ns: 2 * NETWORK_LATENCY_NS, ..AccessSettings::default() }
     }
@@ -181,11 +189,22 @@ pub struct EcstoreOptions {
     pub sweep: bool,
     /// The warm-up and the measured window in seconds of virtual time, in place of the size's.
     pub durations_s: Option<(u64, u64)>,
+    /// Only these parts (the default point always runs: every finding is judged against it);
+    /// `None`: every part.
+    pub parts: Option<Vec<Part>>,
 }
 
 impl Default for EcstoreOptions {
     fn default() -> Self {
-        EcstoreOptions { size: Size::Paper, seed: 1, threads: 2, png: true, sweep: true, durations_s: None }
+        EcstoreOptions {
+            size: Size::Paper,
+            seed: 1,
+            threads: 2,
+            png: true,
+            sweep: true,
+            durations_s: None,
+            parts: None,
+        }
     }
 }
 
@@ -198,6 +217,12 @@ impl EcstoreOptions {
             scale.measure_ns = measure_s * 1_000_000_000;
         }
         scale
+    }
+
+    /// Whether `part` runs.
+    pub fn runs(&self, part: Part) -> bool {
+        let asked = self.parts.as_ref().is_none_or(|parts| part == Part::Main || parts.contains(&part));
+        asked && (part != Part::Sweep || self.sweep)
     }
 }
 
@@ -243,6 +268,38 @@ pub enum Part {
     Pages,
     /// The sweep over unpublished parameters.
     Sweep,
+    /// Single-stripe GETs (batches of one block): EC-Store's k cheapest units against Hu et al.'s
+    /// rules, on one footing.
+    SingleStripe,
+}
+
+impl Part {
+    /// Every part, in the order the experiment runs them.
+    pub const ALL: [Part; 6] =
+        [Part::Main, Part::BlockSize, Part::Failures, Part::Pages, Part::SingleStripe, Part::Sweep];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Main => "main",
+            Part::BlockSize => "block-size",
+            Part::Failures => "failures",
+            Part::Pages => "pages",
+            Part::SingleStripe => "single-stripe",
+            Part::Sweep => "sweep",
+        }
+    }
+}
+
+impl std::str::FromStr for Part {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Part, String> {
+        Part::ALL.into_iter().find(|part| part.name() == name.trim()).ok_or_else(|| {
+            let names: Vec<&str> = Part::ALL.iter().map(|part| part.name()).collect();
+            format!("unknown part {name:?}: use {}", names.join(", "))
+        })
+    }
 }
 
 /// One simulation.
@@ -298,6 +355,9 @@ const SWEEP_CLIENTS: [u32; 2] = [50, 100];
 /// The configurations the sweep judges.
 const SWEEP_CONFIGS: [Config; 3] = [Config::Ec, Config::EcC, Config::EcCM];
 
+/// The configurations of the single-stripe comparison.
+pub const SINGLE_STRIPE_CONFIGS: [Config; 5] = [Config::Ec, Config::EcData, Config::HuLlf, Config::HuLmlf, Config::EcC];
+
 /// Every simulation of the experiment, in a fixed order.
 pub fn jobs(options: &EcstoreOptions) -> Vec<Job> {
     let base = Scenario::default_point();
@@ -318,13 +378,20 @@ pub fn jobs(options: &EcstoreOptions) -> Vec<Job> {
     for config in [Config::R, Config::Ec, Config::EcLb, Config::EcC, Config::EcCM, Config::EcCMLb] {
         jobs.push(Job { part: Part::Pages, config, scenario: Scenario { load: Load::Pages, ..base } });
     }
-    if options.sweep {
-        for point in sweep_points() {
-            for config in SWEEP_CONFIGS {
-                jobs.push(Job { part: Part::Sweep, config, scenario: point });
-            }
+    for config in [Config::HuLlf, Config::HuLmlf] {
+        jobs.push(Job { part: Part::Main, config, scenario: base });
+    }
+    let single =
+        Scenario { load: Load::Scans { block_bytes: 100_000, max_scan_length: 1, zipf_exponent: 1.0 }, ..base };
+    for config in SINGLE_STRIPE_CONFIGS {
+        jobs.push(Job { part: Part::SingleStripe, config, scenario: single });
+    }
+    for point in sweep_points() {
+        for config in SWEEP_CONFIGS {
+            jobs.push(Job { part: Part::Sweep, config, scenario: point });
         }
     }
+    jobs.retain(|job| options.runs(job.part));
     jobs
 }
 
@@ -464,7 +531,7 @@ pub fn run(
     let results = run_parallel(&jobs, options.threads, label, |job| run_job(job, options), progress);
     let rows: Vec<RunRow> = results.into_iter().collect::<anyhow::Result<_>>()?;
     let findings = judge::findings(&rows, &options.scale());
-    let sweep_findings = if options.sweep { judge::sweep_findings(&rows) } else { Vec::new() };
+    let sweep_findings = if options.runs(Part::Sweep) { judge::sweep_findings(&rows) } else { Vec::new() };
     let markdown = tables(&rows);
     let files = write(out_dir, options, &rows, &findings, &sweep_findings, &markdown)?;
     Ok(EcstoreOutcome { findings, sweep_findings, markdown, files, runs: rows.len() })
@@ -526,7 +593,7 @@ fn write(
     let summary = SummaryFile { size: options.size, seed: options.seed, scale: options.scale(), runs: rows };
     put("summary.json", serde_json::to_string_pretty(&summary)? + "\n")?;
     put("findings.json", serde_json::to_string_pretty(findings)? + "\n")?;
-    if options.sweep {
+    if options.runs(Part::Sweep) {
         put("findings-sweep.json", serde_json::to_string_pretty(sweep_findings)? + "\n")?;
     }
     put("tables.md", markdown.to_owned())?;
@@ -624,6 +691,13 @@ mod tests {
         assert!(sweep.contains(&Scenario::default_point()));
         let without = jobs(&EcstoreOptions { sweep: false, ..smoke() });
         assert_eq!(all.len() - without.len(), sweep.len() * SWEEP_CONFIGS.len());
+        // Parts asked for run with the default point; the others do not.
+        let single = EcstoreOptions { parts: Some(vec![Part::SingleStripe]), ..smoke() };
+        let parts: std::collections::BTreeSet<&str> = jobs(&single).iter().map(|j| j.part.name()).collect();
+        assert_eq!(parts, ["main", "single-stripe"].into_iter().collect());
+        assert_eq!(jobs(&single).len(), Config::ALL.len() + 2 + SINGLE_STRIPE_CONFIGS.len());
+        assert_eq!("pages".parse::<Part>(), Ok(Part::Pages));
+        assert!("page".parse::<Part>().unwrap_err().contains("single-stripe"));
     }
 
     #[test]

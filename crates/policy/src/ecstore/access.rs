@@ -5,6 +5,12 @@
 //!   EC-Cache; with a 1-of-3 replicated code, its R).
 //! - [`AccessKind::DataFirst`]: the data units, parity only for units that are down (lowtail's
 //!   normal read, the stronger baseline).
+//! - [`AccessKind::Llf`], [`AccessKind::Lmlf`]: Hu et al.'s least-latency-first and
+//!   least-marginal-load-first rules applied to a whole block: probe the nodes of the block's units
+//!   (one parallel round per batch, each node once) and read the `need` units of least expected
+//!   latency or least marginal load. For a whole block of an MDS code every k units are an option,
+//!   so the rule's best option is its k best units. Each block is planned on its own (Hu et al.
+//!   have no batches): the footing on which EC-Store's plans are compared with theirs.
 //! - [`AccessKind::Cost`]: the plan of least cost by Eqs. 1–4 over a table of site costs in
 //!   physical units (o_j = round trip + per-task overhead + queued bytes / rate, m_j = 1 / rate),
 //!   refreshed on a period like the paper's periodic load-status requests. One block is solved
@@ -17,10 +23,11 @@
 //!
 //! Must not: do I/O, read a clock, or solve an exact plan of several blocks while deciding.
 
+use crate::read::cost;
 use crate::{ClusterView, RefreshResult, RefreshWork};
 use model::{
-    BatchPlan, BlockRead, DecodeAt, NodeId, PlanSource, PlannedTask, Quorum, ReadPlan, ReconstructionTopology,
-    StripeId, TaskRole,
+    BatchPlan, BlockRead, DecodeAt, NodeId, PlanSource, PlannedTask, QueueState, Quorum, ReadPlan,
+    ReconstructionTopology, StripeId, TaskRole,
 };
 use optimize::access_plan::{self, AccessInstance, AccessPlan, GreedyFill, SiteCost};
 use rand::{Rng, RngCore};
@@ -37,6 +44,10 @@ pub enum AccessKind {
     DataFirst,
     /// The least-cost plan of EC-Store's model.
     Cost,
+    /// Hu et al.'s least latency first per block, from fresh probes.
+    Llf,
+    /// Hu et al.'s least marginal load first per block, from fresh probes.
+    Lmlf,
 }
 
 /// How the greedy plan of a cache miss fills a block the sites it already uses cannot serve.
@@ -123,6 +134,8 @@ impl AccessSettings {
             AccessKind::Random => "ec-random",
             AccessKind::DataFirst => "ec-data",
             AccessKind::Cost => "ec-cost",
+            AccessKind::Llf => "hu-llf",
+            AccessKind::Lmlf => "hu-lmlf",
         };
         let lb = if self.extra_reads > 0 { format!("-lb{}", self.extra_reads) } else { String::new() };
         let cancel = if self.cancel_extra && self.extra_reads > 0 { "-cancel" } else { "" };
@@ -275,6 +288,34 @@ impl AccessPolicy {
         SiteCost { overhead, per_byte: 1e9 / rate }
     }
 
+    /// Whether planning probes the batch's nodes (Hu et al.'s rules): an executor charges the
+    /// probe round trip before the plan's tasks leave, and one that cannot answer a probe at once
+    /// (the gateway) first probes [`AccessPolicy::probe_targets`] in one parallel round.
+    pub fn probes_per_batch(&self) -> bool {
+        matches!(self.settings.kind, AccessKind::Llf | AccessKind::Lmlf)
+    }
+
+    /// The nodes [`AccessPolicy::plan_batch`] probes for `blocks`, each once, in probe order:
+    /// the nodes of each block's available units, blocks in order. Empty for the kinds that do not
+    /// probe. Depends only on the placement and the known-down nodes, never on probe answers.
+    pub fn probe_targets(&self, view: &dyn ClusterView, blocks: &[BlockRead]) -> Vec<NodeId> {
+        if !self.probes_per_batch() {
+            return Vec::new();
+        }
+        let mut seen = BTreeSet::new();
+        let mut targets = Vec::new();
+        for block in blocks {
+            let nodes = view.placement().stripe_nodes(block.stripe);
+            for unit in self.available_units(view, block.stripe) {
+                let node = nodes[usize::from(unit)];
+                if seen.insert(node) {
+                    targets.push(node);
+                }
+            }
+        }
+        targets
+    }
+
     /// Plans a batch of distinct blocks: one read plan per block, in order.
     pub fn plan_batch(&mut self, view: &mut dyn ClusterView, blocks: &[BlockRead], rng: &mut dyn RngCore) -> BatchPlan {
         assert!(!blocks.is_empty(), "a batch reads at least one block");
@@ -284,7 +325,35 @@ impl AccessPolicy {
             AccessKind::Random => self.plan_by_rule(view, blocks, |units, _| units.shuffle_with(rng)),
             AccessKind::DataFirst => self.plan_by_rule(view, blocks, |_, _| {}),
             AccessKind::Cost => self.plan_by_cost(view, blocks, rng),
+            AccessKind::Llf | AccessKind::Lmlf => self.plan_by_probes(view, blocks),
         }
+    }
+
+    /// Hu et al.'s rules per block: every target probed once, then each block's units ranked by
+    /// the rule's score of a task of its unit size on that node, unreachable nodes last.
+    fn plan_by_probes(&mut self, view: &mut dyn ClusterView, blocks: &[BlockRead]) -> BatchPlan {
+        let targets = self.probe_targets(view, blocks);
+        let queues: BTreeMap<NodeId, QueueState> = targets.iter().map(|&node| (node, view.probe(node))).collect();
+        let kind = self.settings.kind;
+        let plans = blocks
+            .iter()
+            .map(|block| {
+                let nodes = view.placement().stripe_nodes(block.stripe);
+                let mut ranked: Vec<(f64, u8)> = self
+                    .available_units(view, block.stripe)
+                    .into_iter()
+                    .filter_map(|unit| {
+                        let node = nodes[usize::from(unit)];
+                        let queue = queues[&node];
+                        (queue != QueueState::UNREACHABLE).then(|| (probed_score(kind, view, node, queue, block), unit))
+                    })
+                    .collect();
+                ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                let preferred: Vec<u8> = ranked.into_iter().map(|(_, unit)| unit).collect();
+                self.block_plan(view, block, &preferred)
+            })
+            .collect();
+        BatchPlan { blocks: plans, source: PlanSource::Rule, inline_solver_nodes: 0 }
     }
 
     /// Each block's available units in the order `order` leaves them, the first `need` read.
@@ -559,6 +628,22 @@ impl AccessPolicy {
             ("cached_plans", self.cache.len() as f64),
             ("pending_solves", self.solves.len() as f64),
         ]
+    }
+}
+
+/// Hu et al.'s score of reading a unit of `block` from `node` with queue `queue`, the per-task
+/// overhead counted in bytes at the node's rate (lowtail's `count_task_overhead`: the cost model
+/// it is compared with counts it too). LLF: the task's expected latency (Q + D) / S; LMLF: the
+/// marginal load D·(Q + D/2) / S, Eq. (6).
+fn probed_score(kind: AccessKind, view: &dyn ClusterView, node: NodeId, queue: QueueState, block: &BlockRead) -> f64 {
+    let rate = view.node_rate_bytes_per_s(node).max(1.0);
+    let overhead = cost::task_overhead_bytes(view, node, true);
+    let queued = cost::queued_load(queue, overhead);
+    let task = block.unit_bytes as f64 + overhead;
+    match kind {
+        AccessKind::Llf => (queued + task) / rate,
+        AccessKind::Lmlf => cost::marginal_load(task, queued, rate),
+        other => unreachable!("{other:?} does not probe"),
     }
 }
 

@@ -54,7 +54,7 @@
 //!   refresh. Before the
 //!   first refresh every request is a normal read.
 
-mod cost;
+pub(crate) mod cost;
 mod fec_settings;
 mod lazy;
 mod normal;

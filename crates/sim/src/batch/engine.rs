@@ -116,6 +116,10 @@ struct Batch {
     /// Node tasks not yet answered or dropped.
     tasks_open: u32,
     completed: bool,
+    /// Probes its plan sent (Hu et al.'s rules) and the round trip waited for them; recorded on
+    /// its first block's record so that sums over records count each once.
+    probes: u32,
+    probe_wait_ns: u64,
 }
 
 struct Node {
@@ -376,13 +380,19 @@ impl<'a> BatchEngine<'a> {
         let decision_start_ns = self.now_ns + self.setup.frontend.metadata_ns;
         let mut view = View::new(&self.placement, &self.layout, self.setup, &self.nodes, self.now_ns);
         let plan = self.policy.plan_batch(&mut view, &reads, &mut self.policy_rng);
-        debug_assert_eq!(view.probes, 0, "planning a batch probes nothing");
+        // Probes leave together at the decision's start and see the queues of that instant (the
+        // simulator's probes, as in Hu et al.'s engine); the plan waits one round trip for them.
+        let probes = u32::try_from(view.probes).expect("a batch probes fewer than 2^32 nodes");
+        debug_assert!(probes == 0 || self.policy.probes_per_batch(), "only the probing kinds probe");
+        let probe_wait_ns = if probes > 0 { 2 * self.setup.network_latency_ns } else { 0 };
         let frontend = self.setup.frontend;
         let decision_cpu_ns = frontend.decision_ns
             + frontend.decision_per_block_ns * reads.len() as u64
             + plan.inline_solver_nodes * self.setup.solver.ns_per_node;
-        let decision_end_ns = decision_start_ns + decision_cpu_ns;
+        let decision_end_ns = decision_start_ns + probe_wait_ns + decision_cpu_ns;
         let batch = self.open_batch(client, reads, plan, decision_start_ns, decision_end_ns, decision_cpu_ns);
+        let open = self.batches.get_mut(&batch).expect("just opened");
+        (open.probes, open.probe_wait_ns) = (probes, probe_wait_ns);
         self.schedule(decision_end_ns, Event::Dispatch { batch });
         self.start_solve_if_idle();
     }
@@ -435,7 +445,10 @@ impl<'a> BatchEngine<'a> {
                 }
             })
             .collect();
-        self.batches.insert(id, Batch { record, blocks, blocks_done: 0, tasks_open: 0, completed: false });
+        self.batches.insert(
+            id,
+            Batch { record, blocks, blocks_done: 0, tasks_open: 0, completed: false, probes: 0, probe_wait_ns: 0 },
+        );
         id
     }
 
@@ -720,8 +733,8 @@ impl<'a> BatchEngine<'a> {
                 decision_start_ns: record.decision_start_ns,
                 decision_end_ns: record.decision_end_ns,
                 completion_ns: block.completion_ns,
-                probes: 0,
-                probe_wait_ns: 0,
+                probes: if index == 0 { batch.probes } else { 0 },
+                probe_wait_ns: batch.probe_wait_ns,
                 decision_cpu_ns: record.decision_cpu_ns,
                 degraded: block.decoded,
                 timed_out: false,

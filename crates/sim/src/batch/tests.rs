@@ -89,6 +89,22 @@ fn one_batch_takes_metadata_plan_round_trip_and_service_term_by_term() {
 }
 
 #[test]
+fn hu_rules_wait_one_probe_round_trip_and_record_each_probe_once() {
+    // The same batch as above, planned by probes: four nodes per block, eight in all.
+    let mut setup = setup("rs-2-2", 8, &[&[0, 1, 2, 3], &[4, 5, 6, 7]], 1);
+    setup.end_ns = 1_000_000;
+    for kind in [AccessKind::Llf, AccessKind::Lmlf] {
+        let out = run_batches(&setup, policy(kind, 0, false, 2), None, &generator(&[&[0, 1]], 2));
+        let batch = out.batches[0];
+        // Empty queues: the first k units, as data-first would; one probe round trip more.
+        assert_eq!(batch.latency_ns(), fixed_ns(2) + 2 * LATENCY_NS + service_ns(UNIT), "{kind:?}");
+        let probes: u32 = out.records.iter().map(|r| r.request.probes).sum();
+        assert_eq!(probes, 8);
+        assert!(out.records.iter().all(|r| r.request.probe_wait_ns == 2 * LATENCY_NS));
+    }
+}
+
+#[test]
 fn merging_a_batchs_units_on_one_node_saves_exactly_one_overhead_per_shared_node() {
     // Both blocks' data units are on nodes 0 and 1.
     let stripes: &[&[u32]] = &[&[0, 1, 2, 3], &[0, 1, 4, 5]];

@@ -26,8 +26,8 @@ use futures_util::future::{AbortHandle, Abortable, BoxFuture};
 use futures_util::stream::FuturesUnordered;
 use meta::{NodeId as StoreNodeId, StripeMeta};
 use model::{
-    BatchPlan, BatchRecord, BlockRead, FrontendId, ObjectId, Outcome, PartitionId, ReadPlan, Record, RequestId,
-    RequestRecord, StripeId as PolicyStripeId,
+    BatchPlan, BatchRecord, BlockRead, FrontendId, NodeId as PolicyNodeId, ObjectId, Outcome, PartitionId, ReadPlan,
+    Record, RequestId, RequestRecord, StripeId as PolicyStripeId,
 };
 use policy::ecstore::access::AccessSettings;
 use rand::SeedableRng;
@@ -60,8 +60,21 @@ pub struct BatchBlock {
 pub type BlockResult = Result<Vec<Bytes>, DataError>;
 
 /// A decided batch: the plan of its blocks of the controller's code, and what the records need.
+/// A batch's probe round: the replies, the catalog generation they were sent under (`None`: no
+/// round), the probes sent and the time the round took.
+#[derive(Default)]
+struct BatchProbes {
+    replies: Vec<(PolicyNodeId, Option<node::ProbeReply>)>,
+    generation: Option<u64>,
+    sent: usize,
+    wait_ns: u64,
+}
+
 struct BatchDecision {
     plan: BatchPlan,
+    /// Probes its probe round sent and the time it took (recorded on the first block's record).
+    probes: u32,
+    probe_wait_ns: u64,
     /// Per block of the batch: its position in `plan.blocks`, when planned.
     planned: Vec<Option<usize>>,
     /// Per planned block: the store node of each task, and the block's partition.
@@ -126,7 +139,8 @@ impl Controller {
                 return;
             }
         };
-        let decision = match self.decide_batch(&nodes, blocks) {
+        let probed = self.probe_batch(io, &nodes, blocks).await;
+        let decision = match self.decide_batch(&nodes, blocks, &probed) {
             Ok(decision) => decision,
             Err(error) => {
                 tracing::warn!(%error, "batch not planned");
@@ -147,9 +161,44 @@ impl Controller {
         }
     }
 
-    /// Registers the batch's stripes and plans them (synchronous: under the lock, no await).
-    fn decide_batch(&self, nodes: &NodeMap, blocks: &[BatchBlock]) -> Result<Option<BatchDecision>, DataError> {
-        let decision_start_ns = self.now_ns();
+    /// The probe round of an access policy that probes per batch (Hu et al.'s rules): the nodes
+    /// its plan will read from, probed in parallel outside the lock. Empty for the other kinds.
+    async fn probe_batch(&self, io: &StripeIo, nodes: &NodeMap, blocks: &[BatchBlock]) -> BatchProbes {
+        let start_ns = self.now_ns();
+        let (targets, generation) = {
+            let mut state = self.lock();
+            let state = &mut *state;
+            if !state.access.probes_per_batch() {
+                return BatchProbes::default();
+            }
+            let Ok(Some(dense)) = self.register_batch(state, blocks) else { return BatchProbes::default() };
+            let reads: Vec<BlockRead> = blocks
+                .iter()
+                .zip(&dense)
+                .filter_map(|(block, id)| Some(BlockRead { stripe: (*id)?, unit_bytes: block.stripe.unit_bytes }))
+                .collect();
+            let view = LiveView::of_batches(&state.catalog, &[], self.frontend_count, nodes);
+            let targets: Vec<(PolicyNodeId, StoreNodeId)> = state
+                .access
+                .probe_targets(&view, &reads)
+                .into_iter()
+                .map(|node| (node, state.catalog.nodes[node.index()]))
+                .collect();
+            (targets, state.generation)
+        };
+        let (replies, sent) = self.probe_nodes(io, nodes, &targets).await;
+        BatchProbes { replies, generation: Some(generation), sent, wait_ns: self.now_ns() - start_ns }
+    }
+
+    /// Registers the batch's stripes and plans them (synchronous: under the lock, no await), over
+    /// the answers of its probe round if it had one.
+    fn decide_batch(
+        &self,
+        nodes: &NodeMap,
+        blocks: &[BatchBlock],
+        probed: &BatchProbes,
+    ) -> Result<Option<BatchDecision>, DataError> {
+        let decision_start_ns = self.now_ns().saturating_sub(probed.wait_ns);
         let measure_cpu = self.decisions_begun.fetch_add(1, Ordering::Relaxed).is_multiple_of(self.cpu_sample_every);
         let cpu = ThreadCpu::start(measure_cpu);
         let mut state = self.lock();
@@ -163,7 +212,13 @@ impl Controller {
             .iter()
             .map(|&i| BlockRead { stripe: dense[i].expect("planned"), unit_bytes: blocks[i].stripe.unit_bytes })
             .collect();
-        let mut view = LiveView::of_batches(&state.catalog, &[], self.frontend_count, nodes);
+        // Probe answers name dense nodes: they hold only while the catalog that numbered them does.
+        let answers = if probed.generation == Some(state.generation) {
+            record_rates(&mut state.catalog, &probed.replies)
+        } else {
+            Vec::new()
+        };
+        let mut view = LiveView::of_batches(&state.catalog, &answers, self.frontend_count, nodes);
         let mut rng = ChaCha8Rng::seed_from_u64(rand::RngCore::next_u64(&mut state.rng));
         let plan = state.access.plan_batch(&mut view, &reads, &mut rng);
         let stripes: Vec<PolicyStripeId> = reads.iter().map(|read| read.stripe).collect();
@@ -194,6 +249,8 @@ impl Controller {
         }
         Ok(Some(BatchDecision {
             plan,
+            probes: u32::try_from(probed.sent).unwrap_or(u32::MAX),
+            probe_wait_ns: probed.wait_ns,
             planned,
             store_nodes,
             partitions,
@@ -272,8 +329,8 @@ impl Controller {
                 decision_start_ns: decision.decision_start_ns,
                 decision_end_ns: decision.decision_end_ns,
                 completion_ns,
-                probes: 0,
-                probe_wait_ns: 0,
+                probes: if run.index == 0 { decision.probes } else { 0 },
+                probe_wait_ns: decision.probe_wait_ns,
                 decision_cpu_ns: 0,
                 degraded: run.degraded || !run.ok,
                 timed_out: false,

@@ -208,3 +208,34 @@ fn bad_settings_are_refused() {
     assert_eq!(AccessSettings::default().name(), "ec-cost");
     assert_eq!(AccessSettings { extra_reads: 1, ..AccessSettings::default() }.name(), "ec-cost-lb1");
 }
+
+#[test]
+fn hu_rules_probe_each_node_of_the_batch_once_and_read_the_least_loaded_units() {
+    // Two blocks share nodes 2 and 3; node 1 is known down.
+    let mut view = view(&[[0, 1, 2, 3], [2, 3, 4, 5]]);
+    view.down[1] = true;
+    view.queues = vec![50_000, 0, 0, 90_000, 10_000, 20_000, 0, 0];
+    for kind in [AccessKind::Llf, AccessKind::Lmlf] {
+        let mut policy = policy(kind, 0);
+        assert!(policy.probes_per_batch());
+        let targets = policy.probe_targets(&view, &blocks(&[0, 1]));
+        assert_eq!(targets, vec![NodeId(0), NodeId(2), NodeId(3), NodeId(4), NodeId(5)]);
+        view.probes = 0;
+        let plan = policy.plan_batch(&mut view, &blocks(&[0, 1]), &mut rng());
+        assert_eq!(view.probes, 5, "{kind:?}: each announced node once, and nothing else");
+        // Block 0: units on nodes 0 (50 KB), 2 (empty), 3 (90 KB); block 1: 2, 3, 4 (10 KB), 5.
+        assert_eq!(units(&plan.blocks[0]), vec![2, 0], "{kind:?}");
+        assert_eq!(units(&plan.blocks[1]), vec![0, 2], "{kind:?}");
+        assert_eq!(plan.source, PlanSource::Rule);
+        assert!(plan.blocks.iter().all(|b| b.validate().is_ok()));
+    }
+    // A queue that moves moves the choice: the rules read fresh probes, not a table.
+    let mut llf = policy(AccessKind::Llf, 1);
+    view.queues[2] = 1_000_000;
+    let plan = llf.plan_batch(&mut view, &blocks(&[0]), &mut rng());
+    assert_eq!(units(&plan.blocks[0]), vec![0, 3, 2], "late binding's extra read is the most loaded");
+    assert_eq!(plan.blocks[0].tasks[2].role, TaskRole::Extra);
+    assert_eq!(AccessSettings { kind: AccessKind::Lmlf, ..Default::default() }.name(), "hu-lmlf");
+    assert!(!policy(AccessKind::Cost, 0).probes_per_batch());
+    assert!(policy(AccessKind::Cost, 0).probe_targets(&view, &blocks(&[0])).is_empty());
+}
