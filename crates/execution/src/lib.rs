@@ -7,6 +7,8 @@
 //! - [`read`]: one read plan's execution: which tasks start, when the fallback launches, when the
 //!   read is complete (from which units, decoded or not), what is cancelled, when it failed.
 //! - [`admission`]: a pool of L in-flight tasks with a request queue, blocking or not.
+//! - [`reconstruct`]: the packet dataflows of degraded reads (gateway decode, traditional, PPR,
+//!   ECPipe, APLS, segmented).
 //! - [`recovery`]: which units determine a target unit (the code's answer, shared by both shells).
 //!
 //! Must not: read a clock, sleep, spawn, do I/O or draw randomness; time is an argument and every
@@ -14,6 +16,7 @@
 
 pub mod admission;
 pub mod read;
+pub mod reconstruct;
 pub mod recovery;
 
 pub use admission::{Admission, AdmissionMode, AdmissionSettings, Admitted};
