@@ -37,16 +37,26 @@ pub(super) fn findings(rows: &[RunRow], scale: &Scale) -> Vec<PaperFinding> {
     let mut out = Vec::new();
     let [r, ec, data, lb, c, cm, cmlb] = Config::ALL.map(|config| main(rows, config));
     let (ec_ms, c_ms, cm_ms) = (mean_ms(ec), mean_ms(c), mean_ms(cm));
+    let measured = format!(
+        "EC {ec_ms:.1} ms, EC+C {c_ms:.1} ms ({}), EC+C+M {cm_ms:.1} ms ({} against EC, {} against EC+C)",
+        change(ec_ms, c_ms),
+        change(ec_ms, cm_ms),
+        change(c_ms, cm_ms)
+    );
+    // The claim is the order; the notes' acceptance adds a 5 % margin per step, judged
+    // apart so that each verdict says what it is about.
     out.push(finding(
         "EA-1",
-        "mean batch latency EC > EC+C > EC+C+M, each step at least 5 % lower (100 KB scans, Zipf phase)",
+        "mean batch latency EC > EC+C > EC+C+M (100 KB scans, Zipf phase)",
         "EC+C −15 %, EC+C+M −40 % against EC",
-        format!(
-            "EC {ec_ms:.1} ms, EC+C {c_ms:.1} ms ({}), EC+C+M {cm_ms:.1} ms ({} against EC, {} against EC+C)",
-            change(ec_ms, c_ms),
-            change(ec_ms, cm_ms),
-            change(c_ms, cm_ms)
-        ),
+        measured.clone(),
+        Some(c_ms < ec_ms && cm_ms < c_ms),
+    ));
+    out.push(finding(
+        "EA-1m",
+        "each of those steps at least 5 % lower (the notes' margin)",
+        "EC+C −15 %, EC+C+M a further −29 % (−40 % against EC)",
+        measured,
         Some(c_ms <= 0.95 * ec_ms && cm_ms <= 0.95 * c_ms),
     ));
     let data_ms = mean_ms(data);
