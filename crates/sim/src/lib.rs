@@ -38,6 +38,8 @@ mod engine;
 
 pub mod batch;
 pub mod fec;
+pub mod network;
+pub mod reconstruct;
 pub mod scripted;
 
 pub use config::{ClusterConfig, ConfigError, FrontendConfig, OutageConfig, SimConfig, SlowNodeConfig};
