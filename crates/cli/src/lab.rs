@@ -37,6 +37,7 @@ pub(crate) fn experiment(command: ExperimentCommand) -> anyhow::Result<()> {
         ExperimentCommand::Hu2017Fit(args) => run_hu2017_fit(args),
         ExperimentCommand::Fastcloud(args) => run_fastcloud(args),
         ExperimentCommand::Ecstore(args) => run_ecstore(args),
+        ExperimentCommand::Apls(args) => run_apls(args),
     }
 }
 
@@ -172,6 +173,29 @@ pub(crate) enum ExperimentCommand {
     /// beside the paper's number), findings-sweep.json, summary.json, tables.md, plots and
     /// report.html (docs/ecstore.md).
     Ecstore(EcstoreArgs),
+    /// Xie et al., APLS (degraded reads reconstructed by every survivor in parallel), in the
+    /// simulator, one degraded read at a time: the normal read, lowtail's gateway decode,
+    /// traditional, PPR, ECPipe, APLS and lowtail's segmented variant over the paper's grids
+    /// (RS(10,4) 64 MB over packet size and helper bandwidth, 256 KB and 4 MB units, RS(6,6) with
+    /// q = 6..11) and a per-packet-cost sweep. Writes findings.json, summary.json, tables.md, plots
+    /// and report.html (docs/apls.md). Seconds.
+    Apls(AplsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AplsArgs {
+    /// Results folder (created; files of the same names are replaced).
+    #[arg(long, value_name = "DIR", default_value = "apls-results")]
+    out: PathBuf,
+    /// A coarser grid (4 packet sizes, 4 helper bandwidths).
+    #[arg(long)]
+    quick: bool,
+    /// Simulations run at once (each on one thread).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    threads: usize,
+    /// Write SVG plots only (no PNG copies).
+    #[arg(long)]
+    no_png: bool,
 }
 
 #[derive(Debug, Args)]
@@ -874,6 +898,19 @@ fn run_ecstore(args: EcstoreArgs) -> anyhow::Result<()> {
     println!("{}", outcome.markdown);
     print_paper_findings(&outcome.findings);
     print_paper_findings(&outcome.sweep_findings);
+    print_simulations_done(outcome.runs, started, &args.out);
+    Ok(())
+}
+
+fn run_apls(args: AplsArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.threads > 0, "--threads must be at least 1");
+    let options = experiment::apls::AplsOptions { quick: args.quick, threads: args.threads, png: !args.no_png };
+    let started = std::time::Instant::now();
+    let outcome = with_runs_progress(experiment::apls::run_count(&options), "apls", |progress| {
+        experiment::apls::run(&options, &args.out, progress)
+    })?;
+    println!("{}", outcome.markdown);
+    print_paper_findings(&outcome.findings);
     print_simulations_done(outcome.runs, started, &args.out);
     Ok(())
 }

@@ -208,6 +208,31 @@ fn experiment_ecstore_smoke_writes_every_finding_and_file() {
 }
 
 #[test]
+fn experiment_apls_quick_judges_the_closed_forms_and_the_orders() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("apls");
+    let output = lowtail(&["experiment", "apls", "--quick", "--no-png", "--out", dir.to_str().unwrap()]);
+    assert!(output.status.success(), "stderr: {}", String::from_utf8_lossy(&output.stderr));
+    let findings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("findings.json")).unwrap()).unwrap();
+    let findings = findings.as_array().unwrap();
+    let verdict = |id: &str| findings.iter().find(|f| f["id"] == id).unwrap_or_else(|| panic!("{id}"))["holds"].clone();
+    // The model's structural claims: closed forms, bytes per site, the order of the methods, the k/q
+    // law and the packet U-shape.
+    for id in ["AA-1", "AA-2", "AA-3", "AA-4", "AA-6"] {
+        assert_eq!(verdict(id), true, "{id}");
+    }
+    for id in ["A-1", "A-2", "A-6", "A-S", "AA-6b"] {
+        assert!(verdict(id).is_null(), "{id} is reported");
+    }
+    assert!(verdict("AA-5").is_boolean());
+    assert!(findings.iter().all(|f| !f["paper"].as_str().unwrap().is_empty()));
+    for file in ["summary.json", "tables.md", "report.html", "plots/figures.svg", "plots/packets.svg"] {
+        assert!(dir.join(file).is_file(), "{file}");
+    }
+}
+
+#[test]
 fn experiment_fastcloud_quick_judges_the_papers_claims() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("fastcloud");

@@ -9,6 +9,7 @@
 //! `report`, from records only), contain policy or executor logic, or read a clock outside [`live`]
 //! (simulated results depend only on the configuration and seed; the live experiment measures).
 
+pub mod apls;
 pub mod ecstore;
 pub mod fastcloud;
 pub mod fit;
@@ -23,6 +24,40 @@ pub use simulate::{SimulateOptions, simulate};
 
 use report::RunInfo;
 use sim::{RunOutput, SimConfig};
+
+/// A results folder being written: it exists once made, and remembers every file put in it.
+pub(crate) struct ResultsDir<'a> {
+    dir: &'a std::path::Path,
+    files: Vec<std::path::PathBuf>,
+}
+
+impl<'a> ResultsDir<'a> {
+    /// Creates `dir` (and its parents) if need be.
+    pub(crate) fn create(dir: &'a std::path::Path) -> anyhow::Result<ResultsDir<'a>> {
+        use anyhow::Context;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(ResultsDir { dir, files: Vec::new() })
+    }
+
+    /// Writes `name` (relative to the folder), replacing a file of that name.
+    pub(crate) fn put(&mut self, name: &str, text: String) -> anyhow::Result<()> {
+        use anyhow::Context;
+        std::fs::write(self.dir.join(name), text).with_context(|| format!("writing {name}"))?;
+        self.files.push(std::path::PathBuf::from(name));
+        Ok(())
+    }
+
+    /// Writes `value` as pretty JSON.
+    pub(crate) fn put_json(&mut self, name: &str, value: &impl serde::Serialize) -> anyhow::Result<()> {
+        self.put(name, serde_json::to_string_pretty(value)? + "\n")
+    }
+
+    /// The files written (relative to the folder), and `more` after them.
+    pub(crate) fn files(mut self, more: Vec<std::path::PathBuf>) -> Vec<std::path::PathBuf> {
+        self.files.extend(more);
+        self.files
+    }
+}
 
 /// What a report needs to know about a simulated run besides its records.
 pub fn run_info(config: &SimConfig, output: &RunOutput, arrival_rate_per_s: Option<f64>) -> RunInfo {

@@ -48,12 +48,13 @@ pub struct Network {
     ports: Vec<(LinkId, LinkId)>,
     hop_latency_ns: u64,
     per_packet_ns: u64,
+    receive_per_packet_ns: u64,
 }
 
 impl Network {
-    /// A network of sites with these ports, one hop latency between links and a per-packet cost
-    /// each sender pays on its uplink.
-    pub fn new(sites: &[SitePorts], hop_latency_ns: u64, per_packet_ns: u64) -> Network {
+    /// A network of sites with these ports, one hop latency between links, a per-packet cost each
+    /// sender pays on its uplink and one each receiver pays on its downlink.
+    pub fn new(sites: &[SitePorts], hop_latency_ns: u64, per_packet_ns: u64, receive_per_packet_ns: u64) -> Network {
         let mut links = Vec::with_capacity(2 * sites.len());
         let mut ports = Vec::with_capacity(sites.len());
         for site in sites {
@@ -64,7 +65,7 @@ impl Network {
             let up = LinkId(links.len() as u32 - 2);
             ports.push((up, LinkId(up.0 + 1)));
         }
-        Network { links, ports, hop_latency_ns, per_packet_ns }
+        Network { links, ports, hop_latency_ns, per_packet_ns, receive_per_packet_ns }
     }
 
     /// The links a packet crosses from `from` to `to` after the sender's uplink (today: the
@@ -84,12 +85,13 @@ impl Network {
         self.hop_latency_ns
     }
 
-    /// Time to put `bytes` on `link`: transmission, plus the per-packet cost on an uplink.
+    /// Time to put `bytes` on `link`: transmission, plus the sender's per-packet cost on an uplink
+    /// or the receiver's on a downlink.
     pub fn service_ns(&self, link: LinkId, bytes: u32) -> u64 {
         let rate = self.links[link.0 as usize].rate_bytes_per_s;
         let transmit = if rate.is_finite() { (f64::from(bytes) * 1e9 / rate).round() as u64 } else { 0 };
         let is_uplink = link.0.is_multiple_of(2);
-        transmit + if is_uplink { self.per_packet_ns } else { 0 }
+        transmit + if is_uplink { self.per_packet_ns } else { self.receive_per_packet_ns }
     }
 
     /// A packet of `bytes` reaching `link` at `now_ns` (callers cross in time order, so free-at is
@@ -117,7 +119,7 @@ mod tests {
 
     #[test]
     fn crossing_is_fcfs_store_and_forward_at_the_links_rate() {
-        let mut net = Network::new(&[SitePorts::symmetric(1e6), SitePorts::symmetric(2e6)], 100, 7);
+        let mut net = Network::new(&[SitePorts::symmetric(1e6), SitePorts::symmetric(2e6)], 100, 7, 0);
         let up = net.uplink(0);
         let [down] = net.route(0, 1);
         // 1 000 bytes: 1 ms on the uplink (+ 7 ns per packet), 0.5 ms on the receiver's downlink.
@@ -126,7 +128,8 @@ mod tests {
         assert_eq!(net.cross(down, 1_000_107, 1_000), 1_500_107);
         assert_eq!(net.cross(down, 1_000_200, 1_000), 2_000_107, "FCFS behind the first");
         assert_eq!(net.carried(down), (2_000, 2));
-        let free = Network::new(&[SitePorts::symmetric(f64::INFINITY), SitePorts::symmetric(1.0)], 0, 0);
+        let free = Network::new(&[SitePorts::symmetric(f64::INFINITY), SitePorts::symmetric(1.0)], 0, 0, 3);
+        assert_eq!(free.service_ns(free.route(0, 1)[0], 1), 1_000_000_003, "the receiver's per-packet cost");
         assert_eq!(free.service_ns(free.uplink(0), 1_000_000), 0);
     }
 }

@@ -45,6 +45,9 @@ pub struct IsolatedSetup {
     pub hop_latency_ns: u64,
     /// Cost a sender pays per packet.
     pub per_packet_ns: u64,
+    /// Cost a receiver pays per packet (many senders into one receiver pay it in turn: incast).
+    #[serde(default)]
+    pub receive_per_packet_ns: u64,
     /// The sources' disks.
     pub disk: DiskModel,
 }
@@ -96,7 +99,12 @@ pub fn run_isolated(setup: &IsolatedSetup, flow: &Dataflow) -> IsolatedOutcome {
     let requestor = sources;
     let mut ports = setup.sources[..sources].to_vec();
     ports.push(setup.requestor);
-    let mut run = Run::new(setup, flow, Network::new(&ports, setup.hop_latency_ns, setup.per_packet_ns), requestor);
+    let mut run = Run::new(
+        setup,
+        flow,
+        Network::new(&ports, setup.hop_latency_ns, setup.per_packet_ns, setup.receive_per_packet_ns),
+        requestor,
+    );
     run.start();
     run.finish()
 }

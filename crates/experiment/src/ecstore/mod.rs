@@ -576,13 +576,7 @@ fn write(
     sweep_findings: &[PaperFinding],
     markdown: &str,
 ) -> anyhow::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let mut files = Vec::new();
-    let mut put = |name: &str, text: String| -> anyhow::Result<()> {
-        std::fs::write(out_dir.join(name), text).with_context(|| format!("writing {name}"))?;
-        files.push(PathBuf::from(name));
-        Ok(())
-    };
+    let mut out = crate::ResultsDir::create(out_dir)?;
     #[derive(Serialize)]
     struct SummaryFile<'a> {
         size: Size,
@@ -591,17 +585,16 @@ fn write(
         runs: &'a [RunRow],
     }
     let summary = SummaryFile { size: options.size, seed: options.seed, scale: options.scale(), runs: rows };
-    put("summary.json", serde_json::to_string_pretty(&summary)? + "\n")?;
-    put("findings.json", serde_json::to_string_pretty(findings)? + "\n")?;
+    out.put_json("summary.json", &summary)?;
+    out.put_json("findings.json", &findings)?;
     if options.runs(Part::Sweep) {
-        put("findings-sweep.json", serde_json::to_string_pretty(sweep_findings)? + "\n")?;
+        out.put_json("findings-sweep.json", &sweep_findings)?;
     }
-    put("tables.md", markdown.to_owned())?;
+    out.put("tables.md", markdown.to_owned())?;
     let plots = plots(out_dir, rows, options.png)?;
     let html = crate::paper_html("EC-Store (Abebe et al.), simulated", findings, &plots, &[("Runs", markdown)]);
-    put("report.html", html)?;
-    files.extend(plots);
-    Ok(files)
+    out.put("report.html", html)?;
+    Ok(out.files(plots))
 }
 
 fn plots(out_dir: &Path, rows: &[RunRow], png: bool) -> anyhow::Result<Vec<PathBuf>> {

@@ -796,13 +796,8 @@ fn write(
     table_markdown: &str,
     adaptive_markdown: &str,
 ) -> anyhow::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let mut files = Vec::new();
-    let mut put = |name: &str, text: String| -> anyhow::Result<()> {
-        std::fs::write(out_dir.join(name), text).with_context(|| format!("writing {name}"))?;
-        files.push(PathBuf::from(name));
-        Ok(())
-    };
+    let mut out = crate::ResultsDir::create(out_dir)?;
+    let mut put = |name: &str, text: String| out.put(name, text);
     put("findings.json", serde_json::to_string_pretty(findings)? + "\n")?;
     put("summary.json", serde_json::to_string_pretty(summary)? + "\n")?;
     put("table-1.md", format!("# Table I: |D_sim − D̃| / D̃ in percent, lowtail [paper]\n\n{table_markdown}"))?;
@@ -821,8 +816,7 @@ fn write(
         &[("Fig. 3", &fig_3_markdown), ("Table I", table_markdown), ("Adaptive codes", &adaptive)],
     );
     put("report.html", html)?;
-    files.append(&mut plots);
-    Ok(files)
+    Ok(out.files(plots))
 }
 
 fn plots(out_dir: &Path, rows: &[AdaptiveRow], png: bool) -> anyhow::Result<Vec<PathBuf>> {

@@ -21,6 +21,7 @@ fn setup(sources: usize, requestor: f64) -> IsolatedSetup {
         requestor: SitePorts { uplink_bytes_per_s: requestor, downlink_bytes_per_s: requestor },
         hop_latency_ns: 0,
         per_packet_ns: 0,
+        receive_per_packet_ns: 0,
         disk: DiskModel::INSTANT,
     }
 }
