@@ -12,6 +12,7 @@ mod batch;
 mod ids;
 mod layout;
 mod plan;
+pub mod reconstruct;
 mod record;
 mod request;
 mod view;

@@ -75,31 +75,18 @@ pub enum DecodeAt {
     Gateway,
 }
 
-/// How a degraded read's units travel to the decoder. Only `Gateway` is
-/// executed today; the others are the methods of the APLS paper, named here
-/// so that plans keep one shape when they arrive.
+/// How a degraded read's units travel to the decoder: all to the frontend (lowtail's gateway
+/// decode), or through a reconstruction dataflow among the nodes holding them (APLS and its
+/// baselines; `execution::reconstruct` builds it) in packets of `packet_bytes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "method", rename_all = "snake_case")]
 pub enum ReconstructionTopology {
     /// Every unit is sent to the frontend, which decodes.
     Gateway,
-    /// A starter node gathers all units and decodes (traditional repair).
-    Traditional {
-        /// Packet size in bytes.
-        packet_bytes: u32,
-    },
-    /// Partial-parallel repair: partial sums combined in a tree.
-    Ppr {
-        /// Packet size in bytes.
-        packet_bytes: u32,
-    },
-    /// ECPipe: a pipeline of helpers, packet by packet.
-    Ecpipe {
-        /// Packet size in bytes.
-        packet_bytes: u32,
-    },
-    /// APLS: all survivors, packet-level reconstruction lists.
-    Apls {
+    /// The plan's tasks are the sources of a dataflow, in its order.
+    Dataflow {
+        /// The method.
+        dataflow: crate::reconstruct::Method,
         /// Packet size in bytes.
         packet_bytes: u32,
     },

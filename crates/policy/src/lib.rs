@@ -16,6 +16,7 @@ pub mod ecstore;
 pub mod fec;
 pub mod placement;
 pub mod read;
+pub mod reconstruct;
 
 pub use read::{BuildError, FecSettings, FrontendSetup, MarginalLoad, PolicyKind, PolicySettings, build_read_policy};
 
