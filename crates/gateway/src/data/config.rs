@@ -2,6 +2,7 @@
 //! membership and repair), serde/TOML-friendly with documented defaults. Owns validation; must not
 //! start anything or touch the network.
 
+use policy::reconstruct::ReconstructKind;
 use std::time::Duration;
 
 use execution::AdmissionSettings;
@@ -88,6 +89,12 @@ pub struct DataConfig {
     /// when admitted (the execution core's `Admission`, the same the simulator's frontends run).
     /// Default: no bound. Writes and repair are not admitted here.
     pub admission: AdmissionSettings,
+    /// How a unit range that must be rebuilt (its unit missing or its node not Up) is rebuilt
+    /// (`[data.reconstruct]`, `policy::reconstruct::ReconstructSettings`): `kind = "gateway"` (the
+    /// default: k survivors to the gateway, which decodes) or `"segmented"` (every survivor serves
+    /// k/q of the range, decoded per segment; RS codes; docs/apls.md). `apls` and `auto` need
+    /// reconstruction on the storage nodes, which is not built yet, and are refused.
+    pub reconstruct: policy::reconstruct::ReconstructSettings,
     /// This gateway's name, unique among the gateways of a cluster and kept across restarts: it
     /// owns the stripes it opens for packing, and after a restart it seals the ones it left open.
     /// Unset means `gateway`, which is right for the one gateway of an embedded metadata store;
@@ -228,6 +235,7 @@ impl Default for DataConfig {
             orphans: OrphanConfig::default(),
             packed: PackedConfig::default(),
             admission: AdmissionSettings::default(),
+            reconstruct: policy::reconstruct::ReconstructSettings::default(),
             gateway_id: None,
         }
     }
@@ -288,6 +296,13 @@ impl DataConfig {
         }
         if self.cluster_secret.is_empty() {
             return bad("cluster_secret must be set".into());
+        }
+        self.reconstruct.validate().map_err(|why| DataError::Internal(format!("data config: reconstruct: {why}")))?;
+        if matches!(self.reconstruct.kind, ReconstructKind::Apls | ReconstructKind::Auto) {
+            return bad(format!(
+                "reconstruct.kind {:?}: APLS runs on the storage nodes, which do not reconstruct yet; use \"gateway\" or \"segmented\"",
+                self.reconstruct.kind
+            ));
         }
         if self.admission.slots == Some(0) {
             return bad("admission.slots must be at least 1 (leave it out for no bound)".into());

@@ -33,6 +33,7 @@ pub mod plan;
 pub mod read;
 pub mod repair;
 pub mod robust;
+pub mod segmented;
 pub mod stripe_io;
 pub mod stripe_write;
 

@@ -6,7 +6,8 @@
 //! (`Reads::read_timeout`, Normal of Hu et al.), or the recovery set alone when the unit's node is
 //! not Up. A round that fails marks the units that failed and plans again without them (at
 //! most n + 1 rounds); when no readable set is left, units on Down nodes are tried too, and then the
-//! target itself, because membership can mark a slow but live node Down.
+//! target itself, because membership can mark a slow but live node Down. A unit that must be
+//! rebuilt is first tried segmented when so configured (`segmented`).
 //!
 //! Owns the choice of the robust plan and the rounds. Must not run a quorum, a timeout or a cancel
 //! itself (the core does), nor decide a policy's plan.
@@ -49,6 +50,9 @@ pub struct RangeRead<'a> {
 
 /// Bytes of the range, read robustly; says whether they were decoded (a degraded read).
 pub async fn read(range: RangeRead<'_>, timeout_ns: u64) -> Result<(Bytes, bool), DataError> {
+    if let Some(bytes) = super::segmented::read_lost(range).await {
+        return Ok((bytes, true));
+    }
     let failed = range.stripe.missing_units.iter().map(|&unit| usize::from(unit)).collect();
     rounds(range, failed, true, timeout_ns).await
 }

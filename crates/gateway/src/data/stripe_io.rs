@@ -244,6 +244,41 @@ impl StripeIo {
         Ok((bytes, timing))
     }
 
+    /// Byte ranges `(offset, length)` of one `unit` of `stripe`, as ONE merged task on its node (one
+    /// per-task overhead): every range's bytes, or the first failure (a gone unit is reported as
+    /// [`StripeIo::read_unit`] reports it). Not in backend mode, which has no nodes.
+    pub async fn read_unit_ranges(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        unit: usize,
+        ranges: &[(u64, u64)],
+    ) -> Result<Vec<Bytes>, DataError> {
+        let node_id = stripe.placement[unit];
+        let failed =
+            |why: String| DataError::Unavailable(format!("unit {}/{unit} on node {node_id}: {why}", stripe.id));
+        if self.backend.is_some() || stripe.is_missing(unit) {
+            return Err(failed("not readable as a merged task".into()));
+        }
+        let unit_index = u16::try_from(unit).map_err(|_| failed("unit index too large".into()))?;
+        let wire: Vec<node::UnitRange> = ranges
+            .iter()
+            .map(|&(offset, length)| node::UnitRange { stripe: stripe.id.0, unit: unit_index, offset, length })
+            .collect();
+        let info = nodes.get(&node_id).ok_or_else(|| failed("not registered".into()))?;
+        let client = self.cluster.client(info).await.map_err(|e| failed(e.to_string()))?;
+        let (answers, _timing) = client.read_units(&wire).await.map_err(|e| failed(e.to_string()))?;
+        answers
+            .into_iter()
+            .map(|answer| {
+                answer.map_err(|error| {
+                    self.note_failed_read(stripe.id, unit_index, node_id, &error);
+                    failed(error.to_string())
+                })
+            })
+            .collect()
+    }
+
     /// A unit's range from the backend, timed as a task that was in service from the request to
     /// its answer (the backend is one black box: no queue of its own is seen).
     async fn read_backend_unit(

@@ -1,0 +1,148 @@
+//! Segmented degraded reads (APLS's lists without node changes; issue 32, docs/apls.md): when a
+//! unit range must be rebuilt (its unit is recorded missing or its node is not Up) and
+//! `[data.reconstruct] kind = "segmented"`, the range is split into q contiguous segments over the
+//! q survivors on Up nodes; segment j is decoded at the gateway from the k survivors of APLS's list
+//! r_j, so each survivor serves k/q of the range (its segments are one or two contiguous ranges,
+//! read as ONE merged task on its node) instead of k survivors serving all of it. The segments and
+//! lists are the execution core's dataflow (`Method::Segmented`, contiguous assignment).
+//!
+//! Any failure (a survivor does not answer, a range is corrupt) gives up the segmented read and the
+//! caller reads as before (the robust read tries every decodable set). Only MDS codes (RS): an LRC
+//! unit's recovery sets are not any k of the others. Not with an admission pool (`[data.admission]`):
+//! its q merged tasks are not admitted one by one, so the pool's bound holds by reading as before.
+//!
+//! Must not: decide whether a read is degraded (the read policy's and membership's), or read a
+//! unit that is recorded missing or on a node that is not Up.
+
+use bytes::Bytes;
+use codec::CodeSpec;
+use execution::reconstruct::{Assignment, Dataflow, Method};
+use futures_util::future::try_join_all;
+use policy::reconstruct::{ReconstructKind, Survivor};
+
+use super::DataError;
+use super::robust::RangeRead;
+use super::stripe_io::{decode, is_up};
+
+/// Segments are a multiple of this (whole 4 KiB pages of the units read).
+const SEGMENT_ALIGN_BYTES: u64 = 4096;
+
+/// Whether `range` must be rebuilt and the configuration asks for a segmented read.
+fn applies(range: RangeRead<'_>) -> bool {
+    let RangeRead { io, nodes, stripe, unit, .. } = range;
+    io.config().reconstruct.kind == ReconstructKind::Segmented
+        && io.backend().is_none()
+        // Its q merged tasks are not admitted one by one: with an admission pool the plan's read runs.
+        && range.admission.is_none()
+        && matches!(stripe.code_spec(), Ok(CodeSpec::Rs { .. }))
+        && (stripe.is_missing(unit) || !is_up(nodes, stripe.placement[unit]))
+}
+
+/// The range rebuilt from every survivor in segments, or `None` when a segmented read does not
+/// apply or did not succeed (the caller reads as before).
+pub async fn read_lost(range: RangeRead<'_>) -> Option<Bytes> {
+    if !applies(range) || range.length == 0 {
+        return None;
+    }
+    match read(range).await {
+        Ok(bytes) => {
+            range.io.count_degraded();
+            metrics::counter!("lowtail_gateway_segmented_reads_total").increment(1);
+            Some(bytes)
+        }
+        Err(error) => {
+            metrics::counter!("lowtail_gateway_segmented_fallbacks_total").increment(1);
+            tracing::info!(%error, "segmented read gave up; reading by recovery set");
+            None
+        }
+    }
+}
+
+/// The survivors, least loaded first as the reconstruction policy ranks them (no loads are known on
+/// this path, so by unit), and the dataflow of the range over them.
+fn plan(range: RangeRead<'_>) -> Result<(Vec<u8>, Dataflow), DataError> {
+    let RangeRead { io, nodes, stripe, code, unit, length, .. } = range;
+    let k = code.data_units() as u16;
+    let survivors: Vec<Survivor> = (0..stripe.placement.len())
+        .filter(|&u| u != unit && !stripe.is_missing(u) && is_up(nodes, stripe.placement[u]))
+        .map(|u| Survivor {
+            unit: u as u8,
+            node: model::NodeId(stripe.placement[u].0),
+            load: 0.0,
+            rate_bytes_per_s: 1.0,
+        })
+        .collect();
+    let settings = &io.config().reconstruct;
+    let chosen = policy::reconstruct::choose(settings, k, &survivors, length);
+    let model::ReconstructionTopology::Dataflow { dataflow: Method::Segmented { q, .. }, .. } = chosen.topology else {
+        return Err(DataError::Unavailable(format!(
+            "{} survivors of {stripe_id}: no more than k",
+            survivors.len(),
+            stripe_id = stripe.id
+        )));
+    };
+    let segment = length.div_ceil(u64::from(q)).next_multiple_of(SEGMENT_ALIGN_BYTES).min(length);
+    let packet_bytes = u32::try_from(segment).map_err(|_| DataError::Internal(format!("a segment of {segment} B")))?;
+    let method = Method::Segmented { q, assignment: Assignment::Contiguous };
+    let flow = Dataflow::build(method, k, length, packet_bytes).map_err(|e| DataError::Internal(e.to_string()))?;
+    Ok((chosen.sources, flow))
+}
+
+/// Each source's packets as contiguous byte ranges of the unit: (first packet, packets).
+fn runs(packets: &[u32]) -> Vec<(u32, u32)> {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &packet in packets {
+        match runs.last_mut() {
+            Some((first, count)) if *first + *count == packet => *count += 1,
+            _ => runs.push((packet, 1)),
+        }
+    }
+    runs
+}
+
+async fn read(range: RangeRead<'_>) -> Result<Bytes, DataError> {
+    let (sources, flow) = plan(range)?;
+    let local = flow.local_reads();
+    let packet_range = |first: u32, count: u32| {
+        let start = flow.packet_offset(first);
+        let end = (flow.packet_offset(first + count)).min(flow.range_bytes);
+        (range.offset + start, end - start)
+    };
+    // One merged task per source: its runs of packets.
+    let reads = sources.iter().zip(&local).map(|(&unit, packets)| {
+        let ranges: Vec<(u64, u64)> = runs(packets).iter().map(|&(first, count)| packet_range(first, count)).collect();
+        async move {
+            let bytes = range.io.read_unit_ranges(range.nodes, range.stripe, usize::from(unit), &ranges).await?;
+            Ok::<_, DataError>((unit, packets, bytes))
+        }
+    });
+    let answers = try_join_all(reads).await?;
+    let mut out = Vec::with_capacity(range.length as usize);
+    for packet in 0..flow.packets() {
+        let members = flow.members(packet);
+        let mut units = Vec::with_capacity(members.len());
+        let mut buffers = Vec::with_capacity(members.len());
+        for &member in &members {
+            let (unit, packets, bytes) = &answers[usize::from(member)];
+            units.push(usize::from(*unit));
+            buffers.push(packet_bytes_of(&flow, packets, bytes, packet));
+        }
+        out.extend_from_slice(&decode(range.code, range.unit, &units, &buffers)?);
+    }
+    debug_assert_eq!(out.len() as u64, range.length);
+    Ok(Bytes::from(out))
+}
+
+/// Packet `packet`'s bytes among a source's reads (`bytes`: one buffer per run of `packets`).
+fn packet_bytes_of(flow: &Dataflow, packets: &[u32], bytes: &[Bytes], packet: u32) -> Bytes {
+    let mut run_start = 0usize;
+    for (run, &(first, count)) in runs(packets).iter().enumerate() {
+        if (first..first + count).contains(&packet) {
+            let start = (flow.packet_offset(packet) - flow.packet_offset(first)) as usize;
+            let end = ((flow.packet_offset(packet + 1)).min(flow.range_bytes) - flow.packet_offset(first)) as usize;
+            return bytes[run].slice(start..end);
+        }
+        run_start += count as usize;
+    }
+    unreachable!("a member reads its packet ({packet} not among {run_start} read)")
+}

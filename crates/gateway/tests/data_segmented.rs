@@ -1,0 +1,109 @@
+//! Segmented degraded reads on real storage nodes (`[data.reconstruct] kind = "segmented"`): with a
+//! node down, every object of RS(4,2) and RS(6,3) reads back identical, whole and ranged, with and
+//! without a controller; every survivor of a lost unit serves a part of it (the gateway decode
+//! would read k of them); LRC and admission pools keep the gateway decode; apls and auto are refused.
+
+mod data_support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use data_support::{TestCluster, pattern};
+use gateway::data::controller::{Controller, ControllerConfig};
+use gateway::data::{DataConfig, ErasureData, ObjectData};
+use meta::Layout;
+use policy::reconstruct::{ReconstructKind, ReconstructSettings};
+
+fn segmented(config: DataConfig) -> DataConfig {
+    DataConfig { reconstruct: ReconstructSettings { kind: ReconstructKind::Segmented, ..Default::default() }, ..config }
+}
+
+async fn write_objects(data: &ErasureData, sizes: &[usize]) -> Vec<(Bytes, Layout)> {
+    let mut objects = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        let body = pattern(size, 900 + i as u64);
+        objects.push((body.clone(), data.write(body).await.unwrap().layout));
+    }
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    objects
+}
+
+async fn assert_readable(data: &ErasureData, objects: &[(Bytes, Layout)], what: &str) {
+    for (body, layout) in objects {
+        let read = data.read(layout, 0..body.len() as u64).await.unwrap();
+        assert!(read == *body, "{what}: {} B object read back identical", body.len());
+        let (from, to) = (body.len() as u64 / 3, body.len() as u64 * 5 / 6);
+        let part = data.read(layout, from..to).await.unwrap();
+        assert!(part == body.slice(from as usize..to as usize), "{what}: ranged read");
+    }
+}
+
+/// Reads served per node (from the nodes' stats), by node index.
+async fn reads_per_node(cluster: &TestCluster, nodes: usize, down: usize) -> BTreeMap<usize, u64> {
+    let mut reads = BTreeMap::new();
+    for i in (0..nodes).filter(|&i| i != down) {
+        reads.insert(i, cluster.client(i).await.stats().await.unwrap().tasks_completed);
+    }
+    reads
+}
+
+async fn every_object_reads_back_with_a_node_down(code: &str, nodes: usize, k: usize) {
+    let mut cluster = TestCluster::start(nodes, nodes).await;
+    let data = ErasureData::new(segmented(cluster.config(code)), Arc::clone(&cluster.meta)).await.unwrap();
+    let sizes = [0, 1_000, 100_000, 250_001, 4 << 20, (5 << 20) + 12_345];
+    let objects = write_objects(&data, &sizes).await;
+    // The node of the 4 MiB object's first data unit dies: its unit must be rebuilt.
+    let Layout::Striped { segments } = &objects[4].1 else { panic!("a 4 MiB object is striped") };
+    let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
+    let down = stripe.placement[0].0 as usize;
+    cluster.kill(down).await;
+    let before = reads_per_node(&cluster, nodes, down).await;
+    let one = &objects[4];
+    let read = data.read(&one.1, 0..segments[0].length_bytes).await.unwrap();
+    assert!(read == one.0.slice(..segments[0].length_bytes as usize), "{code}: the first stripe's bytes");
+    let after = reads_per_node(&cluster, nodes, down).await;
+    let survivors: Vec<usize> = stripe.placement.iter().map(|n| n.0 as usize).filter(|&n| n != down).collect();
+    assert!(survivors.len() > k);
+    for node in &survivors {
+        assert!(after[node] > before[node], "{code}: survivor node {node} served a part of the lost unit");
+    }
+    let degraded = data.io().counters().degraded_reads.load(Ordering::Relaxed);
+    assert!(degraded > 0);
+    assert_readable(&data, &objects, code).await;
+    // Through a controller too: a lost unit is rebuilt segmented before any plan.
+    let controller = Arc::new(Controller::new(&ControllerConfig::default(), code).unwrap());
+    data.reads().attach_controller(Arc::clone(&controller)).unwrap();
+    assert_readable(&data, &objects, &format!("{code} with a controller")).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rs_4_2_objects_read_back_from_every_survivor() {
+    every_object_reads_back_with_a_node_down("rs-4-2", 7, 4).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rs_6_3_objects_read_back_from_every_survivor() {
+    every_object_reads_back_with_a_node_down("rs-6-3", 9, 6).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lrc_keeps_the_gateway_decode_and_apls_is_refused() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let data = ErasureData::new(segmented(cluster.config("lrc-6-2-2")), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data, &[300_000, 3 << 20]).await;
+    let Layout::Striped { segments } = &objects[1].1 else { panic!("striped") };
+    let down = cluster.meta.get_stripe(segments[0].stripe).await.unwrap().placement[0].0 as usize;
+    cluster.kill(down).await;
+    assert_readable(&data, &objects, "lrc").await;
+    for kind in [ReconstructKind::Apls, ReconstructKind::Auto] {
+        let mut config = cluster.config("rs-4-2");
+        config.reconstruct.kind = kind;
+        let Err(error) = ErasureData::new(config, Arc::clone(&cluster.meta)).await else { panic!("{kind:?} refused") };
+        assert!(error.to_string().contains("segmented"), "{error}");
+    }
+    cluster.shutdown().await;
+}
