@@ -187,7 +187,7 @@ pub(crate) struct AplsArgs {
     /// Results folder (created; files of the same names are replaced).
     #[arg(long, value_name = "DIR", default_value = "apls-results")]
     out: PathBuf,
-    /// A coarser grid (4 packet sizes, 4 helper bandwidths).
+    /// A coarser grid (4 packet sizes, 4 helper bandwidths); with --live, 1 MiB units and fewer GETs.
     #[arg(long)]
     quick: bool,
     /// Simulations run at once (each on one thread).
@@ -196,6 +196,16 @@ pub(crate) struct AplsArgs {
     /// Write SVG plots only (no PNG copies).
     #[arg(long)]
     no_png: bool,
+    /// On a loopback cluster of real processes instead of the simulator: etcd, 9 nodes emulating
+    /// bandwidth-bound disks and a gateway, RS(6,3), one node stopped; each lost unit read by a
+    /// ranged GET with the gateway decode and with the segmented read in turn, beside the
+    /// simulator's prediction; writes live.json, live.md and findings-live.json. Needs the etcd
+    /// binary; about a minute.
+    #[arg(long, conflicts_with_all = ["threads", "no_png"])]
+    live: bool,
+    /// Seed of the objects and the nodes' delays (with --live).
+    #[arg(long, default_value_t = 1, requires = "live")]
+    seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -903,6 +913,18 @@ fn run_ecstore(args: EcstoreArgs) -> anyhow::Result<()> {
 }
 
 fn run_apls(args: AplsArgs) -> anyhow::Result<()> {
+    if args.live {
+        return run_on_processes(
+            &args.out,
+            args.quick,
+            args.seed,
+            experiment::apls::live::step_count(),
+            "apls live",
+            |options, out, progress| {
+                experiment::apls::live::run(options, out, progress).map(|outcome| (outcome.markdown, outcome.findings))
+            },
+        );
+    }
     anyhow::ensure!(args.threads > 0, "--threads must be at least 1");
     let options = experiment::apls::AplsOptions { quick: args.quick, threads: args.threads, png: !args.no_png };
     let started = std::time::Instant::now();

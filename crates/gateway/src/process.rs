@@ -380,6 +380,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
                 config.data.cluster_secret.clone(),
             ))
             .merge(access_routes(Arc::clone(&controller), config.data.cluster_secret.clone()))
+            .merge(reconstruct_routes(Arc::clone(data.data.io()), config.data.cluster_secret.clone()))
             .merge(mover_routes(data.mover.clone(), Arc::clone(&controller), config.data.cluster_secret.clone()))
             .merge(bucket_routes(Arc::clone(&meta), config.data.cluster_secret.clone()));
         http_server = Some(tokio::spawn(async move {
@@ -517,6 +518,36 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
                 }
             }),
         )
+}
+
+/// `GET /admin/reconstruct` (how units that must be rebuilt are rebuilt: `[data.reconstruct]`'s
+/// settings as switched) and `PUT /admin/reconstruct` (new settings, JSON; needs the cluster secret;
+/// bad ones, or a kind the gateway cannot run, are a 400 and change nothing).
+fn reconstruct_routes(io: Arc<crate::data::stripe_io::StripeIo>, secret: String) -> axum::Router {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let get_io = Arc::clone(&io);
+    axum::Router::new().route(
+        "/admin/reconstruct",
+        axum::routing::get(move || std::future::ready(axum::Json(get_io.reconstruct()))).put(
+            move |headers: HeaderMap, body: bytes::Bytes| {
+                let response = if !has_secret(&headers, &secret) {
+                    refused()
+                } else {
+                    match serde_json::from_slice::<policy::reconstruct::ReconstructSettings>(&body) {
+                        Err(error) => {
+                            (StatusCode::BAD_REQUEST, format!("bad reconstruct settings: {error}")).into_response()
+                        }
+                        Ok(settings) => match io.set_reconstruct(settings) {
+                            Ok(settings) => axum::Json(settings).into_response(),
+                            Err(error) => (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
+                        },
+                    }
+                };
+                std::future::ready(response)
+            },
+        ),
+    )
 }
 
 /// `GET /admin/access` (the batch reads' access settings and the plan cache's numbers), `PUT

@@ -238,6 +238,14 @@ impl Fleet {
         client.set_service_model(model).await.with_context(|| format!("setting node {id}'s service model"))
     }
 
+    /// Stops node `id` (its process ends; membership will mark it Down), as a failure would.
+    pub async fn stop_node(&mut self, id: u32) -> anyhow::Result<()> {
+        let position =
+            self.nodes.iter().position(|node| node.slot.id == id).with_context(|| format!("no node {id}"))?;
+        self.nodes.remove(position).stop().await;
+        Ok(())
+    }
+
     /// Stops the gateways (each drains its requests and seals its open stripes), then the nodes,
     /// then etcd.
     pub async fn shutdown(self) {

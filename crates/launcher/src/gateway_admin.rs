@@ -158,6 +158,16 @@ impl GatewayAdmin {
         self.put_json("PUT /admin/access", "/admin/access", &serde_json::to_value(settings)?).map(|_| ())
     }
 
+    /// How units that must be rebuilt are rebuilt (`GET /admin/reconstruct`).
+    pub fn reconstruct(&self) -> anyhow::Result<serde_json::Value> {
+        self.get_json("GET /admin/reconstruct", "/admin/reconstruct")
+    }
+
+    /// Switches how units that must be rebuilt are rebuilt (`PUT /admin/reconstruct`).
+    pub fn set_reconstruct(&self, settings: &policy::reconstruct::ReconstructSettings) -> anyhow::Result<()> {
+        self.put_json("PUT /admin/reconstruct", "/admin/reconstruct", &serde_json::to_value(settings)?).map(|_| ())
+    }
+
     /// Switches EC-Store's mover on or off (`PUT /admin/mover`).
     pub fn set_mover(&self, enabled: bool) -> anyhow::Result<()> {
         self.put_json("PUT /admin/mover", "/admin/mover", &serde_json::json!({ "enabled": enabled })).map(|_| ())

@@ -19,6 +19,9 @@
 //! pick unpublished parameters to make a verdict pass (they are swept).
 
 mod judge;
+pub mod live;
+
+use judge::judge_live;
 
 use crate::fastcloud::PaperFinding;
 use crate::parallel::{Progress, run_parallel};

@@ -2,7 +2,7 @@
 //! membership and repair), serde/TOML-friendly with documented defaults. Owns validation; must not
 //! start anything or touch the network.
 
-use policy::reconstruct::ReconstructKind;
+use policy::reconstruct::{ReconstructKind, ReconstructSettings};
 use std::time::Duration;
 
 use execution::AdmissionSettings;
@@ -297,13 +297,7 @@ impl DataConfig {
         if self.cluster_secret.is_empty() {
             return bad("cluster_secret must be set".into());
         }
-        self.reconstruct.validate().map_err(|why| DataError::Internal(format!("data config: reconstruct: {why}")))?;
-        if matches!(self.reconstruct.kind, ReconstructKind::Apls | ReconstructKind::Auto) {
-            return bad(format!(
-                "reconstruct.kind {:?}: APLS runs on the storage nodes, which do not reconstruct yet; use \"gateway\" or \"segmented\"",
-                self.reconstruct.kind
-            ));
-        }
+        validate_reconstruct(&self.reconstruct)?;
         if self.admission.slots == Some(0) {
             return bad("admission.slots must be at least 1 (leave it out for no bound)".into());
         }
@@ -406,6 +400,18 @@ impl DataConfig {
     pub fn node_rpc_timeout(&self) -> Duration {
         Duration::from_millis(self.node_rpc_timeout_ms)
     }
+}
+
+/// Checks reconstruction settings the gateway can run: valid, and a kind it executes.
+pub fn validate_reconstruct(settings: &ReconstructSettings) -> Result<(), DataError> {
+    settings.validate().map_err(|why| DataError::Internal(format!("data config: reconstruct: {why}")))?;
+    if matches!(settings.kind, ReconstructKind::Apls | ReconstructKind::Auto) {
+        return Err(DataError::Internal(format!(
+            "data config: reconstruct.kind {:?}: APLS runs on the storage nodes, which do not reconstruct yet; use \"gateway\" or \"segmented\"",
+            settings.kind
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

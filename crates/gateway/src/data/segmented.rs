@@ -30,7 +30,7 @@ const SEGMENT_ALIGN_BYTES: u64 = 4096;
 /// Whether `range` must be rebuilt and the configuration asks for a segmented read.
 fn applies(range: RangeRead<'_>) -> bool {
     let RangeRead { io, nodes, stripe, unit, .. } = range;
-    io.config().reconstruct.kind == ReconstructKind::Segmented
+    io.reconstruct().kind == ReconstructKind::Segmented
         && io.backend().is_none()
         // Its q merged tasks are not admitted one by one: with an admission pool the plan's read runs.
         && range.admission.is_none()
@@ -72,8 +72,7 @@ fn plan(range: RangeRead<'_>) -> Result<(Vec<u8>, Dataflow), DataError> {
             rate_bytes_per_s: 1.0,
         })
         .collect();
-    let settings = &io.config().reconstruct;
-    let chosen = policy::reconstruct::choose(settings, k, &survivors, length);
+    let chosen = policy::reconstruct::choose(&io.reconstruct(), k, &survivors, length);
     let model::ReconstructionTopology::Dataflow { dataflow: Method::Segmented { q, .. }, .. } = chosen.topology else {
         return Err(DataError::Unavailable(format!(
             "{} survivors of {stripe_id}: no more than k",

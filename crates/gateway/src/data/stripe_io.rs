@@ -6,6 +6,7 @@
 //! ([`super::backend`]). Must not choose which units to read (that is [`super::plan`]) or touch object
 //! metadata.
 
+use policy::reconstruct::ReconstructSettings;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,6 +58,9 @@ pub struct StripeIo {
     codes: Mutex<HashMap<String, Arc<dyn ErasureCode>>>,
     corrupt_reports: Mutex<BTreeSet<(StripeId, u16, NodeId)>>,
     counters: DataCounters,
+    /// How units that must be rebuilt are rebuilt: the config's at first, switched at run time
+    /// (`PUT /admin/reconstruct`).
+    reconstruct: Mutex<ReconstructSettings>,
     /// In backend mode, where every unit lives instead of on its node.
     backend: Option<S3Backend>,
 }
@@ -78,8 +82,23 @@ impl StripeIo {
             backend: config.backend.as_ref().map(S3Backend::new),
             corrupt_reports: Mutex::new(BTreeSet::new()),
             counters: DataCounters::default(),
+            reconstruct: Mutex::new(config.reconstruct.clone()),
             config,
         }
+    }
+
+    /// How a unit that must be rebuilt is rebuilt now.
+    pub fn reconstruct(&self) -> ReconstructSettings {
+        super::lock(&self.reconstruct).clone()
+    }
+
+    /// Switches how units that must be rebuilt are rebuilt (reads already under way keep theirs);
+    /// bad settings change nothing.
+    pub fn set_reconstruct(&self, settings: ReconstructSettings) -> Result<ReconstructSettings, DataError> {
+        super::config::validate_reconstruct(&settings)?;
+        tracing::info!(kind = ?settings.kind, "reconstruction switched");
+        *super::lock(&self.reconstruct) = settings.clone();
+        Ok(settings)
     }
 
     /// The S3 backend of a backend-mode gateway (`None` on a cluster of storage nodes).
