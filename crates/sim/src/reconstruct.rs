@@ -1,21 +1,26 @@
-//! Degraded reads by reconstruction dataflow (APLS, Xie et al.) in isolation, the paper's method:
-//! one read at a time over the modelled [`Network`], its sources reading their packets from disk
-//! (an FCFS task each, packets ready as the disk reaches them), each transfer leaving its sender
+//! Degraded reads by reconstruction dataflow (APLS, Xie et al.): in isolation, the paper's method
+//! ([`run_isolated`]: one read at a time), or many reads, normal and degraded, sharing one cluster
+//! ([`run_loaded`], the loaded mode the paper does not have); over the modelled [`Network`], the
+//! sources reading their packets from disk (an FCFS task each, packets ready as the disk reaches
+//! them), each transfer leaving its sender
 //! once what it adds to has arrived and its own packet is read, the read complete when the last
 //! packet reaches the requestor. Decoding arithmetic is free (the paper's model).
 //!
-//! Sites: source i of the dataflow is site i; the requestor (the paper's starter, lowtail's
-//! gateway) is the last site.
+//! Sites: in isolation source i of the dataflow is site i; loaded, each read names the node behind
+//! each source; the requestor (the paper's starter, lowtail's gateway) is the last site. A sender's
+//! uplink takes the earliest read's lowest-numbered ready packet; each node's disk serves one read's
+//! task after another.
 //!
 //! Must not: decide the dataflow (the execution core builds it from the policy's method), or read a
 //! clock or draw randomness (the run is a function of its setup).
 
 use crate::network::{Network, SitePorts};
-use execution::reconstruct::{Dataflow, Site};
+use execution::reconstruct::{Dataflow, Site, Transfer};
 use model::NEVER;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
+use std::sync::Arc;
 
 /// A source's disk.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -80,9 +85,69 @@ pub struct IsolatedOutcome {
     pub disk_bytes: Vec<u64>,
 }
 
+/// The setting of degraded and normal reads sharing one cluster (the loaded mode): every node's
+/// links and FCFS disk, the gateway (the requestor of every read).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadedSetup {
+    /// Each node's links, by node index.
+    pub nodes: Vec<SitePorts>,
+    /// The gateway's links.
+    pub gateway: SitePorts,
+    /// Latency of each hop, and of a request reaching its sources.
+    pub hop_latency_ns: u64,
+    /// Cost a sender pays per packet.
+    pub per_packet_ns: u64,
+    /// Cost a receiver pays per packet.
+    pub receive_per_packet_ns: u64,
+    /// Every node's disk (one FCFS task per read and source).
+    pub disk: DiskModel,
+}
+
+/// One read of the loaded mode: when it arrives at the gateway, its dataflow, and the node behind
+/// each of the dataflow's sources.
+#[derive(Clone, Debug)]
+pub struct LoadedRead {
+    /// Arrival at the gateway.
+    pub arrival_ns: u64,
+    /// What moves.
+    pub flow: Arc<Dataflow>,
+    /// Node of source i, by i.
+    pub nodes: Vec<u32>,
+}
+
+/// Runs `reads` over one cluster; returns each read's latency (arrival to its last packet at the
+/// gateway), in order.
+pub fn run_loaded(setup: &LoadedSetup, reads: &[LoadedRead]) -> Vec<u64> {
+    let gateway = setup.nodes.len();
+    assert!(reads.iter().all(|r| r.nodes.iter().all(|&n| (n as usize) < gateway)), "every source is one of the nodes");
+    let mut ports = setup.nodes.clone();
+    ports.push(setup.gateway);
+    let net = Network::new(&ports, setup.hop_latency_ns, setup.per_packet_ns, setup.receive_per_packet_ns);
+    let mut run = Run::new(net, setup.disk, setup.hop_latency_ns, gateway, reads);
+    run.run();
+    reads.iter().zip(&run.completion_ns).map(|(read, &done)| done - read.arrival_ns).collect()
+}
+
+/// Runs one read of `flow` in isolation: source i on site i, the requestor the last site.
+pub fn run_isolated(setup: &IsolatedSetup, flow: &Dataflow) -> IsolatedOutcome {
+    let sources = usize::from(flow.method.sources(flow.k));
+    assert!(setup.sources.len() >= sources, "{} sources set up for a dataflow of {sources}", setup.sources.len());
+    let mut ports = setup.sources[..sources].to_vec();
+    ports.push(setup.requestor);
+    let net = Network::new(&ports, setup.hop_latency_ns, setup.per_packet_ns, setup.receive_per_packet_ns);
+    let reads = [LoadedRead { arrival_ns: 0, flow: Arc::new(flow.clone()), nodes: (0..sources as u32).collect() }];
+    let mut run = Run::new(net, setup.disk, setup.hop_latency_ns, sources, &reads);
+    run.run();
+    let transfers = run.pairs(0);
+    IsolatedOutcome { latency_ns: run.completion_ns[0], transfers, disk_bytes: run.disk_bytes }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    /// A transfer's inputs and packet are ready at its sender.
+    /// A read's request reaches its sources: their disk tasks are queued.
+    Start(u32),
+    /// A transfer's inputs and packet are ready at its sender (ids are global: a read's base plus
+    /// the transfer's index in its dataflow).
     Ready(u32),
     /// A sender's uplink finished putting a transfer's packet on the wire.
     Sent(u32),
@@ -92,76 +157,90 @@ enum Event {
     Delivered(u32),
 }
 
-/// Runs one read of `flow` in isolation.
-pub fn run_isolated(setup: &IsolatedSetup, flow: &Dataflow) -> IsolatedOutcome {
-    let sources = usize::from(flow.method.sources(flow.k));
-    assert!(setup.sources.len() >= sources, "{} sources set up for a dataflow of {sources}", setup.sources.len());
-    let requestor = sources;
-    let mut ports = setup.sources[..sources].to_vec();
-    ports.push(setup.requestor);
-    let mut run = Run::new(
-        setup,
-        flow,
-        Network::new(&ports, setup.hop_latency_ns, setup.per_packet_ns, setup.receive_per_packet_ns),
-        requestor,
-    );
-    run.start();
-    run.finish()
-}
-
 struct Run<'a> {
-    flow: &'a Dataflow,
+    reads: &'a [LoadedRead],
     net: Network,
-    requestor: usize,
+    disk: DiskModel,
+    hop_latency_ns: u64,
+    gateway: usize,
     events: BinaryHeap<Reverse<(u64, u64, Event)>>,
     sequence: u64,
-    /// Per transfer: inputs still to arrive, when its own packet is read, who waits on it.
+    /// Per read: its first global transfer id.
+    base: Vec<u32>,
+    /// Per global transfer: its read, inputs still to arrive, when its own packet is read, who
+    /// waits on it.
+    read_of: Vec<u32>,
     waiting: Vec<u32>,
     local_ready_ns: Vec<u64>,
     dependents: Vec<Vec<u32>>,
-    /// Per site: ready transfers by (packet, transfer), and whether its uplink is busy.
-    ready: Vec<BTreeSet<(u32, u32)>>,
+    /// Per site: ready transfers by (read, packet, transfer), whether its uplink is busy, when its
+    /// disk is next free.
+    ready: Vec<BTreeSet<(u32, u32, u32)>>,
     busy: Vec<bool>,
+    disk_free_ns: Vec<u64>,
     sent_ns: Vec<u64>,
     arrived_ns: Vec<u64>,
-    to_requestor_left: usize,
-    completion_ns: u64,
+    /// Per read: packets still to reach the gateway, and when the last did.
+    left: Vec<usize>,
+    completion_ns: Vec<u64>,
+    /// Bytes each node read from disk.
     disk_bytes: Vec<u64>,
 }
 
 impl<'a> Run<'a> {
-    fn new(setup: &IsolatedSetup, flow: &'a Dataflow, net: Network, requestor: usize) -> Run<'a> {
-        let count = flow.transfers.len();
-        let mut dependents = vec![Vec::new(); count];
-        for (index, t) in flow.transfers.iter().enumerate() {
-            for &input in &t.after {
-                dependents[input as usize].push(index as u32);
+    fn new(net: Network, disk: DiskModel, hop_latency_ns: u64, gateway: usize, reads: &'a [LoadedRead]) -> Run<'a> {
+        let mut base = Vec::with_capacity(reads.len());
+        let mut read_of = Vec::new();
+        let mut waiting = Vec::new();
+        let mut dependents: Vec<Vec<u32>> = Vec::new();
+        for (r, read) in reads.iter().enumerate() {
+            let first = u32::try_from(read_of.len()).expect("fewer than 2^32 transfers");
+            base.push(first);
+            dependents.resize(read_of.len() + read.flow.transfers.len(), Vec::new());
+            for (index, t) in read.flow.transfers.iter().enumerate() {
+                read_of.push(r as u32);
+                waiting.push(t.after.len() as u32);
+                for &input in &t.after {
+                    dependents[(first + input) as usize].push(first + index as u32);
+                }
             }
         }
-        let (local_ready_ns, disk_bytes) = disk_schedule(setup, flow);
+        let total = read_of.len();
+        let left =
+            reads.iter().map(|read| read.flow.transfers.iter().filter(|t| t.to == Site::Requestor).count()).collect();
         Run {
-            flow,
+            reads,
             net,
-            requestor,
+            disk,
+            hop_latency_ns,
+            gateway,
             events: BinaryHeap::new(),
             sequence: 0,
-            waiting: flow.transfers.iter().map(|t| t.after.len() as u32).collect(),
-            local_ready_ns,
+            base,
+            read_of,
+            waiting,
+            local_ready_ns: vec![NEVER; total],
             dependents,
-            ready: vec![BTreeSet::new(); requestor + 1],
-            busy: vec![false; requestor + 1],
-            sent_ns: vec![NEVER; count],
-            arrived_ns: vec![NEVER; count],
-            to_requestor_left: flow.transfers.iter().filter(|t| t.to == Site::Requestor).count(),
-            completion_ns: 0,
-            disk_bytes,
+            ready: vec![BTreeSet::new(); gateway + 1],
+            busy: vec![false; gateway + 1],
+            disk_free_ns: vec![0; gateway + 1],
+            sent_ns: vec![NEVER; total],
+            arrived_ns: vec![NEVER; total],
+            left,
+            completion_ns: vec![NEVER; reads.len()],
+            disk_bytes: vec![0; gateway],
         }
     }
 
-    fn site(&self, site: Site) -> usize {
+    fn transfer(&self, global: u32) -> &'a Transfer {
+        let read = self.read_of[global as usize] as usize;
+        &self.reads[read].flow.transfers[(global - self.base[read]) as usize]
+    }
+
+    fn site(&self, global: u32, site: Site) -> usize {
         match site {
-            Site::Source(s) => usize::from(s),
-            Site::Requestor => self.requestor,
+            Site::Source(s) => self.reads[self.read_of[global as usize] as usize].nodes[usize::from(s)] as usize,
+            Site::Requestor => self.gateway,
         }
     }
 
@@ -170,39 +249,40 @@ impl<'a> Run<'a> {
         self.sequence += 1;
     }
 
-    fn start(&mut self) {
-        for index in 0..self.flow.transfers.len() {
-            if self.waiting[index] == 0 {
-                self.schedule(self.local_ready_ns[index], Event::Ready(index as u32));
-            }
+    fn run(&mut self) {
+        for (r, read) in self.reads.iter().enumerate() {
+            self.schedule(read.arrival_ns + self.hop_latency_ns, Event::Start(r as u32));
         }
-        // Bounded: every transfer passes through each event kind once.
-        let limit = 8 * self.flow.transfers.len() + 8;
+        // Bounded: every read starts once and every transfer passes through each event kind once.
+        let limit = 5 * self.read_of.len() + self.reads.len() + 8;
         for _ in 0..limit {
-            let Some(Reverse((now, _, event))) = self.events.pop() else { return };
+            let Some(Reverse((now, _, event))) = self.events.pop() else {
+                assert!(self.left.iter().all(|&l| l == 0), "every packet reached the gateway");
+                return;
+            };
             self.handle(now, event);
         }
-        panic!("an isolated read handled more events than its transfers allow");
+        panic!("the reads handled more events than their transfers allow");
     }
 
     fn handle(&mut self, now: u64, event: Event) {
         match event {
+            Event::Start(read) => self.start(now, read),
             Event::Ready(t) => {
-                let transfer = &self.flow.transfers[t as usize];
-                let site = self.site(transfer.from);
-                self.ready[site].insert((transfer.packet, t));
+                let transfer = self.transfer(t);
+                let site = self.site(t, transfer.from);
+                self.ready[site].insert((self.read_of[t as usize], transfer.packet, t));
                 self.send_next(site, now);
             }
             Event::Sent(t) => {
-                let from = self.site(self.flow.transfers[t as usize].from);
+                let from = self.site(t, self.transfer(t).from);
                 self.busy[from] = false;
                 self.schedule(now + self.net.hop_latency_ns(), Event::Arrive(t));
                 self.send_next(from, now);
             }
             Event::Arrive(t) => {
-                let transfer = &self.flow.transfers[t as usize];
-                let (from, to) = (self.site(transfer.from), self.site(transfer.to));
-                let [downlink] = self.net.route(from, to);
+                let transfer = self.transfer(t);
+                let [downlink] = self.net.route(self.site(t, transfer.from), self.site(t, transfer.to));
                 let done = self.net.cross(downlink, now, transfer.bytes);
                 self.schedule(done, Event::Delivered(t));
             }
@@ -210,41 +290,92 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The site's uplink takes its lowest-numbered ready packet, if it is free.
+    /// Each source's disk task for the read (FCFS behind the tasks already queued on its node),
+    /// each packet ready as the task reaches it; then the transfers that wait for nothing else.
+    fn start(&mut self, now: u64, read: u32) {
+        let flow: &Dataflow = &self.reads[read as usize].flow;
+        let mut ready_at: Vec<Vec<(u32, u64)>> = Vec::new();
+        for (source, packets) in flow.local_reads().iter().enumerate() {
+            let node = self.reads[read as usize].nodes[source] as usize;
+            let wanted: Vec<u32> = if self.disk.whole_range && !packets.is_empty() {
+                (0..flow.packets()).collect()
+            } else {
+                packets.clone()
+            };
+            let start = now.max(self.disk_free_ns[node]) + if wanted.is_empty() { 0 } else { self.disk.overhead_ns };
+            let mut bytes = 0u64;
+            let mut at = Vec::with_capacity(wanted.len());
+            for packet in wanted {
+                let end = (flow.packet_offset(packet) + u64::from(flow.packet_bytes)).min(flow.range_bytes);
+                bytes += end - flow.packet_offset(packet);
+                let elapsed = if self.disk.rate_bytes_per_s.is_finite() {
+                    (bytes as f64 * 1e9 / self.disk.rate_bytes_per_s).round() as u64
+                } else {
+                    0
+                };
+                at.push((packet, start + elapsed));
+            }
+            if let Some(&(_, last)) = at.last() {
+                self.disk_free_ns[node] = last;
+            }
+            self.disk_bytes[node] += bytes;
+            ready_at.push(at);
+        }
+        let base = self.base[read as usize];
+        for (index, t) in flow.transfers.iter().enumerate() {
+            let global = base + index as u32;
+            let ready = match (t.reads_local, t.from) {
+                (true, Site::Source(s)) => {
+                    let at = &ready_at[usize::from(s)];
+                    let i = at.binary_search_by_key(&t.packet, |&(p, _)| p).expect("a source reads what it sends");
+                    at[i].1
+                }
+                _ => now,
+            };
+            self.local_ready_ns[global as usize] = ready;
+            if t.after.is_empty() {
+                self.schedule(ready, Event::Ready(global));
+            }
+        }
+    }
+
+    /// The site's uplink takes its earliest read's lowest-numbered ready packet, if it is free.
     fn send_next(&mut self, site: usize, now: u64) {
         if self.busy[site] {
             return;
         }
-        let Some((_, t)) = self.ready[site].pop_first() else { return };
+        let Some((_, _, t)) = self.ready[site].pop_first() else { return };
         self.busy[site] = true;
         self.sent_ns[t as usize] = now;
-        let done = self.net.cross(self.net.uplink(site), now, self.flow.transfers[t as usize].bytes);
+        let done = self.net.cross(self.net.uplink(site), now, self.transfer(t).bytes);
         self.schedule(done, Event::Sent(t));
     }
 
     fn delivered(&mut self, now: u64, t: u32) {
         self.arrived_ns[t as usize] = now;
-        if self.flow.transfers[t as usize].to == Site::Requestor {
-            self.to_requestor_left -= 1;
-            if self.to_requestor_left == 0 {
-                self.completion_ns = now;
+        let read = self.read_of[t as usize] as usize;
+        if self.transfer(t).to == Site::Requestor {
+            self.left[read] -= 1;
+            if self.left[read] == 0 {
+                self.completion_ns[read] = now;
             }
         }
-        for index in std::mem::take(&mut self.dependents[t as usize]) {
-            let waiting = &mut self.waiting[index as usize];
+        for dependent in std::mem::take(&mut self.dependents[t as usize]) {
+            let waiting = &mut self.waiting[dependent as usize];
             *waiting -= 1;
             if *waiting == 0 {
-                let at = now.max(self.local_ready_ns[index as usize]);
-                self.schedule(at, Event::Ready(index));
+                let at = now.max(self.local_ready_ns[dependent as usize]);
+                self.schedule(at, Event::Ready(dependent));
             }
         }
     }
 
-    fn finish(self) -> IsolatedOutcome {
-        assert_eq!(self.to_requestor_left, 0, "every packet reached the requestor");
+    /// Per (sender, receiver) pair of read `read`: what crossed.
+    fn pairs(&self, read: usize) -> Vec<SiteTransfer> {
+        let base = self.base[read] as usize;
         let mut pairs: Vec<SiteTransfer> = Vec::new();
-        for (index, t) in self.flow.transfers.iter().enumerate() {
-            let (sent, arrived) = (self.sent_ns[index], self.arrived_ns[index]);
+        for (index, t) in self.reads[read].flow.transfers.iter().enumerate() {
+            let (sent, arrived) = (self.sent_ns[base + index], self.arrived_ns[base + index]);
             match pairs.iter_mut().find(|p| p.from == t.from && p.to == t.to) {
                 Some(pair) => {
                     pair.bytes += u64::from(t.bytes);
@@ -263,50 +394,8 @@ impl<'a> Run<'a> {
             }
         }
         pairs.sort_by_key(|p| (p.from, p.to));
-        IsolatedOutcome { latency_ns: self.completion_ns, transfers: pairs, disk_bytes: self.disk_bytes }
+        pairs
     }
-}
-
-/// When each transfer's own packet is read (for transfers that read one), and the bytes each
-/// source reads: the request reaches every source one hop after it leaves, each source reads its
-/// packets in one FCFS task in ascending order (all of the range with `whole_range`).
-fn disk_schedule(setup: &IsolatedSetup, flow: &Dataflow) -> (Vec<u64>, Vec<u64>) {
-    let disk = setup.disk;
-    let start_ns = setup.hop_latency_ns + disk.overhead_ns;
-    let reads = flow.local_reads();
-    let mut ready_at: Vec<Vec<(u32, u64)>> = Vec::with_capacity(reads.len());
-    let mut disk_bytes = Vec::with_capacity(reads.len());
-    for packets in &reads {
-        let wanted: Vec<u32> =
-            if disk.whole_range && !packets.is_empty() { (0..flow.packets()).collect() } else { packets.clone() };
-        let mut read_bytes = 0u64;
-        let mut at = Vec::with_capacity(wanted.len());
-        for packet in wanted {
-            let end = (flow.packet_offset(packet) + u64::from(flow.packet_bytes)).min(flow.range_bytes);
-            read_bytes += end - flow.packet_offset(packet);
-            let elapsed = if disk.rate_bytes_per_s.is_finite() {
-                (read_bytes as f64 * 1e9 / disk.rate_bytes_per_s).round() as u64
-            } else {
-                0
-            };
-            at.push((packet, start_ns + elapsed));
-        }
-        ready_at.push(at);
-        disk_bytes.push(read_bytes);
-    }
-    let local = flow
-        .transfers
-        .iter()
-        .map(|t| match (t.reads_local, t.from) {
-            (true, Site::Source(s)) => {
-                let at = &ready_at[usize::from(s)];
-                let i = at.binary_search_by_key(&t.packet, |&(p, _)| p).expect("a source reads what it sends");
-                at[i].1
-            }
-            _ => setup.hop_latency_ns,
-        })
-        .collect();
-    (local, disk_bytes)
 }
 
 #[cfg(test)]
