@@ -222,10 +222,10 @@ fn experiment_apls_quick_judges_the_closed_forms_and_the_orders() {
     for id in ["AA-1", "AA-2", "AA-3", "AA-4", "AA-6"] {
         assert_eq!(verdict(id), true, "{id}");
     }
-    for id in ["A-1", "A-2", "A-6", "A-S", "AA-6b"] {
+    for id in ["A-1", "A-2", "A-6", "A-S", "AA-6b", "AA-7b"] {
         assert!(verdict(id).is_null(), "{id} is reported");
     }
-    assert!(verdict("AA-5").is_boolean());
+    assert!(verdict("AA-5").is_boolean() && verdict("AA-7").is_boolean());
     assert!(findings.iter().all(|f| !f["paper"].as_str().unwrap().is_empty()));
     for file in ["summary.json", "tables.md", "report.html", "plots/figures.svg", "plots/packets.svg"] {
         assert!(dir.join(file).is_file(), "{file}");

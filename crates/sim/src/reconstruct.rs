@@ -8,8 +8,9 @@
 //!
 //! Sites: in isolation source i of the dataflow is site i; loaded, each read names the node behind
 //! each source; the requestor (the paper's starter, lowtail's gateway) is the last site. A sender's
-//! uplink takes the earliest read's lowest-numbered ready packet; each node's disk serves one read's
-//! task after another.
+//! uplink serves the reads with a packet ready in turn, a packet each (processor sharing among its
+//! flows, deterministically), each read's lowest-numbered packet first; each node's disk serves one
+//! read's task after another.
 //!
 //! Must not: decide the dataflow (the execution core builds it from the policy's method), or read a
 //! clock or draw randomness (the run is a function of its setup).
@@ -19,7 +20,7 @@ use execution::reconstruct::{Dataflow, Site, Transfer};
 use model::NEVER;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
 /// A source's disk.
@@ -173,9 +174,11 @@ struct Run<'a> {
     waiting: Vec<u32>,
     local_ready_ns: Vec<u64>,
     dependents: Vec<Vec<u32>>,
-    /// Per site: ready transfers by (read, packet, transfer), whether its uplink is busy, when its
-    /// disk is next free.
-    ready: Vec<BTreeSet<(u32, u32, u32)>>,
+    /// Per site: ready transfers by read, then (packet, transfer); the read its uplink served last
+    /// (reads take turns, a packet each: processor sharing among the flows, deterministically);
+    /// whether its uplink is busy; when its disk is next free.
+    ready: Vec<BTreeMap<u32, BTreeSet<(u32, u32)>>>,
+    last_served: Vec<u32>,
     busy: Vec<bool>,
     disk_free_ns: Vec<u64>,
     sent_ns: Vec<u64>,
@@ -221,7 +224,8 @@ impl<'a> Run<'a> {
             waiting,
             local_ready_ns: vec![NEVER; total],
             dependents,
-            ready: vec![BTreeSet::new(); gateway + 1],
+            ready: vec![BTreeMap::new(); gateway + 1],
+            last_served: vec![u32::MAX; gateway + 1],
             busy: vec![false; gateway + 1],
             disk_free_ns: vec![0; gateway + 1],
             sent_ns: vec![NEVER; total],
@@ -271,7 +275,7 @@ impl<'a> Run<'a> {
             Event::Ready(t) => {
                 let transfer = self.transfer(t);
                 let site = self.site(t, transfer.from);
-                self.ready[site].insert((self.read_of[t as usize], transfer.packet, t));
+                self.ready[site].entry(self.read_of[t as usize]).or_default().insert((transfer.packet, t));
                 self.send_next(site, now);
             }
             Event::Sent(t) => {
@@ -339,12 +343,22 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The site's uplink takes its earliest read's lowest-numbered ready packet, if it is free.
+    /// The site's uplink, if free, takes the lowest-numbered ready packet of the next read in turn
+    /// after the one it served last.
     fn send_next(&mut self, site: usize, now: u64) {
         if self.busy[site] {
             return;
         }
-        let Some((_, _, t)) = self.ready[site].pop_first() else { return };
+        let ready = &mut self.ready[site];
+        let after = self.last_served[site];
+        let next = ready.range(after.saturating_add(1)..).next().or_else(|| ready.iter().next()).map(|(&read, _)| read);
+        let Some(read) = next else { return };
+        let packets = ready.get_mut(&read).expect("a read with ready packets");
+        let (_, t) = packets.pop_first().expect("not empty");
+        if packets.is_empty() {
+            ready.remove(&read);
+        }
+        self.last_served[site] = read;
         self.busy[site] = true;
         self.sent_ns[t as usize] = now;
         let done = self.net.cross(self.net.uplink(site), now, self.transfer(t).bytes);

@@ -20,6 +20,7 @@
 
 mod judge;
 pub mod live;
+pub mod loaded;
 
 use judge::judge_live;
 
@@ -120,8 +121,13 @@ pub struct AplsOutcome {
     pub markdown: String,
     /// Files written, relative to the results folder.
     pub files: Vec<PathBuf>,
-    /// Reads simulated.
+    /// Reads simulated in isolation.
     pub runs: usize,
+}
+
+/// Reads of each loaded-mode run.
+fn loaded_reads(options: &AplsOptions) -> usize {
+    if options.quick { 1_500 } else { 6_000 }
 }
 
 /// Bytes per second of a bandwidth in Mbps (10^6 bits).
@@ -266,9 +272,11 @@ pub fn run(options: &AplsOptions, out_dir: &Path, progress: &(dyn Fn(Progress) +
     let jobs = jobs(options);
     let rows: Vec<RunRow> =
         run_parallel(&jobs, options.threads, label, run_job, progress).into_iter().collect::<anyhow::Result<_>>()?;
-    let findings = judge::findings(&rows);
-    let markdown = judge::tables(&rows);
-    let files = write(out_dir, options, &rows, &findings, &markdown)?;
+    let loaded = loaded::rows(loaded_reads(options), 1);
+    let mut findings = judge::findings(&rows);
+    findings.extend(judge::loaded_findings(&loaded));
+    let markdown = judge::tables(&rows) + &judge::loaded_table(&loaded);
+    let files = write(out_dir, options, &rows, &loaded, &findings, &markdown)?;
     Ok(AplsOutcome { findings, markdown, files, runs: rows.len() })
 }
 
@@ -276,6 +284,7 @@ fn write(
     out_dir: &Path,
     options: &AplsOptions,
     rows: &[RunRow],
+    loaded: &[loaded::LoadedRow],
     findings: &[PaperFinding],
     markdown: &str,
 ) -> anyhow::Result<Vec<PathBuf>> {
@@ -284,8 +293,9 @@ fn write(
     struct SummaryFile<'a> {
         quick: bool,
         runs: &'a [RunRow],
+        loaded: &'a [loaded::LoadedRow],
     }
-    out.put_json("summary.json", &SummaryFile { quick: options.quick, runs: rows })?;
+    out.put_json("summary.json", &SummaryFile { quick: options.quick, runs: rows, loaded })?;
     out.put_json("findings.json", &findings)?;
     out.put("tables.md", markdown.to_owned())?;
     let plots = judge::plots(out_dir, rows, options.png)?;

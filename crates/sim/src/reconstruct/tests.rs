@@ -127,3 +127,66 @@ fn a_per_packet_cost_makes_small_packets_dear_and_hops_make_large_ones_dear() {
     let flow = Dataflow::build(apls, 10, 1 << 20, 65_536).unwrap();
     assert_eq!(run_isolated(&s, &flow), run_isolated(&s, &flow));
 }
+
+fn loaded_setup(nodes: usize) -> LoadedSetup {
+    LoadedSetup {
+        nodes: vec![SitePorts::symmetric(HELPER); nodes],
+        gateway: SitePorts::symmetric(REQUESTOR),
+        hop_latency_ns: 0,
+        per_packet_ns: 0,
+        receive_per_packet_ns: 0,
+        disk: DiskModel::INSTANT,
+    }
+}
+
+fn normal(arrival_ns: u64, node: u32, bytes: u64) -> LoadedRead {
+    let flow = Arc::new(Dataflow::build(Method::Normal, 1, bytes, PACKET).unwrap());
+    LoadedRead { arrival_ns, flow, nodes: vec![node] }
+}
+
+#[test]
+fn loaded_reads_on_distinct_nodes_barely_meet_and_on_one_node_share_it() {
+    let setup = loaded_setup(3);
+    let alone = run_loaded(&setup, &[normal(0, 0, 1_000_000)])[0];
+    let apart = run_loaded(&setup, &[normal(0, 0, 1_000_000), normal(0, 1, 1_000_000)]);
+    // Two uplinks; only the gateway's downlink, 15 times faster, is shared (a packet's worth).
+    assert!(apart.iter().all(|&l| l >= alone && l - alone < alone / 200), "{apart:?} against {alone}");
+    // One uplink, two reads taking turns: both end at about twice the time.
+    let together = run_loaded(&setup, &[normal(0, 2, 1_000_000), normal(0, 2, 1_000_000)]);
+    let transmit = (1e6 / HELPER * 1e9) as u64;
+    assert!(together.iter().all(|&l| l.abs_diff(alone + transmit) < transmit / 20), "{together:?}");
+    // The isolated read is the loaded engine with one read.
+    let flow = Dataflow::build(Method::Normal, 1, 1_000_000, PACKET).unwrap();
+    let isolated =
+        run_isolated(&IsolatedSetup { sources: vec![SitePorts::symmetric(HELPER)], ..setup_for_loaded() }, &flow);
+    assert_eq!(isolated.latency_ns, alone);
+}
+
+fn setup_for_loaded() -> IsolatedSetup {
+    setup(1, REQUESTOR)
+}
+
+#[test]
+fn poisson_reads_of_one_node_respond_as_in_m_g_1_processor_sharing() {
+    // One node's uplink shares itself among the reads in turn, a packet each: processor sharing of
+    // a server whose read takes S = c/b alone; Poisson arrivals at ρ = 0.5. M/G/1-PS: the mean
+    // response time is S/(1 − ρ), whatever the distribution (plus one packet's store and forward at
+    // the gateway).
+    use rand::{Rng, SeedableRng};
+    let bytes = 250_000u64;
+    let service_s = bytes as f64 / HELPER;
+    let rho = 0.5;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let mut t = 0.0f64;
+    let reads: Vec<LoadedRead> = (0..20_000)
+        .map(|_| {
+            t += -(1.0 - rng.random::<f64>()).ln() * service_s / rho;
+            normal((t * 1e9) as u64, 0, bytes)
+        })
+        .collect();
+    let latencies = run_loaded(&loaded_setup(1), &reads);
+    let mean_s = latencies.iter().map(|&l| l as f64 / 1e9).sum::<f64>() / latencies.len() as f64;
+    let tail_s = f64::from(PACKET.min(bytes as u32)) / REQUESTOR;
+    let expected_s = service_s / (1.0 - rho) + tail_s;
+    assert!((mean_s / expected_s - 1.0).abs() < 0.03, "mean {mean_s:.5} s against M/G/1-PS's {expected_s:.5} s");
+}
