@@ -1,7 +1,8 @@
 //! The simulator's network: links of a bandwidth that packets cross one at a time, and the route a
-//! packet takes from one site to another. A site has an uplink (its sender: the packet it sends
-//! next is the lowest-numbered one it has ready, one at a time, each paying a per-packet cost) and a
-//! downlink (FCFS by arrival, shared by every sender to it); one hop latency lies between them.
+//! packet takes from one site to another. A site has an uplink (its sender: one packet at a time,
+//! each paying a per-packet cost; which packet is the caller's choice, `reconstruct`'s is its reads in
+//! turn) and a downlink (FCFS by arrival, shared by every sender to it); one hop latency lies between
+//! them.
 //! Store-and-forward per link, so a transfer of d packets over two links takes d·p/b + p/b′ + the
 //! hop, and concurrent flows into one downlink share it packet by packet.
 //!
