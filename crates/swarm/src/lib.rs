@@ -22,9 +22,9 @@ pub mod schedule;
 pub mod scrub_scenario;
 
 /// The `up.toml` of a swarm cluster: failures are noticed within a second, repair starts after a
-/// few, every node scrubs its units every two seconds, packed stripes are sealed after two, and
-/// units still landing after an early acknowledgement are repair's 35 s after it (just over the
-/// 30 s node timeout that bounds their writes).
+/// few, every node scrubs its units every two seconds, packed stripes are sealed after two, units
+/// still landing after an early acknowledgement are repair's 35 s after it (just over the 30 s node
+/// timeout that bounds their writes), and units that must be rebuilt are read segmented.
 pub const SWARM_UP_TOML: &str = r#"
 [data.membership]
 probe_interval_ms = 500
@@ -39,6 +39,10 @@ seal_after_ms = 2000
 
 [data.pending]
 deadline_ms = 35000
+
+# Units on dead nodes are read from every survivor in segments (APLS's lists at the gateway).
+[data.reconstruct]
+kind = "segmented"
 
 [scrub]
 pass_interval_s = 2
