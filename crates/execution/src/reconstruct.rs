@@ -34,6 +34,9 @@ pub enum Site {
     Requestor,
 }
 
+/// A segment of [`Dataflow::segmented`] is a multiple of this: whole 4 KiB pages of the units read.
+pub const SEGMENT_ALIGN_BYTES: u64 = 4096;
+
 /// One packet from one site to another.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transfer {
@@ -126,6 +129,16 @@ impl Dataflow {
             }
         }
         Ok(Dataflow { method, k, range_bytes, packet_bytes, transfers: flow.transfers })
+    }
+
+    /// The segmented read of `range_bytes` over `q` sources as the gateway runs it: q contiguous
+    /// segments of whole pages ([`SEGMENT_ALIGN_BYTES`]; the last may be short), segment j from
+    /// list r_j's k sources.
+    pub fn segmented(k: u16, q: u16, range_bytes: u64) -> Result<Dataflow, DataflowError> {
+        let segment = range_bytes.div_ceil(u64::from(q.max(1))).next_multiple_of(SEGMENT_ALIGN_BYTES).min(range_bytes);
+        let packet_bytes =
+            u32::try_from(segment).map_err(|_| DataflowError::Packets { range_bytes, packet_bytes: u32::MAX })?;
+        Dataflow::build(Method::Segmented { q, assignment: Assignment::Contiguous }, k, range_bytes, packet_bytes)
     }
 
     /// Packets of the range.

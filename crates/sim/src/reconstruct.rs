@@ -40,24 +40,6 @@ impl DiskModel {
     pub const INSTANT: DiskModel = DiskModel { overhead_ns: 0, rate_bytes_per_s: f64::INFINITY, whole_range: false };
 }
 
-/// The setting of an isolated degraded read.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IsolatedSetup {
-    /// Each source's links, source i at index i (as many as the dataflow's sources, or more).
-    pub sources: Vec<SitePorts>,
-    /// The requestor's links.
-    pub requestor: SitePorts,
-    /// Latency of each hop, and of the request reaching the sources.
-    pub hop_latency_ns: u64,
-    /// Cost a sender pays per packet.
-    pub per_packet_ns: u64,
-    /// Cost a receiver pays per packet (many senders into one receiver pay it in turn: incast).
-    #[serde(default)]
-    pub receive_per_packet_ns: u64,
-    /// The sources' disks.
-    pub disk: DiskModel,
-}
-
 /// What crossed from one site to another during a read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SiteTransfer {
@@ -86,10 +68,10 @@ pub struct IsolatedOutcome {
     pub disk_bytes: Vec<u64>,
 }
 
-/// The setting of degraded and normal reads sharing one cluster (the loaded mode): every node's
-/// links and FCFS disk, the gateway (the requestor of every read).
+/// The cluster degraded reads run on: every node's links and FCFS disk, and the gateway (the
+/// requestor of every read). In isolation, source i of the one read is node i.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LoadedSetup {
+pub struct ReconstructSetup {
     /// Each node's links, by node index.
     pub nodes: Vec<SitePorts>,
     /// The gateway's links.
@@ -98,7 +80,8 @@ pub struct LoadedSetup {
     pub hop_latency_ns: u64,
     /// Cost a sender pays per packet.
     pub per_packet_ns: u64,
-    /// Cost a receiver pays per packet.
+    /// Cost a receiver pays per packet (many senders into one receiver pay it in turn: incast).
+    #[serde(default)]
     pub receive_per_packet_ns: u64,
     /// Every node's disk (one FCFS task per read and source).
     pub disk: DiskModel,
@@ -118,29 +101,30 @@ pub struct LoadedRead {
 
 /// Runs `reads` over one cluster; returns each read's latency (arrival to its last packet at the
 /// gateway), in order.
-pub fn run_loaded(setup: &LoadedSetup, reads: &[LoadedRead]) -> Vec<u64> {
-    let gateway = setup.nodes.len();
-    assert!(reads.iter().all(|r| r.nodes.iter().all(|&n| (n as usize) < gateway)), "every source is one of the nodes");
-    let mut ports = setup.nodes.clone();
-    ports.push(setup.gateway);
-    let net = Network::new(&ports, setup.hop_latency_ns, setup.per_packet_ns, setup.receive_per_packet_ns);
-    let mut run = Run::new(net, setup.disk, setup.hop_latency_ns, gateway, reads);
-    run.run();
+pub fn run_loaded(setup: &ReconstructSetup, reads: &[LoadedRead]) -> Vec<u64> {
+    let nodes = setup.nodes.len();
+    assert!(reads.iter().all(|r| r.nodes.iter().all(|&n| (n as usize) < nodes)), "every source is one of the nodes");
+    let run = run_reads(setup, nodes, reads);
     reads.iter().zip(&run.completion_ns).map(|(read, &done)| done - read.arrival_ns).collect()
 }
 
-/// Runs one read of `flow` in isolation: source i on site i, the requestor the last site.
-pub fn run_isolated(setup: &IsolatedSetup, flow: &Dataflow) -> IsolatedOutcome {
+/// Runs one read of `flow` in isolation: source i on node i (the nodes beyond its sources left out).
+pub fn run_isolated(setup: &ReconstructSetup, flow: &Dataflow) -> IsolatedOutcome {
     let sources = usize::from(flow.method.sources(flow.k));
-    assert!(setup.sources.len() >= sources, "{} sources set up for a dataflow of {sources}", setup.sources.len());
-    let mut ports = setup.sources[..sources].to_vec();
-    ports.push(setup.requestor);
-    let net = Network::new(&ports, setup.hop_latency_ns, setup.per_packet_ns, setup.receive_per_packet_ns);
+    assert!(setup.nodes.len() >= sources, "{} nodes set up for a dataflow of {sources} sources", setup.nodes.len());
     let reads = [LoadedRead { arrival_ns: 0, flow: Arc::new(flow.clone()), nodes: (0..sources as u32).collect() }];
-    let mut run = Run::new(net, setup.disk, setup.hop_latency_ns, sources, &reads);
+    let run = run_reads(setup, sources, &reads);
+    IsolatedOutcome { latency_ns: run.completion_ns[0], transfers: run.pairs(0), disk_bytes: run.disk_bytes }
+}
+
+/// `reads` run to their end over the first `nodes` nodes of `setup` and its gateway.
+fn run_reads<'a>(setup: &ReconstructSetup, nodes: usize, reads: &'a [LoadedRead]) -> Run<'a> {
+    let mut ports = setup.nodes[..nodes].to_vec();
+    ports.push(setup.gateway);
+    let net = Network::new(&ports, setup.hop_latency_ns, setup.per_packet_ns, setup.receive_per_packet_ns);
+    let mut run = Run::new(net, setup.disk, setup.hop_latency_ns, nodes, reads);
     run.run();
-    let transfers = run.pairs(0);
-    IsolatedOutcome { latency_ns: run.completion_ns[0], transfers, disk_bytes: run.disk_bytes }
+    run
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

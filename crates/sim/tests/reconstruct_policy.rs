@@ -7,7 +7,7 @@ use model::reconstruct::Method;
 use model::{NodeId, ReconstructionTopology};
 use policy::reconstruct::{ReconstructKind, ReconstructSettings, Survivor, choose};
 use sim::network::SitePorts;
-use sim::reconstruct::{DiskModel, IsolatedSetup, run_isolated};
+use sim::reconstruct::{DiskModel, ReconstructSetup, run_isolated};
 
 #[test]
 fn auto_picks_the_method_the_simulator_finds_faster() {
@@ -24,9 +24,9 @@ fn auto_picks_the_method_the_simulator_finds_faster() {
             let survivors: Vec<Survivor> = (0..13u8)
                 .map(|unit| Survivor { unit, node: NodeId(u32::from(unit)), load: 0.0, rate_bytes_per_s: node_rate })
                 .collect();
-            let setup = IsolatedSetup {
-                sources: vec![SitePorts::symmetric(node_rate); 13],
-                requestor: SitePorts::symmetric(gateway_rate),
+            let setup = ReconstructSetup {
+                nodes: vec![SitePorts::symmetric(node_rate); 13],
+                gateway: SitePorts::symmetric(gateway_rate),
                 hop_latency_ns: settings.hop_latency_ns,
                 per_packet_ns: settings.per_packet_ns,
                 receive_per_packet_ns: 0,

@@ -18,7 +18,7 @@ use crate::live::blocking;
 use crate::parallel::Progress;
 use anyhow::{Context, ensure};
 use bench::s3_client::measurement_client;
-use execution::reconstruct::{Assignment, Dataflow, Method};
+use execution::reconstruct::{Dataflow, Method};
 use load::objects::{object_bytes, object_key};
 use load::s3::{ensure_bucket, prepare};
 use meta::{Layout, NodeId, NodeState};
@@ -27,7 +27,7 @@ use node::ServiceModel;
 use policy::reconstruct::{ReconstructKind, ReconstructSettings};
 use serde::Serialize;
 use sim::network::SitePorts;
-use sim::reconstruct::{DiskModel, IsolatedSetup, run_isolated};
+use sim::reconstruct::{DiskModel, ReconstructSetup, run_isolated};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -86,20 +86,16 @@ pub fn step_count() -> usize {
 
 /// The simulator's latency of one degraded read of a `unit` range under `kind`.
 pub fn predicted_s(kind: ReconstructKind, unit: u64, q: u16) -> f64 {
-    let method = match kind {
-        ReconstructKind::Segmented => Method::Segmented { q, assignment: Assignment::Contiguous },
-        _ => Method::GatewayDecode,
-    };
-    // The gateway's segments: q of them, whole 4 KiB pages.
-    let packet = match kind {
-        ReconstructKind::Segmented => unit.div_ceil(u64::from(q)).next_multiple_of(4096).min(unit),
-        _ => unit,
-    };
-    let flow = Dataflow::build(method, K, unit, packet as u32).expect("a valid dataflow");
-    let setup = IsolatedSetup {
+    // The gateway's own segmentation, or its decode of the whole range from k sources.
+    let flow = match kind {
+        ReconstructKind::Segmented => Dataflow::segmented(K, q, unit),
+        _ => Dataflow::build(Method::GatewayDecode, K, unit, u32::try_from(unit).expect("a unit under 4 GiB")),
+    }
+    .expect("a valid dataflow");
+    let setup = ReconstructSetup {
         // Loopback links are not the bound: the emulated disks are.
-        sources: vec![SitePorts::symmetric(f64::INFINITY); usize::from(q)],
-        requestor: SitePorts::symmetric(f64::INFINITY),
+        nodes: vec![SitePorts::symmetric(f64::INFINITY); usize::from(q)],
+        gateway: SitePorts::symmetric(f64::INFINITY),
         hop_latency_ns: 0,
         per_packet_ns: 0,
         receive_per_packet_ns: 0,

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use sim::network::SitePorts;
-use sim::reconstruct::{DiskModel, LoadedRead, LoadedSetup, run_loaded};
+use sim::reconstruct::{DiskModel, LoadedRead, ReconstructSetup, run_loaded};
 use std::sync::Arc;
 
 const K: u16 = 10;
@@ -69,7 +69,7 @@ pub fn rows(reads: usize, seed: u64) -> Vec<LoadedRow> {
 
 fn rows_at(helper_mbps: f64, reads: usize, seed: u64) -> Vec<LoadedRow> {
     let helper = helper_mbps * 1e6 / 8.0;
-    let setup = LoadedSetup {
+    let setup = ReconstructSetup {
         nodes: vec![SitePorts::symmetric(helper); NODES],
         gateway: SitePorts::symmetric(1_500e6 / 8.0),
         hop_latency_ns: super::HOP_LATENCY_NS,

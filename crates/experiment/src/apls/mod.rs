@@ -30,7 +30,7 @@ use anyhow::Context;
 use execution::reconstruct::{Assignment, Dataflow, Inner, Method};
 use serde::Serialize;
 use sim::network::SitePorts;
-use sim::reconstruct::{DiskModel, IsolatedOutcome, IsolatedSetup, run_isolated};
+use sim::reconstruct::{DiskModel, IsolatedOutcome, ReconstructSetup, run_isolated};
 use std::path::{Path, PathBuf};
 
 /// The requestor's bandwidth (the paper's 1 500 Mbps), Mbps.
@@ -251,9 +251,9 @@ pub fn run_count(options: &AplsOptions) -> usize {
 /// Runs one read.
 pub fn run_job(job: &Job) -> anyhow::Result<RunRow> {
     let flow = Dataflow::build(job.method, job.k, job.unit_bytes, job.packet_bytes).context("building the dataflow")?;
-    let setup = IsolatedSetup {
-        sources: vec![SitePorts::symmetric(mbps(job.helper_mbps)); usize::from(job.survivors)],
-        requestor: SitePorts::symmetric(mbps(REQUESTOR_MBPS)),
+    let setup = ReconstructSetup {
+        nodes: vec![SitePorts::symmetric(mbps(job.helper_mbps)); usize::from(job.survivors)],
+        gateway: SitePorts::symmetric(mbps(REQUESTOR_MBPS)),
         hop_latency_ns: job.hop_latency_ns,
         per_packet_ns: job.per_packet_ns,
         receive_per_packet_ns: job.receive_per_packet_ns,

@@ -626,17 +626,12 @@ impl Controller {
     async fn read_row(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<Vec<Bytes>, DataError> {
         let RangeRead { io, stripe, code, unit, length, .. } = range;
         let arrival_ns = self.now_ns();
-        let bytes_asked = length * units.len() as u64;
-        // A unit that must be rebuilt: the reconstruction policy's (segmented) before the plan's
-        // gateway decode (no probes spent), recorded as a read served without a plan.
-        if units.len() == 1
-            && let Some(bytes) = super::segmented::read_lost(range).await
-        {
-            let read = Unplanned { stripe, unit, length: bytes_asked, arrival_ns, degraded: true, served: true };
-            self.record_unplanned(&read);
-            return Ok(vec![bytes]);
-        }
-        let plannable = self.is_own_code(stripe) && units.end <= code.data_units() && unit <= usize::from(u8::MAX);
+        // A unit that must be rebuilt segmented is not planned (no probes spent): the robust read
+        // tries the segmented read first, and the read is recorded as served without a plan.
+        let plannable = self.is_own_code(stripe)
+            && units.end <= code.data_units()
+            && unit <= usize::from(u8::MAX)
+            && !(units.len() == 1 && super::segmented::applies(range));
         let mut probes_sent = 0u32;
         let decision = if plannable {
             let decided = self.decide(&range, arrival_ns, &mut probes_sent).await;
@@ -649,6 +644,7 @@ impl Controller {
         } else {
             None
         };
+        let bytes_asked = length * units.len() as u64;
         let Some(decision) = decision else {
             count(&self.counters.bypassed, "lowtail_controller_reads_bypassed_total", 1);
             let result = self.read_robust(range, units).await;

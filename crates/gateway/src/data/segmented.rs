@@ -16,21 +16,23 @@
 
 use bytes::Bytes;
 use codec::CodeSpec;
-use execution::reconstruct::{Assignment, Dataflow, Method};
+use execution::reconstruct::{Dataflow, Method};
 use futures_util::future::try_join_all;
-use policy::reconstruct::{ReconstructKind, Survivor};
+use policy::reconstruct::{ReconstructKind, ReconstructSettings, Survivor};
 
 use super::DataError;
 use super::robust::RangeRead;
 use super::stripe_io::{decode, is_up};
 
-/// Segments are a multiple of this (whole 4 KiB pages of the units read).
-const SEGMENT_ALIGN_BYTES: u64 = 4096;
+/// Whether `range` must be rebuilt and the configuration asks for a segmented read (the controller
+/// then leaves it to the robust read, which tries it first).
+pub fn applies(range: RangeRead<'_>) -> bool {
+    applies_under(range, &range.io.reconstruct())
+}
 
-/// Whether `range` must be rebuilt and the configuration asks for a segmented read.
-fn applies(range: RangeRead<'_>) -> bool {
+fn applies_under(range: RangeRead<'_>, settings: &ReconstructSettings) -> bool {
     let RangeRead { io, nodes, stripe, unit, .. } = range;
-    io.reconstruct().kind == ReconstructKind::Segmented
+    settings.kind == ReconstructKind::Segmented
         && io.backend().is_none()
         // Its q merged tasks are not admitted one by one: with an admission pool the plan's read runs.
         && range.admission.is_none()
@@ -41,10 +43,11 @@ fn applies(range: RangeRead<'_>) -> bool {
 /// The range rebuilt from every survivor in segments, or `None` when a segmented read does not
 /// apply or did not succeed (the caller reads as before).
 pub async fn read_lost(range: RangeRead<'_>) -> Option<Bytes> {
-    if !applies(range) || range.length == 0 {
+    let settings = range.io.reconstruct();
+    if !applies_under(range, &settings) || range.length == 0 {
         return None;
     }
-    match read(range).await {
+    match read(range, &settings).await {
         Ok(bytes) => {
             range.io.count_degraded();
             metrics::counter!("lowtail_gateway_segmented_reads_total").increment(1);
@@ -60,8 +63,8 @@ pub async fn read_lost(range: RangeRead<'_>) -> Option<Bytes> {
 
 /// The survivors, least loaded first as the reconstruction policy ranks them (no loads are known on
 /// this path, so by unit), and the dataflow of the range over them.
-fn plan(range: RangeRead<'_>) -> Result<(Vec<u8>, Dataflow), DataError> {
-    let RangeRead { io, nodes, stripe, code, unit, length, .. } = range;
+fn plan(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<(Vec<u8>, Dataflow), DataError> {
+    let RangeRead { nodes, stripe, code, unit, length, .. } = range;
     let k = code.data_units() as u16;
     let survivors: Vec<Survivor> = (0..stripe.placement.len())
         .filter(|&u| u != unit && !stripe.is_missing(u) && is_up(nodes, stripe.placement[u]))
@@ -72,7 +75,7 @@ fn plan(range: RangeRead<'_>) -> Result<(Vec<u8>, Dataflow), DataError> {
             rate_bytes_per_s: 1.0,
         })
         .collect();
-    let chosen = policy::reconstruct::choose(&io.reconstruct(), k, &survivors, length);
+    let chosen = policy::reconstruct::choose(settings, k, &survivors, length);
     let model::ReconstructionTopology::Dataflow { dataflow: Method::Segmented { q, .. }, .. } = chosen.topology else {
         return Err(DataError::Unavailable(format!(
             "{} survivors of {stripe_id}: no more than k",
@@ -80,14 +83,11 @@ fn plan(range: RangeRead<'_>) -> Result<(Vec<u8>, Dataflow), DataError> {
             stripe_id = stripe.id
         )));
     };
-    let segment = length.div_ceil(u64::from(q)).next_multiple_of(SEGMENT_ALIGN_BYTES).min(length);
-    let packet_bytes = u32::try_from(segment).map_err(|_| DataError::Internal(format!("a segment of {segment} B")))?;
-    let method = Method::Segmented { q, assignment: Assignment::Contiguous };
-    let flow = Dataflow::build(method, k, length, packet_bytes).map_err(|e| DataError::Internal(e.to_string()))?;
+    let flow = Dataflow::segmented(k, q, length).map_err(|e| DataError::Internal(e.to_string()))?;
     Ok((chosen.sources, flow))
 }
 
-/// Each source's packets as contiguous byte ranges of the unit: (first packet, packets).
+/// A source's packets (ascending) as runs of consecutive packets: (first packet, packets).
 fn runs(packets: &[u32]) -> Vec<(u32, u32)> {
     let mut runs: Vec<(u32, u32)> = Vec::new();
     for &packet in packets {
@@ -99,49 +99,55 @@ fn runs(packets: &[u32]) -> Vec<(u32, u32)> {
     runs
 }
 
-async fn read(range: RangeRead<'_>) -> Result<Bytes, DataError> {
-    let (sources, flow) = plan(range)?;
-    let local = flow.local_reads();
-    let packet_range = |first: u32, count: u32| {
-        let start = flow.packet_offset(first);
-        let end = (flow.packet_offset(first + count)).min(flow.range_bytes);
-        (range.offset + start, end - start)
-    };
-    // One merged task per source: its runs of packets.
-    let reads = sources.iter().zip(&local).map(|(&unit, packets)| {
-        let ranges: Vec<(u64, u64)> = runs(packets).iter().map(|&(first, count)| packet_range(first, count)).collect();
+/// What one source read: its runs of packets and one buffer per run.
+struct SourceRead {
+    unit: usize,
+    runs: Vec<(u32, u32)>,
+    bytes: Vec<Bytes>,
+}
+
+impl SourceRead {
+    /// Packet `packet`'s bytes (the source reads it: it is in one of its runs).
+    fn packet(&self, flow: &Dataflow, packet: u32) -> Bytes {
+        let (run, &(first, _)) = self
+            .runs
+            .iter()
+            .enumerate()
+            .find(|(_, (first, count))| (*first..first + count).contains(&packet))
+            .expect("a member reads its packet");
+        let start = (flow.packet_offset(packet) - flow.packet_offset(first)) as usize;
+        let end = (flow.packet_offset(packet + 1).min(flow.range_bytes) - flow.packet_offset(first)) as usize;
+        self.bytes[run].slice(start..end)
+    }
+}
+
+async fn read(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<Bytes, DataError> {
+    let (sources, flow) = plan(range, settings)?;
+    // One merged task per source: its runs of packets, as byte ranges of its unit.
+    let reads = sources.iter().zip(flow.local_reads()).map(|(&unit, packets)| {
+        let runs = runs(&packets);
+        let ranges: Vec<(u64, u64)> = runs
+            .iter()
+            .map(|&(first, count)| {
+                let start = flow.packet_offset(first);
+                let end = flow.packet_offset(first + count).min(flow.range_bytes);
+                (range.offset + start, end - start)
+            })
+            .collect();
         async move {
-            let bytes = range.io.read_unit_ranges(range.nodes, range.stripe, usize::from(unit), &ranges).await?;
-            Ok::<_, DataError>((unit, packets, bytes))
+            let unit = usize::from(unit);
+            let bytes = range.io.read_unit_ranges(range.nodes, range.stripe, unit, &ranges).await?;
+            Ok::<_, DataError>(SourceRead { unit, runs, bytes })
         }
     });
     let answers = try_join_all(reads).await?;
     let mut out = Vec::with_capacity(range.length as usize);
     for packet in 0..flow.packets() {
         let members = flow.members(packet);
-        let mut units = Vec::with_capacity(members.len());
-        let mut buffers = Vec::with_capacity(members.len());
-        for &member in &members {
-            let (unit, packets, bytes) = &answers[usize::from(member)];
-            units.push(usize::from(*unit));
-            buffers.push(packet_bytes_of(&flow, packets, bytes, packet));
-        }
+        let units: Vec<usize> = members.iter().map(|&m| answers[usize::from(m)].unit).collect();
+        let buffers: Vec<Bytes> = members.iter().map(|&m| answers[usize::from(m)].packet(&flow, packet)).collect();
         out.extend_from_slice(&decode(range.code, range.unit, &units, &buffers)?);
     }
     debug_assert_eq!(out.len() as u64, range.length);
     Ok(Bytes::from(out))
-}
-
-/// Packet `packet`'s bytes among a source's reads (`bytes`: one buffer per run of `packets`).
-fn packet_bytes_of(flow: &Dataflow, packets: &[u32], bytes: &[Bytes], packet: u32) -> Bytes {
-    let mut run_start = 0usize;
-    for (run, &(first, count)) in runs(packets).iter().enumerate() {
-        if (first..first + count).contains(&packet) {
-            let start = (flow.packet_offset(packet) - flow.packet_offset(first)) as usize;
-            let end = ((flow.packet_offset(packet + 1)).min(flow.range_bytes) - flow.packet_offset(first)) as usize;
-            return bytes[run].slice(start..end);
-        }
-        run_start += count as usize;
-    }
-    unreachable!("a member reads its packet ({packet} not among {run_start} read)")
 }

@@ -15,10 +15,10 @@ const UNIT: u64 = 64_000_000;
 /// Small against the unit: the fill is under 1 % of any method's time.
 const PACKET: u32 = 16_384;
 
-fn setup(sources: usize, requestor: f64) -> IsolatedSetup {
-    IsolatedSetup {
-        sources: vec![SitePorts::symmetric(HELPER); sources],
-        requestor: SitePorts { uplink_bytes_per_s: requestor, downlink_bytes_per_s: requestor },
+fn setup(sources: usize, requestor: f64) -> ReconstructSetup {
+    ReconstructSetup {
+        nodes: vec![SitePorts::symmetric(HELPER); sources],
+        gateway: SitePorts::symmetric(requestor),
         hop_latency_ns: 0,
         per_packet_ns: 0,
         receive_per_packet_ns: 0,
@@ -26,7 +26,7 @@ fn setup(sources: usize, requestor: f64) -> IsolatedSetup {
     }
 }
 
-fn latency_s(method: Method, k: u16, setup: &IsolatedSetup, packet: u32) -> f64 {
+fn latency_s(method: Method, k: u16, setup: &ReconstructSetup, packet: u32) -> f64 {
     let flow = Dataflow::build(method, k, UNIT, packet).unwrap();
     run_isolated(setup, &flow).latency_ns as f64 / 1e9
 }
@@ -128,17 +128,6 @@ fn a_per_packet_cost_makes_small_packets_dear_and_hops_make_large_ones_dear() {
     assert_eq!(run_isolated(&s, &flow), run_isolated(&s, &flow));
 }
 
-fn loaded_setup(nodes: usize) -> LoadedSetup {
-    LoadedSetup {
-        nodes: vec![SitePorts::symmetric(HELPER); nodes],
-        gateway: SitePorts::symmetric(REQUESTOR),
-        hop_latency_ns: 0,
-        per_packet_ns: 0,
-        receive_per_packet_ns: 0,
-        disk: DiskModel::INSTANT,
-    }
-}
-
 fn normal(arrival_ns: u64, node: u32, bytes: u64) -> LoadedRead {
     let flow = Arc::new(Dataflow::build(Method::Normal, 1, bytes, PACKET).unwrap());
     LoadedRead { arrival_ns, flow, nodes: vec![node] }
@@ -146,24 +135,19 @@ fn normal(arrival_ns: u64, node: u32, bytes: u64) -> LoadedRead {
 
 #[test]
 fn loaded_reads_on_distinct_nodes_barely_meet_and_on_one_node_share_it() {
-    let setup = loaded_setup(3);
-    let alone = run_loaded(&setup, &[normal(0, 0, 1_000_000)])[0];
-    let apart = run_loaded(&setup, &[normal(0, 0, 1_000_000), normal(0, 1, 1_000_000)]);
+    let cluster = setup(3, REQUESTOR);
+    let alone = run_loaded(&cluster, &[normal(0, 0, 1_000_000)])[0];
+    let apart = run_loaded(&cluster, &[normal(0, 0, 1_000_000), normal(0, 1, 1_000_000)]);
     // Two uplinks; only the gateway's downlink, 15 times faster, is shared (a packet's worth).
     assert!(apart.iter().all(|&l| l >= alone && l - alone < alone / 200), "{apart:?} against {alone}");
     // One uplink, two reads taking turns: both end at about twice the time.
-    let together = run_loaded(&setup, &[normal(0, 2, 1_000_000), normal(0, 2, 1_000_000)]);
+    let together = run_loaded(&cluster, &[normal(0, 2, 1_000_000), normal(0, 2, 1_000_000)]);
     let transmit = (1e6 / HELPER * 1e9) as u64;
     assert!(together.iter().all(|&l| l.abs_diff(alone + transmit) < transmit / 20), "{together:?}");
     // The isolated read is the loaded engine with one read.
     let flow = Dataflow::build(Method::Normal, 1, 1_000_000, PACKET).unwrap();
-    let isolated =
-        run_isolated(&IsolatedSetup { sources: vec![SitePorts::symmetric(HELPER)], ..setup_for_loaded() }, &flow);
+    let isolated = run_isolated(&cluster, &flow);
     assert_eq!(isolated.latency_ns, alone);
-}
-
-fn setup_for_loaded() -> IsolatedSetup {
-    setup(1, REQUESTOR)
 }
 
 #[test]
@@ -184,7 +168,7 @@ fn poisson_reads_of_one_node_respond_as_in_m_g_1_processor_sharing() {
             normal((t * 1e9) as u64, 0, bytes)
         })
         .collect();
-    let latencies = run_loaded(&loaded_setup(1), &reads);
+    let latencies = run_loaded(&setup(1, REQUESTOR), &reads);
     let mean_s = latencies.iter().map(|&l| l as f64 / 1e9).sum::<f64>() / latencies.len() as f64;
     let tail_s = f64::from(PACKET.min(bytes as u32)) / REQUESTOR;
     let expected_s = service_s / (1.0 - rho) + tail_s;
