@@ -121,6 +121,13 @@ impl std::fmt::Debug for AttachSecret {
     }
 }
 
+impl AttachSecret {
+    /// Attaches `value` (the cluster secret, checked ASCII).
+    pub(crate) fn new(value: AsciiMetadataValue) -> AttachSecret {
+        AttachSecret { value }
+    }
+}
+
 impl Interceptor for AttachSecret {
     fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         request.metadata_mut().insert(SECRET_METADATA_KEY, self.value.clone());
@@ -256,6 +263,21 @@ impl NodeClient {
             Ok(timing.into())
         })
         .await
+    }
+
+    /// Opens this node's part of a reconstruction dataflow (see `Reconstruct` in node.proto): the
+    /// packets it sends back, then a last message with the session's [`proto::SessionDone`]. The
+    /// session's own timeout bounds it (not the client's); dropping the stream cancels it.
+    pub async fn reconstruct(
+        &self,
+        request: proto::ReconstructRequest,
+    ) -> Result<tonic::Streaming<proto::ReconstructResponse>, ClientError> {
+        const OP: &str = "reconstruct";
+        let mut inner = self.inner.clone();
+        let opened = self.timed(OP, async move {
+            inner.reconstruct(request).await.map_err(|status| ClientError::Status { operation: OP, status })
+        });
+        Ok(opened.await?.into_inner())
     }
 
     /// Reads `length` bytes at `offset` of a unit, with the node's timing of the task.

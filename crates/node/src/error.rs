@@ -79,6 +79,12 @@ pub enum NodeError {
     /// The task was cancelled before it finished.
     #[error("task cancelled")]
     Cancelled,
+    /// Too many reconstruction sessions are open; the new one was not opened.
+    #[error("reconstruction sessions exhausted: {0}")]
+    Overloaded(String),
+    /// A reconstruction session could not go on (a peer failed, the session ended or timed out).
+    #[error("reconstruction session failed: {0}")]
+    Unavailable(String),
     /// The node is shutting down and takes no new tasks.
     #[error("node is shutting down")]
     ShuttingDown,
@@ -111,6 +117,8 @@ impl NodeError {
             Self::InvalidArgument(_) => Code::InvalidArgument,
             Self::QueueFull { .. } => Code::ResourceExhausted,
             Self::Cancelled => Code::Cancelled,
+            Self::Overloaded(_) => Code::ResourceExhausted,
+            Self::Unavailable(_) => Code::Unavailable,
             Self::ShuttingDown => Code::Unavailable,
             Self::DirectoryInUse(_) => Code::FailedPrecondition,
             Self::Io { .. } => Code::Internal,

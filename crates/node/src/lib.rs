@@ -12,12 +12,14 @@
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod link;
 pub mod metrics;
 pub mod queue;
 pub mod scheduler;
 pub mod scrub;
 pub mod server;
 pub mod service_model;
+pub mod session;
 pub mod store;
 pub mod unit_stream;
 
@@ -71,6 +73,7 @@ pub struct RunningNode {
     background: JoinHandle<()>,
     scrubber: Arc<Scrubber>,
     scrub: JoinHandle<()>,
+    sessions: Arc<session::Sessions>,
     /// The store, to see it released (its directory lock with it) before shutdown returns.
     store: std::sync::Weak<UnitStore>,
 }
@@ -93,6 +96,11 @@ impl RunningNode {
     /// The node's scheduler (queue, counters, store), for in-process inspection.
     pub fn scheduler(&self) -> &Arc<Scheduler> {
         &self.scheduler
+    }
+
+    /// The node's open reconstruction sessions, for in-process inspection.
+    pub fn sessions(&self) -> &Arc<session::Sessions> {
+        &self.sessions
     }
 
     /// The node's scrubber, for in-process inspection.
@@ -180,8 +188,15 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
     let scrub = tokio::spawn(Arc::clone(&scrubber).run());
 
     let (stop_rpc, rpc_stopped) = oneshot::channel::<()>();
-    let service = NodeService::new(Arc::clone(&scheduler), Arc::clone(&scrubber), config.read_chunk_bytes)
-        .into_server(&config.cluster_secret);
+    let sessions = Arc::new(session::Sessions::default());
+    let service = NodeService::new(
+        Arc::clone(&scheduler),
+        Arc::clone(&scrubber),
+        config.read_chunk_bytes,
+        Arc::clone(&sessions),
+        &config.cluster_secret,
+    )
+    .into_server(&config.cluster_secret);
     // One port, two protocols: the router hands HTTP/2 connections to tonic and serves the unit
     // stream itself.
     let (grpc_connections, incoming) = tokio::sync::mpsc::channel(ROUTED_BACKLOG);
@@ -223,6 +238,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
         background,
         scrubber,
         scrub,
+        sessions,
         store: store_released,
     })
 }

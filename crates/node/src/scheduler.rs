@@ -18,6 +18,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::{NodeError, UnitId};
+use crate::link::{Direction, Link};
 use crate::queue::{QueueLimits, QueueSnapshot, QueuedTask, TaskId, TaskQueue};
 use crate::service_model::{ModelState, ServiceModel};
 use crate::store::{UnitStore, UnitWrite};
@@ -143,6 +144,9 @@ pub struct Scheduler {
     counters: Counters,
     /// (bytes, service ns) of the last [`RECENT_TASKS`] successful client tasks.
     recent: Mutex<VecDeque<(u64, u64)>>,
+    /// The emulated uplink and downlink (unshaped unless the model sets their rates).
+    egress: Link,
+    ingress: Link,
 }
 
 /// Locks `mutex`, recovering it from a thread that panicked while holding it: every structure the
@@ -176,10 +180,12 @@ impl Scheduler {
             started: Instant::now(),
             queue: TaskQueue::new(limits),
             store,
-            model: Mutex::new(ModelState::new(model)),
             model_version,
             counters: Counters::default(),
             recent: Mutex::new(VecDeque::with_capacity(RECENT_TASKS)),
+            egress: Link::new(&model, Direction::Egress),
+            ingress: Link::new(&model, Direction::Ingress),
+            model: Mutex::new(ModelState::new(model)),
         }))
     }
 
@@ -208,6 +214,16 @@ impl Scheduler {
         self.queue.snapshot()
     }
 
+    /// The emulated uplink: read answers and session packets wait for it.
+    pub fn egress(&self) -> &Link {
+        &self.egress
+    }
+
+    /// The emulated downlink: pushed packets wait for it.
+    pub fn ingress(&self) -> &Link {
+        &self.ingress
+    }
+
     /// The service model in force.
     pub fn service_model(&self) -> ServiceModel {
         lock(&self.model).model().clone()
@@ -217,6 +233,8 @@ impl Scheduler {
     /// from now on use it; the background generator picks it up at once.
     pub fn set_service_model(&self, model: ServiceModel) -> Result<ServiceModel, NodeError> {
         model.validate()?;
+        self.egress.set(&model, Direction::Egress);
+        self.ingress.set(&model, Direction::Ingress);
         *lock(&self.model) = ModelState::new(model.clone());
         self.model_version.send_modify(|version| *version += 1);
         tracing::info!(node = self.node_id, ?model, "service model set");

@@ -19,6 +19,8 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::error::{NodeError, UnitId};
 use crate::proto::{self, node_server, write_unit_request::Part};
 use crate::scheduler::{RangeResults, Scheduler, TaskOutcome, TaskTiming, blocking};
+use crate::session::run::Peers;
+use crate::session::{self, SessionPlan, Sessions};
 use crate::store::{ConditionalDelete, UnitWrite};
 
 /// Metadata entry that carries the cluster secret.
@@ -69,15 +71,78 @@ pub struct NodeService {
     scrubber: Arc<crate::scrub::Scrubber>,
     read_chunk_bytes: usize,
     node_label: String,
+    sessions: Arc<Sessions>,
+    peers: Arc<Peers>,
 }
 
 impl NodeService {
     /// A service over `scheduler`, streaming reads in chunks of `read_chunk_bytes`, reporting
-    /// `scrubber`'s progress in its stats.
-    pub fn new(scheduler: Arc<Scheduler>, scrubber: Arc<crate::scrub::Scrubber>, read_chunk_bytes: usize) -> Self {
+    /// `scrubber`'s progress in its stats, running reconstruction sessions in `sessions` and
+    /// pushing to peers with `secret`.
+    pub fn new(
+        scheduler: Arc<Scheduler>,
+        scrubber: Arc<crate::scrub::Scrubber>,
+        read_chunk_bytes: usize,
+        sessions: Arc<Sessions>,
+        secret: &str,
+    ) -> Self {
         assert!(read_chunk_bytes > 0, "read chunks must be non-empty");
         let node_label = scheduler.node_id().to_string();
-        Self { scheduler, scrubber, read_chunk_bytes, node_label }
+        let peers = Arc::new(Peers::new(secret));
+        Self { scheduler, scrubber, read_chunk_bytes, node_label, sessions, peers }
+    }
+
+    /// Opens a reconstruction session and runs it in its own task, which ends with the session:
+    /// when its steps are done (the last message says how it went), when the requestor drops the
+    /// stream, or at the plan's timeout.
+    fn open_session(&self, request: proto::ReconstructRequest) -> Result<SessionStream, Status> {
+        let plan = SessionPlan::from_proto(request)?;
+        let open = self.sessions.open(&plan)?;
+        let (requestor, answers) = tokio::sync::mpsc::channel(SESSION_STREAM_WINDOW);
+        let (scheduler, peers) = (Arc::clone(&self.scheduler), Arc::clone(&self.peers));
+        tokio::spawn(async move {
+            let timeout = plan.timeout;
+            let ran = tokio::select! {
+                _ = requestor.closed() => Err(NodeError::Cancelled),
+                ran = tokio::time::timeout(timeout, session::run::run(&scheduler, &peers, &plan, open.inbox(), &requestor)) => {
+                    ran.unwrap_or_else(|_| Err(NodeError::Unavailable(format!("timed out after {timeout:?}"))))
+                }
+            };
+            drop(open);
+            let outcome = if ran.is_ok() { "ok" } else { "failed" };
+            metrics::counter!("lowtail_node_sessions_total", "outcome" => outcome).increment(1);
+            let last = ran.map(|done| proto::ReconstructResponse { packet: 0, data: Bytes::new(), done: Some(done) });
+            let _ = requestor.send(last.map_err(Status::from)).await;
+        });
+        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(answers)))
+    }
+
+    /// Adds a peer's pushed packets to their session's inbox; the first message names the session.
+    async fn push_inner(&self, mut stream: Streaming<proto::PushRequest>) -> Result<proto::PushResponse, Status> {
+        let first = stream.message().await?.ok_or_else(|| Status::invalid_argument("empty push stream"))?;
+        let id = session::session_id(&first.session)?;
+        let inbox = self.sessions.inbox(id)?;
+        let deposited = async {
+            let mut message = Some(first);
+            // Bounded: the inbox refuses a packet it does not expect or gets more often than the
+            // plan says, and every message after the first must carry one.
+            while let Some(push) = message.take() {
+                if !push.data.is_empty() {
+                    self.scheduler.ingress().transmit(push.data.len() as u64).await;
+                    inbox.deposit(push.packet, push.data).await?;
+                }
+                message = stream.message().await?;
+                if message.as_ref().is_some_and(|m| m.data.is_empty()) {
+                    return Err(Status::invalid_argument("a pushed packet without bytes"));
+                }
+            }
+            Ok(proto::PushResponse {})
+        }
+        .await;
+        if deposited.is_err() {
+            self.sessions.forget_unopened(id, &inbox);
+        }
+        deposited
     }
 
     /// This service behind the secret check, ready to add to a tonic server.
@@ -136,6 +201,7 @@ impl NodeService {
     async fn read_range_inner(&self, request: proto::ReadRangeRequest) -> Result<ReadStream, Status> {
         let unit = unit_id(request.stripe, request.unit)?;
         let (data, timing) = self.scheduler.read(unit, request.offset, request.length).await?;
+        self.scheduler.egress().transmit(data.len() as u64).await;
         let mut timing = Some(proto::TaskTiming::from(timing));
         let messages = chunked(data, self.read_chunk_bytes)
             .into_iter()
@@ -150,6 +216,7 @@ impl NodeService {
             .map(|range| Ok((unit_id(range.stripe, range.unit)?, range.offset, range.length)))
             .collect::<Result<Vec<_>, Status>>()?;
         let (results, timing) = self.scheduler.read_many(ranges).await?;
+        self.scheduler.egress().transmit(crate::unit_stream::server::answer_bytes(&results)).await;
         let messages = read_units_messages(results, timing, self.read_chunk_bytes);
         Ok(Box::pin(tokio_stream::iter(messages.into_iter().map(Ok))))
     }
@@ -181,6 +248,8 @@ impl NodeService {
                 .collect(),
             service_model: Some(proto::ServiceModel::from(&scheduler.service_model())),
             scrub: Some(scrub_progress(&self.scrubber)),
+            sessions_open: self.sessions.open_count() as u64,
+            sessions_started: self.sessions.started_count(),
         }
     }
 }
@@ -206,6 +275,9 @@ fn scrub_progress(scrubber: &crate::scrub::Scrubber) -> proto::ScrubProgress {
     }
 }
 
+type SessionStream = Pin<Box<dyn Stream<Item = Result<proto::ReconstructResponse, Status>> + Send>>;
+/// Packets a session queues towards the requestor beyond what HTTP/2's window holds.
+const SESSION_STREAM_WINDOW: usize = 4;
 type ReadStream = Pin<Box<dyn Stream<Item = Result<proto::ReadRangeResponse, Status>> + Send>>;
 type ReadUnitsStream = Pin<Box<dyn Stream<Item = Result<proto::ReadUnitsResponse, Status>> + Send>>;
 
@@ -427,6 +499,28 @@ impl node_server::Node for NodeService {
             Ok(proto::ListUnitsResponse { units, truncated })
         })();
         self.observe("list_units", began, &result);
+        result.map(Response::new)
+    }
+
+    type ReconstructStream = SessionStream;
+
+    async fn reconstruct(
+        &self,
+        request: Request<proto::ReconstructRequest>,
+    ) -> Result<Response<Self::ReconstructStream>, Status> {
+        let began = Instant::now();
+        let result = self.open_session(request.into_inner());
+        self.observe("reconstruct", began, &result);
+        result.map(Response::new)
+    }
+
+    async fn push(
+        &self,
+        request: Request<Streaming<proto::PushRequest>>,
+    ) -> Result<Response<proto::PushResponse>, Status> {
+        let began = Instant::now();
+        let result = self.push_inner(request.into_inner()).await;
+        self.observe("push", began, &result);
         result.map(Response::new)
     }
 

@@ -49,6 +49,15 @@ pub struct ServiceModel {
     pub tail_scale_us: u64,
     /// Its shape α; more than 1 (a finite mean); the smaller, the heavier the tail.
     pub tail_shape: f64,
+    /// Emulated uplink, bytes per second (0 = not shaped): every read answer and every packet a
+    /// reconstruction session sends waits for its turn on it (FCFS), as on a NIC of that rate.
+    pub egress_bytes_per_s: f64,
+    /// Emulated downlink, bytes per second (0 = not shaped): every packet pushed to this node by
+    /// another node's reconstruction session waits for its turn on it.
+    pub ingress_bytes_per_s: f64,
+    /// Cost of each packet on either link, microseconds (the paper's per-packet overhead; also
+    /// charged once per read answer). Only applies to a shaped link.
+    pub link_per_packet_us: u64,
 }
 
 impl Default for ServiceModel {
@@ -66,6 +75,9 @@ impl Default for ServiceModel {
             background_poisson: true,
             tail_scale_us: 0,
             tail_shape: 2.0,
+            egress_bytes_per_s: 0.0,
+            ingress_bytes_per_s: 0.0,
+            link_per_packet_us: 0,
         }
     }
 }
@@ -81,6 +93,11 @@ impl ServiceModel {
         let bad = |what: String| Err(NodeError::InvalidArgument(format!("service model: {what}")));
         if !self.rate_bytes_per_s.is_finite() || self.rate_bytes_per_s < 0.0 {
             return bad(format!("rate_bytes_per_s must be finite and >= 0, got {}", self.rate_bytes_per_s));
+        }
+        for (name, rate) in [("egress_bytes_per_s", self.egress_bytes_per_s), ("ingress_bytes_per_s", self.ingress_bytes_per_s)] {
+            if !rate.is_finite() || rate < 0.0 {
+                return bad(format!("{name} must be finite and >= 0, got {rate}"));
+            }
         }
         if !self.background_tasks_per_s.is_finite()
             || !(0.0..=MAX_BACKGROUND_TASKS_PER_S).contains(&self.background_tasks_per_s)
@@ -99,6 +116,7 @@ impl ServiceModel {
             ("overhead_us", self.overhead_us),
             ("delay_shift_us", self.delay_shift_us),
             ("delay_exp_mean_us", self.delay_exp_mean_us),
+            ("link_per_packet_us", self.link_per_packet_us),
         ] {
             if value > max_us {
                 return bad(format!("{name} must be at most {max_us}, got {value}"));
@@ -136,6 +154,9 @@ impl From<&ServiceModel> for proto::ServiceModel {
             background_poisson: model.background_poisson,
             tail_scale_us: model.tail_scale_us,
             tail_shape: model.tail_shape,
+            egress_bytes_per_s: model.egress_bytes_per_s,
+            ingress_bytes_per_s: model.ingress_bytes_per_s,
+            link_per_packet_us: model.link_per_packet_us,
         }
     }
 }
@@ -155,6 +176,9 @@ impl From<proto::ServiceModel> for ServiceModel {
             background_poisson: model.background_poisson,
             tail_scale_us: model.tail_scale_us,
             tail_shape: model.tail_shape,
+            egress_bytes_per_s: model.egress_bytes_per_s,
+            ingress_bytes_per_s: model.ingress_bytes_per_s,
+            link_per_packet_us: model.link_per_packet_us,
         }
     }
 }

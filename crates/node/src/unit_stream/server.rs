@@ -156,6 +156,7 @@ impl StreamServer {
         observe(&self.scheduler, "read_range", began, result.as_ref().err());
         match result {
             Ok((data, timing)) => {
+                self.scheduler.egress().transmit(data.len() as u64).await;
                 let head = ResponseHead { code: Code::Ok, timing: Some(timing), payload_len: data.len() as u64 };
                 // One vectored write: the head and the unit's bytes leave in one system call.
                 writer.write_all_buf(&mut Bytes::copy_from_slice(&head.encode()).chain(data)).await
@@ -179,7 +180,10 @@ impl StreamServer {
         observe(&self.scheduler, "read_units", began, result.as_ref().err());
         match result {
             // Vectored writes: heads and bytes leave together, the bytes uncopied.
-            Ok((results, timing)) => writer.write_all_buf(&mut wire::read_many_answer(results, timing)).await,
+            Ok((results, timing)) => {
+                self.scheduler.egress().transmit(answer_bytes(&results)).await;
+                writer.write_all_buf(&mut wire::read_many_answer(results, timing)).await
+            }
             Err(error) => send_error(&mut writer, &error).await,
         }
     }
@@ -345,4 +349,9 @@ async fn peek_exact(stream: &TcpStream, buffer: &mut [u8]) -> io::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// Bytes a merged read's answer carries (what the emulated uplink is held for).
+pub(crate) fn answer_bytes(results: &crate::scheduler::RangeResults) -> u64 {
+    results.iter().map(|result| result.as_ref().map_or(0, |data| data.len() as u64)).sum()
 }

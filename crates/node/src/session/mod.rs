@@ -1,0 +1,228 @@
+//! Reconstruction sessions (issue 32, docs/apls.md): a node's part of a dataflow that rebuilds one
+//! range of a lost unit among the storage nodes — APLS, ECPipe, PPR, the traditional read. The
+//! requestor (the gateway) builds the dataflow and sends each source node its [`SessionPlan`]: per
+//! step, in packet order, how many packets other nodes push into it, the coefficient this node's
+//! own packet is multiplied by, and where the sum goes (a peer, or back to the requestor).
+//!
+//! Owns the plan's validation ([`SessionPlan::from_proto`]), the registry of open sessions and
+//! their inboxes ([`inbox`]) and a session's execution ([`run`]). Must not choose a method,
+//! sources or coefficients (the gateway's policy and codec do), or read a unit except through the
+//! node's FCFS queue.
+//!
+//! Bounds: at most [`MAX_SESSIONS`] open; an inbox holds at most [`INBOX_WINDOW`] steps' packets
+//! (a faster upstream waits, and HTTP/2's flow control holds it back); packets at most
+//! [`MAX_PACKET_BYTES`]; every session ends by its timeout (at most [`MAX_SESSION_TIMEOUT`]).
+
+pub mod inbox;
+pub mod run;
+
+use std::time::Duration;
+
+use crate::error::{NodeError, UnitId};
+use crate::proto;
+
+pub use inbox::{Inbox, Sessions};
+
+/// A session's id: 16 bytes the requestor chose, the same on every node of one dataflow.
+pub type SessionId = [u8; 16];
+
+/// Most sessions open on a node at once (pushes waiting for their session count too).
+pub const MAX_SESSIONS: usize = 256;
+/// Largest packet (a message carries one, under the 8 MiB message limit).
+pub const MAX_PACKET_BYTES: u32 = 4 << 20;
+/// Steps ahead of the one being served whose pushed packets an inbox accepts.
+pub const INBOX_WINDOW: usize = 8;
+/// Most inputs pushed into one step.
+pub const MAX_INPUTS: u32 = 255;
+/// Most distinct peers one session pushes to.
+pub const MAX_PEERS: usize = 64;
+/// Longest session timeout accepted, and the one a plan gets when it asks none.
+pub const MAX_SESSION_TIMEOUT: Duration = Duration::from_secs(600);
+/// Timeout of a plan that asks none.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a push waits for its session to be opened on this node (the requestor's call to this
+/// node may arrive after an upstream node's first packet).
+pub const OPEN_WAIT: Duration = Duration::from_secs(10);
+/// Longest peer address.
+const MAX_ADDR_BYTES: usize = 256;
+
+/// One packet this node sends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Which packet of the range.
+    pub packet: u32,
+    /// The coefficient this node's own packet is multiplied by, when it adds it.
+    pub coefficient: Option<u8>,
+    /// Packets pushed into this step before it leaves.
+    pub inputs: u8,
+    /// The peer it goes to (`None`: back to the requestor).
+    pub to: Option<String>,
+}
+
+/// This node's part of one dataflow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionPlan {
+    /// The session.
+    pub id: SessionId,
+    /// This node's index among the dataflow's sources.
+    pub source: u16,
+    /// The unit this node reads.
+    pub unit: UnitId,
+    /// The range's first byte in the unit.
+    pub range_offset: u64,
+    /// The range's length.
+    pub range_bytes: u64,
+    /// Its packet size.
+    pub packet_bytes: u32,
+    /// The steps, ascending by packet.
+    pub steps: Vec<Step>,
+    /// The session gives up after this long.
+    pub timeout: Duration,
+}
+
+impl SessionPlan {
+    /// The plan a `Reconstruct` request carries, or why it is refused (nothing is opened then).
+    pub fn from_proto(request: proto::ReconstructRequest) -> Result<SessionPlan, NodeError> {
+        let bad = |what: String| Err(NodeError::InvalidArgument(format!("reconstruction session: {what}")));
+        let id = session_id(&request.session)?;
+        let Ok(source) = u16::try_from(request.source) else {
+            return bad(format!("source {} does not fit in 16 bits", request.source));
+        };
+        let unit = request.unit.unwrap_or_default();
+        let Ok(unit_index) = u16::try_from(unit.unit) else {
+            return bad(format!("unit index {} does not fit in 16 bits", unit.unit));
+        };
+        if request.packet_bytes == 0 || request.packet_bytes > MAX_PACKET_BYTES {
+            return bad(format!("packet_bytes {} must be in 1..={MAX_PACKET_BYTES}", request.packet_bytes));
+        }
+        if request.range_bytes == 0 || request.range_offset.checked_add(request.range_bytes).is_none() {
+            return bad(format!("range of {} bytes at {} is empty or overflows", request.range_bytes, request.range_offset));
+        }
+        let packets = request.range_bytes.div_ceil(u64::from(request.packet_bytes));
+        let timeout = match request.timeout_ms {
+            0 => DEFAULT_SESSION_TIMEOUT,
+            ms if Duration::from_millis(ms) > MAX_SESSION_TIMEOUT => {
+                return bad(format!("timeout_ms {ms} is more than {} s", MAX_SESSION_TIMEOUT.as_secs()));
+            }
+            ms => Duration::from_millis(ms),
+        };
+        let steps = steps(request.steps, packets)?;
+        Ok(SessionPlan {
+            id,
+            source,
+            unit: UnitId::new(unit.stripe, unit_index),
+            range_offset: request.range_offset,
+            range_bytes: request.range_bytes,
+            packet_bytes: request.packet_bytes,
+            steps,
+            timeout,
+        })
+    }
+
+    /// Bytes of `packet` (the last may be short).
+    pub fn packet_len(&self, packet: u32) -> u64 {
+        let start = u64::from(packet) * u64::from(self.packet_bytes);
+        (self.range_bytes - start).min(u64::from(self.packet_bytes))
+    }
+
+    /// The byte offset of `packet` in the unit.
+    pub fn packet_offset(&self, packet: u32) -> u64 {
+        self.range_offset + u64::from(packet) * u64::from(self.packet_bytes)
+    }
+}
+
+/// The session id in `bytes`, which must be 16 long.
+pub fn session_id(bytes: &[u8]) -> Result<SessionId, NodeError> {
+    SessionId::try_from(bytes).map_err(|_| {
+        NodeError::InvalidArgument(format!("a session id is 16 bytes, not {}", bytes.len()))
+    })
+}
+
+/// The steps of a request, checked: ascending packets of the range, each at most once, each adding
+/// something, coefficients nonzero, inputs and peers bounded.
+fn steps(raw: Vec<proto::SessionStep>, packets: u64) -> Result<Vec<Step>, NodeError> {
+    let bad = |what: String| Err(NodeError::InvalidArgument(format!("reconstruction session: {what}")));
+    if raw.is_empty() {
+        return bad("no steps".into());
+    }
+    let mut steps: Vec<Step> = Vec::with_capacity(raw.len());
+    let mut peers = std::collections::BTreeSet::new();
+    for step in raw {
+        if u64::from(step.packet) >= packets || steps.last().is_some_and(|last| last.packet >= step.packet) {
+            return bad(format!("step packet {} out of order or past the range's {packets} packets", step.packet));
+        }
+        if step.inputs > MAX_INPUTS || (!step.reads_local && step.inputs == 0) {
+            return bad(format!("packet {}: {} inputs, reads_local {}", step.packet, step.inputs, step.reads_local));
+        }
+        let coefficient = match (step.reads_local, u8::try_from(step.coefficient)) {
+            (false, _) => None,
+            (true, Ok(c)) if c != 0 => Some(c),
+            (true, _) => return bad(format!("packet {}: coefficient {} not in 1..=255", step.packet, step.coefficient)),
+        };
+        if step.to_addr.len() > MAX_ADDR_BYTES {
+            return bad(format!("peer address of {} bytes", step.to_addr.len()));
+        }
+        let to = (!step.to_addr.is_empty()).then_some(step.to_addr);
+        if let Some(addr) = &to {
+            peers.insert(addr.clone());
+        }
+        steps.push(Step { packet: step.packet, coefficient, inputs: step.inputs as u8, to });
+    }
+    if peers.len() > MAX_PEERS {
+        return bad(format!("{} peers, at most {MAX_PEERS}", peers.len()));
+    }
+    Ok(steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(steps: Vec<proto::SessionStep>) -> proto::ReconstructRequest {
+        proto::ReconstructRequest {
+            session: vec![7u8; 16].into(),
+            source: 1,
+            unit: Some(proto::UnitRef { stripe: 3, unit: 2 }),
+            range_offset: 100,
+            range_bytes: 1000,
+            packet_bytes: 300,
+            steps,
+            timeout_ms: 0,
+        }
+    }
+
+    fn step(packet: u32, reads_local: bool, inputs: u32, to: &str) -> proto::SessionStep {
+        proto::SessionStep { packet, reads_local, coefficient: 5, inputs, to_addr: to.into() }
+    }
+
+    #[test]
+    fn a_good_plan_is_read_with_its_packets_and_default_timeout() {
+        let plan =
+            SessionPlan::from_proto(request(vec![step(0, true, 0, "peer:1"), step(3, true, 2, "")])).unwrap();
+        assert_eq!(plan.steps.len(), 2);
+        assert_eq!(plan.steps[0].to.as_deref(), Some("peer:1"));
+        assert_eq!(plan.steps[1], Step { packet: 3, coefficient: Some(5), inputs: 2, to: None });
+        assert_eq!(plan.timeout, DEFAULT_SESSION_TIMEOUT);
+        assert_eq!((plan.packet_len(0), plan.packet_len(3)), (300, 100), "the last packet is short");
+        assert_eq!(plan.packet_offset(3), 1000);
+    }
+
+    #[test]
+    fn malformed_plans_are_refused_with_the_reason() {
+        let cases: Vec<(proto::ReconstructRequest, &str)> = vec![
+            (proto::ReconstructRequest { session: vec![1u8; 15].into(), ..request(vec![step(0, true, 0, "")]) }, "16 bytes"),
+            (request(vec![]), "no steps"),
+            (request(vec![step(4, true, 0, "")]), "past the range"),
+            (request(vec![step(1, true, 0, ""), step(1, true, 0, "")]), "out of order"),
+            (request(vec![step(0, false, 0, "")]), "inputs"),
+            (request(vec![proto::SessionStep { coefficient: 0, ..step(0, true, 0, "") }]), "coefficient"),
+            (request(vec![step(0, true, 256, "")]), "inputs"),
+            (proto::ReconstructRequest { packet_bytes: 0, ..request(vec![step(0, true, 0, "")]) }, "packet_bytes"),
+            (proto::ReconstructRequest { timeout_ms: 700_000, ..request(vec![step(0, true, 0, "")]) }, "timeout"),
+        ];
+        for (request, why) in cases {
+            let error = SessionPlan::from_proto(request).unwrap_err().to_string();
+            assert!(error.contains(why), "{error} should say {why}");
+        }
+    }
+}
