@@ -111,6 +111,8 @@ impl RunningNode {
     /// Stops accepting requests, lets in-flight ones finish (at most [`SHUTDOWN_GRACE`]), drains
     /// the queue and stops the workers.
     pub async fn shutdown(self) {
+        // Sessions end at once (their requestors fall back) rather than hold the grace period.
+        self.sessions.close_all("the node is shutting down");
         let _ = self.stop_rpc.send(());
         let _ = self.stop_units.send(true);
         let _ = self.router.await;

@@ -45,11 +45,7 @@ impl Link {
     /// A link shaped as `model` says for `direction` (unshaped when the model is off).
     pub fn new(model: &ServiceModel, direction: Direction) -> Link {
         let link = Link {
-            state: Mutex::new(LinkState {
-                rate_bytes_per_s: 0.0,
-                per_packet: Duration::ZERO,
-                free_at: Instant::now(),
-            }),
+            state: Mutex::new(LinkState { rate_bytes_per_s: 0.0, per_packet: Duration::ZERO, free_at: Instant::now() }),
         };
         link.set(model, direction);
         link
@@ -100,7 +96,12 @@ mod tests {
     use super::*;
 
     fn shaped(rate: f64, per_packet_us: u64) -> ServiceModel {
-        ServiceModel { enabled: true, egress_bytes_per_s: rate, link_per_packet_us: per_packet_us, ..Default::default() }
+        ServiceModel {
+            enabled: true,
+            egress_bytes_per_s: rate,
+            link_per_packet_us: per_packet_us,
+            ..Default::default()
+        }
     }
 
     #[test]

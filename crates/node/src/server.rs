@@ -104,6 +104,7 @@ impl NodeService {
             let timeout = plan.timeout;
             let ran = tokio::select! {
                 _ = requestor.closed() => Err(NodeError::Cancelled),
+                _ = open.inbox().closed() => Err(NodeError::ShuttingDown),
                 ran = tokio::time::timeout(timeout, session::run::run(&scheduler, &peers, &plan, open.inbox(), &requestor)) => {
                     ran.unwrap_or_else(|_| Err(NodeError::Unavailable(format!("timed out after {timeout:?}"))))
                 }

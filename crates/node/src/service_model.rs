@@ -94,7 +94,9 @@ impl ServiceModel {
         if !self.rate_bytes_per_s.is_finite() || self.rate_bytes_per_s < 0.0 {
             return bad(format!("rate_bytes_per_s must be finite and >= 0, got {}", self.rate_bytes_per_s));
         }
-        for (name, rate) in [("egress_bytes_per_s", self.egress_bytes_per_s), ("ingress_bytes_per_s", self.ingress_bytes_per_s)] {
+        for (name, rate) in
+            [("egress_bytes_per_s", self.egress_bytes_per_s), ("ingress_bytes_per_s", self.ingress_bytes_per_s)]
+        {
             if !rate.is_finite() || rate < 0.0 {
                 return bad(format!("{name} must be finite and >= 0, got {rate}"));
             }

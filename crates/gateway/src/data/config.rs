@@ -91,9 +91,10 @@ pub struct DataConfig {
     pub admission: AdmissionSettings,
     /// How a unit range that must be rebuilt (its unit missing or its node not Up) is rebuilt
     /// (`[data.reconstruct]`, `policy::reconstruct::ReconstructSettings`): `kind = "gateway"` (the
-    /// default: k survivors to the gateway, which decodes) or `"segmented"` (every survivor serves
-    /// k/q of the range, decoded per segment; RS codes; docs/apls.md). `apls` and `auto` need
-    /// reconstruction on the storage nodes, which is not built yet, and are refused.
+    /// default: k survivors to the gateway, which decodes), `"segmented"` (every survivor serves
+    /// k/q of the range, decoded per segment; RS codes; docs/apls.md) or `"apls"` (the storage
+    /// nodes rebuild it: APLS over every survivor of an RS stripe, a chain over an LRC stripe's
+    /// recovery set). `auto` needs node rates the gateway does not keep yet and is refused.
     pub reconstruct: policy::reconstruct::ReconstructSettings,
     /// This gateway's name, unique among the gateways of a cluster and kept across restarts: it
     /// owns the stripes it opens for packing, and after a restart it seals the ones it left open.
@@ -405,11 +406,10 @@ impl DataConfig {
 /// Checks reconstruction settings the gateway can run: valid, and a kind it executes.
 pub fn validate_reconstruct(settings: &ReconstructSettings) -> Result<(), DataError> {
     settings.validate().map_err(|why| DataError::Internal(format!("data config: reconstruct: {why}")))?;
-    if matches!(settings.kind, ReconstructKind::Apls | ReconstructKind::Auto) {
-        return Err(DataError::Internal(format!(
-            "data config: reconstruct.kind {:?}: APLS runs on the storage nodes, which do not reconstruct yet; use \"gateway\" or \"segmented\"",
-            settings.kind
-        )));
+    if settings.kind == ReconstructKind::Auto {
+        return Err(DataError::Internal(
+            "data config: reconstruct.kind \"auto\" needs each node's rate in the gateway's view, which it does not keep yet; use \"gateway\", \"segmented\" or \"apls\"".into(),
+        ));
     }
     Ok(())
 }

@@ -626,12 +626,12 @@ impl Controller {
     async fn read_row(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<Vec<Bytes>, DataError> {
         let RangeRead { io, stripe, code, unit, length, .. } = range;
         let arrival_ns = self.now_ns();
-        // A unit that must be rebuilt segmented is not planned (no probes spent): the robust read
-        // tries the segmented read first, and the read is recorded as served without a plan.
+        // A unit that must be rebuilt segmented or by the nodes is not planned (no probes spent):
+        // the robust read tries that first, and the read is recorded as served without a plan.
         let plannable = self.is_own_code(stripe)
             && units.end <= code.data_units()
             && unit <= usize::from(u8::MAX)
-            && !(units.len() == 1 && super::segmented::applies(range));
+            && !(units.len() == 1 && (super::segmented::applies(range) || super::node_dataflow::applies(range)));
         let mut probes_sent = 0u32;
         let decision = if plannable {
             let decided = self.decide(&range, arrival_ns, &mut probes_sent).await;

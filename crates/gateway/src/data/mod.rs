@@ -25,6 +25,7 @@ pub mod lease;
 pub mod membership;
 pub mod memory;
 pub mod mover;
+pub mod node_dataflow;
 pub mod orphans;
 pub mod packed;
 pub mod pending;

@@ -53,6 +53,9 @@ pub async fn read(range: RangeRead<'_>, timeout_ns: u64) -> Result<(Bytes, bool)
     if let Some(bytes) = super::segmented::read_lost(range).await {
         return Ok((bytes, true));
     }
+    if let Some(bytes) = super::node_dataflow::read_lost(range).await {
+        return Ok((bytes, true));
+    }
     let failed = range.stripe.missing_units.iter().map(|&unit| usize::from(unit)).collect();
     rounds(range, failed, true, timeout_ns).await
 }

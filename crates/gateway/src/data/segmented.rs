@@ -31,13 +31,38 @@ pub fn applies(range: RangeRead<'_>) -> bool {
 }
 
 fn applies_under(range: RangeRead<'_>, settings: &ReconstructSettings) -> bool {
-    let RangeRead { io, nodes, stripe, unit, .. } = range;
     settings.kind == ReconstructKind::Segmented
-        && io.backend().is_none()
-        // Its q merged tasks are not admitted one by one: with an admission pool the plan's read runs.
+        && matches!(range.stripe.code_spec(), Ok(CodeSpec::Rs { .. }))
+        && must_be_rebuilt(range)
+}
+
+/// Whether `range` must be rebuilt (its unit recorded missing or its node not Up) on nodes (not a
+/// backend), outside an admission pool: its several tasks are not admitted one by one, so with a
+/// pool the plan's read runs.
+pub(super) fn must_be_rebuilt(range: RangeRead<'_>) -> bool {
+    let RangeRead { io, nodes, stripe, unit, .. } = range;
+    io.backend().is_none()
         && range.admission.is_none()
-        && matches!(stripe.code_spec(), Ok(CodeSpec::Rs { .. }))
         && (stripe.is_missing(unit) || !is_up(nodes, stripe.placement[unit]))
+}
+
+/// What a rebuild of `range` by `how` gave: its bytes (counted degraded), or `None` after logging
+/// why it gave up (the caller reads as before).
+pub(super) fn served(range: RangeRead<'_>, how: &'static str, outcome: Result<Bytes, DataError>) -> Option<Bytes> {
+    match outcome {
+        Ok(bytes) => {
+            range.io.count_degraded();
+            range.io.counters().rebuilt_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            metrics::counter!("lowtail_gateway_rebuilt_reads_total", "how" => how).increment(1);
+            Some(bytes)
+        }
+        Err(error) => {
+            range.io.counters().rebuild_fallbacks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            metrics::counter!("lowtail_gateway_rebuilt_read_fallbacks_total", "how" => how).increment(1);
+            tracing::info!(%error, how, "rebuilding read gave up; reading by recovery set");
+            None
+        }
+    }
 }
 
 /// The range rebuilt from every survivor in segments, or `None` when a segmented read does not
@@ -47,25 +72,29 @@ pub async fn read_lost(range: RangeRead<'_>) -> Option<Bytes> {
     if !applies_under(range, &settings) || range.length == 0 {
         return None;
     }
-    match read(range, &settings).await {
-        Ok(bytes) => {
-            range.io.count_degraded();
-            metrics::counter!("lowtail_gateway_segmented_reads_total").increment(1);
-            Some(bytes)
-        }
-        Err(error) => {
-            metrics::counter!("lowtail_gateway_segmented_fallbacks_total").increment(1);
-            tracing::info!(%error, "segmented read gave up; reading by recovery set");
-            None
-        }
-    }
+    served(range, "segmented", read(range, &settings).await)
 }
 
 /// The survivors, least loaded first as the reconstruction policy ranks them (no loads are known on
 /// this path, so by unit), and the dataflow of the range over them.
 fn plan(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<(Vec<u8>, Dataflow), DataError> {
+    let (method, sources) = chosen_dataflow(range, settings)?;
+    let Method::Segmented { q, .. } = method else {
+        return Err(DataError::Internal(format!("the policy chose {method:?} for a segmented read")));
+    };
+    let k = range.code.data_units() as u16;
+    let flow = Dataflow::segmented(k, q, range.length).map_err(|e| DataError::Internal(e.to_string()))?;
+    Ok((sources, flow))
+}
+
+/// The dataflow the reconstruction policy chooses for `range` of an RS stripe over its usable
+/// survivors (no loads are known on this path, so ranked by unit), and its sources; an error when
+/// it keeps the gateway decode (no more than k survivors).
+pub(super) fn chosen_dataflow(
+    range: RangeRead<'_>,
+    settings: &ReconstructSettings,
+) -> Result<(Method, Vec<u8>), DataError> {
     let RangeRead { nodes, stripe, code, unit, length, .. } = range;
-    let k = code.data_units() as u16;
     let survivors: Vec<Survivor> = (0..stripe.placement.len())
         .filter(|&u| u != unit && !stripe.is_missing(u) && is_up(nodes, stripe.placement[u]))
         .map(|u| Survivor {
@@ -75,16 +104,11 @@ fn plan(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<(Vec<u8>
             rate_bytes_per_s: 1.0,
         })
         .collect();
-    let chosen = policy::reconstruct::choose(settings, k, &survivors, length);
-    let model::ReconstructionTopology::Dataflow { dataflow: Method::Segmented { q, .. }, .. } = chosen.topology else {
-        return Err(DataError::Unavailable(format!(
-            "{} survivors of {stripe_id}: no more than k",
-            survivors.len(),
-            stripe_id = stripe.id
-        )));
-    };
-    let flow = Dataflow::segmented(k, q, length).map_err(|e| DataError::Internal(e.to_string()))?;
-    Ok((chosen.sources, flow))
+    let chosen = policy::reconstruct::choose(settings, code.data_units() as u16, &survivors, length);
+    match chosen.topology {
+        model::ReconstructionTopology::Dataflow { dataflow, .. } => Ok((dataflow, chosen.sources)),
+        _ => Err(DataError::Unavailable(format!("{} survivors of {}: no more than k", survivors.len(), stripe.id))),
+    }
 }
 
 /// A source's packets (ascending) as runs of consecutive packets: (first packet, packets).

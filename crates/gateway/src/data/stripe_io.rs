@@ -48,6 +48,10 @@ pub struct DataCounters {
     /// Stripes recorded with units missing (a degraded write or seal: some unit no node took), left
     /// for repair through the under-redundant index.
     pub degraded_writes: AtomicU64,
+    /// Unit ranges rebuilt segmented or by the nodes (`[data.reconstruct]`).
+    pub rebuilt_reads: AtomicU64,
+    /// Such rebuilds that gave up (the range was then read by recovery set).
+    pub rebuild_fallbacks: AtomicU64,
 }
 
 /// Shared unit I/O; see the module documentation.

@@ -104,6 +104,14 @@ impl Sessions {
         inbox.close(why);
     }
 
+    /// Ends every open session (the node is shutting down): their steps and pushes fail at once.
+    pub fn close_all(&self, why: &str) {
+        let open: Vec<Arc<Inbox>> = lock(&self.open).values().cloned().collect();
+        for inbox in open {
+            inbox.close(why);
+        }
+    }
+
     /// Gives up on a push's inbox whose session never opened.
     pub fn forget_unopened(&self, id: SessionId, inbox: &Arc<Inbox>) {
         if !inbox.is_open() {
@@ -154,9 +162,15 @@ impl Inbox {
         state.expected = Some(expected.map(|(i, s)| (s.packet, (i, s.inputs, plan.packet_len(s.packet)))).collect());
         state.deadline = Instant::now() + plan.timeout;
         // Pushes that came before the plan are checked against it now.
-        let early: Vec<u32> = state.partial.keys().copied().collect();
-        for packet in early {
-            check_pushed(&state, packet, state.partial[&packet].0.len() as u64)?;
+        let expected = state.expected.as_ref().expect("set above");
+        for (packet, (sum, count)) in &state.partial {
+            let fits =
+                expected.get(packet).is_some_and(|&(_, inputs, len)| *count <= inputs && sum.len() as u64 == len);
+            if !fits {
+                return Err(NodeError::InvalidArgument(format!(
+                    "packet {packet} was pushed before the session opened, not as its plan says"
+                )));
+            }
         }
         drop(state);
         self.changed.notify_waiters();
@@ -169,6 +183,18 @@ impl Inbox {
         state.partial.clear();
         drop(state);
         self.changed.notify_waiters();
+    }
+
+    /// Returns once the session is closed (ended, or the node is shutting down).
+    pub async fn closed(&self) {
+        // Bounded: each pass waits for a change; closing is the change that ends it.
+        loop {
+            let changed = self.changed.notified();
+            if lock(&self.state).closed.is_some() {
+                return;
+            }
+            changed.await;
+        }
     }
 
     /// Bytes pushed into this inbox so far.
@@ -204,7 +230,9 @@ impl Inbox {
                 state.deadline
             };
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return Err(NodeError::Unavailable(format!("pushed packet {packet} waited past the session's deadline")));
+                return Err(NodeError::Unavailable(format!(
+                    "pushed packet {packet} waited past the session's deadline"
+                )));
             }
         }
     }
@@ -298,10 +326,12 @@ mod tests {
         let sessions = Arc::new(Sessions::default());
         let early = sessions.inbox([1; 16]).unwrap();
         early.deposit(0, Bytes::from_static(&[1, 2, 3, 4])).await.unwrap();
+        early.deposit(1, Bytes::from_static(&[9, 9, 9, 9])).await.unwrap();
         let open = sessions.open(&plan(1, vec![step(0, 2), step(1, 1)])).unwrap();
-        assert!(Arc::ptr_eq(open.inbox(), &early), "a push before the plan lands in the same inbox");
+        assert!(Arc::ptr_eq(open.inbox(), &early), "pushes before the plan land in the same inbox");
         open.inbox().deposit(0, Bytes::from_static(&[1, 0, 3, 0])).await.unwrap();
-        open.inbox().deposit(1, Bytes::from_static(&[9, 9, 9, 9])).await.unwrap();
+        let error = open.inbox().deposit(1, Bytes::from_static(&[9, 9, 9, 9])).await.unwrap_err();
+        assert!(error.to_string().contains("more than 1"), "{error}");
         assert_eq!(open.inbox().take(0, 0, 2).await.unwrap().unwrap().as_ref(), &[0, 2, 0, 4]);
         assert_eq!(open.inbox().take(1, 1, 1).await.unwrap().unwrap().as_ref(), &[9, 9, 9, 9]);
         assert_eq!(open.inbox().bytes_received(), 12);

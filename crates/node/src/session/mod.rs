@@ -96,7 +96,10 @@ impl SessionPlan {
             return bad(format!("packet_bytes {} must be in 1..={MAX_PACKET_BYTES}", request.packet_bytes));
         }
         if request.range_bytes == 0 || request.range_offset.checked_add(request.range_bytes).is_none() {
-            return bad(format!("range of {} bytes at {} is empty or overflows", request.range_bytes, request.range_offset));
+            return bad(format!(
+                "range of {} bytes at {} is empty or overflows",
+                request.range_bytes, request.range_offset
+            ));
         }
         let packets = request.range_bytes.div_ceil(u64::from(request.packet_bytes));
         let timeout = match request.timeout_ms {
@@ -133,9 +136,8 @@ impl SessionPlan {
 
 /// The session id in `bytes`, which must be 16 long.
 pub fn session_id(bytes: &[u8]) -> Result<SessionId, NodeError> {
-    SessionId::try_from(bytes).map_err(|_| {
-        NodeError::InvalidArgument(format!("a session id is 16 bytes, not {}", bytes.len()))
-    })
+    SessionId::try_from(bytes)
+        .map_err(|_| NodeError::InvalidArgument(format!("a session id is 16 bytes, not {}", bytes.len())))
 }
 
 /// The steps of a request, checked: ascending packets of the range, each at most once, each adding
@@ -157,7 +159,9 @@ fn steps(raw: Vec<proto::SessionStep>, packets: u64) -> Result<Vec<Step>, NodeEr
         let coefficient = match (step.reads_local, u8::try_from(step.coefficient)) {
             (false, _) => None,
             (true, Ok(c)) if c != 0 => Some(c),
-            (true, _) => return bad(format!("packet {}: coefficient {} not in 1..=255", step.packet, step.coefficient)),
+            (true, _) => {
+                return bad(format!("packet {}: coefficient {} not in 1..=255", step.packet, step.coefficient));
+            }
         };
         if step.to_addr.len() > MAX_ADDR_BYTES {
             return bad(format!("peer address of {} bytes", step.to_addr.len()));
@@ -197,8 +201,7 @@ mod tests {
 
     #[test]
     fn a_good_plan_is_read_with_its_packets_and_default_timeout() {
-        let plan =
-            SessionPlan::from_proto(request(vec![step(0, true, 0, "peer:1"), step(3, true, 2, "")])).unwrap();
+        let plan = SessionPlan::from_proto(request(vec![step(0, true, 0, "peer:1"), step(3, true, 2, "")])).unwrap();
         assert_eq!(plan.steps.len(), 2);
         assert_eq!(plan.steps[0].to.as_deref(), Some("peer:1"));
         assert_eq!(plan.steps[1], Step { packet: 3, coefficient: Some(5), inputs: 2, to: None });
@@ -210,7 +213,10 @@ mod tests {
     #[test]
     fn malformed_plans_are_refused_with_the_reason() {
         let cases: Vec<(proto::ReconstructRequest, &str)> = vec![
-            (proto::ReconstructRequest { session: vec![1u8; 15].into(), ..request(vec![step(0, true, 0, "")]) }, "16 bytes"),
+            (
+                proto::ReconstructRequest { session: vec![1u8; 15].into(), ..request(vec![step(0, true, 0, "")]) },
+                "16 bytes",
+            ),
             (request(vec![]), "no steps"),
             (request(vec![step(4, true, 0, "")]), "past the range"),
             (request(vec![step(1, true, 0, ""), step(1, true, 0, "")]), "out of order"),

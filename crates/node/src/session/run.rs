@@ -58,7 +58,8 @@ impl Peers {
         if let Some(client) = clients.get(addr) {
             return Ok(client.clone());
         }
-        let secret = self.secret.clone().ok_or_else(|| NodeError::InvalidArgument("the cluster secret is not ASCII".into()))?;
+        let secret =
+            self.secret.clone().ok_or_else(|| NodeError::InvalidArgument("the cluster secret is not ASCII".into()))?;
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| NodeError::InvalidArgument(format!("peer address {addr}: {e}")))?
             .connect_timeout(CONNECT_TIMEOUT)
@@ -331,6 +332,9 @@ mod tests {
         let pushed = BytesMut::from(&[1u8, 2, 0, 0][..]);
         assert_eq!(add_scaled(1, &own, Some(pushed)).as_ref(), &[0, 0, 3, 4]);
         let doubled = add_scaled(2, &own, None);
-        assert_eq!(doubled.as_ref(), &[codec::gf::mul(2, 1), codec::gf::mul(2, 2), codec::gf::mul(2, 3), codec::gf::mul(2, 4)]);
+        assert_eq!(
+            doubled.as_ref(),
+            &[codec::gf::mul(2, 1), codec::gf::mul(2, 2), codec::gf::mul(2, 3), codec::gf::mul(2, 4)]
+        );
     }
 }
