@@ -381,6 +381,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
             ))
             .merge(access_routes(Arc::clone(&controller), config.data.cluster_secret.clone()))
             .merge(reconstruct_routes(Arc::clone(data.data.io()), config.data.cluster_secret.clone()))
+            .merge(ingress_routes(Arc::clone(data.data.io()), config.data.cluster_secret.clone()))
             .merge(mover_routes(data.mover.clone(), Arc::clone(&controller), config.data.cluster_secret.clone()))
             .merge(bucket_routes(Arc::clone(&meta), config.data.cluster_secret.clone()));
         http_server = Some(tokio::spawn(async move {
@@ -540,6 +541,33 @@ fn reconstruct_routes(io: Arc<crate::data::stripe_io::StripeIo>, secret: String)
                         }
                         Ok(settings) => match io.set_reconstruct(settings) {
                             Ok(settings) => axum::Json(settings).into_response(),
+                            Err(error) => (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
+                        },
+                    }
+                };
+                std::future::ready(response)
+            },
+        ),
+    )
+}
+
+/// `GET /admin/ingress` (the gateway's emulated downlink, `[data.ingress]`) and `PUT /admin/ingress`
+/// (a new shape, JSON; needs the cluster secret; a bad one is a 400 and changes nothing).
+fn ingress_routes(io: Arc<crate::data::stripe_io::StripeIo>, secret: String) -> axum::Router {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let get_io = Arc::clone(&io);
+    axum::Router::new().route(
+        "/admin/ingress",
+        axum::routing::get(move || std::future::ready(axum::Json(get_io.ingress().shape()))).put(
+            move |headers: HeaderMap, body: bytes::Bytes| {
+                let response = if !has_secret(&headers, &secret) {
+                    refused()
+                } else {
+                    match serde_json::from_slice::<node::link::LinkShape>(&body) {
+                        Err(error) => (StatusCode::BAD_REQUEST, format!("bad ingress shape: {error}")).into_response(),
+                        Ok(shape) => match io.set_ingress(shape) {
+                            Ok(shape) => axum::Json(shape).into_response(),
                             Err(error) => (StatusCode::BAD_REQUEST, error.to_string()).into_response(),
                         },
                     }

@@ -168,6 +168,11 @@ impl GatewayAdmin {
         self.put_json("PUT /admin/reconstruct", "/admin/reconstruct", &serde_json::to_value(settings)?).map(|_| ())
     }
 
+    /// Reshapes the gateway's emulated downlink (`PUT /admin/ingress`).
+    pub fn set_ingress(&self, shape: &node::link::LinkShape) -> anyhow::Result<()> {
+        self.put_json("PUT /admin/ingress", "/admin/ingress", &serde_json::to_value(shape)?).map(|_| ())
+    }
+
     /// Switches EC-Store's mover on or off (`PUT /admin/mover`).
     pub fn set_mover(&self, enabled: bool) -> anyhow::Result<()> {
         self.put_json("PUT /admin/mover", "/admin/mover", &serde_json::json!({ "enabled": enabled })).map(|_| ())

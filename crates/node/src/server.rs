@@ -118,32 +118,19 @@ impl NodeService {
         Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(answers)))
     }
 
-    /// Adds a peer's pushed packets to their session's inbox; the first message names the session.
-    async fn push_inner(&self, mut stream: Streaming<proto::PushRequest>) -> Result<proto::PushResponse, Status> {
-        let first = stream.message().await?.ok_or_else(|| Status::invalid_argument("empty push stream"))?;
-        let id = session::session_id(&first.session)?;
-        let inbox = self.sessions.inbox(id)?;
-        let deposited = async {
-            let mut message = Some(first);
-            // Bounded: the inbox refuses a packet it does not expect or gets more often than the
-            // plan says, and every message after the first must carry one.
-            while let Some(push) = message.take() {
-                if !push.data.is_empty() {
-                    self.scheduler.ingress().transmit(push.data.len() as u64).await;
-                    inbox.deposit(push.packet, push.data).await?;
-                }
-                message = stream.message().await?;
-                if message.as_ref().is_some_and(|m| m.data.is_empty()) {
-                    return Err(Status::invalid_argument("a pushed packet without bytes"));
-                }
-            }
-            Ok(proto::PushResponse {})
+    /// Adds a peer's pushed packet to its session's inbox (on this node's emulated downlink).
+    async fn push_inner(&self, push: proto::PushRequest) -> Result<proto::PushResponse, Status> {
+        let id = session::session_id(&push.session)?;
+        if push.data.is_empty() {
+            return Err(Status::invalid_argument("a pushed packet without bytes"));
         }
-        .await;
+        let inbox = self.sessions.inbox(id)?;
+        self.scheduler.ingress().transmit(push.data.len() as u64).await;
+        let deposited = inbox.deposit(push.packet, push.data).await;
         if deposited.is_err() {
             self.sessions.forget_unopened(id, &inbox);
         }
-        deposited
+        deposited.map(|()| proto::PushResponse {}).map_err(Status::from)
     }
 
     /// This service behind the secret check, ready to add to a tonic server.
@@ -515,10 +502,7 @@ impl node_server::Node for NodeService {
         result.map(Response::new)
     }
 
-    async fn push(
-        &self,
-        request: Request<Streaming<proto::PushRequest>>,
-    ) -> Result<Response<proto::PushResponse>, Status> {
+    async fn push(&self, request: Request<proto::PushRequest>) -> Result<Response<proto::PushResponse>, Status> {
         let began = Instant::now();
         let result = self.push_inner(request.into_inner()).await;
         self.observe("push", began, &result);

@@ -96,6 +96,11 @@ pub struct DataConfig {
     /// nodes rebuild it: APLS over every survivor of an RS stripe, a chain over an LRC stripe's
     /// recovery set). `auto` needs node rates the gateway does not keep yet and is refused.
     pub reconstruct: policy::reconstruct::ReconstructSettings,
+    /// Emulated downlink of this gateway (`[data.ingress]`: `bytes_per_s`, `per_packet_us`), for
+    /// loopback experiments where the gateway's link matters (APLS, docs/apls.md): every unit read's
+    /// answer and every rebuilt packet waits its turn on it. Unshaped by default; switched at run
+    /// time by `PUT /admin/ingress`.
+    pub ingress: node::link::LinkShape,
     /// This gateway's name, unique among the gateways of a cluster and kept across restarts: it
     /// owns the stripes it opens for packing, and after a restart it seals the ones it left open.
     /// Unset means `gateway`, which is right for the one gateway of an embedded metadata store;
@@ -237,6 +242,7 @@ impl Default for DataConfig {
             packed: PackedConfig::default(),
             admission: AdmissionSettings::default(),
             reconstruct: policy::reconstruct::ReconstructSettings::default(),
+            ingress: node::link::LinkShape::default(),
             gateway_id: None,
         }
     }
@@ -299,6 +305,7 @@ impl DataConfig {
             return bad("cluster_secret must be set".into());
         }
         validate_reconstruct(&self.reconstruct)?;
+        self.ingress.validate().map_err(|why| DataError::Internal(format!("data config: ingress: {why}")))?;
         if self.admission.slots == Some(0) {
             return bad("admission.slots must be at least 1 (leave it out for no bound)".into());
         }

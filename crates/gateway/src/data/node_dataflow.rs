@@ -84,13 +84,20 @@ pub async fn run(io: &StripeIo, rebuild: Rebuild<'_>) -> Result<Bytes, DataError
     let collect = async {
         let streams = try_join_all(opened).await?;
         let mut merged = futures_util::stream::select_all(streams);
+        // Each packet takes its turn on the emulated downlink as it comes; the range is whole when
+        // the last has crossed.
+        let mut crossed = None;
         // Bounded: each session sends its packets and one last message, then its stream ends; a
         // silence of STALL_TIMEOUT gives up.
         while let Some((i, message)) = tokio::time::timeout(STALL_TIMEOUT, merged.next()).await.map_err(|_| {
             DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: no packet for {STALL_TIMEOUT:?}"))
         })? {
             let message = message.map_err(|status| failed(i, status.message().to_string()))?;
+            crossed = io.ingress().reserve_now(message.data.len() as u64).max(crossed);
             assembly.take(i, message).map_err(|why| failed(i, why))?;
+        }
+        if let Some(crossed) = crossed {
+            tokio::time::sleep_until(crossed).await;
         }
         assembly.finish().map_err(|why| DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: {why}")))
     };

@@ -60,6 +60,7 @@ pub(super) fn served(range: RangeRead<'_>, how: &'static str, outcome: Result<By
             range.io.counters().rebuild_fallbacks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             metrics::counter!("lowtail_gateway_rebuilt_read_fallbacks_total", "how" => how).increment(1);
             tracing::info!(%error, how, "rebuilding read gave up; reading by recovery set");
+            eprintln!("DEBUG {error}");
             None
         }
     }

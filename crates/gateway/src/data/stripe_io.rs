@@ -67,6 +67,8 @@ pub struct StripeIo {
     reconstruct: Mutex<ReconstructSettings>,
     /// In backend mode, where every unit lives instead of on its node.
     backend: Option<S3Backend>,
+    /// The emulated downlink (`[data.ingress]`; unshaped by default).
+    ingress: node::link::Link,
 }
 
 impl std::fmt::Debug for StripeIo {
@@ -87,6 +89,7 @@ impl StripeIo {
             corrupt_reports: Mutex::new(BTreeSet::new()),
             counters: DataCounters::default(),
             reconstruct: Mutex::new(config.reconstruct.clone()),
+            ingress: node::link::Link::with_shape(config.ingress),
             config,
         }
     }
@@ -103,6 +106,19 @@ impl StripeIo {
         tracing::info!(kind = ?settings.kind, "reconstruction switched");
         *super::lock(&self.reconstruct) = settings.clone();
         Ok(settings)
+    }
+
+    /// The emulated downlink every unit read's answer waits for (`[data.ingress]`).
+    pub fn ingress(&self) -> &node::link::Link {
+        &self.ingress
+    }
+
+    /// Reshapes the emulated downlink; a bad shape changes nothing.
+    pub fn set_ingress(&self, shape: node::link::LinkShape) -> Result<node::link::LinkShape, DataError> {
+        shape.validate().map_err(|why| DataError::Internal(format!("ingress: {why}")))?;
+        tracing::info!(?shape, "gateway downlink reshaped");
+        self.ingress.set_shape(shape);
+        Ok(shape)
     }
 
     /// The S3 backend of a backend-mode gateway (`None` on a cluster of storage nodes).
@@ -211,7 +227,10 @@ impl StripeIo {
         let client = self.cluster.client(node).await.map_err(|e| transient(e.to_string()))?;
         let unit_index = u16::try_from(unit).map_err(|_| transient(format!("unit index {unit} too large")))?;
         match client.read_range(stripe.id.0, unit_index, offset, length).await {
-            Ok(answer) => Ok(answer),
+            Ok(answer) => {
+                self.ingress.transmit(answer.0.len() as u64).await;
+                Ok(answer)
+            }
             Err(error) => {
                 let gone = self.note_failed_read(stripe.id, unit_index, node_id, &error);
                 Err(UnitReadError { message: format!("unit {}/{unit} on node {node_id}: {error}", stripe.id), gone })
@@ -255,6 +274,7 @@ impl StripeIo {
         let info = nodes.get(&node).ok_or_else(|| format!("node {node} is not registered"))?;
         let client = self.cluster.client(info).await.map_err(|e| e.to_string())?;
         let (answers, timing) = client.read_units(&wire).await.map_err(|e| e.to_string())?;
+        self.ingress.transmit(answered_bytes(&answers)).await;
         let mut bytes: Vec<Option<Bytes>> = vec![None; units.len()];
         for (&i, answer) in asked.iter().zip(answers) {
             match answer {
@@ -291,6 +311,7 @@ impl StripeIo {
         let info = nodes.get(&node_id).ok_or_else(|| failed("not registered".into()))?;
         let client = self.cluster.client(info).await.map_err(|e| failed(e.to_string()))?;
         let (answers, _timing) = client.read_units(&wire).await.map_err(|e| failed(e.to_string()))?;
+        self.ingress.transmit(answered_bytes(&answers)).await;
         answers
             .into_iter()
             .map(|answer| {
@@ -418,6 +439,11 @@ pub(super) fn undecodable(
             "unit {stripe}/{target}: units {busy:?} on live nodes did not answer (of {failed:?} unreadable); retry"
         ))
     }
+}
+
+/// Bytes a merged read's answers carry (what the emulated downlink is held for).
+fn answered_bytes<E>(answers: &[Result<Bytes, E>]) -> u64 {
+    answers.iter().map(|answer| answer.as_ref().map_or(0, |bytes| bytes.len() as u64)).sum()
 }
 
 /// `target = Σ c_j · sources_j` with the codec's repair coefficients, over equally long buffers.

@@ -2,12 +2,14 @@
 //! wait, summed per packet, until the session's step for that packet takes them.
 //!
 //! Owns the registry (bounded, [`super::MAX_SESSIONS`]), the per-step sums and the window that
-//! bounds them ([`super::INBOX_WINDOW`] steps ahead of the one being served). Must not read units,
+//! bounds them (the session's window of steps past its lowest unsent one). Must not read units,
 //! send anything or know the dataflow beyond this node's steps.
 //!
-//! Why no deadlock: every node serves its steps in ascending packet order and a step only waits for
-//! pushes of its own packet, which upstream nodes send before any later packet; the lowest packet
-//! not yet delivered is always inside every window, so it can always move.
+//! Why no deadlock: a node's window starts at its lowest step not yet sent, and each push is its
+//! own call (a packet beyond a peer's window holds back no other). Take the lowest packet P not yet
+//! delivered: every step of an earlier packet has been sent everywhere, so P's step is the first of
+//! every window that has one, its pushes are taken, and it runs and leaves; by induction every
+//! packet is delivered.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{INBOX_WINDOW, MAX_SESSIONS, OPEN_WAIT, SessionId, SessionPlan};
+use super::{MAX_SESSIONS, MIN_WINDOW_STEPS, OPEN_WAIT, SessionId, SessionPlan};
 use crate::error::NodeError;
 use crate::scheduler::lock;
 
@@ -35,6 +37,15 @@ pub struct Inbox {
     changed: Notify,
 }
 
+/// A step's pushed packets.
+#[derive(Debug)]
+enum Partial {
+    /// The sum so far and how many inputs it holds.
+    Summing(BytesMut, u8),
+    /// Its step took the sum.
+    Taken,
+}
+
 #[derive(Debug)]
 struct InboxState {
     /// Per packet with inputs: (its step's index, inputs expected, bytes); `None` until the session
@@ -42,10 +53,11 @@ struct InboxState {
     expected: Option<HashMap<u32, (usize, u8, u64)>>,
     /// Until when pushes wait: the session's deadline once open, else [`OPEN_WAIT`] from creation.
     deadline: Instant,
-    /// The step being served.
-    next_step: usize,
-    /// Per packet: the sum so far and how many inputs it holds.
-    partial: HashMap<u32, (BytesMut, u8)>,
+    /// The window's first step: the lowest not yet sent; and its length in steps.
+    base: usize,
+    window: usize,
+    /// Per packet in the window: its pushed sum, or taken.
+    partial: HashMap<u32, Partial>,
     /// Why the session ended, once it has.
     closed: Option<String>,
     bytes_received: u64,
@@ -139,7 +151,8 @@ impl Inbox {
             state: Mutex::new(InboxState {
                 expected: None,
                 deadline: Instant::now() + OPEN_WAIT,
-                next_step: 0,
+                base: 0,
+                window: MIN_WINDOW_STEPS,
                 partial: HashMap::new(),
                 closed: None,
                 bytes_received: 0,
@@ -161,9 +174,11 @@ impl Inbox {
         let expected = plan.steps.iter().enumerate().filter(|(_, step)| step.inputs > 0);
         state.expected = Some(expected.map(|(i, s)| (s.packet, (i, s.inputs, plan.packet_len(s.packet)))).collect());
         state.deadline = Instant::now() + plan.timeout;
+        state.window = plan.window_steps();
         // Pushes that came before the plan are checked against it now.
         let expected = state.expected.as_ref().expect("set above");
-        for (packet, (sum, count)) in &state.partial {
+        for (packet, partial) in &state.partial {
+            let Partial::Summing(sum, count) = partial else { unreachable!("nothing is taken before the plan") };
             let fits =
                 expected.get(packet).is_some_and(|&(_, inputs, len)| *count <= inputs && sum.len() as u64 == len);
             if !fits {
@@ -217,9 +232,9 @@ impl Inbox {
                 let admitted = match &state.expected {
                     Some(_) => {
                         let (index, _, _) = check_pushed(&state, packet, data.len() as u64)?;
-                        index < state.next_step + INBOX_WINDOW
+                        index < state.base + state.window
                     }
-                    None => state.partial.len() < INBOX_WINDOW,
+                    None => state.partial.len() < MIN_WINDOW_STEPS,
                 };
                 if admitted {
                     add(&mut state, packet, &data)?;
@@ -237,9 +252,12 @@ impl Inbox {
         }
     }
 
-    /// The sum pushed into step `index` (packet `packet`, `inputs` of them) once all have arrived,
-    /// then moves the window past it; `None` at once for a step with no inputs.
-    pub async fn take(&self, index: usize, packet: u32, inputs: u8) -> Result<Option<BytesMut>, NodeError> {
+    /// The sum pushed into `packet`'s step (`inputs` of them) once all have arrived; `None` at once
+    /// for a step with no inputs.
+    pub async fn take(&self, packet: u32, inputs: u8) -> Result<Option<BytesMut>, NodeError> {
+        if inputs == 0 {
+            return Ok(None);
+        }
         // Bounded: each pass waits for a change; the session's own timeout ends it otherwise.
         loop {
             let changed = self.changed.notified();
@@ -248,17 +266,33 @@ impl Inbox {
                 if let Some(why) = &state.closed {
                     return Err(NodeError::Unavailable(format!("session closed: {why}")));
                 }
-                let complete = inputs == 0 || state.partial.get(&packet).is_some_and(|(_, count)| *count == inputs);
-                if complete {
-                    let sum = state.partial.remove(&packet).map(|(sum, _)| sum);
-                    state.next_step = index + 1;
-                    drop(state);
-                    self.changed.notify_waiters();
-                    return Ok(sum);
+                if let Some(Partial::Summing(_, count)) = state.partial.get(&packet)
+                    && *count == inputs
+                {
+                    let Some(Partial::Summing(sum, _)) = state.partial.insert(packet, Partial::Taken) else {
+                        unreachable!("checked above")
+                    };
+                    return Ok(Some(sum));
                 }
             }
             changed.await;
         }
+    }
+
+    /// Moves the window to start at step `base` (the lowest not yet sent), forgetting the steps
+    /// before it, and wakes the pushes it now admits.
+    pub fn advance(&self, base: usize) {
+        let mut state = lock(&self.state);
+        if base <= state.base {
+            return;
+        }
+        state.base = base;
+        let InboxState { expected, partial, .. } = &mut *state;
+        if let Some(expected) = expected {
+            partial.retain(|packet, _| expected.get(packet).is_some_and(|&(index, _, _)| index >= base));
+        }
+        drop(state);
+        self.changed.notify_waiters();
     }
 }
 
@@ -268,16 +302,19 @@ fn check_pushed(state: &InboxState, packet: u32, bytes: u64) -> Result<(usize, u
     let Some(&(index, inputs, len)) = expected.get(&packet) else {
         return Err(NodeError::InvalidArgument(format!("packet {packet} was not expected from a push")));
     };
-    if len != bytes || index < state.next_step {
+    if len != bytes || index < state.base {
         return Err(NodeError::InvalidArgument(format!(
-            "pushed packet {packet}: {bytes} bytes (expected {len}), step {index} (now at {})",
-            state.next_step
+            "pushed packet {packet}: {bytes} bytes (expected {len}), step {index} (the window starts at {})",
+            state.base
         )));
     }
-    if state.partial.get(&packet).is_some_and(|(_, count)| *count >= inputs) {
-        return Err(NodeError::InvalidArgument(format!("packet {packet} pushed more than {inputs} times")));
+    match state.partial.get(&packet) {
+        Some(Partial::Taken) => Err(NodeError::InvalidArgument(format!("packet {packet} pushed after its step ran"))),
+        Some(Partial::Summing(_, count)) if *count >= inputs => {
+            Err(NodeError::InvalidArgument(format!("packet {packet} pushed more than {inputs} times")))
+        }
+        _ => Ok((index, inputs, len)),
     }
-    Ok((index, inputs, len))
 }
 
 /// Adds `data` to `packet`'s sum (XOR: the sender applied its coefficients).
@@ -285,15 +322,16 @@ fn add(state: &mut InboxState, packet: u32, data: &[u8]) -> Result<(), NodeError
     state.bytes_received += data.len() as u64;
     match state.partial.get_mut(&packet) {
         None => {
-            state.partial.insert(packet, (BytesMut::from(data), 1));
+            state.partial.insert(packet, Partial::Summing(BytesMut::from(data), 1));
         }
-        Some((sum, count)) => {
+        Some(Partial::Summing(sum, count)) => {
             if sum.len() != data.len() {
                 return Err(NodeError::InvalidArgument(format!("packet {packet} pushed with two lengths")));
             }
             codec::engine::best().mul_add_slice(1, data, sum);
             *count += 1;
         }
+        Some(Partial::Taken) => unreachable!("checked before"),
     }
     Ok(())
 }
@@ -332,8 +370,9 @@ mod tests {
         open.inbox().deposit(0, Bytes::from_static(&[1, 0, 3, 0])).await.unwrap();
         let error = open.inbox().deposit(1, Bytes::from_static(&[9, 9, 9, 9])).await.unwrap_err();
         assert!(error.to_string().contains("more than 1"), "{error}");
-        assert_eq!(open.inbox().take(0, 0, 2).await.unwrap().unwrap().as_ref(), &[0, 2, 0, 4]);
-        assert_eq!(open.inbox().take(1, 1, 1).await.unwrap().unwrap().as_ref(), &[9, 9, 9, 9]);
+        assert_eq!(open.inbox().take(0, 2).await.unwrap().unwrap().as_ref(), &[0, 2, 0, 4]);
+        let again = open.inbox().deposit(0, Bytes::from_static(&[9, 9, 9, 9])).await.unwrap_err();
+        assert!(again.to_string().contains("after its step ran"), "{again}");
         assert_eq!(open.inbox().bytes_received(), 12);
         let error = open.inbox().deposit(7, Bytes::from_static(&[0; 4])).await.unwrap_err();
         assert!(error.to_string().contains("not expected"), "{error}");
@@ -345,13 +384,22 @@ mod tests {
     async fn a_push_beyond_the_window_waits_for_the_session_to_move() {
         let sessions = Arc::new(Sessions::default());
         let steps: Vec<Step> = (0..20).map(|p| step(p, 1)).collect();
-        let open = sessions.open(&plan(2, steps)).unwrap();
+        // Packets of an eighth of the window's bytes: a window of 8 steps.
+        let packet_bytes = (crate::session::WINDOW_BYTES / 8) as u32;
+        let plan = SessionPlan { packet_bytes, range_bytes: 20 * u64::from(packet_bytes), ..plan(2, steps) };
+        assert_eq!(plan.window_steps(), 8);
+        let open = sessions.open(&plan).unwrap();
         let inbox = Arc::clone(open.inbox());
-        let far = tokio::spawn(async move { inbox.deposit(INBOX_WINDOW as u32, Bytes::from_static(&[1; 4])).await });
+        let packet = Bytes::from(vec![1u8; packet_bytes as usize]);
+        let pushed = packet.clone();
+        let far = tokio::spawn(async move { inbox.deposit(8, pushed).await });
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert!(!far.is_finished(), "a packet past the window waits");
-        open.inbox().deposit(0, Bytes::from_static(&[2; 4])).await.unwrap();
-        open.inbox().take(0, 0, 1).await.unwrap();
+        open.inbox().deposit(0, packet).await.unwrap();
+        open.inbox().take(0, 1).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!far.is_finished(), "taking a step does not move the window: sending it does");
+        open.inbox().advance(1);
         far.await.unwrap().unwrap();
     }
 
@@ -360,7 +408,7 @@ mod tests {
         let sessions = Arc::new(Sessions::default());
         let open = sessions.open(&plan(3, vec![step(0, 1)])).unwrap();
         let inbox = Arc::clone(open.inbox());
-        let waiting = tokio::spawn(async move { inbox.take(0, 0, 1).await });
+        let waiting = tokio::spawn(async move { inbox.take(0, 1).await });
         drop(open);
         assert!(waiting.await.unwrap().is_err(), "a step waiting for pushes ends with its session");
         assert!(sessions.open(&plan(3, vec![step(0, 1)])).is_ok(), "the id is free again");

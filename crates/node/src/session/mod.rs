@@ -9,9 +9,12 @@
 //! sources or coefficients (the gateway's policy and codec do), or read a unit except through the
 //! node's FCFS queue.
 //!
-//! Bounds: at most [`MAX_SESSIONS`] open; an inbox holds at most [`INBOX_WINDOW`] steps' packets
-//! (a faster upstream waits, and HTTP/2's flow control holds it back); packets at most
-//! [`MAX_PACKET_BYTES`]; every session ends by its timeout (at most [`MAX_SESSION_TIMEOUT`]).
+//! Bounds (the flow control): at most [`MAX_SESSIONS`] open; a session runs and sends at most its
+//! window of steps past its lowest unsent one ([`SessionPlan::window_steps`]: [`WINDOW_BYTES`] of
+//! packets, at least [`MIN_WINDOW_STEPS`]), and its inbox takes pushes only for those (a push
+//! beyond waits, and so does its sender's step); packets at most [`MAX_PACKET_BYTES`]; every
+//! session ends by its timeout (at most [`MAX_SESSION_TIMEOUT`]). A session holds at most about
+//! twice its window in memory.
 
 pub mod inbox;
 pub mod run;
@@ -26,12 +29,16 @@ pub use inbox::{Inbox, Sessions};
 /// A session's id: 16 bytes the requestor chose, the same on every node of one dataflow.
 pub type SessionId = [u8; 16];
 
-/// Most sessions open on a node at once (pushes waiting for their session count too).
-pub const MAX_SESSIONS: usize = 256;
+/// Most sessions open on a node at once (pushes waiting for their session count too); past it a
+/// session is refused and its requestor reads as before.
+pub const MAX_SESSIONS: usize = 64;
 /// Largest packet (a message carries one, under the 8 MiB message limit).
 pub const MAX_PACKET_BYTES: u32 = 4 << 20;
-/// Steps ahead of the one being served whose pushed packets an inbox accepts.
-pub const INBOX_WINDOW: usize = 8;
+/// Packet bytes a session's window spans (the chains of APLS's lists pipeline as deep as it lets
+/// them).
+pub const WINDOW_BYTES: u64 = 4 << 20;
+/// Fewest steps in a window, whatever the packet size (and before a session's plan is known).
+pub const MIN_WINDOW_STEPS: usize = 8;
 /// Most inputs pushed into one step.
 pub const MAX_INPUTS: u32 = 255;
 /// Most distinct peers one session pushes to.
@@ -126,6 +133,11 @@ impl SessionPlan {
     pub fn packet_len(&self, packet: u32) -> u64 {
         let start = u64::from(packet) * u64::from(self.packet_bytes);
         (self.range_bytes - start).min(u64::from(self.packet_bytes))
+    }
+
+    /// Steps a session runs, sends and takes pushes for past its lowest unsent one.
+    pub fn window_steps(&self) -> usize {
+        ((WINDOW_BYTES / u64::from(self.packet_bytes)) as usize).max(MIN_WINDOW_STEPS)
     }
 
     /// The byte offset of `packet` in the unit.

@@ -8,18 +8,20 @@
 //! read or where to send (the plan says), or outlive its session (the caller bounds it by the
 //! plan's timeout and the requestor's stream).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::mpsc;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use tonic::Status;
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
-use super::{Inbox, SessionPlan, Step};
+use super::{Inbox, SessionPlan};
 use crate::client::{AttachSecret, CONNECT_TIMEOUT, MAX_MESSAGE_BYTES};
 use crate::error::NodeError;
 use crate::proto::{self, node_client};
@@ -29,8 +31,6 @@ use crate::scheduler::{Scheduler, lock};
 pub const READ_BATCH_BYTES: u64 = 1 << 20;
 /// Most ranges in one batch read.
 const READ_BATCH_RANGES: usize = 64;
-/// Packets queued towards one peer beyond what HTTP/2's window holds.
-const PUSH_QUEUE: usize = 4;
 /// Peer connections kept; past this the pool starts afresh.
 const MAX_PEER_CLIENTS: usize = 1024;
 
@@ -84,7 +84,12 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Runs `plan` to its end: every step sent, every push acknowledged. What it did, or why it stopped.
+/// Runs `plan` to its end: every step sent (a push acknowledged by its peer). What it did, or why
+/// it stopped.
+///
+/// Up to a window of steps from the lowest one not yet sent run at once, each as soon as its
+/// pushes and its local packet are in, and leaves as soon as it is computed (a push is one call, so
+/// a packet a peer cannot take yet holds back no other): the chains of APLS's lists pipeline.
 pub async fn run(
     scheduler: &Arc<Scheduler>,
     peers: &Peers,
@@ -92,26 +97,85 @@ pub async fn run(
     inbox: &Inbox,
     requestor: &RequestorStream,
 ) -> Result<proto::SessionDone, NodeError> {
-    let (local_tx, mut local_rx) = mpsc::channel(1);
-    let mut reader = AbortOnDrop(tokio::spawn(read_local(Arc::clone(scheduler), plan.clone(), local_tx)));
-    let mut outputs = Outputs { plan, peers, requestor, pushes: HashMap::new(), bytes_sent: 0 };
-    let mut local = VecDeque::new();
-    for (index, step) in plan.steps.iter().enumerate() {
-        let sum = inbox.take(index, step.packet, step.inputs).await?;
-        let data = match step.coefficient {
-            None => sum.expect("a step without a local packet has inputs").freeze(),
-            Some(coefficient) => {
-                let own = next_local(&mut local, &mut local_rx, step.packet).await?;
-                add_scaled(coefficient, &own, sum)
+    let local = Arc::new(LocalPackets::default());
+    let window = plan.window_steps();
+    let (allowance, allowed) = watch::channel(window);
+    let reader = tokio::spawn(read_local(Arc::clone(scheduler), plan.clone(), Arc::clone(&local), allowed));
+    let mut reader = AbortOnDrop(reader);
+    let (mut running, mut sending) = (FuturesUnordered::new(), FuturesUnordered::new());
+    let mut sent = vec![false; plan.steps.len()];
+    let (steps, mut armed, mut base, mut bytes_sent) = (plan.steps.len(), 0, 0, 0);
+    // Bounded: each pass finishes a step or sends one, and there are 2 × steps of those.
+    while base < steps {
+        while armed < steps && armed < base + window {
+            running.push(compute(plan, armed, inbox, &local));
+            armed += 1;
+        }
+        tokio::select! {
+            Some(computed) = running.next() => {
+                let (index, data) = computed?;
+                bytes_sent += data.len() as u64;
+                sending.push(send(scheduler, peers, plan, requestor, index, data));
             }
-        };
-        debug_assert_eq!(data.len() as u64, plan.packet_len(step.packet));
-        scheduler.egress().transmit(data.len() as u64).await;
-        outputs.send(step, data).await?;
+            Some(done) = sending.next() => {
+                sent[done?] = true;
+                while sent.get(base).copied().unwrap_or(false) {
+                    base += 1;
+                }
+                inbox.advance(base);
+                allowance.send_replace(base + window);
+            }
+        }
     }
-    let bytes_sent = outputs.finish().await?;
     let (bytes_read, disk_tasks) = (&mut reader.0).await.unwrap_or_default();
     Ok(proto::SessionDone { bytes_read, bytes_sent, bytes_received: inbox.bytes_received(), disk_tasks })
+}
+
+/// Step `index`'s packet on the node's emulated uplink, then to the requestor's stream or pushed to
+/// its peer (acknowledged once the peer's inbox holds it).
+async fn send(
+    scheduler: &Scheduler,
+    peers: &Peers,
+    plan: &SessionPlan,
+    requestor: &RequestorStream,
+    index: usize,
+    data: Bytes,
+) -> Result<usize, NodeError> {
+    let step = &plan.steps[index];
+    scheduler.egress().transmit(data.len() as u64).await;
+    match &step.to {
+        None => {
+            let message = proto::ReconstructResponse { packet: step.packet, data, done: None };
+            requestor.send(Ok(message)).await.map_err(|_| NodeError::Cancelled)?;
+        }
+        Some(addr) => {
+            let session = Bytes::copy_from_slice(&plan.id);
+            let push = proto::PushRequest { session, from_source: u32::from(plan.source), packet: step.packet, data };
+            let mut client = peers.client(addr)?;
+            client
+                .push(push)
+                .await
+                .map_err(|status| NodeError::Unavailable(format!("push to {addr}: {}", status.message())))?;
+        }
+    }
+    Ok(index)
+}
+
+/// Step `index`: what was pushed into it plus its coefficient times this node's packet.
+async fn compute(
+    plan: &SessionPlan,
+    index: usize,
+    inbox: &Inbox,
+    local: &LocalPackets,
+) -> Result<(usize, Bytes), NodeError> {
+    let step = &plan.steps[index];
+    let sum = inbox.take(step.packet, step.inputs).await?;
+    let data = match step.coefficient {
+        None => sum.expect("a step without a local packet has inputs").freeze(),
+        Some(coefficient) => add_scaled(coefficient, &local.take(step.packet).await?, sum),
+    };
+    debug_assert_eq!(data.len() as u64, plan.packet_len(step.packet));
+    Ok((index, data))
 }
 
 /// `coefficient · own`, plus `sum` when peers pushed one.
@@ -130,57 +194,94 @@ fn add_scaled(coefficient: u8, own: &[u8], sum: Option<BytesMut>) -> Bytes {
     }
 }
 
-/// A batch of local packets as the reader hands them over.
-type LocalBatch = Result<Vec<(u32, Bytes)>, NodeError>;
-
-/// The next local packet, which must be `packet` (the reader reads them in step order).
-async fn next_local(
-    local: &mut VecDeque<(u32, Bytes)>,
-    batches: &mut mpsc::Receiver<LocalBatch>,
-    packet: u32,
-) -> Result<Bytes, NodeError> {
-    if local.is_empty() {
-        let batch = batches.recv().await.ok_or_else(|| NodeError::Unavailable("the local reader stopped".into()))?;
-        local.extend(batch?);
-    }
-    let (read, data) = local.pop_front().ok_or_else(|| NodeError::Unavailable("an empty local batch".into()))?;
-    assert_eq!(read, packet, "local packets come in step order");
-    Ok(data)
+/// This node's packets as the reader has read them, until their steps take them.
+#[derive(Debug, Default)]
+struct LocalPackets {
+    state: Mutex<(HashMap<u32, Bytes>, Option<String>)>,
+    ready: Notify,
 }
 
-/// Reads the plan's local packets in step order, a batch per queued task, one batch ahead; returns
-/// the bytes read and the tasks.
-async fn read_local(scheduler: Arc<Scheduler>, plan: SessionPlan, batches: mpsc::Sender<LocalBatch>) -> (u64, u64) {
-    let packets: Vec<u32> = plan.steps.iter().filter(|s| s.coefficient.is_some()).map(|s| s.packet).collect();
-    let (mut bytes_read, mut tasks) = (0, 0);
-    for batch in batched(&plan, &packets) {
-        let runs = runs(batch);
-        let ranges = runs
-            .iter()
-            .map(|&(first, count)| {
-                let end = plan.packet_offset(first + count - 1) + plan.packet_len(first + count - 1);
-                (plan.unit, plan.packet_offset(first), end - plan.packet_offset(first))
-            })
-            .collect();
-        let read = scheduler.read_many(ranges).await.and_then(|(results, _)| {
-            let mut packets = Vec::with_capacity(batch.len());
-            for (&(first, count), result) in runs.iter().zip(results) {
-                let data = result?;
-                for packet in first..first + count {
-                    let start = (plan.packet_offset(packet) - plan.packet_offset(first)) as usize;
-                    packets.push((packet, data.slice(start..start + plan.packet_len(packet) as usize)));
+impl LocalPackets {
+    /// Hands over a read batch, or why it failed.
+    fn put(&self, batch: Result<Vec<(u32, Bytes)>, NodeError>) {
+        let mut state = lock(&self.state);
+        match batch {
+            Ok(packets) => state.0.extend(packets),
+            Err(error) => state.1 = Some(error.to_string()),
+        }
+        drop(state);
+        self.ready.notify_waiters();
+    }
+
+    /// `packet` once it has been read.
+    async fn take(&self, packet: u32) -> Result<Bytes, NodeError> {
+        // Bounded: the reader reads every local packet or reports why not; the session's timeout
+        // ends the wait otherwise.
+        loop {
+            let ready = self.ready.notified();
+            {
+                let mut state = lock(&self.state);
+                if let Some(data) = state.0.remove(&packet) {
+                    return Ok(data);
+                }
+                if let Some(why) = &state.1 {
+                    return Err(NodeError::Unavailable(format!("reading local packet {packet}: {why}")));
                 }
             }
-            Ok(packets)
-        });
+            ready.await;
+        }
+    }
+}
+
+/// Reads the plan's local packets in step order, a batch per queued task, no further ahead than the
+/// steps `allowed` (the window's end); returns the bytes read and the tasks.
+async fn read_local(
+    scheduler: Arc<Scheduler>,
+    plan: SessionPlan,
+    local: Arc<LocalPackets>,
+    mut allowed: watch::Receiver<usize>,
+) -> (u64, u64) {
+    let (indices, packets): (Vec<usize>, Vec<u32>) =
+        plan.steps.iter().enumerate().filter(|(_, s)| s.coefficient.is_some()).map(|(i, s)| (i, s.packet)).unzip();
+    let (mut bytes_read, mut tasks, mut first) = (0, 0, 0);
+    for batch in batched(&plan, &packets) {
+        let step = indices[first];
+        first += batch.len();
+        if allowed.wait_for(|&allowed| step < allowed).await.is_err() {
+            break;
+        }
+        let read = read_batch(&scheduler, &plan, batch).await;
         tasks += 1;
         bytes_read += read.as_ref().map_or(0, |p| p.iter().map(|(_, d)| d.len() as u64).sum());
         let failed = read.is_err();
-        if batches.send(read).await.is_err() || failed {
+        local.put(read);
+        if failed {
             break;
         }
     }
     (bytes_read, tasks)
+}
+
+/// One batch of local packets read as one queued task.
+async fn read_batch(scheduler: &Scheduler, plan: &SessionPlan, batch: &[u32]) -> Result<Vec<(u32, Bytes)>, NodeError> {
+    let runs = runs(batch);
+    let ranges = runs
+        .iter()
+        .map(|&(first, count)| {
+            let end = plan.packet_offset(first + count - 1) + plan.packet_len(first + count - 1);
+            (plan.unit, plan.packet_offset(first), end - plan.packet_offset(first))
+        })
+        .collect();
+    let (results, _) = scheduler.read_many(ranges).await?;
+    let mut packets = Vec::with_capacity(batch.len());
+    for (&(first, count), result) in runs.iter().zip(results) {
+        let data = result?;
+        for packet in first..first + count {
+            let start = (plan.packet_offset(packet) - plan.packet_offset(first)) as usize;
+            packets.push((packet, data.slice(start..start + plan.packet_len(packet) as usize)));
+        }
+    }
+    Ok(packets)
 }
 
 /// `packets` cut into batches of at most [`READ_BATCH_BYTES`] (at least one packet each) and
@@ -216,83 +317,6 @@ fn runs(packets: &[u32]) -> Vec<(u32, u32)> {
     runs
 }
 
-/// Where a session's packets go: the requestor's stream, or a push stream per peer.
-struct Outputs<'a> {
-    plan: &'a SessionPlan,
-    peers: &'a Peers,
-    requestor: &'a RequestorStream,
-    pushes: HashMap<String, Push>,
-    bytes_sent: u64,
-}
-
-/// One push stream to a peer: its queue and the call that drains it.
-struct Push {
-    queue: mpsc::Sender<proto::PushRequest>,
-    call: AbortOnDrop<Result<(), Status>>,
-}
-
-impl Outputs<'_> {
-    async fn send(&mut self, step: &Step, data: Bytes) -> Result<(), NodeError> {
-        self.bytes_sent += data.len() as u64;
-        let Some(addr) = &step.to else {
-            let message = proto::ReconstructResponse { packet: step.packet, data, done: None };
-            return self.requestor.send(Ok(message)).await.map_err(|_| NodeError::Cancelled);
-        };
-        if !self.pushes.contains_key(addr) {
-            let push = self.open(addr)?;
-            self.pushes.insert(addr.clone(), push);
-        }
-        let push = self.pushes.get_mut(addr).expect("opened above");
-        let message = proto::PushRequest { session: Bytes::new(), from_source: 0, packet: step.packet, data };
-        if push.queue.send(message).await.is_err() {
-            let push = self.pushes.remove(addr).expect("present");
-            return Err(push_failure(addr, push).await);
-        }
-        Ok(())
-    }
-
-    /// A push stream to `addr`, its first message naming the session and this node.
-    fn open(&self, addr: &str) -> Result<Push, NodeError> {
-        let mut client = self.peers.client(addr)?;
-        let (queue, receiver) = mpsc::channel(PUSH_QUEUE);
-        let hello = proto::PushRequest {
-            session: Bytes::copy_from_slice(&self.plan.id),
-            from_source: u32::from(self.plan.source),
-            packet: 0,
-            data: Bytes::new(),
-        };
-        queue.try_send(hello).expect("a new queue has room");
-        let stream = tokio_stream::wrappers::ReceiverStream::new(receiver);
-        let call = tokio::spawn(async move { client.push(stream).await.map(|_| ()) });
-        Ok(Push { queue, call: AbortOnDrop(call) })
-    }
-
-    /// Closes every push stream and waits for each peer to acknowledge all of it; the bytes sent.
-    async fn finish(mut self) -> Result<u64, NodeError> {
-        for (addr, push) in self.pushes.drain() {
-            drop(push.queue);
-            let mut call = push.call;
-            match (&mut call.0).await {
-                Ok(Ok(())) => {}
-                Ok(Err(status)) => return Err(NodeError::Unavailable(format!("push to {addr}: {}", status.message()))),
-                Err(join) => return Err(NodeError::Unavailable(format!("push to {addr}: {join}"))),
-            }
-        }
-        Ok(self.bytes_sent)
-    }
-}
-
-/// Why a push stream to `addr` stopped taking packets.
-async fn push_failure(addr: &str, push: Push) -> NodeError {
-    let mut call = push.call;
-    let why = match (&mut call.0).await {
-        Ok(Err(status)) => status.message().to_string(),
-        Ok(Ok(())) => "the peer closed the stream early".into(),
-        Err(join) => join.to_string(),
-    };
-    NodeError::Unavailable(format!("push to {addr}: {why}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,7 +330,10 @@ mod tests {
             range_offset: 0,
             range_bytes: 100 << 20,
             packet_bytes,
-            steps: packets.iter().map(|&p| Step { packet: p, coefficient: Some(1), inputs: 0, to: None }).collect(),
+            steps: packets
+                .iter()
+                .map(|&p| super::super::Step { packet: p, coefficient: Some(1), inputs: 0, to: None })
+                .collect(),
             timeout: std::time::Duration::from_secs(1),
         }
     }
