@@ -24,7 +24,8 @@ pub mod scrub_scenario;
 /// The `up.toml` of a swarm cluster: failures are noticed within a second, repair starts after a
 /// few, every node scrubs its units every two seconds, packed stripes are sealed after two, units
 /// still landing after an early acknowledgement are repair's 35 s after it (just over the 30 s node
-/// timeout that bounds their writes), and units that must be rebuilt are read segmented.
+/// timeout that bounds their writes), and units that must be rebuilt are read segmented ([`up_toml`]
+/// has odd seeds rebuild them on the storage nodes instead).
 pub const SWARM_UP_TOML: &str = r#"
 [data.membership]
 probe_interval_ms = 500
@@ -40,7 +41,8 @@ seal_after_ms = 2000
 [data.pending]
 deadline_ms = 35000
 
-# Units on dead nodes are read from every survivor in segments (APLS's lists at the gateway).
+# Units on dead nodes are read from every survivor in segments (APLS's lists at the gateway; odd
+# seeds: rebuilt by APLS on the storage nodes).
 [data.reconstruct]
 kind = "segmented"
 
@@ -56,3 +58,23 @@ load_period_ms = 500
 [controller.mover.settings]
 max_moves_per_s = 20.0
 "#;
+
+/// The `up.toml` of seed `seed`: [`SWARM_UP_TOML`], with units that must be rebuilt rebuilt by APLS on
+/// the storage nodes (node-to-node sessions) on odd seeds and read segmented on even ones, so the
+/// faults meet both.
+pub fn up_toml(seed: u64) -> String {
+    if seed % 2 == 1 {
+        SWARM_UP_TOML.replace("kind = \"segmented\"", "kind = \"apls\"")
+    } else {
+        SWARM_UP_TOML.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn odd_seeds_rebuild_on_the_nodes_and_even_ones_read_segmented() {
+        assert!(super::up_toml(3).contains("kind = \"apls\"") && !super::up_toml(3).contains("segmented\""));
+        assert!(super::up_toml(4).contains("kind = \"segmented\""));
+    }
+}

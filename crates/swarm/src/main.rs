@@ -207,7 +207,7 @@ fn run(args: RunArgs, lowtail: PathBuf, work_dir: PathBuf) -> anyhow::Result<()>
     let mut reports = Vec::new();
     for seed in args.first_seed..args.first_seed + args.seeds {
         eprintln!("seed {seed} ...");
-        let report = run_seed(seed, &settings, swarm::SWARM_UP_TOML).with_context(|| format!("seed {seed}"))?;
+        let report = run_seed(seed, &settings, &swarm::up_toml(seed)).with_context(|| format!("seed {seed}"))?;
         for violation in &report.violations {
             eprintln!("seed {seed}: {violation}");
         }
