@@ -2,7 +2,8 @@
 //! sample of RS(10,4)'s, every method (traditional, PPR, ECPipe, APLS as chain and star, the direct
 //! methods), packets that do and do not divide the range: the rebuilt bytes equal the lost unit's.
 //! With `kind = "apls"` a GET with a node down reads back identical, every survivor running a
-//! session; dropping the read frees every session; killing a source mid-read still serves the GET.
+//! session; dropping the read frees every session; killing a source mid-read still serves the GET;
+//! repair rebuilds a lost unit straight into its new node, byte for byte.
 
 mod data_support;
 
@@ -15,7 +16,8 @@ use codec::ErasureCode;
 use data_support::{TestCluster, pattern};
 use execution::reconstruct::{Assignment, Dataflow, Inner, Method};
 use gateway::data::node_dataflow::{self, Rebuild, Source};
-use gateway::data::{DataConfig, ErasureData, ObjectData};
+use gateway::data::repair::RepairService;
+use gateway::data::{DataConfig, ErasureData, ObjectData, RepairConfig};
 use meta::{Layout, StripeMeta};
 use node::ServiceModel;
 use policy::reconstruct::{ReconstructKind, ReconstructSettings};
@@ -255,4 +257,45 @@ async fn wait_until<F: Future<Output = bool>>(condition: impl Fn() -> F) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("condition not met within 10 s");
+}
+
+/// Repair with `kind = "apls"`: each lost unit rebuilt by the survivors straight into its new node
+/// (no unit byte through the gateway), byte for byte the unit it replaces, for RS and LRC.
+async fn repair_rebuilds_into_the_new_node(code_name: &str, nodes: usize) {
+    let mut cluster = TestCluster::start(nodes, nodes).await;
+    let mut config = apls(cluster.config(code_name));
+    config.repair = RepairConfig { grace_ms: 0, ..Default::default() };
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let mut stripes = Vec::new();
+    for size in [3 << 20, (5 << 20) + 77] {
+        stripes.push(one_stripe(&cluster, &data, size).await);
+    }
+    let down = stripes[0].0.placement[0];
+    cluster.kill(down.0 as usize).await;
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    let status = repair.status();
+    assert!(status.stripes_repaired > 0 && status.stripe_failures == 0, "{code_name}: {status:?}");
+    let repaired = data.io().counters().repaired_on_nodes.load(Ordering::Relaxed);
+    assert!(repaired >= 1, "{code_name}: rebuilt on the nodes");
+    for (before, units) in &stripes {
+        let after = cluster.meta.get_stripe(before.id).await.unwrap();
+        for (unit, node) in after.placement.iter().enumerate() {
+            assert_ne!(*node, down, "{code_name}: unit {unit} of stripe {} left the dead node", before.id);
+            let client = cluster.client(node.0 as usize).await;
+            let (bytes, _) = client.read_range(after.id.0, unit as u16, 0, after.unit_bytes).await.unwrap();
+            assert!(bytes == units[unit], "{code_name}: unit {unit} of stripe {} identical on node {node}", before.id);
+        }
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rs_6_3_repair_rebuilds_into_the_new_node() {
+    repair_rebuilds_into_the_new_node("rs-6-3", 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lrc_6_2_2_repair_rebuilds_into_the_new_node() {
+    repair_rebuilds_into_the_new_node("lrc-6-2-2", 11).await;
 }

@@ -67,39 +67,116 @@ pub struct Rebuild<'a> {
 pub async fn run(io: &StripeIo, rebuild: Rebuild<'_>) -> Result<Bytes, DataError> {
     let Rebuild { stripe, target, flow, sources, .. } = rebuild;
     let session: [u8; 16] = rand::rng().random();
-    // A source with no transfer (fewer packets than lists) opens no session.
     let requests = plans(rebuild, session)?;
     let mut assembly = Assembly::new(flow, sources.len());
-    let requests: Vec<(usize, proto::ReconstructRequest)> =
-        requests.into_iter().enumerate().filter(|(_, request)| !request.steps.is_empty()).collect();
-    requests.iter().for_each(|&(i, _)| assembly.done[i] = false);
-    let failed = |i: usize, why: String| {
-        DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: node {}: {why}", sources[i].node.id))
+    // A source with no transfer (fewer packets than lists) opens no session.
+    let sessions: Vec<(usize, &NodeInfo, proto::ReconstructRequest)> = requests
+        .into_iter()
+        .enumerate()
+        .filter(|(_, request)| !request.steps.is_empty())
+        .map(|(i, request)| (i, &sources[i].node, request))
+        .collect();
+    sessions.iter().for_each(|&(i, _, _)| assembly.done[i] = false);
+    // Each packet takes its turn on the emulated downlink as it comes; the range is whole when the
+    // last has crossed.
+    let mut crossed = None;
+    execute(io, stripe, target, sessions, |i, message| {
+        crossed = io.ingress().reserve_now(message.data.len() as u64).max(crossed);
+        assembly.take(i, message)
+    })
+    .await?;
+    if let Some(crossed) = crossed {
+        tokio::time::sleep_until(crossed).await;
+    }
+    assembly.finish().map_err(|why| DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: {why}")))
+}
+
+/// Rebuilds the whole unit of `rebuild` (offset 0, the unit's length) straight into `home`, its new
+/// node (repair): the sources push what they would send the gateway to `home`'s session, which
+/// stores it as the unit and answers once it is durable; no unit byte crosses the gateway.
+pub async fn rebuild_into(io: &StripeIo, rebuild: Rebuild<'_>, home: &NodeInfo) -> Result<(), DataError> {
+    let Rebuild { stripe, target, offset, flow, sources, .. } = rebuild;
+    assert_eq!(offset, 0, "a unit is rebuilt whole");
+    let session: [u8; 16] = rand::rng().random();
+    let mut sessions: Vec<(usize, &NodeInfo, proto::ReconstructRequest)> = Vec::new();
+    for (i, mut request) in plans(rebuild, session)?.into_iter().enumerate() {
+        if request.steps.is_empty() {
+            continue;
+        }
+        request
+            .steps
+            .iter_mut()
+            .filter(|step| step.to_addr.is_empty())
+            .for_each(|step| step.to_addr = home.address.clone());
+        sessions.push((i, &sources[i].node, request));
+    }
+    let mut inputs = vec![0u32; flow.packets() as usize];
+    flow.transfers.iter().filter(|t| t.to == Site::Requestor).for_each(|t| inputs[t.packet as usize] += 1);
+    let steps = (0u32..).zip(inputs).map(|(packet, inputs)| proto::SessionStep {
+        packet,
+        reads_local: false,
+        coefficient: 0,
+        inputs,
+        to_addr: String::new(),
+    });
+    let store = proto::ReconstructRequest {
+        session: Bytes::copy_from_slice(&session),
+        source: sources.len() as u32,
+        unit: None,
+        range_offset: 0,
+        range_bytes: flow.range_bytes,
+        packet_bytes: flow.packet_bytes,
+        steps: steps.collect(),
+        timeout_ms: DATAFLOW_TIMEOUT.as_millis() as u64,
+        store: Some(proto::UnitRef { stripe: stripe.0, unit: target as u32 }),
     };
-    let opened = requests.into_iter().map(|(i, request)| async move {
-        let client = io.cluster().client(&sources[i].node).await.map_err(|e| failed(i, e.to_string()))?;
-        let stream = client.reconstruct(request).await.map_err(|e| failed(i, e.to_string()))?;
+    sessions.push((sources.len(), home, store));
+    let mut stored = false;
+    execute(io, stripe, target, sessions, |i, message| match message.done {
+        Some(done) if i == sources.len() => {
+            stored = done.stored_bytes == flow.range_bytes;
+            Ok(())
+        }
+        Some(_) => Ok(()),
+        None => Err(format!("sent packet {} back, which a storing dataflow does not", message.packet)),
+    })
+    .await?;
+    if !stored {
+        return Err(DataError::Unavailable(format!("unit {stripe}/{target} was not stored whole on {}", home.id)));
+    }
+    Ok(())
+}
+
+/// Opens every session (`(index, node, plan)`) and hands each message to `take` until every stream
+/// ends; any failure of a session, of `take`, a silence of [`STALL_TIMEOUT`] or [`DATAFLOW_TIMEOUT`]
+/// in all gives up (every stream dropped, which cancels the sessions).
+async fn execute(
+    io: &StripeIo,
+    stripe: StripeId,
+    target: usize,
+    sessions: Vec<(usize, &NodeInfo, proto::ReconstructRequest)>,
+    mut take: impl FnMut(usize, proto::ReconstructResponse) -> Result<(), String>,
+) -> Result<(), DataError> {
+    let failed = |node: meta::NodeId, why: String| {
+        DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: node {node}: {why}"))
+    };
+    let nodes: HashMap<usize, meta::NodeId> = sessions.iter().map(|&(i, node, _)| (i, node.id)).collect();
+    let opened = sessions.into_iter().map(|(i, node, request)| async move {
+        let client = io.cluster().client(node).await.map_err(|e| failed(node.id, e.to_string()))?;
+        let stream = client.reconstruct(request).await.map_err(|e| failed(node.id, e.to_string()))?;
         Ok::<_, DataError>(stream.map(move |message| (i, message)))
     });
     let collect = async {
         let streams = try_join_all(opened).await?;
         let mut merged = futures_util::stream::select_all(streams);
-        // Each packet takes its turn on the emulated downlink as it comes; the range is whole when
-        // the last has crossed.
-        let mut crossed = None;
-        // Bounded: each session sends its packets and one last message, then its stream ends; a
-        // silence of STALL_TIMEOUT gives up.
+        // Bounded: each session sends its packets and one last message, then its stream ends.
         while let Some((i, message)) = tokio::time::timeout(STALL_TIMEOUT, merged.next()).await.map_err(|_| {
             DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: no packet for {STALL_TIMEOUT:?}"))
         })? {
-            let message = message.map_err(|status| failed(i, status.message().to_string()))?;
-            crossed = io.ingress().reserve_now(message.data.len() as u64).max(crossed);
-            assembly.take(i, message).map_err(|why| failed(i, why))?;
+            let message = message.map_err(|status| failed(nodes[&i], status.message().to_string()))?;
+            take(i, message).map_err(|why| failed(nodes[&i], why))?;
         }
-        if let Some(crossed) = crossed {
-            tokio::time::sleep_until(crossed).await;
-        }
-        assembly.finish().map_err(|why| DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: {why}")))
+        Ok(())
     };
     tokio::time::timeout(DATAFLOW_TIMEOUT, collect).await.map_err(|_| {
         DataError::Unavailable(format!("dataflow of unit {stripe}/{target} took more than {DATAFLOW_TIMEOUT:?}"))
@@ -156,6 +233,7 @@ fn plans(rebuild: Rebuild<'_>, session: [u8; 16]) -> Result<Vec<proto::Reconstru
                 packet_bytes: flow.packet_bytes,
                 steps,
                 timeout_ms: DATAFLOW_TIMEOUT.as_millis() as u64,
+                store: None,
             }
         })
         .collect())
@@ -223,6 +301,23 @@ impl<'a> Assembly<'a> {
 /// then leaves it to the robust read, which tries this first).
 pub fn applies(range: RangeRead<'_>) -> bool {
     applies_under(range, &range.io.reconstruct())
+}
+
+/// Repair's rebuild of `range` (a whole unit) straight into `home`, its new node, when
+/// `[data.reconstruct] kind = "apls"`: the same dataflow as a degraded read's, its result stored by
+/// `home` instead of sent to the gateway. `Err` when it does not apply or did not succeed (repair
+/// then rebuilds at the gateway).
+pub async fn repair_into(range: RangeRead<'_>, home: &NodeInfo) -> Result<(), DataError> {
+    let settings = range.io.reconstruct();
+    if settings.kind != ReconstructKind::Apls || range.io.backend().is_some() || range.offset != 0 {
+        return Err(DataError::Internal("repair rebuilds on the nodes only with kind = \"apls\"".into()));
+    }
+    let (flow, sources) = plan(range, &settings)?;
+    let RangeRead { io, code, stripe, unit, offset, .. } = range;
+    rebuild_into(io, Rebuild { code, stripe: stripe.id, target: unit, offset, flow: &flow, sources: &sources }, home)
+        .await?;
+    io.counters().repaired_on_nodes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
 }
 
 /// Whether `range` must be rebuilt and `settings` have the nodes rebuild it.

@@ -973,6 +973,16 @@ impl RepairService {
                 // queued behind client reads for their slots.
                 admission: None,
             };
+            // With kind = "apls" the survivors rebuild the unit into its new node themselves.
+            if self.io.reconstruct().kind == policy::reconstruct::ReconstructKind::Apls {
+                match super::node_dataflow::repair_into(range, &nodes[&target]).await {
+                    Ok(()) => {
+                        written.push((unit, target));
+                        continue;
+                    }
+                    Err(error) => tracing::info!(%error, "rebuilding on the nodes gave up; rebuilding at the gateway"),
+                }
+            }
             let rebuilt = robust::rebuild(range, failed.clone()).await.map_err(|error| match error {
                 DataError::Lost(_) => Blocker::TooFewReadable,
                 DataError::Meta(_) | DataError::Internal(_) => Blocker::Metadata,

@@ -52,6 +52,8 @@ pub struct DataCounters {
     pub rebuilt_reads: AtomicU64,
     /// Such rebuilds that gave up (the range was then read by recovery set).
     pub rebuild_fallbacks: AtomicU64,
+    /// Units repair rebuilt straight into their new node by a dataflow among the nodes.
+    pub repaired_on_nodes: AtomicU64,
 }
 
 /// Shared unit I/O; see the module documentation.

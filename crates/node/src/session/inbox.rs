@@ -352,6 +352,7 @@ mod tests {
             packet_bytes: 4,
             steps,
             timeout: std::time::Duration::from_secs(5),
+            store: None,
         }
     }
 

@@ -85,6 +85,8 @@ pub struct SessionPlan {
     pub steps: Vec<Step>,
     /// The session gives up after this long.
     pub timeout: Duration,
+    /// The unit this node stores what it would send back as (repair into a new node), if any.
+    pub store: Option<UnitId>,
 }
 
 impl SessionPlan {
@@ -117,6 +119,12 @@ impl SessionPlan {
             ms => Duration::from_millis(ms),
         };
         let steps = steps(request.steps, packets)?;
+        let store = request.store.map(|unit| unit_id(unit.stripe, unit.unit)).transpose()?;
+        if store.is_some()
+            && (request.range_offset != 0 || steps.len() as u64 != packets || steps.iter().any(|s| s.to.is_some()))
+        {
+            return bad("a storing session covers its whole unit, one step per packet, each stored".into());
+        }
         Ok(SessionPlan {
             id,
             source,
@@ -126,6 +134,7 @@ impl SessionPlan {
             packet_bytes: request.packet_bytes,
             steps,
             timeout,
+            store,
         })
     }
 
@@ -144,6 +153,13 @@ impl SessionPlan {
     pub fn packet_offset(&self, packet: u32) -> u64 {
         self.range_offset + u64::from(packet) * u64::from(self.packet_bytes)
     }
+}
+
+/// A unit id from the wire (its index must fit in 16 bits).
+fn unit_id(stripe: u64, unit: u32) -> Result<UnitId, NodeError> {
+    let index = u16::try_from(unit)
+        .map_err(|_| NodeError::InvalidArgument(format!("unit index {unit} does not fit in 16 bits")))?;
+    Ok(UnitId::new(stripe, index))
 }
 
 /// The session id in `bytes`, which must be 16 long.
@@ -204,6 +220,7 @@ mod tests {
             packet_bytes: 300,
             steps,
             timeout_ms: 0,
+            store: None,
         }
     }
 
@@ -237,6 +254,14 @@ mod tests {
             (request(vec![step(0, true, 256, "")]), "inputs"),
             (proto::ReconstructRequest { packet_bytes: 0, ..request(vec![step(0, true, 0, "")]) }, "packet_bytes"),
             (proto::ReconstructRequest { timeout_ms: 700_000, ..request(vec![step(0, true, 0, "")]) }, "timeout"),
+            (
+                proto::ReconstructRequest {
+                    store: Some(proto::UnitRef { stripe: 3, unit: 4 }),
+                    range_offset: 0,
+                    ..request(vec![step(0, false, 1, ""), step(1, false, 1, ""), step(2, false, 1, "")])
+                },
+                "whole unit",
+            ),
         ];
         for (request, why) in cases {
             let error = SessionPlan::from_proto(request).unwrap_err().to_string();

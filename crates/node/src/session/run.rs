@@ -1,14 +1,14 @@
-//! One reconstruction session's execution: this node's steps in packet order — take what peers
-//! pushed into the step, add the coefficient times this node's packet, send the sum on its emulated
-//! uplink to a peer (a push stream per peer) or back to the requestor.
+//! One reconstruction session's execution: this node's steps, a window of them at a time — take
+//! what peers pushed into a step, add the coefficient times this node's packet, send the sum on the
+//! node's emulated uplink back to the requestor or pushed to a peer (one call per packet).
 //!
 //! Local packets are read through the node's FCFS queue a batch at a time (merged reads of at most
-//! [`READ_BATCH_BYTES`]), one batch ahead of the steps, so the disk overlaps the network. Owns the
-//! session's reads, arithmetic and sends, and the pool of peer connections. Must not choose what to
-//! read or where to send (the plan says), or outlive its session (the caller bounds it by the
-//! plan's timeout and the requestor's stream).
+//! [`READ_BATCH_BYTES`]), no further ahead than the window, so the disk overlaps the network. Owns
+//! the session's reads, arithmetic and sends, and the pool of peer connections. Must not choose
+//! what to read or where to send (the plan says), or outlive its session (the caller bounds it by
+//! the plan's timeout and the requestor's stream).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -23,9 +23,10 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::{Inbox, SessionPlan};
 use crate::client::{AttachSecret, CONNECT_TIMEOUT, MAX_MESSAGE_BYTES};
-use crate::error::NodeError;
+use crate::error::{NodeError, UnitId};
 use crate::proto::{self, node_client};
-use crate::scheduler::{Scheduler, lock};
+use crate::scheduler::{Scheduler, blocking, lock};
+use crate::store::{StagedUnit, UnitWrite};
 
 /// Bytes of local packets read as one queued task (at least one packet).
 pub const READ_BATCH_BYTES: u64 = 1 << 20;
@@ -102,6 +103,11 @@ pub async fn run(
     let (allowance, allowed) = watch::channel(window);
     let reader = tokio::spawn(read_local(Arc::clone(scheduler), plan.clone(), Arc::clone(&local), allowed));
     let mut reader = AbortOnDrop(reader);
+    let writer = match plan.store {
+        Some(unit) => Some(UnitWriter::open(scheduler, unit, plan.range_bytes).await?),
+        None => None,
+    };
+    let out = Out { scheduler, peers, plan, requestor, writer: writer.as_ref() };
     let (mut running, mut sending) = (FuturesUnordered::new(), FuturesUnordered::new());
     let mut sent = vec![false; plan.steps.len()];
     let (steps, mut armed, mut base, mut bytes_sent) = (plan.steps.len(), 0, 0, 0);
@@ -115,7 +121,7 @@ pub async fn run(
             Some(computed) = running.next() => {
                 let (index, data) = computed?;
                 bytes_sent += data.len() as u64;
-                sending.push(send(scheduler, peers, plan, requestor, index, data));
+                sending.push(out.send(index, data));
             }
             Some(done) = sending.next() => {
                 sent[done?] = true;
@@ -127,38 +133,107 @@ pub async fn run(
             }
         }
     }
+    drop((running, sending));
+    let stored_bytes = match writer {
+        Some(writer) => writer.commit(scheduler).await?,
+        None => 0,
+    };
     let (bytes_read, disk_tasks) = (&mut reader.0).await.unwrap_or_default();
-    Ok(proto::SessionDone { bytes_read, bytes_sent, bytes_received: inbox.bytes_received(), disk_tasks })
+    Ok(proto::SessionDone { bytes_read, bytes_sent, bytes_received: inbox.bytes_received(), disk_tasks, stored_bytes })
 }
 
-/// Step `index`'s packet on the node's emulated uplink, then to the requestor's stream or pushed to
-/// its peer (acknowledged once the peer's inbox holds it).
-async fn send(
-    scheduler: &Scheduler,
-    peers: &Peers,
-    plan: &SessionPlan,
-    requestor: &RequestorStream,
-    index: usize,
-    data: Bytes,
-) -> Result<usize, NodeError> {
-    let step = &plan.steps[index];
-    scheduler.egress().transmit(data.len() as u64).await;
-    match &step.to {
-        None => {
-            let message = proto::ReconstructResponse { packet: step.packet, data, done: None };
-            requestor.send(Ok(message)).await.map_err(|_| NodeError::Cancelled)?;
+/// Where a session's packets go.
+struct Out<'a> {
+    scheduler: &'a Scheduler,
+    peers: &'a Peers,
+    plan: &'a SessionPlan,
+    requestor: &'a RequestorStream,
+    /// A storing session's unit.
+    writer: Option<&'a UnitWriter>,
+}
+
+impl Out<'_> {
+    /// Step `index`'s packet: stored (a storing session), or on the node's emulated uplink to the
+    /// requestor's stream or pushed to its peer (acknowledged once the peer's inbox holds it).
+    async fn send(&self, index: usize, data: Bytes) -> Result<usize, NodeError> {
+        let (plan, step) = (self.plan, &self.plan.steps[index]);
+        if let Some(writer) = self.writer {
+            writer.put(step.packet, data).await?;
+            return Ok(index);
         }
-        Some(addr) => {
-            let session = Bytes::copy_from_slice(&plan.id);
-            let push = proto::PushRequest { session, from_source: u32::from(plan.source), packet: step.packet, data };
-            let mut client = peers.client(addr)?;
-            client
-                .push(push)
-                .await
-                .map_err(|status| NodeError::Unavailable(format!("push to {addr}: {}", status.message())))?;
+        self.scheduler.egress().transmit(data.len() as u64).await;
+        match &step.to {
+            None => {
+                let message = proto::ReconstructResponse { packet: step.packet, data, done: None };
+                self.requestor.send(Ok(message)).await.map_err(|_| NodeError::Cancelled)?;
+            }
+            Some(addr) => {
+                let session = Bytes::copy_from_slice(&plan.id);
+                let push =
+                    proto::PushRequest { session, from_source: u32::from(plan.source), packet: step.packet, data };
+                let mut client = self.peers.client(addr)?;
+                client
+                    .push(push)
+                    .await
+                    .map_err(|status| NodeError::Unavailable(format!("push to {addr}: {}", status.message())))?;
+            }
+        }
+        Ok(index)
+    }
+}
+
+/// A storing session's unit: packets appended in packet order to a staged unit, committed through
+/// the node's queue once all are in. Holds at most the session's window of packets out of order.
+struct UnitWriter {
+    state: tokio::sync::Mutex<WriterState>,
+}
+
+struct WriterState {
+    /// `None` once an append failed (the staged file is then gone).
+    staged: Option<StagedUnit>,
+    next: u32,
+    pending: BTreeMap<u32, Bytes>,
+}
+
+impl UnitWriter {
+    async fn open(scheduler: &Scheduler, unit: UnitId, len: u64) -> Result<UnitWriter, NodeError> {
+        let store = Arc::clone(scheduler.store());
+        let staged = blocking(move || store.begin_write(unit, len)).await?;
+        let state = WriterState { staged: Some(staged), next: 0, pending: BTreeMap::new() };
+        Ok(UnitWriter { state: tokio::sync::Mutex::new(state) })
+    }
+
+    /// Takes `packet`; appends every packet now in order.
+    async fn put(&self, packet: u32, data: Bytes) -> Result<(), NodeError> {
+        let mut state = self.state.lock().await;
+        state.pending.insert(packet, data);
+        // Bounded: each pass appends one pending packet.
+        loop {
+            let next = state.next;
+            let Some(data) = state.pending.remove(&next) else { return Ok(()) };
+            let mut staged = state.staged.take().ok_or_else(|| NodeError::Unavailable("an append failed".into()))?;
+            state.staged = Some(
+                blocking(move || {
+                    staged.append(&data)?;
+                    Ok(staged)
+                })
+                .await?,
+            );
+            state.next += 1;
         }
     }
-    Ok(index)
+
+    /// Commits the unit (durable once this returns); its bytes.
+    async fn commit(self, scheduler: &Scheduler) -> Result<u64, NodeError> {
+        let mut state = self.state.into_inner();
+        let staged = state.staged.take().ok_or_else(|| NodeError::Unavailable("an append failed".into()))?;
+        if staged.written() != staged.total_len() || !state.pending.is_empty() {
+            return Err(NodeError::Unavailable(format!("stored {} of {} bytes", staged.written(), staged.total_len())));
+        }
+        let bytes = staged.total_len();
+        scheduler.write(UnitWrite::Staged(staged)).await?;
+        Ok(bytes)
+    }
 }
 
 /// Step `index`: what was pushed into it plus its coefficient times this node's packet.
@@ -335,6 +410,7 @@ mod tests {
                 .map(|&p| super::super::Step { packet: p, coefficient: Some(1), inputs: 0, to: None })
                 .collect(),
             timeout: std::time::Duration::from_secs(1),
+            store: None,
         }
     }
 
