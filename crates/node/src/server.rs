@@ -124,6 +124,10 @@ impl NodeService {
         if push.data.is_empty() {
             return Err(Status::invalid_argument("a pushed packet without bytes"));
         }
+        if push.to_node != self.scheduler.node_id() {
+            let (meant, here) = (push.to_node, self.scheduler.node_id());
+            return Err(Status::failed_precondition(format!("a push for node {meant} reached node {here}")));
+        }
         let inbox = self.sessions.inbox(id)?;
         self.scheduler.ingress().transmit(push.data.len() as u64).await;
         let deposited = inbox.deposit(push.packet, push.data).await;

@@ -103,11 +103,9 @@ pub async fn rebuild_into(io: &StripeIo, rebuild: Rebuild<'_>, home: &NodeInfo) 
         if request.steps.is_empty() {
             continue;
         }
-        request
-            .steps
-            .iter_mut()
-            .filter(|step| step.to_addr.is_empty())
-            .for_each(|step| step.to_addr = home.address.clone());
+        for step in request.steps.iter_mut().filter(|step| step.to_addr.is_empty()) {
+            (step.to_addr, step.to_node) = (home.address.clone(), home.id.0);
+        }
         sessions.push((i, &sources[i].node, request));
     }
     let mut inputs = vec![0u32; flow.packets() as usize];
@@ -118,6 +116,7 @@ pub async fn rebuild_into(io: &StripeIo, rebuild: Rebuild<'_>, home: &NodeInfo) 
         coefficient: 0,
         inputs,
         to_addr: String::new(),
+        to_node: 0,
     });
     let store = proto::ReconstructRequest {
         session: Bytes::copy_from_slice(&session),
@@ -207,9 +206,9 @@ fn plans(rebuild: Rebuild<'_>, session: [u8; 16]) -> Result<Vec<proto::Reconstru
         } else {
             0
         };
-        let to_addr = match transfer.to {
-            Site::Requestor => String::new(),
-            Site::Source(to) => sources[usize::from(to)].node.address.clone(),
+        let (to_addr, to_node) = match transfer.to {
+            Site::Requestor => (String::new(), 0),
+            Site::Source(to) => (sources[usize::from(to)].node.address.clone(), sources[usize::from(to)].node.id.0),
         };
         steps[usize::from(from)].push(proto::SessionStep {
             packet: transfer.packet,
@@ -217,6 +216,7 @@ fn plans(rebuild: Rebuild<'_>, session: [u8; 16]) -> Result<Vec<proto::Reconstru
             coefficient,
             inputs: transfer.after.len() as u32,
             to_addr,
+            to_node,
         });
     }
     Ok(steps

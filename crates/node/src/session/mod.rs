@@ -62,8 +62,8 @@ pub struct Step {
     pub coefficient: Option<u8>,
     /// Packets pushed into this step before it leaves.
     pub inputs: u8,
-    /// The peer it goes to (`None`: back to the requestor).
-    pub to: Option<String>,
+    /// The peer it goes to, address and node id (`None`: back to the requestor).
+    pub to: Option<(String, u32)>,
 }
 
 /// This node's part of one dataflow.
@@ -194,8 +194,8 @@ fn steps(raw: Vec<proto::SessionStep>, packets: u64) -> Result<Vec<Step>, NodeEr
         if step.to_addr.len() > MAX_ADDR_BYTES {
             return bad(format!("peer address of {} bytes", step.to_addr.len()));
         }
-        let to = (!step.to_addr.is_empty()).then_some(step.to_addr);
-        if let Some(addr) = &to {
+        let to = (!step.to_addr.is_empty()).then_some((step.to_addr, step.to_node));
+        if let Some((addr, _)) = &to {
             peers.insert(addr.clone());
         }
         steps.push(Step { packet: step.packet, coefficient, inputs: step.inputs as u8, to });
@@ -225,14 +225,14 @@ mod tests {
     }
 
     fn step(packet: u32, reads_local: bool, inputs: u32, to: &str) -> proto::SessionStep {
-        proto::SessionStep { packet, reads_local, coefficient: 5, inputs, to_addr: to.into() }
+        proto::SessionStep { packet, reads_local, coefficient: 5, inputs, to_addr: to.into(), to_node: 1 }
     }
 
     #[test]
     fn a_good_plan_is_read_with_its_packets_and_default_timeout() {
         let plan = SessionPlan::from_proto(request(vec![step(0, true, 0, "peer:1"), step(3, true, 2, "")])).unwrap();
         assert_eq!(plan.steps.len(), 2);
-        assert_eq!(plan.steps[0].to.as_deref(), Some("peer:1"));
+        assert_eq!(plan.steps[0].to, Some(("peer:1".to_string(), 1)));
         assert_eq!(plan.steps[1], Step { packet: 3, coefficient: Some(5), inputs: 2, to: None });
         assert_eq!(plan.timeout, DEFAULT_SESSION_TIMEOUT);
         assert_eq!((plan.packet_len(0), plan.packet_len(3)), (300, 100), "the last packet is short");

@@ -167,10 +167,10 @@ impl Out<'_> {
                 let message = proto::ReconstructResponse { packet: step.packet, data, done: None };
                 self.requestor.send(Ok(message)).await.map_err(|_| NodeError::Cancelled)?;
             }
-            Some(addr) => {
+            Some((addr, to_node)) => {
                 let session = Bytes::copy_from_slice(&plan.id);
-                let push =
-                    proto::PushRequest { session, from_source: u32::from(plan.source), packet: step.packet, data };
+                let (from_source, packet, to_node) = (u32::from(plan.source), step.packet, *to_node);
+                let push = proto::PushRequest { session, from_source, packet, data, to_node };
                 let mut client = self.peers.client(addr)?;
                 client
                     .push(push)
