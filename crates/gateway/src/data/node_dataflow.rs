@@ -322,7 +322,10 @@ pub async fn repair_into(range: RangeRead<'_>, home: &NodeInfo) -> Result<(), Da
 
 /// Whether `range` must be rebuilt and `settings` have the nodes rebuild it.
 fn applies_under(range: RangeRead<'_>, settings: &ReconstructSettings) -> bool {
-    settings.kind == ReconstructKind::Apls && super::segmented::must_be_rebuilt(range)
+    let rs = matches!(range.stripe.code_spec(), Ok(CodeSpec::Rs { .. }));
+    settings.kind == ReconstructKind::Apls
+        && super::segmented::must_be_rebuilt(range)
+        && (!rs || super::segmented::spare_survivors(range))
 }
 
 /// The range rebuilt by the nodes, or `None` when that does not apply or did not succeed (the

@@ -34,6 +34,7 @@ fn applies_under(range: RangeRead<'_>, settings: &ReconstructSettings) -> bool {
     settings.kind == ReconstructKind::Segmented
         && matches!(range.stripe.code_spec(), Ok(CodeSpec::Rs { .. }))
         && must_be_rebuilt(range)
+        && spare_survivors(range)
 }
 
 /// Whether `range` must be rebuilt (its unit recorded missing or its node not Up) on nodes (not a
@@ -44,6 +45,16 @@ pub(super) fn must_be_rebuilt(range: RangeRead<'_>) -> bool {
     io.backend().is_none()
         && range.admission.is_none()
         && (stripe.is_missing(unit) || !is_up(nodes, stripe.placement[unit]))
+}
+
+/// Whether an RS stripe has a survivor to spare for `range` (more than k usable): with no more than
+/// k, every survivor is read whole anyway and the gateway decodes, as a segmented or APLS read would.
+pub(super) fn spare_survivors(range: RangeRead<'_>) -> bool {
+    let RangeRead { nodes, stripe, code, unit, .. } = range;
+    let usable = (0..stripe.placement.len())
+        .filter(|&u| u != unit && !stripe.is_missing(u) && is_up(nodes, stripe.placement[u]))
+        .count();
+    usable > code.data_units()
 }
 
 /// What a rebuild of `range` by `how` gave: its bytes (counted degraded), or `None` after logging
@@ -60,7 +71,6 @@ pub(super) fn served(range: RangeRead<'_>, how: &'static str, outcome: Result<By
             range.io.counters().rebuild_fallbacks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             metrics::counter!("lowtail_gateway_rebuilt_read_fallbacks_total", "how" => how).increment(1);
             tracing::info!(%error, how, "rebuilding read gave up; reading by recovery set");
-            eprintln!("DEBUG {error}");
             None
         }
     }
