@@ -122,18 +122,6 @@ pub(super) fn chosen_dataflow(
     }
 }
 
-/// A source's packets (ascending) as runs of consecutive packets: (first packet, packets).
-fn runs(packets: &[u32]) -> Vec<(u32, u32)> {
-    let mut runs: Vec<(u32, u32)> = Vec::new();
-    for &packet in packets {
-        match runs.last_mut() {
-            Some((first, count)) if *first + *count == packet => *count += 1,
-            _ => runs.push((packet, 1)),
-        }
-    }
-    runs
-}
-
 /// What one source read: its runs of packets and one buffer per run.
 struct SourceRead {
     unit: usize,
@@ -160,7 +148,7 @@ async fn read(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<By
     let (sources, flow) = plan(range, settings)?;
     // One merged task per source: its runs of packets, as byte ranges of its unit.
     let reads = sources.iter().zip(flow.local_reads()).map(|(&unit, packets)| {
-        let runs = runs(&packets);
+        let runs = node::session::runs(&packets);
         let ranges: Vec<(u64, u64)> = runs
             .iter()
             .map(|&(first, count)| {

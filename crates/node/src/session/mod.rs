@@ -98,9 +98,7 @@ impl SessionPlan {
             return bad(format!("source {} does not fit in 16 bits", request.source));
         };
         let unit = request.unit.unwrap_or_default();
-        let Ok(unit_index) = u16::try_from(unit.unit) else {
-            return bad(format!("unit index {} does not fit in 16 bits", unit.unit));
-        };
+        let unit = unit_id(unit.stripe, unit.unit)?;
         if request.packet_bytes == 0 || request.packet_bytes > MAX_PACKET_BYTES {
             return bad(format!("packet_bytes {} must be in 1..={MAX_PACKET_BYTES}", request.packet_bytes));
         }
@@ -128,7 +126,7 @@ impl SessionPlan {
         Ok(SessionPlan {
             id,
             source,
-            unit: UnitId::new(unit.stripe, unit_index),
+            unit,
             range_offset: request.range_offset,
             range_bytes: request.range_bytes,
             packet_bytes: request.packet_bytes,
@@ -153,6 +151,18 @@ impl SessionPlan {
     pub fn packet_offset(&self, packet: u32) -> u64 {
         self.range_offset + u64::from(packet) * u64::from(self.packet_bytes)
     }
+}
+
+/// Ascending packets as runs of consecutive ones: (first, count) — what one ranged read covers.
+pub fn runs(packets: &[u32]) -> Vec<(u32, u32)> {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &packet in packets {
+        match runs.last_mut() {
+            Some((first, count)) if *first + *count == packet => *count += 1,
+            _ => runs.push((packet, 1)),
+        }
+    }
+    runs
 }
 
 /// A unit id from the wire (its index must fit in 16 bits).

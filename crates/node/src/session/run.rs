@@ -21,7 +21,7 @@ use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
-use super::{Inbox, SessionPlan};
+use super::{Inbox, SessionPlan, runs};
 use crate::client::{AttachSecret, CONNECT_TIMEOUT, MAX_MESSAGE_BYTES};
 use crate::error::{NodeError, UnitId};
 use crate::proto::{self, node_client};
@@ -378,18 +378,6 @@ fn batched<'a>(plan: &SessionPlan, packets: &'a [u32]) -> Vec<&'a [u32]> {
         batches.push(&packets[start..]);
     }
     batches
-}
-
-/// Ascending packets as runs of consecutive ones: (first, count).
-fn runs(packets: &[u32]) -> Vec<(u32, u32)> {
-    let mut runs: Vec<(u32, u32)> = Vec::new();
-    for &packet in packets {
-        match runs.last_mut() {
-            Some((first, count)) if *first + *count == packet => *count += 1,
-            _ => runs.push((packet, 1)),
-        }
-    }
-    runs
 }
 
 #[cfg(test)]
