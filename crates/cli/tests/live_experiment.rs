@@ -328,9 +328,10 @@ fn the_quick_apls_live_experiment_reads_lost_units_faster_segmented_and_by_apls(
     assert!(kinds.iter().all(|k| k["failed"] == 0 && k["gets"].as_u64().unwrap() >= 2), "{live}");
     assert!(median("disks", "segmented") < median("disks", "gateway"), "{live}");
     assert!(median("links", "apls") < median("links", "gateway"), "{live}");
+    assert!(median("links", "auto") < median("links", "gateway"), "auto picks APLS here: {live}");
     let findings = read_json("findings-live.json");
     let ids: Vec<&str> = findings.as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["AA-10s", "AA-10", "AA-10b", "AA-8s"]);
+    assert_eq!(ids, ["AA-10s", "AA-10", "AA-10b", "AA-5a", "AA-8s"]);
 }
 
 /// `lowtail experiment fastcloud --backend --quick`: a second cluster with heavy-tailed nodes as

@@ -152,6 +152,8 @@ pub struct ProbeReply {
     pub service_rate_bytes_per_s: f64,
     /// Per-task overhead that goes with the rate, µs.
     pub overhead_us: u64,
+    /// The emulated egress link's rate, bytes/s (0 = not shaped).
+    pub egress_bytes_per_s: f64,
     /// Node clock when probed, ns.
     pub now_ns: u64,
 }
@@ -443,6 +445,7 @@ impl NodeClient {
                 in_service_tasks: reply.in_service_tasks,
                 service_rate_bytes_per_s: reply.service_rate_bytes_per_s,
                 overhead_us: reply.overhead_us,
+                egress_bytes_per_s: reply.egress_bytes_per_s,
                 now_ns: reply.now_ns,
             })
         })

@@ -454,6 +454,7 @@ impl node_server::Node for NodeService {
             service_rate_bytes_per_s,
             overhead_us,
             now_ns: self.scheduler.now_ns(),
+            egress_bytes_per_s: self.scheduler.egress().shape().bytes_per_s,
         });
         self.observe("probe", began, &result);
         result.map(Response::new)

@@ -12,8 +12,10 @@
 //! given the same view, time and seed makes the same decision. A tidy test
 //! (`tests/tidy.rs`) enforces this for every crate of the spine.
 
+pub mod classes;
 pub mod ecstore;
 pub mod fec;
+pub mod load_window;
 pub mod placement;
 pub mod read;
 pub mod reconstruct;

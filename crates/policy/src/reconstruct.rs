@@ -31,6 +31,13 @@ pub enum ReconstructKind {
     Auto,
 }
 
+impl ReconstructKind {
+    /// Whether this kind may have the storage nodes rebuild a unit (a dataflow among them).
+    pub fn rebuilds_on_nodes(self) -> bool {
+        matches!(self, ReconstructKind::Apls | ReconstructKind::Auto)
+    }
+}
+
 /// The policy's settings (a field left out of a config takes its default).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

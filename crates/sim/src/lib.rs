@@ -41,6 +41,7 @@ pub mod fec;
 pub mod network;
 pub mod reconstruct;
 pub mod scripted;
+pub mod topology;
 
 pub use config::{ClusterConfig, ConfigError, FrontendConfig, OutageConfig, SimConfig, SlowNodeConfig};
 pub use engine::{ClassDelay, Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel, Outage, Slowdown};

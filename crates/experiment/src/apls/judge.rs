@@ -556,6 +556,26 @@ pub(super) fn judge_live(kinds: &[super::live::LiveKind]) -> Vec<PaperFinding> {
             Some(apls.gets > 0 && segmented.gets > 0 && live < 1.0),
         ));
     }
+    if let (Some(gateway), Some(apls), Some(auto)) =
+        (find("links", "gateway"), find("links", "apls"), find("links", "auto"))
+    {
+        let (to_apls, to_gateway) = (auto.median_s / apls.median_s, auto.median_s / gateway.median_s);
+        findings.push(finding(
+            "AA-5a",
+            "live, the same links, kind = \"auto\": from the probed node rates and the gateway's downlink the \
+             gateway picks APLS for a lost unit (the closed forms' choice there): its median within 10 % of APLS's, \
+             below the gateway decode's",
+            "the method that wins depends on chunk size and load (the crossover, A-5)",
+            format!(
+                "median {:.1} ms auto, {:.1} ms APLS, {:.1} ms gateway decode: {to_apls:.3} of APLS, {to_gateway:.3} \
+                 of the decode",
+                auto.median_s * 1e3,
+                apls.median_s * 1e3,
+                gateway.median_s * 1e3
+            ),
+            Some(auto.gets > 0 && (to_apls - 1.0).abs() <= 0.10 && to_gateway < 1.0),
+        ));
+    }
     let checked: usize = kinds.iter().map(|k| k.gets + k.failed).sum();
     let failed: usize = kinds.iter().map(|k| k.failed).sum();
     findings.push(finding(

@@ -11,7 +11,8 @@
 //!   links unshaped — the gateway decode against the segmented read;
 //! - `links`: sources bound by their emulated NICs (25 MB/s up and down, disks 200 MB/s and 2 ms),
 //!   the gateway's downlink 50 MB/s (`PUT /admin/ingress`) — all three, APLS as a chain over the 8
-//!   survivors in packets of 64 KiB.
+//!   survivors in packets of 64 KiB, and `auto`, which chooses per GET from the rates the gateway's
+//!   membership probes report (predicted as what the policy picks for the phase's rates).
 //!
 //! The prediction: the isolated simulator with each source's disk and links and the gateway's
 //! downlink as the phase sets them, and, where links are shaped, a hop latency of one tick of the
@@ -100,6 +101,7 @@ pub fn phases() -> Vec<Phase> {
                 ("gateway", ReconstructKind::Gateway),
                 ("segmented", ReconstructKind::Segmented),
                 ("apls", ReconstructKind::Apls),
+                ("auto", ReconstructKind::Auto),
             ],
         },
     ]
@@ -176,6 +178,9 @@ fn rate_or_unbound(bytes_per_s: f64) -> f64 {
 /// The simulator's latency of one degraded read of a `unit` range under `kind` in `phase`, from
 /// `q` survivors, each hop taking `hop_latency_ns`.
 pub fn predicted_s(phase: &Phase, kind: ReconstructKind, unit: u64, q: u16, hop_latency_ns: u64) -> f64 {
+    if kind == ReconstructKind::Auto {
+        return predicted_s(phase, auto_choice(phase, unit, q), unit, q, hop_latency_ns);
+    }
     let flow = match kind {
         // The gateway's own segmentation, or its decode of the whole range from k sources.
         ReconstructKind::Segmented => Dataflow::segmented(K, q, unit),
@@ -205,6 +210,28 @@ pub fn predicted_s(phase: &Phase, kind: ReconstructKind, unit: u64, q: u16, hop_
         },
     };
     run_isolated(&setup, &flow).latency_ns as f64 / 1e9
+}
+
+/// What `kind = "auto"` picks for a lost `unit` in `phase` with `q` survivors, from the rates the
+/// gateway's probes see there (each source the slower of its disk and its link) and its downlink.
+pub fn auto_choice(phase: &Phase, unit: u64, q: u16) -> ReconstructKind {
+    let rate = rate_or_unbound(phase.node_link_bytes_per_s).min(phase.disk_bytes_per_s);
+    let survivors: Vec<policy::reconstruct::Survivor> = (1..=q)
+        .map(|unit| policy::reconstruct::Survivor {
+            unit: unit as u8,
+            node: model::NodeId(u32::from(unit)),
+            load: 0.0,
+            rate_bytes_per_s: rate,
+        })
+        .collect();
+    let mut settings = phase.settings(ReconstructKind::Auto);
+    if phase.gateway_bytes_per_s > 0.0 {
+        settings.gateway_bytes_per_s = phase.gateway_bytes_per_s;
+    }
+    match policy::reconstruct::choose(&settings, K, &survivors, unit).topology {
+        model::ReconstructionTopology::Gateway => ReconstructKind::Gateway,
+        _ => ReconstructKind::Apls,
+    }
 }
 
 /// Runs the live experiment and writes live.json, live.md and findings-live.json.

@@ -1,6 +1,7 @@
 //! `NodeConnections`: the storage nodes as the data path sees them: their records from the
 //! [`meta::MetaStore`] and one lazily connected [`NodeClient`] per node, carrying the cluster secret.
-//! Owns connection reuse; must not decide placement, retries or degraded reads.
+//! Owns connection reuse and what is known of each node's rates and load ([`NodeLoads`]); must
+//! not decide placement, retries or degraded reads.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,6 +11,7 @@ use meta::{MetaStore, NodeId, NodeInfo};
 use node::{ClientError, NodeClient, UnitTransport};
 
 use super::DataError;
+use super::node_loads::NodeLoads;
 
 /// Node records and clients. Cheap to share behind an `Arc`.
 pub struct NodeConnections {
@@ -19,6 +21,8 @@ pub struct NodeConnections {
     transport: UnitTransport,
     /// node → (address it was connected to, client). A changed address reconnects.
     clients: Mutex<HashMap<NodeId, (String, NodeClient)>>,
+    /// What is known of each node's speed and recent load (membership and the data path feed it).
+    loads: NodeLoads,
 }
 
 impl std::fmt::Debug for NodeConnections {
@@ -36,12 +40,24 @@ impl NodeConnections {
         rpc_timeout: Duration,
         transport: UnitTransport,
     ) -> Self {
-        Self { meta, secret: secret.into(), rpc_timeout, transport, clients: Mutex::new(HashMap::new()) }
+        Self {
+            meta,
+            secret: secret.into(),
+            rpc_timeout,
+            transport,
+            clients: Mutex::new(HashMap::new()),
+            loads: NodeLoads::new(),
+        }
     }
 
     /// The metadata store.
     pub fn meta(&self) -> &Arc<dyn MetaStore> {
         &self.meta
+    }
+
+    /// Each node's probed rates and windowed load.
+    pub fn loads(&self) -> &NodeLoads {
+        &self.loads
     }
 
     /// Every registered node, by id.

@@ -2,7 +2,7 @@
 //! membership and repair), serde/TOML-friendly with documented defaults. Owns validation; must not
 //! start anything or touch the network.
 
-use policy::reconstruct::{ReconstructKind, ReconstructSettings};
+use policy::reconstruct::ReconstructSettings;
 use std::time::Duration;
 
 use execution::AdmissionSettings;
@@ -94,7 +94,8 @@ pub struct DataConfig {
     /// default: k survivors to the gateway, which decodes), `"segmented"` (every survivor serves
     /// k/q of the range, decoded per segment; RS codes; docs/apls.md) or `"apls"` (the storage
     /// nodes rebuild it: APLS over every survivor of an RS stripe, a chain over an LRC stripe's
-    /// recovery set). `auto` needs node rates the gateway does not keep yet and is refused.
+    /// recovery set) or `"auto"` (per read, APLS on the nodes when the closed forms over the probed
+    /// node rates and this gateway's downlink say it is faster than the gateway decode; RS codes).
     pub reconstruct: policy::reconstruct::ReconstructSettings,
     /// Emulated downlink of this gateway (`[data.ingress]`: `bytes_per_s`, `per_packet_us`), for
     /// loopback experiments where the gateway's link matters (APLS, docs/apls.md): every unit read's
@@ -410,15 +411,9 @@ impl DataConfig {
     }
 }
 
-/// Checks reconstruction settings the gateway can run: valid, and a kind it executes.
+/// Checks reconstruction settings the gateway can run.
 pub fn validate_reconstruct(settings: &ReconstructSettings) -> Result<(), DataError> {
-    settings.validate().map_err(|why| DataError::Internal(format!("data config: reconstruct: {why}")))?;
-    if settings.kind == ReconstructKind::Auto {
-        return Err(DataError::Internal(
-            "data config: reconstruct.kind \"auto\" needs each node's rate in the gateway's view, which it does not keep yet; use \"gateway\", \"segmented\" or \"apls\"".into(),
-        ));
-    }
-    Ok(())
+    settings.validate().map_err(|why| DataError::Internal(format!("data config: reconstruct: {why}")))
 }
 
 #[cfg(test)]

@@ -1330,6 +1330,7 @@ mod tests {
             in_service_tasks: 1,
             service_rate_bytes_per_s: 2e6,
             overhead_us: 4000,
+            egress_bytes_per_s: 0.0,
             now_ns: 0,
         };
         let answers = record_rates(&mut catalog, &[(a, Some(reply)), (b, None)]);

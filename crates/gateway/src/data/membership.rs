@@ -85,7 +85,13 @@ impl Membership {
             .iter()
             .map(|node| async move {
                 let answered = match tokio::time::timeout(interval, self.cluster.client(node)).await {
-                    Ok(Ok(client)) => client.with_timeout(interval).probe().await.is_ok(),
+                    Ok(Ok(client)) => match client.with_timeout(interval).probe().await {
+                        Ok(reply) => {
+                            self.cluster.loads().record_probe(node.id, &reply);
+                            true
+                        }
+                        Err(_) => false,
+                    },
                     _ => false,
                 };
                 (node, answered)

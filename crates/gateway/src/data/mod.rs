@@ -26,6 +26,7 @@ pub mod membership;
 pub mod memory;
 pub mod mover;
 pub mod node_dataflow;
+pub mod node_loads;
 pub mod orphans;
 pub mod packed;
 pub mod pending;

@@ -162,6 +162,8 @@ async fn execute(
     let nodes: HashMap<usize, meta::NodeId> = sessions.iter().map(|&(i, node, _)| (i, node.id)).collect();
     let opened = sessions.into_iter().map(|(i, node, request)| async move {
         let client = io.cluster().client(node).await.map_err(|e| failed(node.id, e.to_string()))?;
+        let local_packets = request.steps.iter().filter(|step| step.reads_local).count() as u64;
+        io.cluster().loads().record_request(node.id, local_packets * u64::from(request.packet_bytes));
         let stream = client.reconstruct(request).await.map_err(|e| failed(node.id, e.to_string()))?;
         Ok::<_, DataError>(stream.map(move |message| (i, message)))
     });
@@ -309,9 +311,12 @@ pub fn applies(range: RangeRead<'_>) -> bool {
 /// then rebuilds at the gateway).
 pub async fn repair_into(range: RangeRead<'_>, home: &NodeInfo) -> Result<(), DataError> {
     let settings = range.io.reconstruct();
-    if settings.kind != ReconstructKind::Apls || range.io.backend().is_some() || range.offset != 0 {
-        return Err(DataError::Internal("repair rebuilds on the nodes only with kind = \"apls\"".into()));
+    if !settings.kind.rebuilds_on_nodes() || range.io.backend().is_some() || range.offset != 0 {
+        return Err(DataError::Internal("repair rebuilds on the nodes only with kind = \"apls\" or \"auto\"".into()));
     }
+    // Repair's rebuilt bytes need not cross the gateway at all: `auto` takes APLS whenever a
+    // survivor is spare (its estimate compares reads served at the gateway).
+    let settings = ReconstructSettings { kind: ReconstructKind::Apls, ..settings };
     let (flow, sources) = plan(range, &settings)?;
     let RangeRead { io, code, stripe, unit, offset, .. } = range;
     rebuild_into(io, Rebuild { code, stripe: stripe.id, target: unit, offset, flow: &flow, sources: &sources }, home)
@@ -320,12 +325,18 @@ pub async fn repair_into(range: RangeRead<'_>, home: &NodeInfo) -> Result<(), Da
     Ok(())
 }
 
-/// Whether `range` must be rebuilt and `settings` have the nodes rebuild it.
+/// Whether `range` must be rebuilt and `settings` have the nodes rebuild it: always with `apls`
+/// (for an RS stripe, with a survivor to spare), with `auto` when the policy estimates APLS faster
+/// than the gateway decode (RS stripes only: an LRC stripe's degraded read already reads one small
+/// local group).
 fn applies_under(range: RangeRead<'_>, settings: &ReconstructSettings) -> bool {
     let rs = matches!(range.stripe.code_spec(), Ok(CodeSpec::Rs { .. }));
-    settings.kind == ReconstructKind::Apls
-        && super::segmented::must_be_rebuilt(range)
-        && (!rs || super::segmented::spare_survivors(range))
+    let chosen = match settings.kind {
+        ReconstructKind::Apls => !rs || super::segmented::spare_survivors(range),
+        ReconstructKind::Auto => rs && super::segmented::chosen_dataflow(range, settings).is_ok(),
+        _ => false,
+    };
+    chosen && super::segmented::must_be_rebuilt(range)
 }
 
 /// The range rebuilt by the nodes, or `None` when that does not apply or did not succeed (the

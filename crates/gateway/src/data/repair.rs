@@ -936,8 +936,12 @@ impl RepairService {
         let mut placement = stripe.placement.clone();
         for unit in to_move {
             let peers: Vec<NodeId> = (0..placement.len()).filter(|&u| u != unit).map(|u| placement[u]).collect();
+            let starters = self.light_loaded_starters(&node_list, placement[unit], &peers);
             let mut placer = self.io.placer();
-            match placer.place(&node_list, 1, &[placement[unit]], &peers) {
+            let placed = placer
+                .place(&starters, 1, &[placement[unit]], &peers)
+                .or_else(|_| placer.place(&node_list, 1, &[placement[unit]], &peers));
+            match placed {
                 Ok(found) => {
                     placement[unit] = found[0];
                     targets.push((unit, found[0]));
@@ -947,6 +951,23 @@ impl RepairService {
         }
         targets.sort_unstable();
         StripePlan { lost, targets, unplaced }
+    }
+
+    /// Where a unit rebuilt on the nodes may go first (APLS's light-loaded starter: the new node
+    /// receives the whole unit): the light-loaded, by this gateway's windowed request table, of the
+    /// Up nodes that hold none of the stripe's units. Empty unless the nodes rebuild (`apls`,
+    /// `auto`); the placer then takes the least-filled of these, or of all nodes when none fits.
+    fn light_loaded_starters(&self, node_list: &[NodeInfo], old: NodeId, peers: &[NodeId]) -> Vec<NodeInfo> {
+        if !self.io.reconstruct().kind.rebuilds_on_nodes() {
+            return Vec::new();
+        }
+        let candidates: Vec<NodeId> = node_list
+            .iter()
+            .filter(|n| n.state == NodeState::Up && n.id != old && !peers.contains(&n.id))
+            .map(|n| n.id)
+            .collect();
+        let light = self.io.cluster().loads().light_loaded(&candidates);
+        node_list.iter().filter(|n| light.contains(&n.id)).cloned().collect()
     }
 
     /// Rebuilds and writes every planned unit; the ones written (unit, node), or why it stopped.
@@ -973,8 +994,8 @@ impl RepairService {
                 // queued behind client reads for their slots.
                 admission: None,
             };
-            // With kind = "apls" the survivors rebuild the unit into its new node themselves.
-            if self.io.reconstruct().kind == policy::reconstruct::ReconstructKind::Apls {
+            // With kind = "apls" or "auto" the survivors rebuild the unit into its new node themselves.
+            if self.io.reconstruct().kind.rebuilds_on_nodes() {
                 match super::node_dataflow::repair_into(range, &nodes[&target]).await {
                     Ok(()) => {
                         written.push((unit, target));

@@ -86,8 +86,8 @@ pub async fn read_lost(range: RangeRead<'_>) -> Option<Bytes> {
     served(range, "segmented", read(range, &settings).await)
 }
 
-/// The survivors, least loaded first as the reconstruction policy ranks them (no loads are known on
-/// this path, so by unit), and the dataflow of the range over them.
+/// The survivors, least loaded first as the reconstruction policy ranks them, and the dataflow of
+/// the range over them.
 fn plan(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<(Vec<u8>, Dataflow), DataError> {
     let (method, sources) = chosen_dataflow(range, settings)?;
     let Method::Segmented { q, .. } = method else {
@@ -99,26 +99,43 @@ fn plan(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<(Vec<u8>
 }
 
 /// The dataflow the reconstruction policy chooses for `range` of an RS stripe over its usable
-/// survivors (no loads are known on this path, so ranked by unit), and its sources; an error when
-/// it keeps the gateway decode (no more than k survivors).
+/// survivors, and its sources; an error when it keeps the gateway decode (no more than k
+/// survivors, or `auto` estimates the decode faster). Survivors are ranked by what this gateway
+/// sent them within the load window plus what their last probe had queued (APLS's windowed table);
+/// `auto` estimates with each survivor's probed rate (the slower of disk and link; unknown counts
+/// as not binding) and the gateway's emulated downlink where it is shaped.
 pub(super) fn chosen_dataflow(
     range: RangeRead<'_>,
     settings: &ReconstructSettings,
 ) -> Result<(Method, Vec<u8>), DataError> {
-    let RangeRead { nodes, stripe, code, unit, length, .. } = range;
+    let RangeRead { io, nodes, stripe, code, unit, length, .. } = range;
+    let loads = io.cluster().loads();
     let survivors: Vec<Survivor> = (0..stripe.placement.len())
         .filter(|&u| u != unit && !stripe.is_missing(u) && is_up(nodes, stripe.placement[u]))
-        .map(|u| Survivor {
-            unit: u as u8,
-            node: model::NodeId(stripe.placement[u].0),
-            load: 0.0,
-            rate_bytes_per_s: 1.0,
+        .map(|u| {
+            let node = stripe.placement[u];
+            let probed = loads.probed(node);
+            Survivor {
+                unit: u as u8,
+                node: model::NodeId(node.0),
+                load: loads.window_load(node).bytes.saturating_add(probed.queued_bytes) as f64,
+                rate_bytes_per_s: probed.sending_bytes_per_s().unwrap_or(f64::INFINITY),
+            }
         })
         .collect();
-    let chosen = policy::reconstruct::choose(settings, code.data_units() as u16, &survivors, length);
+    let mut settings = settings.clone();
+    let downlink = io.ingress().shape();
+    if downlink.bytes_per_s > 0.0 {
+        settings.gateway_bytes_per_s = downlink.bytes_per_s;
+    }
+    let chosen = policy::reconstruct::choose(&settings, code.data_units() as u16, &survivors, length);
     match chosen.topology {
         model::ReconstructionTopology::Dataflow { dataflow, .. } => Ok((dataflow, chosen.sources)),
-        _ => Err(DataError::Unavailable(format!("{} survivors of {}: no more than k", survivors.len(), stripe.id))),
+        _ => Err(DataError::Unavailable(format!(
+            "{} survivors of {}: the policy keeps the gateway decode",
+            survivors.len(),
+            stripe.id
+        ))),
     }
 }
 

@@ -228,6 +228,7 @@ impl StripeIo {
         let node = nodes.get(&node_id).ok_or_else(|| transient(format!("node {node_id} is not registered")))?;
         let client = self.cluster.client(node).await.map_err(|e| transient(e.to_string()))?;
         let unit_index = u16::try_from(unit).map_err(|_| transient(format!("unit index {unit} too large")))?;
+        self.cluster.loads().record_request(node_id, length);
         match client.read_range(stripe.id.0, unit_index, offset, length).await {
             Ok(answer) => {
                 self.ingress.transmit(answer.0.len() as u64).await;
@@ -275,6 +276,7 @@ impl StripeIo {
             .collect();
         let info = nodes.get(&node).ok_or_else(|| format!("node {node} is not registered"))?;
         let client = self.cluster.client(info).await.map_err(|e| e.to_string())?;
+        self.cluster.loads().record_request(node, wire.iter().map(|range| range.length).sum());
         let (answers, timing) = client.read_units(&wire).await.map_err(|e| e.to_string())?;
         self.ingress.transmit(answered_bytes(&answers)).await;
         let mut bytes: Vec<Option<Bytes>> = vec![None; units.len()];
@@ -312,6 +314,7 @@ impl StripeIo {
             .collect();
         let info = nodes.get(&node_id).ok_or_else(|| failed("not registered".into()))?;
         let client = self.cluster.client(info).await.map_err(|e| failed(e.to_string()))?;
+        self.cluster.loads().record_request(node_id, ranges.iter().map(|&(_, length)| length).sum());
         let (answers, _timing) = client.read_units(&wire).await.map_err(|e| failed(e.to_string()))?;
         self.ingress.transmit(answered_bytes(&answers)).await;
         answers
@@ -373,6 +376,7 @@ impl StripeIo {
         }
         let client = self.cluster.client(node).await.map_err(|e| format!("node {}: {e}", node.id))?;
         let unit_index = u16::try_from(unit).map_err(|_| format!("unit index {unit} too large"))?;
+        self.cluster.loads().record_request(node.id, data.len() as u64);
         client.write_unit(stripe.0, unit_index, data).await.map(|_| ()).map_err(|e| format!("node {}: {e}", node.id))
     }
 
