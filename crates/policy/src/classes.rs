@@ -22,8 +22,12 @@
 //! (Tahoe's default: uniformly random distinct racks), to be read with [`Marginals::uniform`]
 //! (π = k/n) and equal bandwidth weights.
 //!
+//! [`scheduling`] is the read policy (`jlwo`) that plans reads with π from JLWO's solve.
+//!
 //! Must not: do I/O, read a clock or draw from any source but the caller's; know about queues or
 //! bandwidth (the simulator's and the optimiser's).
+
+pub mod scheduling;
 
 use rand::{Rng, RngCore};
 use serde::{Deserialize, Serialize};

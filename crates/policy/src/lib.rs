@@ -49,6 +49,12 @@ pub trait ClusterView {
     /// The deciding frontend's own pool of task slots as it stands now: local bookkeeping, not a
     /// probe, and not counted. FAST CLOUD's code-length policies choose n from it.
     fn frontend_state(&self) -> fec::FrontendState;
+    /// The rack `node` sits in (racks numbered from 0; the latency-classes paper's topology).
+    /// Executors that model no racks answer 0 for every node.
+    fn node_rack(&self, node: NodeId) -> u16 {
+        let _ = node;
+        0
+    }
     /// Whether the executor already knows `node` cannot serve (its failure was detected): not a
     /// probe, and not counted. EC-Store routes around such nodes without probing; executors that
     /// learn of failures only through probes answer false.

@@ -30,6 +30,7 @@ pub mod moments;
 mod placement;
 mod scheduling;
 mod simplex;
+mod start;
 mod weights;
 
 #[cfg(test)]
@@ -41,6 +42,7 @@ use thiserror::Error;
 pub use bound::{auxiliary_f, optimal_z_s, order_statistic_bound_s};
 pub use hungarian::{Assignment, AssignmentError, min_cost_assignment};
 pub use moments::{ConnectionDelay, DelayMoments, ServiceMoments, delay_moments, printed_delay_moments, utilisation};
+pub use start::demand_start;
 
 use model::{Loads, Model};
 use simplex::PairLimits;
@@ -560,9 +562,17 @@ pub fn solve(
     let mut solution = match warm {
         Some(previous) => previous.clone(),
         None => {
+            // The oblivious start, or, where it leaves a loaded queue saturated, the
+            // demand-proportional one; the oblivious start's error when neither is feasible.
             let cold = initial_solution(instance);
-            check_feasible(instance, &cold)?;
-            cold
+            match check_feasible(instance, &cold) {
+                Ok(()) => cold,
+                Err(error) => {
+                    let demand = demand_start(instance);
+                    check_feasible(instance, &demand).map_err(|_| error)?;
+                    demand
+                }
+            }
         }
     };
     let mut loads = model.loads(&solution);
