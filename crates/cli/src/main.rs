@@ -146,6 +146,32 @@ enum AdminCommand {
     /// Show EC-Store's mover (moves, bytes, lease, paused for repair), or switch it on or off.
     #[command(subcommand)]
     Mover(AdminMoverCommand),
+    /// Show the latency classes (per-class counters, access keys' entitlements), or set the best
+    /// class an access key's requests may run in (docs/classes.md).
+    #[command(subcommand)]
+    Class(AdminClassCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminClassCommand {
+    /// Print the classes, their counters, the access keys' entitlements and the nodes told the
+    /// scheduling.
+    Show(AdminPolicyTarget),
+    /// Set the best class ACCESS_KEY's requests may run in (1 is the best), on every gateway of
+    /// the cluster; `none` removes the key's entry (its credential's class, or the default, applies).
+    Key(AdminClassKeyArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminClassKeyArgs {
+    /// The access key.
+    #[arg(value_name = "ACCESS_KEY")]
+    access_key: String,
+    /// The class, 1-based, or none.
+    #[arg(value_name = "N|none")]
+    class: String,
+    #[command(flatten)]
+    target: AdminPolicyTarget,
 }
 
 #[derive(Debug, Subcommand)]
@@ -178,11 +204,26 @@ enum AdminMoverCommand {
 
 #[derive(Debug, Subcommand)]
 enum AdminBucketCommand {
-    /// Print every bucket and its write ack rule.
+    /// Print every bucket with its write ack rule and latency class.
     Show(AdminPolicyTarget),
     /// Set BUCKET's write ack rule: `all` (default: every unit durable), `k+1` (the units landed
     /// survive one more failure) or `k` (they decode the data; the rest land in the background).
     Ack(AdminBucketAckArgs),
+    /// Set the latency class of requests to BUCKET (1 is the best; a request runs in the worse of
+    /// it and its access key's class), or `none` to clear it.
+    Class(AdminBucketClassArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminBucketClassArgs {
+    /// The bucket.
+    #[arg(value_name = "BUCKET")]
+    bucket: String,
+    /// The class, 1-based, or none.
+    #[arg(value_name = "N|none")]
+    class: String,
+    #[command(flatten)]
+    target: AdminPolicyTarget,
 }
 
 #[derive(Debug, Args)]
@@ -337,6 +378,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::Bucket(command)) => admin_bucket(command),
         Command::Admin(AdminCommand::Access(command)) => admin_access(command),
         Command::Admin(AdminCommand::Mover(command)) => admin_mover(command),
+        Command::Admin(AdminCommand::Class(command)) => admin_class(command),
         #[cfg(feature = "lab")]
         Command::Sim(args) => lab::run_sim(args),
         #[cfg(feature = "lab")]
@@ -420,7 +462,8 @@ fn admin_bucket(command: AdminBucketCommand) -> anyhow::Result<()> {
                 println!("no buckets");
             }
             for bucket in buckets {
-                println!("{}  write ack {}", bucket.name, bucket.write_ack);
+                let class = bucket.class.map_or_else(|| "none".to_string(), |class| class.to_string());
+                println!("{}  write ack {}  class {class}", bucket.name, bucket.write_ack);
             }
         }
         AdminBucketCommand::Ack(args) => {
@@ -429,6 +472,49 @@ fn admin_bucket(command: AdminBucketCommand) -> anyhow::Result<()> {
             let base = policy_gateways(&args.target)?.remove(0);
             let bucket = GatewayAdmin { base, secret }.set_write_ack(&args.bucket, rule)?;
             println!("{}: write ack now {}", bucket.name, bucket.write_ack);
+        }
+        AdminBucketCommand::Class(args) => {
+            let class = class_argument(&args.class)?;
+            let secret = target_secret(&args.target)?;
+            let base = policy_gateways(&args.target)?.remove(0);
+            let bucket = GatewayAdmin { base, secret }.set_bucket_class(&args.bucket, class)?;
+            println!("{}: class now {}", bucket.name, bucket.class.map_or_else(|| "none".into(), |c| c.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// A class as the admin commands take it: a number from 1, or `none`. Whether the gateway runs
+/// that many classes is the gateway's check.
+fn class_argument(text: &str) -> anyhow::Result<Option<u8>> {
+    if text.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    match text.parse::<u8>() {
+        Ok(class) if class >= 1 => Ok(Some(class)),
+        _ => anyhow::bail!("a class is a number from 1 (the best) or none, not {text:?}"),
+    }
+}
+
+fn admin_class(command: AdminClassCommand) -> anyhow::Result<()> {
+    use launcher::gateway_admin::GatewayAdmin;
+    match command {
+        AdminClassCommand::Show(target) => {
+            let mut text = String::new();
+            for base in policy_gateways(&target)? {
+                let view = GatewayAdmin { base: base.clone(), secret: String::new() }.classes()?;
+                text.push_str(&launcher::admin::render_classes_view(&base, &view));
+            }
+            print_stdout(&text)?;
+        }
+        AdminClassCommand::Key(args) => {
+            let class = class_argument(&args.class)?;
+            let secret = target_secret(&args.target)?;
+            // The table lives in the metadata store: one gateway sets it for all.
+            let base = policy_gateways(&args.target)?.remove(0);
+            GatewayAdmin { base, secret }.set_key_class(&args.access_key, class)?;
+            let shown = class.map_or_else(|| "none (its credential's class or the default)".into(), |c| c.to_string());
+            println!("{}: class now {shown}", args.access_key);
         }
     }
     Ok(())

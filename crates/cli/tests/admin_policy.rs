@@ -2,7 +2,8 @@
 //! policy, switch it, refuse a bad
 //! name without changing anything, and see the switch in the records the gateway keeps (LMLF-PW2
 //! sends 1 + 6 probes per read on RS(6,3)); records are exported only with the cluster secret.
-//! `lowtail admin bucket` sets a bucket's write ack rule (the objects then written at k read back).
+//! `lowtail admin bucket` sets a bucket's write ack rule (the objects then written at k read back)
+//! and latency class, and `lowtail admin class` an access key's.
 
 mod common;
 
@@ -77,7 +78,24 @@ async fn admin_policy_switches_the_gateway_and_records_show_it() {
     let (ok, text) = lowtail_admin_bucket(&dir, &["ack", "no-such-bucket", "all"]);
     assert!(!ok && text.to_lowercase().contains("no-such-bucket"), "{text}");
     let (ok, text) = lowtail_admin_bucket(&dir, &["show"]);
-    assert!(ok && text.contains("demo  write ack k"), "{text}");
+    assert!(ok && text.contains("demo  write ack k  class none"), "{text}");
+    // Latency classes: the one class of a default gateway set and cleared; others refused unchanged.
+    let (ok, text) = lowtail_admin_bucket(&dir, &["class", "demo", "1"]);
+    assert!(ok && text.contains("demo: class now 1"), "{text}");
+    let (ok, text) = lowtail_admin_bucket(&dir, &["class", "demo", "2"]);
+    assert!(!ok && text.contains("class 2 is not run here: classes are 1 to 1"), "{text}");
+    let (ok, text) = lowtail_admin_bucket(&dir, &["class", "demo", "gold"]);
+    assert!(!ok && text.contains("a class is a number from 1"), "{text}");
+    let (ok, text) = lowtail_admin_bucket(&dir, &["show"]);
+    assert!(ok && text.contains("demo  write ack k  class 1"), "{text}");
+    assert!(lowtail_admin_bucket(&dir, &["class", "demo", "none"]).0);
+    let (ok, text) = lowtail_admin_of(&dir, "class", &["key", "batch-key", "1"]);
+    assert!(ok && text.contains("batch-key: class now 1"), "{text}");
+    let (ok, text) = lowtail_admin_of(&dir, "class", &["show"]);
+    assert!(
+        ok && text.contains("1 classes, fcfs scheduling") && text.contains("access key batch-key: class 1 (table)"),
+        "{text}"
+    );
     // Striped (above the packing limit), so reads are planned at once without waiting for a seal.
     let objects: Vec<(String, Vec<u8>)> =
         (0..4).map(|i| (format!("object-{i}"), pseudo_random(200_000 + i * 1000, i as u32))).collect();

@@ -1,13 +1,17 @@
 //! One gateway process: its configuration (TOML, documented defaults), the metadata backend it
 //! opens, the erasure-coded data path with membership and repair, the S3 server, and an HTTP
 //! endpoint with Prometheus metrics (`GET /metrics`) and the cluster status (`GET /admin/status`,
-//! JSON, what `lowtail admin status` prints).
+//! JSON, what `lowtail admin status` prints), with the admin routes beside it (the classes' in
+//! `class_admin`).
 //!
 //! Must not: handle S3 requests or move data itself; it wires the layers that do and stops them in
 //! order (S3 first, so no request is cut off mid-write; then background services).
 
+use crate::class_admin::ClassAdmin;
+use crate::classes::{ClassTable, ClassesConfig, ClassesReport};
 use crate::data::controller::{Controller, ControllerConfig, PolicyState};
 use crate::data::delayed::{DelayedReleases, ReleaseStatus};
+use crate::data::erasure::DataClasses;
 use crate::data::erasure::{ErasureData, RunningData};
 use crate::data::membership::BackgroundTask;
 use crate::data::orphans::{OrphanCollector, OrphanStatus};
@@ -29,13 +33,18 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// An S3 access key pair.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Credential {
     /// Access key id.
     pub access_key: String,
     /// Secret access key.
     pub secret_key: String,
+    /// The best latency class (1-based, `[classes]`) the key's requests may run in; absent =
+    /// `classes.default_class`. An entry in the metadata store's table (`lowtail admin class key`)
+    /// overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<u8>,
 }
 
 /// Where the metadata lives.
@@ -109,6 +118,9 @@ pub struct GatewayConfig {
     pub data: DataConfig,
     /// The read controller: the policy reads follow, this gateway's frontend number, records.
     pub controller: ControllerConfig,
+    /// The latency classes requests run in and how the storage nodes serve them (docs/classes.md).
+    /// Default: one class, first come first served (no change).
+    pub classes: ClassesConfig,
 }
 
 impl Default for GatewayConfig {
@@ -127,6 +139,7 @@ impl Default for GatewayConfig {
             meta: MetaConfig::default(),
             data: DataConfig::default(),
             controller: ControllerConfig::default(),
+            classes: ClassesConfig::default(),
         }
     }
 }
@@ -160,7 +173,32 @@ impl GatewayConfig {
             !matches!(self.meta, MetaConfig::Etcd { .. }) || self.data.gateway_id.is_some(),
             "gateway config: data.gateway_id must be set (unique per gateway) when gateways share etcd"
         );
+        self.validate_classes()
+    }
+
+    /// The `[classes]` section, and every credential's class against it.
+    fn validate_classes(&self) -> anyhow::Result<()> {
+        self.classes.validate().map_err(|why| anyhow::anyhow!("gateway config: {why}"))?;
+        for credential in &self.credentials {
+            if let Some(class) = credential.class {
+                anyhow::ensure!(
+                    self.classes.runs(class),
+                    "gateway config: credential {} has class {class}; the gateway runs classes 1 to {}",
+                    credential.access_key,
+                    self.classes.count()
+                );
+            }
+        }
         Ok(())
+    }
+
+    /// The run-time table of the configured classes, with the credentials' entitlements.
+    pub fn class_table(&self) -> ClassTable {
+        let configured = self
+            .credentials
+            .iter()
+            .filter_map(|credential| credential.class.map(|class| (credential.access_key.clone(), class)));
+        ClassTable::new(self.classes.clone(), configured)
     }
 }
 
@@ -220,6 +258,8 @@ pub struct ClusterStatus {
     pub policy: PolicyState,
     /// This gateway's early-acknowledged writes still landing, and their totals.
     pub pending: PendingStatus,
+    /// The latency classes and what this gateway served in each.
+    pub classes: ClassesReport,
 }
 
 /// Everything [`ClusterStatus`] is read from; one copy serves `RunningGateway::status` and the
@@ -234,6 +274,7 @@ struct StatusSources {
     packer: Arc<Packer>,
     controller: Arc<Controller>,
     pending: Arc<PendingWrites>,
+    classes: Arc<ClassTable>,
 }
 
 impl StatusSources {
@@ -247,6 +288,7 @@ impl StatusSources {
             packed: self.packer.status().await,
             policy: self.controller.policy(),
             pending: self.pending.status(),
+            classes: self.classes.report(),
         })
     }
 }
@@ -310,7 +352,8 @@ impl RunningGateway {
 /// server, and the HTTP endpoint. Returns once every listener is bound.
 pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::Result<RunningGateway> {
     config.validate()?;
-    let mut data = ErasureData::start(config.data.clone(), Arc::clone(&meta))
+    let classes = Arc::new(config.class_table());
+    let mut data = ErasureData::start_classed(config.data.clone(), Arc::clone(&meta), data_classes(&classes))
         .await
         .map_err(|e| anyhow::anyhow!("cannot start the data path: {e}"))?;
     let controller =
@@ -326,15 +369,23 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         packer: Arc::clone(data.data.packer()),
         controller: Arc::clone(&controller),
         pending: Arc::clone(data.data.pending()),
+        classes: Arc::clone(&classes),
     };
     let object_data: Arc<dyn ObjectData> = Arc::new(data.data.clone());
     let credentials = config.credentials.iter().map(|c| (c.access_key.clone(), c.secret_key.clone())).collect();
+    let class_admin = ClassAdmin {
+        meta: Arc::clone(&meta),
+        table: Arc::clone(&classes),
+        membership: Arc::clone(&data.membership),
+        secret: config.data.cluster_secret.clone(),
+    };
     let options = S3Options {
         max_object_bytes: config.max_object_bytes,
         region: config.region.clone(),
         body_idle_timeout: std::time::Duration::from_millis(config.body_idle_timeout_ms),
         batch_window: std::time::Duration::from_millis(config.batch_window_ms),
         coaccess_gap: (config.coaccess_gap_ms > 0).then(|| std::time::Duration::from_millis(config.coaccess_gap_ms)),
+        classes,
         ..S3Options::default()
     };
     let upload_expiry_task =
@@ -383,7 +434,8 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
             .merge(reconstruct_routes(Arc::clone(data.data.io()), config.data.cluster_secret.clone()))
             .merge(ingress_routes(Arc::clone(data.data.io()), config.data.cluster_secret.clone()))
             .merge(mover_routes(data.mover.clone(), Arc::clone(&controller), config.data.cluster_secret.clone()))
-            .merge(bucket_routes(Arc::clone(&meta), config.data.cluster_secret.clone()));
+            .merge(bucket_routes(Arc::clone(&meta), config.data.cluster_secret.clone()))
+            .merge(class_admin.routes());
         http_server = Some(tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async {
@@ -410,6 +462,11 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         stop_http,
         http_server,
     })
+}
+
+/// What the data path needs of the classes: the background work's class and the nodes' scheduling.
+fn data_classes(table: &ClassTable) -> DataClasses {
+    DataClasses { background: table.background(), scheduling: table.node_scheduling() }
 }
 
 /// Writes the bound addresses atomically (temp file + rename), so a reader never sees half a file.
@@ -629,7 +686,7 @@ fn access_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
 }
 
 /// The answer to an admin call that needs the cluster secret and came without it (or a wrong one).
-fn refused() -> axum::response::Response {
+pub(crate) fn refused() -> axum::response::Response {
     use axum::response::IntoResponse;
     (axum::http::StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
 }
@@ -711,7 +768,7 @@ fn mover_routes(
 }
 
 /// Whether `headers` carry the cluster secret.
-fn has_secret(headers: &axum::http::HeaderMap, secret: &str) -> bool {
+pub(crate) fn has_secret(headers: &axum::http::HeaderMap, secret: &str) -> bool {
     headers
         .get(SECRET_HEADER)
         .is_some_and(|v| bool::from(subtle::ConstantTimeEq::ct_eq(v.as_bytes(), secret.as_bytes())))
@@ -765,4 +822,39 @@ pub async fn run(config: GatewayConfig, shutdown: impl Future<Output = ()>) -> a
     shutdown.await;
     gateway.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> GatewayConfig {
+        let base = "[data]\ncluster_secret = \"s\"\n[[credentials]]\naccess_key = \"a\"\nsecret_key = \"secret-a1\"\n";
+        toml::from_str(&format!("{base}{text}")).unwrap()
+    }
+
+    #[test]
+    fn a_config_without_classes_runs_one_fcfs_class() {
+        let config = parsed("");
+        config.validate().unwrap();
+        assert_eq!(config.classes, ClassesConfig::default());
+        assert_eq!(config.class_table().config().count(), 1);
+    }
+
+    #[test]
+    fn credentials_may_carry_a_class_the_gateway_runs() {
+        let two = "[classes]\nclasses = [{ name = \"gold\", weight = 1.0, share = 0.7 }, \
+                   { name = \"silver\", weight = 0.4, share = 0.3 }]\nscheduling = \"reserved\"\n";
+        let classed = "[[credentials]]\naccess_key = \"b\"\nsecret_key = \"secret-b1\"\nclass = 2\n";
+        let config = parsed(&format!("{classed}{two}"));
+        config.validate().unwrap();
+        let table = config.class_table();
+        assert_eq!((table.configured("b"), table.configured("a")), (Some(2), None));
+        assert_eq!(table.background(), node::ClassId(1));
+        let beyond = parsed(&format!("{}{two}", classed.replace("class = 2", "class = 3")));
+        let error = beyond.validate().unwrap_err().to_string();
+        assert!(error.contains("credential b has class 3; the gateway runs classes 1 to 2"), "{error}");
+        let bad = parsed("[classes]\nclasses = [{ name = \"x\", weight = 0.0 }]\n");
+        assert!(bad.validate().unwrap_err().to_string().contains("gateway config: classes: class 1 (x) has weight"));
+    }
 }

@@ -66,6 +66,7 @@ async fn live_actions(timeline: &Timeline) -> Vec<(u64, Action)> {
                 outcome: node::TaskOutcome::Ok,
                 bytes_ahead: 0,
                 emulated_service_ns: 0,
+                class: node::ClassId::DEFAULT,
             };
             (TaskEnd::Done { timing, sent_ns, received_ns: clock.now_ns() }, Some(Bytes::from_static(b"unit")))
         }

@@ -66,6 +66,7 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
         region: None,
         owner: None,
         write_ack: meta::WriteAck::All,
+        class: None,
     })
     .await
     .unwrap();
@@ -206,6 +207,7 @@ async fn a_mostly_dead_packed_stripe_is_compacted_then_collected() {
         region: None,
         owner: None,
         write_ack: meta::WriteAck::All,
+        class: None,
     })
     .await
     .unwrap();

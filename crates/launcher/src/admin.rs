@@ -103,6 +103,7 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
     text.push_str(&render_redundancy(&status["repair"], nodes, now_ms));
     text.push_str(&render_scrub(&status["repair"]["scrub"], now_ms));
     text.push_str(&render_pending(&status["pending"], now_ms));
+    text.push_str(&render_classes(&status["classes"]));
     for section in ["orphans", "stripe_gc", "releases"] {
         if let Some(fields) = status[section].as_object() {
             text.push_str(&format!("{section}:\n"));
@@ -112,6 +113,73 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
         }
     }
     Ok(text)
+}
+
+/// `lowtail admin class show`'s text for the gateway at `base`: every class with its counters,
+/// the access keys' entitlements and the nodes told the scheduling.
+pub fn render_classes_view(base: &str, view: &gateway::class_admin::ClassesView) -> String {
+    let report = &view.report;
+    let mut text = format!(
+        "{base}: {} classes, {} scheduling, default class {}\n",
+        report.classes.len(),
+        report.scheduling.name(),
+        report.default_class
+    );
+    for class in &report.classes {
+        let share = class.share.map(|share| format!(", share {share}")).unwrap_or_default();
+        text.push_str(&format!(
+            "  class {} {} (weight {}{share}): {} requests, {} bytes, mean {:.2} ms\n",
+            class.class, class.name, class.weight, class.requests, class.bytes, class.mean_latency_ms
+        ));
+    }
+    text.push_str(&format!(
+        "  refused: {} above their entitlement, {} naming no class run here\n",
+        report.refused_denied, report.refused_invalid
+    ));
+    for key in &view.access_keys {
+        text.push_str(&format!("  access key {}: class {} ({})\n", key.access_key, key.class, key.source));
+    }
+    let nodes: Vec<String> = view.nodes_scheduled.iter().map(ToString::to_string).collect();
+    text.push_str(&format!(
+        "  nodes told the scheduling: {}\n",
+        if nodes.is_empty() { "none".into() } else { nodes.join(", ") }
+    ));
+    text
+}
+
+/// The latency classes and what this gateway served in each; nothing for the one class of a
+/// gateway without classes, unless it refused requests over their class header.
+fn render_classes(classes: &Value) -> String {
+    let Some(list) = classes["classes"].as_array() else { return String::new() };
+    let count = |value: &Value, field: &str| value[field].as_u64().unwrap_or(0);
+    let (denied, invalid) = (count(classes, "refused_denied"), count(classes, "refused_invalid"));
+    if list.len() <= 1 && denied + invalid == 0 {
+        return String::new();
+    }
+    let mut text = format!(
+        "latency classes ({} scheduling, default class {}):
+",
+        classes["scheduling"].as_str().unwrap_or("?"),
+        count(classes, "default_class")
+    );
+    for class in list {
+        text.push_str(&format!(
+            "  class {} {:<10} {} requests, {:.1} MiB, mean {:.2} ms
+",
+            count(class, "class"),
+            class["name"].as_str().unwrap_or("?"),
+            count(class, "requests"),
+            count(class, "bytes") as f64 / f64::from(1 << 20),
+            class["mean_latency_ms"].as_f64().unwrap_or(0.0),
+        ));
+    }
+    if denied + invalid > 0 {
+        text.push_str(&format!(
+            "  refused: {denied} above their entitlement, {invalid} naming no class run here
+"
+        ));
+    }
+    text
 }
 
 /// This gateway's writes acknowledged early (a bucket's write ack rule below `all`): what is still
@@ -342,6 +410,25 @@ mod tests {
         assert!(text.contains("releases:\n  waiting: 3"), "{text}");
         assert!(text.contains("read policy: lmlf-pw2"), "{text}");
         assert!(render_status(&serde_json::json!({})).is_err());
+    }
+
+    #[test]
+    fn renders_the_classes_when_there_are_several() {
+        let class = |number: u64, name: &str, requests: u64| {
+            serde_json::json!({"class": number, "name": name, "weight": 1.0, "share": null,
+                               "requests": requests, "bytes": 3 << 20, "mean_latency_ms": 1.5})
+        };
+        let status = |classes: Vec<Value>, denied: u64| {
+            serde_json::json!({"nodes": [], "classes": {"scheduling": "reserved", "default_class": 1,
+                               "classes": classes, "refused_denied": denied, "refused_invalid": 0}})
+        };
+        let text = render_status(&status(vec![class(1, "gold", 7), class(2, "silver", 2)], 1)).unwrap();
+        assert!(text.contains("latency classes (reserved scheduling, default class 1):"), "{text}");
+        assert!(text.contains("class 1 gold       7 requests, 3.0 MiB, mean 1.50 ms"), "{text}");
+        assert!(text.contains("class 2 silver     2 requests"), "{text}");
+        assert!(text.contains("refused: 1 above their entitlement, 0 naming no class run here"), "{text}");
+        let single = render_status(&status(vec![class(1, "standard", 7)], 0)).unwrap();
+        assert!(!single.contains("latency classes"), "one class is no news: {single}");
     }
 
     #[test]

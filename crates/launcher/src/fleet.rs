@@ -96,8 +96,11 @@ impl Fleet {
         );
         std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
         let secret = random_token(32);
-        let credential =
-            Credential { access_key: format!("LT{}", random_token(18).to_uppercase()), secret_key: random_token(40) };
+        let credential = Credential {
+            access_key: format!("LT{}", random_token(18).to_uppercase()),
+            secret_key: random_token(40),
+            class: None,
+        };
 
         step("starting etcd");
         let etcd = EtcdProcess::start(&config.etcd_binary, &root.join("etcd"), Lifetime::WithParent)

@@ -2,8 +2,9 @@
 //! experiments: `GET` and `PUT /admin/policy` (show and switch the read policy), `POST
 //! /admin/records/take` (the records of the reads since the last take, as JSON lines), `POST
 //! /admin/packed/seal` (seal the open packed stripes now), `PUT /admin/access` and `PUT
-//! /admin/mover` (EC-Store's batch access policy and mover), and `POST /admin/batches/take` and
-//! `/admin/moves/take` (their records), with the cluster secret.
+//! /admin/mover` (EC-Store's batch access policy and mover), `POST /admin/batches/take` and
+//! `/admin/moves/take` (their records), and the latency classes (`GET /admin/classes`, `PUT
+//! /admin/buckets/NAME/class`, `PUT /admin/access-keys/KEY/class`), with the cluster secret.
 //!
 //! Owns: the HTTP calls, their time limits and their errors, which name the gateway and say when it
 //! lacks the controller (a 404). Must not: retry a call (a failure ends the experiment with its
@@ -122,6 +123,49 @@ impl GatewayAdmin {
         }
         let body = self.check(what, &mut response)?;
         serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer a bucket: {body}", self.base))
+    }
+
+    /// Sets the latency class (1-based) of requests to `bucket`, or clears it (`None`), through
+    /// `PUT /admin/buckets/NAME/class`; returns the bucket as stored.
+    pub fn set_bucket_class(&self, bucket: &str, class: Option<u8>) -> anyhow::Result<meta::BucketMeta> {
+        let what = "PUT /admin/buckets/NAME/class";
+        let body = self.put_class(what, &format!("/admin/buckets/{bucket}/class"), class)?;
+        serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer a bucket: {body}", self.base))
+    }
+
+    /// Sets the best latency class (1-based) `access_key`'s requests may run in, or removes its
+    /// entry (`None`), through `PUT /admin/access-keys/KEY/class`.
+    pub fn set_key_class(&self, access_key: &str, class: Option<u8>) -> anyhow::Result<()> {
+        self.put_class("PUT /admin/access-keys/KEY/class", &format!("/admin/access-keys/{access_key}/class"), class)
+            .map(|_| ())
+    }
+
+    /// The classes, the access keys' entitlements and the per-class counters (`GET /admin/classes`).
+    pub fn classes(&self) -> anyhow::Result<gateway::class_admin::ClassesView> {
+        let what = "GET /admin/classes";
+        let mut response = agent()
+            .get(format!("{}/admin/classes", self.base))
+            .call()
+            .with_context(|| format!("{what} at {}", self.base))?;
+        let body = self.check(what, &mut response)?;
+        serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer classes: {body}", self.base))
+    }
+
+    /// A `PUT` of a class (`N` or `none`) to `path` with the cluster secret; the answer's body. A
+    /// 404 is the bucket's absence, not a missing endpoint.
+    fn put_class(&self, what: &str, path: &str, class: Option<u8>) -> anyhow::Result<String> {
+        let body = class.map_or_else(|| "none".to_string(), |class| class.to_string());
+        let mut response = agent()
+            .put(format!("{}{path}", self.base))
+            .header(SECRET_HEADER, &self.secret)
+            .content_type("text/plain")
+            .send(body.as_str())
+            .with_context(|| format!("{what} at {}", self.base))?;
+        if response.status().as_u16() == 404 {
+            let body = response.body_mut().read_to_string().unwrap_or_default();
+            bail!("{}: {}", self.base, if body.is_empty() { "no class endpoint (404)".into() } else { body });
+        }
+        self.check(what, &mut response)
     }
 
     /// A `PUT` of `body` (JSON) to `path` with the cluster secret; the answer's body.

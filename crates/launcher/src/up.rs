@@ -56,6 +56,9 @@ pub struct UpConfig {
     /// The gateway's read controller: the policy reads follow (default `normal`) and its settings;
     /// see docs/controller.md. Switch a running cluster with `lowtail admin policy set`.
     pub controller: ControllerConfig,
+    /// The gateway's latency classes and how the nodes serve them (default: one class, first come
+    /// first served); see docs/classes.md. The cluster's one access key has `default_class`.
+    pub classes: gateway::classes::ClassesConfig,
 }
 
 impl Default for UpConfig {
@@ -74,6 +77,7 @@ impl Default for UpConfig {
             service_model: ServiceModel::default(),
             scrub: node::ScrubConfig::default(),
             controller: ControllerConfig::default(),
+            classes: gateway::classes::ClassesConfig::default(),
         }
     }
 }
@@ -225,7 +229,11 @@ async fn start_gateway(
     let gateway_config = GatewayConfig {
         s3_listen: state.s3_listen,
         http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-        credentials: vec![Credential { access_key: state.access_key.clone(), secret_key: state.secret_key.clone() }],
+        credentials: vec![Credential {
+            access_key: state.access_key.clone(),
+            secret_key: state.secret_key.clone(),
+            class: None,
+        }],
         region: state.region.clone(),
         body_idle_timeout_ms: config.body_idle_timeout_ms,
         abort_incomplete_uploads_after_s: config.abort_incomplete_uploads_after_s,
@@ -234,6 +242,7 @@ async fn start_gateway(
         meta: meta_config,
         data,
         controller: config.controller.clone(),
+        classes: config.classes.clone(),
         ..GatewayConfig::default()
     };
     let gateway = gateway::process::start(gateway_config, meta).await?;

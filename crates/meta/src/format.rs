@@ -18,6 +18,7 @@
 //! | `upload/<bucket>/<upload id>` | `UploadMeta` |
 //! | `part/<bucket>/<upload id>/<part: 5 digits>` | `PartMeta` |
 //! | `config/<name>` | config value (JSON string) |
+//! | `access-key/<access key>` | `AccessKeyClass` |
 //! | `counter/<name>` | last id handed out (redb only; etcd uses its revision) |
 //!
 //! Bucket names cannot contain `/`, so `object/<bucket>/` is a prefix of exactly that bucket's objects, and
@@ -169,6 +170,16 @@ pub fn part_key(bucket: &str, upload_id: &str, part_number: u16) -> Vec<u8> {
 /// Key of a lease.
 pub fn lease_key(name: &str) -> Vec<u8> {
     format!("lease/{name}").into_bytes()
+}
+
+/// Key of an access key's class entitlement.
+pub fn access_key_key(access_key: &str) -> Vec<u8> {
+    format!("access-key/{access_key}").into_bytes()
+}
+
+/// Prefix of every access key's class entitlement.
+pub fn access_key_prefix() -> Vec<u8> {
+    b"access-key/".to_vec()
 }
 
 /// Key of a config entry.

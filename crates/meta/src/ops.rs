@@ -14,8 +14,8 @@ use crate::kv::{Backend, Kv, TxnFuture};
 use crate::listing;
 use crate::store::MetaStore;
 use crate::types::{
-    BucketMeta, CompletedPart, Layout, Lease, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo, NodeState,
-    ObjectListing, ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta, WriteAck,
+    AccessKeyClass, BucketMeta, CompletedPart, Layout, Lease, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo,
+    NodeState, ObjectListing, ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta, WriteAck,
 };
 use crate::validate;
 
@@ -165,6 +165,17 @@ impl<B: Backend> MetaStore for KvStore<B> {
         txn!(self.backend, write, (name, write_ack), |kv| {
             let mut bucket = require_bucket(kv, &name).await?;
             bucket.write_ack = write_ack;
+            put_record(kv, format::bucket_key(&name), &bucket)?;
+            Ok(bucket)
+        })
+    }
+
+    async fn set_bucket_class(&self, name: &str, class: Option<u8>) -> Result<BucketMeta> {
+        class.map_or(Ok(()), validate::class)?;
+        let name = name.to_string();
+        txn!(self.backend, write, (name, class), |kv| {
+            let mut bucket = require_bucket(kv, &name).await?;
+            bucket.class = class;
             put_record(kv, format::bucket_key(&name), &bucket)?;
             Ok(bucket)
         })
@@ -499,6 +510,35 @@ impl<B: Backend> MetaStore for KvStore<B> {
             let (start, end) = range_of(&format::part_prefix(&bucket, &upload_id));
             kv.delete_range(start, end)?;
             Ok(parts)
+        })
+    }
+
+    async fn set_access_key_class(&self, access_key: &str, class: Option<u8>) -> Result<()> {
+        validate::access_key(access_key)?;
+        class.map_or(Ok(()), validate::class)?;
+        let access_key = access_key.to_string();
+        txn!(self.backend, write, (access_key, class), |kv| {
+            let key = format::access_key_key(&access_key);
+            match class {
+                Some(class) => put_record(kv, key, &AccessKeyClass { access_key: access_key.clone(), class }),
+                None => kv.delete(key),
+            }
+        })
+    }
+
+    async fn get_access_key_class(&self, access_key: &str) -> Result<Option<u8>> {
+        validate::access_key(access_key)?;
+        let access_key = access_key.to_string();
+        txn!(self.backend, read, (access_key), |kv| {
+            let entry: Option<AccessKeyClass> = get_record(kv, &format::access_key_key(&access_key)).await?;
+            Ok(entry.map(|entry| entry.class))
+        })
+    }
+
+    async fn list_access_key_classes(&self) -> Result<Vec<AccessKeyClass>> {
+        txn!(self.backend, read, (), |kv| {
+            let (start, end) = range_of(&format::access_key_prefix());
+            scan_all(kv, start, &end).await
         })
     }
 

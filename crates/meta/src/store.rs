@@ -6,8 +6,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::types::{
-    BucketMeta, CompletedPart, Layout, Lease, MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing,
-    ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta, WriteAck,
+    AccessKeyClass, BucketMeta, CompletedPart, Layout, Lease, MultipartCompletion, NodeId, NodeInfo, NodeState,
+    ObjectListing, ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta, WriteAck,
 };
 
 /// Cluster metadata. Every mutating call is one atomic, durable transaction: it either happens entirely
@@ -24,6 +24,10 @@ pub trait MetaStore: Send + Sync {
     /// Sets when writes to bucket `name` are acknowledged and returns the bucket as stored;
     /// `NoSuchBucket` if absent. Writes already acknowledged keep the rule they were written under.
     async fn set_bucket_write_ack(&self, name: &str, write_ack: WriteAck) -> Result<BucketMeta>;
+    /// Sets the latency class (1-based) of requests to bucket `name`, or clears it (`None`), and
+    /// returns the bucket as stored; `NoSuchBucket` if absent, `InvalidArgument` for a class outside
+    /// `1..=validate::MAX_CLASS`.
+    async fn set_bucket_class(&self, name: &str, class: Option<u8>) -> Result<BucketMeta>;
     /// All buckets, sorted by name.
     async fn list_buckets(&self) -> Result<Vec<BucketMeta>>;
     /// Deletes a bucket; `BucketNotEmpty` if it holds any object or multipart upload (checked atomically
@@ -111,6 +115,17 @@ pub trait MetaStore: Send + Sync {
     ) -> Result<MultipartCompletion>;
     /// Removes the upload and its parts; returns the parts (garbage).
     async fn abort_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<Vec<PartMeta>>;
+
+    // ---- access keys ----
+
+    /// Sets the best latency class (1-based) requests signed with `access_key` may run in, or
+    /// removes the key's entry (`None`; removing an absent entry succeeds). `InvalidArgument` for a
+    /// malformed key or a class outside `1..=validate::MAX_CLASS`.
+    async fn set_access_key_class(&self, access_key: &str, class: Option<u8>) -> Result<()>;
+    /// The class entitlement stored for `access_key`, `None` if it has none.
+    async fn get_access_key_class(&self, access_key: &str) -> Result<Option<u8>>;
+    /// Every stored class entitlement, sorted by access key.
+    async fn list_access_key_classes(&self) -> Result<Vec<AccessKeyClass>>;
 
     // ---- config ----
 

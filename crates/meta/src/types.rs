@@ -44,6 +44,22 @@ pub struct BucketMeta {
     /// with `lowtail admin bucket ack`).
     #[serde(default, skip_serializing_if = "WriteAck::is_all")]
     pub write_ack: WriteAck,
+    /// The latency class of requests to the bucket, 1-based (1 is the best), set with `lowtail
+    /// admin bucket class`; a request runs in this class or a worse one. `None`: the bucket does
+    /// not lower its requests' class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<u8>,
+}
+
+/// An access key's latency class entitlement as the metadata store keeps it (`lowtail admin class
+/// key`): the best class, 1-based, its requests may run in. It overrides the class a gateway's
+/// config gives the key, on every gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessKeyClass {
+    /// The S3 access key id.
+    pub access_key: String,
+    /// The best class its requests may run in, 1-based.
+    pub class: u8,
 }
 
 /// When a write is acknowledged: the write-acknowledgement layer of the request path (FAST

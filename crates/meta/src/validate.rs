@@ -17,6 +17,32 @@ pub const MAX_CONFIG_NAME_BYTES: usize = 256;
 /// the record) in one etcd transaction, and etcd allows 128 operations per transaction by default.
 pub const MAX_STRIPE_UNITS: usize = 63;
 
+/// Highest latency class number stored (classes are 1-based; a gateway runs at most this many).
+pub const MAX_CLASS: u8 = 8;
+/// Longest access key kept in the class table, in bytes (AWS allows 128).
+pub const MAX_ACCESS_KEY_BYTES: usize = 128;
+
+/// Checks a latency class number: `1..=MAX_CLASS`. Whether a gateway runs that many classes is the
+/// gateway's check; the store only refuses numbers no gateway could run.
+pub fn class(class: u8) -> Result<()> {
+    if class == 0 || class > MAX_CLASS {
+        return Err(MetaError::InvalidArgument(format!("class {class} is outside 1..={MAX_CLASS}")));
+    }
+    Ok(())
+}
+
+/// Checks an access key: 1 to `MAX_ACCESS_KEY_BYTES` visible ASCII characters (no spaces, no
+/// controls), as S3 access key ids are.
+pub fn access_key(access_key: &str) -> Result<()> {
+    let visible = access_key.bytes().all(|b| b.is_ascii_graphic());
+    if access_key.is_empty() || access_key.len() > MAX_ACCESS_KEY_BYTES || !visible {
+        return Err(MetaError::InvalidArgument(format!(
+            "invalid access key {access_key:?}: 1 to {MAX_ACCESS_KEY_BYTES} visible ASCII characters"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks an S3 bucket name: 3–63 characters of lower-case letters, digits, `.` and `-`, starting and ending
 /// with a letter or digit, no `..`, not shaped like an IPv4 address, no reserved prefix or suffix.
 pub fn bucket_name(name: &str) -> Result<()> {

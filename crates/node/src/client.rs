@@ -3,9 +3,10 @@
 //! Unit bytes (reads, merged reads and writes) travel over the unit stream by default, or over
 //! gRPC ([`NodeClient::with_transport`]); every other call is gRPC.
 //!
-//! Owns connecting, attaching the cluster secret, chunking writes, reassembling streamed reads
-//! (a merged read's ranges among them) and timeouts. Must not retry, fail over or pick nodes:
-//! that is policy, the caller's business.
+//! Owns connecting, attaching the cluster secret (and the latency class of the calls that create
+//! tasks), chunking writes, reassembling streamed reads (a merged read's ranges among them) and
+//! timeouts. Must not retry, fail over, pick nodes or choose a class: that is policy, the
+//! caller's business.
 //! Dropping any returned future cancels the request; the node then removes the task from its
 //! queue if it was still waiting.
 
@@ -20,6 +21,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
+use crate::classes::{CLASS_METADATA_KEY, ClassId, ClassQueueState, ClassScheduling};
 use crate::error::UnitId;
 use crate::proto::{self, node_client, write_unit_request::Part};
 use crate::scheduler::TaskTiming;
@@ -136,7 +138,7 @@ impl Interceptor for AttachSecret {
 }
 
 /// Queue state a probe returns.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProbeReply {
     /// Node probed.
     pub node_id: u32,
@@ -156,6 +158,9 @@ pub struct ProbeReply {
     pub egress_bytes_per_s: f64,
     /// Node clock when probed, ns.
     pub now_ns: u64,
+    /// Per latency class, every class that has had a task on the node, by class (the totals
+    /// above include them all, and background load).
+    pub classes: Vec<ClassQueueState>,
 }
 
 /// One range of one unit in a merged read.
@@ -179,6 +184,8 @@ pub struct NodeClient {
     units: Arc<StreamClient>,
     transport: UnitTransport,
     timeout: Duration,
+    /// The latency class of the tasks this client's calls create.
+    class: ClassId,
 }
 
 impl NodeClient {
@@ -202,7 +209,13 @@ impl NodeClient {
         let inner = node_client::NodeClient::with_interceptor(channel, AttachSecret { value })
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Ok(Self { inner, units, transport: UnitTransport::default(), timeout: DEFAULT_TIMEOUT })
+        Ok(Self {
+            inner,
+            units,
+            transport: UnitTransport::default(),
+            timeout: DEFAULT_TIMEOUT,
+            class: ClassId::DEFAULT,
+        })
     }
 
     /// The same client moving unit bytes over `transport`.
@@ -215,6 +228,30 @@ impl NodeClient {
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// The same client with its tasks (writes, reads, merged reads, reconstruction sessions) in
+    /// latency class `class`. Not checked here: a node refuses a class it does not serve with
+    /// `InvalidArgument`, whatever the transport.
+    pub fn with_class(mut self, class: ClassId) -> Self {
+        self.class = class;
+        self
+    }
+
+    /// The latency class of this client's tasks.
+    pub fn class(&self) -> ClassId {
+        self.class
+    }
+
+    /// `message` as a request carrying this client's class (class 0 is sent as no entry: a node
+    /// reads that as class 0, and an older node sees the request it always did).
+    fn classed<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if self.class != ClassId::DEFAULT {
+            let value = AsciiMetadataValue::try_from(self.class.0.to_string()).expect("a decimal number is ASCII");
+            request.metadata_mut().insert(CLASS_METADATA_KEY, value);
+        }
+        request
     }
 
     async fn timed<T>(
@@ -230,7 +267,7 @@ impl NodeClient {
     /// Writes a unit held in memory; returns once it is durable on the node.
     pub async fn write_unit(&self, stripe: u64, unit: u16, data: Bytes) -> Result<TaskTiming, ClientError> {
         if self.transport == UnitTransport::Stream {
-            return self.timed("write_unit", self.units.write(UnitId::new(stripe, unit), data)).await;
+            return self.timed("write_unit", self.units.write(self.class, UnitId::new(stripe, unit), data)).await;
         }
         let total_len = data.len() as u64;
         let chunks = (0..data.len())
@@ -250,13 +287,16 @@ impl NodeClient {
     ) -> Result<TaskTiming, ClientError> {
         const OP: &str = "write_unit";
         if self.transport == UnitTransport::Stream {
-            return self.timed(OP, self.units.write_stream(UnitId::new(stripe, unit), total_len, chunks)).await;
+            let write = self.units.write_stream(self.class, UnitId::new(stripe, unit), total_len, chunks);
+            return self.timed(OP, write).await;
         }
         let header = proto::WriteUnitRequest {
             part: Some(Part::Header(proto::WriteHeader { stripe, unit: u32::from(unit), total_len })),
         };
-        let messages = tokio_stream::once(header)
-            .chain(chunks.map(|chunk| proto::WriteUnitRequest { part: Some(Part::Chunk(chunk)) }));
+        let messages = self.classed(
+            tokio_stream::once(header)
+                .chain(chunks.map(|chunk| proto::WriteUnitRequest { part: Some(Part::Chunk(chunk)) })),
+        );
         let mut inner = self.inner.clone();
         self.timed(OP, async move {
             let reply =
@@ -276,6 +316,7 @@ impl NodeClient {
     ) -> Result<tonic::Streaming<proto::ReconstructResponse>, ClientError> {
         const OP: &str = "reconstruct";
         let mut inner = self.inner.clone();
+        let request = self.classed(request);
         let opened = self.timed(OP, async move {
             inner.reconstruct(request).await.map_err(|status| ClientError::Status { operation: OP, status })
         });
@@ -292,9 +333,9 @@ impl NodeClient {
     ) -> Result<(Bytes, TaskTiming), ClientError> {
         const OP: &str = "read_range";
         if self.transport == UnitTransport::Stream {
-            return self.timed(OP, self.units.read(UnitId::new(stripe, unit), offset, length)).await;
+            return self.timed(OP, self.units.read(self.class, UnitId::new(stripe, unit), offset, length)).await;
         }
-        let request = proto::ReadRangeRequest { stripe, unit: u32::from(unit), offset, length };
+        let request = self.classed(proto::ReadRangeRequest { stripe, unit: u32::from(unit), offset, length });
         let mut inner = self.inner.clone();
         self.timed(OP, async move {
             let status = |status| ClientError::Status { operation: OP, status };
@@ -338,9 +379,9 @@ impl NodeClient {
     ) -> Result<(Vec<Result<Bytes, ClientError>>, TaskTiming), ClientError> {
         const OP: &str = "read_units";
         if self.transport == UnitTransport::Stream {
-            return self.timed(OP, self.units.read_many(ranges)).await;
+            return self.timed(OP, self.units.read_many(self.class, ranges)).await;
         }
-        let request = proto::ReadUnitsRequest {
+        let request = self.classed(proto::ReadUnitsRequest {
             ranges: ranges
                 .iter()
                 .map(|range| proto::UnitRange {
@@ -350,7 +391,7 @@ impl NodeClient {
                     length: range.length,
                 })
                 .collect(),
-        };
+        });
         let mut inner = self.inner.clone();
         self.timed(OP, async move {
             let status = |status| ClientError::Status { operation: OP, status };
@@ -447,6 +488,7 @@ impl NodeClient {
                 overhead_us: reply.overhead_us,
                 egress_bytes_per_s: reply.egress_bytes_per_s,
                 now_ns: reply.now_ns,
+                classes: reply.classes.into_iter().map(ClassQueueState::from).collect(),
             })
         })
         .await
@@ -498,6 +540,24 @@ impl NodeClient {
                 .map_err(|status| ClientError::Status { operation: OP, status })?;
             let model = reply.into_inner().model.ok_or_else(|| protocol(OP, "no model in the answer"))?;
             Ok(model.into())
+        })
+        .await
+    }
+
+    /// Replaces how the node shares its service among latency classes; returns the discipline
+    /// now in force. A malformed one is refused (`InvalidArgument`) and the node keeps its own.
+    pub async fn set_class_scheduling(&self, scheduling: &ClassScheduling) -> Result<ClassScheduling, ClientError> {
+        const OP: &str = "set_class_scheduling";
+        let mut inner = self.inner.clone();
+        let request = proto::SetClassSchedulingRequest { scheduling: Some(scheduling.into()) };
+        self.timed(OP, async move {
+            let reply = inner
+                .set_class_scheduling(request)
+                .await
+                .map_err(|status| ClientError::Status { operation: OP, status })?;
+            let scheduling =
+                reply.into_inner().scheduling.ok_or_else(|| protocol(OP, "no discipline in the answer"))?;
+            ClassScheduling::try_from(scheduling).map_err(|error| protocol(OP, error.to_string()))
         })
         .await
     }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::classes::ClassScheduling;
 use crate::error::NodeError;
 use crate::service_model::ServiceModel;
 
@@ -23,7 +24,8 @@ pub struct NodeConfig {
     pub data_dir: PathBuf,
     /// Shared secret every request must carry in `x-lowtail-secret`. Required, no default.
     pub cluster_secret: String,
-    /// Workers serving the FCFS queue. Default 1: one disk-like server.
+    /// Workers serving the queue (FCFS and weighted sharing; under reserved class scheduling every
+    /// class is one server of its own). Default 1: one disk-like server.
     pub workers: usize,
     /// Most bytes waiting in the queue before tasks are refused. Default 1 GiB.
     pub max_queued_bytes: u64,
@@ -40,6 +42,9 @@ pub struct NodeConfig {
     pub runtime_threads: Option<usize>,
     /// Emulated service model; off by default.
     pub service_model: ServiceModel,
+    /// How the node shares its service among latency classes; FCFS (classes change nothing) by
+    /// default. Replaceable at run time (`SetClassScheduling`).
+    pub class_scheduling: ClassScheduling,
     /// Background verification of every stored unit's checksums (on by default: a pass a week).
     pub scrub: crate::scrub::ScrubConfig,
     /// When set, the node writes the addresses it bound (`{"rpc_addr": .., "metrics_addr": ..}`,
@@ -68,6 +73,7 @@ impl Default for NodeConfig {
             read_chunk_bytes: 1 << 20,
             runtime_threads: None,
             service_model: ServiceModel::default(),
+            class_scheduling: ClassScheduling::default(),
             scrub: crate::scrub::ScrubConfig::default(),
             address_file: None,
         }
@@ -102,6 +108,7 @@ impl NodeConfig {
             return bad(&format!("read_chunk_bytes must be in 1..={MAX_READ_CHUNK_BYTES}"));
         }
         self.scrub.validate()?;
+        self.class_scheduling.validate()?;
         self.service_model.validate()
     }
 }
@@ -154,6 +161,30 @@ mod tests {
         assert!(NodeConfig { workers: 0, ..ok.clone() }.validate().is_err());
         assert!(NodeConfig { read_chunk_bytes: 0, ..ok.clone() }.validate().is_err());
         assert!(NodeConfig { runtime_threads: Some(0), ..ok.clone() }.validate().is_err());
-        assert!(NodeConfig { runtime_threads: Some(2), ..ok }.validate().is_ok());
+        assert!(NodeConfig { runtime_threads: Some(2), ..ok.clone() }.validate().is_ok());
+        let oversubscribed = ClassScheduling::Reserved { shares: vec![0.8, 0.4] };
+        assert!(NodeConfig { class_scheduling: oversubscribed, ..ok }.validate().is_err());
+    }
+
+    #[test]
+    fn class_scheduling_in_the_config_file() {
+        let config: NodeConfig = toml::from_str(
+            r#"
+            cluster_secret = "s"
+            [class_scheduling]
+            discipline = "reserved"
+            shares = [0.7, 0.3]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.class_scheduling, ClassScheduling::Reserved { shares: vec![0.7, 0.3] });
+        config.validate().unwrap();
+        assert_eq!(toml::from_str::<NodeConfig>("").unwrap().class_scheduling, ClassScheduling::Fcfs);
+        // What `lowtail up` writes for its nodes reads back the same.
+        for class_scheduling in [ClassScheduling::Fcfs, ClassScheduling::WeightedSharing { weights: vec![1.0, 0.4] }] {
+            let written = NodeConfig { class_scheduling, ..Default::default() };
+            let text = toml::to_string_pretty(&written).unwrap();
+            assert_eq!(toml::from_str::<NodeConfig>(&text).unwrap(), written, "{text}");
+        }
     }
 }

@@ -59,7 +59,7 @@ pub enum NodeError {
     /// A malformed request (unit index too large, unit too long, chunk lengths that do not add up).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// The FCFS queue is at its configured limit; the task was not admitted.
+    /// The queue is at its configured limit; the task was not admitted.
     #[error(
         "queue full: {queued_tasks} tasks / {queued_bytes} bytes queued, limits {max_queued_tasks} tasks / \
          {max_queued_bytes} bytes, task of {task_bytes} bytes refused"

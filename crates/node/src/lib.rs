@@ -1,6 +1,7 @@
-//! lowtail storage node: a checksummed unit store on local disk behind an FCFS task queue
-//! measured in bytes, served over an authenticated gRPC API, with optional service-model
-//! emulation so that a cluster on loopback queues like a cluster of disks.
+//! lowtail storage node: a checksummed unit store on local disk behind a task queue measured in
+//! bytes (FCFS by default, or shared among latency classes), served over an authenticated gRPC
+//! API, with optional service-model emulation so that a cluster on loopback queues like a cluster
+//! of disks.
 //!
 //! The node executes what it is asked and reports what happened (task timings, queue state,
 //! corrupt units). It must not decide policy: which units to read, when to read degraded, what to
@@ -9,11 +10,13 @@
 //! Entry points: [`run`] (serve until a shutdown future completes) and [`start`] (for tests and
 //! for `lowtail up`, which need the bound addresses). Clients use [`NodeClient`].
 
+pub mod classes;
 pub mod client;
 pub mod config;
 pub mod error;
 pub mod link;
 pub mod metrics;
+pub mod pacer;
 pub mod queue;
 pub mod scheduler;
 pub mod scrub;
@@ -36,10 +39,11 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub use classes::{CLASS_METADATA_KEY, ClassId, ClassQueueState, ClassScheduling, MAX_CLASSES};
 pub use client::{ClientError, NodeClient, ProbeReply, UnitRange};
 pub use config::NodeConfig;
 pub use error::{NodeError, UnitId};
-pub use scheduler::{MAX_MERGED_READ_BYTES, MAX_RANGES_PER_READ, Scheduler, TaskOutcome, TaskTiming};
+pub use scheduler::{ClassCounters, MAX_MERGED_READ_BYTES, MAX_RANGES_PER_READ, Scheduler, TaskOutcome, TaskTiming};
 pub use scrub::{ScrubConfig, ScrubProgress, Scrubber};
 pub use service_model::ServiceModel;
 pub use store::{ConditionalDelete, UnitStore};
@@ -165,6 +169,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
     let scrubber = Arc::new(Scrubber::new(Arc::clone(&store), config.scrub.clone(), &config.data_dir, config.node_id));
     let store_released = Arc::downgrade(&store);
     let scheduler = Scheduler::new(config.node_id, store, limits, config.service_model.clone())?;
+    scheduler.set_class_scheduling(config.class_scheduling.clone())?;
 
     let rpc_listener = tokio::net::TcpListener::bind(config.listen_addr)
         .await

@@ -1,11 +1,13 @@
-//! Executes the node's tasks: admits reads (single or merged) and writes into the FCFS
-//! [`TaskQueue`], runs them on a bounded pool of workers in arrival order, applies the service
-//! model, generates background load, cancels tasks whose requester went away, and keeps the
-//! counters and timings the RPCs report.
+//! Executes the node's tasks: admits reads (single or merged) and writes of a latency class into
+//! the [`TaskQueue`], runs them on a bounded pool of workers in the order the class discipline
+//! gives (arrival order by default), applies the service model (a reserved class's at its share
+//! of the rate, or paced to it when the I/O is real), generates background load, cancels tasks
+//! whose requester went away, and keeps the counters and timings the RPCs report, whole and per
+//! class.
 //!
-//! Owns task execution and its bookkeeping. Must not decide policy (which node, which unit,
-//! when to give up are the gateway's), must not touch the file format (the store does) and never
-//! reorders tasks: the queue is first come, first served.
+//! Owns task execution and its bookkeeping. Must not decide policy (which node, which unit, which
+//! class, when to give up are the gateway's), must not touch the file format (the store does) and
+//! never reorders tasks itself: the queue's discipline does.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -17,9 +19,11 @@ use bytes::Bytes;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::classes::{ClassId, ClassQueueState, ClassScheduling, MAX_CLASSES};
 use crate::error::{NodeError, UnitId};
 use crate::link::{Direction, Link};
-use crate::queue::{QueueLimits, QueueSnapshot, QueuedTask, TaskId, TaskQueue};
+use crate::pacer::Pacer;
+use crate::queue::{LANES, Lane, QueueLimits, QueueSnapshot, QueuedTask, TaskId, TaskQueue};
 use crate::service_model::{ModelState, ServiceModel};
 use crate::store::{UnitStore, UnitWrite};
 
@@ -58,6 +62,8 @@ pub struct TaskTiming {
     pub bytes_ahead: u64,
     /// Emulated service time the worker applied (zero with the model off).
     pub emulated_service_ns: u64,
+    /// The latency class it ran in.
+    pub class: ClassId,
 }
 
 /// Monotonic node counters, reported by `Stats`.
@@ -83,6 +89,20 @@ pub struct Counters {
     pub background_bytes: AtomicU64,
     /// Background arrivals dropped because the queue was full.
     pub background_dropped: AtomicU64,
+    /// Per latency class, by class number.
+    pub classes: [ClassCounters; MAX_CLASSES],
+}
+
+/// Monotonic counters of one latency class, reported by `Stats`.
+#[derive(Debug, Default)]
+pub struct ClassCounters {
+    /// Its reads and writes that finished successfully.
+    pub tasks_completed: AtomicU64,
+    /// Their bytes.
+    pub bytes_completed: AtomicU64,
+    /// Their service times (start to finish) added up, ns: with `tasks_completed`, the class's
+    /// mean service time.
+    pub service_total_ns: AtomicU64,
 }
 
 type Reply<T> = oneshot::Sender<(Result<T, NodeError>, TaskTiming)>;
@@ -121,11 +141,14 @@ enum Work {
     Background,
 }
 
-/// The emulated service time drawn for a task, and how it combines with the real I/O.
+/// The emulated service time drawn for a task, how it combines with the real I/O, and the pacing
+/// of a reserved class's real I/O.
 #[derive(Clone, Copy, Debug)]
 struct Emulation {
     service_time: Option<Duration>,
     replace_real_io: bool,
+    /// The task does not finish before this (its class's token bucket is in debt until then).
+    paced_until: Option<tokio::time::Instant>,
 }
 
 /// Successful tasks remembered for the measured service rate.
@@ -144,6 +167,8 @@ pub struct Scheduler {
     counters: Counters,
     /// (bytes, service ns) of the last [`RECENT_TASKS`] successful client tasks.
     recent: Mutex<VecDeque<(u64, u64)>>,
+    /// Token buckets of the reserved classes whose I/O is real, by class.
+    pacers: Mutex<[Pacer; MAX_CLASSES]>,
     /// The emulated uplink and downlink (unshaped unless the model sets their rates).
     egress: Link,
     ingress: Link,
@@ -183,6 +208,7 @@ impl Scheduler {
             model_version,
             counters: Counters::default(),
             recent: Mutex::new(VecDeque::with_capacity(RECENT_TASKS)),
+            pacers: Mutex::new([Pacer::default(); MAX_CLASSES]),
             egress: Link::new(&model, Direction::Egress),
             ingress: Link::new(&model, Direction::Ingress),
             model: Mutex::new(ModelState::new(model)),
@@ -241,6 +267,36 @@ impl Scheduler {
         Ok(model)
     }
 
+    /// The class discipline in force.
+    pub fn class_scheduling(&self) -> ClassScheduling {
+        self.queue.discipline()
+    }
+
+    /// Replaces the class discipline (validated first; a bad one changes nothing). Waiting tasks
+    /// keep their place; tasks that start from now on are picked and served by the new one.
+    pub fn set_class_scheduling(&self, scheduling: ClassScheduling) -> Result<ClassScheduling, NodeError> {
+        scheduling.validate()?;
+        self.queue.set_discipline(scheduling.clone());
+        tracing::info!(node = self.node_id, ?scheduling, "class scheduling set");
+        Ok(scheduling)
+    }
+
+    /// Whether a task of `class` would be admitted now (the queue's limits aside): the class is
+    /// known and has a weight under the discipline in force.
+    pub fn admits(&self, class: ClassId) -> Result<(), NodeError> {
+        self.queue.admits(class)
+    }
+
+    /// Queue accounting of every class that has had a task, by class.
+    pub fn class_queues(&self) -> Vec<ClassQueueState> {
+        self.queue.class_states()
+    }
+
+    /// The classes that have had a task, by class.
+    pub fn seen_classes(&self) -> Vec<ClassId> {
+        self.queue.seen_classes()
+    }
+
     /// Estimated service rate (bytes/s) and per-task overhead (µs): the model's when it is on with
     /// a rate, else measured over the last successful tasks (0 when none were measured).
     pub fn estimated_rate(&self) -> (f64, u64) {
@@ -254,12 +310,27 @@ impl Scheduler {
             let overhead_us = model.overhead_us + model.delay_shift_us + model.delay_exp_mean_us + tail_mean_us;
             return (model.rate_bytes_per_s, overhead_us);
         }
-        let recent = lock(&self.recent);
-        let (bytes, ns) = recent.iter().fold((0u64, 0u64), |(b, t), (bytes, ns)| (b + bytes, t + ns));
-        if ns == 0 { (0.0, 0) } else { (bytes as f64 * 1e9 / ns as f64, 0) }
+        (self.measured_rate_bytes_per_s(), 0)
     }
 
-    fn publish_queue_gauges(&self) {
+    /// Bytes / service time over the last successful client tasks, leaving out the time a
+    /// reserved class's pacing held them (else pacing would lower the rate it paces at); 0 when
+    /// nothing was measured.
+    fn measured_rate_bytes_per_s(&self) -> f64 {
+        let recent = lock(&self.recent);
+        let (bytes, ns) = recent.iter().fold((0u64, 0u64), |(b, t), (bytes, ns)| (b + bytes, t + ns));
+        if ns == 0 { 0.0 } else { bytes as f64 * 1e9 / ns as f64 }
+    }
+
+    fn publish_queue_gauges(&self, lane: Lane) {
+        if let Lane::Class(class) = lane {
+            let state = self.queue.class_state(class);
+            let (node, class) = (self.node_label.clone(), class.to_string());
+            metrics::gauge!("lowtail_node_class_queued_bytes", "node" => node.clone(), "class" => class.clone())
+                .set(state.queued_bytes as f64);
+            metrics::gauge!("lowtail_node_class_queued_tasks", "node" => node, "class" => class)
+                .set(state.queued_tasks as f64);
+        }
         let snapshot = self.queue.snapshot();
         let node = self.node_label.clone();
         metrics::gauge!("lowtail_node_queued_bytes", "node" => node.clone()).set(snapshot.queued_bytes as f64);
@@ -268,25 +339,35 @@ impl Scheduler {
         metrics::gauge!("lowtail_node_in_service_tasks", "node" => node).set(snapshot.in_service_tasks as f64);
     }
 
-    fn admit(&self, bytes: u64, work: Work) -> Result<TaskId, NodeError> {
-        let result = self.queue.push(bytes, self.now_ns(), work);
+    fn admit(&self, class: ClassId, bytes: u64, work: Work) -> Result<TaskId, NodeError> {
+        let result = self.queue.push(Lane::Class(class), bytes, self.now_ns(), work);
         if matches!(result, Err(NodeError::QueueFull { .. })) {
             self.counters.tasks_rejected.fetch_add(1, Ordering::Relaxed);
         }
-        self.publish_queue_gauges();
+        if result.is_ok() {
+            self.publish_queue_gauges(Lane::Class(class));
+        }
         result
     }
 
-    /// Reads `length` bytes at `offset` of `unit` through the queue. Unknown units and bad ranges
-    /// are refused before queueing. Dropping the returned future cancels the task: removed from the
-    /// queue if it still waits, abandoned (its emulated time cut short) if it is being served.
-    pub async fn read(&self, unit: UnitId, offset: u64, length: u64) -> Result<(Bytes, TaskTiming), NodeError> {
+    /// Reads `length` bytes at `offset` of `unit` through the queue, as a task of `class`. A class
+    /// the discipline does not admit, unknown units and bad ranges are refused before queueing.
+    /// Dropping the returned future cancels the task: removed from the queue if it still waits,
+    /// abandoned (its emulated time cut short) if it is being served.
+    pub async fn read(
+        &self,
+        class: ClassId,
+        unit: UnitId,
+        offset: u64,
+        length: u64,
+    ) -> Result<(Bytes, TaskTiming), NodeError> {
+        self.admits(class)?;
         let unit_len = self.store.unit_len(unit).ok_or(NodeError::NotFound(unit))?;
         if offset.checked_add(length).is_none_or(|end| end > unit_len) {
             return Err(NodeError::OutOfRange { unit, offset, length, unit_len });
         }
         let (reply, done) = oneshot::channel();
-        let id = self.admit(length, Work::Read { unit, offset, length, reply })?;
+        let id = self.admit(class, length, Work::Read { unit, offset, length, reply })?;
         let (result, timing) = self.await_task(id, done).await?;
         result.map(|bytes| (bytes, timing))
     }
@@ -299,24 +380,29 @@ impl Scheduler {
     /// are not refused up front (one missing range must not refuse the others) and their lengths
     /// still weigh in the task.
     ///
-    /// An empty request, more than [`MAX_RANGES_PER_READ`] ranges or more than
-    /// [`MAX_MERGED_READ_BYTES`] in all is refused before queueing. Dropping the returned future
-    /// cancels the task as it does [`Scheduler::read`]'s.
-    pub async fn read_many(&self, ranges: Vec<RangeRead>) -> Result<(RangeResults, TaskTiming), NodeError> {
+    /// A class the discipline does not admit, an empty request, more than [`MAX_RANGES_PER_READ`]
+    /// ranges or more than [`MAX_MERGED_READ_BYTES`] in all is refused before queueing. Dropping
+    /// the returned future cancels the task as it does [`Scheduler::read`]'s.
+    pub async fn read_many(
+        &self,
+        class: ClassId,
+        ranges: Vec<RangeRead>,
+    ) -> Result<(RangeResults, TaskTiming), NodeError> {
+        self.admits(class)?;
         let bytes = merged_read_bytes(&ranges)?;
         let (reply, done) = oneshot::channel();
-        let id = self.admit(bytes, Work::ReadMany { ranges, reply })?;
+        let id = self.admit(class, bytes, Work::ReadMany { ranges, reply })?;
         let (result, timing) = self.await_task(id, done).await?;
         result.map(|results| (results, timing))
     }
 
-    /// Commits a fully received unit through the queue; returns once it is durable. Dropping the
-    /// future while the task waits cancels it (a staged file is removed, an image never reaches the
-    /// disk); once a worker has begun the commit it completes.
-    pub async fn write(&self, write: UnitWrite) -> Result<TaskTiming, NodeError> {
+    /// Commits a fully received unit through the queue as a task of `class`; returns once it is
+    /// durable. Dropping the future while the task waits cancels it (a staged file is removed, an
+    /// image never reaches the disk); once a worker has begun the commit it completes.
+    pub async fn write(&self, class: ClassId, write: UnitWrite) -> Result<TaskTiming, NodeError> {
         let bytes = write.data_len();
         let (reply, done) = oneshot::channel();
-        let id = self.admit(bytes, Work::Write { write, reply })?;
+        let id = self.admit(class, bytes, Work::Write { write, reply })?;
         let (result, timing) = self.await_task(id, done).await?;
         result.map(|()| timing)
     }
@@ -333,10 +419,14 @@ impl Scheduler {
         result.map_err(|_| NodeError::ShuttingDown)
     }
 
-    /// Starts `workers` FCFS workers; they run until [`Scheduler::close`] and the queue drains.
+    /// Starts the workers; they run until [`Scheduler::close`] and the queue drains. At most
+    /// `workers` tasks are served at once under the shared disciplines (FCFS, weighted sharing);
+    /// under `Reserved` every class is a server of its own, so there are enough workers for one
+    /// task per lane too (the queue keeps the others waiting).
     pub fn spawn_workers(self: &Arc<Self>, workers: usize) -> Vec<JoinHandle<()>> {
         assert!(workers > 0, "a node needs at least one worker");
-        (0..workers)
+        self.queue.set_servers(workers);
+        (0..workers.max(LANES))
             .map(|_| {
                 let scheduler = Arc::clone(self);
                 tokio::spawn(async move { while scheduler.serve_one().await {} })
@@ -352,14 +442,28 @@ impl Scheduler {
     /// Serves the next task; false once the queue is closed and empty.
     async fn serve_one(&self) -> bool {
         let Some(task) = self.queue.pop().await else { return false };
-        self.publish_queue_gauges();
-        let QueuedTask { id, bytes, enqueue_ns, bytes_ahead, work } = task;
+        self.publish_queue_gauges(task.lane);
+        let QueuedTask { id, lane, bytes, enqueue_ns, bytes_ahead, share, work } = task;
         let start_ns = self.now_ns();
-        let emulation = {
+        let (mut emulation, paced_share) = {
             let mut model = lock(&self.model);
             let replace_real_io = model.model().replace_real_io;
-            Emulation { service_time: model.sample_service_time(bytes), replace_real_io }
+            // A reserved class's server runs at its share of the emulated rate; without one, its
+            // real I/O is paced to its share of the measured rate instead.
+            let paced_share = share.filter(|_| !model.model().has_rate());
+            let service_time = model.sample_service_time_at_share(bytes, share.unwrap_or(1.0));
+            (Emulation { service_time, replace_real_io, paced_until: None }, paced_share)
         };
+        let class = match lane {
+            Lane::Class(class) => class,
+            Lane::Background => ClassId::DEFAULT,
+        };
+        if let Some(share) = paced_share {
+            let rate_bytes_per_s = share * self.measured_rate_bytes_per_s();
+            let now = Instant::now();
+            let until = lock(&self.pacers)[class.index()].reserve(now, bytes, rate_bytes_per_s);
+            emulation.paced_until = until.map(tokio::time::Instant::from_std);
+        }
         let mut timing = TaskTiming {
             node_id: self.node_id,
             task_id: id,
@@ -370,6 +474,7 @@ impl Scheduler {
             outcome: TaskOutcome::Ok,
             bytes_ahead,
             emulated_service_ns: emulation.service_time.map_or(0, |t| t.as_nanos() as u64),
+            class,
         };
         let kind = match work {
             Work::Background => {
@@ -396,8 +501,8 @@ impl Scheduler {
         if timing.finish_ns == 0 {
             timing.finish_ns = self.now_ns();
         }
-        self.queue.finished(bytes);
-        self.publish_queue_gauges();
+        self.queue.finished(lane, bytes);
+        self.publish_queue_gauges(lane);
         let outcome = format!("{:?}", timing.outcome).to_lowercase();
         metrics::counter!("lowtail_node_tasks_total", "node" => self.node_label.clone(), "kind" => kind, "outcome" => outcome)
             .increment(1);
@@ -415,18 +520,18 @@ impl Scheduler {
         tally: fn(&Result<T, NodeError>) -> (TaskOutcome, u64),
     ) {
         let served = tokio::select! {
-            result = emulate(emulation, io) => Some(result),
+            served = emulate(emulation, io) => Some(served),
             // The requester went away: stop spending (emulated) disk time on it.
             () = reply.closed() => None,
         };
         timing.finish_ns = self.now_ns();
-        let Some(result) = served else {
+        let Some((result, unpaced)) = served else {
             timing.outcome = TaskOutcome::Cancelled;
             self.counters.tasks_cancelled.fetch_add(1, Ordering::Relaxed);
             return;
         };
         let (outcome, served_bytes) = tally(&result);
-        timing.outcome = self.account(outcome, timing);
+        timing.outcome = self.account(outcome, timing, unpaced);
         if served_bytes > 0 {
             self.counters.bytes_read.fetch_add(served_bytes, Ordering::Relaxed);
             metrics::counter!("lowtail_node_read_bytes_total", "node" => self.node_label.clone())
@@ -440,9 +545,9 @@ impl Scheduler {
     /// is worse.
     async fn serve_write(&self, write: UnitWrite, reply: Reply<()>, timing: &mut TaskTiming, emulation: Emulation) {
         let store = Arc::clone(&self.store);
-        let result = emulate(emulation, blocking(move || store.commit_write(write))).await;
+        let (result, unpaced) = emulate(emulation, blocking(move || store.commit_write(write))).await;
         timing.finish_ns = self.now_ns();
-        timing.outcome = self.account(outcome_of(&result), timing);
+        timing.outcome = self.account(outcome_of(&result), timing, unpaced);
         if result.is_ok() {
             self.counters.bytes_written.fetch_add(timing.bytes, Ordering::Relaxed);
             metrics::counter!("lowtail_node_written_bytes_total", "node" => self.node_label.clone())
@@ -451,15 +556,24 @@ impl Scheduler {
         let _ = reply.send((result, *timing));
     }
 
-    /// Counts a finished client task of outcome `outcome` and returns it.
-    fn account(&self, outcome: TaskOutcome, timing: &TaskTiming) -> TaskOutcome {
+    /// Counts a finished client task of outcome `outcome` and returns it. `unpaced` is its service
+    /// time without its class's pacing (what the measured rate uses).
+    fn account(&self, outcome: TaskOutcome, timing: &TaskTiming, unpaced: Duration) -> TaskOutcome {
         if outcome == TaskOutcome::Ok {
             self.counters.tasks_completed.fetch_add(1, Ordering::Relaxed);
+            let service_ns = timing.finish_ns.saturating_sub(timing.start_ns);
+            let class = &self.counters.classes[timing.class.index()];
+            class.tasks_completed.fetch_add(1, Ordering::Relaxed);
+            class.bytes_completed.fetch_add(timing.bytes, Ordering::Relaxed);
+            class.service_total_ns.fetch_add(service_ns, Ordering::Relaxed);
+            let (node, class_label) = (self.node_label.clone(), timing.class.to_string());
+            metrics::histogram!("lowtail_node_class_service_seconds", "node" => node, "class" => class_label)
+                .record(service_ns as f64 / 1e9);
             let mut recent = lock(&self.recent);
             if recent.len() == RECENT_TASKS {
                 recent.pop_front();
             }
-            recent.push_back((timing.bytes, timing.finish_ns.saturating_sub(timing.start_ns)));
+            recent.push_back((timing.bytes, (unpaced.as_nanos() as u64).min(service_ns)));
         } else {
             self.counters.tasks_failed.fetch_add(1, Ordering::Relaxed);
         }
@@ -494,8 +608,8 @@ impl Scheduler {
                         continue;
                     }
                 }
-                match scheduler.queue.push(bytes, scheduler.now_ns(), Work::Background) {
-                    Ok(_) => scheduler.publish_queue_gauges(),
+                match scheduler.queue.push(Lane::Background, bytes, scheduler.now_ns(), Work::Background) {
+                    Ok(_) => scheduler.publish_queue_gauges(Lane::Background),
                     Err(NodeError::QueueFull { .. }) => {
                         scheduler.counters.background_dropped.fetch_add(1, Ordering::Relaxed);
                     }
@@ -507,9 +621,11 @@ impl Scheduler {
 }
 
 /// Applies an emulated service time around real I/O: with `replace_real_io` the task takes
-/// max(real, emulated); otherwise emulated + real.
-async fn emulate<T>(emulation: Emulation, io: impl Future<Output = T>) -> T {
-    match emulation.service_time {
+/// max(real, emulated); otherwise emulated + real. Then holds it until its pacing allows, so it
+/// takes max(that, paced). Returns the output and the time it took before the pacing.
+async fn emulate<T>(emulation: Emulation, io: impl Future<Output = T>) -> (T, Duration) {
+    let began = tokio::time::Instant::now();
+    let output = match emulation.service_time {
         None => io.await,
         Some(service_time) if emulation.replace_real_io => {
             let deadline = tokio::time::Instant::now() + service_time;
@@ -521,7 +637,12 @@ async fn emulate<T>(emulation: Emulation, io: impl Future<Output = T>) -> T {
             tokio::time::sleep(service_time).await;
             io.await
         }
+    };
+    let unpaced = began.elapsed();
+    if let Some(until) = emulation.paced_until {
+        tokio::time::sleep_until(until).await;
     }
+    (output, unpaced)
 }
 
 /// The queue weight of a merged read (the sum of its lengths), or why it is refused.
@@ -613,7 +734,7 @@ impl Drop for CancelOnDrop<'_> {
         }
         if let Some(task) = self.scheduler.queue.cancel(self.id) {
             self.scheduler.counters.tasks_cancelled.fetch_add(1, Ordering::Relaxed);
-            self.scheduler.publish_queue_gauges();
+            self.scheduler.publish_queue_gauges(task.lane);
             tracing::debug!(node = self.scheduler.node_id, task = task.id, bytes = task.bytes, "queued task cancelled");
             // Dropping the work of a cancelled write removes its staged file.
             drop(task);
@@ -633,7 +754,7 @@ mod tests {
     }
 
     async fn put(scheduler: &Scheduler, unit: UnitId, data: &[u8]) -> TaskTiming {
-        scheduler.write(UnitWrite::Image(UnitImage::with_data(unit, data))).await.unwrap()
+        scheduler.write(ClassId::DEFAULT, UnitWrite::Image(UnitImage::with_data(unit, data))).await.unwrap()
     }
 
     fn model(overhead_ms: u64, rate_bytes_per_s: f64) -> ServiceModel {
@@ -650,7 +771,7 @@ mod tests {
         // 20 ms + 200 000 B / 10 MB/s = 40 ms.
         scheduler.set_service_model(model(20, 10_000_000.0)).unwrap();
         let began = Instant::now();
-        let (bytes, timing) = scheduler.read(unit, 0, 200_000).await.unwrap();
+        let (bytes, timing) = scheduler.read(ClassId::DEFAULT, unit, 0, 200_000).await.unwrap();
         let elapsed = began.elapsed();
         assert_eq!(bytes.len(), 200_000);
         assert_eq!(timing.emulated_service_ns, 40_000_000);
@@ -674,7 +795,7 @@ mod tests {
                 tokio::spawn(async move {
                     // Stagger arrivals so the arrival order is known.
                     tokio::time::sleep(Duration::from_millis(2 * i)).await;
-                    let (_, timing) = scheduler.read(unit, 0, 1000 * (i + 1)).await.unwrap();
+                    let (_, timing) = scheduler.read(ClassId::DEFAULT, unit, 0, 1000 * (i + 1)).await.unwrap();
                     (timing, began.elapsed())
                 })
             })
@@ -712,10 +833,11 @@ mod tests {
         scheduler.set_service_model(model(200, 0.0)).unwrap();
         let first = {
             let scheduler = Arc::clone(&scheduler);
-            tokio::spawn(async move { scheduler.read(unit, 0, 1000).await })
+            tokio::spawn(async move { scheduler.read(ClassId::DEFAULT, unit, 0, 1000).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let second = tokio::time::timeout(Duration::from_millis(30), scheduler.read(unit, 0, 4000)).await;
+        let second =
+            tokio::time::timeout(Duration::from_millis(30), scheduler.read(ClassId::DEFAULT, unit, 0, 4000)).await;
         assert!(second.is_err(), "second read is still waiting when dropped");
         assert_eq!(scheduler.queue_snapshot().queued_bytes, 0);
         assert_eq!(scheduler.queue_snapshot().in_service_bytes, 1000);
@@ -734,7 +856,7 @@ mod tests {
         scheduler.set_service_model(model(150, 0.0)).unwrap();
         let busy = {
             let scheduler = Arc::clone(&scheduler);
-            tokio::spawn(async move { scheduler.read(unit, 0, 5).await })
+            tokio::spawn(async move { scheduler.read(ClassId::DEFAULT, unit, 0, 5).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         let store = Arc::clone(scheduler.store());
@@ -742,7 +864,11 @@ mod tests {
         staged.append(b"abc").unwrap();
         let writes = [UnitWrite::Staged(staged), UnitWrite::Image(UnitImage::with_data(UnitId::new(5, 2), b"xyz"))];
         for write in writes {
-            assert!(tokio::time::timeout(Duration::from_millis(30), scheduler.write(write)).await.is_err());
+            assert!(
+                tokio::time::timeout(Duration::from_millis(30), scheduler.write(ClassId::DEFAULT, write))
+                    .await
+                    .is_err()
+            );
         }
         assert_eq!(scheduler.queue_snapshot().queued_tasks, 0);
         busy.await.unwrap().unwrap();
@@ -798,7 +924,7 @@ mod tests {
         // of overhead.
         scheduler.set_service_model(model(20, 10_000_000.0)).unwrap();
         let ranges = vec![(a, 0, 50_000), (b, 10_000, 50_000), (a, 50_000, 50_000), (b, 0, 0)];
-        let (results, timing) = scheduler.read_many(ranges.clone()).await.unwrap();
+        let (results, timing) = scheduler.read_many(ClassId::DEFAULT, ranges.clone()).await.unwrap();
         assert_eq!(results.len(), ranges.len());
         for (result, &(_, offset, length)) in results.iter().zip(&ranges) {
             let expected = &data[offset as usize..(offset + length) as usize];
@@ -822,7 +948,7 @@ mod tests {
         put(&scheduler, bad, &[4u8; 200_000]).await;
         flip_byte(&scheduler, bad, 70_000); // block 1
         let ranges = vec![(good, 0, 1000), (missing, 0, 10), (bad, 0, 1000), (bad, 65_536, 1000), (good, 900, 200)];
-        let (results, timing) = scheduler.read_many(ranges).await.unwrap();
+        let (results, timing) = scheduler.read_many(ClassId::DEFAULT, ranges).await.unwrap();
         assert_eq!(results[0].as_ref().unwrap().as_ref(), &[3u8; 1000]);
         assert!(matches!(results[1], Err(NodeError::NotFound(unit)) if unit == missing), "{:?}", results[1]);
         assert_eq!(results[2].as_ref().unwrap().as_ref(), &[4u8; 1000], "block 0 verifies on its own");
@@ -849,11 +975,12 @@ mod tests {
             vec![(unit, 0, u64::MAX), (unit, 0, 2)],
         ] {
             let count = ranges.len();
-            let refused = scheduler.read_many(ranges).await;
+            let refused = scheduler.read_many(ClassId::DEFAULT, ranges).await;
             assert!(matches!(refused, Err(NodeError::InvalidArgument(_))), "{count} ranges: {refused:?}");
         }
         // At the bounds it is a task (its ranges fail on their own: the unit is missing).
-        let (results, timing) = scheduler.read_many(vec![(unit, 0, 1); MAX_RANGES_PER_READ]).await.unwrap();
+        let (results, timing) =
+            scheduler.read_many(ClassId::DEFAULT, vec![(unit, 0, 1); MAX_RANGES_PER_READ]).await.unwrap();
         assert!(results.iter().all(|result| matches!(result, Err(NodeError::NotFound(_)))));
         assert_eq!((timing.bytes, timing.outcome), (MAX_RANGES_PER_READ as u64, TaskOutcome::Failed));
         assert_eq!(timing.task_id, 1, "no refused request took a task id");
@@ -870,10 +997,16 @@ mod tests {
         scheduler.set_service_model(model(1000, 0.0)).unwrap();
         let in_service = {
             let scheduler = Arc::clone(&scheduler);
-            tokio::spawn(async move { scheduler.read_many(vec![(unit, 0, 1000), (unit, 1000, 1000)]).await })
+            tokio::spawn(async move {
+                scheduler.read_many(ClassId::DEFAULT, vec![(unit, 0, 1000), (unit, 1000, 1000)]).await
+            })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let waiting = tokio::time::timeout(Duration::from_millis(30), scheduler.read_many(vec![(unit, 0, 4000)])).await;
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(30),
+            scheduler.read_many(ClassId::DEFAULT, vec![(unit, 0, 4000)]),
+        )
+        .await;
         assert!(waiting.is_err(), "the second merged read still waits when dropped");
         assert_eq!(scheduler.queue_snapshot().queued_bytes, 0);
         assert_eq!(scheduler.queue_snapshot().in_service_bytes, 2000, "one task of both ranges' bytes");
@@ -889,14 +1022,82 @@ mod tests {
         assert_eq!(scheduler.counters().bytes_read.load(Ordering::Relaxed), 0);
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reserved_class_doing_real_io_is_paced_to_its_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let scheduler = scheduler(dir.path(), ServiceModel::default());
+        let _workers = scheduler.spawn_workers(1);
+        let unit = UnitId::new(10, 0);
+        put(&scheduler, unit, &vec![3u8; 100_000]).await;
+        // No emulated rate: a task takes 1 ms plus its real I/O, and the node measures its rate.
+        scheduler.set_service_model(model(1, 0.0)).unwrap();
+        let unpaced_began = Instant::now();
+        for _ in 0..6 {
+            scheduler.read(ClassId::DEFAULT, unit, 0, 100_000).await.unwrap();
+        }
+        let unpaced = unpaced_began.elapsed();
+        let (measured_bytes_per_s, _) = scheduler.estimated_rate();
+        assert!(measured_bytes_per_s > 0.0);
+        scheduler.set_class_scheduling(ClassScheduling::Reserved { shares: vec![0.1] }).unwrap();
+        let began = Instant::now();
+        for _ in 0..6 {
+            let (_, timing) = scheduler.read(ClassId::DEFAULT, unit, 0, 100_000).await.unwrap();
+            assert_eq!(timing.emulated_service_ns, 1_000_000, "no rate to scale: the overhead only");
+        }
+        let paced = began.elapsed();
+        // At a tenth of the measured rate, less the one burst a full bucket allows.
+        let expected_s =
+            (600_000.0 - 0.1 * measured_bytes_per_s * crate::pacer::BURST.as_secs_f64()) / (0.1 * measured_bytes_per_s);
+        assert!(paced.as_secs_f64() > 0.8 * expected_s, "{paced:?} for {expected_s} s (unpaced {unpaced:?})");
+        assert!(paced > 3 * unpaced, "{paced:?} against {unpaced:?} unpaced");
+        // The pacing is not measured as service: the rate it paces at does not sink with it.
+        let (after_bytes_per_s, _) = scheduler.estimated_rate();
+        assert!(after_bytes_per_s > 0.5 * measured_bytes_per_s, "{after_bytes_per_s} after {measured_bytes_per_s}");
+        let class = &scheduler.counters().classes[0];
+        assert_eq!(class.tasks_completed.load(Ordering::Relaxed), 13, "the write and twelve reads");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reserved_classes_are_served_concurrently_at_their_shares() {
+        let dir = tempfile::tempdir().unwrap();
+        let scheduler = scheduler(dir.path(), ServiceModel::default());
+        // One worker: FCFS would serve the two reads one after the other.
+        let _workers = scheduler.spawn_workers(1);
+        let unit = UnitId::new(11, 0);
+        put(&scheduler, unit, &vec![4u8; 100_000]).await;
+        scheduler.set_service_model(model(0, 2_000_000.0)).unwrap();
+        scheduler.set_class_scheduling(ClassScheduling::Reserved { shares: vec![0.5, 0.25] }).unwrap();
+        let began = Instant::now();
+        let reads: Vec<_> = (0..2u8)
+            .map(|class| {
+                let scheduler = Arc::clone(&scheduler);
+                tokio::spawn(async move { scheduler.read(ClassId(class), unit, 0, 100_000).await.unwrap().1 })
+            })
+            .collect();
+        let mut timings = Vec::new();
+        for read in reads {
+            timings.push(read.await.unwrap());
+        }
+        // 100 kB at 1 MB/s and at 0.5 MB/s, side by side: 100 ms and 200 ms, 200 ms in all.
+        assert_eq!((timings[0].class, timings[0].emulated_service_ns), (ClassId(0), 100_000_000));
+        assert_eq!((timings[1].class, timings[1].emulated_service_ns), (ClassId(1), 200_000_000));
+        assert!(timings[1].start_ns < timings[0].finish_ns, "the classes overlap");
+        let elapsed = began.elapsed();
+        assert!(elapsed >= Duration::from_millis(200) && elapsed < Duration::from_millis(280), "{elapsed:?}");
+        assert!(matches!(scheduler.read(ClassId(2), unit, 0, 1).await, Err(NodeError::InvalidArgument(_))));
+    }
+
     #[tokio::test]
     async fn bad_reads_are_refused_before_queueing() {
         let dir = tempfile::tempdir().unwrap();
         let scheduler = scheduler(dir.path(), ServiceModel::default());
         let _workers = scheduler.spawn_workers(1);
         put(&scheduler, UnitId::new(4, 0), b"abc").await;
-        assert!(matches!(scheduler.read(UnitId::new(4, 1), 0, 1).await, Err(NodeError::NotFound(_))));
-        assert!(matches!(scheduler.read(UnitId::new(4, 0), 2, 2).await, Err(NodeError::OutOfRange { .. })));
+        assert!(matches!(scheduler.read(ClassId::DEFAULT, UnitId::new(4, 1), 0, 1).await, Err(NodeError::NotFound(_))));
+        assert!(matches!(
+            scheduler.read(ClassId::DEFAULT, UnitId::new(4, 0), 2, 2).await,
+            Err(NodeError::OutOfRange { .. })
+        ));
         assert_eq!(scheduler.counters().tasks_failed.load(Ordering::Relaxed), 0);
     }
 }

@@ -1,8 +1,10 @@
-//! The node's gRPC service: authenticates every request with the cluster secret, translates
-//! messages to scheduler and store calls, streams reads back in chunks and times every RPC.
+//! The node's gRPC service: authenticates every request with the cluster secret, reads the latency
+//! class of every request that creates tasks, translates messages to scheduler and store calls,
+//! streams reads back in chunks and times every RPC.
 //!
 //! Owns the wire protocol and its validation. Must not execute tasks itself (everything that
-//! costs disk time goes through the scheduler's FCFS queue) nor decide policy.
+//! costs disk time goes through the scheduler's queue) nor decide policy (a request's class is the
+//! caller's to choose).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::classes::{CLASS_METADATA_KEY, ClassId, ClassScheduling};
 use crate::error::{NodeError, UnitId};
 use crate::proto::{self, node_server, write_unit_request::Part};
 use crate::scheduler::{RangeResults, Scheduler, TaskOutcome, TaskTiming, blocking};
@@ -95,8 +98,10 @@ impl NodeService {
     /// Opens a reconstruction session and runs it in its own task, which ends with the session:
     /// when its steps are done (the last message says how it went), when the requestor drops the
     /// stream, or at the plan's timeout.
-    fn open_session(&self, request: proto::ReconstructRequest) -> Result<SessionStream, Status> {
-        let plan = SessionPlan::from_proto(request)?;
+    fn open_session(&self, class: ClassId, request: proto::ReconstructRequest) -> Result<SessionStream, Status> {
+        // Refused before the session opens, not at its first local read.
+        self.scheduler.admits(class)?;
+        let plan = SessionPlan::from_proto(request, class)?;
         let open = self.sessions.open(&plan)?;
         let (requestor, answers) = tokio::sync::mpsc::channel(SESSION_STREAM_WINDOW);
         let (scheduler, peers) = (Arc::clone(&self.scheduler), Arc::clone(&self.peers));
@@ -155,8 +160,11 @@ impl NodeService {
 
     async fn write_unit_inner(
         &self,
+        class: ClassId,
         mut stream: Streaming<proto::WriteUnitRequest>,
     ) -> Result<proto::WriteUnitResponse, Status> {
+        // Refused before a byte is staged.
+        self.scheduler.admits(class)?;
         let first = stream.message().await?.ok_or_else(|| Status::invalid_argument("empty write stream"))?;
         let Some(Part::Header(header)) = first.part else {
             return Err(Status::invalid_argument("the first message of a write must be its header"));
@@ -186,13 +194,13 @@ impl NodeService {
             ))
             .into());
         }
-        let timing = self.scheduler.write(UnitWrite::Staged(staged)).await?;
+        let timing = self.scheduler.write(class, UnitWrite::Staged(staged)).await?;
         Ok(proto::WriteUnitResponse { timing: Some(timing.into()) })
     }
 
-    async fn read_range_inner(&self, request: proto::ReadRangeRequest) -> Result<ReadStream, Status> {
+    async fn read_range_inner(&self, class: ClassId, request: proto::ReadRangeRequest) -> Result<ReadStream, Status> {
         let unit = unit_id(request.stripe, request.unit)?;
-        let (data, timing) = self.scheduler.read(unit, request.offset, request.length).await?;
+        let (data, timing) = self.scheduler.read(class, unit, request.offset, request.length).await?;
         self.scheduler.egress().transmit(data.len() as u64).await;
         let mut timing = Some(proto::TaskTiming::from(timing));
         let messages = chunked(data, self.read_chunk_bytes)
@@ -201,13 +209,17 @@ impl NodeService {
         Ok(Box::pin(tokio_stream::iter(messages.collect::<Vec<_>>())))
     }
 
-    async fn read_units_inner(&self, request: proto::ReadUnitsRequest) -> Result<ReadUnitsStream, Status> {
+    async fn read_units_inner(
+        &self,
+        class: ClassId,
+        request: proto::ReadUnitsRequest,
+    ) -> Result<ReadUnitsStream, Status> {
         let ranges = request
             .ranges
             .iter()
             .map(|range| Ok((unit_id(range.stripe, range.unit)?, range.offset, range.length)))
             .collect::<Result<Vec<_>, Status>>()?;
-        let (results, timing) = self.scheduler.read_many(ranges).await?;
+        let (results, timing) = self.scheduler.read_many(class, ranges).await?;
         self.scheduler.egress().transmit(crate::unit_stream::server::answer_bytes(&results)).await;
         let messages = read_units_messages(results, timing, self.read_chunk_bytes);
         Ok(Box::pin(tokio_stream::iter(messages.into_iter().map(Ok))))
@@ -242,8 +254,32 @@ impl NodeService {
             scrub: Some(scrub_progress(&self.scrubber)),
             sessions_open: self.sessions.open_count() as u64,
             sessions_started: self.sessions.started_count(),
+            classes: scheduler
+                .seen_classes()
+                .into_iter()
+                .map(|class| {
+                    let class_counters = &counters.classes[class.index()];
+                    proto::ClassStats {
+                        class: u32::from(class.0),
+                        tasks_completed: load(&class_counters.tasks_completed),
+                        bytes_completed: load(&class_counters.bytes_completed),
+                        service_total_ns: load(&class_counters.service_total_ns),
+                    }
+                })
+                .collect(),
+            class_scheduling: Some(proto::ClassScheduling::from(&scheduler.class_scheduling())),
         }
     }
+}
+
+/// The latency class a request names in its `x-lowtail-class` metadata (class 0 when it names
+/// none), or why it is refused.
+fn request_class<T>(request: &Request<T>) -> Result<ClassId, Status> {
+    let Some(value) = request.metadata().get(CLASS_METADATA_KEY) else { return Ok(ClassId::DEFAULT) };
+    let text = value.to_str().map_err(|_| {
+        Status::invalid_argument(format!("{CLASS_METADATA_KEY} must be a decimal class number, not binary"))
+    })?;
+    Ok(ClassId::parse(text)?)
 }
 
 /// Records one request's duration (gRPC calls and unit-stream requests alike).
@@ -342,6 +378,7 @@ impl From<TaskTiming> for proto::TaskTiming {
             outcome: outcome as i32,
             bytes_ahead: timing.bytes_ahead,
             emulated_service_ns: timing.emulated_service_ns,
+            class: u32::from(timing.class.0),
         }
     }
 }
@@ -364,6 +401,8 @@ impl From<proto::TaskTiming> for TaskTiming {
             outcome,
             bytes_ahead: timing.bytes_ahead,
             emulated_service_ns: timing.emulated_service_ns,
+            // A class past 8 bits cannot come from a node; saturate rather than wrap onto class 0.
+            class: ClassId(u8::try_from(timing.class).unwrap_or(u8::MAX)),
         }
     }
 }
@@ -375,7 +414,10 @@ impl node_server::Node for NodeService {
         request: Request<Streaming<proto::WriteUnitRequest>>,
     ) -> Result<Response<proto::WriteUnitResponse>, Status> {
         let began = Instant::now();
-        let result = self.write_unit_inner(request.into_inner()).await;
+        let result = match request_class(&request) {
+            Ok(class) => self.write_unit_inner(class, request.into_inner()).await,
+            Err(status) => Err(status),
+        };
         self.observe("write_unit", began, &result);
         result.map(Response::new)
     }
@@ -389,7 +431,10 @@ impl node_server::Node for NodeService {
         // The handler waits for the queued task before answering: if the client resets the
         // stream meanwhile, this future is dropped and the scheduler cancels the task.
         let began = Instant::now();
-        let result = self.read_range_inner(request.into_inner()).await;
+        let result = match request_class(&request) {
+            Ok(class) => self.read_range_inner(class, request.into_inner()).await,
+            Err(status) => Err(status),
+        };
         self.observe("read_range", began, &result);
         result.map(Response::new)
     }
@@ -403,7 +448,10 @@ impl node_server::Node for NodeService {
         // As for read_range: the handler waits for the task, so a reset stream drops this future
         // and the scheduler cancels the task.
         let began = Instant::now();
-        let result = self.read_units_inner(request.into_inner()).await;
+        let result = match request_class(&request) {
+            Ok(class) => self.read_units_inner(class, request.into_inner()).await,
+            Err(status) => Err(status),
+        };
         self.observe("read_units", began, &result);
         result.map(Response::new)
     }
@@ -455,6 +503,7 @@ impl node_server::Node for NodeService {
             overhead_us,
             now_ns: self.scheduler.now_ns(),
             egress_bytes_per_s: self.scheduler.egress().shape().bytes_per_s,
+            classes: self.scheduler.class_queues().into_iter().map(proto::ClassQueue::from).collect(),
         });
         self.observe("probe", began, &result);
         result.map(Response::new)
@@ -502,7 +551,7 @@ impl node_server::Node for NodeService {
         request: Request<proto::ReconstructRequest>,
     ) -> Result<Response<Self::ReconstructStream>, Status> {
         let began = Instant::now();
-        let result = self.open_session(request.into_inner());
+        let result = request_class(&request).and_then(|class| self.open_session(class, request.into_inner()));
         self.observe("reconstruct", began, &result);
         result.map(Response::new)
     }
@@ -528,6 +577,24 @@ impl node_server::Node for NodeService {
                 .map_err(Status::from),
         };
         self.observe("set_service_model", began, &result);
+        result.map(Response::new)
+    }
+
+    async fn set_class_scheduling(
+        &self,
+        request: Request<proto::SetClassSchedulingRequest>,
+    ) -> Result<Response<proto::SetClassSchedulingResponse>, Status> {
+        let began = Instant::now();
+        let result = match request.into_inner().scheduling {
+            None => Err(Status::invalid_argument("scheduling is required")),
+            Some(scheduling) => ClassScheduling::try_from(scheduling)
+                .and_then(|scheduling| self.scheduler.set_class_scheduling(scheduling))
+                .map(|scheduling| proto::SetClassSchedulingResponse {
+                    scheduling: Some(proto::ClassScheduling::from(&scheduling)),
+                })
+                .map_err(Status::from),
+        };
+        self.observe("set_class_scheduling", began, &result);
         result.map(Response::new)
     }
 }

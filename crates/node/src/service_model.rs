@@ -132,9 +132,23 @@ impl ServiceModel {
         self.enabled && self.background_tasks_per_s > 0.0
     }
 
+    /// Whether the model emulates a transfer rate (so a reserved class's share slows its bytes).
+    pub fn has_rate(&self) -> bool {
+        self.enabled && self.rate_bytes_per_s > 0.0
+    }
+
     /// Deterministic part of the service time of a task of `bytes` (overhead, transfer, Δ).
     pub fn deterministic_service_time(&self, bytes: u64) -> Duration {
-        let transfer_s = if self.rate_bytes_per_s > 0.0 { bytes as f64 / self.rate_bytes_per_s } else { 0.0 };
+        self.deterministic_service_time_at_share(bytes, 1.0)
+    }
+
+    /// [`ServiceModel::deterministic_service_time`] on a server that has `share` (in (0, 1]) of
+    /// the node's rate, as a reserved class's does: only the transfer slows, the per-task
+    /// overhead and Δ stay (they are not bandwidth).
+    pub fn deterministic_service_time_at_share(&self, bytes: u64, share: f64) -> Duration {
+        assert!(share > 0.0 && share <= 1.0 + crate::classes::SHARES_SUM_TOLERANCE, "a share is in (0, 1]: {share}");
+        let rate_bytes_per_s = self.rate_bytes_per_s * share;
+        let transfer_s = if rate_bytes_per_s > 0.0 { bytes as f64 / rate_bytes_per_s } else { 0.0 };
         let total = Duration::from_micros(self.overhead_us + self.delay_shift_us)
             + Duration::from_secs_f64(transfer_s.min(MAX_SERVICE_TIME.as_secs_f64()));
         total.min(MAX_SERVICE_TIME)
@@ -210,10 +224,17 @@ impl ModelState {
     /// Emulated service time of a task of `bytes`, or `None` when the model is off. Draws the
     /// exponential delay from the seeded stream, so a seed and a task order give the same times.
     pub fn sample_service_time(&mut self, bytes: u64) -> Option<Duration> {
+        self.sample_service_time_at_share(bytes, 1.0)
+    }
+
+    /// [`ModelState::sample_service_time`] on a server with `share` of the node's rate (a
+    /// reserved class's): the transfer term is `bytes / (share × rate)`; the delays are drawn as
+    /// for any task.
+    pub fn sample_service_time_at_share(&mut self, bytes: u64, share: f64) -> Option<Duration> {
         if !self.model.enabled {
             return None;
         }
-        let mut time = self.model.deterministic_service_time(bytes);
+        let mut time = self.model.deterministic_service_time_at_share(bytes, share);
         if self.model.delay_exp_mean_us > 0 {
             let mean_s = self.model.delay_exp_mean_us as f64 / 1e6;
             time +=
@@ -254,19 +275,33 @@ fn sample_exp(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn service_time_is_overhead_plus_transfer_plus_shift() {
-        let model = ServiceModel {
+    /// 1 ms of overhead, 1 MB/s, a 0.5 ms shift.
+    fn one_ms_at_one_megabyte_per_s() -> ServiceModel {
+        ServiceModel {
             enabled: true,
             overhead_us: 1000,
             rate_bytes_per_s: 1_000_000.0,
             delay_shift_us: 500,
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn service_time_is_overhead_plus_transfer_plus_shift() {
+        let model = one_ms_at_one_megabyte_per_s();
         assert_eq!(model.deterministic_service_time(2000), Duration::from_micros(1000 + 2000 + 500));
         let mut state = ModelState::new(model);
         assert_eq!(state.sample_service_time(2000), Some(Duration::from_micros(3500)));
         assert!(ModelState::new(ServiceModel::default()).sample_service_time(10).is_none());
+    }
+
+    #[test]
+    fn a_share_slows_the_transfer_only() {
+        let model = one_ms_at_one_megabyte_per_s();
+        // 1 ms + 3000 B / (0.3 × 1 MB/s) + 0.5 ms.
+        assert_eq!(model.deterministic_service_time_at_share(3000, 0.3), Duration::from_micros(1000 + 10_000 + 500));
+        let mut state = ModelState::new(model);
+        assert_eq!(state.sample_service_time_at_share(3000, 1.0), Some(Duration::from_micros(1000 + 3000 + 500)));
     }
 
     #[test]

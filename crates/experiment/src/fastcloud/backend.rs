@@ -222,7 +222,11 @@ async fn start_front(dir: &Path, service: &S3Endpoint) -> anyhow::Result<gateway
     let mut config = GatewayConfig {
         s3_listen: "127.0.0.1:0".parse().expect("an address"),
         http_listen: Some("127.0.0.1:0".parse().expect("an address")),
-        credentials: vec![Credential { access_key: "front-access".into(), secret_key: "front-secret-key".into() }],
+        credentials: vec![Credential {
+            access_key: "front-access".into(),
+            secret_key: "front-secret-key".into(),
+            class: None,
+        }],
         meta: MetaConfig::Embedded { dir: dir.join("front-meta"), cache_bytes: meta::DEFAULT_CACHE_BYTES },
         data,
         ..Default::default()

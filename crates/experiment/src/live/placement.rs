@@ -238,6 +238,7 @@ mod tests {
                 region: None,
                 owner: None,
                 write_ack: meta::WriteAck::All,
+                class: None,
             })
             .await
             .unwrap();

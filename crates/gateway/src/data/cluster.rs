@@ -1,9 +1,13 @@
 //! `NodeConnections`: the storage nodes as the data path sees them: their records from the
 //! [`meta::MetaStore`] and one lazily connected [`NodeClient`] per node, carrying the cluster secret.
-//! Owns connection reuse and what is known of each node's rates and load ([`NodeLoads`]); must
-//! not decide placement, retries or degraded reads.
+//! Every client handed out is labelled with a latency class: the class of the request the calling
+//! task works for ([`crate::classes::current`]), else the background class (the worst), so every
+//! node task a request creates is queued in its class and background work never in a better one.
+//! Owns connection reuse, that labelling and what is known of each node's rates and load
+//! ([`NodeLoads`]); must not decide placement, retries, degraded reads or a request's class.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,6 +16,7 @@ use node::{ClientError, NodeClient, UnitTransport};
 
 use super::DataError;
 use super::node_loads::NodeLoads;
+use crate::classes::{self, ClassId};
 
 /// Node records and clients. Cheap to share behind an `Arc`.
 pub struct NodeConnections {
@@ -23,6 +28,8 @@ pub struct NodeConnections {
     clients: Mutex<HashMap<NodeId, (String, NodeClient)>>,
     /// What is known of each node's speed and recent load (membership and the data path feed it).
     loads: NodeLoads,
+    /// The class of node calls made outside any request (repair, the mover, scrubbing, collection).
+    background_class: AtomicU8,
 }
 
 impl std::fmt::Debug for NodeConnections {
@@ -47,7 +54,19 @@ impl NodeConnections {
             transport,
             clients: Mutex::new(HashMap::new()),
             loads: NodeLoads::new(),
+            background_class: AtomicU8::new(0),
         }
+    }
+
+    /// Sets the class of node calls made outside any request: the worst class the gateway runs
+    /// (class 0, the only one, until set).
+    pub fn set_background_class(&self, class: ClassId) {
+        self.background_class.store(class.0, Ordering::Relaxed);
+    }
+
+    /// The class a node call made now is labelled with.
+    pub fn call_class(&self) -> ClassId {
+        classes::current().unwrap_or(ClassId(self.background_class.load(Ordering::Relaxed)))
     }
 
     /// The metadata store.
@@ -70,9 +89,17 @@ impl NodeConnections {
         Ok(self.nodes().await?.into_iter().map(|n| (n.id, n)).collect())
     }
 
-    /// A client of `node`, connecting on first use (the connection is then shared and reconnects by
-    /// itself after the node restarts).
+    /// A client of `node` labelled with the class of the calling task's request (else the
+    /// background class), connecting on first use (the connection is then shared and reconnects
+    /// by itself after the node restarts).
     pub async fn client(&self, node: &NodeInfo) -> Result<NodeClient, ClientError> {
+        // Read before the first await: the class is the calling task's.
+        let class = self.call_class();
+        self.shared_client(node).await.map(|client| client.with_class(class))
+    }
+
+    /// The shared client of `node`, unlabelled.
+    async fn shared_client(&self, node: &NodeInfo) -> Result<NodeClient, ClientError> {
         if let Some((address, client)) = self.lock().get(&node.id)
             && *address == node.address
         {

@@ -1195,7 +1195,7 @@ fn record_rates(
 ) -> Vec<(PolicyNodeId, QueueState)> {
     replies
         .iter()
-        .map(|&(node, reply)| match reply {
+        .map(|&(node, ref reply)| match reply {
             Some(reply) => {
                 if reply.service_rate_bytes_per_s > 0.0
                     && let Some(rate) = catalog.rates.get_mut(node.index())
@@ -1284,6 +1284,7 @@ mod tests {
             outcome: node::TaskOutcome::Ok,
             bytes_ahead: 0,
             emulated_service_ns: 0,
+            class: node::ClassId::DEFAULT,
         }
     }
 
@@ -1332,6 +1333,7 @@ mod tests {
             overhead_us: 4000,
             egress_bytes_per_s: 0.0,
             now_ns: 0,
+            classes: Vec::new(),
         };
         let answers = record_rates(&mut catalog, &[(a, Some(reply)), (b, None)]);
         assert_eq!(answers[0].1, QueueState { bytes: 15, tasks: 2 });

@@ -42,6 +42,7 @@ use super::stripe_write::{
     write_units_early,
 };
 use super::{BodyStream, DataError, ObjectData, Redundancy, Written};
+use crate::classes::{ClassId, ClassScheduling};
 
 /// Alignment of the unit size of an object's last stripe (the codec kernels' step).
 pub const UNIT_ALIGN_BYTES: u64 = 64;
@@ -402,7 +403,7 @@ impl ErasureData {
                 let io = Arc::clone(&self.io);
                 forget_placement(&io, &writes.placement);
                 let mut written = writes.durable_units();
-                tokio::spawn(async move {
+                tokio::spawn(crate::classes::carried(async move {
                     for (unit, node, handle) in landing {
                         if let Ok(Ok(())) = handle.await {
                             written.push((unit, node));
@@ -410,7 +411,7 @@ impl ErasureData {
                     }
                     io.delete_units_best_effort(&nodes, id, &written).await;
                     drop(permit);
-                });
+                }));
                 Err(DataError::Meta(error.to_string()))
             }
         }
@@ -866,19 +867,42 @@ impl RunningData {
     }
 }
 
+/// What the data path needs to know of the latency classes (`crate::classes`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DataClasses {
+    /// The class of node calls made outside any request: the worst class.
+    pub background: ClassId,
+    /// What membership tells every node to do with the classes.
+    pub scheduling: ClassScheduling,
+}
+
 impl ErasureData {
-    /// [`ErasureData::new`] plus the membership and repair background tasks.
+    /// [`ErasureData::new`] plus the membership and repair background tasks, with one latency
+    /// class served first come first served (the nodes' behaviour without classes).
     pub async fn start(config: DataConfig, meta: Arc<dyn MetaStore>) -> Result<RunningData, DataError> {
+        Self::start_classed(config, meta, DataClasses::default()).await
+    }
+
+    /// [`ErasureData::start`] with `classes`: background work in their background class, and the
+    /// nodes told their scheduling as membership finds them.
+    pub async fn start_classed(
+        config: DataConfig,
+        meta: Arc<dyn MetaStore>,
+        classes: DataClasses,
+    ) -> Result<RunningData, DataError> {
         let membership_config = config.membership.clone();
         let repair_config = config.repair.clone();
         let orphan_config = config.orphans.clone();
         let data = Self::new(config, meta).await?;
+        // Before any background work starts, so none of it runs in a better class.
+        data.io.cluster().set_background_class(classes.background);
         match data.packer.recover().await {
             Ok(0) => {}
             Ok(stripes) => tracing::info!(stripes, "sealing open stripes left by the previous run"),
             Err(error) => tracing::warn!(%error, "open stripes of the previous run not recovered yet"),
         }
         let membership = Arc::new(Membership::new(Arc::clone(data.io.cluster()), membership_config));
+        membership.set_class_scheduling(classes.scheduling);
         let repair = Arc::new(RepairService::new(Arc::clone(&data.io), repair_config));
         let orphans = Arc::new(OrphanCollector::new(Arc::clone(&data.io), orphan_config));
         let mut tasks = vec![Arc::clone(&repair).spawn()];

@@ -1,8 +1,11 @@
 //! Membership: node registration (for `lowtail up`) and the failure detector, a background task
 //! that probes every registered node each interval, records heartbeats, marks a node Down after
 //! `down_after_probes` consecutive failed probes and Up again when it answers. Several gateways may
-//! run it at once: every update is an idempotent set of the same state. Must not move data (repair
-//! does) or touch Draining / Removed nodes, which operators manage.
+//! run it at once: every update is an idempotent set of the same state. It also tells each node
+//! how to serve the latency classes (`[classes] scheduling`) the first time the node answers, and
+//! again after a probe it missed or once its uptime shows it restarted (and forgot); a failure is
+//! retried the next round.
+//! Must not move data (repair does) or touch Draining / Removed nodes, which operators manage.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -15,6 +18,7 @@ use meta::{MetaStore, NodeId, NodeInfo, NodeState};
 use super::DataError;
 use super::cluster::NodeConnections;
 use super::config::MembershipConfig;
+use crate::classes::ClassScheduling;
 
 /// Registers (or re-registers, keeping its state when already known) a storage node as Up with a
 /// heartbeat at `now_ms`.
@@ -51,6 +55,11 @@ pub struct Membership {
     config: MembershipConfig,
     /// Consecutive failed probes per node.
     misses: Mutex<HashMap<NodeId, u32>>,
+    /// What the nodes are told to do with latency classes; `None`: nothing to tell.
+    class_scheduling: Mutex<Option<ClassScheduling>>,
+    /// Nodes told the scheduling, with their last answer since (a node that restarted runs its
+    /// own scheduling again).
+    scheduled: Mutex<HashMap<NodeId, Sighting>>,
 }
 
 /// What one probe round saw.
@@ -67,7 +76,59 @@ pub struct ProbeRound {
 impl Membership {
     /// A failure detector over `cluster`'s nodes.
     pub fn new(cluster: Arc<NodeConnections>, config: MembershipConfig) -> Self {
-        Self { cluster, config, misses: Mutex::new(HashMap::new()) }
+        Self {
+            cluster,
+            config,
+            misses: Mutex::new(HashMap::new()),
+            class_scheduling: Mutex::new(None),
+            scheduled: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Tells every node `scheduling` from the next probe round on (set before the task starts: a
+    /// push of an earlier scheduling under way would count as this one's).
+    pub fn set_class_scheduling(&self, scheduling: ClassScheduling) {
+        *super::lock(&self.class_scheduling) = Some(scheduling);
+        super::lock(&self.scheduled).clear();
+    }
+
+    /// Nodes that hold the class scheduling now, by id.
+    pub fn scheduled_nodes(&self) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = super::lock(&self.scheduled).keys().copied().collect();
+        nodes.sort_unstable();
+        nodes
+    }
+
+    /// The scheduling `node`, answering as `now`, has yet to be told, if any.
+    fn scheduling_owed(&self, node: NodeId, now: Sighting) -> Option<ClassScheduling> {
+        let scheduling = super::lock(&self.class_scheduling).clone()?;
+        let mut scheduled = super::lock(&self.scheduled);
+        match scheduled.get_mut(&node) {
+            Some(seen) if !now.restarted_since(seen) => {
+                *seen = now;
+                None
+            }
+            _ => {
+                scheduled.remove(&node);
+                Some(scheduling)
+            }
+        }
+    }
+
+    /// Tells `node` the class scheduling unless it holds it: told since it last missed a probe,
+    /// and not restarted since (it answered as `now`).
+    async fn push_class_scheduling(&self, node: NodeId, now: Sighting, client: &node::NodeClient) {
+        let Some(scheduling) = self.scheduling_owed(node, now) else { return };
+        match client.set_class_scheduling(&scheduling).await {
+            Ok(_) => {
+                metrics::counter!("lowtail_gateway_class_scheduling_pushes_total", "outcome" => "ok").increment(1);
+                super::lock(&self.scheduled).insert(node, now);
+            }
+            Err(error) => {
+                metrics::counter!("lowtail_gateway_class_scheduling_pushes_total", "outcome" => "failed").increment(1);
+                tracing::warn!(%node, %error, "could not set the node's class scheduling; retrying next probe round");
+            }
+        }
     }
 
     /// Probes every Up or Down node once, in parallel (each probe limited to the probe interval),
@@ -81,22 +142,8 @@ impl Membership {
             .into_iter()
             .filter(|n| matches!(n.state, NodeState::Up | NodeState::Down))
             .collect();
-        let mut probes: FuturesUnordered<_> = nodes
-            .iter()
-            .map(|node| async move {
-                let answered = match tokio::time::timeout(interval, self.cluster.client(node)).await {
-                    Ok(Ok(client)) => match client.with_timeout(interval).probe().await {
-                        Ok(reply) => {
-                            self.cluster.loads().record_probe(node.id, &reply);
-                            true
-                        }
-                        Err(_) => false,
-                    },
-                    _ => false,
-                };
-                (node, answered)
-            })
-            .collect();
+        let mut probes: FuturesUnordered<_> =
+            nodes.iter().map(|node| async move { (node, self.probe(node, interval).await) }).collect();
         let mut round = ProbeRound::default();
         let meta = self.cluster.meta();
         while let Some((node, answered)) = probes.next().await {
@@ -106,6 +153,10 @@ impl Membership {
                 *count = if answered { 0 } else { count.saturating_add(1) };
                 *count
             };
+            if !answered {
+                // It may come back restarted, with the default scheduling: tell it again then.
+                super::lock(&self.scheduled).remove(&node.id);
+            }
             let result = if answered {
                 round.answered.push(node.id);
                 let beat = meta.heartbeat(node.id, now_ms).await;
@@ -134,6 +185,19 @@ impl Membership {
         Ok(round)
     }
 
+    /// Probes `node` (connecting and the probe each limited to `interval`), recording its rates and
+    /// telling it the class scheduling it lacks; whether it answered.
+    async fn probe(&self, node: &NodeInfo, interval: Duration) -> bool {
+        let Ok(Ok(client)) = tokio::time::timeout(interval, self.cluster.client(node)).await else { return false };
+        let client = client.with_timeout(interval);
+        let sent = tokio::time::Instant::now();
+        let Ok(reply) = client.probe().await else { return false };
+        let now = Sighting::of(sent, tokio::time::Instant::now(), reply.now_ns);
+        self.cluster.loads().record_probe(node.id, &reply);
+        self.push_class_scheduling(node.id, now, &client).await;
+        true
+    }
+
     /// Runs probe rounds every interval until the returned task is stopped.
     pub fn spawn(self: Arc<Self>) -> BackgroundTask {
         let interval = Duration::from_millis(self.config.probe_interval_ms);
@@ -151,6 +215,38 @@ impl Membership {
             }
         })
     }
+}
+
+/// A node's answer to a probe: when (the midpoint of the call) and the node's uptime then, to tell
+/// a node that restarted between two probes from one that kept running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sighting {
+    /// The midpoint of the probe call, on this gateway's clock.
+    at: tokio::time::Instant,
+    /// The node's uptime in its answer.
+    uptime_ns: u64,
+    /// Half the call's round trip: how far from `at` the node may have read its clock.
+    half_round_trip_ns: u64,
+}
+
+impl Sighting {
+    /// A probe sent at `sent`, answered at `received` with the node's `uptime_ns`.
+    pub fn of(sent: tokio::time::Instant, received: tokio::time::Instant, uptime_ns: u64) -> Sighting {
+        let half = received.saturating_duration_since(sent) / 2;
+        Sighting { at: sent + half, uptime_ns, half_round_trip_ns: duration_ns(half) }
+    }
+
+    /// Whether the node restarted since `earlier`: its uptime grew less than the time between
+    /// the two answers, beyond what the round trips and 0.1 % clock drift (plus 1 ms) explain.
+    pub fn restarted_since(&self, earlier: &Sighting) -> bool {
+        let elapsed_ns = duration_ns(self.at.saturating_duration_since(earlier.at));
+        let slack_ns = self.half_round_trip_ns + earlier.half_round_trip_ns + 1_000_000 + elapsed_ns / 1000;
+        self.uptime_ns.saturating_add(slack_ns) < earlier.uptime_ns.saturating_add(elapsed_ns)
+    }
+}
+
+fn duration_ns(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// A background loop that stops when asked (or when dropped).
@@ -210,5 +306,28 @@ impl Drop for BackgroundTask {
         if let Some(handle) = self.handle.take() {
             handle.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restart_shows_as_uptime_short_of_the_time_between_answers() {
+        let start = tokio::time::Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        // Answered at 0 ms (uptime 5 s) and 1 s later, each after a 2 ms round trip.
+        let first = Sighting::of(at(0), at(2), 5_000_000_000);
+        let running = Sighting::of(at(1000), at(1002), 6_000_000_000);
+        assert!(!running.restarted_since(&first));
+        let restarted = Sighting::of(at(1000), at(1002), 900_000_000);
+        assert!(restarted.restarted_since(&first), "0.9 s of uptime 1 s later");
+        // A quick restart still shows: 1 s passed, 0.95 s of uptime.
+        let quick = Sighting::of(at(1000), at(1002), 5_950_000_000);
+        assert!(quick.restarted_since(&first));
+        // Round trips and small drift are not restarts.
+        let late_read = Sighting::of(at(1000), at(1040), 5_999_000_000);
+        assert!(!late_read.restarted_since(&first), "the node may have read its clock early in a slow call");
     }
 }

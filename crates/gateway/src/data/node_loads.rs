@@ -125,6 +125,7 @@ mod tests {
             overhead_us: 0,
             egress_bytes_per_s: egress,
             now_ns: 0,
+            classes: Vec::new(),
         }
     }
 

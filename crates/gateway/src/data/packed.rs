@@ -375,7 +375,8 @@ impl Packer {
     fn send_to_seal(&self, state: &mut PackerState, stripe: OpenStripe) {
         let Some(me) = self.me.upgrade() else { return };
         state.sealing += 1;
-        tokio::spawn(async move {
+        // In the class of the write that filled the stripe (the background's when the timer seals).
+        tokio::spawn(crate::classes::carried(async move {
             let id = stripe.stripe.id;
             let result = me.seal(&stripe).await;
             let mut state = me.state.lock().await;
@@ -394,7 +395,7 @@ impl Packer {
                     state.unsealed.push(stripe);
                 }
             }
-        });
+        }));
     }
 
     /// Encodes and writes the stripe's units, flips its record to Sealed and deletes the replicas.

@@ -114,13 +114,14 @@ impl PendingWrites {
         metrics::counter!("lowtail_gateway_pending_acked_total").increment(1);
         self.publish();
         let pending = Arc::clone(self);
-        tokio::spawn(async move {
+        // The rest of the write keeps its request's latency class.
+        tokio::spawn(crate::classes::carried(async move {
             let id = stripe.id;
             pending.land(&nodes, stripe, landing).await;
             lock(&pending.in_flight).remove(&id);
             pending.publish();
             drop(permit);
-        });
+        }));
     }
 
     /// Awaits the unit writes and records the ones that landed.

@@ -350,6 +350,7 @@ impl StripeIo {
                     outcome: node::TaskOutcome::Ok,
                     bytes_ahead: 0,
                     emulated_service_ns: 0,
+                    class: node::ClassId::DEFAULT,
                 };
                 Ok((bytes, timing))
             }

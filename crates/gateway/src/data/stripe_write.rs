@@ -239,7 +239,8 @@ pub(super) async fn write_units_early(
             let node = nodes.get(&placement[unit]).filter(|_| to_write[unit]).cloned();
             node.map(|node| {
                 let (io, bytes) = (Arc::clone(io), units[unit].clone());
-                tokio::spawn(async move { io.write_unit(&node, id, unit, bytes).await })
+                // In the writing request's latency class: a spawned task starts without it.
+                tokio::spawn(crate::classes::carried(async move { io.write_unit(&node, id, unit, bytes).await }))
             })
         })
         .collect();

@@ -8,6 +8,8 @@
 //! an error part for a read that failed. Not atomic: each part is one consistent version of its
 //! object, and its ETag says which.
 //!
+//! The batch runs in the request's latency class (`request_class`), its reads included.
+//!
 //! Owns the route, its request format, limits and response encoding. Must not read bytes except
 //! through [`ObjectData::read_batch`] or decide how they are read. `docs/s3.md` documents it.
 
@@ -24,6 +26,7 @@ use serde::Deserialize;
 
 use super::errors::{from_data, from_meta, s3};
 use super::names::check_key;
+use super::request_class::{ClassRequest, ClassResolver};
 use super::{S3Options, auth, timestamps};
 use crate::data::{DataError, ObjectData};
 
@@ -68,6 +71,17 @@ struct NamedObject {
     key: String,
 }
 
+/// The answer's header: how many objects the batch names.
+pub const BATCH_OBJECTS_HEADER: &str = "x-lowtail-batch-objects";
+/// The answer's header: the bytes of the objects it reads (those that exist).
+pub const BATCH_BYTES_HEADER: &str = "x-lowtail-batch-bytes";
+
+/// The object bytes an answer says it carries.
+fn batch_bytes(answer: &S3Response<Body>) -> u64 {
+    let header = answer.headers.get(BATCH_BYTES_HEADER).and_then(|value| value.to_str().ok());
+    header.and_then(|value| value.parse().ok()).unwrap_or(0)
+}
+
 /// What the batch reads: each key, with its metadata when it exists.
 type Named = Vec<(String, Option<ObjectMeta>)>;
 
@@ -95,9 +109,17 @@ impl BatchGet {
         auth::check_signed(req.credentials.as_ref(), &req.uri)
     }
 
-    /// Serves a verified batch read.
-    pub async fn call(&self, mut req: S3Request<Body>) -> S3Result<S3Response<Body>> {
+    /// Serves a verified batch read, in its latency class (`request_class`): refused before
+    /// anything is read when it may not have one.
+    pub async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
         let bucket = bucket_of(&req.uri, &req.headers, self.options.virtual_host_domain.as_deref())?;
+        let class = ClassRequest::of(&req, &[bucket.as_str()]);
+        let resolver = ClassResolver { meta: Arc::clone(&self.meta), table: Arc::clone(&self.options.classes) };
+        resolver.run(&class, batch_bytes, self.serve(req, bucket)).await
+    }
+
+    /// Serves a batch read of `bucket`.
+    async fn serve(&self, mut req: S3Request<Body>, bucket: String) -> S3Result<S3Response<Body>> {
         self.meta.get_bucket(&bucket).await.map_err(from_meta)?;
         let body = req.input.store_all_limited(MAX_REQUEST_BYTES).await.map_err(|error| {
             s3(S3ErrorCode::MaxMessageLengthExceeded, format!("the batch request could not be read: {error}"))
@@ -122,7 +144,8 @@ impl BatchGet {
             hyper::header::CONTENT_TYPE,
             format!("multipart/mixed; boundary={boundary}").parse().expect("a boundary is a header value"),
         );
-        answer.headers.insert("x-lowtail-batch-objects", count.into());
+        answer.headers.insert(BATCH_OBJECTS_HEADER, count.into());
+        answer.headers.insert(BATCH_BYTES_HEADER, bytes.into());
         Ok(answer)
     }
 
@@ -217,7 +240,8 @@ fn bucket_of(uri: &Uri, headers: &HeaderMap, domain: Option<&str>) -> S3Result<S
 /// reads still in flight).
 fn respond(data: Arc<dyn ObjectData>, named: Named, boundary: String) -> StreamingBlob {
     let (chunks, received) = tokio::sync::mpsc::channel::<Result<Bytes, DataError>>(SEND_AHEAD);
-    tokio::spawn(async move {
+    // Read in the batch's latency class, current here.
+    tokio::spawn(crate::classes::carried(async move {
         let present: Vec<usize> = (0..named.len()).filter(|&i| named[i].1.is_some()).collect();
         let layouts: Vec<meta::Layout> =
             present.iter().map(|&i| named[i].1.as_ref().expect("present").layout.clone()).collect();
@@ -253,7 +277,7 @@ fn respond(data: Arc<dyn ObjectData>, named: Named, boundary: String) -> Streami
         // resolved (late binding's extra reads run to their end) and its records are kept.
         drop(chunks);
         while read.next().await.is_some() {}
-    });
+    }));
     StreamingBlob::wrap(tokio_stream::wrappers::ReceiverStream::new(received))
 }
 

@@ -5,6 +5,8 @@
 //! their objects as one batch ([`ObjectData::read_batch`]); each GET still gets its own ordinary
 //! answer, with `x-lowtail-batched: <how many were planned together>`.
 //!
+//! A window gathers GETs of one access key, batch id and latency class, and is read in that class.
+//!
 //! Owns the windows (bounded: at most [`MAX_OPEN_WINDOWS`] ids held at once; past it a GET is read
 //! alone) and the header's syntax. Must not read bytes except through `ObjectData`, or hold a GET
 //! past its window.
@@ -73,10 +75,13 @@ struct Window {
     members: Vec<(Layout, tokio::sync::oneshot::Sender<HintedRead>)>,
 }
 
+/// A window's access key, batch id and latency class.
+type WindowKey = (String, String, Option<crate::classes::ClassId>);
+
 /// The open windows of one gateway.
 pub struct HintWindows {
     window: Duration,
-    open: Mutex<HashMap<(String, String), Window>>,
+    open: Mutex<HashMap<WindowKey, Window>>,
     next_generation: std::sync::atomic::AtomicU64,
 }
 
@@ -102,7 +107,8 @@ impl HintWindows {
         layout: Layout,
     ) -> HintedRead {
         let (sender, receiver) = tokio::sync::oneshot::channel();
-        let key = (owner.to_string(), hint.id.clone());
+        // GETs of different latency classes are read in batches of their own, each in its class.
+        let key = (owner.to_string(), hint.id.clone(), crate::classes::current());
         // Decided under the lock, carried out after it: the lock is never held across an await.
         let (alone, full) = {
             let mut open = lock(&self.open);
@@ -123,15 +129,16 @@ impl HintWindows {
             return read_together(data, vec![layout]).await.pop().expect("one read");
         }
         if let Some(window) = full {
-            tokio::spawn(flush(Arc::clone(data), window));
+            tokio::spawn(crate::classes::carried(flush(Arc::clone(data), window)));
         }
         receiver.await.unwrap_or_else(|_| (Err(DataError::Internal("a hinted read was dropped".into())), 1))
     }
 
     /// Closes the window `generation` of `key` after the window's time, if it is still open.
-    fn close_later(self: &Arc<Self>, data: Arc<dyn ObjectData>, key: (String, String), generation: u64) {
+    /// The window's GETs are read in the class current now (the window's).
+    fn close_later(self: &Arc<Self>, data: Arc<dyn ObjectData>, key: WindowKey, generation: u64) {
         let windows = Arc::clone(self);
-        tokio::spawn(async move {
+        tokio::spawn(crate::classes::carried(async move {
             tokio::time::sleep(windows.window).await;
             let window = {
                 let mut open = lock(&windows.open);
@@ -143,7 +150,7 @@ impl HintWindows {
             if let Some(window) = window {
                 flush(data, window).await;
             }
-        });
+        }));
     }
 }
 

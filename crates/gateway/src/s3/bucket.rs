@@ -85,6 +85,7 @@ pub async fn create_bucket(
         region,
         owner: requester.clone(),
         write_ack: meta::WriteAck::All,
+        class: None,
     };
     match service.meta.create_bucket(bucket).await {
         Ok(()) => {}

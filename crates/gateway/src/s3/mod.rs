@@ -25,6 +25,7 @@ mod multipart;
 mod names;
 mod put;
 mod read_body;
+mod request_class;
 mod routes;
 mod server;
 mod service;
@@ -72,6 +73,8 @@ pub struct S3Options {
     /// Whole-object GETs of one access key less than this apart are taken as one request of
     /// several objects, for the mover's statistics (`coaccess`); `None` follows none.
     pub coaccess_gap: Option<std::time::Duration>,
+    /// The latency classes requests run in (`[classes]`; one class by default) and their counters.
+    pub classes: Arc<crate::classes::ClassTable>,
 }
 
 impl Default for S3Options {
@@ -84,6 +87,7 @@ impl Default for S3Options {
             body_idle_timeout: std::time::Duration::from_millis(DEFAULT_BODY_IDLE_TIMEOUT_MS),
             batch_window: std::time::Duration::from_millis(DEFAULT_BATCH_WINDOW_MS),
             coaccess_gap: Some(std::time::Duration::from_millis(DEFAULT_COACCESS_GAP_MS)),
+            classes: Arc::new(crate::classes::ClassTable::default()),
         }
     }
 }

@@ -85,7 +85,7 @@ pub fn body_of(parts: Vec<Bytes>) -> StreamingBlob {
 /// at most [`READ_AHEAD`] pieces ahead of what the client has taken. A read that fails or comes back
 /// short ends the body with an error, and the client sees a body shorter than its Content-Length;
 /// a client that goes away stops the reads. `hold` keeps the layout's bytes from being released
-/// until the last read is done.
+/// until the last read is done. The reads run in the latency class current when this is called.
 pub fn streamed(
     data: Arc<dyn ObjectData>,
     layout: Layout,
@@ -94,7 +94,8 @@ pub fn streamed(
     rest: Vec<Range<u64>>,
 ) -> StreamingBlob {
     let (pieces, received) = tokio::sync::mpsc::channel::<Result<Vec<Bytes>, DataError>>(READ_AHEAD);
-    tokio::spawn(async move {
+    // The rest of the body is read in the request's latency class, as its first piece was.
+    tokio::spawn(crate::classes::carried(async move {
         let _hold = hold;
         // One read per piece, in order: bounded by the piece count.
         for piece in rest {
@@ -108,7 +109,7 @@ pub fn streamed(
                 return;
             }
         }
-    });
+    }));
     let rest = tokio_stream::wrappers::ReceiverStream::new(received);
     StreamingBlob::wrap(futures_util::stream::iter([Ok(first)]).chain(rest).flat_map(each_part))
 }

@@ -1,8 +1,9 @@
 //! `LowtailS3`: the S3 operations (through `s3s::S3`) mapped onto object metadata
 //! ([`meta::MetaStore`]) and object bytes ([`ObjectData`]). Owns the service's state, the
-//! per-operation latency metric and the dispatch: each operation runs inside [`observe`] and is
-//! handed to the module of its family (`bucket`, `get`, `put`, `copy`, `delete`, `list`,
-//! `multipart`), which owns its S3 semantics.
+//! per-operation latency metric and the dispatch: each operation runs inside [`observe`], the
+//! ones that move object bytes in their latency class (`request_class`), and is handed to the
+//! module of its family (`bucket`, `get`, `put`, `copy`, `delete`, `list`, `multipart`), which owns
+//! its S3 semantics.
 //!
 //! Must not: hold an operation's logic (its family module does). The operations as a whole must
 //! not touch storage nodes or stripes directly (only through `ObjectData`), decide placement or any
@@ -19,6 +20,7 @@ use s3s::{S3, S3Request, S3Response, S3Result};
 use tracing::Instrument;
 
 use super::S3Options;
+use super::request_class::{ClassRequest, ClassResolver, content_length};
 use super::{bucket, copy, delete, get, list, multipart, put};
 use crate::data::ObjectData;
 
@@ -34,6 +36,8 @@ pub struct LowtailS3 {
     pub(super) hints: Arc<super::batch_hint::HintWindows>,
     /// Plain GETs' sessions, for the mover's co-access statistics (`None`: not followed).
     pub(super) sessions: Option<Arc<super::coaccess::Sessions>>,
+    /// The latency classes operations that move object bytes run in.
+    pub(super) classes: ClassResolver,
 }
 
 impl std::fmt::Debug for LowtailS3 {
@@ -47,7 +51,8 @@ impl LowtailS3 {
     pub fn new(meta: Arc<dyn MetaStore>, data: Arc<dyn ObjectData>, options: S3Options) -> Self {
         let hints = Arc::new(super::batch_hint::HintWindows::new(options.batch_window));
         let sessions = options.coaccess_gap.map(|gap| Arc::new(super::coaccess::Sessions::new(gap)));
-        LowtailS3 { meta, data, options, hints, sessions }
+        let classes = ClassResolver { meta: Arc::clone(&meta), table: Arc::clone(&options.classes) };
+        LowtailS3 { meta, data, options, hints, sessions, classes }
     }
 }
 
@@ -77,6 +82,15 @@ async fn observe<T>(operation: &'static str, work: impl Future<Output = S3Result
             Err(error)
         }
         ok => ok,
+    }
+}
+
+/// The buckets a copy touches: its destination and, when named, its source's.
+fn copied_buckets<'a>(destination: &'a str, source: &'a CopySource) -> Vec<&'a str> {
+    match source {
+        CopySource::Bucket { bucket, .. } => vec![destination, bucket],
+        // Access points and outposts are refused by the copy itself.
+        _ => vec![destination],
     }
 }
 
@@ -113,19 +127,26 @@ impl S3 for LowtailS3 {
     }
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-        observe("PutObject", put::put_object(self, req)).await
+        let class = ClassRequest::of(&req, &[req.input.bucket.as_str()]);
+        let work = put::put_object(self, req);
+        observe("PutObject", self.classes.run(&class, |answer| content_length(answer.output.size), work)).await
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
-        observe("GetObject", get::get_object(self, req)).await
+        let class = ClassRequest::of(&req, &[req.input.bucket.as_str()]);
+        let work = get::get_object(self, req);
+        let moved = |answer: &S3Response<GetObjectOutput>| content_length(answer.output.content_length);
+        observe("GetObject", self.classes.run(&class, moved, work)).await
     }
 
     async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
-        observe("HeadObject", get::head_object(self, req)).await
+        let class = ClassRequest::of(&req, &[req.input.bucket.as_str()]);
+        observe("HeadObject", self.classes.run(&class, |_| 0, get::head_object(self, req))).await
     }
 
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
-        observe("CopyObject", copy::copy_object(self, req)).await
+        let class = ClassRequest::of(&req, &copied_buckets(&req.input.bucket, &req.input.copy_source));
+        observe("CopyObject", self.classes.run(&class, |_| 0, copy::copy_object(self, req))).await
     }
 
     async fn get_object_tagging(
@@ -166,21 +187,26 @@ impl S3 for LowtailS3 {
     }
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        observe("UploadPart", multipart::upload_part(self, req)).await
+        let class = ClassRequest::of(&req, &[req.input.bucket.as_str()]);
+        let sent = content_length(req.input.content_length);
+        observe("UploadPart", self.classes.run(&class, |_| sent, multipart::upload_part(self, req))).await
     }
 
     async fn upload_part_copy(
         &self,
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        observe("UploadPartCopy", multipart::upload_part_copy(self, req)).await
+        let class = ClassRequest::of(&req, &copied_buckets(&req.input.bucket, &req.input.copy_source));
+        observe("UploadPartCopy", self.classes.run(&class, |_| 0, multipart::upload_part_copy(self, req))).await
     }
 
     async fn complete_multipart_upload(
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        observe("CompleteMultipartUpload", multipart::complete_multipart_upload(self, req)).await
+        let class = ClassRequest::of(&req, &[req.input.bucket.as_str()]);
+        let work = multipart::complete_multipart_upload(self, req);
+        observe("CompleteMultipartUpload", self.classes.run(&class, |_| 0, work)).await
     }
 
     async fn abort_multipart_upload(

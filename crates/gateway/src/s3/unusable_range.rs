@@ -55,10 +55,15 @@ impl S3Route for IgnoreUnusableRange {
 
     async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
         tracing::debug!(range = ?req.headers.get(RANGE), "ignoring a Range header that is not one byte range");
+        let access_key = req.credentials.as_ref().map(|credentials| credentials.access_key.clone());
         let mut headers = req.headers;
         headers.remove(RANGE);
         headers.remove(AUTHORIZATION);
         let mut request = hyper::Request::new(req.input);
+        // The unsigned request keeps its key's latency class entitlement.
+        if let Some(access_key) = access_key {
+            request.extensions_mut().insert(super::request_class::RoutedAccessKey(access_key));
+        }
         *request.method_mut() = req.method;
         *request.uri_mut() = without_presigning(&req.uri)?;
         *request.headers_mut() = headers;

@@ -7,9 +7,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use meta::{
-    BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, Lease, ListObjectsQuery, MetaError, MetaStore,
-    NodeId, NodeInfo, NodeState, ObjectMeta, PartMeta, StripeId, StripeMeta, StripeSegment, StripeState, UploadMeta,
-    WriteAck,
+    AccessKeyClass, BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, Lease, ListObjectsQuery,
+    MetaError, MetaStore, NodeId, NodeInfo, NodeState, ObjectMeta, PartMeta, StripeId, StripeMeta, StripeSegment,
+    StripeState, UploadMeta, WriteAck,
 };
 
 /// A conformance case: runs against a fresh store and panics on a violation.
@@ -37,6 +37,8 @@ cases!(
     multipart,
     config,
     leases,
+    bucket_classes,
+    access_key_classes,
 );
 
 pub fn bucket(name: &str) -> BucketMeta {
@@ -46,6 +48,7 @@ pub fn bucket(name: &str) -> BucketMeta {
         region: Some("us-east-1".into()),
         owner: None,
         write_ack: WriteAck::All,
+        class: None,
     }
 }
 
@@ -789,4 +792,49 @@ async fn config(store: Arc<dyn MetaStore>) {
     assert_eq!(store.get_config("policy").await.unwrap().as_deref(), Some("{\"name\": \"opt-lazy\"}"));
     assert!(is_invalid(store.put_config("", "x").await));
     assert!(is_invalid(store.get_config(&"n".repeat(257)).await));
+}
+
+async fn bucket_classes(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("gold-one")).await.unwrap();
+    store.create_bucket(bucket("plain-one")).await.unwrap();
+    store.set_bucket_write_ack("gold-one", WriteAck::K).await.unwrap();
+    let classed = store.set_bucket_class("gold-one", Some(2)).await.unwrap();
+    // The class is kept beside the other settings, which it leaves alone.
+    assert_eq!(classed, BucketMeta { write_ack: WriteAck::K, class: Some(2), ..bucket("gold-one") });
+    assert_eq!(store.get_bucket("gold-one").await.unwrap(), classed);
+    assert_eq!(store.get_bucket("plain-one").await.unwrap().class, None, "others untouched");
+    for bad in [0, meta::validate::MAX_CLASS + 1] {
+        assert!(is_invalid(store.set_bucket_class("gold-one", Some(bad)).await), "class {bad}");
+    }
+    assert_eq!(store.get_bucket("gold-one").await.unwrap(), classed, "a refused class changes nothing");
+    assert_eq!(store.set_bucket_class("nope-nope", Some(1)).await, Err(MetaError::NoSuchBucket("nope-nope".into())));
+    let cleared = store.set_bucket_class("gold-one", None).await.unwrap();
+    assert_eq!(cleared, BucketMeta { write_ack: WriteAck::K, ..bucket("gold-one") });
+    let names: Vec<Option<u8>> = store.list_buckets().await.unwrap().into_iter().map(|b| b.class).collect();
+    assert_eq!(names, [None, None]);
+}
+
+async fn access_key_classes(store: Arc<dyn MetaStore>) {
+    assert_eq!(store.list_access_key_classes().await.unwrap(), []);
+    assert_eq!(store.get_access_key_class("AKIDEXAMPLE").await.unwrap(), None);
+    store.set_access_key_class("AKIDEXAMPLE", Some(2)).await.unwrap();
+    store.set_access_key_class("AKHIGH", Some(1)).await.unwrap();
+    store.set_access_key_class("AKHIGH", Some(3)).await.unwrap();
+    assert_eq!(store.get_access_key_class("AKIDEXAMPLE").await.unwrap(), Some(2));
+    let entry = |key: &str, class| AccessKeyClass { access_key: key.into(), class };
+    assert_eq!(
+        store.list_access_key_classes().await.unwrap(),
+        [entry("AKHIGH", 3), entry("AKIDEXAMPLE", 2)],
+        "sorted by key, the last set kept"
+    );
+    for (key, class) in [("", Some(1)), ("has space", Some(1)), (&"K".repeat(129), Some(1)), ("AKHIGH", Some(0))] {
+        assert!(is_invalid(store.set_access_key_class(key, class).await), "{key:?} {class:?}");
+    }
+    assert!(is_invalid(store.set_access_key_class("AKHIGH", Some(meta::validate::MAX_CLASS + 1)).await));
+    assert_eq!(store.get_access_key_class("AKHIGH").await.unwrap(), Some(3), "a refused change changes nothing");
+    store.set_access_key_class("AKHIGH", None).await.unwrap();
+    store.set_access_key_class("AKHIGH", None).await.unwrap();
+    assert_eq!(store.list_access_key_classes().await.unwrap(), [entry("AKIDEXAMPLE", 2)]);
+    // The table lives apart from buckets and config.
+    assert_eq!(store.list_buckets().await.unwrap(), []);
 }

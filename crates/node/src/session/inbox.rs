@@ -353,6 +353,7 @@ mod tests {
             steps,
             timeout: std::time::Duration::from_secs(5),
             store: None,
+            class: crate::classes::ClassId::DEFAULT,
         }
     }
 

@@ -7,7 +7,7 @@
 //! Owns the plan's validation ([`SessionPlan::from_proto`]), the registry of open sessions and
 //! their inboxes ([`inbox`]) and a session's execution ([`run`]). Must not choose a method,
 //! sources or coefficients (the gateway's policy and codec do), or read a unit except through the
-//! node's FCFS queue.
+//! node's queue (in the class of the session's call).
 //!
 //! Bounds (the flow control): at most [`MAX_SESSIONS`] open; a session runs and sends at most its
 //! window of steps past its lowest unsent one ([`SessionPlan::window_steps`]: [`WINDOW_BYTES`] of
@@ -21,6 +21,7 @@ pub mod run;
 
 use std::time::Duration;
 
+use crate::classes::ClassId;
 use crate::error::{NodeError, UnitId};
 use crate::proto;
 
@@ -87,11 +88,16 @@ pub struct SessionPlan {
     pub timeout: Duration,
     /// The unit this node stores what it would send back as (repair into a new node), if any.
     pub store: Option<UnitId>,
+    /// The latency class of the session's tasks (its local reads and its stored unit): the
+    /// `x-lowtail-class` of the `Reconstruct` call.
+    pub class: ClassId,
 }
 
 impl SessionPlan {
-    /// The plan a `Reconstruct` request carries, or why it is refused (nothing is opened then).
-    pub fn from_proto(request: proto::ReconstructRequest) -> Result<SessionPlan, NodeError> {
+    /// The plan a `Reconstruct` request of `class` carries, or why it is refused (nothing is
+    /// opened then).
+    pub fn from_proto(request: proto::ReconstructRequest, class: ClassId) -> Result<SessionPlan, NodeError> {
+        class.checked()?;
         let bad = |what: String| Err(NodeError::InvalidArgument(format!("reconstruction session: {what}")));
         let id = session_id(&request.session)?;
         let Ok(source) = u16::try_from(request.source) else {
@@ -133,6 +139,7 @@ impl SessionPlan {
             steps,
             timeout,
             store,
+            class,
         })
     }
 
@@ -240,7 +247,9 @@ mod tests {
 
     #[test]
     fn a_good_plan_is_read_with_its_packets_and_default_timeout() {
-        let plan = SessionPlan::from_proto(request(vec![step(0, true, 0, "peer:1"), step(3, true, 2, "")])).unwrap();
+        let plan = SessionPlan::from_proto(request(vec![step(0, true, 0, "peer:1"), step(3, true, 2, "")]), ClassId(1))
+            .unwrap();
+        assert_eq!(plan.class, ClassId(1));
         assert_eq!(plan.steps.len(), 2);
         assert_eq!(plan.steps[0].to, Some(("peer:1".to_string(), 1)));
         assert_eq!(plan.steps[1], Step { packet: 3, coefficient: Some(5), inputs: 2, to: None });
@@ -274,7 +283,7 @@ mod tests {
             ),
         ];
         for (request, why) in cases {
-            let error = SessionPlan::from_proto(request).unwrap_err().to_string();
+            let error = SessionPlan::from_proto(request, ClassId::DEFAULT).unwrap_err().to_string();
             assert!(error.contains(why), "{error} should say {why}");
         }
     }

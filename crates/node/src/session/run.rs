@@ -2,11 +2,11 @@
 //! what peers pushed into a step, add the coefficient times this node's packet, send the sum on the
 //! node's emulated uplink back to the requestor or pushed to a peer (one call per packet).
 //!
-//! Local packets are read through the node's FCFS queue a batch at a time (merged reads of at most
-//! [`READ_BATCH_BYTES`]), no further ahead than the window, so the disk overlaps the network. Owns
-//! the session's reads, arithmetic and sends, and the pool of peer connections. Must not choose
-//! what to read or where to send (the plan says), or outlive its session (the caller bounds it by
-//! the plan's timeout and the requestor's stream).
+//! Local packets are read through the node's queue, in the session's class, a batch at a time
+//! (merged reads of at most [`READ_BATCH_BYTES`]), no further ahead than the window, so the disk
+//! overlaps the network. Owns the session's reads, arithmetic and sends, and the pool of peer
+//! connections. Must not choose what to read or where to send (the plan says), or outlive its
+//! session (the caller bounds it by the plan's timeout and the requestor's stream).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -22,6 +22,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use super::{Inbox, SessionPlan, runs};
+use crate::classes::ClassId;
 use crate::client::{AttachSecret, CONNECT_TIMEOUT, MAX_MESSAGE_BYTES};
 use crate::error::{NodeError, UnitId};
 use crate::proto::{self, node_client};
@@ -135,7 +136,7 @@ pub async fn run(
     }
     drop((running, sending));
     let stored_bytes = match writer {
-        Some(writer) => writer.commit(scheduler).await?,
+        Some(writer) => writer.commit(scheduler, plan.class).await?,
         None => 0,
     };
     let (bytes_read, disk_tasks) = (&mut reader.0).await.unwrap_or_default();
@@ -223,15 +224,15 @@ impl UnitWriter {
         }
     }
 
-    /// Commits the unit (durable once this returns); its bytes.
-    async fn commit(self, scheduler: &Scheduler) -> Result<u64, NodeError> {
+    /// Commits the unit as a task of `class` (durable once this returns); its bytes.
+    async fn commit(self, scheduler: &Scheduler, class: ClassId) -> Result<u64, NodeError> {
         let mut state = self.state.into_inner();
         let staged = state.staged.take().ok_or_else(|| NodeError::Unavailable("an append failed".into()))?;
         if staged.written() != staged.total_len() || !state.pending.is_empty() {
             return Err(NodeError::Unavailable(format!("stored {} of {} bytes", staged.written(), staged.total_len())));
         }
         let bytes = staged.total_len();
-        scheduler.write(UnitWrite::Staged(staged)).await?;
+        scheduler.write(class, UnitWrite::Staged(staged)).await?;
         Ok(bytes)
     }
 }
@@ -347,7 +348,7 @@ async fn read_batch(scheduler: &Scheduler, plan: &SessionPlan, batch: &[u32]) ->
             (plan.unit, plan.packet_offset(first), end - plan.packet_offset(first))
         })
         .collect();
-    let (results, _) = scheduler.read_many(ranges).await?;
+    let (results, _) = scheduler.read_many(plan.class, ranges).await?;
     let mut packets = Vec::with_capacity(batch.len());
     for (&(first, count), result) in runs.iter().zip(results) {
         let data = result?;
@@ -399,6 +400,7 @@ mod tests {
                 .collect(),
             timeout: std::time::Duration::from_secs(1),
             store: None,
+            class: crate::classes::ClassId::DEFAULT,
         }
     }
 

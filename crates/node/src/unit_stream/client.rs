@@ -17,6 +17,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Code, Status};
 
 use super::wire::{self, Op, RangeHead, Request, ResponseHead};
+use crate::classes::ClassId;
 use crate::client::{CONNECT_TIMEOUT, ClientError, UnitRange, protocol};
 use crate::error::UnitId;
 use crate::scheduler::TaskTiming;
@@ -57,16 +58,17 @@ impl StreamClient {
         })
     }
 
-    /// Reads `length` bytes at `offset` of `unit`.
+    /// Reads `length` bytes at `offset` of `unit` as a task of `class`.
     pub(crate) async fn read(
         &self,
+        class: ClassId,
         unit: UnitId,
         offset: u64,
         length: u64,
     ) -> Result<(Bytes, TaskTiming), ClientError> {
         const OP: &str = "read_range";
         let capacity = usize::try_from(length).map_err(|_| protocol(OP, "length does not fit in memory"))?;
-        let request = Request { op: Op::Read, unit, offset, length }.encode();
+        let request = Request { op: Op::Read, class: wire_class(OP, class)?, unit, offset, length }.encode();
         let (mut conn, head) = self.exchange(OP, || Bytes::copy_from_slice(&request)).await?;
         let head = ResponseHead::decode(&head).map_err(|what| protocol(OP, what))?;
         if head.code != Code::Ok {
@@ -75,19 +77,23 @@ impl StreamClient {
         if head.payload_len != length {
             return Err(protocol(OP, format!("node sent {} of {length} bytes", head.payload_len)));
         }
-        let timing = head.timing.ok_or_else(|| protocol(OP, "no task timing"))?;
+        let timing = classed(head.timing.ok_or_else(|| protocol(OP, "no task timing"))?, class);
         let mut data = BytesMut::with_capacity(capacity);
         receive_exact(&mut conn.stream, &mut data, capacity).await.map_err(|e| self.broken(OP, e))?;
         self.checkin(conn.stream);
         Ok((data.freeze(), timing))
     }
 
-    /// Reads every range as one task on the node (a merged read).
-    pub(crate) async fn read_many(&self, ranges: &[UnitRange]) -> Result<(RangeAnswers, TaskTiming), ClientError> {
+    /// Reads every range as one task of `class` on the node (a merged read).
+    pub(crate) async fn read_many(
+        &self,
+        class: ClassId,
+        ranges: &[UnitRange],
+    ) -> Result<(RangeAnswers, TaskTiming), ClientError> {
         const OP: &str = "read_units";
         let reads: Vec<_> =
             ranges.iter().map(|range| (UnitId::new(range.stripe, range.unit), range.offset, range.length)).collect();
-        let request = wire::read_many_request(&reads);
+        let request = wire::read_many_request(wire_class(OP, class)?, &reads);
         // A merged read changes nothing on the node: sending it again after a stale connection is
         // safe.
         let (mut conn, head) = self.exchange(OP, || request.clone()).await?;
@@ -95,7 +101,7 @@ impl StreamClient {
         if head.code != Code::Ok {
             return Err(self.refusal(OP, conn, head).await);
         }
-        let timing = head.timing.ok_or_else(|| protocol(OP, "no task timing"))?;
+        let timing = classed(head.timing.ok_or_else(|| protocol(OP, "no task timing"))?, class);
         let answers = self.receive_ranges(&mut conn.stream, ranges, head.payload_len).await?;
         self.checkin(conn.stream);
         Ok((answers, timing))
@@ -142,15 +148,17 @@ impl StreamClient {
         Ok(answers)
     }
 
-    /// Writes `unit` from `data` held in memory; returns once it is durable on the node.
-    pub(crate) async fn write(&self, unit: UnitId, data: Bytes) -> Result<TaskTiming, ClientError> {
+    /// Writes `unit` from `data` held in memory as a task of `class`; returns once it is durable
+    /// on the node.
+    pub(crate) async fn write(&self, class: ClassId, unit: UnitId, data: Bytes) -> Result<TaskTiming, ClientError> {
         const OP: &str = "write_unit";
-        let request = Request { op: Op::Write, unit, offset: 0, length: data.len() as u64 }.encode();
+        let class = wire_class(OP, class)?;
+        let request = Request { op: Op::Write, class, unit, offset: 0, length: data.len() as u64 }.encode();
         // Rewriting a unit is idempotent, so sending it again after a stale connection is safe even
         // if the first copy reached the node.
         let message = || Bytes::copy_from_slice(&request).chain(data.clone());
         let (conn, head) = self.exchange(OP, message).await?;
-        self.write_answer(OP, conn, &head).await
+        self.write_answer(OP, conn, &head).await.map(|timing| classed(timing, class))
     }
 
     /// Sends `message()` and reads the answer's head, on a fresh connection once more if a pooled
@@ -182,13 +190,15 @@ impl StreamClient {
     /// runs long is refused here (`InvalidArgument`) and nothing is committed on the node.
     pub(crate) async fn write_stream(
         &self,
+        class: ClassId,
         unit: UnitId,
         total_len: u64,
         chunks: impl Stream<Item = Bytes> + Send,
     ) -> Result<TaskTiming, ClientError> {
         const OP: &str = "write_unit";
+        let class = wire_class(OP, class)?;
         let mut conn = self.checkout(OP).await?;
-        let request = Request { op: Op::Write, unit, offset: 0, length: total_len }.encode();
+        let request = Request { op: Op::Write, class, unit, offset: 0, length: total_len }.encode();
         conn.stream.write_all(&request).await.map_err(|e| self.broken(OP, e))?;
         let mut sent = 0u64;
         let mut chunks = std::pin::pin!(chunks);
@@ -208,7 +218,7 @@ impl StreamClient {
             ));
         }
         let head = read_head(&mut conn.stream).await.map_err(|e| self.broken(OP, e))?;
-        self.write_answer(OP, conn, &head).await
+        self.write_answer(OP, conn, &head).await.map(|timing| classed(timing, class))
     }
 
     async fn write_answer(
@@ -302,6 +312,23 @@ fn is_open(stream: &TcpStream) -> bool {
 /// Whether an error before any answer is what a connection the node has since closed gives.
 fn is_stale(error: &io::Error) -> bool {
     matches!(error.kind(), io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe)
+}
+
+/// `class` when a request header can carry it. One past [`wire::MAX_WIRE_CLASS`] is refused here
+/// with the node's own refusal (the node serves fewer classes than the header can name, so it
+/// would refuse it too): the caller sees one answer whatever the transport.
+fn wire_class(operation: &'static str, class: ClassId) -> Result<ClassId, ClientError> {
+    if class.0 <= wire::MAX_WIRE_CLASS {
+        return Ok(class);
+    }
+    let refusal = class.checked().expect_err("the node serves fewer classes than a header names");
+    Err(ClientError::Status { operation, status: refusal.into() })
+}
+
+/// A timing from a response head, which carries no class: the task ran in the class asked for.
+fn classed(mut timing: TaskTiming, class: ClassId) -> TaskTiming {
+    timing.class = class;
+    timing
 }
 
 fn invalid(operation: &'static str, message: String) -> ClientError {

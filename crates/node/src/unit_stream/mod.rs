@@ -5,8 +5,8 @@
 //! flow control or per-message protobuf: the bytes cross the connection once each way with one
 //! copy into and out of the kernel (docs/benchmarks.md has the measurement against gRPC).
 //!
-//! Owns the transport only. The node's tasks still go through its FCFS queue and the same error
-//! codes reach the client as over gRPC. Must not decide policy.
+//! Owns the transport only. The node's tasks still go through its queue, in their class, and the
+//! same error codes reach the client as over gRPC. Must not decide policy.
 
 pub(crate) mod client;
 pub(crate) mod server;

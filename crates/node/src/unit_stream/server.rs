@@ -5,7 +5,7 @@
 //! Owns the connection's life: its limits, cancellation (a client that closes the connection, or
 //! sends anything while its request waits, cancels it, as a reset gRPC stream does) and a clean
 //! refusal (the error is sent, then the rest of the request is drained so the client reads it).
-//! Must not execute tasks (reads and writes go through the scheduler's FCFS queue, exactly as the
+//! Must not execute tasks (reads and writes go through the scheduler's queue, in their class, as the
 //! gRPC service's do) and must not decide policy.
 
 use std::io;
@@ -151,7 +151,7 @@ impl StreamServer {
     async fn read(&self, stream: &mut TcpStream, request: Request) -> io::Result<()> {
         let began = Instant::now();
         let (mut reader, mut writer) = stream.split();
-        let task = self.scheduler.read(request.unit, request.offset, request.length);
+        let task = self.scheduler.read(request.class, request.unit, request.offset, request.length);
         let result = until_client_leaves(&mut reader, task).await?;
         observe(&self.scheduler, "read_range", began, result.as_ref().err());
         match result {
@@ -175,7 +175,7 @@ impl StreamServer {
         let mut ranges = vec![0u8; count * wire::RANGE_BYTES];
         stream.read_exact(&mut ranges).await?;
         let (mut reader, mut writer) = stream.split();
-        let task = self.scheduler.read_many(wire::decode_ranges(&ranges));
+        let task = self.scheduler.read_many(request.class, wire::decode_ranges(&ranges));
         let result = until_client_leaves(&mut reader, task).await?;
         observe(&self.scheduler, "read_units", began, result.as_ref().err());
         match result {
@@ -192,10 +192,16 @@ impl StreamServer {
     /// through the queue, answers once they are durable.
     async fn write(&self, stream: &mut TcpStream, request: Request) -> io::Result<()> {
         let began = Instant::now();
+        // A class the node does not serve is refused before a byte of the unit is received.
+        if let Err(error) = self.scheduler.admits(request.class) {
+            observe(&self.scheduler, "write_unit", began, Some(&error));
+            send_error(stream, &error).await?;
+            return drain(stream, request.length).await;
+        }
         let result = match self.receive(stream, request.unit, request.length).await? {
             Ok(write) => {
                 let (mut reader, _) = stream.split();
-                until_client_leaves(&mut reader, self.scheduler.write(write)).await?
+                until_client_leaves(&mut reader, self.scheduler.write(request.class, write)).await?
             }
             Err((error, unread)) => {
                 // The refusal first (the client reads it once it has sent the rest), then the rest

@@ -12,6 +12,7 @@ use std::io::IoSlice;
 use bytes::{Buf, Bytes, BytesMut};
 use tonic::Code;
 
+use crate::classes::ClassId;
 use crate::error::{NodeError, UnitId};
 use crate::proto;
 use crate::scheduler::{MAX_RANGES_PER_READ, RangeRead, RangeResults, TaskTiming};
@@ -32,6 +33,10 @@ pub const MAX_MESSAGE_BYTES: u64 = 64 << 10;
 pub const RANGE_BYTES: usize = 8 + 2 + 8 + 8;
 /// Size of a merged read's per-range head: code (u8), payload length (u64).
 pub const RANGE_HEAD_BYTES: usize = 1 + 8;
+/// Classes a request header can name: the op byte's high four bits carry the class, so a client
+/// that knows no classes (their bits zero) asks for class 0, as a gRPC call without the metadata.
+pub const MAX_WIRE_CLASS: u8 = 15;
+const _: () = assert!(crate::classes::MAX_CLASSES <= MAX_WIRE_CLASS as usize + 1, "every class fits the header");
 
 /// The hello a client sends once per connection: the magic, then the secret's length and bytes.
 pub fn hello(secret: &[u8]) -> Vec<u8> {
@@ -61,6 +66,9 @@ pub enum Op {
 pub struct Request {
     /// Read or write.
     pub op: Op,
+    /// The latency class of the task (not checked here: the node refuses one it does not serve,
+    /// with a message, as over gRPC). At most [`MAX_WIRE_CLASS`].
+    pub class: ClassId,
     /// The unit (a merged read: 0/0, its units are in its ranges).
     pub unit: UnitId,
     /// Read: first byte. Write, merged read: zero.
@@ -72,13 +80,15 @@ pub struct Request {
 impl Request {
     /// The header's bytes.
     pub fn encode(&self) -> [u8; REQUEST_BYTES] {
+        assert!(self.class.0 <= MAX_WIRE_CLASS, "a class in four bits; the client refuses others");
         let mut bytes = [0u8; REQUEST_BYTES];
         let mut at = Cursor::new(&mut bytes);
-        at.put(&[match self.op {
+        let op: u8 = match self.op {
             Op::Read => 1,
             Op::Write => 2,
             Op::ReadMany => 3,
-        }]);
+        };
+        at.put(&[op | (self.class.0 << 4)]);
         at.put(&self.unit.stripe.to_le_bytes());
         at.put(&self.unit.unit.to_le_bytes());
         at.put(&self.offset.to_le_bytes());
@@ -88,16 +98,17 @@ impl Request {
 
     /// The header in `bytes`, or what is wrong with it.
     pub fn decode(bytes: &[u8; REQUEST_BYTES]) -> Result<Self, String> {
-        let op = match bytes[0] {
+        let op = match bytes[0] & 0x0f {
             1 => Op::Read,
             2 => Op::Write,
             3 => Op::ReadMany,
             other => return Err(format!("unknown unit-stream operation {other}")),
         };
+        let class = ClassId(bytes[0] >> 4);
         let stripe = u64_at(bytes, 1);
         let unit = u16::from_le_bytes([bytes[9], bytes[10]]);
         let request =
-            Self { op, unit: UnitId::new(stripe, unit), offset: u64_at(bytes, 11), length: u64_at(bytes, 19) };
+            Self { op, class, unit: UnitId::new(stripe, unit), offset: u64_at(bytes, 11), length: u64_at(bytes, 19) };
         if op == Op::Write && request.offset != 0 {
             return Err("a unit-stream write starts at offset 0".into());
         }
@@ -115,9 +126,9 @@ impl Request {
     }
 }
 
-/// A merged read's request: its header, then its ranges.
-pub fn read_many_request(ranges: &[RangeRead]) -> Bytes {
-    let header = Request { op: Op::ReadMany, unit: UnitId::new(0, 0), offset: 0, length: ranges.len() as u64 };
+/// A merged read's request of `class`: its header, then its ranges.
+pub fn read_many_request(class: ClassId, ranges: &[RangeRead]) -> Bytes {
+    let header = Request { op: Op::ReadMany, class, unit: UnitId::new(0, 0), offset: 0, length: ranges.len() as u64 };
     let mut bytes = BytesMut::with_capacity(REQUEST_BYTES + ranges.len() * RANGE_BYTES);
     bytes.extend_from_slice(&header.encode());
     // Bounded by the ranges given.
@@ -312,6 +323,8 @@ impl ResponseHead {
                     outcome: outcome as i32,
                     bytes_ahead: u64_at(bytes, 47),
                     emulated_service_ns: u64_at(bytes, 55),
+                    // Not on the wire: the client sets the class it asked for.
+                    class: 0,
                 }))
             }
             other => return Err(format!("bad timing flag {other}")),
@@ -361,6 +374,8 @@ mod tests {
             outcome: TaskOutcome::Corrupt,
             bytes_ahead: 6,
             emulated_service_ns: 7,
+            // The response head carries no class: the client knows the one it asked for.
+            class: ClassId::DEFAULT,
         }
     }
 
@@ -369,13 +384,14 @@ mod tests {
         for op in [Op::Read, Op::Write] {
             let request = Request {
                 op,
+                class: ClassId(MAX_WIRE_CLASS),
                 unit: UnitId::new(u64::MAX - 3, 65_535),
                 offset: if op == Op::Read { 7 } else { 0 },
                 length: 1 << 40,
             };
             assert_eq!(Request::decode(&request.encode()), Ok(request));
         }
-        let merged = Request { op: Op::ReadMany, unit: UnitId::new(0, 0), offset: 0, length: 1024 };
+        let merged = Request { op: Op::ReadMany, class: ClassId(3), unit: UnitId::new(0, 0), offset: 0, length: 1024 };
         assert_eq!(Request::decode(&merged.encode()), Ok(merged));
         let head = ResponseHead { code: Code::Ok, timing: Some(timing()), payload_len: 1 << 33 };
         assert_eq!(ResponseHead::decode(&head.encode()), Ok(head));
@@ -385,19 +401,21 @@ mod tests {
 
     #[test]
     fn malformed_frames_are_refused() {
-        let mut request = Request { op: Op::Read, unit: UnitId::new(1, 2), offset: 3, length: 4 }.encode();
-        request[0] = 9;
-        assert!(Request::decode(&request).unwrap_err().contains("unknown"));
-        let write = Request { op: Op::Write, unit: UnitId::new(1, 2), offset: 3, length: 4 }.encode();
+        let read = Request { op: Op::Read, class: ClassId(2), unit: UnitId::new(1, 2), offset: 3, length: 4 };
+        let mut request = read.encode();
+        request[0] = 0x29;
+        assert!(Request::decode(&request).unwrap_err().contains("unknown"), "op 9 of class 2");
+        let write =
+            Request { op: Op::Write, class: ClassId::DEFAULT, unit: UnitId::new(1, 2), offset: 3, length: 4 }.encode();
         assert!(Request::decode(&write).is_err(), "a write not at offset 0");
         let huge = ResponseHead { code: Code::Internal, timing: None, payload_len: MAX_MESSAGE_BYTES + 1 };
         assert!(ResponseHead::decode(&huge.encode()).is_err());
         let mut bad_flag = ResponseHead { code: Code::Ok, timing: None, payload_len: 0 }.encode();
         bad_flag[1] = 2;
         assert!(ResponseHead::decode(&bad_flag).is_err());
-        let merged = Request { op: Op::ReadMany, unit: UnitId::new(0, 0), offset: 0, length: 1025 };
+        let merged = Request { op: Op::ReadMany, class: ClassId(1), unit: UnitId::new(0, 0), offset: 0, length: 1025 };
         assert!(Request::decode(&merged.encode()).unwrap_err().contains("at most 1024"));
-        let named = Request { op: Op::ReadMany, unit: UnitId::new(1, 0), offset: 0, length: 1 };
+        let named = Request { op: Op::ReadMany, class: ClassId(1), unit: UnitId::new(1, 0), offset: 0, length: 1 };
         assert!(Request::decode(&named.encode()).is_err(), "a merged read's header names no unit");
         let long = RangeHead { code: Code::NotFound, payload_len: MAX_MESSAGE_BYTES + 1 };
         assert!(RangeHead::decode(&long.encode()).is_err());
@@ -405,21 +423,26 @@ mod tests {
 
     #[test]
     fn the_existing_request_header_is_unchanged() {
-        let read = Request { op: Op::Read, unit: UnitId::new(0x0102, 0x0304), offset: 5, length: 6 }.encode();
+        let read =
+            Request { op: Op::Read, class: ClassId::DEFAULT, unit: UnitId::new(0x0102, 0x0304), offset: 5, length: 6 };
         let mut expected = vec![1u8, 2, 1, 0, 0, 0, 0, 0, 0, 4, 3];
         expected.extend_from_slice(&5u64.to_le_bytes());
         expected.extend_from_slice(&6u64.to_le_bytes());
-        assert_eq!(read.as_slice(), expected.as_slice());
+        assert_eq!(read.encode().as_slice(), expected.as_slice(), "class 0 sends the bytes it always did");
         assert_eq!((REQUEST_BYTES, RESPONSE_HEAD_BYTES), (27, 71));
+        // A class is the op byte's high four bits; the rest of the header is untouched.
+        expected[0] = 0x71;
+        assert_eq!(Request { class: ClassId(7), ..read }.encode().as_slice(), expected.as_slice());
+        assert_eq!(Request::decode(expected.as_slice().try_into().unwrap()).unwrap().class, ClassId(7));
     }
 
     #[test]
     fn a_merged_read_request_carries_its_ranges() {
         let ranges = vec![(UnitId::new(u64::MAX, 65_535), 1, u64::MAX), (UnitId::new(3, 4), 0, 0)];
-        let bytes = read_many_request(&ranges);
+        let bytes = read_many_request(ClassId(5), &ranges);
         assert_eq!(bytes.len(), REQUEST_BYTES + 2 * RANGE_BYTES);
         let header = Request::decode(bytes[..REQUEST_BYTES].try_into().unwrap()).unwrap();
-        assert_eq!((header.op, header.length), (Op::ReadMany, 2));
+        assert_eq!((header.op, header.class, header.length), (Op::ReadMany, ClassId(5), 2));
         assert_eq!(decode_ranges(&bytes[REQUEST_BYTES..]), ranges);
     }
 
