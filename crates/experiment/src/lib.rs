@@ -17,6 +17,7 @@ pub mod hu2017;
 pub mod live;
 pub mod parallel;
 pub mod simulate;
+pub mod xiang;
 
 pub use hu2017::{Finding, Hu2017Options, Hu2017Outcome, SweepFinding};
 pub use parallel::{Progress, run_parallel};

@@ -59,6 +59,9 @@ pub struct FleetConfig {
     /// one machine's cores, where a real cluster gives its gateways their own: above 0, the nodes
     /// yield the CPU to the gateways and the harness when they contend.
     pub node_nice: i32,
+    /// Every gateway's latency classes (`[classes]`; the default: one class, first come first
+    /// served).
+    pub classes: gateway::classes::ClassesConfig,
 }
 
 /// A running fleet.
@@ -147,6 +150,7 @@ impl Fleet {
                 region: region.clone(),
                 meta: meta_config.clone(),
                 data,
+                classes: config.classes.clone(),
                 ..GatewayConfig::default()
             };
             let mut controller = config.controller.clone();

@@ -158,6 +158,7 @@ async fn start(options: &LiveOptions, dir: &Path) -> anyhow::Result<Setting> {
         controller: launcher::fleet::ControllerTable::new(),
         etcd_binary: options.etcd_binary.clone(),
         node_nice: 0,
+        classes: Default::default(),
     };
     let service =
         Fleet::start(&options.binary, &dir.join("service"), &config, &|what| tracing::info!("{what}")).await?;

@@ -183,9 +183,21 @@ async fn start_cluster(options: &LiveOptions, dir: &Path) -> anyhow::Result<Clus
 pub(crate) async fn one_gateway_fleet(
     options: &LiveOptions,
     dir: &Path,
+    shape: (usize, usize),
+    data: gateway::data::DataConfig,
+    controller: launcher::fleet::ControllerTable,
+) -> anyhow::Result<(Fleet, S3Endpoint, GatewayAdmin)> {
+    one_gateway_fleet_with(options, dir, shape, data, controller, Default::default()).await
+}
+
+/// [`one_gateway_fleet`] whose gateway runs `classes`.
+pub(crate) async fn one_gateway_fleet_with(
+    options: &LiveOptions,
+    dir: &Path,
     (nodes, workers): (usize, usize),
     data: gateway::data::DataConfig,
     controller: launcher::fleet::ControllerTable,
+    classes: gateway::classes::ClassesConfig,
 ) -> anyhow::Result<(Fleet, S3Endpoint, GatewayAdmin)> {
     let config = FleetConfig {
         nodes,
@@ -196,6 +208,7 @@ pub(crate) async fn one_gateway_fleet(
         controller,
         etcd_binary: options.etcd_binary.clone(),
         node_nice: 0,
+        classes,
     };
     let fleet = Fleet::start(&options.binary, dir, &config, &|what| tracing::info!("{what}")).await?;
     let gateway = &fleet.gateways()[0];

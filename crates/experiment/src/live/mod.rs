@@ -618,6 +618,7 @@ async fn load_code(
         etcd_binary: options.etcd_binary.clone(),
         node_workers: 1,
         node_nice: options.node_nice,
+        classes: Default::default(),
     };
     // A fleet that fails to load is dropped here, which kills its processes.
     let fleet = Fleet::start(&options.binary, dir, &config, &|what| tracing::info!(code, "{what}")).await?;

@@ -47,6 +47,9 @@ pub use start::demand_start;
 use model::{Loads, Model};
 use simplex::PairLimits;
 
+/// The least weight a class is solved with, relative to the largest (see [`solve`]).
+pub const ZERO_WEIGHT_FLOOR: f64 = 1e-6;
+
 /// Relative tolerance of the equality constraints in [`check_feasible`] (Σπ = k, Σ W = 1, ...).
 const FEASIBILITY_TOLERANCE: f64 = 1e-9;
 
@@ -549,12 +552,21 @@ pub fn oblivious_baseline(instance: &Instance) -> Result<(Solution, Evaluation),
 /// placement replaces the instance's) or, without one or when it is infeasible under the new
 /// rates, from [`initial_solution`]. A cold start that is already infeasible is an error naming
 /// the constraint (e.g. the queue that saturates).
+///
+/// A class of weight C_d = 0 is solved with C_d = [`ZERO_WEIGHT_FLOOR`] × the largest weight:
+/// at exactly 0 its delay would cost nothing however close to saturation its queues were driven,
+/// and the descent would have no barrier keeping them stable.
 pub fn solve(
     instance: &Instance,
     limits: &JlwoLimits,
     warm_start: Option<&Solution>,
 ) -> Result<JlwoOutcome, JlwoError> {
     instance.validate()?;
+    let largest = instance.class_weights.iter().copied().fold(0.0, f64::max);
+    if instance.class_weights.iter().any(|&w| w < ZERO_WEIGHT_FLOOR * largest) {
+        let floored = instance.class_weights.iter().map(|&w| w.max(ZERO_WEIGHT_FLOOR * largest)).collect();
+        return solve(&Instance { class_weights: floored, ..instance.clone() }, limits, warm_start);
+    }
     assert!(limits.iterations_max > 0 && limits.tolerance_relative >= 0.0, "limits need an iteration");
     let model = Model::new(instance);
     let warm = warm_start.filter(|s| check_feasible(instance, s).is_ok());
@@ -676,15 +688,12 @@ pub fn solve(
 }
 
 /// Theorem 2's monotonicity, enforced: the new point is kept only if its objective is not
-/// above `current` (which it then becomes).
+/// above `current` (which it then becomes) and it is feasible. A class of weight C_d = 0 adds
+/// nothing to the objective however slow its queues get, so a step may drive one of them to the
+/// edge of saturation at no cost: the feasibility check refuses that point.
 fn accept(model: &Model, loads: &Loads, solution: &Solution, current: &mut f64) -> bool {
     let objective = model.objective(loads, &solution.z_s);
-    if objective <= *current {
-        debug_assert!(
-            check_feasible(model.instance, solution).is_ok(),
-            "{:?}",
-            check_feasible(model.instance, solution)
-        );
+    if objective <= *current && check_feasible(model.instance, solution).is_ok() {
         *current = objective;
         true
     } else {

@@ -678,6 +678,14 @@ fn symmetric_classes_with_equal_weights_get_equal_bounds() {
     let outcome = solve(&instance, &JlwoLimits { tolerance_relative: 1e-4, ..JlwoLimits::default() }, None).unwrap();
     let means = &outcome.evaluation.class_mean_bounds_s;
     assert!(means[1] > 1.05 * means[0], "{means:?}");
+
+    // C_2 = 0: class 2 counts for nothing, yet every point kept stays feasible (no class-2 queue
+    // driven to saturation), and class 2 is slowest of all.
+    instance.class_weights = vec![1.0, 0.0];
+    let outcome = solve(&instance, &JlwoLimits { tolerance_relative: 1e-4, ..JlwoLimits::default() }, None).unwrap();
+    check_feasible(&instance, &outcome.solution).unwrap();
+    let zero = &outcome.evaluation.class_mean_bounds_s;
+    assert!(zero[1].is_finite() && zero[1] > means[1] && zero[0] <= means[0] * 1.001, "{zero:?} against {means:?}");
 }
 
 #[test]
