@@ -146,3 +146,41 @@ async fn fec_policies_are_refused_where_they_cannot_run() {
     assert!(fec.set_policy(PolicyKind::FecFixed, bad).is_err(), "n_max above the code's n");
     assert!(fec.set_policy(PolicyKind::FecBafec, PolicySettings::default()).is_ok());
 }
+
+/// Xiang et al.'s `jlwo` policy on real nodes (9 nodes, 9 racks): every read asks k units of its
+/// row drawn with π and decodes when a parity unit is among them; a refresh runs JLWO over what was
+/// read and installs its table (the policy's gauges count the solved stripes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jlwo_reads_k_units_of_the_row_and_a_refresh_installs_its_table() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = Arc::new(ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap());
+    let mut settings = PolicySettings::default();
+    settings.jlwo.unit_service = policy::classes::scheduling::ServiceMoments::deterministic(0.000_1);
+    let config = ControllerConfig { policy: PolicyKind::Jlwo, settings, max_records: 1_000_000, ..Default::default() };
+    let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
+    data.reads().attach_controller(Arc::clone(&controller)).unwrap();
+    let bodies: Vec<_> = (0..4).map(|i| pattern(700_000, 20 + i)).collect();
+    let mut layouts = Vec::new();
+    for body in &bodies {
+        layouts.push(data.write(body.clone()).await.unwrap().layout);
+    }
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    for _ in 0..5 {
+        for (body, layout) in bodies.iter().zip(&layouts) {
+            assert!(data.read(layout, 0..body.len() as u64).await.unwrap() == *body, "identical");
+        }
+    }
+    let (records, _) = controller.take_records();
+    assert!(!records.is_empty());
+    for record in &records {
+        assert_eq!(record.tasks.len(), 6, "k = 6 units of the row: {:?}", record.tasks);
+        assert_eq!(record.request.outcome, Outcome::Ok);
+    }
+    assert!(records.iter().any(|r| r.request.degraded), "a parity unit was drawn at least once");
+    controller.refresh_once(data.io()).await.unwrap();
+    let gauges = controller.policy().gauges;
+    assert_eq!(gauges["jlwo_refreshes"], 1.0, "{gauges:?}");
+    assert_eq!(gauges["jlwo_failed_solves"], 0.0, "{gauges:?}");
+    assert!(gauges["jlwo_files"] >= 4.0, "every read stripe solved: {gauges:?}");
+    cluster.shutdown().await;
+}

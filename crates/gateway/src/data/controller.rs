@@ -213,6 +213,9 @@ struct Catalog {
     rates: Vec<f64>,
     /// Per-task overhead per dense node that goes with its rate, from the same probe.
     overheads_ns: Vec<u64>,
+    /// Rack per dense node: racks numbered in the order of their names (`NodeInfo::rack`); kept
+    /// only for the policies that read racks (`jlwo`), else empty (every node in rack 0).
+    racks: Vec<u16>,
 }
 
 impl Catalog {
@@ -232,6 +235,7 @@ impl Catalog {
             nodes: Vec::new(),
             rates: Vec::new(),
             overheads_ns: Vec::new(),
+            racks: Vec::new(),
         })
     }
 
@@ -294,6 +298,13 @@ impl Catalog {
         (count > 0).then(|| sum / f64::from(count))
     }
 
+    /// Numbers each dense node's rack from `nodes` (racks in the order of their names).
+    fn note_racks(&mut self, nodes: &NodeMap) {
+        let names: std::collections::BTreeSet<&str> = nodes.values().map(|n| n.rack.as_str()).collect();
+        let index = |name: &str| names.iter().position(|r| *r == name).unwrap_or(0) as u16;
+        self.racks = self.nodes.iter().map(|id| nodes.get(id).map_or(0, |n| index(&n.rack))).collect();
+    }
+
     fn rate(&self, node: PolicyNodeId) -> f64 {
         if self.measured(node) {
             return self.rates[node.index()];
@@ -339,6 +350,9 @@ impl<'a> LiveView<'a> {
 impl policy::ClusterView for LiveView<'_> {
     fn placement(&self) -> &Placement {
         &self.catalog.placement
+    }
+    fn node_rack(&self, node: PolicyNodeId) -> u16 {
+        self.catalog.racks.get(node.index()).copied().unwrap_or(0)
     }
     fn layout(&self) -> &CodeLayout {
         &self.catalog.layout
@@ -485,7 +499,7 @@ impl Controller {
             admission,
             state: Mutex::new(State {
                 kind: config.policy,
-                settings: config.settings,
+                settings: config.settings.clone(),
                 policy,
                 generation: 0,
                 catalog,
@@ -536,7 +550,7 @@ impl Controller {
     pub fn policy(&self) -> PolicyState {
         let state = self.lock();
         let gauges = state.policy.gauges().into_iter().map(|(name, value)| (name.to_string(), value)).collect();
-        PolicyState { policy: state.kind, settings: state.settings, gauges }
+        PolicyState { policy: state.kind, settings: state.settings.clone(), gauges }
     }
 
     /// Whether the running policy reads stripe rows (FAST CLOUD's: n units, first k), so that
@@ -810,6 +824,9 @@ impl Controller {
                     return Ok(None);
                 };
                 let (id, partition) = state.name_request(dense, unit);
+                if state.kind == PolicyKind::Jlwo {
+                    state.catalog.note_racks(nodes);
+                }
                 let request = ReadRequest {
                     id,
                     // The controller reads unit ranges; the S3 key is the layer above's. The store's

@@ -19,7 +19,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use model::{DecodeAt, NodeId, PlannedTask, Quorum, ReadPlan, ReadRequest, ReconstructionTopology, StripeId, TaskRole};
-use optimize::jlwo::{self, ConnectionDelay, FileDemand, Instance, JlwoLimits, ServiceMoments, Solution};
+use optimize::jlwo::{self, FileDemand, Instance, JlwoLimits, Solution};
+/// The moments types the settings hold, re-exported for callers that set them.
+pub use optimize::jlwo::{ConnectionDelay, ServiceMoments};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 

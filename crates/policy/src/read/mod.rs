@@ -103,6 +103,8 @@ pub enum PolicyKind {
     FecGreedy,
     /// FAST CLOUD: n from the backlog by the delay model's thresholds (BAFEC, section V-E).
     FecBafec,
+    /// Xiang et al.: k of n units drawn with JLWO's marginals π for the frontend's rack.
+    Jlwo,
 }
 
 impl PolicyKind {
@@ -124,10 +126,11 @@ impl PolicyKind {
     /// FAST CLOUD's code-length policies (Liang & Kozat), over any MDS code.
     pub const FEC: [PolicyKind; 3] = [PolicyKind::FecFixed, PolicyKind::FecGreedy, PolicyKind::FecBafec];
 
-    /// Whether this is one of FAST CLOUD's policies, whose reads ask for n units of a stripe
-    /// row and are done at the first k (so one plan can serve every data unit of the row).
+    /// Whether this policy's reads ask for units of a whole stripe row and are done at the first k
+    /// (FAST CLOUD's n of them, `jlwo`'s k drawn with π), so one plan can serve every data unit of
+    /// the row.
     pub fn reads_rows(self) -> bool {
-        PolicyKind::FEC.contains(&self)
+        PolicyKind::FEC.contains(&self) || self == PolicyKind::Jlwo
     }
 
     /// Whether the policy asks nodes for their queues (per request or in its refreshes): it cannot
@@ -149,6 +152,7 @@ impl PolicyKind {
             PolicyKind::FecFixed => "fec-fixed",
             PolicyKind::FecGreedy => "fec-greedy",
             PolicyKind::FecBafec => "fec-bafec",
+            PolicyKind::Jlwo => "jlwo",
         }
     }
 
@@ -158,7 +162,7 @@ impl PolicyKind {
         match self {
             PolicyKind::Normal | PolicyKind::LmlfLazy | PolicyKind::OptLazy => 3,
             // FAST CLOUD's proxy is one frontend.
-            PolicyKind::FecFixed | PolicyKind::FecGreedy | PolicyKind::FecBafec => 1,
+            PolicyKind::FecFixed | PolicyKind::FecGreedy | PolicyKind::FecBafec | PolicyKind::Jlwo => 1,
             PolicyKind::Llf | PolicyKind::Lmlf | PolicyKind::LlfPw2 | PolicyKind::LmlfPw2 => 8,
         }
     }
@@ -184,6 +188,7 @@ impl FromStr for PolicyKind {
         PolicyKind::ALL
             .into_iter()
             .chain(PolicyKind::FEC)
+            .chain([PolicyKind::Jlwo])
             .find(|k| k.name() == name.trim())
             .ok_or_else(|| UnknownPolicy(name.to_string()))
     }
@@ -191,7 +196,7 @@ impl FromStr for PolicyKind {
 
 /// Parameters of the read policies. Defaults are the paper's where it gives
 /// them (T = 1 s for LMLF-Lazy, 4 s for Opt-Lazy, the ℓ2 objective).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PolicySettings {
     /// Normal: time from dispatch until the degraded read is launched. The
@@ -223,6 +228,8 @@ pub struct PolicySettings {
     pub marginal_load: MarginalLoad,
     /// The FAST CLOUD policies' parameters (`fec-fixed`, `fec-greedy`, `fec-bafec`).
     pub fec: FecSettings,
+    /// Xiang et al.'s `jlwo` policy's parameters (docs/xiang.md).
+    pub jlwo: crate::classes::scheduling::JlwoReadSettings,
 }
 
 impl Default for PolicySettings {
@@ -236,6 +243,7 @@ impl Default for PolicySettings {
             count_task_overhead: false,
             marginal_load: MarginalLoad::Bytes,
             fec: FecSettings::default(),
+            jlwo: crate::classes::scheduling::JlwoReadSettings::default(),
         }
     }
 }
@@ -285,6 +293,9 @@ pub enum BuildError {
     /// A FAST CLOUD parameter out of range.
     #[error("fec settings: {0}")]
     BadFecSettings(String),
+    /// The `jlwo` policy's settings are out of range.
+    #[error("jlwo settings: {0}")]
+    Jlwo(String),
     /// The code-length policy refused its classes.
     #[error(transparent)]
     CodeLength(#[from] CodeLengthError),
@@ -315,6 +326,9 @@ pub fn build_read_policy(
         )),
         PolicyKind::FecFixed | PolicyKind::FecGreedy | PolicyKind::FecBafec => {
             Box::new(settings.fec.build(kind, frontend)?)
+        }
+        PolicyKind::Jlwo => {
+            Box::new(crate::classes::scheduling::JlwoRead::new(settings.jlwo.clone()).map_err(BuildError::Jlwo)?)
         }
     })
 }
