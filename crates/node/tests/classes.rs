@@ -4,7 +4,8 @@
 //! over both transports and comes back in timings, probes, stats and metrics; an unknown class is
 //! refused and changes nothing; `SetClassScheduling` round-trips and refuses a bad discipline.
 
-use std::io::{Read, Write};
+mod common;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -173,15 +174,7 @@ async fn the_class_travels_with_every_task_over_both_transports() {
     let seen: Vec<_> = probe.classes.iter().map(|state| (state.class.0, state.queued_tasks)).collect();
     assert_eq!(seen, vec![(1, 0), (2, 0), (3, 0)], "every class that has had a task, none waiting");
     let addr = node.metrics_addr().unwrap();
-    let body = tokio::task::spawn_blocking(move || {
-        let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-        let mut body = String::new();
-        stream.read_to_string(&mut body).unwrap();
-        body
-    })
-    .await
-    .unwrap();
+    let body = common::metrics_page(addr).await;
     for series in [
         "lowtail_node_class_queued_bytes{node=\"4\",class=\"2\"}",
         "lowtail_node_class_queued_tasks{node=\"4\",class=\"1\"}",

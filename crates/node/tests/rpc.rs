@@ -3,7 +3,8 @@
 //! probes, cancellation by dropping a future, the service model set at run time, corruption,
 //! admission limits, merged reads of several ranges as one task, metrics and shutdown.
 
-use std::io::{Read, Write};
+mod common;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -505,15 +506,7 @@ async fn metrics_endpoint_serves_prometheus_text() {
     client.read_range(6, 0, 0, 4096).await.unwrap();
     client.probe().await.unwrap();
     let addr = node.metrics_addr().unwrap();
-    let body = tokio::task::spawn_blocking(move || {
-        let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-        let mut body = String::new();
-        stream.read_to_string(&mut body).unwrap();
-        body
-    })
-    .await
-    .unwrap();
+    let body = common::metrics_page(addr).await;
     assert!(body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"), "{body}");
     for name in [
         "lowtail_node_rpc_duration_seconds_bucket",

@@ -10,55 +10,12 @@
 #![allow(missing_docs)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use optimize::jlwo::{
-    ConnectionDelay, FileDemand, Instance, JlwoLimits, ServiceMoments, min_cost_assignment, oblivious_baseline, solve,
-};
+use optimize::jlwo::{JlwoLimits, min_cost_assignment, oblivious_baseline, paper_scale_instance, solve};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-fn paper_scale(seed: u64) -> Instance {
-    let racks = 10;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let files_per_class = 1000;
-    let total_rate = 12.0;
-    let files = (0..2 * files_per_class)
-        .map(|f| {
-            let mut all: Vec<u32> = (0..racks as u32).collect();
-            for i in 0..7 {
-                let j = rng.random_range(i..racks);
-                all.swap(i, j);
-            }
-            all.truncate(7);
-            let weights: Vec<f64> = (0..racks).map(|_| rng.random_range(0.0..1.0f64).powi(3)).collect();
-            let sum: f64 = weights.iter().sum();
-            let file_rate = total_rate / (2 * files_per_class) as f64;
-            FileDemand {
-                class: f % 2,
-                racks: all,
-                request_rates_per_s: weights.iter().map(|w| file_rate * w / sum).collect(),
-            }
-        })
-        .collect();
-    Instance {
-        rack_count: racks,
-        aggregation_bandwidth_bps: 40e9,
-        tor_bandwidth_bps: 9.6e9,
-        queue_bandwidth_max_bps: 1e9,
-        class_weights: vec![1.0, 0.3],
-        service: ServiceMoments::shifted_exponential(0.004, 0.001),
-        connection: Instance::connection_intra_inter(
-            racks,
-            ConnectionDelay { mean_s: 0.0005, variance_s2: 0.0005f64.powi(2) },
-            ConnectionDelay { mean_s: 0.002, variance_s2: 0.002f64.powi(2) },
-        ),
-        code_n: 7,
-        code_k: 4,
-        files,
-    }
-}
-
 fn bench(c: &mut Criterion) {
-    let instance = paper_scale(1);
+    let instance = paper_scale_instance(0.3, 1);
     let mut group = c.benchmark_group("jlwo paper scale");
     group.sample_size(10);
     for tolerance in [0.01, 1e-4] {

@@ -213,8 +213,8 @@ struct Catalog {
     rates: Vec<f64>,
     /// Per-task overhead per dense node that goes with its rate, from the same probe.
     overheads_ns: Vec<u64>,
-    /// Rack per dense node: racks numbered in the order of their names (`NodeInfo::rack`); kept
-    /// only for the policies that read racks (`jlwo`), else empty (every node in rack 0).
+    /// Rack per dense node: racks numbered in the order of their names (`NodeInfo::rack`); noted
+    /// at each refresh of the policies that read racks (`jlwo`), else empty (every node in rack 0).
     racks: Vec<u16>,
 }
 
@@ -824,9 +824,6 @@ impl Controller {
                     return Ok(None);
                 };
                 let (id, partition) = state.name_request(dense, unit);
-                if state.kind == PolicyKind::Jlwo {
-                    state.catalog.note_racks(nodes);
-                }
                 let request = ReadRequest {
                     id,
                     // The controller reads unit ranges; the S3 key is the layer above's. The store's
@@ -1042,12 +1039,17 @@ impl Controller {
     /// without it, and the result installed under the lock again, unless the policy was
     /// switched meanwhile.
     pub async fn refresh_once(&self, io: &StripeIo) -> Result<(), DataError> {
-        let (probes, generation) = {
+        let (probes, generation, kind) = {
             let state = self.lock();
-            (state.policy.refresh_probes_nodes(), state.generation)
+            (state.policy.refresh_probes_nodes(), state.generation, state.kind)
         };
+        if kind == PolicyKind::Jlwo {
+            // JLWO's solve needs each node's rack (reads do not): the node records once a refresh.
+            let nodes = io.cluster().node_map().await?;
+            self.lock().catalog.note_racks(&nodes);
+        }
         if !probes {
-            // FAST CLOUD's refit: nothing to ask the nodes (or the metadata store).
+            // FAST CLOUD's refit and JLWO's solve: nothing to ask the nodes.
             return self.refresh_with(generation, &[]).await;
         }
         let (_, replies, sent) = self.probe_every_node(io).await?;

@@ -101,6 +101,16 @@ impl NodeLoads {
         super::lock(&self.inner).window.load(model::NodeId(node.0), now_ns)
     }
 
+    /// `node`'s load as the reconstruction policy ranks it — bytes sent it within the window plus
+    /// what its last probe found queued — and its sending rate where known; under one lock.
+    pub fn load_and_rate(&self, node: NodeId) -> (u64, Option<f64>) {
+        let now_ns = self.now_ns();
+        let inner = super::lock(&self.inner);
+        let probed = inner.probed.get(&node).copied().unwrap_or_default();
+        let sent = inner.window.load(model::NodeId(node.0), now_ns).bytes;
+        (sent.saturating_add(probed.queued_bytes), probed.sending_bytes_per_s())
+    }
+
     /// The light-loaded among `candidates` (see [`LoadWindow::light_loaded`]).
     pub fn light_loaded(&self, candidates: &[NodeId]) -> Vec<NodeId> {
         let now_ns = self.now_ns();

@@ -114,12 +114,12 @@ pub(super) fn chosen_dataflow(
         .filter(|&u| u != unit && !stripe.is_missing(u) && is_up(nodes, stripe.placement[u]))
         .map(|u| {
             let node = stripe.placement[u];
-            let probed = loads.probed(node);
+            let (load, rate) = loads.load_and_rate(node);
             Survivor {
                 unit: u as u8,
                 node: model::NodeId(node.0),
-                load: loads.window_load(node).bytes.saturating_add(probed.queued_bytes) as f64,
-                rate_bytes_per_s: probed.sending_bytes_per_s().unwrap_or(f64::INFINITY),
+                load: load as f64,
+                rate_bytes_per_s: rate.unwrap_or(f64::INFINITY),
             }
         })
         .collect();

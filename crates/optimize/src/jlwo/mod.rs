@@ -27,6 +27,7 @@ pub mod bound;
 pub mod hungarian;
 mod model;
 pub mod moments;
+mod paper_scale;
 mod placement;
 mod scheduling;
 mod simplex;
@@ -42,6 +43,7 @@ use thiserror::Error;
 pub use bound::{auxiliary_f, optimal_z_s, order_statistic_bound_s};
 pub use hungarian::{Assignment, AssignmentError, min_cost_assignment};
 pub use moments::{ConnectionDelay, DelayMoments, ServiceMoments, delay_moments, printed_delay_moments, utilisation};
+pub use paper_scale::paper_scale_instance;
 pub use start::demand_start;
 
 use model::{Loads, Model};

@@ -38,6 +38,31 @@ struct InterProblem<'m, 'a> {
     intra_slope: Vec<(f64, f64)>,
 }
 
+/// Every inter-rack queue (i ≠ j): W's coordinates.
+fn inter_rack_queues(model: &Model) -> Vec<usize> {
+    (0..model.queue_count())
+        .filter(|&q| {
+            let (client, storage, _) = model.queue_parts(q);
+            client != storage
+        })
+        .collect()
+}
+
+impl<'m, 'a> InterProblem<'m, 'a> {
+    /// W's sub-problem over `queues` at `loads`, the other variables fixed.
+    fn new(model: &'m Model<'a>, queues: &'m [usize], loads: &'m Loads, intra_shares: &'m [f64], z: &'m [f64]) -> Self {
+        InterProblem {
+            model,
+            queues,
+            arrival: &loads.arrival,
+            intra_shares,
+            z,
+            rack_usage: vec![0.0; model.racks],
+            intra_slope: vec![(0.0, 0.0); model.racks],
+        }
+    }
+}
+
 impl InterProblem<'_, '_> {
     /// The one-sided derivatives of the rack's intra-rack terms in b_eff at ToR residue
     /// `intra_bandwidth`: (as b_eff falls, as b_eff grows); `None` if a queue there would be
@@ -142,25 +167,12 @@ pub(crate) fn improve_inter_weights(
     z: &[f64],
     limits: &PairLimits,
 ) -> u32 {
-    let queues: Vec<usize> = (0..model.queue_count())
-        .filter(|&q| {
-            let (client, storage, _) = model.queue_parts(q);
-            client != storage
-        })
-        .collect();
+    let queues = inter_rack_queues(model);
     let mut x: Vec<f64> = queues.iter().map(|&q| inter_weights[q]).collect();
     let instance = model.instance;
     let cap = (instance.queue_bandwidth_max_bps / instance.aggregation_bandwidth_bps).min(1.0);
     let upper = vec![cap; x.len()];
-    let mut problem = InterProblem {
-        model,
-        queues: &queues,
-        arrival: &loads.arrival,
-        intra_shares,
-        z,
-        rack_usage: vec![0.0; model.racks],
-        intra_slope: vec![(0.0, 0.0); model.racks],
-    };
+    let mut problem = InterProblem::new(model, &queues, loads, intra_shares, z);
     let mut scratch = PairScratch::default();
     let steps = pair_descent(&mut problem, &mut x, &upper, &mut scratch, limits);
     for (&q, &value) in queues.iter().zip(&x) {
@@ -247,22 +259,9 @@ pub(super) fn inter_weight_gradient(
     intra_shares: &[f64],
     z: &[f64],
 ) -> Vec<f64> {
-    let queues: Vec<usize> = (0..model.queue_count())
-        .filter(|&q| {
-            let (client, storage, _) = model.queue_parts(q);
-            client != storage
-        })
-        .collect();
+    let queues = inter_rack_queues(model);
     let x: Vec<f64> = queues.iter().map(|&q| inter_weights[q]).collect();
-    let mut problem = InterProblem {
-        model,
-        queues: &queues,
-        arrival: &loads.arrival,
-        intra_shares,
-        z,
-        rack_usage: vec![0.0; model.racks],
-        intra_slope: vec![(0.0, 0.0); model.racks],
-    };
+    let mut problem = InterProblem::new(model, &queues, loads, intra_shares, z);
     let mut out = vec![0.0; x.len()];
     let mut down = vec![0.0; x.len()];
     problem.gradient(&x, &mut out, &mut down);

@@ -113,7 +113,7 @@ type FileKey = (StripeId, u8);
 /// What a refresh's solve returns: π rows for this frontend's rack, and the solution to warm-start
 /// the next solve from.
 struct Solved {
-    rows: HashMap<FileKey, Vec<f64>>,
+    rows: HashMap<FileKey, Marginals>,
     solution: Option<(Vec<FileKey>, Solution)>,
     objective_s: f64,
     iterations: u32,
@@ -125,8 +125,10 @@ pub struct JlwoRead {
     settings: JlwoReadSettings,
     /// Requests per (stripe, class) since the last refresh.
     counts: BTreeMap<FileKey, u64>,
-    /// π over a stripe's n units, for this frontend's rack.
-    rows: HashMap<FileKey, Vec<f64>>,
+    /// π over a stripe's n units, for this frontend's rack (validated when installed).
+    rows: HashMap<FileKey, Marginals>,
+    /// k/n over every unit: a stripe without a row (built at the first plan, from the code).
+    uniform: Option<Marginals>,
     /// The last solution, by the files it was solved for (warm start).
     last: Option<(Vec<FileKey>, Solution)>,
     objective_s: f64,
@@ -144,6 +146,7 @@ impl JlwoRead {
             settings,
             counts: BTreeMap::new(),
             rows: HashMap::new(),
+            uniform: None,
             last: None,
             objective_s: 0.0,
             iterations: 0,
@@ -154,7 +157,7 @@ impl JlwoRead {
 
     /// π over `stripe`'s units for `class` as installed (`None`: uniform).
     pub fn marginals(&self, stripe: StripeId, class: u8) -> Option<&[f64]> {
-        self.rows.get(&(stripe, class)).map(Vec::as_slice)
+        self.rows.get(&(stripe, class)).map(Marginals::pi)
     }
 
     /// The JLWO instance for what was requested since the last refresh: the most requested
@@ -207,7 +210,8 @@ impl JlwoRead {
 }
 
 /// JLWO over `instance`, warm-started when the last solution was for the same files; π rows of
-/// `rack` by file. A failed solve (a queue that would saturate) installs nothing.
+/// `rack` by file, validated here (off the request path; a row the sampler refuses is left out,
+/// so its stripe is read uniformly). A failed solve (a queue that would saturate) installs nothing.
 fn solve(
     keys: Vec<FileKey>,
     instance: Instance,
@@ -217,13 +221,14 @@ fn solve(
 ) -> Option<Solved> {
     let warm = last.as_ref().filter(|(files, _)| *files == keys).map(|(_, solution)| solution);
     let outcome = jlwo::solve(&instance, &limits, warm).ok()?;
-    let (racks, n) = (instance.rack_count, instance.code_n);
+    let (racks, n, k) = (instance.rack_count, instance.code_n, instance.code_k);
     let rows = keys
         .iter()
         .enumerate()
-        .map(|(file, key)| {
+        .filter_map(|(file, key)| {
             let start = (file * racks + rack) * n;
-            (*key, outcome.solution.schedule[start..start + n].to_vec())
+            let row = Marginals::new(outcome.solution.schedule[start..start + n].to_vec(), k).ok()?;
+            Some((*key, row))
         })
         .collect();
     Some(Solved {
@@ -252,11 +257,9 @@ impl ReadPolicy for JlwoRead {
         let stripe = placement.locate(request.partition).stripe;
         let key = (stripe, request.class);
         *self.counts.entry(key).or_insert(0) += 1;
-        let marginals = self
-            .rows
-            .get(&key)
-            .and_then(|row| Marginals::new(row.clone(), k).ok())
-            .unwrap_or_else(|| Marginals::uniform(n, k).expect("a code has k ≤ n"));
+        let uniform = self.uniform.get_or_insert_with(|| Marginals::uniform(n, k).expect("a code has k ≤ n"));
+        debug_assert_eq!((uniform.len(), uniform.k()), (n, k), "one code per policy");
+        let marginals = self.rows.get(&key).unwrap_or(uniform);
         let mut chosen = Vec::with_capacity(k);
         marginals.sample(rng, &mut chosen);
         assert_eq!(chosen.len(), k, "the sampler draws k units");
