@@ -138,6 +138,7 @@ impl Tally {
             timed_out: false,
             outcome,
             class: 0,
+            latency_class: 0,
         };
         let index = usize::try_from(request.id.0).expect("request ids are indices");
         let mut slots = self.slots.lock().expect("no task panics holding the lock");
@@ -272,6 +273,7 @@ mod tests {
                     length: 100,
                     arrival_ns: ms * MS,
                     class: 0,
+                    latency_class: 0,
                 })
                 .collect(),
         )

@@ -52,6 +52,7 @@ mod tests {
             length,
             arrival_ns: id,
             class: 0,
+            latency_class: 0,
         }
     }
 

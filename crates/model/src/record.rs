@@ -71,9 +71,12 @@ pub struct RequestRecord {
     pub timed_out: bool,
     /// How the request ended.
     pub outcome: Outcome,
-    /// The request's class ([`crate::ReadRequest::class`]).
+    /// The request's operation class ([`crate::ReadRequest::class`]).
     #[serde(default)]
     pub class: u8,
+    /// The request's latency class ([`crate::ReadRequest::latency_class`]).
+    #[serde(default)]
+    pub latency_class: u8,
 }
 
 impl RequestRecord {
@@ -317,6 +320,7 @@ mod tests {
             timed_out: false,
             outcome: Outcome::Ok,
             class: 0,
+            latency_class: 0,
         }
     }
 

@@ -21,8 +21,12 @@ pub struct ReadRequest {
     pub length: u64,
     /// When the request reaches a frontend.
     pub arrival_ns: u64,
-    /// Its class: an operation on one chunk size, with task delays of its own (FAST CLOUD's read
-    /// and write classes); 0 where there is one.
+    /// Its operation class: an operation on one chunk size, with task delays of its own (FAST
+    /// CLOUD's read and write classes); 0 where there is one. Not its latency class.
     #[serde(default)]
     pub class: u8,
+    /// Its latency class (Xiang et al.: a tenant's class with a weight and a share; 0 the best):
+    /// the class the S3 layer resolved for the request, which the `jlwo` policy plans with.
+    #[serde(default)]
+    pub latency_class: u8,
 }

@@ -69,6 +69,7 @@ fn prepared() -> (PaperScale, OptLazy) {
                 length: 32 * 1024,
                 arrival_ns: 0,
                 class: 0,
+                latency_class: 0,
             };
             policy.plan(&mut view, 0, &request, &mut rng);
         }

@@ -258,6 +258,7 @@ mod tests {
             timed_out: false,
             outcome: Outcome::Ok,
             class: 0,
+            latency_class: 0,
         }
     }
 

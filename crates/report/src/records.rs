@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 /// Header of the requests file.
 pub const REQUEST_COLUMNS: &str = "request,frontend,object,partition,bytes,arrival_ns,decision_start_ns,\
-decision_end_ns,completion_ns,probes,degraded,timed_out,outcome,tasks,latency_ns,controller_ns,probe_wait_ns,decision_cpu_ns,class";
+decision_end_ns,completion_ns,probes,degraded,timed_out,outcome,tasks,latency_ns,controller_ns,probe_wait_ns,decision_cpu_ns,class,latency_class";
 
 /// Header of the tasks file.
 pub const TASK_COLUMNS: &str = "request,task,node,unit,role,cancelled,bytes,enqueue_ns,start_ns,finish_ns,waiting_ns,latency_ns,service_ns,cancel_ns,failed";
@@ -80,6 +80,7 @@ pub fn write_records_csv(dir: &Path, run: &RunInfo, log: &RecordLog) -> anyhow::
         line.number(r.probe_wait_ns);
         line.number(r.decision_cpu_ns);
         line.number(u64::from(r.class));
+        line.number(u64::from(r.latency_class));
         requests.write_all(line.finish())?;
         for (index, task) in record.tasks.iter().enumerate() {
             line.clear();

@@ -32,6 +32,7 @@ fn request(id: u64, arrival_ms: u64, decided_ms: u64, completion_ms: u64, probes
         timed_out: false,
         outcome: Outcome::Ok,
         class: 0,
+        latency_class: 0,
     }
 }
 

@@ -1160,6 +1160,7 @@ impl<'a> Engine<'a> {
             timed_out: execution.timed_out(),
             outcome: if execution.is_complete() { Outcome::Ok } else { Outcome::Failed },
             class: active.request.class,
+            latency_class: active.request.latency_class,
         };
         self.free_active.push(slot);
         // The policy that planned it learns what happened, as the gateway's does.

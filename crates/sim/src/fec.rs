@@ -154,6 +154,7 @@ pub fn poisson_mix(count: usize, rate_per_s: f64, class_shares: &[f64], seed: u6
                 length: 1 << 20,
                 arrival_ns: (time_s * 1e9).round() as u64,
                 class: class.unwrap_or(class_shares.len() - 1) as u8,
+                latency_class: 0,
             }
         })
         .collect()

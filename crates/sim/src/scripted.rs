@@ -80,7 +80,15 @@ pub fn run(timeline: &Timeline) -> EngineOutput {
     assert!(usize::from(target) < spec.data_units(), "the first task reads a data unit");
     // Data partition p is data unit p % k of stripe p / k: stripe 0's unit `target`.
     let partition = PartitionId(u32::from(target));
-    let request =
-        ReadRequest { id: RequestId(0), object: ObjectId(0), partition, offset: 0, length, arrival_ns: 0, class: 0 };
+    let request = ReadRequest {
+        id: RequestId(0),
+        object: ObjectId(0),
+        partition,
+        offset: 0,
+        length,
+        arrival_ns: 0,
+        class: 0,
+        latency_class: 0,
+    };
     Engine::new(setup, vec![Box::new(Fixed(timeline.plan.clone()))]).trace_actions().run(&[request])
 }

@@ -63,6 +63,7 @@ fn poisson_requests(count: usize, rate_per_ns: f64, seed: u64) -> Vec<ReadReques
                 length: 1,
                 arrival_ns: time as u64,
                 class: 0,
+                latency_class: 0,
             }
         })
         .collect()

@@ -213,6 +213,7 @@ pub fn generate(config: &WasLikeConfig, seed: u64) -> Result<Workload, String> {
             length: location.size,
             arrival_ns,
             class: 0,
+            latency_class: 0,
         });
         assert!(requests.len() as u64 <= MAX_REQUESTS, "request bound");
     }

@@ -192,6 +192,7 @@ pub fn trace_workload(trace: &Trace, partitions: u32, seed: u64) -> Result<Workl
                 length: r.size,
                 arrival_ns: r.time_ns - origin,
                 class: 0,
+                latency_class: 0,
             }
         })
         .collect();

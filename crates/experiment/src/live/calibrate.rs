@@ -195,6 +195,7 @@ mod tests {
                 timed_out: false,
                 outcome: Outcome::Ok,
                 class: 0,
+                latency_class: 0,
             },
             tasks: vec![TaskRecord {
                 node: NodeId(0),

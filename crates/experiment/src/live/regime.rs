@@ -324,6 +324,7 @@ pub(crate) mod tests {
             length,
             arrival_ns: id * 1000,
             class: 0,
+            latency_class: 0,
         }
     }
 

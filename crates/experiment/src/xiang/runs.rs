@@ -426,7 +426,8 @@ pub(super) fn record_log(records: &[ReadRecord], file_bytes: u64) -> RecordLog {
             degraded: false,
             timed_out: false,
             outcome: Outcome::Ok,
-            class: read.class,
+            class: 0,
+            latency_class: read.class,
         };
         tasks.clear();
         tasks.extend(read.chunks.iter().map(|chunk| TaskRecord {
@@ -520,7 +521,7 @@ fn check_records(log: &RecordLog, solution: &Solution) -> RecordChecks {
 /// The post-warm-up records of one class, as a log.
 fn class_log(log: &RecordLog, warmup: usize, class: u8) -> RecordLog {
     let mut out = RecordLog::new();
-    for record in log.iter().skip(warmup).filter(|r| r.request.class == class) {
+    for record in log.iter().skip(warmup).filter(|r| r.request.latency_class == class) {
         out.push(*record.request, record.tasks);
     }
     out
@@ -577,7 +578,8 @@ fn queue_rows(
     };
     let span_s = (last - first) as f64 / 1e9;
     for record in log.iter().skip(warmup) {
-        let (client, class, file) = (record.request.frontend.0, record.request.class, record.request.object.0 as usize);
+        let (client, class, file) =
+            (record.request.frontend.0, record.request.latency_class, record.request.object.0 as usize);
         for task in record.tasks {
             let q = queue_index(RACKS, CLASSES, client, task.node.0 as u16, class);
             delays[q].push(task.finish_ns - record.request.arrival_ns);
@@ -640,7 +642,7 @@ fn service_cdfs(
     for class in 0..CLASSES {
         for intra in [true, false] {
             let (mut values, mut bw_sum, mut inverse_sum, mut inverse_sq_sum) = (Vec::new(), 0.0, 0.0, 0.0);
-            for record in log.iter().skip(warmup).filter(|r| r.request.class == class) {
+            for record in log.iter().skip(warmup).filter(|r| r.request.latency_class == class) {
                 for task in record.tasks.iter().filter(|t| (t.node.0 == u32::from(record.request.frontend.0)) == intra)
                 {
                     let q = queue_index(RACKS, CLASSES, record.request.frontend.0, task.node.0 as u16, class);

@@ -669,6 +669,7 @@ impl Controller {
                 arrival_ns,
                 degraded: result.as_ref().is_ok_and(|(_, degraded)| *degraded),
                 served: result.is_ok(),
+                latency_class: range.io.cluster().call_class().0,
             };
             self.record_unplanned(&read);
             return result.map(|(bytes, _)| bytes);
@@ -730,7 +731,8 @@ impl Controller {
             degraded: served.degraded,
             timed_out: served.timed_out,
             outcome: if served.ok { Outcome::Ok } else { Outcome::Failed },
-            class: 0,
+            class: decision.request.class,
+            latency_class: decision.request.latency_class,
         };
         {
             let mut state = self.lock();
@@ -783,6 +785,7 @@ impl Controller {
                 timed_out: false,
                 outcome: if read.served { Outcome::Ok } else { Outcome::Failed },
                 class: 0,
+                latency_class: read.latency_class,
             },
             tasks: Vec::new(),
         });
@@ -834,6 +837,8 @@ impl Controller {
                     length,
                     arrival_ns,
                     class: 0,
+                    // The class the S3 layer resolved (carried in the task), else the background one.
+                    latency_class: io.cluster().call_class().0,
                 };
                 // One generator per request: concurrent decisions cannot shift each other's draws
                 // between announcing probes and planning.
@@ -1140,6 +1145,8 @@ pub struct Unplanned<'a> {
     pub degraded: bool,
     /// Whether the bytes were returned.
     pub served: bool,
+    /// The latency class it was read in ([`super::cluster::NodeConnections::call_class`]).
+    pub latency_class: u8,
 }
 
 /// What executing a plan came to: the bytes of each unit asked for.
@@ -1496,8 +1503,15 @@ mod tests {
         let generation = controller.lock().generation;
         for id in 0..10 {
             let read_stripe = stripe(id, "rs-6-3");
-            let read =
-                Unplanned { stripe: &read_stripe, unit: 0, length: 100, arrival_ns: 5, degraded: false, served: true };
+            let read = Unplanned {
+                stripe: &read_stripe,
+                unit: 0,
+                length: 100,
+                arrival_ns: 5,
+                degraded: false,
+                served: true,
+                latency_class: 0,
+            };
             controller.record_unplanned(&read);
             assert!(controller.lock().catalog.stripe_count() <= 3, "stripe {id}: the catalog passed its bound");
         }
@@ -1517,8 +1531,15 @@ mod tests {
         let (own, other) = (stripe(1, "rs-6-3"), stripe(2, "rs-7-2"));
         assert!(controller.is_own_code(&own) && !controller.is_own_code(&other));
         for read_stripe in [&own, &other] {
-            let read =
-                Unplanned { stripe: read_stripe, unit: 2, length: 100, arrival_ns: 5, degraded: true, served: true };
+            let read = Unplanned {
+                stripe: read_stripe,
+                unit: 2,
+                length: 100,
+                arrival_ns: 5,
+                degraded: true,
+                served: true,
+                latency_class: 1,
+            };
             controller.record_unplanned(&read);
         }
         let (records, dropped) = controller.take_records();
@@ -1528,6 +1549,7 @@ mod tests {
         assert_eq!(record.request.partition, PartitionId(2), "stripe 0 of the catalog, unit 2");
         assert!(record.tasks.is_empty() && record.request.degraded && record.request.probes == 0);
         assert_eq!(record.request.outcome, Outcome::Ok);
+        assert_eq!(record.request.latency_class, 1, "the record keeps the read's latency class");
     }
 
     #[test]

@@ -522,6 +522,7 @@ impl Packer {
                     arrival_ns,
                     degraded: false,
                     served: result.is_ok(),
+                    latency_class: self.io.cluster().call_class().0,
                 };
                 controller.record_unplanned(&read);
             }

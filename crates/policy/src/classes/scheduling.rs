@@ -255,7 +255,7 @@ impl ReadPolicy for JlwoRead {
         let layout = view.layout();
         let (n, k) = (layout.total_units(), layout.data_units());
         let stripe = placement.locate(request.partition).stripe;
-        let key = (stripe, request.class);
+        let key = (stripe, request.latency_class);
         *self.counts.entry(key).or_insert(0) += 1;
         let uniform = self.uniform.get_or_insert_with(|| Marginals::uniform(n, k).expect("a code has k ≤ n"));
         debug_assert_eq!((uniform.len(), uniform.k()), (n, k), "one code per policy");

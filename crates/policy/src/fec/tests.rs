@@ -207,6 +207,7 @@ mod as_read_policies {
                     timed_out: false,
                     outcome: Outcome::Ok,
                     class: 0,
+                    latency_class: 0,
                 };
                 (request, tasks)
             })

@@ -84,6 +84,7 @@ fn request(partition: u32, length: u64) -> ReadRequest {
         length,
         arrival_ns: 0,
         class: 0,
+        latency_class: 0,
     }
 }
 

@@ -740,6 +740,7 @@ impl<'a> BatchEngine<'a> {
                 timed_out: false,
                 outcome: if block.failed { Outcome::Failed } else { Outcome::Ok },
                 class: 0,
+                latency_class: 0,
             };
             self.records.push(request, &task_records);
         }

@@ -336,6 +336,7 @@ impl Controller {
                 timed_out: false,
                 outcome: if ok { Outcome::Ok } else { Outcome::Failed },
                 class: 0,
+                latency_class: 0,
             };
             self.keep(Record { request, tasks });
         }

@@ -68,7 +68,8 @@ fn request(stripe: u32, class: u8) -> ReadRequest {
         offset: 0,
         length: 1 << 20,
         arrival_ns: 0,
-        class,
+        class: 0,
+        latency_class: class,
     }
 }
 
