@@ -1,5 +1,6 @@
 //! The admin routes of latency classes (docs/classes.md): `GET /admin/classes` (the classes, the
-//! access keys' entitlements, per-class counters, the nodes told the scheduling), `PUT
+//! access keys' entitlements, per-class counters, the nodes told the scheduling, the shares a
+//! read policy solved), `PUT
 //! /admin/buckets/{name}/class` and `PUT /admin/access-keys/{key}/class` (body `N` or `none`;
 //! they need the cluster secret). Owns the routes, their input checks and their answers; must not
 //! resolve a request's class (`classes`) or keep state of its own: settings live in the metadata
@@ -38,6 +39,10 @@ pub struct ClassesView {
     pub access_keys: Vec<AccessKeyEntry>,
     /// Nodes told the class scheduling since they last missed a probe.
     pub nodes_scheduled: Vec<NodeId>,
+    /// Class shares the read policy solved (`jlwo`), by rack name, in place of `[classes]`'s for
+    /// that rack's nodes; empty when none are (docs/classes.md).
+    #[serde(default)]
+    pub solved_shares: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
 /// What the routes work on.
@@ -95,6 +100,7 @@ impl ClassAdmin {
             report: self.table.report(),
             access_keys,
             nodes_scheduled: self.membership.scheduled_nodes(),
+            solved_shares: self.membership.rack_class_shares().into_iter().collect(),
         };
         axum::Json(view).into_response()
     }

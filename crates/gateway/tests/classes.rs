@@ -258,6 +258,7 @@ async fn requests_run_in_their_class_on_the_nodes_and_refusals_touch_nothing() {
     assert!(keys.iter().any(|k| k["access_key"] == "demoted-key" && k["class"] == 2 && k["source"] == "table"));
     assert!(keys.iter().any(|k| k["access_key"] == "silver-key" && k["class"] == 2 && k["source"] == "config"));
     assert_eq!(classes["nodes_scheduled"].as_array().unwrap().len(), 3, "{classes}");
+    assert_eq!(classes["solved_shares"], serde_json::json!({}), "no policy solves shares here: {classes}");
     let status = setup.gateway.status().await.unwrap();
     assert_eq!(status.classes.classes[1].requests, requests(1));
     setup.gateway.shutdown().await;

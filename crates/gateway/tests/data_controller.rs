@@ -380,7 +380,7 @@ async fn the_refresh_task_refreshes_every_period_until_stopped() {
     let config = ControllerConfig { policy: PolicyKind::LmlfLazy, settings, ..Default::default() };
     let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(Arc::clone(&controller).run_refresh(Arc::clone(data.io()), stopped));
+    let task = tokio::spawn(Arc::clone(&controller).run_refresh(Arc::clone(data.io()), None, stopped));
     tokio::time::sleep(Duration::from_millis(1050)).await;
     let refreshes = controller.take_refresh_probes() / 9;
     // About ten at T = 100 ms; a loaded host may delay a few, never add one.

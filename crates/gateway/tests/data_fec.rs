@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use data_support::{TestCluster, pattern};
 use execution::AdmissionSettings;
-use gateway::classes::ClassId;
+use gateway::classes::{ClassId, ClassScheduling};
+use gateway::data::MembershipConfig;
 use gateway::data::controller::{Controller, ControllerConfig};
+use gateway::data::membership::{Membership, unix_now_ms};
 use gateway::data::{ErasureData, ObjectData};
 use meta::Layout;
 use model::{NEVER, Outcome, Record};
@@ -154,13 +156,7 @@ async fn fec_policies_are_refused_where_they_cannot_run() {
 /// read and installs its table (the policy's gauges count the solved stripes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jlwo_reads_k_units_of_the_row_and_a_refresh_installs_its_table() {
-    let cluster = TestCluster::start(9, 9).await;
-    let data = Arc::new(ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap());
-    let mut settings = PolicySettings::default();
-    settings.jlwo.unit_service = policy::classes::scheduling::ServiceMoments::deterministic(0.000_1);
-    let config = ControllerConfig { policy: PolicyKind::Jlwo, settings, max_records: 1_000_000, ..Default::default() };
-    let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
-    data.reads().attach_controller(Arc::clone(&controller)).unwrap();
+    let (cluster, data, controller) = jlwo_on_nine_racks().await;
     let bodies: Vec<_> = (0..4).map(|i| pattern(700_000, 20 + i)).collect();
     let mut layouts = Vec::new();
     for body in &bodies {
@@ -191,5 +187,66 @@ async fn jlwo_reads_k_units_of_the_row_and_a_refresh_installs_its_table() {
     assert_eq!(gauges["jlwo_refreshes"], 1.0, "{gauges:?}");
     assert_eq!(gauges["jlwo_failed_solves"], 0.0, "{gauges:?}");
     assert_eq!(gauges["jlwo_files"], read_as.len() as f64, "every (stripe, class) read is solved: {gauges:?}");
+    cluster.shutdown().await;
+}
+
+/// Nine nodes in nine racks under RS(6,3), read through a `jlwo` controller.
+async fn jlwo_on_nine_racks() -> (TestCluster, Arc<ErasureData>, Arc<Controller>) {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = Arc::new(ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap());
+    let mut settings = PolicySettings::default();
+    settings.jlwo.unit_service = policy::classes::scheduling::ServiceMoments::deterministic(0.000_1);
+    let config = ControllerConfig { policy: PolicyKind::Jlwo, settings, max_records: 1_000_000, ..Default::default() };
+    let controller = Arc::new(Controller::new(&config, "rs-6-3").unwrap());
+    data.reads().attach_controller(Arc::clone(&controller)).unwrap();
+    (cluster, data, controller)
+}
+
+/// The class scheduling node `i` runs, as its stats say.
+async fn running_scheduling(cluster: &TestCluster, i: usize) -> Option<ClassScheduling> {
+    let stats = cluster.client(i).await.stats().await.unwrap();
+    stats.class_scheduling.map(|scheduling| ClassScheduling::try_from(scheduling).unwrap())
+}
+
+/// JLWO's class shares reach the nodes: membership tells each node the reserved discipline of
+/// `[classes]` with its own rack's solved shares, and the configured ones again once the policy
+/// solves none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn jlwo_installs_its_class_shares_on_each_racks_nodes() {
+    let (cluster, data, controller) = jlwo_on_nine_racks().await;
+    let membership = Membership::new(Arc::clone(data.io().cluster()), MembershipConfig::default());
+    let configured = ClassScheduling::Reserved { shares: vec![0.7, 0.3] };
+    membership.set_class_scheduling(configured.clone());
+    let body = pattern(700_000, 40);
+    let layout = data.write(body.clone()).await.unwrap().layout;
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    for round in 0..20 {
+        let read = gateway::classes::scope(ClassId(round % 2), data.read(&layout, 0..body.len() as u64)).await;
+        assert!(read.unwrap() == body, "identical");
+    }
+    assert!(controller.node_class_shares().is_empty(), "nothing solved yet");
+    controller.refresh_once(data.io()).await.unwrap();
+    let solved = controller.node_class_shares();
+    assert!(!solved.is_empty(), "a solve gives the racks of the stripes read shares");
+    membership.set_rack_class_shares(solved.clone());
+    assert_eq!(membership.rack_class_shares(), solved);
+    membership.probe_round(unix_now_ms()).await.unwrap();
+    for i in 0..9 {
+        let info = cluster.node_info(i).await;
+        let running = running_scheduling(&cluster, i).await;
+        let expected = match solved.get(&info.rack) {
+            Some(shares) => ClassScheduling::Reserved { shares: shares.clone() },
+            None => configured.clone(),
+        };
+        assert_eq!(running, Some(expected.clone()), "node {i} in rack {}", info.rack);
+        assert_eq!(membership.told(info.id), Some(expected));
+    }
+    // A policy that solves no shares: every node back to the configured ones.
+    membership.set_rack_class_shares(Default::default());
+    membership.probe_round(unix_now_ms()).await.unwrap();
+    for i in 0..9 {
+        let running = running_scheduling(&cluster, i).await;
+        assert_eq!(running, Some(configured.clone()), "node {i}");
+    }
     cluster.shutdown().await;
 }

@@ -144,6 +144,10 @@ pub fn render_classes_view(base: &str, view: &gateway::class_admin::ClassesView)
         "  nodes told the scheduling: {}\n",
         if nodes.is_empty() { "none".into() } else { nodes.join(", ") }
     ));
+    for (rack, shares) in &view.solved_shares {
+        let shares: Vec<String> = shares.iter().map(|share| format!("{share:.3}")).collect();
+        text.push_str(&format!("  rack {rack}: solved shares {} (by class)\n", shares.join(" / ")));
+    }
     text
 }
 
@@ -429,6 +433,17 @@ mod tests {
         assert!(text.contains("refused: 1 above their entitlement, 0 naming no class run here"), "{text}");
         let single = render_status(&status(vec![class(1, "standard", 7)], 0)).unwrap();
         assert!(!single.contains("latency classes"), "one class is no news: {single}");
+    }
+
+    #[test]
+    fn the_classes_view_lists_the_solved_shares_by_rack() {
+        let view = serde_json::json!({"scheduling": "reserved", "default_class": 1, "classes": [],
+            "refused_denied": 0, "refused_invalid": 0, "access_keys": [], "nodes_scheduled": [3],
+            "solved_shares": {"rack-a": [0.555, 0.445]}});
+        let view: gateway::class_admin::ClassesView = serde_json::from_value(view).unwrap();
+        let text = render_classes_view("http://gw", &view);
+        assert!(text.contains("nodes told the scheduling: 3"), "{text}");
+        assert!(text.contains("rack rack-a: solved shares 0.555 / 0.445 (by class)"), "{text}");
     }
 
     #[test]

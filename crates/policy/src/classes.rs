@@ -446,6 +446,60 @@ pub enum WeightsError {
     AllZero,
 }
 
+/// How the nodes of each storage rack divide their service between the latency classes: per rack
+/// (the view's rack numbers), one share per class, each positive, summing to 1. Built from the
+/// bandwidth an optimiser reserved per (storage rack, class) towards one client rack (JLWO's
+/// B_eff_{i,j,d}): a node serves its classes in the proportions its rack's link does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RackClassShares {
+    by_rack: Vec<Option<Vec<f64>>>,
+    classes: usize,
+}
+
+impl RackClassShares {
+    /// The least share a class gets (with up to 50 classes; half of 1/D beyond): a class the
+    /// optimiser left no bandwidth (no demand in the last period) is not starved when its
+    /// reads come back before the next solve.
+    pub const SHARE_MIN: f64 = 0.01;
+
+    /// Shares from `reserved_bps[rack][class]`: in proportion to the reserved bandwidth, lifted
+    /// to at least the floor (s′ = m + (1 − D·m)·s, which keeps the sum at 1). A rack with no
+    /// bandwidth reserved, or a non-finite or negative entry, has no shares (`None`: keep what
+    /// the nodes run).
+    pub fn from_reserved_bps(reserved_bps: &[Vec<f64>]) -> RackClassShares {
+        let classes = reserved_bps.first().map_or(0, Vec::len);
+        let floor = Self::SHARE_MIN.min(0.5 / classes.max(1) as f64);
+        let by_rack = reserved_bps
+            .iter()
+            .map(|row| {
+                assert_eq!(row.len(), classes, "one bandwidth per class in every rack");
+                let total: f64 = row.iter().sum();
+                if !(total.is_finite() && total > 0.0) || row.iter().any(|&b| b.is_nan() || b < 0.0) {
+                    return None;
+                }
+                let lift = 1.0 - classes as f64 * floor;
+                Some(row.iter().map(|&b| floor + lift * b / total).collect())
+            })
+            .collect();
+        RackClassShares { by_rack, classes }
+    }
+
+    /// The shares of `rack`'s nodes by class, if the rack has any.
+    pub fn rack(&self, rack: u16) -> Option<&[f64]> {
+        self.by_rack.get(usize::from(rack)).and_then(|shares| shares.as_deref())
+    }
+
+    /// Racks described (some without shares).
+    pub fn racks(&self) -> usize {
+        self.by_rack.len()
+    }
+
+    /// Classes per rack.
+    pub fn classes(&self) -> usize {
+        self.classes
+    }
+}
+
 /// The user's class weights C_d of the objective Σ_d C_d·T̄_d (eq. 15).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "Vec<f64>", into = "Vec<f64>")]

@@ -123,6 +123,14 @@ pub trait ReadPolicy {
         Vec::new()
     }
 
+    /// How the nodes of each rack should divide their service between the latency classes, as
+    /// the policy last solved it (Xiang et al.'s JLWO: the bandwidth it reserves per class
+    /// towards each storage rack); `None` for policies that do not decide it, whose executors
+    /// keep the configured shares.
+    fn node_class_shares(&self) -> Option<classes::RackClassShares> {
+        None
+    }
+
     /// The first half of a lazy policy's periodic refresh: probe every node (counted) into the
     /// queue table and take what the policy gathered since the last refresh. What is left to
     /// compute from that (Opt-Lazy's solve of problem (1)) comes back as a [`RefreshWork`],

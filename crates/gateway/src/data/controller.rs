@@ -43,7 +43,9 @@ use serde::{Deserialize, Serialize};
 
 use super::DataError;
 use super::admission::{TaskPool, admit_plan};
+use super::class_shares::RackShares;
 use super::executor::{self, Clock, TaskEnd, TaskResult};
+use super::membership::Membership;
 use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo, is_up};
 use policy::fec::FrontendState;
@@ -216,6 +218,8 @@ struct Catalog {
     /// Rack per dense node: racks numbered in the order of their names (`NodeInfo::rack`); noted
     /// at each refresh of the policies that read racks (`jlwo`), else empty (every node in rack 0).
     racks: Vec<u16>,
+    /// The rack names those numbers stand for, in order.
+    rack_names: Vec<String>,
 }
 
 impl Catalog {
@@ -236,6 +240,7 @@ impl Catalog {
             rates: Vec::new(),
             overheads_ns: Vec::new(),
             racks: Vec::new(),
+            rack_names: Vec::new(),
         })
     }
 
@@ -303,6 +308,7 @@ impl Catalog {
         let names: std::collections::BTreeSet<&str> = nodes.values().map(|n| n.rack.as_str()).collect();
         let index = |name: &str| names.iter().position(|r| *r == name).unwrap_or(0) as u16;
         self.racks = self.nodes.iter().map(|id| nodes.get(id).map_or(0, |n| index(&n.rack))).collect();
+        self.rack_names = names.into_iter().map(str::to_string).collect();
     }
 
     fn rate(&self, node: PolicyNodeId) -> f64 {
@@ -551,6 +557,19 @@ impl Controller {
         let state = self.lock();
         let gauges = state.policy.gauges().into_iter().map(|(name, value)| (name.to_string(), value)).collect();
         PolicyState { policy: state.kind, settings: state.settings.clone(), gauges }
+    }
+
+    /// The class shares the running policy solved for each rack's nodes, by rack name (empty when
+    /// it solves none: the configured shares apply).
+    pub fn node_class_shares(&self) -> RackShares {
+        let state = self.lock();
+        let Some(shares) = state.policy.node_class_shares() else { return RackShares::new() };
+        let names = &state.catalog.rack_names;
+        names
+            .iter()
+            .enumerate()
+            .filter_map(|(index, name)| Some((name.clone(), shares.rack(u16::try_from(index).ok()?)?.to_vec())))
+            .collect()
     }
 
     /// Whether the running policy reads stripe rows (FAST CLOUD's: n units, first k), so that
@@ -1014,8 +1033,18 @@ impl Controller {
 
     /// The lazy policies' refresh loop: every period of the running policy, probe every node and
     /// refresh (Opt-Lazy solves here, never on a request, and without holding the controller). Ends when `stop` changes.
-    pub async fn run_refresh(self: Arc<Self>, io: Arc<StripeIo>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    /// After each refresh (and each wake of a policy without one) the policy's class shares go
+    /// to `membership`, which tells the nodes.
+    pub async fn run_refresh(
+        self: Arc<Self>,
+        io: Arc<StripeIo>,
+        membership: Option<Arc<Membership>>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
         loop {
+            if let Some(membership) = &membership {
+                membership.set_rack_class_shares(self.node_class_shares());
+            }
             let period = self.lock().policy.refresh_period_ns();
             if let Some(period_ns) = period {
                 // Refreshes start every T, however long the probes and the solve take (one that
@@ -1023,6 +1052,9 @@ impl Controller {
                 let next = tokio::time::Instant::now() + Duration::from_nanos(period_ns);
                 if let Err(error) = self.refresh_once(&io).await {
                     tracing::warn!(%error, "lazy policy refresh failed; keeping the old tables");
+                }
+                if let Some(membership) = &membership {
+                    membership.set_rack_class_shares(self.node_class_shares());
                 }
                 tokio::select! {
                     _ = stop.changed() => return,

@@ -825,7 +825,10 @@ impl RunningData {
         }
         self.data.reads.attach_controller(Arc::clone(&controller))?;
         let (refresher, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
-        self.tasks.push(BackgroundTask::spawn("controller-refresh", move |stop| refresher.run_refresh(io, stop)));
+        // Over an S3 backend there are no nodes to tell class shares to.
+        let membership = self.data.io.backend().is_none().then(|| Arc::clone(&self.membership));
+        self.tasks
+            .push(BackgroundTask::spawn("controller-refresh", move |stop| refresher.run_refresh(io, membership, stop)));
         if self.data.io.backend().is_none() {
             let (access, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
             self.tasks.push(BackgroundTask::spawn("controller-access", move |stop| access.run_access(io, stop)));

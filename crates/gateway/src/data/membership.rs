@@ -2,9 +2,10 @@
 //! that probes every registered node each interval, records heartbeats, marks a node Down after
 //! `down_after_probes` consecutive failed probes and Up again when it answers. Several gateways may
 //! run it at once: every update is an idempotent set of the same state. It also tells each node
-//! how to serve the latency classes (`[classes] scheduling`) the first time the node answers, and
-//! again after a probe it missed or once its uptime shows it restarted (and forgot); a failure is
-//! retried the next round.
+//! how to serve the latency classes (`[classes] scheduling`, with the shares a read policy solved
+//! for the node's rack: [`super::class_shares`]) the first time the node answers, again when what
+//! it should run changes, and after a probe it missed or once its uptime shows it restarted (and
+//! forgot); a failure is retried the next round.
 //! Must not move data (repair does) or touch Draining / Removed nodes, which operators manage.
 
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ use futures_util::stream::FuturesUnordered;
 use meta::{MetaStore, NodeId, NodeInfo, NodeState};
 
 use super::DataError;
+use super::class_shares::{NodeSchedulings, RackShares};
 use super::cluster::NodeConnections;
 use super::config::MembershipConfig;
 use crate::classes::ClassScheduling;
@@ -55,11 +57,11 @@ pub struct Membership {
     config: MembershipConfig,
     /// Consecutive failed probes per node.
     misses: Mutex<HashMap<NodeId, u32>>,
-    /// What the nodes are told to do with latency classes; `None`: nothing to tell.
-    class_scheduling: Mutex<Option<ClassScheduling>>,
-    /// Nodes told the scheduling, with their last answer since (a node that restarted runs its
-    /// own scheduling again).
-    scheduled: Mutex<HashMap<NodeId, Sighting>>,
+    /// What the nodes are told to do with latency classes, by rack.
+    class_scheduling: Mutex<NodeSchedulings>,
+    /// Nodes told a scheduling, with their last answer since (a node that restarted runs its own
+    /// scheduling again) and what they were told.
+    scheduled: Mutex<HashMap<NodeId, (Sighting, ClassScheduling)>>,
 }
 
 /// What one probe round saw.
@@ -80,7 +82,7 @@ impl Membership {
             cluster,
             config,
             misses: Mutex::new(HashMap::new()),
-            class_scheduling: Mutex::new(None),
+            class_scheduling: Mutex::new(NodeSchedulings::default()),
             scheduled: Mutex::new(HashMap::new()),
         }
     }
@@ -88,8 +90,39 @@ impl Membership {
     /// Tells every node `scheduling` from the next probe round on (set before the task starts: a
     /// push of an earlier scheduling under way would count as this one's).
     pub fn set_class_scheduling(&self, scheduling: ClassScheduling) {
-        *super::lock(&self.class_scheduling) = Some(scheduling);
+        super::lock(&self.class_scheduling).set_configured(scheduling);
         super::lock(&self.scheduled).clear();
+    }
+
+    /// Installs the class shares a read policy solved, by rack name (empty: none; the configured
+    /// numbers again): each node is told its rack's at the next probe round where they differ
+    /// from what it runs. Shares that do not fit `[classes]` are logged and left out.
+    pub fn set_rack_class_shares(&self, shares: RackShares) {
+        let (changed, refused) = super::lock(&self.class_scheduling).set_rack_shares(shares);
+        if !changed {
+            return;
+        }
+        for why in &refused {
+            tracing::warn!(%why, "solved class shares not installed; the configured ones stay");
+        }
+        let installed = super::lock(&self.class_scheduling).rack_shares().clone();
+        metrics::gauge!("lowtail_gateway_class_share_racks").set(installed.len() as f64);
+        for (rack, shares) in installed {
+            for (class, share) in shares.iter().enumerate() {
+                let class = (class + 1).to_string();
+                metrics::gauge!("lowtail_gateway_class_share", "rack" => rack.clone(), "class" => class).set(*share);
+            }
+        }
+    }
+
+    /// The solved class shares installed, by rack name.
+    pub fn rack_class_shares(&self) -> RackShares {
+        super::lock(&self.class_scheduling).rack_shares().clone()
+    }
+
+    /// What `node` was last told and still runs, if anything.
+    pub fn told(&self, node: NodeId) -> Option<ClassScheduling> {
+        super::lock(&self.scheduled).get(&node).map(|(_, told)| told.clone())
     }
 
     /// Nodes that hold the class scheduling now, by id.
@@ -99,12 +132,12 @@ impl Membership {
         nodes
     }
 
-    /// The scheduling `node`, answering as `now`, has yet to be told, if any.
-    fn scheduling_owed(&self, node: NodeId, now: Sighting) -> Option<ClassScheduling> {
-        let scheduling = super::lock(&self.class_scheduling).clone()?;
+    /// The scheduling `node` of `rack`, answering as `now`, has yet to be told, if any.
+    fn scheduling_owed(&self, node: NodeId, rack: &str, now: Sighting) -> Option<ClassScheduling> {
+        let scheduling = super::lock(&self.class_scheduling).for_rack(rack)?;
         let mut scheduled = super::lock(&self.scheduled);
         match scheduled.get_mut(&node) {
-            Some(seen) if !now.restarted_since(seen) => {
+            Some((seen, told)) if !now.restarted_since(seen) && *told == scheduling => {
                 *seen = now;
                 None
             }
@@ -117,16 +150,16 @@ impl Membership {
 
     /// Tells `node` the class scheduling unless it holds it: told since it last missed a probe,
     /// and not restarted since (it answered as `now`).
-    async fn push_class_scheduling(&self, node: NodeId, now: Sighting, client: &node::NodeClient) {
-        let Some(scheduling) = self.scheduling_owed(node, now) else { return };
+    async fn push_class_scheduling(&self, node: &NodeInfo, now: Sighting, client: &node::NodeClient) {
+        let Some(scheduling) = self.scheduling_owed(node.id, &node.rack, now) else { return };
         match client.set_class_scheduling(&scheduling).await {
             Ok(_) => {
                 metrics::counter!("lowtail_gateway_class_scheduling_pushes_total", "outcome" => "ok").increment(1);
-                super::lock(&self.scheduled).insert(node, now);
+                super::lock(&self.scheduled).insert(node.id, (now, scheduling));
             }
             Err(error) => {
                 metrics::counter!("lowtail_gateway_class_scheduling_pushes_total", "outcome" => "failed").increment(1);
-                tracing::warn!(%node, %error, "could not set the node's class scheduling; retrying next probe round");
+                tracing::warn!(node = %node.id, %error, "could not set the node's class scheduling; retrying next probe round");
             }
         }
     }
@@ -194,7 +227,7 @@ impl Membership {
         let Ok(reply) = client.probe().await else { return false };
         let now = Sighting::of(sent, tokio::time::Instant::now(), reply.now_ns);
         self.cluster.loads().record_probe(node.id, &reply);
-        self.push_class_scheduling(node.id, now, &client).await;
+        self.push_class_scheduling(node, now, &client).await;
         true
     }
 

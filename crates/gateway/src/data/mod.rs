@@ -13,6 +13,7 @@ use std::ops::Range;
 pub mod admission;
 pub mod backend;
 pub mod batch;
+pub mod class_shares;
 pub mod cluster;
 pub mod config;
 pub mod controller;

@@ -9,9 +9,11 @@
 //!
 //! What one frontend can solve: its own rack's demand (λ_{i,r,d} with i its rack; the paper's
 //! JLWO is centralised and sees every rack's). Placement stays where the data is (JLWO's placement
-//! step moves chunks, which a read policy cannot); the bandwidth weights it solves for are kept
-//! in the policy's gauges, not installed on nodes by this policy. A stripe whose n units do not
-//! sit in n distinct racks (the paper's model needs one chunk per rack) keeps uniform π.
+//! step moves chunks, which a read policy cannot). The bandwidth JLWO reserves per class towards
+//! each storage rack is handed out as that rack's class shares
+//! ([`crate::ReadPolicy::node_class_shares`], [`super::RackClassShares`]): the executor installs
+//! them on the rack's nodes. A stripe whose n units do not sit in n distinct racks (the paper's
+//! model needs one chunk per rack) keeps uniform π.
 //!
 //! Must not: do I/O, read a clock (time and the refresh period come in as arguments), or draw
 //! from any source but the caller's.
@@ -25,7 +27,7 @@ pub use optimize::jlwo::{ConnectionDelay, ServiceMoments};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
-use super::Marginals;
+use super::{Marginals, RackClassShares};
 use crate::{ClusterView, ReadPolicy, RefreshResult, RefreshWork};
 
 /// Most stripes one refresh solves for (the most requested first): bounds the solve's size.
@@ -114,6 +116,7 @@ type FileKey = (StripeId, u8);
 /// the next solve from.
 struct Solved {
     rows: HashMap<FileKey, Marginals>,
+    shares: RackClassShares,
     solution: Option<(Vec<FileKey>, Solution)>,
     objective_s: f64,
     iterations: u32,
@@ -131,6 +134,8 @@ pub struct JlwoRead {
     uniform: Option<Marginals>,
     /// The last solution, by the files it was solved for (warm start).
     last: Option<(Vec<FileKey>, Solution)>,
+    /// Each storage rack's class shares from the last solve (what this rack's reads reserve).
+    shares: Option<RackClassShares>,
     objective_s: f64,
     iterations: u32,
     refreshes: u64,
@@ -148,6 +153,7 @@ impl JlwoRead {
             rows: HashMap::new(),
             uniform: None,
             last: None,
+            shares: None,
             objective_s: 0.0,
             iterations: 0,
             refreshes: 0,
@@ -222,6 +228,11 @@ fn solve(
     let warm = last.as_ref().filter(|(files, _)| *files == keys).map(|(_, solution)| solution);
     let outcome = jlwo::solve(&instance, &limits, warm).ok()?;
     let (racks, n, k) = (instance.rack_count, instance.code_n, instance.code_k);
+    let classes = instance.class_count();
+    let reserved = &outcome.evaluation.reserved_bps;
+    let towards_rack: Vec<Vec<f64>> = (0..racks)
+        .map(|storage| (0..classes).map(|class| reserved[(rack * racks + storage) * classes + class]).collect())
+        .collect();
     let rows = keys
         .iter()
         .enumerate()
@@ -233,6 +244,7 @@ fn solve(
         .collect();
     Some(Solved {
         rows,
+        shares: RackClassShares::from_reserved_bps(&towards_rack),
         objective_s: outcome.evaluation.objective,
         iterations: outcome.iterations,
         solution: Some((keys, outcome.solution)),
@@ -317,6 +329,7 @@ impl ReadPolicy for JlwoRead {
         match solved {
             Some(solved) => {
                 self.rows = solved.rows;
+                self.shares = Some(solved.shares);
                 self.last = solved.solution;
                 self.objective_s = solved.objective_s;
                 self.iterations = solved.iterations;
@@ -333,6 +346,10 @@ impl ReadPolicy for JlwoRead {
             ("jlwo_files", self.rows.len() as f64),
             ("jlwo_failed_solves", self.failed_solves as f64),
         ]
+    }
+
+    fn node_class_shares(&self) -> Option<RackClassShares> {
+        self.shares.clone()
     }
 }
 

@@ -253,3 +253,26 @@ fn class_weights_are_checked() {
     assert_eq!(ClassWeights::try_from(vec![1.0, 0.0]).unwrap().weight(ClassId(1)), Some(0.0));
     assert_eq!(ClassWeights::default().weight(ClassId(5)), None);
 }
+
+#[test]
+fn rack_class_shares_follow_the_reserved_bandwidth_with_a_floor() {
+    let shares =
+        RackClassShares::from_reserved_bps(&[vec![3e9, 1e9], vec![1e9, 0.0], vec![0.0, 0.0], vec![f64::NAN, 1e9]]);
+    assert_eq!((shares.racks(), shares.classes()), (4, 2));
+    let even = shares.rack(0).unwrap();
+    // 0.75 and 0.25 lifted by the floor: 0.01 + 0.98·s.
+    assert!((even[0] - 0.745).abs() < 1e-12 && (even[1] - 0.255).abs() < 1e-12, "{even:?}");
+    let starved = shares.rack(1).unwrap();
+    assert!((starved[1] - RackClassShares::SHARE_MIN).abs() < 1e-12, "a class without bandwidth keeps the floor");
+    for rack in 0..2 {
+        let sum: f64 = shares.rack(rack).unwrap().iter().sum();
+        assert!((sum - 1.0).abs() < 1e-12, "rack {rack} sums to {sum}");
+    }
+    assert_eq!(shares.rack(2), None, "nothing reserved: keep what the nodes run");
+    assert_eq!(shares.rack(3), None, "a NaN is refused");
+    assert_eq!(shares.rack(9), None, "a rack outside the table");
+    // Many classes: the floor shrinks so that it never takes the whole node.
+    let many = RackClassShares::from_reserved_bps(&[vec![0.0; 99].into_iter().chain([1.0]).collect()]);
+    let row = many.rack(0).unwrap();
+    assert!(row[0] > 0.0 && row[99] > 0.49, "{:?}", &row[98..]);
+}

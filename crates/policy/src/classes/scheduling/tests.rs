@@ -155,3 +155,32 @@ fn without_distinct_racks_there_is_nothing_to_solve() {
     assert!(JlwoRead::new(JlwoReadSettings { class_weights: vec![], ..Default::default() }).is_err());
     assert!(JlwoRead::new(JlwoReadSettings { tor_bandwidth_bps: 0.0, ..Default::default() }).is_err());
 }
+
+#[test]
+fn a_refresh_hands_out_each_racks_class_shares_and_the_weightier_class_gets_more() {
+    let mut view = RackView::new(8);
+    // Both classes read stripes 0–3 equally: JLWO splits each loaded rack's bandwidth by the
+    // classes' weights (1 and 0.4), with no port cap to even them out.
+    let settings = JlwoReadSettings {
+        queue_bandwidth_max_bps: 10e9,
+        unit_service: ServiceMoments::deterministic(0.000_2),
+        ..Default::default()
+    };
+    let mut policy = JlwoRead::new(settings).unwrap();
+    assert!(policy.node_class_shares().is_none(), "nothing solved yet: the configured shares stay");
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for i in 0..8000u32 {
+        policy.plan(&mut view, 0, &request(i % 4, (i / 4 % 2) as u8), &mut rng);
+    }
+    let work = policy.begin_refresh(&mut view, 0, &mut rng).expect("requests to solve for");
+    policy.finish_refresh(work.run());
+    let shares = policy.node_class_shares().expect("a solve hands out shares");
+    assert_eq!((shares.racks(), shares.classes()), (RACKS as usize, 2));
+    // Stripes 0–3 use racks 0–7 between them (units on nodes s..s+5); racks 3–5 hold a unit of each.
+    for rack in 3..6u16 {
+        let row = shares.rack(rack).expect("a loaded rack has shares");
+        assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-9, "rack {rack}: {row:?}");
+        assert!(row[0] > row[1], "rack {rack}: class 1 (weight 1) over class 2 (weight 0.4): {row:?}");
+        assert!(row[1] >= RackClassShares::SHARE_MIN, "rack {rack}: class 2 not starved: {row:?}");
+    }
+}
