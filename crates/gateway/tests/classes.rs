@@ -35,7 +35,12 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Setup {
-        let cluster = TestCluster::start(3, 3).await;
+        Setup::start_with(3, "rs-2-1", |_| {}).await
+    }
+
+    /// A gateway of `code` over `nodes` nodes in as many racks, its config changed by `configure`.
+    async fn start_with(nodes: usize, code: &str, configure: impl FnOnce(&mut GatewayConfig)) -> Setup {
+        let cluster = TestCluster::start(nodes, nodes).await;
         let class = |name: &str, weight| ClassSpec { name: name.into(), weight, share: None };
         let credential = |(access_key, secret_key): (&str, &str), class| Credential {
             access_key: access_key.into(),
@@ -46,7 +51,7 @@ impl Setup {
             s3_listen: "127.0.0.1:0".parse().unwrap(),
             http_listen: Some("127.0.0.1:0".parse().unwrap()),
             credentials: vec![credential(GOLD, None), credential(SILVER, Some(2)), credential(DEMOTED, None)],
-            data: cluster.config("rs-2-1"),
+            data: cluster.config(code),
             classes: ClassesConfig {
                 classes: vec![class("gold", 1.0), class("silver", 0.4)],
                 default_class: 1,
@@ -54,6 +59,8 @@ impl Setup {
             },
             ..Default::default()
         };
+        let mut config = config;
+        configure(&mut config);
         let gateway = gateway::process::start(config, Arc::clone(&cluster.meta)).await.unwrap();
         let admin = format!("http://{}", gateway.http_addr().unwrap());
         Setup { cluster, gateway, admin }
@@ -315,4 +322,61 @@ async fn a_restarted_node_is_told_the_scheduling_again() {
     wait_for_scheduling(&setup, &weighted).await;
     setup.gateway.shutdown().await;
     setup.cluster.shutdown().await;
+}
+
+/// The `jlwo` policy end to end: GETs in both classes, a refresh solves JLWO, the gateway publishes
+/// the shares it solved, and membership tells each node its rack's in the configured discipline
+/// (`weighted`: as weights); `GET /admin/classes` lists them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jlwo_gateway_tells_each_racks_nodes_the_shares_it_solved() {
+    let setup = Setup::start_with(9, "rs-6-3", |config| {
+        config.controller.policy = policy::PolicyKind::Jlwo;
+        let jlwo = &mut config.controller.settings.jlwo;
+        jlwo.refresh_period_ns = 300_000_000;
+        jlwo.unit_service = policy::classes::scheduling::ServiceMoments::deterministic(0.000_1);
+        config.data.membership.probe_interval_ms = 100;
+    })
+    .await;
+    let (gold, silver) = (setup.client(GOLD), setup.client(SILVER));
+    gold.create_bucket().bucket("media").send().await.expect("create");
+    let body = ByteStream::from(pattern(2 << 20, 9));
+    gold.put_object().bucket("media").key("film").body(body).send().await.expect("put");
+    for _ in 0..10 {
+        assert_eq!(get(&gold, "media", "film", None).await, Ok(2 << 20));
+        assert_eq!(get(&silver, "media", "film", None).await, Ok(2 << 20));
+    }
+    let mut solved = serde_json::Value::Null;
+    for _ in 0..100 {
+        solved = setup.classes().await["solved_shares"].clone();
+        if solved.as_object().is_some_and(|racks| !racks.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let racks = solved.as_object().unwrap_or_else(|| panic!("no shares solved: {solved}")).clone();
+    assert!(!racks.is_empty(), "no shares solved");
+    // No reads since: no new solve, so the shares stand; every node comes to run its rack's.
+    for _ in 0..100 {
+        let mut matching = 0;
+        for node in 0..setup.cluster.nodes.len() {
+            let rack = setup.cluster.node_info(node).await.rack;
+            let expected = match racks.get(&rack) {
+                Some(shares) => {
+                    node::ClassScheduling::WeightedSharing { weights: serde_json::from_value(shares.clone()).unwrap() }
+                }
+                None => node::ClassScheduling::WeightedSharing { weights: vec![1.0, 0.4] },
+            };
+            let stats = setup.cluster.client(node).await.stats().await.unwrap();
+            let running = stats.class_scheduling.map(node::ClassScheduling::try_from);
+            matching += usize::from(matches!(running, Some(Ok(ref s)) if *s == expected));
+        }
+        if matching == setup.cluster.nodes.len() {
+            assert_eq!(setup.classes().await["solved_shares"], solved, "the shares stood");
+            setup.gateway.shutdown().await;
+            setup.cluster.shutdown().await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the nodes were not told their racks' solved shares {solved}");
 }

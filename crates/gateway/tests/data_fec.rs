@@ -14,6 +14,7 @@ use data_support::{TestCluster, pattern};
 use execution::AdmissionSettings;
 use gateway::classes::{ClassId, ClassScheduling};
 use gateway::data::MembershipConfig;
+use gateway::data::class_shares::SharesPublisher;
 use gateway::data::controller::{Controller, ControllerConfig};
 use gateway::data::membership::{Membership, unix_now_ms};
 use gateway::data::{ErasureData, ObjectData};
@@ -228,9 +229,11 @@ async fn jlwo_installs_its_class_shares_on_each_racks_nodes() {
     controller.refresh_once(data.io()).await.unwrap();
     let solved = controller.node_class_shares();
     assert!(!solved.is_empty(), "a solve gives the racks of the stripes read shares");
-    membership.set_rack_class_shares(solved.clone());
-    assert_eq!(membership.rack_class_shares(), solved);
+    // Published by the gateway holding the lease; membership reads what is published.
+    let publisher = SharesPublisher::new(Arc::clone(&cluster.meta), "gw-test");
+    assert!(publisher.publish(solved.clone(), unix_now_ms(), 60_000).await.unwrap());
     membership.probe_round(unix_now_ms()).await.unwrap();
+    assert_eq!(membership.rack_class_shares(), solved);
     for i in 0..9 {
         let info = cluster.node_info(i).await;
         let running = running_scheduling(&cluster, i).await;
@@ -242,7 +245,7 @@ async fn jlwo_installs_its_class_shares_on_each_racks_nodes() {
         assert_eq!(membership.told(info.id), Some(expected));
     }
     // A policy that solves no shares: every node back to the configured ones.
-    membership.set_rack_class_shares(Default::default());
+    assert!(publisher.publish(Default::default(), unix_now_ms(), 60_000).await.unwrap());
     membership.probe_round(unix_now_ms()).await.unwrap();
     for i in 0..9 {
         let running = running_scheduling(&cluster, i).await;

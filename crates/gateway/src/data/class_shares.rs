@@ -1,15 +1,29 @@
 //! The class scheduling each node is told: the discipline `[classes]` configures, with its numbers
 //! (reserved shares or sharing weights) replaced, rack by rack, by the shares a read policy solved
 //! for the nodes of that rack (the `jlwo` policy: the bandwidth JLWO reserves per class towards
-//! each storage rack, `policy::ReadPolicy::node_class_shares`). Owns that combination; must not do
-//! I/O or decide shares (membership tells the nodes; the policy solves).
+//! each storage rack, `policy::ReadPolicy::node_class_shares`). Owns that combination and the
+//! record the shares are published under in the metadata store; must not talk to nodes
+//! (membership does) or decide shares (the policy does).
+//!
+//! One source of truth for a cluster: the gateway holding the `class-shares` lease publishes its
+//! solved shares ([`SharesPublisher`]) with a validity, and every gateway's membership tells the
+//! nodes the published ones ([`read_published`]), so gateways never tell a node different shares.
+//! Shares past their validity (a holder that stopped solving, or died) are dropped: the
+//! configured numbers again.
 //!
 //! FCFS stays FCFS: an operator who configured no class separation gets none from a policy. Shares
 //! for another number of classes than `[classes]` has are not installed (a node refuses a class
 //! past its list), and the configured numbers stay.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use meta::MetaStore;
+use serde::{Deserialize, Serialize};
+
+use super::lease::LeaseClaims;
+use super::{DataError, meta_error};
 use crate::classes::ClassScheduling;
 
 /// A rack's shares by class, each positive, summing to 1.
@@ -17,6 +31,93 @@ pub type RackShares = HashMap<String, Vec<f64>>;
 
 /// How far a rack's shares may sum away from 1.
 const SUM_TOLERANCE: f64 = 1e-6;
+
+/// The metadata store's config entry holding the published shares.
+pub const PUBLISHED_KEY: &str = "class_shares";
+
+/// The lease of the gateway whose solved shares the cluster's nodes run.
+pub const LEASE_NAME: &str = "class-shares";
+
+/// Most bytes of a published record read back (racks × classes numbers; far above any cluster).
+const PUBLISHED_BYTES_MAX: usize = 1 << 20;
+
+/// Solved shares as published: by whom, until when they hold, and the shares by rack name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PublishedShares {
+    /// The gateway that solved them.
+    pub holder: String,
+    /// Unix milliseconds after which they no longer hold.
+    pub valid_until_ms: u64,
+    /// Shares by rack name (empty: the publisher solves none now).
+    pub by_rack: BTreeMap<String, Vec<f64>>,
+}
+
+/// The shares published in `meta` that still hold at `now_ms` (empty when none do).
+pub async fn read_published(meta: &dyn MetaStore, now_ms: u64) -> Result<RackShares, DataError> {
+    let stored = meta.get_config(PUBLISHED_KEY).await.map_err(meta_error)?;
+    let Some(text) = stored else { return Ok(RackShares::new()) };
+    if text.len() > PUBLISHED_BYTES_MAX {
+        return Err(DataError::Internal(format!("the published class shares are {} bytes", text.len())));
+    }
+    let published: PublishedShares = serde_json::from_str(&text)
+        .map_err(|error| DataError::Internal(format!("the published class shares do not parse: {error}")))?;
+    if now_ms > published.valid_until_ms {
+        return Ok(RackShares::new());
+    }
+    Ok(published.by_rack.into_iter().collect())
+}
+
+/// One gateway's publishing of the shares its policy solves.
+pub struct SharesPublisher {
+    meta: Arc<dyn MetaStore>,
+    lease: LeaseClaims,
+    holder: String,
+    /// Whether this gateway's last publication had shares (to clear them when it stops solving).
+    published: AtomicBool,
+}
+
+impl std::fmt::Debug for SharesPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharesPublisher").field("holder", &self.holder).finish_non_exhaustive()
+    }
+}
+
+impl SharesPublisher {
+    /// Publishing into `meta` as gateway `holder`.
+    pub fn new(meta: Arc<dyn MetaStore>, holder: &str) -> SharesPublisher {
+        SharesPublisher {
+            meta,
+            lease: LeaseClaims::new(LEASE_NAME, holder),
+            holder: holder.to_string(),
+            published: AtomicBool::new(false),
+        }
+    }
+
+    /// Publishes `shares`, solved at `now_ms`, to hold for `valid_ms`, if this gateway holds (or
+    /// wins) the lease for that long; with no shares, clears what this gateway published before.
+    /// Whether it published.
+    pub async fn publish(&self, shares: RackShares, now_ms: u64, valid_ms: u64) -> Result<bool, DataError> {
+        if shares.is_empty() && !self.published.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let meta = self.meta.as_ref();
+        if !self.lease.claim(meta, now_ms, valid_ms).await.map_err(meta_error)? {
+            // Another gateway's shares are the cluster's; ours were replaced when it took over.
+            self.published.store(false, Ordering::Relaxed);
+            return Ok(false);
+        }
+        let has_shares = !shares.is_empty();
+        let record = PublishedShares {
+            holder: self.holder.clone(),
+            valid_until_ms: now_ms.saturating_add(valid_ms),
+            by_rack: shares.into_iter().collect(),
+        };
+        let text = serde_json::to_string(&record).map_err(|error| DataError::Internal(error.to_string()))?;
+        meta.put_config(PUBLISHED_KEY, &text).await.map_err(meta_error)?;
+        self.published.store(has_shares, Ordering::Relaxed);
+        Ok(true)
+    }
+}
 
 /// The configured scheduling and the solved shares by rack name.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -116,6 +217,30 @@ mod tests {
         assert_eq!(schedulings.for_rack("r1"), Some(ClassScheduling::WeightedSharing { weights: vec![0.6, 0.4] }));
         assert!(schedulings.set_rack_shares(RackShares::new()).0, "the policy switched away: back to the config");
         assert_eq!(schedulings.for_rack("r1"), Some(ClassScheduling::WeightedSharing { weights: vec![1.0, 0.4] }));
+    }
+
+    #[tokio::test]
+    async fn one_gateway_publishes_the_clusters_shares_until_they_lapse_or_it_clears_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta: Arc<dyn MetaStore> = Arc::new(meta::RedbStore::open(dir.path()).unwrap());
+        let (first, second) =
+            (SharesPublisher::new(Arc::clone(&meta), "gw-a"), SharesPublisher::new(Arc::clone(&meta), "gw-b"));
+        assert!(read_published(meta.as_ref(), 0).await.unwrap().is_empty(), "nothing published");
+        assert!(!first.publish(RackShares::new(), 1_000, 30_000).await.unwrap(), "nothing to publish or clear");
+        let solved = shares(&[("r1", vec![0.6, 0.4])]);
+        assert!(first.publish(solved.clone(), 1_000, 30_000).await.unwrap());
+        assert_eq!(read_published(meta.as_ref(), 2_000).await.unwrap(), solved);
+        let other = shares(&[("r1", vec![0.9, 0.1])]);
+        assert!(!second.publish(other.clone(), 2_000, 30_000).await.unwrap(), "the lease holder's shares stand");
+        assert_eq!(read_published(meta.as_ref(), 2_000).await.unwrap(), solved);
+        assert!(read_published(meta.as_ref(), 31_001).await.unwrap().is_empty(), "past their validity: dropped");
+        // The holder stopped solving: the other gateway takes over once the lease lapses.
+        assert!(second.publish(other.clone(), 32_000, 30_000).await.unwrap());
+        assert_eq!(read_published(meta.as_ref(), 33_000).await.unwrap(), other);
+        assert!(second.publish(RackShares::new(), 34_000, 30_000).await.unwrap(), "it clears its own");
+        assert!(read_published(meta.as_ref(), 35_000).await.unwrap().is_empty());
+        meta.put_config(PUBLISHED_KEY, "{not json").await.unwrap();
+        assert!(read_published(meta.as_ref(), 35_000).await.is_err(), "a damaged record is an error, not shares");
     }
 
     #[test]

@@ -43,9 +43,8 @@ use serde::{Deserialize, Serialize};
 
 use super::DataError;
 use super::admission::{TaskPool, admit_plan};
-use super::class_shares::RackShares;
+use super::class_shares::{RackShares, SharesPublisher};
 use super::executor::{self, Clock, TaskEnd, TaskResult};
-use super::membership::Membership;
 use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo, is_up};
 use policy::fec::FrontendState;
@@ -60,6 +59,8 @@ pub use movement::StoreMove;
 pub const MAX_CATALOG_STRIPES: usize = 1 << 20;
 /// How often the refresh task wakes when the policy is not lazy (to notice a switch to one).
 const IDLE_REFRESH_CHECK: Duration = Duration::from_millis(500);
+/// The least time published class shares hold (a longer refresh period holds them longer).
+pub const SHARES_VALID_MIN: Duration = Duration::from_secs(30);
 /// Plans retried when the policy is switched between announcing probes and planning.
 const PLAN_ATTEMPTS: usize = 3;
 /// Longest `probe_timeout_ms` accepted: a decision waits for its probes at most this long.
@@ -1033,18 +1034,16 @@ impl Controller {
 
     /// The lazy policies' refresh loop: every period of the running policy, probe every node and
     /// refresh (Opt-Lazy solves here, never on a request, and without holding the controller). Ends when `stop` changes.
-    /// After each refresh (and each wake of a policy without one) the policy's class shares go
-    /// to `membership`, which tells the nodes.
+    /// After each refresh (and each wake of a policy without one) the policy's class shares are
+    /// published through `shares` (membership tells the nodes the published ones).
     pub async fn run_refresh(
         self: Arc<Self>,
         io: Arc<StripeIo>,
-        membership: Option<Arc<Membership>>,
+        shares: Option<Arc<SharesPublisher>>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         loop {
-            if let Some(membership) = &membership {
-                membership.set_rack_class_shares(self.node_class_shares());
-            }
+            self.publish_class_shares(shares.as_deref()).await;
             let period = self.lock().policy.refresh_period_ns();
             if let Some(period_ns) = period {
                 // Refreshes start every T, however long the probes and the solve take (one that
@@ -1053,9 +1052,7 @@ impl Controller {
                 if let Err(error) = self.refresh_once(&io).await {
                     tracing::warn!(%error, "lazy policy refresh failed; keeping the old tables");
                 }
-                if let Some(membership) = &membership {
-                    membership.set_rack_class_shares(self.node_class_shares());
-                }
+                self.publish_class_shares(shares.as_deref()).await;
                 tokio::select! {
                     _ = stop.changed() => return,
                     () = self.switched.notified() => {}
@@ -1068,6 +1065,19 @@ impl Controller {
                     () = tokio::time::sleep(IDLE_REFRESH_CHECK) => {}
                 }
             }
+        }
+    }
+
+    /// Publishes the policy's class shares, to hold for three refresh periods (at least
+    /// [`SHARES_VALID_MIN`]): a gateway that stops refreshing stops holding the nodes to them.
+    async fn publish_class_shares(&self, publisher: Option<&SharesPublisher>) {
+        let Some(publisher) = publisher else { return };
+        let period_ns = self.lock().policy.refresh_period_ns().unwrap_or(0);
+        let valid = (Duration::from_nanos(period_ns) * 3).max(SHARES_VALID_MIN);
+        let valid_ms = u64::try_from(valid.as_millis()).unwrap_or(u64::MAX);
+        let shares = self.node_class_shares();
+        if let Err(error) = publisher.publish(shares, super::membership::unix_now_ms(), valid_ms).await {
+            tracing::warn!(%error, "could not publish the solved class shares; the nodes keep what they run");
         }
     }
 

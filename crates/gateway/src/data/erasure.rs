@@ -22,6 +22,7 @@ use meta::{
     Layout, MetaError, MetaStore, NodeId, NodeState, StripeId, StripeMeta, StripeSegment, StripeState, WriteAck,
 };
 
+use super::class_shares::SharesPublisher;
 use super::cluster::NodeConnections;
 use super::config::DataConfig;
 use super::controller::{Controller, ControllerConfig};
@@ -826,9 +827,12 @@ impl RunningData {
         self.data.reads.attach_controller(Arc::clone(&controller))?;
         let (refresher, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
         // Over an S3 backend there are no nodes to tell class shares to.
-        let membership = self.data.io.backend().is_none().then(|| Arc::clone(&self.membership));
+        let shares = self.data.io.backend().is_none().then(|| {
+            let meta = Arc::clone(self.data.io.cluster().meta());
+            Arc::new(SharesPublisher::new(meta, self.data.io.config().gateway_id()))
+        });
         self.tasks
-            .push(BackgroundTask::spawn("controller-refresh", move |stop| refresher.run_refresh(io, membership, stop)));
+            .push(BackgroundTask::spawn("controller-refresh", move |stop| refresher.run_refresh(io, shares, stop)));
         if self.data.io.backend().is_none() {
             let (access, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
             self.tasks.push(BackgroundTask::spawn("controller-access", move |stop| access.run_access(io, stop)));

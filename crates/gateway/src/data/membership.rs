@@ -17,7 +17,7 @@ use futures_util::stream::FuturesUnordered;
 use meta::{MetaStore, NodeId, NodeInfo, NodeState};
 
 use super::DataError;
-use super::class_shares::{NodeSchedulings, RackShares};
+use super::class_shares::{NodeSchedulings, RackShares, read_published};
 use super::cluster::NodeConnections;
 use super::config::MembershipConfig;
 use crate::classes::ClassScheduling;
@@ -168,6 +168,10 @@ impl Membership {
     /// and applies the state changes.
     pub async fn probe_round(&self, now_ms: u64) -> Result<ProbeRound, DataError> {
         let interval = Duration::from_millis(self.config.probe_interval_ms);
+        match read_published(self.cluster.meta().as_ref(), now_ms).await {
+            Ok(shares) => self.set_rack_class_shares(shares),
+            Err(error) => tracing::warn!(%error, "could not read the published class shares; the nodes keep theirs"),
+        }
         let nodes: Vec<NodeInfo> = self
             .cluster
             .nodes()
