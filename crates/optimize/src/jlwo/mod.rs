@@ -44,6 +44,7 @@ pub use bound::{auxiliary_f, optimal_z_s, order_statistic_bound_s};
 pub use hungarian::{Assignment, AssignmentError, min_cost_assignment};
 pub use moments::{ConnectionDelay, DelayMoments, ServiceMoments, delay_moments, printed_delay_moments, utilisation};
 pub use paper_scale::paper_scale_instance;
+pub use placement::place_new_file;
 pub use start::demand_start;
 
 use model::{Loads, Model};

@@ -15,10 +15,15 @@
 //! chunk no client reads (an all-zero column inside S_r) still exists, and dropping it would leave
 //! |S_r| < n, breaking (21). π is stored by position in S_r, so a move only relabels racks.
 //!
+//! A file not placed yet ([`place_new_file`], a new stripe) gets the same matching: its chunk
+//! columns all carry the uniform π = k/n (nothing is known of its reads), so the Hungarian method's
+//! assignment is the n racks where a chunk adds least to the objective, given Λ, W, w and z as they
+//! stand: a class-d file goes where class d's queues have room.
+//!
 //! Owns: the placement and the matching update of Λ. Must not: change π's values, W, w or z.
 
-use super::Solution;
 use super::hungarian::{Workspace, assign};
+use super::{Instance, JlwoError, Solution};
 use super::model::{Loads, Model};
 
 /// A move must beat staying by this share of the cost: ties keep the chunks where they are
@@ -123,4 +128,51 @@ pub(crate) fn improve_placement(model: &Model, solution: &mut Solution, loads: &
         moved += 1;
     }
     moved
+}
+
+/// The n racks, best first, for a new file of `class` read at `request_rates_per_s` (per client
+/// rack) with uniform π, placed into `solution` as it stands (see the module documentation): the
+/// racks whose class-`class` queues grow the objective least when each requesting rack sends them
+/// its k/n of the file's reads. JLWO reserves no bandwidth for a queue nobody reads, so a rack
+/// where the file would load such a queue (or saturate one) has no finite cost: such racks come
+/// after every finite one, the least class-`class` load first (the next solve reserves for the
+/// file's reads there). Fewer racks than n is an error.
+pub fn place_new_file(
+    instance: &Instance,
+    solution: &Solution,
+    class: usize,
+    request_rates_per_s: &[f64],
+) -> Result<Vec<u32>, JlwoError> {
+    let racks = instance.rack_count;
+    if class >= instance.class_count() {
+        return Err(JlwoError::InvalidInstance(format!("class {class} of {}", instance.class_count())));
+    }
+    if request_rates_per_s.len() != racks || request_rates_per_s.iter().any(|r| !(r.is_finite() && *r >= 0.0)) {
+        return Err(JlwoError::InvalidInstance(format!("one finite rate ≥ 0 per rack ({racks}) is needed")));
+    }
+    if racks < instance.code_n {
+        return Err(JlwoError::InvalidInstance(format!("{racks} racks for {} chunks", instance.code_n)));
+    }
+    let model = Model::new(instance);
+    let loads = model.loads(solution);
+    let share = instance.code_k as f64 / instance.code_n as f64;
+    let z = &solution.z_s;
+    let mut ranked: Vec<(f64, f64, u32)> = (0..racks)
+        .map(|target| {
+            let queues = (0..racks).map(|client| (client, model.queue(client, target, class)));
+            let load: f64 = queues.clone().map(|(_, queue)| loads.arrival[queue]).sum();
+            let added: f64 = queues
+                .filter(|&(client, _)| request_rates_per_s[client] > 0.0)
+                .map(|(client, queue)| {
+                    let (arrival, reserved) = (loads.arrival[queue], loads.reserved[queue]);
+                    let after = model.term(queue, arrival + request_rates_per_s[client] * share, reserved, z);
+                    after - model.term(queue, arrival, reserved, z)
+                })
+                .sum();
+            // ∞ − ∞ (a queue already unstable) is NaN: no finite cost either.
+            (if added.is_finite() { added } else { f64::INFINITY }, load, target as u32)
+        })
+        .collect();
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+    Ok(ranked.iter().take(instance.code_n).map(|&(_, _, rack)| rack).collect())
 }

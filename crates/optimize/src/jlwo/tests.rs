@@ -799,3 +799,86 @@ fn paper_scale_converges_within_the_cap() {
     }
     assert!(objectives[1] <= objectives[0]);
 }
+
+#[test]
+fn a_new_file_goes_where_its_class_adds_least_to_the_objective() {
+    // The oblivious point reserves bandwidth for every queue, so every set of racks has a cost
+    // (after JLWO, queues nobody reads have none: the next test).
+    let setup = Setup { concentration: 0.5, total_rate_per_s: 2.5, ..Setup::small() };
+    let instance = setup.instance(&[1.0, 0.4]);
+    let (solution, _) = oblivious_baseline(&instance).unwrap();
+    let (racks, n, k) = (instance.rack_count, instance.code_n, instance.code_k);
+    let mut chosen_by_class = Vec::new();
+    for class in 0..2 {
+        // The class's mean file, read from every rack with uniform π, as a new file is.
+        let of_class: Vec<&FileDemand> = instance.files.iter().filter(|f| f.class == class).collect();
+        let rates: Vec<f64> = (0..racks)
+            .map(|i| of_class.iter().map(|f| f.request_rates_per_s[i]).sum::<f64>() / of_class.len() as f64)
+            .collect();
+        let chosen = place_new_file(&instance, &solution, class, &rates).unwrap();
+        assert_eq!(chosen.len(), n);
+        // Every set of n racks, the file added with uniform π: the chosen set's objective is least.
+        let objective_with = |set: &[u32]| {
+            let mut grown = instance.clone();
+            grown.files.push(FileDemand { class, racks: set.to_vec(), request_rates_per_s: rates.clone() });
+            let mut grown_solution = solution.clone();
+            grown_solution.racks.extend_from_slice(set);
+            grown_solution.schedule.extend(std::iter::repeat_n(k as f64 / n as f64, racks * n));
+            evaluate(&grown, &grown_solution).map_or(f64::INFINITY, |evaluation| evaluation.objective)
+        };
+        let best = objective_with(&chosen);
+        assert!(best.is_finite(), "class {class}: {chosen:?}");
+        let mut sets = 0;
+        for mask in 0u32..(1 << racks) {
+            if mask.count_ones() as usize != n {
+                continue;
+            }
+            let set: Vec<u32> = (0..racks as u32).filter(|j| mask & (1 << j) != 0).collect();
+            let objective = objective_with(&set);
+            assert!(best <= objective * (1.0 + 1e-12), "class {class}: {chosen:?} ({best}) beaten by {set:?} ({objective})");
+            sets += 1;
+        }
+        assert_eq!(sets, 10, "C(5, 3) sets tried");
+        chosen_by_class.push(chosen);
+    }
+    assert_ne!(chosen_by_class[0], chosen_by_class[1], "each class where its own queues have room");
+    assert!(place_new_file(&instance, &solution, 2, &[0.0; 5]).is_err(), "no class 2");
+    assert!(place_new_file(&instance, &solution, 0, &[1.0; 4]).is_err(), "a rate per rack");
+    assert!(place_new_file(&instance, &solution, 0, &[f64::NAN; 5]).is_err());
+}
+
+#[test]
+fn a_new_file_read_where_jlwo_reserved_nothing_goes_to_the_least_loaded_racks_after_the_costed_ones() {
+    // Concentrated on rack 0: JLWO moves each class's files to few racks and reserves nothing
+    // from rack 0 towards the others in that class.
+    let setup = Setup { concentration: 0.8, total_rate_per_s: 2.5, ..Setup::small() };
+    let instance = setup.instance(&[1.0, 0.4]);
+    let outcome = solve(&instance, &JlwoLimits { tolerance_relative: 1e-4, ..JlwoLimits::default() }, None).unwrap();
+    let mut rates = vec![0.0; instance.rack_count];
+    rates[0] = 0.1;
+    let evaluation = &outcome.evaluation;
+    let classes = instance.class_count();
+    // Rack j has a cost if queue (0, j, class 0) stays stable with the file's 2/3 of 0.1/s.
+    let stable = |j: usize| {
+        let queue = j * classes;
+        let arrival = evaluation.arrival_per_s[queue] + 0.1 * 2.0 / 3.0;
+        utilisation(arrival, evaluation.reserved_bps[queue], instance.aggregation_bandwidth_bps, instance.service.mean_s) < 1.0
+    };
+    let costed: Vec<u32> = (0..5u32).filter(|&j| stable(j as usize)).collect();
+    assert!(costed.len() < instance.code_n, "the case needs racks without class-0 bandwidth from rack 0: {costed:?}");
+    let chosen = place_new_file(&instance, &outcome.solution, 0, &rates).unwrap();
+    assert_eq!(chosen.len(), instance.code_n);
+    let mut head = chosen[..costed.len()].to_vec();
+    head.sort_unstable();
+    assert_eq!(head, costed, "the racks with a finite cost first: {chosen:?}");
+    let load = |j: u32| -> f64 { (0..5).map(|i| evaluation.arrival_per_s[(i * 5 + j as usize) * classes]).sum() };
+    let rest: Vec<f64> = chosen[costed.len()..].iter().map(|&j| load(j)).collect();
+    let others: Vec<u32> = (0..5u32).filter(|j| !chosen.contains(j)).collect();
+    for &j in &others {
+        assert!(rest.iter().all(|&l| l <= load(j)), "{chosen:?} took a busier rack than {j}");
+    }
+    let mut distinct = chosen.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), instance.code_n, "distinct racks");
+}
