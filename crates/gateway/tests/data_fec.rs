@@ -210,10 +210,10 @@ async fn running_scheduling(cluster: &TestCluster, i: usize) -> Option<ClassSche
 }
 
 /// JLWO's class shares reach the nodes: membership tells each node the reserved discipline of
-/// `[classes]` with its own rack's solved shares, and the configured ones again once the policy
-/// solves none.
+/// `[classes]` with its own rack's published shares, and the configured ones again once none are
+/// published; and a new stripe of each class is placed on the racks the solve chose for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn jlwo_installs_its_class_shares_on_each_racks_nodes() {
+async fn jlwo_installs_its_class_shares_on_the_nodes_and_places_new_stripes_of_each_class() {
     let (cluster, data, controller) = jlwo_on_nine_racks().await;
     let membership = Membership::new(Arc::clone(data.io().cluster()), MembershipConfig::default());
     let configured = ClassScheduling::Reserved { shares: vec![0.7, 0.3] };
@@ -243,6 +243,23 @@ async fn jlwo_installs_its_class_shares_on_each_racks_nodes() {
         };
         assert_eq!(running, Some(expected.clone()), "node {i} in rack {}", info.rack);
         assert_eq!(membership.told(info.id), Some(expected));
+    }
+    // New stripes of a class go to the racks the solve chose for it, in its order.
+    let placed = controller.new_stripe_racks();
+    for class in 0..2u8 {
+        let racks = &placed[&class];
+        assert_eq!(data.io().placer().class_racks(class), racks.as_slice(), "the placer holds them");
+        let big = pattern(6 << 20, 50 + u64::from(class));
+        let layout = gateway::classes::scope(ClassId(class), data.write(big.clone())).await.unwrap().layout;
+        let Layout::Striped { segments } = layout else { panic!("a 6 MiB object is striped") };
+        for segment in &segments {
+            let stripe = cluster.meta.get_stripe(segment.stripe).await.unwrap();
+            let mut on = Vec::new();
+            for node in &stripe.placement {
+                on.push(cluster.meta.get_node(*node).await.unwrap().rack);
+            }
+            assert_eq!(&on, racks, "class {class}: stripe {} on {on:?}", segment.stripe);
+        }
     }
     // A policy that solves no shares: every node back to the configured ones.
     assert!(publisher.publish(Default::default(), unix_now_ms(), 60_000).await.unwrap());

@@ -131,6 +131,14 @@ pub trait ReadPolicy {
         None
     }
 
+    /// The racks (the view's rack numbers, best first) a new stripe of `latency_class` should be
+    /// placed on, as the policy last solved it (JLWO's placement step for a file not placed yet);
+    /// `None` for policies that do not place, whose executors place as they always do.
+    fn new_stripe_racks(&self, latency_class: u8) -> Option<Vec<u16>> {
+        let _ = latency_class;
+        None
+    }
+
     /// The first half of a lazy policy's periodic refresh: probe every node (counted) into the
     /// queue table and take what the policy gathered since the last refresh. What is left to
     /// compute from that (Opt-Lazy's solve of problem (1)) comes back as a [`RefreshWork`],

@@ -573,6 +573,27 @@ impl Controller {
             .collect()
     }
 
+    /// The racks the running policy places a new stripe of each latency class on, by rack name,
+    /// best first (empty when it places none: the placer balances as always).
+    pub fn new_stripe_racks(&self) -> HashMap<u8, Vec<String>> {
+        let state = self.lock();
+        let names = &state.catalog.rack_names;
+        (0..=u8::try_from(node::MAX_CLASSES - 1).unwrap_or(u8::MAX))
+            .filter_map(|class| {
+                let racks = state.policy.new_stripe_racks(class)?;
+                let named: Option<Vec<String>> =
+                    racks.iter().map(|&rack| names.get(usize::from(rack)).cloned()).collect();
+                Some((class, named?))
+            })
+            .collect()
+    }
+
+    /// Hands the running policy's new-stripe racks to the placer.
+    fn install_placement(&self, io: &StripeIo) {
+        let racks = self.new_stripe_racks();
+        io.placer().set_class_racks(racks);
+    }
+
     /// Whether the running policy reads stripe rows (FAST CLOUD's: n units, first k), so that
     /// one plan serves every data unit of a row ([`Controller::read_units`]).
     pub fn reads_rows(&self) -> bool {
@@ -1044,6 +1065,8 @@ impl Controller {
     ) {
         loop {
             self.publish_class_shares(shares.as_deref()).await;
+            // A policy switched away from one that places: the placer balances again.
+            self.install_placement(&io);
             let period = self.lock().policy.refresh_period_ns();
             if let Some(period_ns) = period {
                 // Refreshes start every T, however long the probes and the solve take (one that
@@ -1085,7 +1108,14 @@ impl Controller {
     /// first half under the controller's lock, its work (Opt-Lazy's solve) on a blocking thread
     /// without it, and the result installed under the lock again, unless the policy was
     /// switched meanwhile.
+    /// The placer then takes the policy's new-stripe racks.
     pub async fn refresh_once(&self, io: &StripeIo) -> Result<(), DataError> {
+        let refreshed = self.refresh_policy(io).await;
+        self.install_placement(io);
+        refreshed
+    }
+
+    async fn refresh_policy(&self, io: &StripeIo) -> Result<(), DataError> {
         let (probes, generation, kind) = {
             let state = self.lock();
             (state.policy.refresh_probes_nodes(), state.generation, state.kind)

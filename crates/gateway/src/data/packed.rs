@@ -326,7 +326,9 @@ impl Packer {
         if up < n {
             return Err(format!("{up} storage nodes up; an open stripe needs {n}"));
         }
-        let placement = self.io.placer().place(&nodes, n, &[], &[]).map_err(|e| e.to_string())?;
+        // A packed stripe holds objects of every class: placed for the class of the write opening it.
+        let class = self.io.cluster().call_class().0;
+        let placement = self.io.placer().place_new(&nodes, n, class).map_err(|e| e.to_string())?;
         let meta = self.io.cluster().meta();
         let created = async {
             let id = meta.allocate_stripe_id().await.map_err(meta_error)?;

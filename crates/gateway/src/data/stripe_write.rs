@@ -94,8 +94,10 @@ pub(super) fn place_new_stripe(
         return Err(DataError::Unavailable(format!("{up} storage nodes up, a stripe needs at least {k}")));
     }
     let written_now = n.min(up);
+    // In the latency class of the write (the background class for repair's and the packer's own).
+    let class = io.cluster().call_class().0;
     let mut placement =
-        io.placer().place(node_list, written_now, &[], &[]).map_err(|e| DataError::Unavailable(e.to_string()))?;
+        io.placer().place_new(node_list, written_now, class).map_err(|e| DataError::Unavailable(e.to_string()))?;
     let mut down: Vec<NodeId> =
         node_list.iter().filter(|node| node.state == NodeState::Down).map(|node| node.id).collect();
     down.sort();

@@ -23,8 +23,8 @@
 //! Owns: the placement and the matching update of Λ. Must not: change π's values, W, w or z.
 
 use super::hungarian::{Workspace, assign};
-use super::{Instance, JlwoError, Solution};
 use super::model::{Loads, Model};
+use super::{Instance, JlwoError, Solution};
 
 /// A move must beat staying by this share of the cost: ties keep the chunks where they are
 /// (moving them is not free, though JLWO does not price it).

@@ -835,7 +835,10 @@ fn a_new_file_goes_where_its_class_adds_least_to_the_objective() {
             }
             let set: Vec<u32> = (0..racks as u32).filter(|j| mask & (1 << j) != 0).collect();
             let objective = objective_with(&set);
-            assert!(best <= objective * (1.0 + 1e-12), "class {class}: {chosen:?} ({best}) beaten by {set:?} ({objective})");
+            assert!(
+                best <= objective * (1.0 + 1e-12),
+                "class {class}: {chosen:?} ({best}) beaten by {set:?} ({objective})"
+            );
             sets += 1;
         }
         assert_eq!(sets, 10, "C(5, 3) sets tried");
@@ -862,7 +865,12 @@ fn a_new_file_read_where_jlwo_reserved_nothing_goes_to_the_least_loaded_racks_af
     let stable = |j: usize| {
         let queue = j * classes;
         let arrival = evaluation.arrival_per_s[queue] + 0.1 * 2.0 / 3.0;
-        utilisation(arrival, evaluation.reserved_bps[queue], instance.aggregation_bandwidth_bps, instance.service.mean_s) < 1.0
+        utilisation(
+            arrival,
+            evaluation.reserved_bps[queue],
+            instance.aggregation_bandwidth_bps,
+            instance.service.mean_s,
+        ) < 1.0
     };
     let costed: Vec<u32> = (0..5u32).filter(|&j| stable(j as usize)).collect();
     assert!(costed.len() < instance.code_n, "the case needs racks without class-0 bandwidth from rack 0: {costed:?}");

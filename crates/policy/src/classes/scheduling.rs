@@ -117,6 +117,8 @@ type FileKey = (StripeId, u8);
 struct Solved {
     rows: HashMap<FileKey, Marginals>,
     shares: RackClassShares,
+    /// Per class, the racks a new stripe of it should go to (`None`: the class had no reads).
+    new_stripe_racks: Vec<Option<Vec<u16>>>,
     solution: Option<(Vec<FileKey>, Solution)>,
     objective_s: f64,
     iterations: u32,
@@ -136,6 +138,8 @@ pub struct JlwoRead {
     last: Option<(Vec<FileKey>, Solution)>,
     /// Each storage rack's class shares from the last solve (what this rack's reads reserve).
     shares: Option<RackClassShares>,
+    /// Per class, the racks for a new stripe from the last solve.
+    new_stripe_racks: Vec<Option<Vec<u16>>>,
     objective_s: f64,
     iterations: u32,
     refreshes: u64,
@@ -154,6 +158,7 @@ impl JlwoRead {
             uniform: None,
             last: None,
             shares: None,
+            new_stripe_racks: Vec::new(),
             objective_s: 0.0,
             iterations: 0,
             refreshes: 0,
@@ -242,13 +247,29 @@ fn solve(
             Some((*key, row))
         })
         .collect();
+    let new_stripe_racks = (0..classes).map(|class| new_file_racks(&instance, &outcome.solution, class)).collect();
     Some(Solved {
         rows,
         shares: RackClassShares::from_reserved_bps(&towards_rack),
+        new_stripe_racks,
         objective_s: outcome.evaluation.objective,
         iterations: outcome.iterations,
         solution: Some((keys, outcome.solution)),
     })
+}
+
+/// The racks for a new stripe of `class`: JLWO's matching for a file read as the class's files
+/// were on average (their mean request rates), `None` when the class had no reads to go by.
+fn new_file_racks(instance: &Instance, solution: &Solution, class: usize) -> Option<Vec<u16>> {
+    let of_class: Vec<&FileDemand> = instance.files.iter().filter(|file| file.class == class).collect();
+    if of_class.is_empty() {
+        return None;
+    }
+    let rates: Vec<f64> = (0..instance.rack_count)
+        .map(|rack| of_class.iter().map(|file| file.request_rates_per_s[rack]).sum::<f64>() / of_class.len() as f64)
+        .collect();
+    let racks = jlwo::place_new_file(instance, solution, class, &rates).ok()?;
+    racks.into_iter().map(|rack| u16::try_from(rack).ok()).collect()
 }
 
 impl ReadPolicy for JlwoRead {
@@ -330,6 +351,7 @@ impl ReadPolicy for JlwoRead {
             Some(solved) => {
                 self.rows = solved.rows;
                 self.shares = Some(solved.shares);
+                self.new_stripe_racks = solved.new_stripe_racks;
                 self.last = solved.solution;
                 self.objective_s = solved.objective_s;
                 self.iterations = solved.iterations;
@@ -350,6 +372,10 @@ impl ReadPolicy for JlwoRead {
 
     fn node_class_shares(&self) -> Option<RackClassShares> {
         self.shares.clone()
+    }
+
+    fn new_stripe_racks(&self, latency_class: u8) -> Option<Vec<u16>> {
+        self.new_stripe_racks.get(usize::from(latency_class)).cloned().flatten()
     }
 }
 

@@ -97,6 +97,7 @@ fn unit_shares(policy: &mut JlwoRead, view: &mut RackView, stripe: u32, class: u
 fn without_a_table_every_unit_is_read_with_k_over_n() {
     let mut view = RackView::new(4);
     let mut policy = JlwoRead::new(JlwoReadSettings::default()).unwrap();
+    assert_eq!(policy.new_stripe_racks(0), None, "nothing solved: new stripes placed as always");
     for share in unit_shares(&mut policy, &mut view, 1, 0, 30_000) {
         assert!((share - 4.0 / 6.0).abs() < 0.01, "{share}");
     }
@@ -139,6 +140,16 @@ fn a_refresh_installs_jlwos_marginals_and_plans_follow_them() {
     }
     assert!(policy.marginals(StripeId(6), 1).is_some());
     assert!(policy.marginals(StripeId(6), 0).is_none() && policy.marginals(StripeId(5), 0).is_none());
+    // Where new stripes of each class go: n distinct racks of the eight.
+    for class in 0..2 {
+        let racks = policy.new_stripe_racks(class).expect("a class with reads has racks for new stripes");
+        let mut distinct = racks.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!((racks.len(), distinct.len()), (6, 6), "class {class}: {racks:?}");
+        assert!(racks.iter().all(|&rack| u32::from(rack) < RACKS), "{racks:?}");
+    }
+    assert_eq!(policy.new_stripe_racks(2), None, "no class 3");
 }
 
 #[test]
