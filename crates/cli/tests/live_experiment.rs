@@ -382,10 +382,12 @@ fn run_fastcloud_quick(mode: &str) -> (tempfile::TempDir, impl Fn(&str) -> serde
 }
 
 /// `lowtail experiment xiang --live --quick`: two latency classes on a loopback fleet, the nodes
-/// serving them by reserved shares 0.7 / 0.3, both classes reading at once, every answer checked.
-/// Judged here: the findings are written and class 2 is not starved (XL-3). The ratio of service
-/// times (XL-1) and the latency order (XL-2) are judged by the release run (docs/xiang.md): a debug
-/// build's own work per task, which no share scales, moves the ratio by about 10 %.
+/// serving them by reserved shares 0.7 / 0.3, both classes reading at once, every answer checked;
+/// then the same under the `jlwo` policy, whose solved shares the nodes run. Judged here: the
+/// findings are written, class 2 is not starved (XL-3, XL-6) and every node of a solved rack runs
+/// its shares (XL-4). The ratio of service times (XL-1) and the latency order (XL-2, XL-5) are
+/// judged by the release run (docs/xiang.md): a debug build's own work per task, which no share
+/// scales, moves the ratio by about 10 %.
 #[test]
 fn the_quick_xiang_live_experiment_serves_the_classes_by_their_shares() {
     let Some(_etcd) = etcd_or_skip("the_quick_xiang_live_experiment_serves_the_classes_by_their_shares") else {
@@ -404,6 +406,9 @@ fn the_quick_xiang_live_experiment_serves_the_classes_by_their_shares() {
         .map(|f| (f["id"].as_str().unwrap(), f["holds"].as_bool().unwrap()))
         .collect();
     let ids: Vec<&str> = verdicts.iter().map(|(id, _)| *id).collect();
-    assert_eq!(ids, ["XL-1", "XL-2", "XL-3"], "{findings}");
-    assert!(verdicts[2].1, "class 2 not starved: {findings}");
+    assert_eq!(ids, ["XL-1", "XL-2", "XL-3", "XL-4", "XL-5", "XL-6"], "{findings}");
+    assert!(verdicts[2].1 && verdicts[5].1, "class 2 not starved: {findings}");
+    assert!(verdicts[3].1, "the nodes run the shares JLWO solved: {findings}");
+    let solved = live["jlwo"]["solved_shares"].as_object().unwrap();
+    assert!(!solved.is_empty(), "{live}");
 }

@@ -131,6 +131,12 @@ pub trait ReadPolicy {
         None
     }
 
+    /// Why the last refresh installed nothing, if it failed (JLWO's solve: the queue that would
+    /// saturate); `None` after a refresh that installed its result. Executors log it.
+    fn refresh_failure(&self) -> Option<String> {
+        None
+    }
+
     /// The racks (the view's rack numbers, best first) a new stripe of `latency_class` should be
     /// placed on, as the policy last solved it (JLWO's placement step for a file not placed yet);
     /// `None` for policies that do not place, whose executors place as they always do.

@@ -1191,6 +1191,9 @@ impl Controller {
             // A policy switched meanwhile did not hand out this work.
             if state.generation == generation {
                 state.policy.finish_refresh(result);
+                if let Some(why) = state.policy.refresh_failure() {
+                    tracing::warn!(%why, "the policy's refresh installed nothing; keeping the old tables");
+                }
             }
             locked += installing.elapsed();
         }

@@ -145,6 +145,8 @@ pub struct JlwoRead {
     refreshes: u64,
     /// Solves that installed nothing (a queue would saturate, or the ToRs cannot carry B).
     failed_solves: u64,
+    /// Why the last solve installed nothing (`None` after one that installed).
+    last_failure: Option<String>,
 }
 
 impl JlwoRead {
@@ -163,6 +165,7 @@ impl JlwoRead {
             iterations: 0,
             refreshes: 0,
             failed_solves: 0,
+            last_failure: None,
         })
     }
 
@@ -222,16 +225,18 @@ impl JlwoRead {
 
 /// JLWO over `instance`, warm-started when the last solution was for the same files; π rows of
 /// `rack` by file, validated here (off the request path; a row the sampler refuses is left out,
-/// so its stripe is read uniformly). A failed solve (a queue that would saturate) installs nothing.
+/// so its stripe is read uniformly). A failed solve (a queue that would saturate) installs nothing
+/// and says why.
 fn solve(
     keys: Vec<FileKey>,
     instance: Instance,
     last: Option<(Vec<FileKey>, Solution)>,
     limits: JlwoLimits,
     rack: usize,
-) -> Option<Solved> {
+) -> Result<Solved, String> {
     let warm = last.as_ref().filter(|(files, _)| *files == keys).map(|(_, solution)| solution);
-    let outcome = jlwo::solve(&instance, &limits, warm).ok()?;
+    let outcome = jlwo::solve(&instance, &limits, warm)
+        .map_err(|error| format!("JLWO over {} (stripe, class) pairs: {error}", keys.len()))?;
     let (racks, n, k) = (instance.rack_count, instance.code_n, instance.code_k);
     let classes = instance.class_count();
     let reserved = &outcome.evaluation.reserved_bps;
@@ -248,7 +253,7 @@ fn solve(
         })
         .collect();
     let new_stripe_racks = (0..classes).map(|class| new_file_racks(&instance, &outcome.solution, class)).collect();
-    Some(Solved {
+    Ok(Solved {
         rows,
         shares: RackClassShares::from_reserved_bps(&towards_rack),
         new_stripe_racks,
@@ -345,10 +350,12 @@ impl ReadPolicy for JlwoRead {
     }
 
     fn finish_refresh(&mut self, result: RefreshResult) {
-        let solved = result.downcast::<Option<Solved>>().unwrap_or_else(|_| panic!("jlwo installs only its own work"));
+        let solved =
+            result.downcast::<Result<Solved, String>>().unwrap_or_else(|_| panic!("jlwo installs only its own work"));
         self.refreshes += 1;
         match solved {
-            Some(solved) => {
+            Ok(solved) => {
+                self.last_failure = None;
                 self.rows = solved.rows;
                 self.shares = Some(solved.shares);
                 self.new_stripe_racks = solved.new_stripe_racks;
@@ -356,7 +363,10 @@ impl ReadPolicy for JlwoRead {
                 self.objective_s = solved.objective_s;
                 self.iterations = solved.iterations;
             }
-            None => self.failed_solves += 1,
+            Err(why) => {
+                self.failed_solves += 1;
+                self.last_failure = Some(why);
+            }
         }
     }
 
@@ -372,6 +382,10 @@ impl ReadPolicy for JlwoRead {
 
     fn node_class_shares(&self) -> Option<RackClassShares> {
         self.shares.clone()
+    }
+
+    fn refresh_failure(&self) -> Option<String> {
+        self.last_failure.clone()
     }
 
     fn new_stripe_racks(&self, latency_class: u8) -> Option<Vec<u16>> {

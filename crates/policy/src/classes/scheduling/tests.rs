@@ -195,3 +195,22 @@ fn a_refresh_hands_out_each_racks_class_shares_and_the_weightier_class_gets_more
         assert!(row[1] >= RackClassShares::SHARE_MIN, "rack {rack}: class 2 not starved: {row:?}");
     }
 }
+
+#[test]
+fn a_failed_solve_installs_nothing_and_says_why() {
+    let mut view = RackView::new(8);
+    // 1 s units at a 1 Gbit/s cap: 600 reads/s saturate any split.
+    let settings = JlwoReadSettings { unit_service: ServiceMoments::deterministic(1.0), ..Default::default() };
+    let mut policy = JlwoRead::new(settings).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    for i in 0..6000u32 {
+        policy.plan(&mut view, 0, &request(i % 4, 0), &mut rng);
+    }
+    let work = policy.begin_refresh(&mut view, 0, &mut rng).expect("requests to solve for");
+    policy.finish_refresh(work.run());
+    let why = policy.refresh_failure().expect("the solve failed");
+    assert!(why.contains("saturates") || why.contains("bandwidth"), "{why}");
+    let gauges: BTreeMap<&str, f64> = policy.gauges().into_iter().collect();
+    assert_eq!((gauges["jlwo_failed_solves"], gauges["jlwo_files"]), (1.0, 0.0));
+    assert!(policy.node_class_shares().is_none() && policy.new_stripe_racks(0).is_none(), "nothing installed");
+}
