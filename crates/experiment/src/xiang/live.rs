@@ -297,6 +297,8 @@ async fn measure_jlwo(options: &LiveOptions, dir: &Path, step: &dyn Fn(String)) 
     let mut running = Vec::new();
     for _round in 0..JLWO_SETTLE_ROUNDS {
         read_both(options, &loaded.s3, &loaded.sizes).await?;
+        // Membership tells the nodes within a probe interval (200 ms) of a publication.
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let admin = loaded.admin.clone();
         solved = blocking(move || admin.classes()).await?.solved_shares;
         running = node_schedulings(&loaded.fleet).await?;

@@ -1064,9 +1064,6 @@ impl Controller {
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         loop {
-            self.publish_class_shares(shares.as_deref()).await;
-            // A policy switched away from one that places: the placer balances again.
-            self.install_placement(&io);
             let period = self.lock().policy.refresh_period_ns();
             if let Some(period_ns) = period {
                 // Refreshes start every T, however long the probes and the solve take (one that
@@ -1087,6 +1084,10 @@ impl Controller {
                     () = self.switched.notified() => {}
                     () = tokio::time::sleep(IDLE_REFRESH_CHECK) => {}
                 }
+                // Switched away from a policy that solved shares or placed: the configured shares
+                // and the balancing placer again.
+                self.publish_class_shares(shares.as_deref()).await;
+                self.install_placement(&io);
             }
         }
     }
