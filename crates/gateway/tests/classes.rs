@@ -345,20 +345,12 @@ async fn a_jlwo_gateway_tells_each_racks_nodes_the_shares_it_solved() {
         assert_eq!(get(&gold, "media", "film", None).await, Ok(2 << 20));
         assert_eq!(get(&silver, "media", "film", None).await, Ok(2 << 20));
     }
-    let mut solved = serde_json::Value::Null;
-    for _ in 0..100 {
-        solved = setup.classes().await["solved_shares"].clone();
-        if solved.as_object().is_some_and(|racks| !racks.is_empty()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Every node comes to run its rack's published shares (a solve of reads counted before the
-    // last one may still replace them once: compared with what is published each time).
+    // Shares are solved and published, and every node comes to run its rack's (a solve of reads
+    // counted before the last one may still replace them once: compared with what is published
+    // each time).
     for attempt in 0..100 {
-        solved = setup.classes().await["solved_shares"].clone();
-        let racks = solved.as_object().unwrap_or_else(|| panic!("no shares solved: {solved}")).clone();
-        assert!(!racks.is_empty(), "the shares were withdrawn");
+        let solved = setup.classes().await["solved_shares"].clone();
+        let racks = solved.as_object().cloned().unwrap_or_default();
         let mut matching = 0;
         for node in 0..setup.cluster.nodes.len() {
             let rack = setup.cluster.node_info(node).await.rack;
@@ -369,7 +361,7 @@ async fn a_jlwo_gateway_tells_each_racks_nodes_the_shares_it_solved() {
             let expected = node::ClassScheduling::WeightedSharing { weights };
             matching += usize::from(matches!(running, Some(Ok(ref s)) if *s == expected));
         }
-        if matching == setup.cluster.nodes.len() {
+        if !racks.is_empty() && matching == setup.cluster.nodes.len() {
             break;
         }
         assert!(attempt < 99, "the nodes were not told their racks' solved shares {solved}");
