@@ -160,6 +160,12 @@ impl NodeSchedulings {
         (changed, refused)
     }
 
+    /// Whether the configured discipline has numbers solved shares could replace (`reserved`,
+    /// `weighted`): otherwise there is nothing to read from the metadata store.
+    pub fn takes_shares(&self) -> bool {
+        matches!(self.configured, Some(ClassScheduling::Reserved { .. } | ClassScheduling::WeightedSharing { .. }))
+    }
+
     /// The solved shares installed, by rack name.
     pub fn rack_shares(&self) -> &RackShares {
         &self.by_rack
@@ -207,7 +213,9 @@ mod tests {
     fn solved_shares_replace_the_configured_numbers_of_their_rack_only() {
         let mut schedulings = NodeSchedulings::default();
         assert_eq!(schedulings.for_rack("r1"), None, "nothing configured: nothing to tell");
+        assert!(!schedulings.takes_shares());
         schedulings.set_configured(ClassScheduling::Reserved { shares: vec![0.7, 0.3] });
+        assert!(schedulings.takes_shares());
         let (changed, refused) = schedulings.set_rack_shares(shares(&[("r1", vec![0.6, 0.4])]));
         assert!(changed && refused.is_empty());
         assert_eq!(schedulings.for_rack("r1"), Some(ClassScheduling::Reserved { shares: vec![0.6, 0.4] }));
@@ -259,6 +267,7 @@ mod tests {
         assert!(refused[0].contains("sum to") && refused[2].contains("positive"), "{refused:?}");
         assert_eq!(schedulings.rack_shares().keys().collect::<Vec<_>>(), vec!["fine"]);
         schedulings.set_configured(ClassScheduling::Fcfs);
+        assert!(!schedulings.takes_shares(), "fcfs has nothing to replace");
         let (_, refused) = schedulings.set_rack_shares(shares(&[("fine", vec![0.5, 0.5])]));
         assert!(refused[0].contains("fcfs"), "{refused:?}");
         assert_eq!(schedulings.for_rack("fine"), Some(ClassScheduling::Fcfs));

@@ -168,9 +168,13 @@ impl Membership {
     /// and applies the state changes.
     pub async fn probe_round(&self, now_ms: u64) -> Result<ProbeRound, DataError> {
         let interval = Duration::from_millis(self.config.probe_interval_ms);
-        match read_published(self.cluster.meta().as_ref(), now_ms).await {
-            Ok(shares) => self.set_rack_class_shares(shares),
-            Err(error) => tracing::warn!(%error, "could not read the published class shares; the nodes keep theirs"),
+        if super::lock(&self.class_scheduling).takes_shares() {
+            match read_published(self.cluster.meta().as_ref(), now_ms).await {
+                Ok(shares) => self.set_rack_class_shares(shares),
+                Err(error) => {
+                    tracing::warn!(%error, "could not read the published class shares; the nodes keep theirs")
+                }
+            }
         }
         let nodes: Vec<NodeInfo> = self
             .cluster
