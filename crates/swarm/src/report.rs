@@ -34,7 +34,7 @@ pub fn table(reports: &[SeedReport]) -> String {
         "s",
     ]);
     for report in reports {
-        let quiesce = report.quiesce_s.iter().copied().fold(0.0, f64::max);
+        let quiesce = longest_quiesce_text(report);
         table.add_row([
             report.seed.to_string(),
             report.write_ack.clone(),
@@ -43,7 +43,7 @@ pub fn table(reports: &[SeedReport]) -> String {
             faults_text(report),
             report.reads_checked.to_string(),
             report.moves.to_string(),
-            format!("{quiesce:.1}"),
+            quiesce,
             report.violations.len().to_string(),
             format!("{:.0}", report.duration_s),
         ]);
@@ -68,4 +68,33 @@ pub fn table(reports: &[SeedReport]) -> String {
         format!("{seconds:.0}"),
     ]);
     table.to_string()
+}
+
+/// The longest quiesce in seconds, with what held it up longest (`24.1 (node N has not finished a
+/// scrub pass… 20.0)`).
+fn longest_quiesce_text(report: &SeedReport) -> String {
+    let longest = report.quiesce_s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1));
+    let Some((index, seconds)) = longest else { return "–".into() };
+    let blocker = report
+        .quiesce_blockers
+        .get(index)
+        .and_then(|blockers| blockers.iter().max_by(|a, b| a.1.total_cmp(b.1)))
+        .map_or(String::new(), |(kind, held_s)| format!(" ({kind} {held_s:.1})"));
+    format!("{seconds:.1}{blocker}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_quiesce_names_what_held_it_up_longest() {
+        let mut report = SeedReport::default();
+        assert_eq!(longest_quiesce_text(&report), "–");
+        report.quiesce_s = vec![3.0, 24.1, 5.0];
+        let blockers = |pairs: &[(&str, f64)]| pairs.iter().map(|(k, s)| (k.to_string(), *s)).collect();
+        report.quiesce_blockers =
+            vec![blockers(&[("census", 2.5)]), blockers(&[("census", 3.0), ("scrub", 20.0)]), blockers(&[])];
+        assert_eq!(longest_quiesce_text(&report), "24.1 (scrub 20.0)");
+    }
 }

@@ -72,6 +72,9 @@ pub struct SeedReport {
     pub reads_checked: u64,
     /// Seconds each quiesce took.
     pub quiesce_s: Vec<f64>,
+    /// Per quiesce, what kept the cluster from being whole and for how many seconds (the
+    /// status's reason with its numbers as `N`): which condition a slow quiesce waited on.
+    pub quiesce_blockers: Vec<BTreeMap<String, f64>>,
     /// Units EC-Store's mover moved, as the gateway counted them after each epoch's quiesce (a
     /// gateway killed mid-epoch takes its count since its start along: a lower bound).
     pub moves: u64,
@@ -449,19 +452,29 @@ async fn quiesce_and_check(
         let (cluster, nodes, timeout) = (Arc::clone(cluster), settings.schedule.nodes, settings.quiesce_timeout);
         tokio::task::spawn_blocking(move || quiesce(&mut cluster.lock().expect("cluster lock"), nodes, timeout)).await
     };
-    match waited {
-        Ok(Ok(())) => {}
-        Ok(Err(why)) => shared.violation(format!("epoch {epoch}: the cluster did not quiesce: {why:#}")),
-        Err(error) => shared.violation(format!("epoch {epoch}: quiesce panicked: {error}")),
+    let blockers = match waited {
+        Ok(Ok(blockers)) => blockers,
+        Ok(Err(why)) => {
+            shared.violation(format!("epoch {epoch}: the cluster did not quiesce: {why:#}"));
+            BTreeMap::new()
+        }
+        Err(error) => {
+            shared.violation(format!("epoch {epoch}: quiesce panicked: {error}"));
+            BTreeMap::new()
+        }
+    };
+    {
+        let mut report = shared.report.lock().expect("report lock");
+        report.quiesce_s.push(started.elapsed().as_secs_f64());
+        report.quiesce_blockers.push(blockers);
     }
-    shared.report.lock().expect("report lock").quiesce_s.push(started.elapsed().as_secs_f64());
     check_every_key(client, shared).await;
 }
 
 /// Restarts what is down and waits (bounded) until the status shows a whole cluster: every node
 /// Up, a scrub pass completed by every node after now began, no corrupt unit awaiting repair,
 /// no stripe short of a unit and no packed stripe left unsealed.
-fn quiesce(cluster: &mut Cluster, nodes: u32, timeout: Duration) -> anyhow::Result<()> {
+fn quiesce(cluster: &mut Cluster, nodes: u32, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
     cluster.restart_gateway()?;
     for id in 0..nodes {
         cluster.restart_node(id)?;
@@ -470,25 +483,47 @@ fn quiesce(cluster: &mut Cluster, nodes: u32, timeout: Duration) -> anyhow::Resu
     wait_for_status(cluster, timeout, |status| whole(status, since_ms))
 }
 
-/// Polls the status (bounded by `timeout`) until `why_not` finds nothing missing.
+/// Polls the status (bounded by `timeout`) until `why_not` finds nothing missing; how long each
+/// kind of reason ([`blocker_kind`]) held it up, in seconds.
 fn wait_for_status(
     cluster: &Cluster,
     timeout: Duration,
     why_not: impl Fn(&serde_json::Value) -> Option<String>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<BTreeMap<String, f64>> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("no status yet");
+    let mut blockers: BTreeMap<String, f64> = BTreeMap::new();
+    let mut polled = Instant::now();
     while Instant::now() < deadline {
         match cluster.status() {
             Ok(status) => match why_not(&status) {
-                None => return Ok(()),
+                None => return Ok(blockers),
                 Some(why) => last = why,
             },
             Err(error) => last = format!("{error:#}"),
         }
         std::thread::sleep(Duration::from_millis(500));
+        *blockers.entry(blocker_kind(&last)).or_default() += polled.elapsed().as_secs_f64();
+        polled = Instant::now();
     }
     anyhow::bail!("after {timeout:?}: {last}")
+}
+
+/// A reason's kind: its words before any `:` or `;`, each run of digits as `N` (`node 3 has not
+/// finished a scrub pass…` and `node 5 …` are one kind).
+fn blocker_kind(reason: &str) -> String {
+    let head = reason.split([':', ';']).next().unwrap_or(reason).trim();
+    let mut kind = String::with_capacity(head.len());
+    for c in head.chars() {
+        if c.is_ascii_digit() {
+            if !kind.ends_with('N') {
+                kind.push('N');
+            }
+        } else {
+            kind.push(c);
+        }
+    }
+    kind
 }
 
 /// Why `status` is not of a whole cluster yet (`None` when it is).
@@ -572,6 +607,7 @@ fn wait_until_down(cluster: &Cluster, victims: &[u32], timeout: Duration) -> any
             .collect();
         (!up.is_empty() || nodes.is_empty()).then(|| format!("killed nodes {up:?} not yet Down"))
     })
+    .map(|_| ())
     .map_err(|why| why.context("membership did not mark the killed nodes Down"))
 }
 
@@ -579,4 +615,18 @@ fn unix_now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blocker_kind;
+
+    #[test]
+    fn reasons_of_one_kind_are_counted_together() {
+        let scrub = "node 3 has not finished a scrub pass since the epoch ended";
+        assert_eq!(blocker_kind(scrub), "node N has not finished a scrub pass since the epoch ended");
+        assert_eq!(blocker_kind(scrub), blocker_kind("node 12 has not finished a scrub pass since the epoch ended"));
+        assert_eq!(blocker_kind("census: {\"stripes_under_redundant\":4}; blocked: []"), "census");
+        assert_eq!(blocker_kind("after 5s: connection refused"), "after Ns");
+    }
 }
