@@ -230,8 +230,8 @@ async fn jlwo_installs_its_class_shares_on_the_nodes_and_places_new_stripes_of_e
     let solved = controller.node_class_shares();
     assert!(!solved.is_empty(), "a solve gives the racks of the stripes read shares");
     // Published by the gateway holding the lease; membership reads what is published.
-    let publisher = SharesPublisher::new(Arc::clone(&cluster.meta), "gw-test");
-    assert!(publisher.publish(solved.clone(), unix_now_ms(), 60_000).await.unwrap());
+    let publisher = SharesPublisher::new("gw-test");
+    assert!(publisher.publish(cluster.meta.as_ref(), solved.clone(), unix_now_ms(), 60_000).await.unwrap());
     membership.probe_round(unix_now_ms()).await.unwrap();
     assert_eq!(membership.rack_class_shares(), solved);
     for i in 0..9 {
@@ -262,7 +262,7 @@ async fn jlwo_installs_its_class_shares_on_the_nodes_and_places_new_stripes_of_e
         }
     }
     // A policy that solves no shares: every node back to the configured ones.
-    assert!(publisher.publish(Default::default(), unix_now_ms(), 60_000).await.unwrap());
+    assert!(publisher.publish(cluster.meta.as_ref(), Default::default(), unix_now_ms(), 60_000).await.unwrap());
     membership.probe_round(unix_now_ms()).await.unwrap();
     for i in 0..9 {
         let running = running_scheduling(&cluster, i).await;

@@ -352,17 +352,28 @@ fn jlwo_controller() -> anyhow::Result<launcher::fleet::ControllerTable> {
     toml::from_str(&text).context("the jlwo phase's controller table")
 }
 
-/// Each node's rack and the class scheduling it runs, as its stats say.
-async fn node_schedulings(fleet: &launcher::Fleet) -> anyhow::Result<Vec<(String, node::ClassScheduling)>> {
-    let mut out = Vec::new();
+/// Each node's rack and its stats.
+async fn node_stats(fleet: &launcher::Fleet) -> anyhow::Result<Vec<(String, node::proto::StatsResponse)>> {
+    let mut out = Vec::with_capacity(fleet.nodes().len());
     for process in fleet.nodes() {
         let address = process.rpc_addr().context("a node without an address")?;
         let client = node::NodeClient::connect(&address.to_string(), fleet.cluster_secret()).await?;
-        let scheduling = client.stats().await?.class_scheduling.context("a node's stats without its scheduling")?;
-        let scheduling = node::ClassScheduling::try_from(scheduling).map_err(|e| anyhow::anyhow!("{e}"))?;
-        out.push((process.slot.rack.clone(), scheduling));
+        out.push((process.slot.rack.clone(), client.stats().await?));
     }
     Ok(out)
+}
+
+/// Each node's rack and the class scheduling it runs, as its stats say.
+async fn node_schedulings(fleet: &launcher::Fleet) -> anyhow::Result<Vec<(String, node::ClassScheduling)>> {
+    node_stats(fleet)
+        .await?
+        .into_iter()
+        .map(|(rack, stats)| {
+            let scheduling = stats.class_scheduling.context("a node's stats without its scheduling")?;
+            let scheduling = node::ClassScheduling::try_from(scheduling).map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok((rack, scheduling))
+        })
+        .collect()
 }
 
 /// Whether a node of `rack` runs what the solved shares say it should (its rack's, else the
@@ -375,10 +386,8 @@ fn runs_solved(solved: &BTreeMap<String, Vec<f64>>, rack: &str, scheduling: &nod
 /// Per class (0-based) the nodes' completed tasks and their service time, summed over the nodes.
 async fn class_stats(fleet: &launcher::Fleet) -> anyhow::Result<[(u64, u64); 2]> {
     let mut sums = [(0u64, 0u64); 2];
-    for process in fleet.nodes() {
-        let address = process.rpc_addr().context("a node without an address")?;
-        let client = node::NodeClient::connect(&address.to_string(), fleet.cluster_secret()).await?;
-        for class in client.stats().await?.classes {
+    for (_, stats) in node_stats(fleet).await? {
+        for class in stats.classes {
             if let Some(sum) = sums.get_mut(class.class as usize) {
                 sum.0 += class.tasks_completed;
                 sum.1 += class.service_total_ns;

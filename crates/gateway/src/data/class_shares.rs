@@ -16,7 +16,6 @@
 //! past its list), and the configured numbers stay.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use meta::MetaStore;
@@ -38,9 +37,6 @@ pub const PUBLISHED_KEY: &str = "class_shares";
 /// The lease of the gateway whose solved shares the cluster's nodes run.
 pub const LEASE_NAME: &str = "class-shares";
 
-/// Most bytes of a published record read back (racks × classes numbers; far above any cluster).
-const PUBLISHED_BYTES_MAX: usize = 1 << 20;
-
 /// Solved shares as published: by whom, until when they hold, and the shares by rack name.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PublishedShares {
@@ -56,9 +52,6 @@ pub struct PublishedShares {
 pub async fn read_published(meta: &dyn MetaStore, now_ms: u64) -> Result<RackShares, DataError> {
     let stored = meta.get_config(PUBLISHED_KEY).await.map_err(meta_error)?;
     let Some(text) = stored else { return Ok(RackShares::new()) };
-    if text.len() > PUBLISHED_BYTES_MAX {
-        return Err(DataError::Internal(format!("the published class shares are {} bytes", text.len())));
-    }
     let published: PublishedShares = serde_json::from_str(&text)
         .map_err(|error| DataError::Internal(format!("the published class shares do not parse: {error}")))?;
     if now_ms > published.valid_until_ms {
@@ -68,39 +61,32 @@ pub async fn read_published(meta: &dyn MetaStore, now_ms: u64) -> Result<RackSha
 }
 
 /// One gateway's publishing of the shares its policy solves.
+#[derive(Debug)]
 pub struct SharesPublisher {
-    meta: Arc<dyn MetaStore>,
     lease: LeaseClaims,
-    holder: String,
     /// Whether this gateway's last publication had shares (to clear them when it stops solving).
     published: AtomicBool,
 }
 
-impl std::fmt::Debug for SharesPublisher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharesPublisher").field("holder", &self.holder).finish_non_exhaustive()
-    }
-}
-
 impl SharesPublisher {
-    /// Publishing into `meta` as gateway `holder`.
-    pub fn new(meta: Arc<dyn MetaStore>, holder: &str) -> SharesPublisher {
-        SharesPublisher {
-            meta,
-            lease: LeaseClaims::new(LEASE_NAME, holder),
-            holder: holder.to_string(),
-            published: AtomicBool::new(false),
-        }
+    /// Publishing as gateway `holder`.
+    pub fn new(holder: &str) -> SharesPublisher {
+        SharesPublisher { lease: LeaseClaims::new(LEASE_NAME, holder), published: AtomicBool::new(false) }
     }
 
-    /// Publishes `shares`, solved at `now_ms`, to hold for `valid_ms`, if this gateway holds (or
-    /// wins) the lease for that long; with no shares, clears what this gateway published before.
-    /// Whether it published.
-    pub async fn publish(&self, shares: RackShares, now_ms: u64, valid_ms: u64) -> Result<bool, DataError> {
+    /// Publishes `shares` into `meta`, solved at `now_ms`, to hold for `valid_ms`, if this gateway
+    /// holds (or wins) the lease for that long; with no shares, clears what this gateway published
+    /// before. Whether it published.
+    pub async fn publish(
+        &self,
+        meta: &dyn MetaStore,
+        shares: RackShares,
+        now_ms: u64,
+        valid_ms: u64,
+    ) -> Result<bool, DataError> {
         if shares.is_empty() && !self.published.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        let meta = self.meta.as_ref();
         if !self.lease.claim(meta, now_ms, valid_ms).await.map_err(meta_error)? {
             // Another gateway's shares are the cluster's; ours were replaced when it took over.
             self.published.store(false, Ordering::Relaxed);
@@ -108,7 +94,7 @@ impl SharesPublisher {
         }
         let has_shares = !shares.is_empty();
         let record = PublishedShares {
-            holder: self.holder.clone(),
+            holder: self.lease.holder().to_string(),
             valid_until_ms: now_ms.saturating_add(valid_ms),
             by_rack: shares.into_iter().collect(),
         };
@@ -230,22 +216,27 @@ mod tests {
     #[tokio::test]
     async fn one_gateway_publishes_the_clusters_shares_until_they_lapse_or_it_clears_them() {
         let dir = tempfile::tempdir().unwrap();
-        let meta: Arc<dyn MetaStore> = Arc::new(meta::RedbStore::open(dir.path()).unwrap());
-        let (first, second) =
-            (SharesPublisher::new(Arc::clone(&meta), "gw-a"), SharesPublisher::new(Arc::clone(&meta), "gw-b"));
+        let meta: std::sync::Arc<dyn MetaStore> = std::sync::Arc::new(meta::RedbStore::open(dir.path()).unwrap());
+        let (first, second) = (SharesPublisher::new("gw-a"), SharesPublisher::new("gw-b"));
         assert!(read_published(meta.as_ref(), 0).await.unwrap().is_empty(), "nothing published");
-        assert!(!first.publish(RackShares::new(), 1_000, 30_000).await.unwrap(), "nothing to publish or clear");
+        assert!(
+            !first.publish(meta.as_ref(), RackShares::new(), 1_000, 30_000).await.unwrap(),
+            "nothing to publish or clear"
+        );
         let solved = shares(&[("r1", vec![0.6, 0.4])]);
-        assert!(first.publish(solved.clone(), 1_000, 30_000).await.unwrap());
+        assert!(first.publish(meta.as_ref(), solved.clone(), 1_000, 30_000).await.unwrap());
         assert_eq!(read_published(meta.as_ref(), 2_000).await.unwrap(), solved);
         let other = shares(&[("r1", vec![0.9, 0.1])]);
-        assert!(!second.publish(other.clone(), 2_000, 30_000).await.unwrap(), "the lease holder's shares stand");
+        assert!(
+            !second.publish(meta.as_ref(), other.clone(), 2_000, 30_000).await.unwrap(),
+            "the lease holder's shares stand"
+        );
         assert_eq!(read_published(meta.as_ref(), 2_000).await.unwrap(), solved);
         assert!(read_published(meta.as_ref(), 31_001).await.unwrap().is_empty(), "past their validity: dropped");
         // The holder stopped solving: the other gateway takes over once the lease lapses.
-        assert!(second.publish(other.clone(), 32_000, 30_000).await.unwrap());
+        assert!(second.publish(meta.as_ref(), other.clone(), 32_000, 30_000).await.unwrap());
         assert_eq!(read_published(meta.as_ref(), 33_000).await.unwrap(), other);
-        assert!(second.publish(RackShares::new(), 34_000, 30_000).await.unwrap(), "it clears its own");
+        assert!(second.publish(meta.as_ref(), RackShares::new(), 34_000, 30_000).await.unwrap(), "it clears its own");
         assert!(read_published(meta.as_ref(), 35_000).await.unwrap().is_empty());
         meta.put_config(PUBLISHED_KEY, "{not json").await.unwrap();
         assert!(read_published(meta.as_ref(), 35_000).await.is_err(), "a damaged record is an error, not shares");

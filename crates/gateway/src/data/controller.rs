@@ -1063,6 +1063,8 @@ impl Controller {
         shares: Option<Arc<SharesPublisher>>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
+        // Whether what a lazy policy solved (shares, new-stripe racks) is withdrawn since it ran.
+        let mut withdrawn = true;
         loop {
             let period = self.lock().policy.refresh_period_ns();
             if let Some(period_ns) = period {
@@ -1072,36 +1074,45 @@ impl Controller {
                 if let Err(error) = self.refresh_once(&io).await {
                     tracing::warn!(%error, "lazy policy refresh failed; keeping the old tables");
                 }
-                self.publish_class_shares(shares.as_deref()).await;
+                self.publish_class_shares(&io, shares.as_deref()).await;
+                withdrawn = false;
                 tokio::select! {
                     _ = stop.changed() => return,
                     () = self.switched.notified() => {}
                     () = tokio::time::sleep_until(next) => {}
                 }
             } else {
+                if !withdrawn {
+                    // Switched away from a policy that solved shares or placed: the configured
+                    // shares and the balancing placer again (retried until the withdrawal lands).
+                    self.install_placement(&io);
+                    withdrawn = self.publish_class_shares(&io, shares.as_deref()).await;
+                }
                 tokio::select! {
                     _ = stop.changed() => return,
                     () = self.switched.notified() => {}
                     () = tokio::time::sleep(IDLE_REFRESH_CHECK) => {}
                 }
-                // Switched away from a policy that solved shares or placed: the configured shares
-                // and the balancing placer again.
-                self.publish_class_shares(shares.as_deref()).await;
-                self.install_placement(&io);
             }
         }
     }
 
     /// Publishes the policy's class shares, to hold for three refresh periods (at least
     /// [`SHARES_VALID_MIN`]): a gateway that stops refreshing stops holding the nodes to them.
-    async fn publish_class_shares(&self, publisher: Option<&SharesPublisher>) {
-        let Some(publisher) = publisher else { return };
+    /// Whether the metadata store took what there was to publish (or there was no publisher).
+    async fn publish_class_shares(&self, io: &StripeIo, publisher: Option<&SharesPublisher>) -> bool {
+        let Some(publisher) = publisher else { return true };
         let period_ns = self.lock().policy.refresh_period_ns().unwrap_or(0);
         let valid = (Duration::from_nanos(period_ns) * 3).max(SHARES_VALID_MIN);
         let valid_ms = u64::try_from(valid.as_millis()).unwrap_or(u64::MAX);
         let shares = self.node_class_shares();
-        if let Err(error) = publisher.publish(shares, super::membership::unix_now_ms(), valid_ms).await {
-            tracing::warn!(%error, "could not publish the solved class shares; the nodes keep what they run");
+        let meta = io.cluster().meta().as_ref();
+        match publisher.publish(meta, shares, super::membership::unix_now_ms(), valid_ms).await {
+            Ok(_) => true,
+            Err(error) => {
+                tracing::warn!(%error, "could not publish the solved class shares; the nodes keep what they run");
+                false
+            }
         }
     }
 

@@ -827,10 +827,12 @@ impl RunningData {
         self.data.reads.attach_controller(Arc::clone(&controller))?;
         let (refresher, io) = (Arc::clone(&controller), Arc::clone(&self.data.io));
         // Over an S3 backend there are no nodes to tell class shares to.
-        let shares = self.data.io.backend().is_none().then(|| {
-            let meta = Arc::clone(self.data.io.cluster().meta());
-            Arc::new(SharesPublisher::new(meta, self.data.io.config().gateway_id()))
-        });
+        let shares = self
+            .data
+            .io
+            .backend()
+            .is_none()
+            .then(|| Arc::new(SharesPublisher::new(self.data.io.config().gateway_id())));
         self.tasks
             .push(BackgroundTask::spawn("controller-refresh", move |stop| refresher.run_refresh(io, shares, stop)));
         if self.data.io.backend().is_none() {

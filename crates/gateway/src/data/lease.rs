@@ -32,6 +32,11 @@ impl LeaseClaims {
         Ok(held)
     }
 
+    /// This gateway's name as the holder.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
     /// Who held the lease at the last claim (`None` before the first).
     pub fn last_holder(&self) -> Option<String> {
         lock(&self.last_holder).clone()

@@ -98,14 +98,17 @@ impl Membership {
     /// numbers again): each node is told its rack's at the next probe round where they differ
     /// from what it runs. Shares that do not fit `[classes]` are logged and left out.
     pub fn set_rack_class_shares(&self, shares: RackShares) {
-        let (changed, refused) = super::lock(&self.class_scheduling).set_rack_shares(shares);
-        if !changed {
-            return;
-        }
-        for why in &refused {
-            tracing::warn!(%why, "solved class shares not installed; the configured ones stay");
-        }
-        let installed = super::lock(&self.class_scheduling).rack_shares().clone();
+        let installed = {
+            let mut schedulings = super::lock(&self.class_scheduling);
+            let (changed, refused) = schedulings.set_rack_shares(shares);
+            if !changed {
+                return;
+            }
+            for why in &refused {
+                tracing::warn!(%why, "solved class shares not installed; the configured ones stay");
+            }
+            schedulings.rack_shares().clone()
+        };
         metrics::gauge!("lowtail_gateway_class_share_racks").set(installed.len() as f64);
         for (rack, shares) in installed {
             for (class, share) in shares.iter().enumerate() {
