@@ -50,9 +50,13 @@ pub enum MetaError {
     /// A bad input (bucket name, key length, part number, ...); nothing was changed.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// The backend failed: I/O, corruption, etcd unreachable.
+    /// The backend failed: I/O, etcd unreachable.
     #[error("metadata backend: {0}")]
     Backend(String),
+    /// A record failed its check (its checksum, or its form), or a lookup missed while damaged records
+    /// might hold what it looked for: the store cannot answer truthfully until it is repaired.
+    #[error("metadata damaged: {0}")]
+    Damaged(String),
 }
 
 /// Shorthand for results of this crate.

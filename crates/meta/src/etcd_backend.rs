@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, KvClient, Txn, TxnOp};
 
 use crate::error::{MetaError, Result};
+use crate::integrity::{self, Integrity};
 use crate::kv::{Backend, Entry, Kv, TxnFuture};
 use crate::ops::KvStore;
 
@@ -50,7 +51,9 @@ impl KvStore<EtcdBackend> {
         if !prefix.ends_with(b"/") {
             prefix.push(b'/');
         }
-        Ok(KvStore::with_backend(EtcdBackend { client: client.kv_client(), prefix }))
+        let backend = EtcdBackend { client: client.kv_client(), prefix, integrity: std::sync::Arc::default() };
+        backend.choose_strictness().await?;
+        Ok(KvStore::with_backend(backend))
     }
 }
 
@@ -58,6 +61,8 @@ impl KvStore<EtcdBackend> {
 pub struct EtcdBackend {
     client: KvClient,
     prefix: Vec<u8>,
+    /// Seals and the damage found.
+    integrity: std::sync::Arc<Integrity>,
 }
 
 fn etcd_error(error: etcd_client::Error) -> MetaError {
@@ -68,6 +73,7 @@ fn etcd_error(error: etcd_client::Error) -> MetaError {
 struct EtcdKv {
     client: KvClient,
     prefix: Vec<u8>,
+    integrity: std::sync::Arc<Integrity>,
     read_only: bool,
     /// Revision all reads are pinned to, set by the first read.
     snapshot_revision: Option<i64>,
@@ -111,7 +117,7 @@ impl Kv for EtcdKv {
             Some(kv) => Compare::mod_revision(full, CompareOp::Equal, kv.mod_revision()),
             None => Compare::version(full, CompareOp::Equal, 0),
         });
-        Ok(found.map(|kv| kv.value().to_vec()))
+        found.map(|kv| self.integrity.unseal(key, kv.value())).transpose()
     }
 
     async fn scan(&mut self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<Entry>> {
@@ -126,12 +132,20 @@ impl Kv for EtcdKv {
         // No key in the range may be created or changed after the snapshot.
         self.guards.push(Compare::mod_revision(full_start, CompareOp::Less, snapshot + 1).with_range(full_end));
         let prefix_len = self.prefix.len();
-        Ok(response.kvs().iter().map(|kv| (kv.key()[prefix_len..].to_vec(), kv.value().to_vec())).collect())
+        response
+            .kvs()
+            .iter()
+            .map(|kv| {
+                let key = &kv.key()[prefix_len..];
+                Ok((key.to_vec(), self.integrity.unseal(key, kv.value())?))
+            })
+            .collect()
     }
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<()> {
         self.check_writable()?;
-        self.writes.push(TxnOp::put(self.full_key(&key), value, None));
+        let sealed = integrity::seal(&key, &value);
+        self.writes.push(TxnOp::put(self.full_key(&key), sealed, None));
         Ok(())
     }
 
@@ -156,11 +170,34 @@ impl EtcdBackend {
         EtcdKv {
             client: self.client.clone(),
             prefix: self.prefix.clone(),
+            integrity: std::sync::Arc::clone(&self.integrity),
             read_only,
             snapshot_revision: None,
             guards: Vec::new(),
             writes: Vec::new(),
         }
+    }
+}
+
+impl EtcdBackend {
+    /// Makes the store strict (every value sealed; an unsealed one is damage) when its prefix holds
+    /// no value written before seals: a new prefix gets the marker now. A prefix written before seals
+    /// stays lenient (its old values are read unchecked, as etcd's own checks cover them; new values
+    /// are sealed).
+    async fn choose_strictness(&self) -> Result<()> {
+        let marker = [self.prefix.as_slice(), integrity::MARKER_KEY].concat();
+        let found = self.client.clone().get(marker.clone(), None).await.map_err(etcd_error)?;
+        if found.kvs().is_empty() {
+            let any = GetOptions::new().with_prefix().with_limit(1).with_keys_only();
+            let existing = self.client.clone().get(self.prefix.clone(), Some(any)).await.map_err(etcd_error)?;
+            if !existing.kvs().is_empty() {
+                return Ok(());
+            }
+            let sealed = integrity::seal(integrity::MARKER_KEY, b"crc32c");
+            self.client.clone().put(marker, sealed, None).await.map_err(etcd_error)?;
+        }
+        self.integrity.set_strict();
+        Ok(())
     }
 }
 
@@ -205,6 +242,10 @@ impl Backend for EtcdBackend {
     {
         let mut kv = self.begin(true);
         body(&mut kv).await
+    }
+
+    fn integrity(&self) -> &Integrity {
+        &self.integrity
     }
 
     async fn next_id(&self, counter: &'static str) -> Result<u64> {

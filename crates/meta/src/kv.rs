@@ -54,4 +54,7 @@ pub trait Backend: Send + Sync + 'static {
 
     /// A number never returned before by this call for `counter`, increasing.
     fn next_id(&self, counter: &'static str) -> impl Future<Output = Result<u64>> + Send;
+
+    /// The seals of the stored values and the damage found (`integrity`).
+    fn integrity(&self) -> &crate::integrity::Integrity;
 }

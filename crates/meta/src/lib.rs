@@ -13,6 +13,7 @@
 mod error;
 mod etcd_backend;
 pub mod format;
+pub mod integrity;
 mod kv;
 mod listing;
 mod ops;
@@ -28,3 +29,9 @@ pub use ops::{KvStore, MAX_STRIPE_PAGE};
 pub use redb_backend::{DATABASE_FILE_NAME, DEFAULT_CACHE_BYTES, RedbBackend, RedbStore};
 pub use store::MetaStore;
 pub use types::*;
+
+/// Locks `mutex`, taking over a lock a panicking thread left (the data it guards stays consistent:
+/// every critical section here is a few assignments).
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -52,6 +52,7 @@ macro_rules! txn {
                 Box::pin(async move { $body })
             })
             .await
+            .map_err(|error| $backend.integrity().doubt(error))
     }};
 }
 
@@ -569,5 +570,9 @@ impl<B: Backend> MetaStore for KvStore<B> {
                 }
             }
         })
+    }
+
+    fn damage(&self) -> crate::integrity::DamageReport {
+        self.backend.integrity().report()
     }
 }

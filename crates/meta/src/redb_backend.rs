@@ -22,6 +22,7 @@ use redb::{Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefi
 
 use crate::error::{MetaError, Result};
 use crate::format;
+use crate::integrity::{self, Integrity};
 use crate::kv::{Backend, Entry, Kv, TxnFuture};
 use crate::ops::KvStore;
 
@@ -50,14 +51,7 @@ impl KvStore<RedbBackend> {
         std::fs::create_dir_all(dir)
             .map_err(|error| MetaError::backend(&format!("create {}", dir.display()), error))?;
         let path = dir.join(DATABASE_FILE_NAME);
-        let db = redb::Builder::new()
-            .set_cache_size(cache_bytes)
-            .create(&path)
-            .map_err(|error| MetaError::backend(&format!("open {}", path.display()), error))?;
-        // Create the table once so read transactions can always open it.
-        let txn = db.begin_write().map_err(|error| MetaError::backend("begin", error))?;
-        txn.open_table(TABLE).map_err(|error| MetaError::backend("open table", error))?;
-        txn.commit().map_err(|error| MetaError::backend("commit", error))?;
+        let (db, integrity) = without_panics(&path, || open_checked(&path, cache_bytes))?;
         Ok(KvStore::with_backend(RedbBackend {
             db: Arc::new(db),
             path,
@@ -65,6 +59,7 @@ impl KvStore<RedbBackend> {
             queue: std::sync::Mutex::new(Vec::new()),
             group_commits: AtomicU64::new(0),
             id_blocks: tokio::sync::Mutex::new(HashMap::new()),
+            integrity: Arc::new(integrity),
         }))
     }
 
@@ -78,6 +73,116 @@ impl KvStore<RedbBackend> {
     pub fn cache_used_bytes(&self) -> usize {
         self.backend_ref().db.cache_stats().used_bytes()
     }
+}
+
+/// What to tell an operator whose database file cannot be read.
+const DAMAGED_FILE_ADVICE: &str = "the file is damaged: restore it from a metadata snapshot, or rebuild it from the \
+     storage nodes with `lowtail admin meta rebuild` (docs/durability.md)";
+
+/// Runs `open` with panics turned into [`MetaError::Damaged`]: redb panics on some malformed pages,
+/// and a damaged file must be a refusal to start that says what to do, never a crash. The panic hook
+/// is silenced meanwhile (the message goes into the error instead); this runs once, at start.
+fn without_panics<T>(path: &Path, open: impl FnOnce() -> Result<T>) -> Result<T> {
+    static HOOK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = crate::lock(&HOOK);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(open));
+    std::panic::set_hook(previous);
+    outcome.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|text| text.to_string()))
+            .unwrap_or_else(|| "a malformed page".into());
+        Err(MetaError::Damaged(format!("{} cannot be read ({what}); {DAMAGED_FILE_ADVICE}", path.display())))
+    })
+}
+
+/// A redb error met while opening or checking `path`: damage when redb says the file is corrupted.
+fn open_error(path: &Path, doing: &str, error: impl Into<redb::Error>) -> MetaError {
+    match error.into() {
+        redb::Error::Corrupted(what) => {
+            MetaError::Damaged(format!("{} cannot be read ({what}); {DAMAGED_FILE_ADVICE}", path.display()))
+        }
+        other => MetaError::backend(&format!("{doing} {}", path.display()), other),
+    }
+}
+
+/// Opens the database, seals the values of a store written before seals, and checks every record:
+/// damaged records are noted (and answered as errors when read), a file that cannot be walked is
+/// refused.
+fn open_checked(path: &Path, cache_bytes: usize) -> Result<(Database, Integrity)> {
+    let db = redb::Builder::new().set_cache_size(cache_bytes).create(path).map_err(|e| open_error(path, "open", e))?;
+    // Create the table once so read transactions can always open it.
+    let txn = db.begin_write().map_err(|e| open_error(path, "begin", e))?;
+    txn.open_table(TABLE).map_err(|e| open_error(path, "open the table of", e))?;
+    txn.commit().map_err(|e| open_error(path, "commit", e))?;
+    seal_unsealed_values(&db, path)?;
+    let integrity = Integrity::new(true);
+    check_every_record(&db, path, &integrity)?;
+    Ok((db, integrity))
+}
+
+/// Values sealed per transaction while a store written before seals is brought up to date.
+const SEAL_BATCH: usize = 10_000;
+
+/// Seals every value stored unsealed (a store written before seals), then sets the marker that makes
+/// the store strict. Nothing to do once the marker is there.
+fn seal_unsealed_values(db: &Database, path: &Path) -> Result<()> {
+    let read = db.begin_read().map_err(|e| open_error(path, "read", e))?;
+    let table = read.open_table(TABLE).map_err(|e| open_error(path, "read", e))?;
+    if table.get(integrity::MARKER_KEY).map_err(|e| open_error(path, "read", e))?.is_some() {
+        return Ok(());
+    }
+    drop((table, read));
+    let mut cursor: Vec<u8> = Vec::new();
+    // Bounded: each pass moves the cursor past SEAL_BATCH keys or ends.
+    loop {
+        let txn = db.begin_write().map_err(|e| open_error(path, "seal", e))?;
+        let done = {
+            let mut table = txn.open_table(TABLE).map_err(|e| open_error(path, "seal", e))?;
+            let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            for item in table.range::<&[u8]>(cursor.as_slice()..).map_err(|e| open_error(path, "seal", e))? {
+                let (key, value) = item.map_err(|e| open_error(path, "seal", e))?;
+                batch.push((key.value().to_vec(), value.value().to_vec()));
+                if batch.len() == SEAL_BATCH {
+                    break;
+                }
+            }
+            let done = batch.len() < SEAL_BATCH;
+            if let Some((last, _)) = batch.last() {
+                cursor = format::key_successor(last);
+            }
+            for (key, value) in batch.into_iter().filter(|(key, value)| integrity::needs_seal(key, value)) {
+                table.insert(key.as_slice(), integrity::seal(&key, &value).as_slice()).map_err(storage_error)?;
+            }
+            if done {
+                let marker = integrity::seal(integrity::MARKER_KEY, b"crc32c");
+                table.insert(integrity::MARKER_KEY, marker.as_slice()).map_err(storage_error)?;
+            }
+            done
+        };
+        txn.commit().map_err(|e| open_error(path, "seal", e))?;
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads every record once, noting the ones that fail their check in `integrity`.
+fn check_every_record(db: &Database, path: &Path, integrity: &Integrity) -> Result<()> {
+    let read = db.begin_read().map_err(|e| open_error(path, "check", e))?;
+    let table = read.open_table(TABLE).map_err(|e| open_error(path, "check", e))?;
+    let mut records = 0u64;
+    for item in table.iter().map_err(|e| open_error(path, "check", e))? {
+        let (key, value) = item.map_err(|e| open_error(path, "check", e))?;
+        records += 1;
+        // A failure is noted in `integrity`; reads of the record will answer it.
+        let _ = integrity.unseal(key.value(), value.value());
+    }
+    integrity.note_checked(records);
+    Ok(())
 }
 
 /// Ids a counter reserves durably at a time ([`Backend::next_id`]). The database is one process's
@@ -97,6 +202,8 @@ pub struct RedbBackend {
     group_commits: AtomicU64,
     /// Per counter: the next id to hand out and the last one reserved on disk.
     id_blocks: tokio::sync::Mutex<HashMap<&'static str, IdBlock>>,
+    /// Seals and the damage found.
+    integrity: Arc<Integrity>,
 }
 
 /// Ids `next..=reserved` of a counter, reserved durably and not yet handed out.
@@ -114,6 +221,7 @@ enum Txn {
 
 struct RedbKv {
     txn: Txn,
+    integrity: Arc<Integrity>,
 }
 
 fn storage_error(error: impl std::fmt::Display) -> MetaError {
@@ -137,7 +245,7 @@ impl Kv for RedbKv {
                 .map_err(storage_error)?
                 .map(|v| v.value().to_vec()),
         };
-        Ok(value)
+        value.map(|stored| self.integrity.unseal(key, &stored)).transpose()
     }
 
     async fn scan(&mut self, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<Entry>> {
@@ -157,15 +265,23 @@ impl Kv for RedbKv {
             }
             Ok(entries)
         }
-        match &self.txn {
+        let entries = match &self.txn {
             Txn::Write(txn) => collect(&txn.open_table(TABLE).map_err(storage_error)?, start, end, limit),
             Txn::Read(txn) => collect(&txn.open_table(TABLE).map_err(storage_error)?, start, end, limit),
-        }
+        }?;
+        entries
+            .into_iter()
+            .map(|(key, stored)| {
+                let value = self.integrity.unseal(&key, &stored)?;
+                Ok((key, value))
+            })
+            .collect()
     }
 
     fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<()> {
+        let sealed = integrity::seal(&key, &value);
         let mut table = self.writable()?;
-        table.insert(key.as_slice(), value.as_slice()).map_err(storage_error)?;
+        table.insert(key.as_slice(), sealed.as_slice()).map_err(storage_error)?;
         Ok(())
     }
 
@@ -252,22 +368,28 @@ impl RedbBackend {
         }
         self.group_commits.fetch_add(1, Ordering::Relaxed);
         let db = Arc::clone(&self.db);
+        let integrity = Arc::clone(&self.integrity);
         let runtime = tokio::runtime::Handle::current();
-        let task = tokio::task::spawn_blocking(move || commit_in_one_transaction(&db, &runtime, group));
+        let task = tokio::task::spawn_blocking(move || commit_in_one_transaction(&db, &integrity, &runtime, group));
         task.await.map_err(|error| MetaError::backend("redb write task", error))
     }
 }
 
 /// Runs `group` in one transaction, dropping failed bodies and starting again without them
 /// (bounded: each pass either commits or drops one), then answers every write.
-fn commit_in_one_transaction(db: &Database, runtime: &tokio::runtime::Handle, mut group: Vec<Box<dyn QueuedWrite>>) {
+fn commit_in_one_transaction(
+    db: &Database,
+    integrity: &Arc<Integrity>,
+    runtime: &tokio::runtime::Handle,
+    mut group: Vec<Box<dyn QueuedWrite>>,
+) {
     let mut failed: Vec<Box<dyn QueuedWrite>> = Vec::new();
     let commit = loop {
         let txn = match db.begin_write() {
             Ok(txn) => txn,
             Err(error) => break Err(storage_error(error)),
         };
-        let mut kv = RedbKv { txn: Txn::Write(Box::new(txn)) };
+        let mut kv = RedbKv { txn: Txn::Write(Box::new(txn)), integrity: Arc::clone(integrity) };
         let failure = group.iter_mut().position(|write| !write.run(&mut kv, runtime));
         let Txn::Write(txn) = kv.txn else { unreachable!("constructed as a write transaction") };
         match failure {
@@ -316,13 +438,18 @@ impl Backend for RedbBackend {
         F: Fn(&mut dyn Kv) -> TxnFuture<'_, T> + Send + Sync + 'static,
     {
         let db = Arc::clone(&self.db);
+        let integrity = Arc::clone(&self.integrity);
         let runtime = tokio::runtime::Handle::current();
         let task = tokio::task::spawn_blocking(move || {
             let txn = db.begin_read().map_err(storage_error)?;
-            let mut kv = RedbKv { txn: Txn::Read(txn) };
+            let mut kv = RedbKv { txn: Txn::Read(txn), integrity };
             runtime.block_on(body(&mut kv))
         });
         task.await.map_err(|error| MetaError::backend("redb read task", error))?
+    }
+
+    fn integrity(&self) -> &Integrity {
+        &self.integrity
     }
 
     async fn next_id(&self, counter: &'static str) -> Result<u64> {

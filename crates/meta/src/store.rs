@@ -142,4 +142,10 @@ pub trait MetaStore: Send + Sync {
     /// Times are the callers' clocks, so a lease elects one runner for work that stays safe when two
     /// run at once for a while (skew, a holder paused past its term); it is not a lock.
     async fn claim_lease(&self, name: &str, holder: &str, now_ms: u64, ttl_ms: u64) -> Result<Lease>;
+
+    // ---- integrity ----
+
+    /// The damaged records found so far (on open, where the backend checks every record, and by
+    /// reads since); see `integrity`.
+    fn damage(&self) -> crate::integrity::DamageReport;
 }

@@ -514,15 +514,57 @@ impl NodeClient {
         after: Option<(u64, u16)>,
         limit: u32,
     ) -> Result<proto::ListUnitsResponse, ClientError> {
+        self.list_units_page(after, limit, false).await
+    }
+
+    /// [`NodeClient::list_units`] with each unit's CRC-32C (`UnitInfo::crc32c`), combined by the node
+    /// from its block checksums; pages of at most 1000.
+    pub async fn list_units_with_checksums(
+        &self,
+        after: Option<(u64, u16)>,
+        limit: u32,
+    ) -> Result<proto::ListUnitsResponse, ClientError> {
+        self.list_units_page(after, limit, true).await
+    }
+
+    async fn list_units_page(
+        &self,
+        after: Option<(u64, u16)>,
+        limit: u32,
+        with_checksums: bool,
+    ) -> Result<proto::ListUnitsResponse, ClientError> {
         const OP: &str = "list_units";
         let mut inner = self.inner.clone();
         let request = proto::ListUnitsRequest {
             after: after.map(|(stripe, unit)| proto::UnitRef { stripe, unit: u32::from(unit) }),
             limit,
+            with_checksums,
         };
         self.timed(OP, async move {
             let reply =
                 inner.list_units(request).await.map_err(|status| ClientError::Status { operation: OP, status })?;
+            Ok(reply.into_inner())
+        })
+        .await
+    }
+
+    /// The node's data directory identity; with `claim`, recorded durably by the node first.
+    pub async fn identity(
+        &self,
+        claim: Option<crate::identity::Claim>,
+    ) -> Result<proto::IdentityResponse, ClientError> {
+        const OP: &str = "identity";
+        let mut inner = self.inner.clone();
+        let request = proto::IdentityRequest {
+            claim: claim.map(|claim| proto::IdentityClaim {
+                cluster_id: claim.cluster_id,
+                node_id: claim.node_id,
+                generation: claim.generation,
+            }),
+        };
+        self.timed(OP, async move {
+            let reply =
+                inner.identity(request).await.map_err(|status| ClientError::Status { operation: OP, status })?;
             Ok(reply.into_inner())
         })
         .await

@@ -14,6 +14,7 @@ pub mod classes;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod identity;
 pub mod link;
 pub mod metrics;
 pub mod pacer;
@@ -160,10 +161,15 @@ impl RunningNode {
 pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
     config.validate()?;
     let data_dir = config.data_dir.clone();
-    let max_unit_bytes = config.max_unit_bytes;
-    let store = tokio::task::spawn_blocking(move || UnitStore::open(&data_dir, max_unit_bytes))
-        .await
-        .map_err(|e| NodeError::io(&config.data_dir, std::io::Error::other(e.to_string())))??;
+    let (max_unit_bytes, node_id) = (config.max_unit_bytes, config.node_id);
+    let (store, identity) = tokio::task::spawn_blocking(move || {
+        let store = UnitStore::open(&data_dir, max_unit_bytes)?;
+        // After the store: its lock makes this process the directory's only one.
+        let identity = identity::Identity::open(&data_dir, node_id, store.unit_count() > 0)?;
+        Ok::<_, NodeError>((store, identity))
+    })
+    .await
+    .map_err(|e| NodeError::io(&config.data_dir, std::io::Error::other(e.to_string())))??;
     let limits = QueueLimits { max_queued_bytes: config.max_queued_bytes, max_queued_tasks: config.max_queued_tasks };
     let store = Arc::new(store);
     let scrubber = Arc::new(Scrubber::new(Arc::clone(&store), config.scrub.clone(), &config.data_dir, config.node_id));
@@ -198,6 +204,7 @@ pub async fn start(config: NodeConfig) -> Result<RunningNode, NodeError> {
     let sessions = Arc::new(session::Sessions::default());
     let service = NodeService::new(
         Arc::clone(&scheduler),
+        Arc::new(identity),
         Arc::clone(&scrubber),
         config.read_chunk_bytes,
         Arc::clone(&sessions),

@@ -30,6 +30,8 @@ use crate::store::{ConditionalDelete, UnitWrite};
 pub const SECRET_METADATA_KEY: &str = "x-lowtail-secret";
 /// Largest page `ListUnits` returns.
 pub const MAX_LIST_UNITS: usize = 10_000;
+/// Largest page of `ListUnits` with checksums (each unit's checksum table is read).
+pub const MAX_LIST_UNITS_WITH_CHECKSUMS: usize = 1_000;
 
 /// Refuses requests that do not carry the cluster secret (compared in constant time).
 #[derive(Clone)]
@@ -71,6 +73,7 @@ impl Interceptor for SecretCheck {
 #[derive(Debug, Clone)]
 pub struct NodeService {
     scheduler: Arc<Scheduler>,
+    identity: Arc<crate::identity::Identity>,
     scrubber: Arc<crate::scrub::Scrubber>,
     read_chunk_bytes: usize,
     node_label: String,
@@ -84,6 +87,7 @@ impl NodeService {
     /// pushing to peers with `secret`.
     pub fn new(
         scheduler: Arc<Scheduler>,
+        identity: Arc<crate::identity::Identity>,
         scrubber: Arc<crate::scrub::Scrubber>,
         read_chunk_bytes: usize,
         sessions: Arc<Sessions>,
@@ -92,7 +96,7 @@ impl NodeService {
         assert!(read_chunk_bytes > 0, "read chunks must be non-empty");
         let node_label = scheduler.node_id().to_string();
         let peers = Arc::new(Peers::new(secret));
-        Self { scheduler, scrubber, read_chunk_bytes, node_label, sessions, peers }
+        Self { scheduler, identity, scrubber, read_chunk_bytes, node_label, sessions, peers }
     }
 
     /// Opens a reconstruction session and runs it in its own task, which ends with the session:
@@ -522,24 +526,19 @@ impl node_server::Node for NodeService {
     ) -> Result<Response<proto::ListUnitsResponse>, Status> {
         let began = Instant::now();
         let request = request.into_inner();
-        let result = (|| {
-            let after = request.after.map(|after| unit_id(after.stripe, after.unit)).transpose()?;
-            let limit = match request.limit {
-                0 => MAX_LIST_UNITS,
-                limit => (limit as usize).min(MAX_LIST_UNITS),
-            };
-            let (units, truncated) = self.scheduler.store().list(after, limit);
-            let units = units
-                .into_iter()
-                .map(|unit| proto::UnitInfo {
-                    stripe: unit.id.stripe,
-                    unit: u32::from(unit.id.unit),
-                    len: unit.data_len,
-                    generation: unit.generation,
-                })
-                .collect();
-            Ok(proto::ListUnitsResponse { units, truncated })
-        })();
+        let result = match request.after.map(|after| unit_id(after.stripe, after.unit)).transpose() {
+            Ok(after) => {
+                let store = Arc::clone(self.scheduler.store());
+                let page = list_page(&store, after, request.limit, request.with_checksums);
+                if request.with_checksums {
+                    // Reads each unit's checksum table: off the runtime's threads.
+                    tokio::task::spawn_blocking(page).await.map_err(|e| Status::internal(e.to_string()))
+                } else {
+                    Ok(page())
+                }
+            }
+            Err(status) => Err(status),
+        };
         self.observe("list_units", began, &result);
         result.map(Response::new)
     }
@@ -596,5 +595,74 @@ impl node_server::Node for NodeService {
         };
         self.observe("set_class_scheduling", began, &result);
         result.map(Response::new)
+    }
+
+    async fn identity(
+        &self,
+        request: Request<proto::IdentityRequest>,
+    ) -> Result<Response<proto::IdentityResponse>, Status> {
+        let began = Instant::now();
+        let identity = Arc::clone(&self.identity);
+        let result = match request.into_inner().claim {
+            None => Ok(identity.current()),
+            Some(claim) => {
+                let claim = crate::identity::Claim {
+                    cluster_id: claim.cluster_id,
+                    node_id: claim.node_id,
+                    generation: claim.generation,
+                };
+                // A durable write (fsyncs): off the runtime's threads.
+                tokio::task::spawn_blocking(move || identity.claim(claim))
+                    .await
+                    .map_err(|e| Status::internal(e.to_string()))
+                    .and_then(|claimed| claimed.map_err(|e| Status::failed_precondition(e.to_string())))
+            }
+        }
+        .map(|current| identity_response(current, self.scheduler.node_id()));
+        self.observe("identity", began, &result);
+        result.map(Response::new)
+    }
+}
+
+/// A page of the store's listing as `ListUnits` answers it (with each unit's checksum when asked).
+fn list_page(
+    store: &Arc<crate::store::UnitStore>,
+    after: Option<UnitId>,
+    limit: u32,
+    with_checksums: bool,
+) -> impl FnOnce() -> proto::ListUnitsResponse + Send + 'static {
+    let most = if with_checksums { MAX_LIST_UNITS_WITH_CHECKSUMS } else { MAX_LIST_UNITS };
+    let limit = match limit {
+        0 => most,
+        limit => (limit as usize).min(most),
+    };
+    let store = Arc::clone(store);
+    move || {
+        let (units, truncated) = store.list(after, limit);
+        let units = units
+            .into_iter()
+            .map(|unit| proto::UnitInfo {
+                stripe: unit.id.stripe,
+                unit: u32::from(unit.id.unit),
+                len: unit.data_len,
+                generation: unit.generation,
+                crc32c: if with_checksums { store.unit_checksum(unit.id).ok() } else { None },
+            })
+            .collect();
+        proto::ListUnitsResponse { units, truncated }
+    }
+}
+
+fn identity_response(current: crate::identity::DirectoryIdentity, node_id: u32) -> proto::IdentityResponse {
+    proto::IdentityResponse {
+        directory_id: current.directory_id,
+        created_ms: current.created_ms,
+        held_units_at_creation: current.held_units_at_creation,
+        claim: current.claim.map(|claim| proto::IdentityClaim {
+            cluster_id: claim.cluster_id,
+            node_id: claim.node_id,
+            generation: claim.generation,
+        }),
+        configured_node_id: node_id,
     }
 }

@@ -570,10 +570,47 @@ impl UnitStore {
         self.corrupt_set().iter().copied().collect()
     }
 
+    /// The CRC-32C of a unit's data, combined from its block checksums (only the header and the
+    /// checksum table are read: the blocks are the scrub's to verify). A file whose header or length
+    /// is wrong is `Corrupt` (and listed corrupt).
+    pub fn unit_checksum(&self, id: UnitId) -> Result<u32, NodeError> {
+        let path = self.unit_path(id);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(NodeError::NotFound(id)),
+            Err(e) => return Err(NodeError::io(&path, e)),
+        };
+        let data_len = match header_of(&file, &path, id, ReadFrom::Device).expect("a read from the device answers")? {
+            Ok(data_len) => data_len,
+            Err(what) => return Err(self.mark_corrupt(id, what)),
+        };
+        let actual_len = file.metadata().map_err(|e| NodeError::io(&path, e))?.len();
+        if actual_len != file_len(data_len) {
+            return Err(self.mark_corrupt(id, format!("file is {actual_len} bytes, expected {}", file_len(data_len))));
+        }
+        let blocks = block_count(data_len);
+        let mut table = Vec::new();
+        read_at(&file, &mut table, (blocks * CRC_BYTES) as usize, HEADER_BYTES + data_len, ReadFrom::Device)
+            .map_err(|e| NodeError::io(&path, e))?;
+        Ok(combine_block_checksums(&table, data_len))
+    }
+
     /// Path of a unit's file (tests corrupt it on purpose; operators inspect it).
     pub fn path_of(&self, id: UnitId) -> PathBuf {
         self.unit_path(id)
     }
+}
+
+/// The CRC-32C of `data_len` bytes whose 64 KiB blocks have the checksums in `table` (4 bytes each,
+/// little-endian; the last block may be short).
+fn combine_block_checksums(table: &[u8], data_len: u64) -> u32 {
+    let mut crc = crc32c::crc32c(&[]);
+    for (index, stored) in table.chunks_exact(CRC_BYTES as usize).enumerate() {
+        let block_crc = u32::from_le_bytes(stored.try_into().expect("4 bytes"));
+        let block_len = (data_len - index as u64 * BLOCK_BYTES).min(BLOCK_BYTES);
+        crc = crc32c::crc32c_combine(crc, block_crc, block_len as usize);
+    }
+    crc
 }
 
 /// Reads a file's header: `Err` for I/O failures, `Ok(Err(what))` when it is corrupt.
@@ -819,6 +856,24 @@ mod tests {
             staged.append(piece).unwrap();
         }
         store.commit(staged).unwrap();
+    }
+
+    #[test]
+    fn a_units_checksum_is_the_crc_of_its_data_from_the_block_table_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        for (stripe, len) in [(1u64, 0usize), (2, 1), (3, BLOCK_BYTES as usize), (4, 3 * BLOCK_BYTES as usize + 17)] {
+            let data = pattern(len, stripe as u8);
+            let id = UnitId::new(stripe, 0);
+            write(&store, id, &data, 4096);
+            assert_eq!(store.unit_checksum(id).unwrap(), crc32c::crc32c(&data), "{len} bytes");
+        }
+        let truncated = UnitId::new(4, 0);
+        let file = OpenOptions::new().write(true).open(store.path_of(truncated)).unwrap();
+        file.set_len(HEADER_BYTES + 10).unwrap();
+        assert!(matches!(store.unit_checksum(truncated), Err(NodeError::Corrupt { .. })));
+        assert!(store.corrupt_units().contains(&truncated));
+        assert!(matches!(store.unit_checksum(UnitId::new(9, 0)), Err(NodeError::NotFound(_))));
     }
 
     #[test]

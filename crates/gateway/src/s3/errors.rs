@@ -24,6 +24,11 @@ pub fn from_meta(error: MetaError) -> S3Error {
             tracing::error!(%error, "metadata failure");
             S3ErrorCode::InternalError
         }
+        // Never a "no such key" for what might be a damaged record, never its bytes.
+        MetaError::Damaged(_) => {
+            tracing::error!(%error, "damaged metadata; `lowtail admin meta check` lists it");
+            S3ErrorCode::InternalError
+        }
     };
     S3Error::with_message(code, error.to_string())
 }
@@ -93,6 +98,7 @@ mod tests {
         assert_eq!(*from_meta(key).code(), S3ErrorCode::NoSuchKey);
         assert_eq!(*from_meta(MetaError::BucketNotEmpty("b".into())).code(), S3ErrorCode::BucketNotEmpty);
         assert_eq!(*from_meta(MetaError::Backend("x".into())).code(), S3ErrorCode::InternalError);
+        assert_eq!(*from_meta(MetaError::Damaged("x".into())).code(), S3ErrorCode::InternalError);
         assert_eq!(*from_data(DataError::Unavailable("x".into())).code(), S3ErrorCode::ServiceUnavailable);
         let range = DataError::InvalidRange { start: 1, end: 2, size: 0 };
         assert_eq!(*from_data(range).code(), S3ErrorCode::InvalidRange);
