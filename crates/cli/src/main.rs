@@ -150,6 +150,38 @@ enum AdminCommand {
     /// class an access key's requests may run in (docs/classes.md).
     #[command(subcommand)]
     Class(AdminClassCommand),
+    /// Check the embedded metadata store of a stopped `lowtail up` cluster, or rebuild it from the
+    /// storage nodes (docs/durability.md).
+    #[command(subcommand)]
+    Meta(AdminMetaCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminMetaCommand {
+    /// Read every record of the metadata store and check its checksum; exits non-zero on damage.
+    Check(AdminMetaArgs),
+    /// Rebuild the metadata store from the storage nodes: the newest metadata snapshot they hold,
+    /// then what their units say was written since. Starts the cluster's nodes, and stops them after.
+    Rebuild(AdminMetaRebuildArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminMetaArgs {
+    /// Cluster directory of a `lowtail up` cluster (stopped).
+    #[arg(long, value_name = "DIR", default_value = "lowtail-data")]
+    dir: PathBuf,
+    /// Print the raw JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct AdminMetaRebuildArgs {
+    #[command(flatten)]
+    meta: AdminMetaArgs,
+    /// Rebuild even though a store exists (it is moved aside to meta.redb.replaced-<time>).
+    #[arg(long)]
+    replace: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -379,6 +411,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::Access(command)) => admin_access(command),
         Command::Admin(AdminCommand::Mover(command)) => admin_mover(command),
         Command::Admin(AdminCommand::Class(command)) => admin_class(command),
+        Command::Admin(AdminCommand::Meta(command)) => admin_meta(command),
         #[cfg(feature = "lab")]
         Command::Sim(args) => lab::run_sim(args),
         #[cfg(feature = "lab")]
@@ -625,6 +658,39 @@ fn admin_mover(command: AdminMoverCommand) -> anyhow::Result<()> {
         text.push_str(&format!("{base}: {}\n", admin.mover()?));
     }
     print_stdout(&text)
+}
+
+fn admin_meta(command: AdminMetaCommand) -> anyhow::Result<()> {
+    match command {
+        AdminMetaCommand::Check(args) => {
+            let damage = launcher::meta_admin::check(&args.dir)?;
+            if args.json {
+                print_stdout(&format!("{}\n", serde_json::to_string_pretty(&damage)?))?;
+            } else {
+                let checked = damage.records_checked.unwrap_or(0);
+                print_stdout(&format!("{checked} records checked, {} damaged\n", damage.damaged_records))?;
+                for key in &damage.keys {
+                    print_stdout(&format!("  damaged: {key}\n"))?;
+                }
+            }
+            anyhow::ensure!(
+                damage.damaged_records == 0,
+                "the metadata store is damaged: rebuild it with `lowtail admin meta rebuild --replace --dir {}`",
+                args.dir.display()
+            );
+            Ok(())
+        }
+        AdminMetaCommand::Rebuild(args) => {
+            init_logging();
+            let binary = std::env::current_exe().context("cannot find this program's path")?;
+            let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+            let report = runtime.block_on(launcher::meta_admin::rebuild(&args.meta.dir, &binary, args.replace))?;
+            if args.meta.json {
+                return print_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+            }
+            print_stdout(&launcher::meta_admin::render_report(&report))
+        }
+    }
 }
 
 fn admin_add_node(args: AdminAddNodeArgs) -> anyhow::Result<()> {

@@ -15,6 +15,9 @@
 pub mod class_admin;
 pub mod classes;
 pub mod data;
+pub mod labels;
+pub mod meta_rebuild;
+pub mod meta_snapshot;
 pub mod process;
 pub mod s3;
 pub mod stripe_gc;

@@ -121,6 +121,9 @@ pub struct GatewayConfig {
     /// The latency classes requests run in and how the storage nodes serve them (docs/classes.md).
     /// Default: one class, first come first served (no change).
     pub classes: ClassesConfig,
+    /// Copies of the metadata store written to the storage nodes (docs/durability.md). Default:
+    /// one every 5 minutes, the newest 2 kept.
+    pub meta_snapshots: crate::meta_snapshot::MetaSnapshotConfig,
 }
 
 impl Default for GatewayConfig {
@@ -140,6 +143,7 @@ impl Default for GatewayConfig {
             data: DataConfig::default(),
             controller: ControllerConfig::default(),
             classes: ClassesConfig::default(),
+            meta_snapshots: crate::meta_snapshot::MetaSnapshotConfig::default(),
         }
     }
 }
@@ -168,6 +172,7 @@ impl GatewayConfig {
             "gateway config: batch_window_ms must be 1 to 1000"
         );
         anyhow::ensure!(!self.data.cluster_secret.is_empty(), "gateway config: data.cluster_secret must be set");
+        self.meta_snapshots.validate().map_err(|why| anyhow::anyhow!("gateway config: {why}"))?;
         // Two gateways with one name would seal each other's open packing stripes.
         anyhow::ensure!(
             !matches!(self.meta, MetaConfig::Etcd { .. }) || self.data.gateway_id.is_some(),
@@ -210,6 +215,16 @@ pub async fn open_meta(config: &MetaConfig) -> anyhow::Result<Arc<dyn MetaStore>
                 meta::RedbStore::open_with_cache(dir, *cache_bytes)
                     .map_err(|e| anyhow::anyhow!("cannot open the metadata store in {}: {e}", dir.display()))?,
             );
+            let damage = store.damage();
+            if damage.damaged_records > 0 {
+                tracing::error!(
+                    damaged = damage.damaged_records,
+                    keys = ?damage.keys,
+                    doubtful = ?damage.doubtful,
+                    "the metadata store has damaged records: reads of them, and lookups they might hide, answer \
+                     500 until it is rebuilt (`lowtail admin meta rebuild`, docs/durability.md)"
+                );
+            }
             publish_meta_cache_bytes(Arc::downgrade(&store));
             store
         }
@@ -260,6 +275,10 @@ pub struct ClusterStatus {
     pub pending: PendingStatus,
     /// The latency classes and what this gateway served in each.
     pub classes: ClassesReport,
+    /// The nodes' data directories: checks under way, refusals, the last check of each node.
+    pub directories: crate::data::membership::DirectoryStatus,
+    /// Damaged metadata records found (on open and by reads since).
+    pub meta_damage: meta::integrity::DamageReport,
 }
 
 /// Everything [`ClusterStatus`] is read from; one copy serves `RunningGateway::status` and the
@@ -275,6 +294,7 @@ struct StatusSources {
     controller: Arc<Controller>,
     pending: Arc<PendingWrites>,
     classes: Arc<ClassTable>,
+    membership: Arc<crate::data::membership::Membership>,
 }
 
 impl StatusSources {
@@ -289,6 +309,8 @@ impl StatusSources {
             policy: self.controller.policy(),
             pending: self.pending.status(),
             classes: self.classes.report(),
+            directories: self.membership.directory_status(),
+            meta_damage: self.meta.damage(),
         })
     }
 }
@@ -301,6 +323,7 @@ pub struct RunningGateway {
     controller: Arc<Controller>,
     status: StatusSources,
     stripe_gc_task: Option<BackgroundTask>,
+    snapshot_task: Option<BackgroundTask>,
     upload_expiry_task: Option<BackgroundTask>,
     stop_s3: oneshot::Sender<()>,
     s3_server: JoinHandle<()>,
@@ -341,7 +364,7 @@ impl RunningGateway {
         if let Some(server) = self.http_server {
             let _ = server.await;
         }
-        for task in [self.stripe_gc_task, self.upload_expiry_task].into_iter().flatten() {
+        for task in [self.stripe_gc_task, self.upload_expiry_task, self.snapshot_task].into_iter().flatten() {
             task.shutdown().await;
         }
         self.data.shutdown().await;
@@ -360,6 +383,10 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         data.start_controller(&config.controller).map_err(|e| anyhow::anyhow!("cannot start the controller: {e}"))?;
     let stripe_gc = Arc::new(StripeCollector::new(Arc::clone(&meta), data.data.clone(), config.data.orphans.clone()));
     let stripe_gc_task = Arc::clone(&stripe_gc).spawn();
+    let snapshots =
+        crate::meta_snapshot::MetaSnapshots::new(Arc::clone(&meta), data.data.clone(), config.meta_snapshots.clone());
+    // Backend mode has no nodes to hold snapshots (its backend keeps the units).
+    let snapshot_task = if data.data.io().backend().is_none() { Arc::new(snapshots).spawn() } else { None };
     let status = StatusSources {
         meta: Arc::clone(&meta),
         repair: Arc::clone(&data.repair),
@@ -370,6 +397,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         controller: Arc::clone(&controller),
         pending: Arc::clone(data.data.pending()),
         classes: Arc::clone(&classes),
+        membership: Arc::clone(&data.membership),
     };
     let object_data: Arc<dyn ObjectData> = Arc::new(data.data.clone());
     let credentials = config.credentials.iter().map(|c| (c.access_key.clone(), c.secret_key.clone())).collect();
@@ -456,6 +484,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         controller,
         status,
         stripe_gc_task,
+        snapshot_task,
         upload_expiry_task,
         stop_s3,
         s3_server,

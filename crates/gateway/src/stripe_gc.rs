@@ -424,6 +424,9 @@ impl StripeCollector {
     /// listed before objects: a part completed into an object meanwhile is then seen as one or
     /// the other.
     async fn mark_references(&self, window: &mut Window) -> Result<(), DataError> {
+        // The metadata snapshots on the nodes are referenced by their list.
+        let snapshots = crate::meta_snapshot::recorded(self.meta.as_ref()).await.map_err(meta_error)?;
+        snapshots.iter().for_each(|snapshot| window.mark(&snapshot.layout, false));
         let buckets = self.meta.list_buckets().await.map_err(meta_error)?;
         for bucket in &buckets {
             // A bucket deleted meanwhile was empty: it references nothing.

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
+use gateway::data::membership::Membership;
 use gateway::data::repair::{Blocker, RepairService};
-use gateway::data::{ErasureData, ObjectData, RepairConfig};
+use gateway::data::{ErasureData, MembershipConfig, ObjectData, RepairConfig};
 use meta::{Layout, NodeId, StripeState};
 
 async fn assert_readable(data: &ErasureData, objects: &[(Bytes, Layout)], what: &str) {
@@ -235,5 +236,125 @@ async fn scrubbing_finds_a_rotten_parity_unit_and_replica_and_repair_rewrites_th
     repair.scan().await.unwrap();
     let scrub = repair.status().scrub;
     assert!(scrub.iter().any(|s| s.node.0 as usize == parity_node && s.unanswered.is_some()), "{scrub:?}");
+    cluster.shutdown().await;
+}
+
+/// Copies every file of `from` (a stopped node's data directory) into `to`, replacing what is
+/// there: the node's directory restored from an image taken earlier.
+fn copy_directory(from: &std::path::Path, to: &std::path::Path) {
+    if to.exists() {
+        std::fs::remove_dir_all(to).unwrap();
+    }
+    std::fs::create_dir_all(to.join("units")).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().chain(std::fs::read_dir(from.join("units")).unwrap()) {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            let relative = entry.path().strip_prefix(from).unwrap().to_path_buf();
+            std::fs::copy(entry.path(), to.join(relative)).unwrap();
+        }
+    }
+}
+
+/// Runs probe rounds until no node's units are being checked and every node is admitted.
+async fn admit_all(membership: &Membership, cluster: &TestCluster) {
+    for _round in 0..100 {
+        membership.probe_round(gateway::data::membership::unix_now_ms()).await.unwrap();
+        let nodes = cluster.meta.list_nodes().await.unwrap();
+        let settled = nodes.iter().all(|n| n.checking_since_ms.is_none() && n.directory.is_some());
+        if settled && membership.directory_status().checking.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("nodes not admitted: {:?}", membership.directory_status());
+}
+
+/// Issue 52's stale return: a node stopped, its directory copied aside, the node back and more
+/// objects written (some of their units on it), then the node returns with the old copy. It is
+/// recognised as older at once, its units are checked before its stripes count as whole, what it
+/// lacks is recorded missing and rebuilt, and then any m = 3 other nodes may die.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_returning_with_an_older_copy_of_its_directory_is_checked_before_its_stripes_count() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let mut config = cluster.config("rs-6-3");
+    config.repair = RepairConfig { grace_ms: 60_000, ..Default::default() };
+    config.packed.max_object_bytes = 0;
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let membership = Membership::new(Arc::clone(data.io().cluster()), MembershipConfig::default());
+    admit_all(&membership, &cluster).await;
+    let mut objects = Vec::new();
+    for seed in 0..4 {
+        let body = pattern((1 << 20) + seed as usize * 4099, seed);
+        objects.push((body.clone(), data.write(body).await.unwrap().layout));
+    }
+    let stale = 5;
+    cluster.stop(stale).await;
+    let aside = tempfile::tempdir().unwrap();
+    copy_directory(cluster.dirs[stale].path(), aside.path());
+    cluster.restart(stale).await;
+    admit_all(&membership, &cluster).await;
+    let admitted = cluster.node_info(stale).await.directory.expect("admitted");
+    for seed in 10..20 {
+        let body = pattern((1 << 20) + seed as usize * 4099, seed);
+        objects.push((body.clone(), data.write(body).await.unwrap().layout));
+    }
+    let on_stale_after_copy: usize =
+        cluster.meta.stripes_on_node(NodeId(stale as u32), None, 10_000).await.unwrap().len();
+
+    // The node returns with the copy taken before those writes.
+    cluster.stop(stale).await;
+    copy_directory(aside.path(), cluster.dirs[stale].path());
+    cluster.restart(stale).await;
+    membership.probe_round(gateway::data::membership::unix_now_ms()).await.unwrap();
+    let checking = cluster.node_info(stale).await;
+    // Either still checking (counted short) or done (what it lacks recorded): never whole unseen.
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    if checking.checking_since_ms.is_some() {
+        // Repair runs beside the check: it rebuilds what the check recorded so far.
+        repair.scan().await.unwrap();
+        let census = repair.status().census.expect("the only gateway holds the lease");
+        assert!(census.stripes_on_unavailable_nodes > 0, "the node being checked counts: {census:?}");
+    }
+    let repaired_during_the_check = repair.status().units_repaired;
+    admit_all(&membership, &cluster).await;
+    let status = membership.directory_status();
+    let (_, report) = status.last_checks.iter().find(|(id, _)| *id == NodeId(stale as u32)).expect("checked");
+    assert!(report.checksums_compared, "an older copy's checksums are compared: {report:?}");
+    assert!(report.units_lost > 0 && report.units_marked_missing == report.units_lost, "{report:?}");
+    assert!(report.units_expected as usize <= on_stale_after_copy);
+    assert!(cluster.node_info(stale).await.directory.unwrap().generation > admitted.generation);
+    let under = cluster.meta.under_redundant_stripes(None, 1000).await.unwrap();
+    assert_eq!(under.len() as u64 + repaired_during_the_check, report.units_marked_missing, "one per stripe");
+
+    // Repair rebuilds in place; then any three other nodes may go.
+    repair.scan().await.unwrap();
+    assert_eq!(repair.status().census.map(|c| c.stripes_under_redundant), Some(0));
+    assert_whole(&cluster, "after the stale node's units were rebuilt").await;
+    for i in [0, 3, 8] {
+        cluster.kill(i).await;
+    }
+    assert_readable(&data, &objects, "three more nodes down after the stale return").await;
+    cluster.shutdown().await;
+}
+
+/// A node that answers with another cluster's directory is refused (kept Down) and nothing of its
+/// units counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_another_clusters_directory_is_refused() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let config = cluster.config("rs-6-3");
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let membership = Membership::new(Arc::clone(data.io().cluster()), MembershipConfig::default());
+    admit_all(&membership, &cluster).await;
+    cluster.stop(4).await;
+    let identity_path = cluster.dirs[4].path().join(node::identity::IDENTITY_FILE);
+    let text = std::fs::read_to_string(&identity_path).unwrap();
+    let cluster_id = cluster.meta.get_config("cluster-id").await.unwrap().unwrap();
+    std::fs::write(&identity_path, text.replace(&cluster_id, "another-cluster")).unwrap();
+    cluster.restart(4).await;
+    membership.probe_round(gateway::data::membership::unix_now_ms()).await.unwrap();
+    let refused = membership.directory_status().refused;
+    assert!(refused.iter().any(|(id, why)| *id == NodeId(4) && why.contains("another-cluster")), "{refused:?}");
+    assert_eq!(cluster.node_info(4).await.state, meta::NodeState::Down);
     cluster.shutdown().await;
 }

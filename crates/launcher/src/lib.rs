@@ -17,6 +17,7 @@ pub mod etcd;
 pub mod fleet;
 pub mod gateway_admin;
 pub mod manifest;
+pub mod meta_admin;
 pub mod processes;
 pub mod state;
 pub mod up;

@@ -8,7 +8,7 @@
 //! until the next `lowtail up`, as a real failure would; the gateway's membership notices.
 
 use crate::child::{Lifetime, Supervised};
-use crate::state::{ClusterDir, NodeSlot};
+use crate::state::{ClusterDir, ClusterState, NodeSlot};
 use anyhow::{Context, bail};
 use node::{NodeClient, NodeConfig};
 use std::net::SocketAddr;
@@ -397,4 +397,53 @@ impl GatewayProcess {
     pub async fn stop(self) {
         self.process.stop(GATEWAY_STOP_TIMEOUT).await;
     }
+}
+
+/// Starts every node of `state` (stopping any an earlier run left) and waits until each answers.
+pub async fn start_nodes(
+    binary: &Path,
+    dir: &ClusterDir,
+    state: &ClusterState,
+    (service_model, scrub): (&node::ServiceModel, &node::ScrubConfig),
+) -> anyhow::Result<Vec<NodeProcess>> {
+    let node_ids: Vec<u32> = state.nodes.iter().map(|slot| slot.id).collect();
+    stop_leftover_nodes(dir, &node_ids);
+    let mut nodes = Vec::with_capacity(state.nodes.len());
+    let runtime_threads = shared_runtime_threads(state.nodes.len());
+    for slot in &state.nodes {
+        let (model, scrub) = (service_model.clone(), scrub.clone());
+        let node = NodeProcess::spawn(binary, dir, slot, &state.cluster_secret, Lifetime::Detached, 0, |node_config| {
+            node_config.service_model = model;
+            node_config.scrub = scrub;
+            node_config.runtime_threads = Some(runtime_threads);
+        });
+        match node {
+            Ok(node) => nodes.push(node),
+            Err(error) => {
+                stop_all(nodes).await;
+                return Err(error);
+            }
+        }
+    }
+    for node in &mut nodes {
+        if let Err(error) = node.wait_ready(&state.cluster_secret).await.and_then(|()| node.pin_addresses()) {
+            stop_all(nodes).await;
+            return Err(error);
+        }
+    }
+    Ok(nodes)
+}
+
+/// Stops `nodes`, one after another.
+pub async fn stop_all(nodes: Vec<NodeProcess>) {
+    for node in nodes {
+        node.stop().await;
+    }
+}
+
+/// Runtime threads of each of `nodes` nodes sharing this machine: its CPUs divided among them,
+/// rounded up (at least 1).
+pub fn shared_runtime_threads(nodes: usize) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    cpus.div_ceil(nodes.max(1)).max(1)
 }

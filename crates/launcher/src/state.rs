@@ -103,6 +103,37 @@ impl ClusterDir {
         self.root.join("logs").join(format!("node-{id}.log"))
     }
 
+    /// Takes the exclusive lock on `DIR/up.lock` (creating `DIR`), or fails saying another `lowtail up`
+    /// holds it. The descriptor is close-on-exec: the nodes this process starts do not inherit the lock.
+    pub fn lock(&self) -> anyhow::Result<std::fs::File> {
+        let root = self.root();
+        std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+        let path = root.join("up.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                anyhow::bail!("another lowtail up is running (or starting) on {}; stop it first", root.display())
+            }
+            Err(std::fs::TryLockError::Error(error)) => {
+                Err(error).with_context(|| format!("cannot lock {}", path.display()))
+            }
+        }
+    }
+
+    /// Reads the stored state of an existing cluster; an error naming the directory if it holds none.
+    pub fn load(&self) -> anyhow::Result<ClusterState> {
+        let path = self.state_file();
+        ensure!(path.exists(), "{} holds no lowtail cluster (no {})", self.root.display(), path.display());
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("{} is damaged", path.display()))
+    }
+
     /// Reads the stored state, or chooses and stores a new one when the directory is new. A stored
     /// state that contradicts `options` (another code or node count) is an error: changing them would
     /// strand data, so the user must pick a new directory instead.

@@ -5,7 +5,6 @@
 //! Must not: keep anything in memory that a restart would need: everything lives under the
 //! directory, so `lowtail up` on the same directory finds every object again.
 
-use crate::child::Lifetime;
 use crate::manifest::{GatewayEntry, Manifest, NodeEntry};
 use crate::processes::NodeProcess;
 use crate::state::{ClusterDir, ClusterState, UpOptions};
@@ -59,6 +58,9 @@ pub struct UpConfig {
     /// The gateway's latency classes and how the nodes serve them (default: one class, first come
     /// first served); see docs/classes.md. The cluster's one access key has `default_class`.
     pub classes: gateway::classes::ClassesConfig,
+    /// Copies of the metadata store written to the nodes, from which `lowtail admin meta rebuild`
+    /// restores it (default: every 5 minutes, the newest 2 kept); see docs/durability.md.
+    pub meta_snapshots: gateway::meta_snapshot::MetaSnapshotConfig,
 }
 
 impl Default for UpConfig {
@@ -78,6 +80,7 @@ impl Default for UpConfig {
             scrub: node::ScrubConfig::default(),
             controller: ControllerConfig::default(),
             classes: gateway::classes::ClassesConfig::default(),
+            meta_snapshots: gateway::meta_snapshot::MetaSnapshotConfig::default(),
         }
     }
 }
@@ -132,7 +135,7 @@ impl LocalCluster {
 /// nodes run as.
 pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow::Result<LocalCluster> {
     let dir = ClusterDir::new(&options.dir);
-    let dir_lock = lock_cluster_dir(&dir)?;
+    let dir_lock = dir.lock()?;
     let state = dir.load_or_create(options)?;
     if let Ok(previous) = Manifest::read(&dir.manifest_file())
         && let Some(gateway) = &previous.gateway
@@ -145,67 +148,14 @@ pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow
             dir.root().display()
         );
     }
-    let node_ids: Vec<u32> = state.nodes.iter().map(|slot| slot.id).collect();
-    crate::processes::stop_leftover_nodes(&dir, &node_ids);
-    let mut nodes = Vec::with_capacity(state.nodes.len());
-    let runtime_threads = shared_runtime_threads(state.nodes.len());
-    for slot in &state.nodes {
-        let (model, scrub) = (config.service_model.clone(), config.scrub.clone());
-        let node =
-            NodeProcess::spawn(binary, &dir, slot, &state.cluster_secret, Lifetime::Detached, 0, |node_config| {
-                node_config.service_model = model;
-                node_config.scrub = scrub;
-                node_config.runtime_threads = Some(runtime_threads);
-            });
-        match node {
-            Ok(node) => nodes.push(node),
-            Err(error) => {
-                stop_all(nodes).await;
-                return Err(error);
-            }
-        }
-    }
-    for node in &mut nodes {
-        if let Err(error) = node.wait_ready(&state.cluster_secret).await.and_then(|()| node.pin_addresses()) {
-            stop_all(nodes).await;
-            return Err(error);
-        }
-    }
+    crate::meta_admin::refuse_a_missing_store(&dir, &state)?;
+    let nodes = crate::processes::start_nodes(binary, &dir, &state, (&config.service_model, &config.scrub)).await?;
     match start_gateway(&dir, &state, config, &nodes).await {
         Ok((gateway, manifest)) => Ok(LocalCluster { dir, manifest, nodes, gateway, _dir_lock: dir_lock }),
         Err(error) => {
-            stop_all(nodes).await;
+            crate::processes::stop_all(nodes).await;
             Err(error)
         }
-    }
-}
-
-/// Takes the exclusive lock on `DIR/up.lock` (creating `DIR`), or fails saying another `lowtail up`
-/// holds it. The descriptor is close-on-exec: the nodes this process starts do not inherit the lock.
-fn lock_cluster_dir(dir: &ClusterDir) -> anyhow::Result<std::fs::File> {
-    let root = dir.root();
-    std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
-    let path = root.join("up.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            anyhow::bail!("another lowtail up is running (or starting) on {}; stop it first", root.display())
-        }
-        Err(std::fs::TryLockError::Error(error)) => {
-            Err(error).with_context(|| format!("cannot lock {}", path.display()))
-        }
-    }
-}
-
-async fn stop_all(nodes: Vec<NodeProcess>) {
-    for node in nodes {
-        node.stop().await;
     }
 }
 
@@ -243,6 +193,7 @@ async fn start_gateway(
         data,
         controller: config.controller.clone(),
         classes: config.classes.clone(),
+        meta_snapshots: config.meta_snapshots.clone(),
         ..GatewayConfig::default()
     };
     let gateway = gateway::process::start(gateway_config, meta).await?;
@@ -276,12 +227,7 @@ async fn start_gateway(
     Ok((gateway, manifest))
 }
 
-/// Runtime threads of each of `nodes` nodes sharing this machine: its CPUs divided among them,
-/// rounded up (at least 1).
-pub fn shared_runtime_threads(nodes: usize) -> usize {
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    cpus.div_ceil(nodes.max(1)).max(1)
-}
+pub use crate::processes::shared_runtime_threads;
 
 #[cfg(test)]
 mod tests {
@@ -300,10 +246,10 @@ mod tests {
     fn a_second_up_on_a_directory_is_refused_until_the_first_lets_go() {
         let temp = tempfile::tempdir().unwrap();
         let dir = ClusterDir::new(temp.path().join("c"));
-        let first = lock_cluster_dir(&dir).unwrap();
-        let error = lock_cluster_dir(&dir).unwrap_err().to_string();
+        let first = dir.lock().unwrap();
+        let error = dir.lock().unwrap_err().to_string();
         assert!(error.contains("another lowtail up is running (or starting)"), "{error}");
         drop(first);
-        lock_cluster_dir(&dir).expect("free once the first is gone");
+        dir.lock().expect("free once the first is gone");
     }
 }

@@ -396,6 +396,25 @@ impl<B: Backend> MetaStore for KvStore<B> {
         })
     }
 
+    async fn set_node_checking(&self, id: NodeId, since_ms: u64) -> Result<NodeInfo> {
+        txn!(self.backend, write, (), |kv| {
+            let mut node = require_node(kv, id).await?;
+            node.checking_since_ms.get_or_insert(since_ms);
+            put_record(kv, format::node_key(id), &node)?;
+            Ok(node)
+        })
+    }
+
+    async fn set_node_directory(&self, id: NodeId, directory: crate::types::AdmittedDirectory) -> Result<NodeInfo> {
+        txn!(self.backend, write, (directory), |kv| {
+            let mut node = require_node(kv, id).await?;
+            node.directory = Some(directory);
+            node.checking_since_ms = None;
+            put_record(kv, format::node_key(id), &node)?;
+            Ok(node)
+        })
+    }
+
     async fn create_multipart(&self, upload: UploadMeta) -> Result<UploadMeta> {
         validate::object_key(&upload.key)?;
         // Allocated outside the transaction: a failed creation only leaves a gap in the numbering.
@@ -555,6 +574,19 @@ impl<B: Backend> MetaStore for KvStore<B> {
         txn!(self.backend, write, (name, value), |kv| put_record(kv, format::config_key(&name), &value))
     }
 
+    async fn put_config_if_absent(&self, name: &str, value: &str) -> Result<String> {
+        validate::config_name(name)?;
+        let (name, value) = (name.to_string(), value.to_string());
+        txn!(self.backend, write, (name, value), |kv| {
+            let key = format::config_key(&name);
+            if let Some(existing) = get_record::<String>(kv, &key).await? {
+                return Ok(existing);
+            }
+            put_record(kv, key, &value)?;
+            Ok(value)
+        })
+    }
+
     async fn claim_lease(&self, name: &str, holder: &str, now_ms: u64, ttl_ms: u64) -> Result<Lease> {
         validate::lease(name, holder, ttl_ms)?;
         let (name, holder) = (name.to_string(), holder.to_string());
@@ -569,6 +601,25 @@ impl<B: Backend> MetaStore for KvStore<B> {
                     Ok(lease)
                 }
             }
+        })
+    }
+
+    async fn export_records(&self, after: Option<Vec<u8>>, limit: usize) -> Result<Vec<crate::kv::Entry>> {
+        let limit = limit.clamp(1, MAX_STRIPE_PAGE);
+        txn!(self.backend, read, (after), |kv| {
+            let start = after.as_deref().map_or_else(Vec::new, format::key_successor);
+            // Every key of the schema is printable text, below 0xff.
+            kv.scan(&start, &[0xff], limit).await
+        })
+    }
+
+    async fn import_records(&self, records: Vec<crate::kv::Entry>) -> Result<()> {
+        let records = std::sync::Arc::new(records);
+        txn!(self.backend, write, (records), |kv| {
+            for (key, value) in records.iter() {
+                kv.put(key.clone(), value.clone())?;
+            }
+            Ok(())
         })
     }
 

@@ -88,6 +88,12 @@ pub trait MetaStore: Send + Sync {
     /// Sets a node's membership state. Marking a node Down that was not Down dates `down_since_ms`
     /// at `now_ms`; any other state clears it.
     async fn set_node_state(&self, id: NodeId, state: NodeState, now_ms: u64) -> Result<NodeInfo>;
+    /// Records that node `id`'s units are being checked since `since_ms` (`NodeInfo::checking_since_ms`);
+    /// a check already under way keeps its start.
+    async fn set_node_checking(&self, id: NodeId, since_ms: u64) -> Result<NodeInfo>;
+    /// Records the data directory the cluster admitted on node `id` (`NodeInfo::directory`) and ends
+    /// its check (`checking_since_ms` cleared), in one transaction.
+    async fn set_node_directory(&self, id: NodeId, directory: crate::types::AdmittedDirectory) -> Result<NodeInfo>;
 
     // ---- multipart uploads ----
 
@@ -133,6 +139,9 @@ pub trait MetaStore: Send + Sync {
     async fn get_config(&self, name: &str) -> Result<Option<String>>;
     /// Sets a cluster-wide setting.
     async fn put_config(&self, name: &str, value: &str) -> Result<()>;
+    /// Sets a cluster-wide setting unless it is set; returns the value it has afterwards (so two
+    /// callers racing with different values both learn the one that stayed).
+    async fn put_config_if_absent(&self, name: &str, value: &str) -> Result<String>;
 
     // ---- leases ----
 
@@ -142,6 +151,17 @@ pub trait MetaStore: Send + Sync {
     /// Times are the callers' clocks, so a lease elects one runner for work that stays safe when two
     /// run at once for a while (skew, a holder paused past its term); it is not a lock.
     async fn claim_lease(&self, name: &str, holder: &str, now_ms: u64, ttl_ms: u64) -> Result<Lease>;
+
+    // ---- whole-store copies ----
+
+    /// Up to `limit` (at most 10 000) records with keys after `after` (from the first when `None`),
+    /// in key order, as the rules stored them (seals checked and removed): what a metadata snapshot
+    /// copies. A damaged record fails the call.
+    async fn export_records(&self, after: Option<Vec<u8>>, limit: usize) -> Result<Vec<crate::kv::Entry>>;
+    /// Writes `records` (keys and payloads as [`MetaStore::export_records`] gives them) in one
+    /// transaction, replacing what those keys held: a rebuild restoring a snapshot. Applies no
+    /// rule: the caller vouches for the records' consistency.
+    async fn import_records(&self, records: Vec<crate::kv::Entry>) -> Result<()>;
 
     // ---- integrity ----
 

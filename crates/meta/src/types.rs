@@ -417,6 +417,31 @@ pub struct NodeInfo {
     /// after a restart, sees the same age.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down_since_ms: Option<u64>,
+    /// The data directory the cluster last admitted on this node (after checking its units), as
+    /// the node reported it; `None` until the first admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<AdmittedDirectory>,
+    /// Since when (unix ms) a gateway checks the node's units against the stripe records, after it
+    /// answered with a directory other than the admitted one (a restart, an older copy, a new
+    /// disk); `None` otherwise. Its stripes count as short until the check has recorded what it
+    /// lacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checking_since_ms: Option<u64>,
+}
+
+/// A node's data directory as the cluster admitted it (the node's `identity.json`): a node that
+/// answers with another directory, another process count or another generation is checked again
+/// before it serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdmittedDirectory {
+    /// The directory's random id.
+    pub directory_id: String,
+    /// How many node processes had opened it, the admitted one included.
+    pub starts: u64,
+    /// The generation the cluster gave it at the admission (raised at each one).
+    pub generation: u64,
+    /// When it was admitted (unix ms, the admitting gateway's clock).
+    pub admitted_ms: u64,
 }
 
 /// An in-progress multipart upload.

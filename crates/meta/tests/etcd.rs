@@ -111,6 +111,8 @@ async fn two_gateways_race() {
             state: NodeState::Up,
             last_heartbeat_ms: 0,
             down_since_ms: None,
+            directory: None,
+            checking_since_ms: None,
         })
         .await
         .unwrap();

@@ -266,14 +266,27 @@ impl NodeClient {
 
     /// Writes a unit held in memory; returns once it is durable on the node.
     pub async fn write_unit(&self, stripe: u64, unit: u16, data: Bytes) -> Result<TaskTiming, ClientError> {
+        self.write_described_unit(stripe, unit, data, Bytes::new()).await
+    }
+
+    /// [`NodeClient::write_unit`] of a unit that carries `descriptor` (what the writer says the
+    /// unit is; at most 1 MiB; empty: none), which the node keeps with it.
+    pub async fn write_described_unit(
+        &self,
+        stripe: u64,
+        unit: u16,
+        data: Bytes,
+        descriptor: Bytes,
+    ) -> Result<TaskTiming, ClientError> {
         if self.transport == UnitTransport::Stream {
-            return self.timed("write_unit", self.units.write(self.class, UnitId::new(stripe, unit), data)).await;
+            let write = self.units.write(self.class, UnitId::new(stripe, unit), data, descriptor);
+            return self.timed("write_unit", write).await;
         }
         let total_len = data.len() as u64;
         let chunks = (0..data.len())
             .step_by(WRITE_CHUNK_BYTES)
             .map(move |at| data.slice(at..(at + WRITE_CHUNK_BYTES).min(data.len())));
-        self.write_unit_stream(stripe, unit, total_len, tokio_stream::iter(chunks)).await
+        self.write_described_unit_stream((stripe, unit, descriptor), total_len, tokio_stream::iter(chunks)).await
     }
 
     /// Writes a unit of `total_len` bytes from a stream of non-empty chunks (each at most 2 MiB),
@@ -285,13 +298,24 @@ impl NodeClient {
         total_len: u64,
         chunks: impl Stream<Item = Bytes> + Send + 'static,
     ) -> Result<TaskTiming, ClientError> {
+        self.write_described_unit_stream((stripe, unit, Bytes::new()), total_len, chunks).await
+    }
+
+    /// [`NodeClient::write_unit_stream`] of a unit that carries a descriptor.
+    pub async fn write_described_unit_stream(
+        &self,
+        (stripe, unit, descriptor): (u64, u16, Bytes),
+        total_len: u64,
+        chunks: impl Stream<Item = Bytes> + Send + 'static,
+    ) -> Result<TaskTiming, ClientError> {
         const OP: &str = "write_unit";
         if self.transport == UnitTransport::Stream {
-            let write = self.units.write_stream(self.class, UnitId::new(stripe, unit), total_len, chunks);
+            let unit = (UnitId::new(stripe, unit), descriptor);
+            let write = self.units.write_stream(self.class, unit, total_len, chunks);
             return self.timed(OP, write).await;
         }
         let header = proto::WriteUnitRequest {
-            part: Some(Part::Header(proto::WriteHeader { stripe, unit: u32::from(unit), total_len })),
+            part: Some(Part::Header(proto::WriteHeader { stripe, unit: u32::from(unit), total_len, descriptor })),
         };
         let messages = self.classed(
             tokio_stream::once(header)
@@ -514,7 +538,17 @@ impl NodeClient {
         after: Option<(u64, u16)>,
         limit: u32,
     ) -> Result<proto::ListUnitsResponse, ClientError> {
-        self.list_units_page(after, limit, false).await
+        self.list_units_page(after, limit, (false, false)).await
+    }
+
+    /// [`NodeClient::list_units`] with each unit's descriptor (`UnitInfo::descriptor`); pages of at
+    /// most 1000 units and about 2 MiB of descriptors.
+    pub async fn list_units_with_descriptors(
+        &self,
+        after: Option<(u64, u16)>,
+        limit: u32,
+    ) -> Result<proto::ListUnitsResponse, ClientError> {
+        self.list_units_page(after, limit, (false, true)).await
     }
 
     /// [`NodeClient::list_units`] with each unit's CRC-32C (`UnitInfo::crc32c`), combined by the node
@@ -524,14 +558,14 @@ impl NodeClient {
         after: Option<(u64, u16)>,
         limit: u32,
     ) -> Result<proto::ListUnitsResponse, ClientError> {
-        self.list_units_page(after, limit, true).await
+        self.list_units_page(after, limit, (true, false)).await
     }
 
     async fn list_units_page(
         &self,
         after: Option<(u64, u16)>,
         limit: u32,
-        with_checksums: bool,
+        (with_checksums, with_descriptors): (bool, bool),
     ) -> Result<proto::ListUnitsResponse, ClientError> {
         const OP: &str = "list_units";
         let mut inner = self.inner.clone();
@@ -539,6 +573,7 @@ impl NodeClient {
             after: after.map(|(stripe, unit)| proto::UnitRef { stripe, unit: u32::from(unit) }),
             limit,
             with_checksums,
+            with_descriptors,
         };
         self.timed(OP, async move {
             let reply =

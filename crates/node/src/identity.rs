@@ -47,6 +47,11 @@ pub struct DirectoryIdentity {
     /// Whether it held units already when its identity was made (a directory of an older lowtail,
     /// or files put there by hand): nothing vouches for them.
     pub held_units_at_creation: bool,
+    /// How many times a node process opened the directory (this one included): a gateway that
+    /// admitted the directory at one count knows that another count is another process, maybe on
+    /// an older copy of the directory, and checks its units again.
+    #[serde(default)]
+    pub starts: u64,
     /// The cluster's claim, once a gateway made one.
     pub claim: Option<Claim>,
 }
@@ -73,19 +78,25 @@ impl Identity {
     pub fn open(data_dir: &Path, configured_node_id: u32, holds_units: bool) -> Result<Self, NodeError> {
         let path = data_dir.join(IDENTITY_FILE);
         let current = match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<DirectoryIdentity>(&bytes).map_err(|error| {
-                NodeError::InvalidArgument(format!(
-                    "{} is damaged ({error}); the directory's owner is unknown: move it aside to start \
-                     this node on an empty directory, which the cluster then refills",
-                    path.display()
-                ))
-            })?,
+            Ok(bytes) => {
+                let mut found = serde_json::from_slice::<DirectoryIdentity>(&bytes).map_err(|error| {
+                    NodeError::InvalidArgument(format!(
+                        "{} is damaged ({error}); the directory's owner is unknown: move it aside to \
+                         start this node on an empty directory, which the cluster then refills",
+                        path.display()
+                    ))
+                })?;
+                found.starts += 1;
+                write_durably(&path, &found)?;
+                found
+            }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 let made = DirectoryIdentity {
                     format: FORMAT,
                     directory_id: format!("{:032x}", rand::random::<u128>()),
                     created_ms: unix_ms(),
                     held_units_at_creation: holds_units,
+                    starts: 1,
                     claim: None,
                 };
                 write_durably(&path, &made)?;
@@ -168,6 +179,7 @@ mod tests {
         assert_eq!(again.directory_id, made.directory_id);
         assert_eq!(again.claim, Some(claim("c1", 3, 2)));
         assert!(!again.held_units_at_creation, "kept from the first open");
+        assert_eq!((made.starts, again.starts), (1, 2), "each open counted");
         let other = tempfile::tempdir().unwrap();
         assert_ne!(Identity::open(other.path(), 3, false).unwrap().current().directory_id, made.directory_id);
     }

@@ -30,8 +30,10 @@ use crate::store::{ConditionalDelete, UnitWrite};
 pub const SECRET_METADATA_KEY: &str = "x-lowtail-secret";
 /// Largest page `ListUnits` returns.
 pub const MAX_LIST_UNITS: usize = 10_000;
-/// Largest page of `ListUnits` with checksums (each unit's checksum table is read).
+/// Largest page of `ListUnits` with checksums or descriptors (each unit's file is read).
 pub const MAX_LIST_UNITS_WITH_CHECKSUMS: usize = 1_000;
+/// A page with descriptors ends once they pass this (under gRPC's 4 MiB message).
+const MAX_LIST_DESCRIPTOR_BYTES: usize = 2 << 20;
 
 /// Refuses requests that do not carry the cluster secret (compared in constant time).
 #[derive(Clone)]
@@ -175,7 +177,8 @@ impl NodeService {
         };
         let unit = unit_id(header.stripe, header.unit)?;
         let store = Arc::clone(self.scheduler.store());
-        let mut staged = blocking(move || store.begin_write(unit, header.total_len)).await?;
+        let descriptor = header.descriptor;
+        let mut staged = blocking(move || store.begin_described_write(unit, header.total_len, descriptor)).await?;
         // Bounded: every message must carry at least one byte and append refuses bytes past
         // total_len, so the loop runs at most total_len times.
         while let Some(message) = stream.message().await? {
@@ -529,8 +532,9 @@ impl node_server::Node for NodeService {
         let result = match request.after.map(|after| unit_id(after.stripe, after.unit)).transpose() {
             Ok(after) => {
                 let store = Arc::clone(self.scheduler.store());
-                let page = list_page(&store, after, request.limit, request.with_checksums);
-                if request.with_checksums {
+                let reads_files = request.with_checksums || request.with_descriptors;
+                let page = list_page(&store, after, request.limit, (request.with_checksums, request.with_descriptors));
+                if reads_files {
                     // Reads each unit's checksum table: off the runtime's threads.
                     tokio::task::spawn_blocking(page).await.map_err(|e| Status::internal(e.to_string()))
                 } else {
@@ -624,31 +628,41 @@ impl node_server::Node for NodeService {
     }
 }
 
-/// A page of the store's listing as `ListUnits` answers it (with each unit's checksum when asked).
+/// A page of the store's listing as `ListUnits` answers it, with each unit's checksum and
+/// descriptor when asked.
 fn list_page(
     store: &Arc<crate::store::UnitStore>,
     after: Option<UnitId>,
     limit: u32,
-    with_checksums: bool,
+    (with_checksums, with_descriptors): (bool, bool),
 ) -> impl FnOnce() -> proto::ListUnitsResponse + Send + 'static {
-    let most = if with_checksums { MAX_LIST_UNITS_WITH_CHECKSUMS } else { MAX_LIST_UNITS };
+    let most = if with_checksums || with_descriptors { MAX_LIST_UNITS_WITH_CHECKSUMS } else { MAX_LIST_UNITS };
     let limit = match limit {
         0 => most,
         limit => (limit as usize).min(most),
     };
     let store = Arc::clone(store);
     move || {
-        let (units, truncated) = store.list(after, limit);
-        let units = units
-            .into_iter()
-            .map(|unit| proto::UnitInfo {
+        let (listed, mut truncated) = store.list(after, limit);
+        let mut units = Vec::with_capacity(listed.len());
+        let mut descriptor_bytes = 0;
+        for unit in &listed {
+            let descriptor =
+                if with_descriptors { store.descriptor(unit.id).unwrap_or_default() } else { Bytes::new() };
+            descriptor_bytes += descriptor.len();
+            units.push(proto::UnitInfo {
                 stripe: unit.id.stripe,
                 unit: u32::from(unit.id.unit),
                 len: unit.data_len,
                 generation: unit.generation,
                 crc32c: if with_checksums { store.unit_checksum(unit.id).ok() } else { None },
-            })
-            .collect();
+                descriptor,
+            });
+            if descriptor_bytes > MAX_LIST_DESCRIPTOR_BYTES {
+                truncated |= units.len() < listed.len();
+                break;
+            }
+        }
         proto::ListUnitsResponse { units, truncated }
     }
 }
@@ -664,5 +678,6 @@ fn identity_response(current: crate::identity::DirectoryIdentity, node_id: u32) 
             generation: claim.generation,
         }),
         configured_node_id: node_id,
+        starts: current.starts,
     }
 }

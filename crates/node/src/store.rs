@@ -10,19 +10,23 @@
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 8 | magic `LTUNIT01` |
+//! | 8 | magic `LTUNIT02` (`LTUNIT01`: written before descriptors, whose length is zero) |
 //! | 8 | stripe |
 //! | 2 | unit index |
 //! | 2 | reserved, zero |
 //! | 4 | block size in bytes (65536) |
 //! | 8 | data length in bytes |
-//! | 4 | reserved, zero |
+//! | 4 | descriptor length in bytes (zero: none) |
 //! | 4 | crc32c of the 36 bytes above |
 //! | data length | the unit's bytes |
 //! | 4 × blocks | crc32c of each block of data (the last block may be short) |
+//! | descriptor length | the descriptor, when there is one |
+//! | 4 | its crc32c, when there is one |
 //!
 //! The checksum table trails the data so that a streaming write appends in one pass without
-//! holding the unit in memory.
+//! holding the unit in memory. The descriptor is what the writer says the unit is (the gateway's
+//! description of the stripe and the objects in it, so that metadata can be rebuilt from the
+//! nodes); the store keeps it with the unit, returns it, and never reads into it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File, OpenOptions};
@@ -39,7 +43,11 @@ use crate::error::{NodeError, UnitId};
 pub const BLOCK_BYTES: u64 = 64 * 1024;
 /// Size of the fixed header in front of the data.
 pub const HEADER_BYTES: u64 = 40;
-const MAGIC: &[u8; 8] = b"LTUNIT01";
+const MAGIC: &[u8; 8] = b"LTUNIT02";
+/// The magic of units written before descriptors (read as units without one).
+const MAGIC_V1: &[u8; 8] = b"LTUNIT01";
+/// Largest descriptor a unit carries.
+pub const MAX_DESCRIPTOR_BYTES: usize = 1 << 20;
 const CRC_BYTES: u64 = 4;
 const UNIT_SUFFIX: &str = ".unit";
 const TEMP_SUFFIX: &str = ".tmp";
@@ -49,31 +57,68 @@ pub fn block_count(data_len: u64) -> u64 {
     data_len.div_ceil(BLOCK_BYTES)
 }
 
-/// Total file size of a unit of `data_len` bytes.
+/// Total file size of a unit of `data_len` bytes without a descriptor.
 pub fn file_len(data_len: u64) -> u64 {
-    HEADER_BYTES + data_len + CRC_BYTES * block_count(data_len)
+    Shape { data_len, descriptor_len: 0 }.file_len()
 }
 
-fn encode_header(id: UnitId, data_len: u64) -> [u8; HEADER_BYTES as usize] {
+/// What a unit file's header says of its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Shape {
+    data_len: u64,
+    descriptor_len: u32,
+}
+
+impl Shape {
+    /// Where the descriptor starts (after the data and the checksum table).
+    fn descriptor_at(&self) -> u64 {
+        HEADER_BYTES + self.data_len + CRC_BYTES * block_count(self.data_len)
+    }
+
+    /// The file's whole length.
+    fn file_len(&self) -> u64 {
+        let trailer = if self.descriptor_len == 0 { 0 } else { u64::from(self.descriptor_len) + CRC_BYTES };
+        self.descriptor_at() + trailer
+    }
+}
+
+fn encode_header(id: UnitId, shape: Shape) -> [u8; HEADER_BYTES as usize] {
     let mut header = [0u8; HEADER_BYTES as usize];
     header[0..8].copy_from_slice(MAGIC);
     header[8..16].copy_from_slice(&id.stripe.to_le_bytes());
     header[16..18].copy_from_slice(&id.unit.to_le_bytes());
     header[20..24].copy_from_slice(&(BLOCK_BYTES as u32).to_le_bytes());
-    header[24..32].copy_from_slice(&data_len.to_le_bytes());
+    header[24..32].copy_from_slice(&shape.data_len.to_le_bytes());
+    header[32..36].copy_from_slice(&shape.descriptor_len.to_le_bytes());
     let crc = crc32c::crc32c(&header[..36]);
     header[36..40].copy_from_slice(&crc.to_le_bytes());
     header
 }
 
-/// Parses and checks a header; returns the data length. `expected` is the unit the file name says.
-fn decode_header(header: &[u8; HEADER_BYTES as usize], expected: UnitId) -> Result<u64, String> {
+/// The descriptor trailer of a file: the descriptor and its checksum.
+fn encode_descriptor(descriptor: &[u8]) -> Vec<u8> {
+    if descriptor.is_empty() {
+        return Vec::new();
+    }
+    let mut trailer = Vec::with_capacity(descriptor.len() + CRC_BYTES as usize);
+    trailer.extend_from_slice(descriptor);
+    trailer.extend_from_slice(&crc32c::crc32c(descriptor).to_le_bytes());
+    trailer
+}
+
+/// Parses and checks a header; returns the unit's shape. `expected` is the unit the file name says.
+fn decode_header(header: &[u8; HEADER_BYTES as usize], expected: UnitId) -> Result<Shape, String> {
     let stored_crc = u32::from_le_bytes(header[36..40].try_into().expect("4 bytes"));
     if crc32c::crc32c(&header[..36]) != stored_crc {
         return Err("header checksum mismatch".into());
     }
-    if &header[0..8] != MAGIC {
+    let descriptor_len = u32::from_le_bytes(header[32..36].try_into().expect("4 bytes"));
+    let magic = &header[0..8];
+    if magic != MAGIC && !(magic == MAGIC_V1 && descriptor_len == 0) {
         return Err("bad magic".into());
+    }
+    if descriptor_len as usize > MAX_DESCRIPTOR_BYTES {
+        return Err(format!("a descriptor of {descriptor_len} bytes"));
     }
     let stripe = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
     let unit = u16::from_le_bytes(header[16..18].try_into().expect("2 bytes"));
@@ -84,7 +129,8 @@ fn decode_header(header: &[u8; HEADER_BYTES as usize], expected: UnitId) -> Resu
     if u64::from(block_bytes) != BLOCK_BYTES {
         return Err(format!("unsupported block size {block_bytes}"));
     }
-    Ok(u64::from_le_bytes(header[24..32].try_into().expect("8 bytes")))
+    let data_len = u64::from_le_bytes(header[24..32].try_into().expect("8 bytes"));
+    Ok(Shape { data_len, descriptor_len })
 }
 
 fn unit_file_name(id: UnitId) -> String {
@@ -215,8 +261,8 @@ impl UnitStore {
             }
             let Some(id) = parse_unit_file_name(name) else { continue };
             match read_header(&entry.path(), id) {
-                Ok(Ok(data_len)) => {
-                    index.insert(id, entry_of(data_len));
+                Ok(Ok(shape)) => {
+                    index.insert(id, entry_of(shape.data_len));
                 }
                 Ok(Err(_)) => {
                     index.insert(id, entry_of(0));
@@ -282,17 +328,35 @@ impl UnitStore {
     /// Starts a streaming write of `total_len` bytes: creates a temp file and writes the header.
     /// Nothing is visible until [`UnitStore::commit`]; dropping the [`StagedUnit`] removes it.
     pub fn begin_write(&self, id: UnitId, total_len: u64) -> Result<StagedUnit, NodeError> {
-        let mut staged = self.create_temp(id, total_len)?;
-        staged.write_all_at(&encode_header(id, total_len), 0)?;
+        self.begin_described_write(id, total_len, Bytes::new())
+    }
+
+    /// [`UnitStore::begin_write`] of a unit that carries `descriptor` (at most
+    /// [`MAX_DESCRIPTOR_BYTES`]; empty: none).
+    pub fn begin_described_write(
+        &self,
+        id: UnitId,
+        total_len: u64,
+        descriptor: Bytes,
+    ) -> Result<StagedUnit, NodeError> {
+        let mut staged = self.create_temp(id, total_len, descriptor)?;
+        staged.write_all_at(&encode_header(id, staged.shape()), 0)?;
         Ok(staged)
     }
 
-    /// A new, empty temp file for a unit of `total_len` bytes (refused over the limit).
-    fn create_temp(&self, id: UnitId, total_len: u64) -> Result<StagedUnit, NodeError> {
+    /// A new, empty temp file for a unit of `total_len` bytes (refused over the limit, or with a
+    /// descriptor over its limit).
+    fn create_temp(&self, id: UnitId, total_len: u64, descriptor: Bytes) -> Result<StagedUnit, NodeError> {
         if total_len > self.max_unit_bytes {
             return Err(NodeError::InvalidArgument(format!(
                 "unit {id} of {total_len} bytes exceeds the limit of {} bytes",
                 self.max_unit_bytes
+            )));
+        }
+        if descriptor.len() > MAX_DESCRIPTOR_BYTES {
+            return Err(NodeError::InvalidArgument(format!(
+                "unit {id}'s descriptor of {} bytes exceeds the limit of {MAX_DESCRIPTOR_BYTES} bytes",
+                descriptor.len()
             )));
         }
         let nonce = self.temp_counter.fetch_add(1, Ordering::Relaxed);
@@ -306,6 +370,7 @@ impl UnitStore {
         Ok(StagedUnit {
             id,
             total_len,
+            descriptor,
             written: 0,
             file,
             temp_path,
@@ -330,25 +395,27 @@ impl UnitStore {
             staged.block_crcs.push(staged.block_crc);
         }
         assert_eq!(staged.block_crcs.len() as u64, block_count(staged.total_len), "one checksum per block");
-        let table: Vec<u8> = staged.block_crcs.iter().flat_map(|crc| crc.to_le_bytes()).collect();
-        staged.write_all_at(&table, HEADER_BYTES + staged.total_len)?;
+        let mut trailer: Vec<u8> = staged.block_crcs.iter().flat_map(|crc| crc.to_le_bytes()).collect();
+        trailer.extend_from_slice(&encode_descriptor(&staged.descriptor));
+        staged.write_all_at(&trailer, HEADER_BYTES + staged.total_len)?;
         self.publish(staged)
     }
 
     /// Writes a unit held whole in memory ([`UnitImage`]) durably and makes it visible, as
     /// [`UnitStore::commit`] does for a streamed one, with one write of the whole file.
     pub fn commit_image(&self, image: UnitImage) -> Result<(), NodeError> {
-        let UnitImage { id, mut file_image } = image;
+        let UnitImage { id, mut file_image, descriptor } = image;
         let data_len = file_image.len() as u64 - HEADER_BYTES;
-        let mut staged = self.create_temp(id, data_len)?;
-        file_image[..HEADER_BYTES as usize].copy_from_slice(&encode_header(id, data_len));
+        let mut staged = self.create_temp(id, data_len, descriptor)?;
+        file_image[..HEADER_BYTES as usize].copy_from_slice(&encode_header(id, staged.shape()));
         let table: Vec<u8> = file_image[HEADER_BYTES as usize..]
             .chunks(BLOCK_BYTES as usize)
             .flat_map(|block| crc32c::crc32c(block).to_le_bytes())
             .collect();
         assert_eq!(table.len() as u64, CRC_BYTES * block_count(data_len), "one checksum per block");
         file_image.extend_from_slice(&table);
-        debug_assert_eq!(file_image.len() as u64, file_len(data_len));
+        file_image.extend_from_slice(&encode_descriptor(&staged.descriptor));
+        debug_assert_eq!(file_image.len() as u64, staged.shape().file_len());
         staged.write_all_at(&file_image, 0)?;
         staged.written = data_len;
         self.publish(staged)
@@ -400,11 +467,12 @@ impl UnitStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Err(NodeError::NotFound(id))),
             Err(e) => return Some(Err(NodeError::io(&path, e))),
         };
-        let data_len = match header_of(&file, &path, id, from)? {
-            Ok(Ok(data_len)) => data_len,
+        let shape = match header_of(&file, &path, id, from)? {
+            Ok(Ok(shape)) => shape,
             Ok(Err(what)) => return Some(Err(self.mark_corrupt(id, what))),
             Err(error) => return Some(Err(error)),
         };
+        let data_len = shape.data_len;
         let end = offset.checked_add(length).filter(|&end| end <= data_len);
         let Some(end) = end else {
             return Some(Err(NodeError::OutOfRange { unit: id, offset, length, unit_len: data_len }));
@@ -413,8 +481,8 @@ impl UnitStore {
             Ok(metadata) => metadata.len(),
             Err(e) => return Some(Err(NodeError::io(&path, e))),
         };
-        if actual_len != file_len(data_len) {
-            let what = format!("file is {actual_len} bytes, expected {}", file_len(data_len));
+        if actual_len != shape.file_len() {
+            let what = format!("file is {actual_len} bytes, expected {}", shape.file_len());
             return Some(Err(self.mark_corrupt(id, what)));
         }
         if length == 0 {
@@ -570,28 +638,55 @@ impl UnitStore {
         self.corrupt_set().iter().copied().collect()
     }
 
-    /// The CRC-32C of a unit's data, combined from its block checksums (only the header and the
-    /// checksum table are read: the blocks are the scrub's to verify). A file whose header or length
-    /// is wrong is `Corrupt` (and listed corrupt).
-    pub fn unit_checksum(&self, id: UnitId) -> Result<u32, NodeError> {
+    /// A unit's file, open, and its shape, once its header and its length agree; a file whose
+    /// header or length is wrong is `Corrupt` (and listed corrupt).
+    fn open_checked(&self, id: UnitId) -> Result<(File, Shape), NodeError> {
         let path = self.unit_path(id);
         let file = match File::open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(NodeError::NotFound(id)),
             Err(e) => return Err(NodeError::io(&path, e)),
         };
-        let data_len = match header_of(&file, &path, id, ReadFrom::Device).expect("a read from the device answers")? {
-            Ok(data_len) => data_len,
+        let shape = match header_of(&file, &path, id, ReadFrom::Device).expect("a read from the device answers")? {
+            Ok(shape) => shape,
             Err(what) => return Err(self.mark_corrupt(id, what)),
         };
         let actual_len = file.metadata().map_err(|e| NodeError::io(&path, e))?.len();
-        if actual_len != file_len(data_len) {
-            return Err(self.mark_corrupt(id, format!("file is {actual_len} bytes, expected {}", file_len(data_len))));
+        if actual_len != shape.file_len() {
+            return Err(self.mark_corrupt(id, format!("file is {actual_len} bytes, expected {}", shape.file_len())));
         }
+        Ok((file, shape))
+    }
+
+    /// The descriptor a unit was written with (empty: none), checked against its checksum; a
+    /// descriptor that fails it is `Corrupt`.
+    pub fn descriptor(&self, id: UnitId) -> Result<Bytes, NodeError> {
+        let (file, shape) = self.open_checked(id)?;
+        if shape.descriptor_len == 0 {
+            return Ok(Bytes::new());
+        }
+        let mut trailer = Vec::new();
+        let len = shape.descriptor_len as usize + CRC_BYTES as usize;
+        read_at(&file, &mut trailer, len, shape.descriptor_at(), ReadFrom::Device)
+            .map_err(|e| NodeError::io(self.unit_path(id), e))?;
+        let (descriptor, crc) = trailer.split_at(shape.descriptor_len as usize);
+        if crc32c::crc32c(descriptor) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+            return Err(self.mark_corrupt(id, "its descriptor failed its checksum".into()));
+        }
+        trailer.truncate(shape.descriptor_len as usize);
+        Ok(Bytes::from(trailer))
+    }
+
+    /// The CRC-32C of a unit's data, combined from its block checksums (only the header and the
+    /// checksum table are read: the blocks are the scrub's to verify). A file whose header or length
+    /// is wrong is `Corrupt` (and listed corrupt).
+    pub fn unit_checksum(&self, id: UnitId) -> Result<u32, NodeError> {
+        let (file, shape) = self.open_checked(id)?;
+        let data_len = shape.data_len;
         let blocks = block_count(data_len);
         let mut table = Vec::new();
         read_at(&file, &mut table, (blocks * CRC_BYTES) as usize, HEADER_BYTES + data_len, ReadFrom::Device)
-            .map_err(|e| NodeError::io(&path, e))?;
+            .map_err(|e| NodeError::io(self.unit_path(id), e))?;
         Ok(combine_block_checksums(&table, data_len))
     }
 
@@ -614,14 +709,14 @@ fn combine_block_checksums(table: &[u8], data_len: u64) -> u32 {
 }
 
 /// Reads a file's header: `Err` for I/O failures, `Ok(Err(what))` when it is corrupt.
-fn read_header(path: &Path, id: UnitId) -> Result<Result<u64, String>, NodeError> {
+fn read_header(path: &Path, id: UnitId) -> Result<Result<Shape, String>, NodeError> {
     let file = File::open(path).map_err(|e| NodeError::io(path, e))?;
     header_of(&file, path, id, ReadFrom::Device).expect("a read from the device always answers")
 }
 
-/// The data length in `file`'s header, as [`read_header`] gives it; `None` when reading from the
-/// page cache and the header is not cached.
-fn header_of(file: &File, path: &Path, id: UnitId, from: ReadFrom) -> Option<Result<Result<u64, String>, NodeError>> {
+/// The shape in `file`'s header, as [`read_header`] gives it; `None` when reading from the page
+/// cache and the header is not cached.
+fn header_of(file: &File, path: &Path, id: UnitId, from: ReadFrom) -> Option<Result<Result<Shape, String>, NodeError>> {
     let mut header = Vec::with_capacity(HEADER_BYTES as usize);
     match read_at(file, &mut header, HEADER_BYTES as usize, 0, from) {
         Ok(true) => {
@@ -641,6 +736,7 @@ fn header_of(file: &File, path: &Path, id: UnitId, from: ReadFrom) -> Option<Res
 pub struct UnitImage {
     id: UnitId,
     file_image: BytesMut,
+    descriptor: Bytes,
 }
 
 impl UnitImage {
@@ -653,10 +749,11 @@ impl UnitImage {
         buffer
     }
 
-    /// The image of `id` from a [`UnitImage::buffer`] its data was appended to.
-    pub fn new(id: UnitId, buffer: BytesMut) -> Self {
+    /// The image of `id` from a [`UnitImage::buffer`] its data was appended to, carrying
+    /// `descriptor` (empty: none).
+    pub fn new(id: UnitId, buffer: BytesMut, descriptor: Bytes) -> Self {
         assert!(buffer.len() as u64 >= HEADER_BYTES, "a unit image starts with room for its header");
-        Self { id, file_image: buffer }
+        Self { id, file_image: buffer, descriptor }
     }
 
     /// The unit's data length.
@@ -669,7 +766,7 @@ impl UnitImage {
     pub(crate) fn with_data(id: UnitId, data: &[u8]) -> Self {
         let mut buffer = Self::buffer(data.len());
         buffer.extend_from_slice(data);
-        Self::new(id, buffer)
+        Self::new(id, buffer, Bytes::new())
     }
 }
 
@@ -708,6 +805,8 @@ impl UnitStore {
 pub struct StagedUnit {
     id: UnitId,
     total_len: u64,
+    /// Written after the checksum table at the commit.
+    descriptor: Bytes,
     written: u64,
     file: File,
     temp_path: PathBuf,
@@ -732,6 +831,11 @@ impl StagedUnit {
     /// Bytes received so far.
     pub fn written(&self) -> u64 {
         self.written
+    }
+
+    fn shape(&self) -> Shape {
+        let descriptor_len = u32::try_from(self.descriptor.len()).expect("descriptors are checked against their limit");
+        Shape { data_len: self.total_len, descriptor_len }
     }
 
     fn write_all_at(&mut self, data: &[u8], at: u64) -> Result<(), NodeError> {
@@ -856,6 +960,70 @@ mod tests {
             staged.append(piece).unwrap();
         }
         store.commit(staged).unwrap();
+    }
+
+    #[test]
+    fn a_described_unit_keeps_its_descriptor_and_reads_as_any_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        let descriptor = Bytes::from_static(b"{\"what\":\"a segment\"}");
+        let data = pattern(2 * BLOCK_BYTES as usize + 5, 3);
+        let streamed = UnitId::new(1, 2);
+        let mut staged = store.begin_described_write(streamed, data.len() as u64, descriptor.clone()).unwrap();
+        staged.append(&data).unwrap();
+        store.commit(staged).unwrap();
+        let mut buffer = UnitImage::buffer(data.len());
+        buffer.extend_from_slice(&data);
+        let whole = UnitId::new(1, 3);
+        store.commit_image(UnitImage::new(whole, buffer, descriptor.clone())).unwrap();
+        for id in [streamed, whole] {
+            assert_eq!(store.descriptor(id).unwrap(), descriptor);
+            assert_eq!(store.read_range(id, 7, 100).unwrap(), data[7..107]);
+            assert_eq!(store.unit_checksum(id).unwrap(), crc32c::crc32c(&data));
+        }
+        let (streamed_file, whole_file) =
+            (std::fs::read(store.path_of(streamed)).unwrap(), std::fs::read(store.path_of(whole)).unwrap());
+        let after_header = HEADER_BYTES as usize;
+        assert!(streamed_file[after_header..] == whole_file[after_header..], "both writes make the same file");
+        let reopened = {
+            drop(store);
+            UnitStore::open(dir.path(), 1 << 30).unwrap()
+        };
+        assert_eq!(reopened.unit_len(whole), Some(data.len() as u64));
+        assert_eq!(reopened.descriptor(whole).unwrap(), descriptor);
+        // A flipped byte of the descriptor is found; the data still reads.
+        let mut raw = std::fs::read(reopened.path_of(whole)).unwrap();
+        let at = raw.len() - 6;
+        raw[at] ^= 1;
+        std::fs::write(reopened.path_of(whole), raw).unwrap();
+        assert!(matches!(reopened.descriptor(whole), Err(NodeError::Corrupt { .. })));
+        let over = Bytes::from(vec![b'x'; MAX_DESCRIPTOR_BYTES + 1]);
+        assert!(matches!(
+            reopened.begin_described_write(UnitId::new(2, 0), 1, over),
+            Err(NodeError::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn a_unit_written_before_descriptors_reads_as_one_without() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = pattern(1000, 9);
+        let id = UnitId::new(4, 1);
+        {
+            let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+            write(&store, id, &data, 100);
+        }
+        // What the first format wrote: its magic, zero where descriptors are counted now.
+        let path = dir.path().join("units").join(unit_file_name(id));
+        let mut raw = std::fs::read(&path).unwrap();
+        raw[0..8].copy_from_slice(MAGIC_V1);
+        let crc = crc32c::crc32c(&raw[..36]);
+        raw[36..40].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&path, raw).unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        assert_eq!(store.read_range(id, 0, 1000).unwrap(), data);
+        assert_eq!(store.descriptor(id).unwrap(), Bytes::new());
+        assert!(store.corrupt_units().is_empty());
     }
 
     #[test]

@@ -39,8 +39,8 @@ use super::read::Reads;
 use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
 use super::stripe_write::{
-    EarlyWrites, Landing, UnitWrites, encode_units, forget_placement, judge, place_new_stripe, write_units,
-    write_units_early,
+    EarlyWrites, Landing, UnitWrites, encode_units, forget_placement, judge, place_new_stripe, unit_checksums,
+    write_units, write_units_early,
 };
 use super::{BodyStream, DataError, ObjectData, Redundancy, Written};
 use crate::classes::{ClassId, ClassScheduling};
@@ -285,8 +285,10 @@ impl ErasureData {
         units: Vec<Bytes>,
         unit_bytes: u64,
         ack: WriteAck,
+        descriptor: Bytes,
     ) -> Result<(StripeMeta, Redundancy), DataError> {
         let n = units.len();
+        let descriptors = vec![descriptor; n];
         let nodes: NodeMap = self.io.cluster().node_map().await?;
         let node_list: Vec<_> = nodes.values().cloned().collect();
         let (placement, to_write) = place_new_stripe(&self.io, &node_list, n, self.code.data_units())?;
@@ -300,15 +302,17 @@ impl ErasureData {
         };
         let early = ack.early_failures_tolerated().and_then(|t| self.pending.try_reserve().map(|permit| (t, permit)));
         let writes = match early {
-            None => write_units(&self.io, &nodes, &node_list, id, &units, placement, &to_write).await,
+            None => write_units(&self.io, &nodes, &node_list, id, (&units, &descriptors), placement, &to_write).await,
             Some((t, permit)) => {
                 let code = self.code.as_ref();
-                match write_units_early(&self.io, &nodes, code, id, &units, (placement, &to_write), t).await {
+                let described = (units.as_slice(), descriptors.as_slice());
+                match write_units_early(&self.io, &nodes, code, id, described, (placement, &to_write), t).await {
                     EarlyWrites::Acked { writes, landing } => {
-                        return self.record_early(nodes, id, unit_bytes, writes, landing, permit).await;
+                        let checksums = unit_checksums(&units);
+                        return self.record_early(nodes, (id, unit_bytes, checksums), writes, landing, permit).await;
                     }
                     EarlyWrites::Ended(writes) => {
-                        self.retry_failed(&nodes, &node_list, id, &units, writes, &to_write).await
+                        self.retry_failed(&nodes, &node_list, id, (&units, &descriptors), writes, &to_write).await
                     }
                 }
             }
@@ -320,7 +324,7 @@ impl ErasureData {
                 return Err(error);
             }
         };
-        let mut stripe = self.new_stripe_record(id, unit_bytes, writes.placement.clone());
+        let mut stripe = self.new_stripe_record(id, unit_bytes, writes.placement.clone(), unit_checksums(&units));
         if stripe.mark_missing(writes.missing(), unix_now_ms()) {
             self.io.counters().degraded_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             metrics::counter!("lowtail_gateway_degraded_writes_total").increment(1);
@@ -339,15 +343,39 @@ impl ErasureData {
         }
     }
 
-    /// A new sealed stripe's record, every unit durable (the caller marks the missing ones).
-    fn new_stripe_record(&self, id: StripeId, unit_bytes: u64, placement: Vec<NodeId>) -> StripeMeta {
+    /// The descriptor of the units of a stripe holding bytes `offset .. offset + length` of the
+    /// write under way (labelled by the S3 layer: [`super::descriptor::labelled`]).
+    fn describe_segment(&self, unit_bytes: u64, offset: u64, length: u64) -> Bytes {
+        super::descriptor::UnitDescriptor {
+            format: super::descriptor::FORMAT,
+            code: self.code_name.clone(),
+            unit_bytes,
+            written_ms: unix_now_ms(),
+            holds: super::descriptor::Holds::Segment {
+                label: super::descriptor::current(),
+                object_offset_bytes: offset,
+                length_bytes: length,
+            },
+        }
+        .encode()
+    }
+
+    /// A new sealed stripe's record, every unit durable (the caller marks the missing ones), with
+    /// the units' CRC-32Cs (what a returning node's copies are checked against).
+    fn new_stripe_record(
+        &self,
+        id: StripeId,
+        unit_bytes: u64,
+        placement: Vec<NodeId>,
+        unit_checksums: Vec<u32>,
+    ) -> StripeMeta {
         StripeMeta {
             id,
             code: self.code_name.clone(),
             unit_bytes,
             placement,
             state: StripeState::Sealed,
-            unit_checksums: None,
+            unit_checksums: Some(unit_checksums),
             packed_bytes: None,
             missing_units: Vec::new(),
             degraded_since_ms: None,
@@ -363,16 +391,16 @@ impl ErasureData {
         nodes: &NodeMap,
         node_list: &[meta::NodeInfo],
         id: StripeId,
-        units: &[Bytes],
+        described: (&[Bytes], &[Bytes]),
         first: UnitWrites,
         to_write: &[bool],
     ) -> UnitWrites {
-        let failed: Vec<bool> = (0..units.len()).map(|unit| to_write[unit] && !first.durable[unit]).collect();
+        let failed: Vec<bool> = (0..described.0.len()).map(|unit| to_write[unit] && !first.durable[unit]).collect();
         if !failed.contains(&true) {
             return first;
         }
-        let retried = write_units(&self.io, nodes, node_list, id, units, first.placement, &failed).await;
-        let durable = (0..units.len()).map(|unit| first.durable[unit] || retried.durable[unit]).collect();
+        let retried = write_units(&self.io, nodes, node_list, id, described, first.placement, &failed).await;
+        let durable = (0..described.0.len()).map(|unit| first.durable[unit] || retried.durable[unit]).collect();
         UnitWrites { placement: retried.placement, durable }
     }
 
@@ -382,15 +410,14 @@ impl ErasureData {
     async fn record_early(
         &self,
         nodes: NodeMap,
-        id: StripeId,
-        unit_bytes: u64,
+        (id, unit_bytes, unit_checksums): (StripeId, u64, Vec<u32>),
         writes: UnitWrites,
         landing: Vec<Landing>,
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<(StripeMeta, Redundancy), DataError> {
         let tolerated = self.code.failures_tolerated(&writes.durable).expect("acknowledged early only when decodable");
         let now_ms = unix_now_ms();
-        let mut stripe = self.new_stripe_record(id, unit_bytes, writes.placement.clone());
+        let mut stripe = self.new_stripe_record(id, unit_bytes, writes.placement.clone(), unit_checksums);
         stripe.mark_missing(writes.missing(), now_ms);
         stripe.pending_until_ms = Some(self.pending.pending_until_ms(now_ms));
         // Pending, not degraded, when every unit short is one still landing.
@@ -651,7 +678,8 @@ impl ErasureData {
                 let this_unit_bytes =
                     if length == k * unit_bytes { unit_bytes } else { last_stripe_unit_bytes(length, k) };
                 let units = self.encode(&cut.bytes, this_unit_bytes)?;
-                let (stripe, redundancy) = self.write_stripe(units, this_unit_bytes, ack).await?;
+                let descriptor = self.describe_segment(this_unit_bytes, cut.offset_bytes, length);
+                let (stripe, redundancy) = self.write_stripe(units, this_unit_bytes, ack, descriptor).await?;
                 let segment = StripeSegment {
                     stripe: stripe.id,
                     unit_bytes: this_unit_bytes,

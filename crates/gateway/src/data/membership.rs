@@ -22,8 +22,10 @@ use super::cluster::NodeConnections;
 use super::config::MembershipConfig;
 use crate::classes::ClassScheduling;
 
-/// Registers (or re-registers, keeping its state when already known) a storage node as Up with a
-/// heartbeat at `now_ms`.
+/// Registers (or re-registers) a storage node as Up with a heartbeat at `now_ms`, keeping what the
+/// cluster knows of its directory (the admitted one, a check under way): membership compares the
+/// directory at the node's first answer and checks its units if it differs, and marks it Down if
+/// it does not answer.
 pub async fn register_node(
     meta: &dyn MetaStore,
     id: NodeId,
@@ -32,6 +34,11 @@ pub async fn register_node(
     capacity_bytes: u64,
     now_ms: u64,
 ) -> Result<NodeInfo, DataError> {
+    let known = match meta.get_node(id).await {
+        Ok(known) => Some(known),
+        Err(meta::MetaError::NoSuchNode(_)) => None,
+        Err(error) => return Err(DataError::Meta(error.to_string())),
+    };
     let node = NodeInfo {
         id,
         address: address.to_string(),
@@ -40,6 +47,12 @@ pub async fn register_node(
         state: NodeState::Up,
         last_heartbeat_ms: now_ms,
         down_since_ms: None,
+        directory: None,
+        checking_since_ms: None,
+    };
+    let node = match known {
+        Some(known) => NodeInfo { directory: known.directory, checking_since_ms: known.checking_since_ms, ..node },
+        None => node,
     };
     meta.register_node(node.clone()).await.map_err(|e| DataError::Meta(e.to_string()))?;
     Ok(node)
@@ -62,6 +75,43 @@ pub struct Membership {
     /// Nodes told a scheduling, with their last answer since (a node that restarted runs its own
     /// scheduling again) and what they were told.
     scheduled: Mutex<HashMap<NodeId, (Sighting, ClassScheduling)>>,
+    /// Each node's directory as this gateway last saw it, the checks under way and the refusals.
+    directories: Arc<Directories>,
+    /// The cluster's id, read (or made) when first needed.
+    cluster_id: tokio::sync::OnceCell<String>,
+}
+
+/// What membership knows of the nodes' directories (see [`super::reconcile`]).
+#[derive(Debug, Default)]
+struct Directories {
+    /// Nodes whose directory this gateway found admitted, with their last answer then.
+    verified: Mutex<HashMap<NodeId, Sighting>>,
+    /// Nodes whose units are being checked by this gateway now.
+    checking: Mutex<std::collections::HashSet<NodeId>>,
+    /// Nodes refused, and why.
+    refused: Mutex<HashMap<NodeId, String>>,
+    /// The last check of each node, for status.
+    last_checks: Mutex<HashMap<NodeId, super::reconcile::CheckReport>>,
+}
+
+/// The nodes' directories as one gateway sees them, for `GET /admin/status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DirectoryStatus {
+    /// Nodes whose units this gateway is checking now.
+    pub checking: Vec<NodeId>,
+    /// Nodes refused (another cluster's or node's directory), with why.
+    pub refused: Vec<(NodeId, String)>,
+    /// The last check of each node this gateway checked.
+    pub last_checks: Vec<(NodeId, super::reconcile::CheckReport)>,
+}
+
+/// Whether a node that answered may serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// Yes (its units may still be being checked: its stripes count short meanwhile).
+    Serve,
+    /// No: it answers with a directory the cluster must not take, or its identity could not be read.
+    Refuse,
 }
 
 /// What one probe round saw.
@@ -84,6 +134,25 @@ impl Membership {
             misses: Mutex::new(HashMap::new()),
             class_scheduling: Mutex::new(NodeSchedulings::default()),
             scheduled: Mutex::new(HashMap::new()),
+            directories: Arc::default(),
+            cluster_id: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The nodes' directories as this gateway sees them.
+    pub fn directory_status(&self) -> DirectoryStatus {
+        let sorted = |mut ids: Vec<NodeId>| {
+            ids.sort_unstable();
+            ids
+        };
+        let mut refused: Vec<_> = super::lock(&self.directories.refused).clone().into_iter().collect();
+        refused.sort();
+        let mut last_checks: Vec<_> = super::lock(&self.directories.last_checks).clone().into_iter().collect();
+        last_checks.sort_by_key(|(id, _)| *id);
+        DirectoryStatus {
+            checking: sorted(super::lock(&self.directories.checking).iter().copied().collect()),
+            refused,
+            last_checks,
         }
     }
 
@@ -194,14 +263,27 @@ impl Membership {
             let misses = {
                 let mut misses = super::lock(&self.misses);
                 let count = misses.entry(node.id).or_insert(0);
-                *count = if answered { 0 } else { count.saturating_add(1) };
+                *count = if answered.is_some() { 0 } else { count.saturating_add(1) };
                 *count
             };
-            if !answered {
+            if answered.is_none() {
                 // It may come back restarted, with the default scheduling: tell it again then.
                 super::lock(&self.scheduled).remove(&node.id);
             }
-            let result = if answered {
+            let admission = match &answered {
+                Some((sighting, client)) => Some(self.admit(node, *sighting, client, now_ms).await),
+                None => None,
+            };
+            let answered = answered.is_some();
+            let result = if admission == Some(Admission::Refuse) {
+                if node.state == NodeState::Up {
+                    round.marked_down.push(node.id);
+                    metrics::counter!("lowtail_gateway_nodes_marked_down_total").increment(1);
+                    meta.set_node_state(node.id, NodeState::Down, now_ms).await.map(|_| ())
+                } else {
+                    Ok(())
+                }
+            } else if answered {
                 round.answered.push(node.id);
                 let beat = meta.heartbeat(node.id, now_ms).await;
                 if beat.is_ok() && node.state == NodeState::Down {
@@ -230,16 +312,124 @@ impl Membership {
     }
 
     /// Probes `node` (connecting and the probe each limited to `interval`), recording its rates and
-    /// telling it the class scheduling it lacks; whether it answered.
-    async fn probe(&self, node: &NodeInfo, interval: Duration) -> bool {
-        let Ok(Ok(client)) = tokio::time::timeout(interval, self.cluster.client(node)).await else { return false };
+    /// telling it the class scheduling it lacks; its answer and a client, if it answered.
+    async fn probe(&self, node: &NodeInfo, interval: Duration) -> Option<(Sighting, node::NodeClient)> {
+        let client = tokio::time::timeout(interval, self.cluster.client(node)).await.ok()?.ok()?;
         let client = client.with_timeout(interval);
         let sent = tokio::time::Instant::now();
-        let Ok(reply) = client.probe().await else { return false };
+        let reply = client.probe().await.ok()?;
         let now = Sighting::of(sent, tokio::time::Instant::now(), reply.now_ns);
         self.cluster.loads().record_probe(node.id, &reply);
         self.push_class_scheduling(node, now, &client).await;
-        true
+        Some((now, client))
+    }
+
+    /// The cluster's id (read or made once).
+    async fn cluster_id(&self) -> Result<&str, DataError> {
+        let meta = self.cluster.meta();
+        self.cluster_id.get_or_try_init(|| super::reconcile::cluster_id(meta.as_ref())).await.map(String::as_str)
+    }
+
+    /// Whether `node`, which answered as `now`, may serve: its directory is compared with the
+    /// admitted one when this gateway has not seen it admitted since its own start, when the node
+    /// was Down or restarted, or while a check is recorded but not running; a difference starts a
+    /// check (the node serves meanwhile, its stripes counted short).
+    async fn admit(&self, node: &NodeInfo, now: Sighting, client: &node::NodeClient, now_ms: u64) -> Admission {
+        let directories = &self.directories;
+        if super::lock(&directories.checking).contains(&node.id) {
+            return Admission::Serve;
+        }
+        let seen = super::lock(&directories.verified).get(&node.id).copied();
+        let restarted = seen.is_none_or(|seen| now.restarted_since(&seen));
+        if !restarted && node.state == NodeState::Up && node.checking_since_ms.is_none() {
+            super::lock(&directories.verified).insert(node.id, now);
+            return Admission::Serve;
+        }
+        super::lock(&directories.verified).remove(&node.id);
+        let identity = match client.identity(None).await {
+            Ok(identity) => identity,
+            Err(error) => {
+                tracing::debug!(node = %node.id, %error, "node identity not read; asked again next round");
+                return Admission::Refuse;
+            }
+        };
+        let cluster_id = match self.cluster_id().await {
+            Ok(cluster_id) => cluster_id,
+            Err(error) => {
+                tracing::warn!(node = %node.id, %error, "cluster id not read; the node is admitted later");
+                return Admission::Refuse;
+            }
+        };
+        // Read again: the round's copy may predate a check that ended meanwhile.
+        let node = &match self.cluster.meta().get_node(node.id).await {
+            Ok(fresh) => fresh,
+            Err(error) => {
+                tracing::warn!(node = %node.id, %error, "node record not read; the node is admitted later");
+                return Admission::Refuse;
+            }
+        };
+        if super::lock(&directories.checking).contains(&node.id) {
+            return Admission::Serve;
+        }
+        let state = super::reconcile::classify(&identity, node, cluster_id);
+        match state {
+            super::reconcile::DirectoryState::Foreign { why } => {
+                if super::lock(&directories.refused).insert(node.id, why.clone()).as_ref() != Some(&why) {
+                    tracing::error!(node = %node.id, %why, "node refused: its directory is not this cluster's node's");
+                }
+                Admission::Refuse
+            }
+            super::reconcile::DirectoryState::Admitted if node.checking_since_ms.is_none() => {
+                super::lock(&directories.refused).remove(&node.id);
+                super::lock(&directories.verified).insert(node.id, now);
+                Admission::Serve
+            }
+            state => {
+                super::lock(&directories.refused).remove(&node.id);
+                self.start_check(node, identity, state, now_ms).await
+            }
+        }
+    }
+
+    /// Marks `node` checking and starts the check of its units in the background.
+    async fn start_check(
+        &self,
+        node: &NodeInfo,
+        identity: node::proto::IdentityResponse,
+        state: super::reconcile::DirectoryState,
+        now_ms: u64,
+    ) -> Admission {
+        let meta = self.cluster.meta();
+        if let Err(error) = meta.set_node_checking(node.id, now_ms).await {
+            tracing::warn!(node = %node.id, %error, "could not record the node's check; tried again next round");
+            return Admission::Refuse;
+        }
+        let Ok(cluster_id) = self.cluster_id().await.map(str::to_string) else { return Admission::Refuse };
+        super::lock(&self.directories.checking).insert(node.id);
+        tracing::warn!(node = %node.id, ?state, "node answers with another directory than the admitted one; checking its units");
+        let (cluster, directories, node) = (Arc::clone(&self.cluster), Arc::clone(&self.directories), node.clone());
+        tokio::spawn(async move {
+            let checked = match cluster.client(&node).await {
+                Ok(client) => {
+                    let meta = cluster.meta();
+                    let identity_and_state = (cluster_id.as_str(), &state);
+                    super::reconcile::check_and_admit(meta.as_ref(), &client, &node, &identity, identity_and_state)
+                        .await
+                }
+                Err(error) => Err(DataError::Unavailable(error.to_string())),
+            };
+            match checked {
+                Ok(report) => {
+                    tracing::info!(node = %node.id, ?state, ?report, "node's units checked; it is admitted");
+                    metrics::counter!("lowtail_gateway_node_checks_total").increment(1);
+                    metrics::counter!("lowtail_gateway_node_check_units_lost_total").increment(report.units_lost);
+                    super::lock(&directories.last_checks).insert(node.id, report);
+                }
+                Err(error) => tracing::warn!(node = %node.id, %error, "node check failed; tried again next round"),
+            }
+            super::lock(&directories.checking).remove(&node.id);
+        });
+        Admission::Serve
     }
 
     /// Runs probe rounds every interval until the returned task is stopped.

@@ -287,7 +287,8 @@ impl MoverService {
             .await
             .map_err(|error| DataError::Unavailable(error.to_string()))?;
         let to = nodes.get(&moved.to).expect("checked Up");
-        self.io.write_unit(to, stripe.id, unit, bytes).await.map_err(DataError::Unavailable)?;
+        let descriptor = self.io.descriptor_for(&nodes, &stripe, unit, nodes.get(&moved.from)).await;
+        self.io.write_unit(to, stripe.id, unit, (bytes, descriptor)).await.map_err(DataError::Unavailable)?;
         let generation = unit_generation(&self.io, to, stripe.id, moved.unit).await;
         Ok(Copied { moved: *moved, stripe, generation })
     }

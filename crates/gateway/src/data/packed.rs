@@ -39,11 +39,12 @@ use tokio::sync::{Mutex, OwnedRwLockReadGuard, RwLock};
 use tokio::time::Instant;
 
 use super::controller::Unplanned;
+use super::descriptor::{FORMAT, Holds, PackedObject, UnitDescriptor};
 use super::erasure::UNIT_ALIGN_BYTES;
 use super::membership::unix_now_ms;
 use super::read::Reads;
 use super::stripe_io::{NodeMap, StripeIo};
-use super::stripe_write::{encode_units, forget_placement, judge, move_off_unavailable, write_units};
+use super::stripe_write::{encode_units, forget_placement, judge, move_off_unavailable, unit_checksums, write_units};
 use super::{DataError, meta_error};
 
 /// Unit indexes at or above this are replica units of an open stripe, not stripe units.
@@ -61,6 +62,9 @@ const LIST_PAGE: u32 = 1024;
 const READ_ATTEMPTS: usize = 3;
 /// How often `tick` retries rebuilding stripes a previous run left open that could not be rebuilt.
 const UNRECOVERED_RETRY: Duration = Duration::from_secs(1);
+
+/// A replica unit as a node lists it: its seq, length and descriptor.
+type Listed = (u16, u64, Bytes);
 
 /// Where one acknowledged replica lives in the stripe's data units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +115,9 @@ struct OpenStripe {
     units: Vec<BytesMut>,
     /// Replica units written or being written: seq → data unit.
     replicas: BTreeMap<u16, u16>,
+    /// What each replica's object is (its write's label and place), for the sealed units'
+    /// descriptors: seq → object.
+    objects: BTreeMap<u16, PackedObject>,
     /// Appends hold a read guard until their replicas are written; sealing takes the write side.
     in_flight: Arc<RwLock<()>>,
     opened_at: Instant,
@@ -237,7 +244,8 @@ impl Packer {
             return Err(PackRefused::NotNow(format!("{length} bytes is not packed")));
         }
         let k = self.code.data_units();
-        let (stripe, unit, offset, seq, guard) = {
+        let label = super::descriptor::current();
+        let (stripe, object, seq, guard) = {
             let mut state = self.state.lock().await;
             let fits = state.open.as_ref().is_some_and(|open| {
                 open.replicas.len() < usize::from(MAX_OBJECTS_PER_STRIPE) && open.unit_for(length).is_some()
@@ -258,12 +266,15 @@ impl Packer {
             open.units[unit].extend_from_slice(body);
             let seq = REPLICA_UNIT_BASE + open.replicas.len() as u16;
             open.replicas.insert(seq, unit as u16);
+            let object = PackedObject { label, unit: unit as u16, offset_bytes: offset, length_bytes: length };
+            open.objects.insert(seq, object.clone());
             let guard: OwnedRwLockReadGuard<()> =
                 Arc::clone(&open.in_flight).try_read_owned().expect("only a seal takes the write side, after removal");
-            (open.stripe.clone(), unit, offset, seq, guard)
+            (open.stripe.clone(), object, seq, guard)
         };
-        let header = ReplicaHeader { unit: unit as u16, offset, length };
-        let replica = header.encode(body);
+        let (unit, offset) = (usize::from(object.unit), object.offset_bytes);
+        let header = ReplicaHeader { unit: object.unit, offset, length };
+        let replica = (header.encode(body), self.describe(&stripe, Holds::Replica { object }));
         let result = self.write_replicas(&stripe, k, unit, seq, replica).await;
         drop(guard);
         match result {
@@ -286,13 +297,20 @@ impl Packer {
         }
     }
 
+    /// The descriptor of a unit of `stripe` holding `holds`.
+    fn describe(&self, stripe: &StripeMeta, holds: Holds) -> Bytes {
+        let written_ms = unix_now_ms();
+        UnitDescriptor { format: FORMAT, code: stripe.code.clone(), unit_bytes: stripe.unit_bytes, written_ms, holds }
+            .encode()
+    }
+
     async fn write_replicas(
         &self,
         stripe: &StripeMeta,
         k: usize,
         unit: usize,
         seq: u16,
-        replica: Bytes,
+        replica: (Bytes, Bytes),
     ) -> Result<(), DataError> {
         let nodes = self.io.cluster().node_map().await?;
         let targets = replica_nodes(stripe, k, unit);
@@ -362,6 +380,7 @@ impl Packer {
                     stripe,
                     units: (0..k).map(|_| BytesMut::with_capacity(unit_capacity.min(1 << 20))).collect(),
                     replicas: BTreeMap::new(),
+                    objects: BTreeMap::new(),
                     in_flight: Arc::new(RwLock::new(())),
                     opened_at: Instant::now(),
                 })
@@ -431,12 +450,21 @@ impl Packer {
         let unit_bytes = fill.div_ceil(UNIT_ALIGN_BYTES).max(1) * UNIT_ALIGN_BYTES;
         let data: Vec<Bytes> = open.units.iter().map(|u| Bytes::copy_from_slice(u)).collect();
         let units = encode_units(self.code.as_ref(), data, unit_bytes)?;
+        let objects = open.objects.values().cloned().collect();
+        let stripe_descriptor = self.describe(&StripeMeta { unit_bytes, ..current.clone() }, Holds::Packed { objects });
+        let k = self.code.data_units();
+        let descriptors: Vec<Bytes> = (0..units.len())
+            .map(|unit| {
+                UnitDescriptor::decode(&stripe_descriptor).expect("just encoded").of_packed_unit(unit, k).encode()
+            })
+            .collect();
         let node_list: Vec<NodeInfo> = nodes.values().cloned().collect();
         // Nodes that went down since opening are replaced before writing where another node can
         // take their unit (counted by the placer); the others' units are left missing.
         let mut placement = current.placement.clone();
         let to_write = move_off_unavailable(&self.io, &nodes, &node_list, &mut placement);
-        let writes = write_units(&self.io, &nodes, &node_list, id, &units, placement, &to_write).await;
+        let described = (units.as_slice(), descriptors.as_slice());
+        let writes = write_units(&self.io, &nodes, &node_list, id, described, placement, &to_write).await;
         // The open record still holds its nodes: on failure the placer counts those again.
         let undo_placement = || {
             forget_placement(&self.io, &writes.placement);
@@ -453,6 +481,7 @@ impl Packer {
             unit_bytes,
             placement: writes.placement.clone(),
             state: StripeState::Sealed,
+            unit_checksums: Some(unit_checksums(&units)),
             packed_bytes: Some(packed_bytes),
             ..current.clone()
         };
@@ -715,11 +744,17 @@ impl Packer {
             .map(|node| async move { (node.id, self.replicas_on(node, stripe.id).await) })
             .collect();
         let mut found: BTreeMap<u16, Vec<(NodeInfo, u64)>> = BTreeMap::new();
+        let mut objects: BTreeMap<u16, PackedObject> = BTreeMap::new();
         while let Some((node_id, result)) = lookups.next().await {
             match result {
                 Ok((node, listed)) => {
-                    for (seq, len) in listed {
+                    for (seq, len, descriptor) in listed {
                         found.entry(seq).or_default().push((node.clone(), len));
+                        if let Some(UnitDescriptor { holds: Holds::Replica { object }, .. }) =
+                            UnitDescriptor::decode(&descriptor)
+                        {
+                            objects.insert(seq, object);
+                        }
                     }
                 }
                 // Every acknowledged replica is on every parity node: an Up parity node that did
@@ -768,38 +803,48 @@ impl Packer {
             }
             units[unit][header.offset as usize..end].copy_from_slice(object);
             replicas.insert(seq, header.unit);
+            // A replica written without a descriptor still gets its place described, unlabelled.
+            let unlabelled = PackedObject {
+                label: serde_json::Value::Null,
+                unit: header.unit,
+                offset_bytes: header.offset,
+                length_bytes: header.length,
+            };
+            objects.entry(seq).or_insert(unlabelled);
         }
+        objects.retain(|seq, _| replicas.contains_key(seq));
         Ok(OpenStripe {
             stripe: stripe.clone(),
             units,
             replicas,
+            objects,
             in_flight: Arc::new(RwLock::new(())),
             opened_at: Instant::now(),
         })
     }
 
-    /// The replica units of `stripe` on `node`, with their lengths.
-    async fn replicas_on(&self, node: &NodeInfo, stripe: StripeId) -> Result<(NodeInfo, Vec<(u16, u64)>), DataError> {
+    /// The replica units of `stripe` on `node`, with their lengths and descriptors.
+    async fn replicas_on(&self, node: &NodeInfo, stripe: StripeId) -> Result<(NodeInfo, Vec<Listed>), DataError> {
         let client = self.io.cluster().client(node).await.map_err(|e| DataError::Unavailable(e.to_string()))?;
         let mut after = (stripe.0, REPLICA_UNIT_BASE - 1);
         let mut seqs = Vec::new();
-        // At most MAX_OBJECTS_PER_STRIPE replicas, so the pages are bounded.
-        for _page in 0..=(usize::from(MAX_OBJECTS_PER_STRIPE) / LIST_PAGE as usize + 1) {
-            let listing =
-                client.list_units(Some(after), LIST_PAGE).await.map_err(|e| DataError::Unavailable(e.to_string()))?;
-            let mut last = None;
+        // At most MAX_OBJECTS_PER_STRIPE replicas, each page at least one, so the pages are bounded.
+        for _page in 0..=usize::from(MAX_OBJECTS_PER_STRIPE) {
+            let listing = client
+                .list_units_with_descriptors(Some(after), LIST_PAGE)
+                .await
+                .map_err(|e| DataError::Unavailable(e.to_string()))?;
             for unit in &listing.units {
                 if unit.stripe != stripe.0 {
                     return Ok((node.clone(), seqs));
                 }
                 let seq =
                     u16::try_from(unit.unit).map_err(|_| DataError::Internal("unit index over 16 bits".into()))?;
-                seqs.push((seq, unit.len));
-                last = Some(seq);
+                seqs.push((seq, unit.len, unit.descriptor.clone()));
+                after = (stripe.0, seq);
             }
-            match last {
-                Some(seq) if listing.units.len() == LIST_PAGE as usize => after = (stripe.0, seq),
-                _ => return Ok((node.clone(), seqs)),
+            if !listing.truncated || listing.units.is_empty() {
+                return Ok((node.clone(), seqs));
             }
         }
         Ok((node.clone(), seqs))

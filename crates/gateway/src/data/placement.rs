@@ -192,6 +192,8 @@ mod tests {
             state: NodeState::Up,
             last_heartbeat_ms: 0,
             down_since_ms: None,
+            directory: None,
+            checking_since_ms: None,
         }
     }
 

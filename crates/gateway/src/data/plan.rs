@@ -37,6 +37,8 @@ mod tests {
                 state,
                 last_heartbeat_ms: 0,
                 down_since_ms: None,
+                directory: None,
+                checking_since_ms: None,
             };
             nodes.insert(id, info);
         }

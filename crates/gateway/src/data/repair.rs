@@ -39,6 +39,7 @@ use serde::Serialize;
 use super::config::RepairConfig;
 use super::lease::LeaseClaims;
 use super::membership::{BackgroundTask, unix_now_ms};
+use super::missing::UnitOn;
 use super::packed::REPLICA_UNIT_BASE;
 use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo};
@@ -113,13 +114,13 @@ pub struct BlockedStripes {
 /// The stripes short of n durable units, as the last scan counted them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Census {
-    /// Stripes with a unit missing or on a node that is not Up.
+    /// Stripes with a unit missing, or on a node that is not Up or whose units are being checked.
     pub stripes_under_redundant: u64,
     /// Of those, how many are short of how many units (`units short → stripes`).
     pub by_units_short: BTreeMap<usize, u64>,
     /// Stripes recorded under-redundant (missing units) in the metadata store, pending ones aside.
     pub stripes_missing_units: u64,
-    /// Stripes with a unit on a node that is not Up.
+    /// Stripes with a unit on a node that is not Up or whose units are being checked.
     pub stripes_on_unavailable_nodes: u64,
     /// The earliest `degraded_since_ms` among the recorded ones (unix ms), pending ones aside.
     pub oldest_degraded_since_ms: Option<u64>,
@@ -422,9 +423,11 @@ impl RepairService {
                 }
             }
         }
+        // A node whose units are being checked (it returned with another directory) counts like one
+        // that is not Up: what it lacks is not recorded yet.
         let mut unavailable: Vec<NodeId> = nodes
             .values()
-            .filter(|n| n.state != NodeState::Up && n.state != NodeState::Removed)
+            .filter(|n| (n.state != NodeState::Up || n.checking_since_ms.is_some()) && n.state != NodeState::Removed)
             .map(|n| n.id)
             .collect();
         unavailable.sort();
@@ -696,36 +699,8 @@ impl RepairService {
 
     /// Marks `units` (unit, node) of `id` missing where the stripe still places them on that
     /// node: how many were newly marked, and the ones no stripe references there (garbage).
-    async fn mark_missing(
-        &self,
-        id: StripeId,
-        units: &[(u16, NodeId)],
-    ) -> Result<(usize, Vec<(u16, NodeId)>), DataError> {
-        let meta = self.io.cluster().meta();
-        for _attempt in 0..CAS_ATTEMPTS {
-            let mut stripe = match meta.get_stripe(id).await {
-                Ok(stripe) => stripe,
-                Err(MetaError::NoSuchStripe(_)) => return Ok((0, units.to_vec())),
-                Err(error) => return Err(meta_error(error)),
-            };
-            let referenced = |&(unit, node): &(u16, NodeId)| {
-                stripe.state == StripeState::Sealed && stripe.placement.get(usize::from(unit)) == Some(&node)
-            };
-            let (placed, unreferenced): (Vec<UnitOn>, Vec<UnitOn>) = units.iter().copied().partition(referenced);
-            let newly: Vec<u16> =
-                placed.iter().map(|&(unit, _)| unit).filter(|&unit| !stripe.is_missing(usize::from(unit))).collect();
-            if newly.is_empty() {
-                return Ok((0, unreferenced));
-            }
-            let version = stripe.version;
-            stripe.mark_missing(newly.iter().copied(), unix_now_ms());
-            match meta.update_stripe(id, version, stripe).await {
-                Ok(_) => return Ok((newly.len(), unreferenced)),
-                Err(MetaError::Conflict(_)) => continue,
-                Err(error) => return Err(meta_error(error)),
-            }
-        }
-        Err(DataError::Meta(format!("stripe {id}: kept changing while units were recorded missing")))
+    async fn mark_missing(&self, id: StripeId, units: &[UnitOn]) -> Result<(usize, Vec<UnitOn>), DataError> {
+        super::missing::mark_missing(self.io.cluster().meta().as_ref(), id, units, unix_now_ms()).await
     }
 
     /// Polls the Up nodes' stats: the corrupt units they list (found by reads or by their scrub),
@@ -786,8 +761,8 @@ impl RepairService {
         };
         let holders = stripe.placement.iter().filter(|&&other| other != node).filter_map(|other| nodes.get(other));
         for holder in holders.filter(|h| h.state == NodeState::Up) {
-            let Ok(bytes) = self.read_replica(holder, id, seq).await else { continue };
-            self.io.write_unit(target, id, usize::from(seq), bytes).await.map_err(DataError::Unavailable)?;
+            let Ok(replica) = self.read_replica(holder, id, seq).await else { continue };
+            self.io.write_unit(target, id, usize::from(seq), replica).await.map_err(DataError::Unavailable)?;
             self.progress.replicas.fetch_add(1, Ordering::Relaxed);
             tracing::info!(stripe = %id, replica = seq, %node, from = %holder.id, "corrupt replica copied back");
             return Ok(());
@@ -796,18 +771,20 @@ impl RepairService {
     }
 
     /// The whole replica unit `seq` of stripe `id` on `holder` (verified by the node's checksums).
-    async fn read_replica(&self, holder: &NodeInfo, id: StripeId, seq: u16) -> Result<Bytes, DataError> {
+    /// Replica `seq` of open stripe `id` on `holder`: its bytes and its descriptor.
+    async fn read_replica(&self, holder: &NodeInfo, id: StripeId, seq: u16) -> Result<(Bytes, Bytes), DataError> {
         let client = self.io.cluster().client(holder).await.map_err(|e| DataError::Unavailable(e.to_string()))?;
         let listed = client
-            .list_units(Some((id.0, seq.saturating_sub(1))), 1)
+            .list_units_with_descriptors(Some((id.0, seq.saturating_sub(1))), 1)
             .await
             .map_err(|e| DataError::Unavailable(e.to_string()))?;
-        let Some(unit) = listed.units.first().filter(|u| u.stripe == id.0 && u.unit == u32::from(seq)) else {
+        let Some(unit) = listed.units.into_iter().next().filter(|u| u.stripe == id.0 && u.unit == u32::from(seq))
+        else {
             return Err(DataError::Unavailable(format!("node {} has no replica {seq}", holder.id)));
         };
         let (bytes, _) =
             client.read_range(id.0, seq, 0, unit.len).await.map_err(|e| DataError::Unavailable(e.to_string()))?;
-        Ok(bytes)
+        Ok((bytes, unit.descriptor))
     }
 
     /// Waits until `bytes` more source bytes fit the read budget.
@@ -1015,7 +992,8 @@ impl RepairService {
                 // Keep what was rebuilt: the record takes it, the rest waits.
                 Err(_) => break,
             };
-            match self.io.write_unit(&nodes[&target], stripe.id, unit, rebuilt).await {
+            let descriptor = self.io.descriptor_for(nodes, stripe, unit, None).await;
+            match self.io.write_unit(&nodes[&target], stripe.id, unit, (rebuilt, descriptor)).await {
                 Ok(()) => written.push((unit, target)),
                 Err(_) if written.is_empty() => return Err(Blocker::WriteFailed(target)),
                 Err(_) => break,
@@ -1065,9 +1043,6 @@ impl RepairService {
         self.io.delete_units_best_effort(nodes, stripe.id, &unreferenced).await;
     }
 }
-
-/// A unit of a stripe and the node a copy of it is on.
-type UnitOn = (u16, NodeId);
 
 /// Units of a stripe to rebuild and where.
 #[derive(Debug)]

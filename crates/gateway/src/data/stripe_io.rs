@@ -370,15 +370,77 @@ impl StripeIo {
         metrics::counter!("lowtail_gateway_degraded_reads_total").increment(1);
     }
 
-    /// Writes a unit to `node`; returns once it is durable there.
-    pub async fn write_unit(&self, node: &NodeInfo, stripe: StripeId, unit: usize, data: Bytes) -> Result<(), String> {
+    /// Writes a unit to `node`, carrying `descriptor` (what the unit is, [`super::descriptor`];
+    /// empty: none); returns once it is durable there. A backend's keys carry no descriptor.
+    pub async fn write_unit(
+        &self,
+        node: &NodeInfo,
+        stripe: StripeId,
+        unit: usize,
+        (data, descriptor): (Bytes, Bytes),
+    ) -> Result<(), String> {
         if let Some(backend) = &self.backend {
             return backend.put_unit(stripe, unit, data).await;
         }
         let client = self.cluster.client(node).await.map_err(|e| format!("node {}: {e}", node.id))?;
         let unit_index = u16::try_from(unit).map_err(|_| format!("unit index {unit} too large"))?;
         self.cluster.loads().record_request(node.id, data.len() as u64);
-        client.write_unit(stripe.0, unit_index, data).await.map(|_| ()).map_err(|e| format!("node {}: {e}", node.id))
+        client
+            .write_described_unit(stripe.0, unit_index, data, descriptor)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("node {}: {e}", node.id))
+    }
+
+    /// The descriptor a unit of `stripe` rewritten at index `unit` (by repair, by the mover) should
+    /// carry, as the stripe's other units tell it: the unit's own copy on `own` first (a mover's
+    /// source), then any other unit's on an Up node (a packed data unit takes its own objects from
+    /// a parity unit's list). Empty when none answers with one: the unit is then written
+    /// undescribed, its stripe described by its other units.
+    pub async fn descriptor_for(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        unit: usize,
+        own: Option<&NodeInfo>,
+    ) -> Bytes {
+        if self.backend.is_some() {
+            return Bytes::new();
+        }
+        let Ok(code) = self.code(&stripe.code) else { return Bytes::new() };
+        let k = code.data_units();
+        let mut sources: Vec<(usize, &NodeInfo)> = own.map(|node| (unit, node)).into_iter().collect();
+        for (other, node) in stripe.placement.iter().enumerate().filter(|&(other, _)| other != unit) {
+            if let Some(info) = nodes.get(node).filter(|n| n.state == meta::NodeState::Up && !stripe.is_missing(other))
+            {
+                sources.push((other, info));
+            }
+        }
+        // Bounded: at most one own copy and n - 1 others.
+        for (source, node) in sources {
+            let Some(descriptor) = self.unit_descriptor(node, stripe.id, source).await else { continue };
+            let Some(decoded) = super::descriptor::UnitDescriptor::decode(&descriptor) else { continue };
+            return match decoded.holds {
+                super::descriptor::Holds::Packed { .. } if source < k && source != unit => continue,
+                super::descriptor::Holds::Packed { .. } => decoded.of_packed_unit(unit, k).encode(),
+                _ => descriptor,
+            };
+        }
+        Bytes::new()
+    }
+
+    /// The descriptor of unit `unit` of `stripe` on `node`, if it answers with a non-empty one.
+    async fn unit_descriptor(&self, node: &NodeInfo, stripe: StripeId, unit: usize) -> Option<Bytes> {
+        let unit = u16::try_from(unit).ok()?;
+        let after = match unit.checked_sub(1) {
+            Some(before) => (stripe.0, before),
+            None => (stripe.0.checked_sub(1)?, u16::MAX),
+        };
+        let client = self.cluster.client(node).await.ok()?;
+        let listed = client.list_units_with_descriptors(Some(after), 1).await.ok()?;
+        let found = listed.units.into_iter().next()?;
+        (found.stripe == stripe.0 && found.unit == u32::from(unit) && !found.descriptor.is_empty())
+            .then_some(found.descriptor)
     }
 
     /// Deletes a unit from `node`, logging (not returning) failures: space on a dead node is

@@ -48,6 +48,11 @@ impl UnitWrites {
 
 /// Zero-pads `data` (k data units, each at most `unit_bytes` long) to `unit_bytes` and appends the
 /// parity units: the n units of a stripe.
+/// The CRC-32C of each unit, as stripe records keep them (`StripeMeta::unit_checksums`).
+pub(super) fn unit_checksums(units: &[Bytes]) -> Vec<u32> {
+    units.iter().map(|unit| crc32c::crc32c(unit)).collect()
+}
+
 pub(super) fn encode_units(code: &dyn ErasureCode, data: Vec<Bytes>, unit_bytes: u64) -> Result<Vec<Bytes>, DataError> {
     let unit_len = usize::try_from(unit_bytes).map_err(|_| DataError::Internal("unit too large".into()))?;
     assert_eq!(data.len(), code.data_units(), "one buffer per data unit");
@@ -151,11 +156,12 @@ pub(super) async fn write_units(
     nodes: &NodeMap,
     node_list: &[NodeInfo],
     id: StripeId,
-    units: &[Bytes],
+    (units, descriptors): (&[Bytes], &[Bytes]),
     mut placement: Vec<NodeId>,
     to_write: &[bool],
 ) -> UnitWrites {
     let n = units.len();
+    assert_eq!(descriptors.len(), n, "one descriptor per unit");
     assert_eq!(placement.len(), n, "one node per unit");
     assert_eq!(to_write.len(), n, "one flag per unit");
     let mut pending: Vec<usize> = (0..n).filter(|&unit| to_write[unit]).collect();
@@ -166,7 +172,7 @@ pub(super) async fn write_units(
         let current = &placement;
         let results = futures_util::future::join_all(pending.iter().map(|&unit| async move {
             match nodes.get(&current[unit]) {
-                Some(node) => io.write_unit(node, id, unit, units[unit].clone()).await,
+                Some(node) => io.write_unit(node, id, unit, (units[unit].clone(), descriptors[unit].clone())).await,
                 None => Err(format!("node {} is not registered", current[unit])),
             }
         }))
@@ -229,20 +235,21 @@ pub(super) async fn write_units_early(
     nodes: &NodeMap,
     code: &dyn ErasureCode,
     id: StripeId,
-    units: &[Bytes],
+    (units, descriptors): (&[Bytes], &[Bytes]),
     planned: (Vec<NodeId>, &[bool]),
     early_failures_tolerated: usize,
 ) -> EarlyWrites {
     let (placement, to_write) = planned;
     let n = units.len();
+    assert_eq!(descriptors.len(), n, "one descriptor per unit");
     assert!(placement.len() == n && to_write.len() == n, "one node and one flag per unit");
     let mut running: Vec<Option<JoinHandle<Result<(), String>>>> = (0..n)
         .map(|unit| {
             let node = nodes.get(&placement[unit]).filter(|_| to_write[unit]).cloned();
             node.map(|node| {
-                let (io, bytes) = (Arc::clone(io), units[unit].clone());
+                let (io, described) = (Arc::clone(io), (units[unit].clone(), descriptors[unit].clone()));
                 // In the writing request's latency class: a spawned task starts without it.
-                tokio::spawn(crate::classes::carried(async move { io.write_unit(&node, id, unit, bytes).await }))
+                tokio::spawn(crate::classes::carried(async move { io.write_unit(&node, id, unit, described).await }))
             })
         })
         .collect();

@@ -133,7 +133,19 @@ pub async fn copy_object(
         Directive::Copy => (source.content_type.clone(), source.user_metadata.clone(), source.headers.clone()),
         Directive::Replace => (input.content_type, user_metadata(input.metadata)?, content_headers!(input)),
     };
-    let (written, etag, copied_checksum) = copy_bytes(service, &source, plan, ack).await?;
+    // Labelled as the object it becomes (a multipart source's parts as an object's pieces carry no
+    // label of their own: docs/durability.md).
+    let label = match &source.layout {
+        Layout::Composite { .. } => serde_json::Value::Null,
+        _ => super::write::object_label(
+            (&input.bucket, &input.key, None),
+            Some(source.size_bytes),
+            (&content_type, &user_metadata, &headers),
+            Some(plan.algorithm),
+        ),
+    };
+    let copied = copy_bytes(service, &source, plan, ack);
+    let (written, etag, copied_checksum) = crate::data::descriptor::labelled(label, copied).await?;
     let last_modified_ms = now_ms();
     let object = ObjectMeta {
         size_bytes: source.size_bytes,

@@ -12,7 +12,7 @@ mod batch_get;
 mod batch_hint;
 mod body;
 mod bucket;
-mod checksum;
+pub(crate) mod checksum;
 mod coaccess;
 mod conditions;
 mod copy;

@@ -75,7 +75,14 @@ pub async fn upload_part(
         trailers: req.trailing_headers.as_ref(),
     };
     let ack = write::bucket_write_ack(service, &input.bucket).await?;
-    let body = write::write_body(service, input.body, claims, ack).await?;
+    let part_of = crate::labels::PartOf { upload_id: input.upload_id.clone(), part_number: number };
+    let label = write::object_label(
+        (&input.bucket, &input.key, Some(part_of)),
+        claims.content_length.and_then(|length| u64::try_from(length).ok()),
+        (&upload.content_type, &upload.user_metadata, &upload.headers),
+        claims.checksum.as_ref().map(super::checksum::Declared::algorithm),
+    );
+    let body = crate::data::descriptor::labelled(label, write::write_body(service, input.body, claims, ack)).await?;
     let part = PartMeta {
         part_number: number,
         size_bytes: body.size_bytes,
@@ -108,7 +115,15 @@ pub async fn upload_part_copy(
     let algorithm = upload.checksum.map(|upload| upload.algorithm);
     let mut hasher = algorithm.map(checksum::Hasher::new);
     let ack = write::bucket_write_ack(service, &input.bucket).await?;
-    let (written, etag) = copy::copy_range(service, &source.layout, range, &mut hasher, ack).await?;
+    let part_of = crate::labels::PartOf { upload_id: input.upload_id.clone(), part_number: number };
+    let label = write::object_label(
+        (&input.bucket, &input.key, Some(part_of)),
+        Some(size_bytes),
+        (&upload.content_type, &upload.user_metadata, &upload.headers),
+        algorithm,
+    );
+    let copied = copy::copy_range(service, &source.layout, range, &mut hasher, ack);
+    let (written, etag) = crate::data::descriptor::labelled(label, copied).await?;
     let part_checksum = algorithm.zip(hasher).map(|(algorithm, hasher)| checksum::full(algorithm, &hasher.finalize()));
     let last_modified_ms = now_ms();
     let part = PartMeta {

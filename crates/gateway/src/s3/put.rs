@@ -15,6 +15,7 @@ use super::service::LowtailS3;
 use super::timestamps::now_ms;
 use super::unsupported::refuse_unsupported;
 use super::write::{self, BodyClaims, content_headers, settle_commit, user_metadata, with_redundancy};
+use crate::data::descriptor::labelled;
 
 pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     refuse_unsupported(&req.headers)?;
@@ -31,13 +32,22 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
         checksum: Declared::from_headers(&req.headers, Some(meta::ChecksumAlgorithm::Crc64nvme))?,
         trailers: req.trailing_headers.as_ref(),
     };
-    let body = write::write_body(service, input.body.take(), claims, ack).await?;
+    let content_type = input.content_type.take();
+    let body = input.body.take();
+    let headers = content_headers!(input);
+    let label = write::object_label(
+        (&input.bucket, &input.key, None),
+        claims.content_length.and_then(|length| u64::try_from(length).ok()),
+        (&content_type, &metadata, &headers),
+        claims.checksum.as_ref().map(Declared::algorithm),
+    );
+    let body = labelled(label, write::write_body(service, body, claims, ack)).await?;
     let object = ObjectMeta {
         size_bytes: body.size_bytes,
         etag: body.etag.clone(),
-        content_type: input.content_type.take(),
+        content_type,
         user_metadata: metadata,
-        headers: content_headers!(input),
+        headers,
         last_modified_ms: now_ms(),
         completed_upload_id: None,
         checksum: body.checksum.clone(),

@@ -116,6 +116,30 @@ pub async fn write_body(
     }
 }
 
+/// The label a write of `(bucket, key, part)` puts on its units (`data::descriptor`), so that
+/// its record can be rebuilt from the nodes: the declared size, the content type, user metadata
+/// and headers, and the algorithm of its checksum.
+pub fn object_label(
+    (bucket, key, part): (&str, &str, Option<crate::labels::PartOf>),
+    size_bytes: Option<u64>,
+    (content_type, user_metadata, headers): (&Option<String>, &BTreeMap<String, String>, &meta::ContentHeaders),
+    checksum: Option<meta::ChecksumAlgorithm>,
+) -> serde_json::Value {
+    crate::labels::WriteLabel::Object(Box::new(crate::labels::ObjectLabel {
+        bucket: bucket.to_string(),
+        key: key.to_string(),
+        part,
+        size_bytes,
+        content_type: content_type.clone(),
+        user_metadata: user_metadata.clone(),
+        headers: headers.clone(),
+        checksum,
+        started_ms: super::timestamps::now_ms(),
+        write_id: rand::random(),
+    }))
+    .to_value()
+}
+
 /// When writes to `bucket` are acknowledged; NoSuchBucket if it does not exist (asked before a
 /// body is read, so a request into a missing bucket writes nothing).
 pub async fn bucket_write_ack(service: &LowtailS3, bucket: &str) -> S3Result<WriteAck> {

@@ -39,6 +39,8 @@ cases!(
     leases,
     bucket_classes,
     access_key_classes,
+    node_directories,
+    records_export_and_import,
 );
 
 pub fn bucket(name: &str) -> BucketMeta {
@@ -101,6 +103,8 @@ fn node(id: u32) -> NodeInfo {
         state: NodeState::Up,
         last_heartbeat_ms: 0,
         down_since_ms: None,
+        directory: None,
+        checking_since_ms: None,
     }
 }
 
@@ -792,6 +796,48 @@ async fn config(store: Arc<dyn MetaStore>) {
     assert_eq!(store.get_config("policy").await.unwrap().as_deref(), Some("{\"name\": \"opt-lazy\"}"));
     assert!(is_invalid(store.put_config("", "x").await));
     assert!(is_invalid(store.get_config(&"n".repeat(257)).await));
+}
+
+async fn node_directories(store: Arc<dyn MetaStore>) {
+    store.register_node(node(4)).await.unwrap();
+    let checking = store.set_node_checking(NodeId(4), 100).await.unwrap();
+    assert_eq!(checking.checking_since_ms, Some(100));
+    assert_eq!(store.set_node_checking(NodeId(4), 200).await.unwrap().checking_since_ms, Some(100), "kept");
+    let directory = meta::AdmittedDirectory { directory_id: "d".into(), starts: 3, generation: 2, admitted_ms: 9 };
+    let admitted = store.set_node_directory(NodeId(4), directory.clone()).await.unwrap();
+    assert_eq!((admitted.directory, admitted.checking_since_ms), (Some(directory), None), "the check ends");
+    assert!(matches!(store.set_node_checking(NodeId(5), 1).await, Err(MetaError::NoSuchNode(5))));
+    // The first value set stays; racing callers all learn it.
+    assert_eq!(store.put_config_if_absent("cluster-id", "a").await.unwrap(), "a");
+    assert_eq!(store.put_config_if_absent("cluster-id", "b").await.unwrap(), "a");
+    assert_eq!(store.get_config("cluster-id").await.unwrap().as_deref(), Some("a"));
+}
+
+async fn records_export_and_import(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("exported")).await.unwrap();
+    for i in 0..25 {
+        store.put_object("exported", &format!("k{i:02}"), object(i, 1)).await.unwrap();
+    }
+    let mut records = Vec::new();
+    let mut after = None;
+    for _page in 0..100 {
+        let page = store.export_records(after.clone(), 7).await.unwrap();
+        let Some((last, _)) = page.last() else { break };
+        after = Some(last.clone());
+        records.extend(page);
+    }
+    assert!(records.windows(2).all(|pair| pair[0].0 < pair[1].0), "in key order");
+    let objects: Vec<_> = records.iter().filter(|(key, _)| key.starts_with(b"object/exported/")).collect();
+    assert_eq!(objects.len(), 25);
+    // Written back elsewhere under another bucket's keys, they read as the objects they were.
+    let copied: Vec<_> = objects
+        .iter()
+        .map(|(key, value)| ([b"object/copy/".as_slice(), &key[b"object/exported/".len()..]].concat(), value.clone()))
+        .chain([(b"bucket/copy".to_vec(), meta::format::encode(&bucket("copy")))])
+        .collect();
+    store.import_records(copied).await.unwrap();
+    assert_eq!(store.get_object("copy", "k07").await.unwrap(), object(7, 1));
+    assert_eq!(store.list_objects("copy", &ListObjectsQuery::default()).await.unwrap().objects.len(), 25);
 }
 
 async fn bucket_classes(store: Arc<dyn MetaStore>) {

@@ -148,15 +148,22 @@ impl StreamClient {
         Ok(answers)
     }
 
-    /// Writes `unit` from `data` held in memory as a task of `class`; returns once it is durable
-    /// on the node.
-    pub(crate) async fn write(&self, class: ClassId, unit: UnitId, data: Bytes) -> Result<TaskTiming, ClientError> {
+    /// Writes `unit` from `data` held in memory, carrying `descriptor` (empty: none), as a task of
+    /// `class`; returns once it is durable on the node.
+    pub(crate) async fn write(
+        &self,
+        class: ClassId,
+        unit: UnitId,
+        data: Bytes,
+        descriptor: Bytes,
+    ) -> Result<TaskTiming, ClientError> {
         const OP: &str = "write_unit";
         let class = wire_class(OP, class)?;
-        let request = Request { op: Op::Write, class, unit, offset: 0, length: data.len() as u64 }.encode();
+        let described = descriptor.len() as u64;
+        let request = Request { op: Op::Write, class, unit, offset: described, length: data.len() as u64 }.encode();
         // Rewriting a unit is idempotent, so sending it again after a stale connection is safe even
         // if the first copy reached the node.
-        let message = || Bytes::copy_from_slice(&request).chain(data.clone());
+        let message = || Bytes::copy_from_slice(&request).chain(descriptor.clone()).chain(data.clone());
         let (conn, head) = self.exchange(OP, message).await?;
         self.write_answer(OP, conn, &head).await.map(|timing| classed(timing, class))
     }
@@ -191,15 +198,17 @@ impl StreamClient {
     pub(crate) async fn write_stream(
         &self,
         class: ClassId,
-        unit: UnitId,
+        (unit, descriptor): (UnitId, Bytes),
         total_len: u64,
         chunks: impl Stream<Item = Bytes> + Send,
     ) -> Result<TaskTiming, ClientError> {
         const OP: &str = "write_unit";
         let class = wire_class(OP, class)?;
         let mut conn = self.checkout(OP).await?;
-        let request = Request { op: Op::Write, class, unit, offset: 0, length: total_len }.encode();
+        let described = descriptor.len() as u64;
+        let request = Request { op: Op::Write, class, unit, offset: described, length: total_len }.encode();
         conn.stream.write_all(&request).await.map_err(|e| self.broken(OP, e))?;
+        conn.stream.write_all(&descriptor).await.map_err(|e| self.broken(OP, e))?;
         let mut sent = 0u64;
         let mut chunks = std::pin::pin!(chunks);
         // Bounded by the stream, which is refused as soon as it passes total_len.

@@ -192,13 +192,16 @@ impl StreamServer {
     /// through the queue, answers once they are durable.
     async fn write(&self, stream: &mut TcpStream, request: Request) -> io::Result<()> {
         let began = Instant::now();
+        // The header's decoding bounds the descriptor's length.
+        let mut descriptor = vec![0u8; request.offset as usize];
+        stream.read_exact(&mut descriptor).await?;
         // A class the node does not serve is refused before a byte of the unit is received.
         if let Err(error) = self.scheduler.admits(request.class) {
             observe(&self.scheduler, "write_unit", began, Some(&error));
             send_error(stream, &error).await?;
             return drain(stream, request.length).await;
         }
-        let result = match self.receive(stream, request.unit, request.length).await? {
+        let result = match self.receive(stream, request.unit, request.length, Bytes::from(descriptor)).await? {
             Ok(write) => {
                 let (mut reader, _) = stream.split();
                 until_client_leaves(&mut reader, self.scheduler.write(request.class, write)).await?
@@ -226,6 +229,7 @@ impl StreamServer {
         stream: &mut TcpStream,
         unit: UnitId,
         total_len: u64,
+        descriptor: Bytes,
     ) -> io::Result<Result<UnitWrite, (NodeError, u64)>> {
         let store = Arc::clone(self.scheduler.store());
         if total_len > store.max_unit_bytes() {
@@ -235,12 +239,12 @@ impl StreamServer {
         if total_len <= WRITE_CHUNK_BYTES as u64 {
             let mut image = UnitImage::buffer(total_len as usize);
             receive_into(stream, &mut image, total_len as usize).await?;
-            return Ok(Ok(UnitWrite::Image(UnitImage::new(unit, image))));
+            return Ok(Ok(UnitWrite::Image(UnitImage::new(unit, image, descriptor))));
         }
         let first = receive_chunk(stream, total_len).await?;
         let mut rest = total_len - first.len() as u64;
         let begun = blocking(move || {
-            let mut staged = store.begin_write(unit, total_len)?;
+            let mut staged = store.begin_described_write(unit, total_len, descriptor)?;
             staged.append(&first)?;
             Ok(staged)
         })

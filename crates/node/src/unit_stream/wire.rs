@@ -53,7 +53,8 @@ pub fn hello(secret: &[u8]) -> Vec<u8> {
 pub enum Op {
     /// `length` bytes at `offset` of the unit; the response carries them.
     Read,
-    /// The unit's `length` bytes follow the header; the response says when they are durable.
+    /// The unit's descriptor (`offset` bytes, often none) and then its `length` bytes follow the
+    /// header; the response says when they are durable.
     Write,
     /// A merged read: `length` ranges of [`RANGE_BYTES`] follow the header (whose unit and offset
     /// are zero), all read as one task. The response's head (its payload length is all that
@@ -71,7 +72,8 @@ pub struct Request {
     pub class: ClassId,
     /// The unit (a merged read: 0/0, its units are in its ranges).
     pub unit: UnitId,
-    /// Read: first byte. Write, merged read: zero.
+    /// Read: first byte. Write: the length of the unit's descriptor, sent before its bytes (at most
+    /// `store::MAX_DESCRIPTOR_BYTES`). Merged read: zero.
     pub offset: u64,
     /// Read: bytes asked for. Write: the unit's length. Merged read: the number of ranges.
     pub length: u64,
@@ -109,8 +111,8 @@ impl Request {
         let unit = u16::from_le_bytes([bytes[9], bytes[10]]);
         let request =
             Self { op, class, unit: UnitId::new(stripe, unit), offset: u64_at(bytes, 11), length: u64_at(bytes, 19) };
-        if op == Op::Write && request.offset != 0 {
-            return Err("a unit-stream write starts at offset 0".into());
+        if op == Op::Write && request.offset > crate::store::MAX_DESCRIPTOR_BYTES as u64 {
+            return Err(format!("a unit-stream write's descriptor of {} bytes", request.offset));
         }
         if op == Op::ReadMany {
             if request.unit != UnitId::new(0, 0) || request.offset != 0 {
@@ -405,9 +407,14 @@ mod tests {
         let mut request = read.encode();
         request[0] = 0x29;
         assert!(Request::decode(&request).unwrap_err().contains("unknown"), "op 9 of class 2");
-        let write =
+        let described =
             Request { op: Op::Write, class: ClassId::DEFAULT, unit: UnitId::new(1, 2), offset: 3, length: 4 }.encode();
-        assert!(Request::decode(&write).is_err(), "a write not at offset 0");
+        assert_eq!(Request::decode(&described).unwrap().offset, 3, "a write's descriptor length");
+        let too_long = crate::store::MAX_DESCRIPTOR_BYTES as u64 + 1;
+        let write =
+            Request { op: Op::Write, class: ClassId::DEFAULT, unit: UnitId::new(1, 2), offset: too_long, length: 4 }
+                .encode();
+        assert!(Request::decode(&write).is_err(), "a descriptor over the limit");
         let huge = ResponseHead { code: Code::Internal, timing: None, payload_len: MAX_MESSAGE_BYTES + 1 };
         assert!(ResponseHead::decode(&huge.encode()).is_err());
         let mut bad_flag = ResponseHead { code: Code::Ok, timing: None, payload_len: 0 }.encode();
