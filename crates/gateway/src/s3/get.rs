@@ -95,6 +95,9 @@ pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> 
     // Read piece by piece: the first before answering, the rest as the client takes them,
     // all under a hold, so an overwrite or delete meanwhile waits to free the bytes.
     let hold = service.data.hold(&object.layout);
+    let whole = range == (0..object.size_bytes);
+    let name = format!("{}/{}", req.input.bucket, req.input.key);
+    let expected = super::verify::Expected::of(&object, &name, whole);
     let mut pieces = read_body::read_pieces(&object.layout, range, read_body::READ_PIECE_BYTES).into_iter();
     let first = match pieces.next() {
         None => vec![Bytes::new()],
@@ -102,9 +105,12 @@ pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> 
     };
     let rest: Vec<_> = pieces.collect();
     let body = if rest.is_empty() {
+        if let Some(expected) = expected {
+            super::verify::check_whole(expected, &first).map_err(from_data)?;
+        }
         read_body::body_of(first)
     } else {
-        read_body::streamed(Arc::clone(&service.data), object.layout.clone(), hold, first, rest)
+        read_body::streamed(Arc::clone(&service.data), (object.layout.clone(), hold), first, rest, expected)
     };
     let mut output =
         object_answer!(GetObjectOutput, object, length, content_range, { body: Some(body), parts_count: parts_count });

@@ -32,6 +32,7 @@ mod service;
 mod timestamps;
 mod unsupported;
 mod unusable_range;
+mod verify;
 mod write;
 
 use std::sync::Arc;

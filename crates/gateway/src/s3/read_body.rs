@@ -86,12 +86,13 @@ pub fn body_of(parts: Vec<Bytes>) -> StreamingBlob {
 /// short ends the body with an error, and the client sees a body shorter than its Content-Length;
 /// a client that goes away stops the reads. `hold` keeps the layout's bytes from being released
 /// until the last read is done. The reads run in the latency class current when this is called.
+/// With `expected`, the body is checked end to end as it goes (`verify::checked`).
 pub fn streamed(
     data: Arc<dyn ObjectData>,
-    layout: Layout,
-    hold: ReadHold,
+    (layout, hold): (Layout, ReadHold),
     first: Vec<Bytes>,
     rest: Vec<Range<u64>>,
+    expected: Option<super::verify::Expected>,
 ) -> StreamingBlob {
     let (pieces, received) = tokio::sync::mpsc::channel::<Result<Vec<Bytes>, DataError>>(READ_AHEAD);
     // The rest of the body is read in the request's latency class, as its first piece was.
@@ -111,7 +112,11 @@ pub fn streamed(
         }
     }));
     let rest = tokio_stream::wrappers::ReceiverStream::new(received);
-    StreamingBlob::wrap(futures_util::stream::iter([Ok(first)]).chain(rest).flat_map(each_part))
+    let body = futures_util::stream::iter([Ok(first)]).chain(rest).flat_map(each_part);
+    match expected {
+        Some(expected) => StreamingBlob::wrap(super::verify::checked(Box::pin(body), expected)),
+        None => StreamingBlob::wrap(body),
+    }
 }
 
 /// A read's parts one by one (or its error), for a stream of buffers.
