@@ -118,8 +118,9 @@ struct FoundStripe {
     shape: Option<(String, u64, u64)>,
     /// A segment's label and place.
     segment: Option<(serde_json::Value, u64, u64)>,
-    /// Packed objects, by (unit, offset): every unit's list merged.
-    packed: BTreeMap<(u16, u64), PackedObject>,
+    /// Packed objects, by unit, offset, length and label (an empty object shares its offset with
+    /// the next one): every unit's list merged.
+    packed: BTreeMap<(u16, u64, u64, String), PackedObject>,
     /// Replicas of an open stripe: seq → (node, length, object).
     replicas: BTreeMap<u16, (NodeId, u64, Option<PackedObject>)>,
 }
@@ -229,7 +230,8 @@ fn note_unit(found: &mut FoundStripe, node: NodeId, (index, len): (u16, u64), de
         }
         Holds::Packed { objects } => {
             for object in objects {
-                found.packed.entry((object.unit, object.offset_bytes)).or_insert(object);
+                let key = (object.unit, object.offset_bytes, object.length_bytes, object.label.to_string());
+                found.packed.entry(key).or_insert(object);
             }
         }
         Holds::Replica { .. } => {}

@@ -600,13 +600,10 @@ impl ErasureData {
         if size > limit {
             return Err(DataError::TooLarge { size, limit });
         }
-        if body.is_empty() {
-            return Ok(Written {
-                layout: Layout::Striped { segments: Vec::new() },
-                redundancy: self.full_redundancy(),
-            });
-        }
-        if size <= self.io.config().packed.max_object_bytes {
+        // An empty object is packed too (a replica of no bytes, described like any other object),
+        // so that it leaves a trace on the nodes for a metadata rebuild; striped, it has no stripe.
+        let packing_max = self.io.config().packed.max_object_bytes;
+        if packing_max > 0 && size <= packing_max {
             match self.packer.write(&body).await {
                 // m + 1 replicas survive m failures, as the code does once sealed.
                 Ok(layout) => return Ok(Written { layout, redundancy: self.full_redundancy() }),
@@ -615,6 +612,12 @@ impl ErasureData {
                     tracing::info!(%error, "packing failed; object striped instead");
                 }
             }
+        }
+        if body.is_empty() {
+            return Ok(Written {
+                layout: Layout::Striped { segments: Vec::new() },
+                redundancy: self.full_redundancy(),
+            });
         }
         let deadline = self.write_deadline();
         // Cutting a body given whole slices it: no copy.

@@ -235,12 +235,12 @@ impl Packer {
         }
     }
 
-    /// Packs `body` (non-empty, at most `packed.max_object_bytes`). Returns its layout once every
-    /// replica is durable.
+    /// Packs `body` (at most `packed.max_object_bytes`; an empty one takes no room but is described
+    /// like the others). Returns its layout once every replica is durable.
     pub async fn write(&self, body: &Bytes) -> Result<Layout, PackRefused> {
         let config = self.io.config();
         let length = body.len() as u64;
-        if length == 0 || length > config.packed.max_object_bytes {
+        if config.packed.max_object_bytes == 0 || length > config.packed.max_object_bytes {
             return Err(PackRefused::NotNow(format!("{length} bytes is not packed")));
         }
         let k = self.code.data_units();
