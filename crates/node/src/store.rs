@@ -912,6 +912,12 @@ fn read_at(file: &File, buffer: &mut Vec<u8>, length: usize, position: u64, from
             match error.kind() {
                 std::io::ErrorKind::Interrupted => continue,
                 std::io::ErrorKind::WouldBlock if from == ReadFrom::PageCache => return Ok(false),
+                // A file system without RWF_NOWAIT (tmpfs): the caller reads on the blocking pool.
+                _ if from == ReadFrom::PageCache
+                    && matches!(error.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)) =>
+                {
+                    return Ok(false);
+                }
                 _ => return Err(error),
             }
         }
@@ -960,6 +966,21 @@ mod tests {
             staged.append(piece).unwrap();
         }
         store.commit(staged).unwrap();
+    }
+
+    #[test]
+    fn a_cached_read_on_a_file_system_without_nowait_reads_ready_or_defers() {
+        // tmpfs refuses RWF_NOWAIT (EOPNOTSUPP): a cached read must defer to the device read, not fail.
+        let Ok(dir) = tempfile::tempdir_in("/dev/shm") else { return };
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        let data = pattern(5000, 1);
+        let id = UnitId::new(1, 0);
+        write(&store, id, &data, 1000);
+        match store.read_range_cached(id, 10, 100) {
+            None => {}
+            Some(read) => assert_eq!(read.unwrap(), data[10..110]),
+        }
+        assert_eq!(store.read_range(id, 10, 100).unwrap(), data[10..110]);
     }
 
     #[test]
