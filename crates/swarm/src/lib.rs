@@ -14,12 +14,14 @@
 //! checking it from outside where it can.
 
 pub mod cluster;
+pub mod meta_scenario;
 pub mod model;
 pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod schedule;
 pub mod scrub_scenario;
+pub mod stale_scenario;
 
 /// The `up.toml` of a swarm cluster: failures are noticed within a second, repair starts after a
 /// few, every node scrubs its units every two seconds, packed stripes are sealed after two, units

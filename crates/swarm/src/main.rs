@@ -74,6 +74,27 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// A node returns with an older copy of its data directory (keys overwritten and deleted
+    /// meanwhile); the census must count what it lacks, and with three more nodes killed every key
+    /// reads back as last written.
+    StaleReturn {
+        /// Keys written (half overwritten, an eighth deleted while the copy is aside).
+        #[arg(long, default_value_t = 80)]
+        keys: usize,
+    },
+    /// Objects written, the metadata store deleted, `lowtail admin meta rebuild`, every object read
+    /// back: objects recovered of written, and the rebuild's time per million objects.
+    MetaRebuild {
+        /// Objects written (mostly 1 to 9 KiB, every 16th half of --max-bytes).
+        #[arg(long, default_value_t = 2000)]
+        objects: u64,
+        /// Largest object.
+        #[arg(long, default_value_t = 4 << 20)]
+        max_bytes: u64,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+    },
     /// Clients reading and writing for minutes; the gateway's resident memory sampled.
     Soak {
         /// Minutes of load.
@@ -177,6 +198,19 @@ fn main() -> anyhow::Result<()> {
             let report = swarm::scrub_scenario::scrub_and_repair(&settings("scrub", 1, seed), pass_interval_s)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(report.unreadable == 0, "objects did not read back after repair");
+            Ok(())
+        }
+        Command::StaleReturn { keys } => {
+            let report = swarm::stale_scenario::stale_return(&settings("stale-return", 1, 1), keys)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            anyhow::ensure!(!report.zero_before_checked, "the census said no stripe was short before the check");
+            anyhow::ensure!(report.lost_after_three_more == 0, "keys were lost or wrong");
+            Ok(())
+        }
+        Command::MetaRebuild { objects, max_bytes, clients } => {
+            let report = swarm::meta_scenario::lost_store(&settings("meta-rebuild", clients, 1), objects, max_bytes)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            anyhow::ensure!(report.recovered + report.deleted == report.written, "objects were not recovered");
             Ok(())
         }
         Command::Soak { minutes, warmup_s, max_bytes, clients, seed } => {
