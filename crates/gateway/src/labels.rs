@@ -63,12 +63,8 @@ pub struct PartOf {
 /// A metadata snapshot written to the nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotLabel {
-    /// When it was taken (unix ms).
+    /// When it was begun (unix ms): what was written since is rolled forward by a rebuild.
     pub taken_ms: u64,
-    /// Its size in bytes.
-    pub size_bytes: u64,
-    /// Every stripe id it knows is at most this: a rebuild rolls forward from the stripes above.
-    pub max_stripe_id: u64,
     /// Tells apart snapshots taken in the same millisecond.
     pub snapshot_id: u64,
 }

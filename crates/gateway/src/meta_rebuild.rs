@@ -415,7 +415,8 @@ async fn restore_snapshot(
     let mut newest_first: Vec<_> = snapshots.into_values().collect();
     newest_first.sort_by_key(|(label, _)| std::cmp::Reverse(label.taken_ms));
     for (label, layout) in newest_first {
-        let records = match data.read(&layout, 0..label.size_bytes).await {
+        let size_bytes = crate::data::erasure::layout_size(&layout);
+        let records = match data.read(&layout, 0..size_bytes).await {
             Ok(blob) => crate::meta_snapshot::decode_records(&blob).map_err(DataError::Internal),
             Err(error) => Err(error),
         };

@@ -10,9 +10,11 @@
 //! or release a snapshot before a newer one is listed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::StreamExt;
 use meta::{Entry, Layout, MetaError, MetaStore};
 use serde::{Deserialize, Serialize};
 
@@ -28,9 +30,9 @@ pub const SNAPSHOTS_CONFIG: &str = "meta-snapshots";
 pub const SNAPSHOT_LEASE: &str = "meta-snapshot";
 /// The first bytes of a snapshot blob.
 const MAGIC: &[u8; 8] = b"LTMSNAP1";
-/// Records read per page while a snapshot is taken.
+/// Records read per page while a snapshot is taken (one read transaction, one piece of the blob).
 const EXPORT_PAGE: usize = 10_000;
-/// Most records a snapshot copies (a bound on its memory: a larger store needs a larger bound).
+/// Most records a snapshot copies (a bound on how long one runs).
 const MAX_RECORDS: usize = 50_000_000;
 
 /// `[meta_snapshots]`: how often snapshots are taken and how many are kept.
@@ -64,6 +66,8 @@ impl MetaSnapshotConfig {
 pub struct SnapshotRecord {
     /// What it is.
     pub label: SnapshotLabel,
+    /// Its size.
+    pub size_bytes: u64,
     /// Where its bytes live.
     pub layout: Layout,
 }
@@ -80,15 +84,9 @@ pub async fn recorded(meta: &dyn MetaStore) -> Result<Vec<SnapshotRecord>, MetaE
 /// The blob of `records`: the magic, then each key and value (a little-endian u32 length before
 /// each), the count (u64) and the CRC-32C of everything before it.
 pub fn encode_records(records: &[Entry]) -> Bytes {
-    let size: usize = records.iter().map(|(key, value)| 8 + key.len() + value.len()).sum();
-    let mut blob = BytesMut::with_capacity(MAGIC.len() + size + 12);
+    let mut blob = BytesMut::new();
     blob.put_slice(MAGIC);
-    for (key, value) in records {
-        blob.put_u32_le(u32::try_from(key.len()).expect("keys are short"));
-        blob.put_slice(key);
-        blob.put_u32_le(u32::try_from(value.len()).expect("records are under 4 GiB"));
-        blob.put_slice(value);
-    }
+    blob.put_slice(&encode_page(records));
     blob.put_u64_le(records.len() as u64);
     let crc = crc32c::crc32c(&blob);
     blob.put_u32_le(crc);
@@ -142,27 +140,16 @@ impl MetaSnapshots {
         Self { meta, data, lease, config }
     }
 
-    /// Copies every record and writes the copy to the nodes, lists it and releases the snapshots
-    /// past `keep`; what it listed.
+    /// Copies every record and writes the copy to the nodes (streamed: a page of records at a
+    /// time), lists it and releases the snapshots past `keep`; what it listed.
     pub async fn take(&self) -> Result<SnapshotRecord, DataError> {
-        let records = export_all(self.meta.as_ref()).await?;
-        let max_stripe_id = records
-            .iter()
-            .filter_map(|(key, _)| key.strip_prefix(b"stripe/"))
-            .filter_map(|hex| u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok())
-            .max()
-            .unwrap_or(0);
-        let blob = encode_records(&records);
-        let label = SnapshotLabel {
-            taken_ms: unix_now_ms(),
-            size_bytes: blob.len() as u64,
-            max_stripe_id,
-            snapshot_id: rand::random(),
-        };
-        let written =
-            crate::data::descriptor::labelled(WriteLabel::Snapshot(label.clone()).to_value(), self.data.write(blob))
-                .await?;
-        let record = SnapshotRecord { label, layout: written.layout };
+        let label = SnapshotLabel { taken_ms: unix_now_ms(), snapshot_id: rand::random() };
+        let records = Arc::new(AtomicU64::new(0));
+        let blob = export_stream(Arc::clone(&self.meta), Arc::clone(&records));
+        let write = self.data.write_stream(blob, meta::WriteAck::All);
+        let written = crate::data::descriptor::labelled(WriteLabel::Snapshot(label.clone()).to_value(), write).await?;
+        let size_bytes = crate::data::erasure::layout_size(&written.layout);
+        let record = SnapshotRecord { label, size_bytes, layout: written.layout };
         let mut listed = recorded(self.meta.as_ref()).await.map_err(meta_error)?;
         listed.push(record.clone());
         let dropped: Vec<SnapshotRecord> = listed.drain(..listed.len().saturating_sub(self.config.keep)).collect();
@@ -175,12 +162,9 @@ impl MetaSnapshots {
             self.release(&old.layout).await;
         }
         metrics::counter!("lowtail_gateway_meta_snapshots_total").increment(1);
-        metrics::gauge!("lowtail_gateway_meta_snapshot_bytes").set(record.label.size_bytes as f64);
-        tracing::info!(
-            records = records.len(),
-            bytes = record.label.size_bytes,
-            "metadata snapshot written to the nodes"
-        );
+        metrics::gauge!("lowtail_gateway_meta_snapshot_bytes").set(size_bytes as f64);
+        let records = records.load(Ordering::Relaxed);
+        tracing::info!(records, bytes = size_bytes, "metadata snapshot written to the nodes");
         Ok(record)
     }
 
@@ -213,21 +197,68 @@ impl MetaSnapshots {
     }
 }
 
-/// Every record of `meta`, in key order.
-async fn export_all(meta: &dyn MetaStore) -> Result<Vec<Entry>, DataError> {
-    let mut records = Vec::new();
-    let mut after = None;
-    // Bounded by MAX_RECORDS.
-    while records.len() < MAX_RECORDS {
-        let page = meta.export_records(after.clone(), EXPORT_PAGE).await.map_err(meta_error)?;
-        let full = page.len() == EXPORT_PAGE;
-        after = page.last().map(|(key, _)| key.clone());
-        records.extend(page);
-        if !full {
-            return Ok(records);
+/// Where [`export_stream`] is.
+enum Stage {
+    Magic,
+    Pages(Option<Vec<u8>>),
+    Trailer,
+    Done,
+}
+
+/// The blob of every record of `meta` as [`encode_records`] lays it out, a page of records at a
+/// time (each page its own read transaction: records changed while it runs may be seen old or new,
+/// which the rebuild's roll-forward covers); `records` counts them.
+fn export_stream(meta: Arc<dyn MetaStore>, records: Arc<AtomicU64>) -> crate::data::BodyStream<'static> {
+    let start = (Stage::Magic, crc32c::crc32c(&[]), 0u64);
+    futures_util::stream::unfold(start, move |(stage, crc, count)| {
+        let (meta, records) = (Arc::clone(&meta), Arc::clone(&records));
+        async move {
+            let (bytes, next) = match stage {
+                Stage::Done => return None,
+                Stage::Magic => (Bytes::from_static(MAGIC), Stage::Pages(None)),
+                Stage::Trailer => {
+                    let count_bytes = count.to_le_bytes();
+                    let crc = crc32c::crc32c_append(crc, &count_bytes);
+                    let trailer = [count_bytes.as_slice(), &crc.to_le_bytes()].concat();
+                    return Some((Ok(Bytes::from(trailer)), (Stage::Done, crc, count)));
+                }
+                Stage::Pages(_) if count as usize >= MAX_RECORDS => {
+                    let error =
+                        DataError::Internal(format!("the metadata store holds more than {MAX_RECORDS} records"));
+                    return Some((Err(error), (Stage::Done, crc, count)));
+                }
+                Stage::Pages(after) => match meta.export_records(after, EXPORT_PAGE).await {
+                    Err(error) => return Some((Err(meta_error(error)), (Stage::Done, crc, count))),
+                    Ok(page) => {
+                        let last = page.last().map(|(key, _)| key.clone());
+                        let next = if page.len() < EXPORT_PAGE { Stage::Trailer } else { Stage::Pages(last) };
+                        records.fetch_add(page.len() as u64, Ordering::Relaxed);
+                        let encoded = encode_page(&page);
+                        return Some((
+                            Ok(encoded.clone()),
+                            (next, crc32c::crc32c_append(crc, &encoded), count + page.len() as u64),
+                        ));
+                    }
+                },
+            };
+            let crc = crc32c::crc32c_append(crc, &bytes);
+            Some((Ok(bytes), (next, crc, count)))
         }
+    })
+    .boxed()
+}
+
+/// Records laid out as in a snapshot blob: each key and value after its little-endian u32 length.
+fn encode_page(records: &[Entry]) -> Bytes {
+    let size: usize = records.iter().map(|(key, value)| 8 + key.len() + value.len()).sum();
+    let mut page = BytesMut::with_capacity(size);
+    for (key, value) in records {
+        page.put_u32_le(u32::try_from(key.len()).expect("keys are short"));
+        page.put_slice(key);
+        page.put_u32_le(u32::try_from(value.len()).expect("records are under 4 GiB"));
+        page.put_slice(value);
     }
-    Err(DataError::Internal(format!("the metadata store holds more than {MAX_RECORDS} records")))
+    page.freeze()
 }
 
 #[cfg(test)]
@@ -247,6 +278,22 @@ mod tests {
             assert!(decode_records(&flipped).is_err(), "byte {at}");
         }
         assert!(decode_records(&blob[..blob.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn streamed_pages_make_the_blob_encode_records_makes() {
+        let records: Vec<Entry> = (0..25).map(|i| (format!("k{i:03}").into_bytes(), vec![i as u8; i])).collect();
+        let mut streamed = BytesMut::new();
+        let mut crc = crc32c::crc32c(&[]);
+        for part in [Bytes::from_static(MAGIC), encode_page(&records[..10]), encode_page(&records[10..])] {
+            crc = crc32c::crc32c_append(crc, &part);
+            streamed.put_slice(&part);
+        }
+        let count = (records.len() as u64).to_le_bytes();
+        crc = crc32c::crc32c_append(crc, &count);
+        streamed.put_slice(&count);
+        streamed.put_u32_le(crc);
+        assert_eq!(streamed.freeze(), encode_records(&records));
     }
 
     #[test]

@@ -123,7 +123,7 @@ async fn every_acknowledged_object_is_rebuilt_from_a_snapshot_and_the_units_writ
     data.packer().flush(Duration::from_secs(30)).await.unwrap();
     let snapshots = MetaSnapshots::new(Arc::clone(&cluster.meta), data.clone(), MetaSnapshotConfig::default());
     let taken = snapshots.take().await.unwrap();
-    assert!(taken.label.size_bytes > 0);
+    assert!(taken.size_bytes > 0);
     // After the snapshot: new objects, an overwrite, a delete of a striped object, and a small
     // object left in an open packed stripe (only its replicas on the nodes).
     tokio::time::sleep(Duration::from_millis(20)).await;

@@ -370,6 +370,9 @@ impl RepairService {
             return Ok(());
         }
         let (pending, complete) = self.collect(&nodes, &due).await;
+        // Counted before the repairs too: a long scan (much to rebuild, paced) must not leave
+        // status without a census, or with the last scan's, until it ends.
+        self.take_census(&pending, &BTreeMap::new(), complete);
         let outcomes = self.repair_all(&nodes, &pending).await;
         self.take_census(&pending, &outcomes, complete);
         Ok(())
