@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures_util::{StreamExt, stream};
 use md5::{Digest, Md5};
 use meta::{
     BucketMeta, Entry, Layout, MetaError, MetaStore, NodeId, NodeInfo, ObjectMeta, PartMeta, StripeId, StripeMeta,
@@ -47,6 +48,8 @@ use crate::labels::{ObjectLabel, SnapshotLabel, WriteLabel};
 
 /// Bytes of an object read at once while its ETag and checksum are computed.
 const READ_PIECE_BYTES: u64 = 8 << 20;
+/// Writes rolled forward at once (each reads its object's bytes for its ETag).
+const CONCURRENT_RECORDS: usize = 16;
 /// Records written per transaction when a snapshot is restored.
 const IMPORT_BATCH: usize = 1000;
 /// Record prefixes a snapshot is not trusted for: the nodes say where units are, and what the
@@ -536,18 +539,18 @@ async fn roll_forward(
             }
         }
     }
-    for write in newest.into_values() {
+    // Each write's bytes are read for its ETag: several at once, as a GET-heavy client would.
+    let mut recorded = stream::iter(newest.into_values().map(|write| async move {
         match write.label.part.clone() {
-            None => {
-                if record_object(target, data, write).await? {
-                    report.objects_rolled_forward += 1;
-                }
-            }
-            Some(part) => {
-                record_part(target, data, write, part).await?;
-                report.parts_rolled_forward += 1;
-            }
+            None => record_object(target, data, write).await.map(|recorded| (u64::from(recorded), 0)),
+            Some(part) => record_part(target, data, write, part).await.map(|()| (0, 1)),
         }
+    }))
+    .buffer_unordered(CONCURRENT_RECORDS);
+    while let Some(counted) = recorded.next().await {
+        let (objects, parts) = counted?;
+        report.objects_rolled_forward += objects;
+        report.parts_rolled_forward += parts;
     }
     Ok(())
 }

@@ -55,7 +55,7 @@ pub enum MetaConfig {
     Embedded {
         /// Directory of the database file.
         dir: PathBuf,
-        /// Most memory the store caches pages in. Default 64 MiB (bounds the gateway's memory
+        /// Most memory the store caches pages in. Default 16 MiB (bounds the gateway's memory
         /// whatever the metadata's size; the OS page cache holds the file besides).
         #[serde(default = "default_cache_bytes")]
         cache_bytes: usize,
@@ -279,6 +279,8 @@ pub struct ClusterStatus {
     pub directories: crate::data::membership::DirectoryStatus,
     /// Damaged metadata records found (on open and by reads since).
     pub meta_damage: meta::integrity::DamageReport,
+    /// The metadata snapshots on the nodes, oldest first (`meta_snapshot`).
+    pub meta_snapshots: Vec<crate::meta_snapshot::SnapshotRecord>,
 }
 
 /// Everything [`ClusterStatus`] is read from; one copy serves `RunningGateway::status` and the
@@ -311,6 +313,7 @@ impl StatusSources {
             classes: self.classes.report(),
             directories: self.membership.directory_status(),
             meta_damage: self.meta.damage(),
+            meta_snapshots: crate::meta_snapshot::recorded(self.meta.as_ref()).await?,
         })
     }
 }

@@ -104,6 +104,7 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
     text.push_str(&render_scrub(&status["repair"]["scrub"], now_ms));
     text.push_str(&render_pending(&status["pending"], now_ms));
     text.push_str(&render_classes(&status["classes"]));
+    text.push_str(&render_metadata(status, now_ms));
     for section in ["orphans", "stripe_gc", "releases"] {
         if let Some(fields) = status[section].as_object() {
             text.push_str(&format!("{section}:\n"));
@@ -113,6 +114,36 @@ pub fn render_status(status: &Value) -> anyhow::Result<String> {
         }
     }
     Ok(text)
+}
+
+/// The metadata's health: damaged records, the newest snapshot on the nodes, nodes whose directory
+/// is being checked or was refused.
+fn render_metadata(status: &Value, now_ms: u64) -> String {
+    let mut text = String::new();
+    let damaged = status["meta_damage"]["damaged_records"].as_u64().unwrap_or(0);
+    if damaged > 0 {
+        let keys: Vec<&str> =
+            status["meta_damage"]["keys"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        text.push_str(&format!(
+            "metadata: {damaged} damaged records ({}); rebuild with `lowtail admin meta rebuild --replace`\n",
+            keys.join(", ")
+        ));
+    }
+    match status["meta_snapshots"].as_array().and_then(|list| list.last()) {
+        Some(newest) => {
+            let age_s = now_ms.saturating_sub(newest["label"]["taken_ms"].as_u64().unwrap_or(0)) / 1000;
+            text.push_str(&format!("metadata snapshot on the nodes: {age_s} s old, {} bytes\n", newest["size_bytes"]));
+        }
+        None if status["meta_snapshots"].is_array() => text.push_str("metadata snapshot on the nodes: none yet\n"),
+        None => {}
+    }
+    for checking in status["directories"]["checking"].as_array().into_iter().flatten() {
+        text.push_str(&format!("node {checking}: its units are being checked (it returned with another directory)\n"));
+    }
+    for refused in status["directories"]["refused"].as_array().into_iter().flatten() {
+        text.push_str(&format!("node {} refused: {}\n", refused[0], refused[1].as_str().unwrap_or("?")));
+    }
+    text
 }
 
 /// `lowtail admin class show`'s text for the gateway at `base`: every class with its counters,
@@ -345,6 +376,22 @@ fn render_scrub(scrub: &Value, now_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renders_the_metadatas_damage_snapshots_and_node_checks() {
+        let status = serde_json::json!({
+            "meta_damage": {"damaged_records": 2, "keys": ["object/b/k", "stripe/00000000000000a1"]},
+            "meta_snapshots": [{"label": {"taken_ms": 1000, "snapshot_id": 1}, "size_bytes": 5000, "layout": null}],
+            "directories": {"checking": [4], "refused": [[7, "the directory belongs to cluster x"]], "last_checks": []},
+        });
+        let text = render_metadata(&status, 61_000);
+        assert!(text.contains("2 damaged records (object/b/k, stripe/00000000000000a1)"), "{text}");
+        assert!(text.contains("metadata snapshot on the nodes: 60 s old, 5000 bytes"), "{text}");
+        assert!(text.contains("node 4: its units are being checked"), "{text}");
+        assert!(text.contains("node 7 refused: the directory belongs to cluster x"), "{text}");
+        let healthy = serde_json::json!({"meta_damage": {"damaged_records": 0}, "meta_snapshots": []});
+        assert_eq!(render_metadata(&healthy, 0), "metadata snapshot on the nodes: none yet\n");
+    }
 
     #[test]
     fn renders_nodes_and_repair() {

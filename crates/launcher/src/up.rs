@@ -43,7 +43,7 @@ pub struct UpConfig {
     /// Whole-object GETs of one access key less than this apart count as one request for the
     /// mover's statistics. Default 20 ms; 0 = not followed.
     pub coaccess_gap_ms: u64,
-    /// Most memory the embedded metadata store caches pages in. Default 64 MiB.
+    /// Most memory the embedded metadata store caches pages in. Default 16 MiB.
     pub meta_cache_bytes: usize,
     /// The gateway's data path (unit size, timeouts, membership, repair). `code` and
     /// `cluster_secret` here are ignored: the cluster's own are used.

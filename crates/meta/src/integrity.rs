@@ -26,6 +26,8 @@ pub const SEAL_BYTES: usize = 5;
 pub const MARKER_KEY: &[u8] = b"format/record-checksums";
 /// The damaged keys a log keeps by name (it counts all).
 const MAX_NAMED_KEYS: usize = 64;
+/// Damaged keys remembered so that each is counted once; past this, repeats may count again.
+const MAX_REMEMBERED_KEYS: usize = 100_000;
 
 /// What a damaged record may have been, by its key's prefix: a lookup of such a thing that misses
 /// cannot be answered "no such …" while the damage lasts. A prefix not listed (the key itself
@@ -173,7 +175,11 @@ impl Integrity {
     /// Notes the damaged record at `key` and returns the error that reports it.
     pub fn note(&self, key: &[u8], what: &str) -> MetaError {
         let name = String::from_utf8_lossy(key).into_owned();
-        if crate::lock(&self.seen).insert(key.to_vec()) {
+        let new = {
+            let mut seen = crate::lock(&self.seen);
+            if seen.len() < MAX_REMEMBERED_KEYS { seen.insert(key.to_vec()) } else { !seen.contains(key) }
+        };
+        if new {
             let mut damage = crate::lock(&self.damage);
             damage.damaged_records += 1;
             if damage.keys.len() < MAX_NAMED_KEYS {

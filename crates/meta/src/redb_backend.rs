@@ -34,8 +34,10 @@ pub const DATABASE_FILE_NAME: &str = "meta.redb";
 /// The embedded metadata store.
 pub type RedbStore = KvStore<RedbBackend>;
 
-/// The embedded store's default page cache: 64 MiB.
-pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+/// The embedded store's default page cache: 16 MiB. It fills within minutes of use and then stays:
+/// a larger one kept a gateway's memory rising for over an hour (docs/data-path.md, "Memory"); a
+/// miss costs a read from the OS page cache.
+pub const DEFAULT_CACHE_BYTES: usize = 16 << 20;
 
 impl KvStore<RedbBackend> {
     /// Opens the store in `dir` (created if missing), keeping any data already there.

@@ -94,6 +94,10 @@ enum Command {
         /// Concurrent clients.
         #[arg(long, default_value_t = 8)]
         clients: usize,
+        /// Seconds the cluster runs on after the deletes before its store is lost (with a short
+        /// `[meta_snapshots] interval_s` in --up-toml, a snapshot then knows the deletes).
+        #[arg(long, default_value_t = 0)]
+        settle_s: u64,
     },
     /// Clients reading and writing for minutes; the gateway's resident memory sampled.
     Soak {
@@ -207,8 +211,10 @@ fn main() -> anyhow::Result<()> {
             anyhow::ensure!(report.lost_after_three_more == 0, "keys were lost or wrong");
             Ok(())
         }
-        Command::MetaRebuild { objects, max_bytes, clients } => {
-            let report = swarm::meta_scenario::lost_store(&settings("meta-rebuild", clients, 1), objects, max_bytes)?;
+        Command::MetaRebuild { objects, max_bytes, clients, settle_s } => {
+            let settle = Duration::from_secs(settle_s);
+            let report =
+                swarm::meta_scenario::lost_store(&settings("meta-rebuild", clients, 1), (objects, max_bytes), settle)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             anyhow::ensure!(report.recovered + report.deleted == report.written, "objects were not recovered");
             Ok(())

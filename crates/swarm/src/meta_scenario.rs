@@ -45,9 +45,14 @@ fn size_of(index: u64, max_bytes: u64) -> u64 {
     if index % 16 == 15 { (max_bytes / 2) + index % 1000 } else { 1024 + (index * 7919) % 8192 }
 }
 
-/// Writes `objects` objects with `settings.clients` clients, deletes every tenth, loses the store
-/// and rebuilds it.
-pub fn lost_store(settings: &ScenarioSettings, objects: u64, max_bytes: u64) -> anyhow::Result<RebuildScenarioReport> {
+/// Writes `objects` objects with `settings.clients` clients, deletes every tenth, lets the cluster
+/// run `settle` more (a metadata snapshot taken meanwhile knows the deletes), loses the store and
+/// rebuilds it.
+pub fn lost_store(
+    settings: &ScenarioSettings,
+    (objects, max_bytes): (u64, u64),
+    settle: std::time::Duration,
+) -> anyhow::Result<RebuildScenarioReport> {
     let mut cluster = Cluster::start(cluster_settings(settings, 9))?;
     let runtime = runtime()?;
     let client = client_of(&cluster);
@@ -57,7 +62,10 @@ pub fn lost_store(settings: &ScenarioSettings, objects: u64, max_bytes: u64) -> 
     for &index in &deleted {
         runtime.block_on(client.delete_object().bucket(BUCKET).key(key(index)).send())?;
     }
-    println!("{written} objects written, {} deleted; stopping the cluster and deleting meta.redb", deleted.len());
+    println!("{written} objects written, {} deleted; running {} s more", deleted.len(), settle.as_secs());
+    std::thread::sleep(settle);
+    let snapshots = cluster.status().map(|status| status["meta_snapshots"].clone()).unwrap_or_default();
+    println!("stopping the cluster and deleting meta.redb (snapshots: {snapshots})");
     cluster.stop();
     let cluster_dir = settings.dir.canonicalize()?.join("cluster");
     std::fs::remove_file(cluster_dir.join("meta").join("meta.redb"))?;

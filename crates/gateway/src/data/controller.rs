@@ -100,7 +100,8 @@ pub struct ControllerConfig {
     /// Stripes the controller's placement holds (about 170 bytes each); the first read of one
     /// more makes the placement and the policy's tables start afresh, keeping the nodes and their
     /// measured rates. Every stripe ever read would otherwise stay: a gateway's memory would
-    /// follow the store's size. Default 65,536 (about 11 MB); the live experiment's gateways keep
+    /// follow the store's size. Default 16,384 (about 3 MB: full within minutes, then flat); the live
+    /// experiment's gateways keep
     /// [`MAX_CATALOG_STRIPES`], so a run never starts afresh in the middle.
     pub max_catalog_stripes: usize,
     /// How batch reads (EC-Store, `POST /{bucket}?lowtail-batch-get`) choose the units of their
@@ -121,7 +122,7 @@ impl Default for ControllerConfig {
             seed: 0,
             probe_timeout_ms: 500,
             cpu_sample_every: 8,
-            max_catalog_stripes: 1 << 16,
+            max_catalog_stripes: 1 << 14,
             access: AccessSettings::default(),
             mover: MoverConfig::default(),
         }
