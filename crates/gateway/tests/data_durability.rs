@@ -358,3 +358,29 @@ async fn a_node_with_another_clusters_directory_is_refused() {
     assert_eq!(cluster.node_info(4).await.state, meta::NodeState::Down);
     cluster.shutdown().await;
 }
+
+/// A read that failed an end-to-end check has its stripes examined: every unit read whole, so one
+/// that rotted is found (and reported for repair) even though the failed read did not touch it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn examining_a_layout_finds_a_unit_whose_blocks_rotted() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let layout = data.write(pattern(2 << 20, 7)).await.unwrap().layout;
+    let stripe = cluster.meta.get_stripe(layout.stripes()[0]).await.unwrap();
+    let (parity, node) = (7u16, stripe.placement[7]);
+    cluster.corrupt_unit(node.0 as usize, stripe.id.0, parity);
+    assert!(data.io().take_corrupt_reports().is_empty());
+    data.examine(&layout);
+    for _ in 0..100 {
+        let reports = data.io().take_corrupt_reports();
+        if !reports.is_empty() {
+            assert_eq!(reports, vec![(stripe.id, parity, node)]);
+            cluster.shutdown().await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the rotten parity unit was not found");
+}

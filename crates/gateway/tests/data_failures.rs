@@ -342,10 +342,24 @@ async fn a_live_node_wrongly_marked_down_is_read_when_nothing_else_decodes() {
     // only by reading it anyway can the stripes still be decoded.
     cluster.meta.set_node_state(NodeId(3), NodeState::Down, 0).await.unwrap();
     assert_readable(&data, &objects, "3 nodes dead and a live one marked Down").await;
-    // A fourth node really dead as well is data loss, reported as such.
+    // A fourth node dead as well leaves the data unavailable, not lost: it is on nodes that may
+    // return (and it reads again when one does).
     cluster.kill(3).await;
     // (Six data units on nine nodes: some data unit of every stripe is on a dead node.)
     let (body, layout) = &objects[2];
+    let error = data.read(layout, 0..body.len() as u64).await.unwrap_err();
+    assert!(matches!(error, gateway::data::DataError::Unavailable(_)), "{error}");
+    cluster.restart(3).await;
+    assert!(data.read(layout, 0..body.len() as u64).await.unwrap() == *body, "back with its node");
+    // Units gone from live nodes beyond what the code survives are data loss, reported as such.
+    for i in 0..3 {
+        cluster.restart(i).await;
+    }
+    let stripe = cluster.meta.get_stripe(layout.stripes()[0]).await.unwrap();
+    for (unit, node) in stripe.placement.iter().enumerate().take(4) {
+        let client = cluster.client(node.0 as usize).await;
+        assert!(client.delete_unit(stripe.id.0, unit as u16).await.unwrap(), "unit {unit} on node {node}");
+    }
     let error = data.read(layout, 0..body.len() as u64).await.unwrap_err();
     assert!(matches!(error, gateway::data::DataError::Lost(_)), "{error}");
     cluster.shutdown().await;

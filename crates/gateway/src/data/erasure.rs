@@ -784,6 +784,22 @@ impl ObjectData for ErasureData {
         }
     }
 
+    fn examine(&self, layout: &Layout) {
+        let (io, stripes) = (Arc::clone(&self.io), layout.stripes());
+        tokio::spawn(async move {
+            let Ok(nodes) = io.cluster().node_map().await else { return };
+            for id in stripes {
+                let Ok(stripe) = io.stripe(id).await else { continue };
+                for unit in (0..stripe.placement.len()).filter(|&unit| !stripe.is_missing(unit)) {
+                    // A unit that fails a block checksum is reported to repair by the read itself.
+                    if let Err(error) = io.read_unit(&nodes, &stripe, unit, 0, stripe.unit_bytes).await {
+                        tracing::warn!(stripe = %id, unit, %error, "a unit examined after a failed end-to-end check");
+                    }
+                }
+            }
+        });
+    }
+
     fn observe_coaccess(&self, stripes: &[StripeId]) {
         if let Some(controller) = self.reads.controller() {
             controller.observe_coaccess(stripes);

@@ -79,6 +79,8 @@ pub struct Membership {
     directories: Arc<Directories>,
     /// The cluster's id, read (or made) when first needed.
     cluster_id: tokio::sync::OnceCell<String>,
+    /// Where the current probe round is (for the log when one stalls).
+    stage: Mutex<String>,
 }
 
 /// What membership knows of the nodes' directories (see [`super::reconcile`]).
@@ -136,6 +138,7 @@ impl Membership {
             scheduled: Mutex::new(HashMap::new()),
             directories: Arc::default(),
             cluster_id: tokio::sync::OnceCell::new(),
+            stage: Mutex::new(String::new()),
         }
     }
 
@@ -240,6 +243,7 @@ impl Membership {
     /// and applies the state changes.
     pub async fn probe_round(&self, now_ms: u64) -> Result<ProbeRound, DataError> {
         let interval = Duration::from_millis(self.config.probe_interval_ms);
+        self.at("reading the published class shares".into());
         if super::lock(&self.class_scheduling).takes_shares() {
             match read_published(self.cluster.meta().as_ref(), now_ms).await {
                 Ok(shares) => self.set_rack_class_shares(shares),
@@ -248,6 +252,7 @@ impl Membership {
                 }
             }
         }
+        self.at("listing the nodes".into());
         let nodes: Vec<NodeInfo> = self
             .cluster
             .nodes()
@@ -259,7 +264,9 @@ impl Membership {
             nodes.iter().map(|node| async move { (node, self.probe(node, interval).await) }).collect();
         let mut round = ProbeRound::default();
         let meta = self.cluster.meta();
+        self.at(format!("probing {} nodes", nodes.len()));
         while let Some((node, answered)) = probes.next().await {
+            self.at(format!("recording node {}'s probe ({} probes pending)", node.id, probes.len()));
             let misses = {
                 let mut misses = super::lock(&self.misses);
                 let count = misses.entry(node.id).or_insert(0);
@@ -307,6 +314,7 @@ impl Membership {
             if let Err(error) = result {
                 tracing::warn!(node = %node.id, %error, "could not record membership change");
             }
+            self.at(format!("probing ({} probes pending)", probes.len()));
         }
         Ok(round)
     }
@@ -443,12 +451,33 @@ impl Membership {
                     _ = ticker.tick() => {}
                     _ = stop.changed() => return,
                 }
-                if let Err(error) = self.probe_round(unix_now_ms()).await {
-                    tracing::warn!(%error, "membership probe round failed");
+                match tokio::time::timeout(round_limit(interval), self.probe_round(unix_now_ms())).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(error)) => tracing::warn!(%error, "membership probe round failed"),
+                    Err(_) => {
+                        let stage = super::lock(&self.stage).clone();
+                        metrics::counter!("lowtail_gateway_membership_rounds_abandoned_total").increment(1);
+                        tracing::warn!(
+                            limit = ?round_limit(interval),
+                            %stage,
+                            "a membership probe round did not finish in time; abandoned, the next starts afresh"
+                        );
+                    }
                 }
             }
         })
     }
+
+    /// Notes where the probe round is, for the log if it stalls.
+    fn at(&self, stage: String) {
+        *super::lock(&self.stage) = stage;
+    }
+}
+
+/// How long a probe round may take before it is abandoned (every probe is bounded by the interval,
+/// so only something else stuck can hold a round this long; the next starts afresh).
+fn round_limit(interval: Duration) -> Duration {
+    (interval * 20).max(Duration::from_secs(10))
 }
 
 /// A node's answer to a probe: when (the midpoint of the call) and the node's uptime then, to tell

@@ -204,6 +204,13 @@ pub trait ObjectData: Send + Sync {
         batch::read_each(self, layouts)
     }
 
+    /// Examines the stored bytes of `layout` after a read of them failed an end-to-end check: every
+    /// unit of its stripes is read whole in the background, so that a unit whose blocks fail their
+    /// checksums is found and repaired. Stores without units ignore it.
+    fn examine(&self, layout: &Layout) {
+        let _ = layout;
+    }
+
     /// Hears that `stripes` were read together (plain GETs the S3 layer took for one request), for
     /// EC-Store's mover statistics. Stores without them ignore it.
     fn observe_coaccess(&self, stripes: &[meta::StripeId]) {

@@ -73,8 +73,15 @@ async fn rounds(
     may_read_target: bool,
     timeout_ns: u64,
 ) -> Result<(Bytes, bool), DataError> {
-    // Units whose live node did not answer: the data is there, so running out of units is a 503.
-    let mut busy: BTreeSet<usize> = BTreeSet::new();
+    // Units known gone (corrupt or absent on a live node, or recorded missing and not still being
+    // written): only when these alone leave too few is the data lost; otherwise it is unavailable
+    // (a node Down or not answering, units still landing) and the client should retry.
+    let now_ms = super::membership::unix_now_ms();
+    let mut gone_units: BTreeSet<usize> = if range.stripe.is_pending(now_ms) {
+        BTreeSet::new()
+    } else {
+        range.stripe.missing_units.iter().map(|&unit| usize::from(unit)).collect()
+    };
     let clock = Clock { epoch: Instant::now() };
     // Each failed round adds at least one unit to `failed`, so n + 1 rounds exhaust the stripe.
     for _round in 0..=range.stripe.placement.len() {
@@ -96,13 +103,13 @@ async fn rounds(
         }
         for (unit, unit_gone) in failures {
             failed.insert(unit);
-            let node_up = range.nodes.get(&range.stripe.placement[unit]).is_some_and(|n| n.state == NodeState::Up);
-            if !unit_gone && node_up {
-                busy.insert(unit);
+            if unit_gone {
+                gone_units.insert(unit);
             }
         }
     }
-    Err(undecodable(range.stripe.id, range.unit, &failed, &busy))
+    let present: Vec<bool> = (0..range.stripe.placement.len()).map(|unit| !gone_units.contains(&unit)).collect();
+    Err(undecodable(range.stripe.id, range.unit, &failed, range.code.is_decodable(&present)))
 }
 
 /// The bytes a completed plan serves: the unit's own (`decoded` false), or the unit decoded from

@@ -492,21 +492,23 @@ impl std::fmt::Display for UnitReadError {
     }
 }
 
-/// The error of a read that found too few units: data loss only when every unit that failed is
-/// gone or on a node membership has marked Down; when some failed only because a live node did
-/// not answer, the data is there and the client should retry (503).
+/// The error of a read that found too few units: data loss only when the units known gone (corrupt
+/// or absent, or recorded missing and not still landing) leave too few to decode; otherwise the
+/// data is there, on nodes that are Down or did not answer, or still landing, and the client should
+/// retry (503).
 pub(super) fn undecodable(
     stripe: StripeId,
     target: usize,
     failed: &BTreeSet<usize>,
-    busy: &BTreeSet<usize>,
+    decodable_when_back: bool,
 ) -> DataError {
-    if busy.is_empty() {
-        DataError::Lost(format!("unit {stripe}/{target}: units {failed:?} unreadable, too few left to decode"))
-    } else {
+    if decodable_when_back {
         DataError::Unavailable(format!(
-            "unit {stripe}/{target}: units {busy:?} on live nodes did not answer (of {failed:?} unreadable); retry"
+            "unit {stripe}/{target}: units {failed:?} unreadable now (nodes down or not answering, or units still \
+             landing); retry"
         ))
+    } else {
+        DataError::Lost(format!("unit {stripe}/{target}: units {failed:?} unreadable, too few left to decode"))
     }
 }
 

@@ -97,7 +97,9 @@ pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> 
     let hold = service.data.hold(&object.layout);
     let whole = range == (0..object.size_bytes);
     let name = format!("{}/{}", req.input.bucket, req.input.key);
-    let expected = super::verify::Expected::of(&object, &name, whole);
+    let examined = (Arc::clone(&service.data), object.layout.clone());
+    let expected = super::verify::Expected::of(&object, &name, whole)
+        .map(|expected| expected.on_mismatch(move || examined.0.examine(&examined.1)));
     let mut pieces = read_body::read_pieces(&object.layout, range, read_body::READ_PIECE_BYTES).into_iter();
     let first = match pieces.next() {
         None => vec![Bytes::new()],

@@ -22,6 +22,8 @@ pub struct Expected {
     check: Check,
     /// For the log when it fails: the object and its layout.
     what: String,
+    /// Called once if the bytes do not match (the store examines them).
+    on_mismatch: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 enum Check {
@@ -41,7 +43,7 @@ impl Expected {
         let what = format!("{name} ({} bytes, layout {:?})", object.size_bytes, object.layout);
         if let Some(stored) = object.checksum.as_ref().filter(|stored| !stored.composite) {
             let check = Check::Checksum(Hasher::new(stored.algorithm), stored.value.clone(), stored.algorithm);
-            return Some(Self { check, what });
+            return Some(Self { check, what, on_mismatch: None });
         }
         let part_ends = match &object.layout {
             Layout::Composite { pieces } if object.etag.contains('-') => {
@@ -57,7 +59,13 @@ impl Expected {
             part_digests: Vec::new(),
             expected: object.etag.clone(),
         };
-        Some(Self { check: etag, what })
+        Some(Self { check: etag, what, on_mismatch: None })
+    }
+
+    /// `self`, calling `examine` if the bytes turn out not to match.
+    pub fn on_mismatch(mut self, examine: impl FnOnce() + Send + Sync + 'static) -> Self {
+        self.on_mismatch = Some(Box::new(examine));
+        self
     }
 
     /// Adds the next bytes of the body.
@@ -98,7 +106,10 @@ impl Expected {
         };
         if !matched {
             metrics::counter!("lowtail_gateway_get_checksum_mismatches_total").increment(1);
-            tracing::error!(object = %self.what, %computed, "a GET's bytes do not match the object's checksum; answer aborted");
+            tracing::error!(object = %self.what, %computed, "a GET's bytes do not match the object's checksum; answer aborted, its units examined");
+            if let Some(examine) = self.on_mismatch {
+                examine();
+            }
         }
         matched
     }
