@@ -221,6 +221,19 @@ impl NodeProcess {
         self.process.is_running()
     }
 
+    /// The node's entry in `cluster.json`.
+    pub fn manifest_entry(&self) -> crate::manifest::NodeEntry {
+        crate::manifest::NodeEntry {
+            id: self.slot.id,
+            pid: self.pid(),
+            rack: self.slot.rack.clone(),
+            rpc_addr: self.rpc_addr().map(|a| a.to_string()).unwrap_or_default(),
+            metrics: self.metrics_addr().map(|a| format!("http://{a}/metrics")).unwrap_or_default(),
+            data_dir: self.data_dir.clone(),
+            log: self.log.clone(),
+        }
+    }
+
     /// Writes the addresses the node bound into its config file (once [`NodeProcess::wait_ready`]
     /// returned), so that the node restarted by hand (`lowtail node --config FILE`, the cluster
     /// secret in `LOWTAIL_CLUSTER_SECRET`) listens where the gateway already knows it and rejoins

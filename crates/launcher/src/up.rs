@@ -6,7 +6,7 @@
 //! directory, so `lowtail up` on the same directory finds every object again.
 
 use crate::child::Lifetime;
-use crate::manifest::{GatewayEntry, Manifest, NodeEntry};
+use crate::manifest::{GatewayEntry, Manifest};
 use crate::processes::NodeProcess;
 use crate::state::{ClusterDir, ClusterState, UpOptions};
 use anyhow::Context;
@@ -59,6 +59,11 @@ pub struct UpConfig {
     /// The gateway's latency classes and how the nodes serve them (default: one class, first come
     /// first served); see docs/classes.md. The cluster's one access key has `default_class`.
     pub classes: gateway::classes::ClassesConfig,
+    /// A test facility (the fault swarm's network faults): node i is registered in the metadata
+    /// store, so reached by the gateway and by the other nodes, at the i-th of these addresses
+    /// instead of the one it bound, e.g. a proxy in front of it that forwards to the address in
+    /// the node's `address.json` (a new one at every start). Empty (the default): the bound ones.
+    pub registered_node_addresses: Vec<SocketAddr>,
 }
 
 impl Default for UpConfig {
@@ -78,6 +83,7 @@ impl Default for UpConfig {
             scrub: node::ScrubConfig::default(),
             controller: ControllerConfig::default(),
             classes: gateway::classes::ClassesConfig::default(),
+            registered_node_addresses: Vec::new(),
         }
     }
 }
@@ -134,6 +140,12 @@ pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow
     let dir = ClusterDir::new(&options.dir);
     let dir_lock = lock_cluster_dir(&dir)?;
     let state = dir.load_or_create(options)?;
+    anyhow::ensure!(
+        config.registered_node_addresses.is_empty() || config.registered_node_addresses.len() == state.nodes.len(),
+        "registered_node_addresses names {} addresses for {} nodes",
+        config.registered_node_addresses.len(),
+        state.nodes.len()
+    );
     if let Ok(previous) = Manifest::read(&dir.manifest_file())
         && let Some(gateway) = &previous.gateway
         && gateway.pid != std::process::id()
@@ -217,8 +229,9 @@ async fn start_gateway(
 ) -> anyhow::Result<(RunningGateway, Manifest)> {
     let meta_config = MetaConfig::Embedded { dir: dir.meta_dir(), cache_bytes: config.meta_cache_bytes };
     let meta: Arc<dyn MetaStore> = gateway::process::open_meta(&meta_config).await?;
-    for node in nodes {
-        let address = node.rpc_addr().context("a ready node has an address")?.to_string();
+    for (index, node) in nodes.iter().enumerate() {
+        let bound = node.rpc_addr().context("a ready node has an address")?;
+        let address = config.registered_node_addresses.get(index).copied().unwrap_or(bound).to_string();
         register_node(&*meta, NodeId(node.slot.id), &address, &node.slot.rack, 0, unix_now_ms())
             .await
             .with_context(|| format!("cannot register node {}", node.slot.id))?;
@@ -259,18 +272,7 @@ async fn start_gateway(
             endpoint,
             metrics: gateway.http_addr().map(|a| format!("http://{a}/metrics")).unwrap_or_default(),
         }),
-        nodes: nodes
-            .iter()
-            .map(|node| NodeEntry {
-                id: node.slot.id,
-                pid: node.pid(),
-                rack: node.slot.rack.clone(),
-                rpc_addr: node.rpc_addr().map(|a| a.to_string()).unwrap_or_default(),
-                metrics: node.metrics_addr().map(|a| format!("http://{a}/metrics")).unwrap_or_default(),
-                data_dir: node.data_dir.clone(),
-                log: node.log.clone(),
-            })
-            .collect(),
+        nodes: nodes.iter().map(NodeProcess::manifest_entry).collect(),
     };
     manifest.write(&dir.manifest_file())?;
     Ok((gateway, manifest))
