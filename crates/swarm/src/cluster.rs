@@ -47,7 +47,8 @@ pub struct ClusterSettings {
     /// A proxy in front of every node, where the gateway and the other nodes reach it (network
     /// faults).
     pub proxies: bool,
-    /// Each node's data directory on a tmpfs of this size (full-disk faults; root only).
+    /// Each node's data directory on a file system of its own of this size (full-disk faults; root
+    /// only).
     pub node_disk_bytes: Option<u64>,
 }
 
@@ -66,7 +67,7 @@ pub struct Cluster {
     restarted: Vec<Child>,
     /// Node proxies by node id (empty without proxies).
     proxies: Vec<NodeProxy>,
-    /// Node disks by node id (empty unless on tmpfs).
+    /// Node disks by node id (empty unless each node has its own).
     disks: Vec<NodeDisk>,
     /// Nodes stopped with SIGSTOP now.
     hung: BTreeSet<u32>,
@@ -85,7 +86,12 @@ impl Cluster {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
         let node_dirs = ClusterDir::new(settings.dir.join("cluster"));
         let disks = match settings.node_disk_bytes {
-            Some(bytes) => (0..settings.nodes).map(|id| NodeDisk::mount(&node_dirs.node_dir(id), bytes)).collect(),
+            Some(bytes) => (0..settings.nodes)
+                .map(|id| {
+                    let image = settings.dir.join("disks").join(format!("node-{id}.img"));
+                    NodeDisk::mount(&node_dirs.node_dir(id), &image, bytes)
+                })
+                .collect(),
             None => Ok(Vec::new()),
         }?;
         let proxies = if settings.proxies { start_proxies(&runtime, &node_dirs, settings.nodes)? } else { Vec::new() };
@@ -220,7 +226,7 @@ impl Cluster {
     }
 
     fn disk(&mut self, id: u32) -> anyhow::Result<&mut NodeDisk> {
-        let reason = "the nodes' disks are not on tmpfs (the cluster was started without full-disk faults)";
+        let reason = "the nodes' disks are not their own (the cluster was started without full-disk faults)";
         self.disks.get_mut(id as usize).context(reason)
     }
 

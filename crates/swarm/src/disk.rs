@@ -1,54 +1,69 @@
 //! A storage node's data directory on a file system of its own, so the swarm can fill it and free
-//! it again: a tmpfs mounted on the directory before the node first starts (root only). Filling
-//! shrinks the tmpfs to what it holds and fills the rest with a filler file, so a full disk costs
-//! no memory beyond the node's own data; freeing deletes the filler and gives the size back.
+//! it again: an ext4 in a sparse image file, loop-mounted on the directory before the node first
+//! starts (root only). Not a tmpfs: the node reads the page cache with `RWF_NOWAIT`, which tmpfs
+//! refuses (EOPNOTSUPP), and the node fails such reads. Filling allocates the free space to a
+//! filler file (`fallocate`: no bytes written, the image stays sparse); freeing deletes it.
 //!
-//! Owns its mount (unmounted when dropped; the node's units go with it, its log lives elsewhere).
-//! Must not touch the node's files.
+//! Owns its mount and image (unmounted and deleted when dropped; the node's units go with them, its
+//! log lives elsewhere). Must not touch the node's files.
 
 use std::ffi::CString;
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use anyhow::{Context, bail};
 
 /// The filler's name, in the node's directory.
 const FILLER: &str = "swarm-filler";
-/// Tries of shrinking the tmpfs to what it holds while the node writes.
-const SHRINK_TRIES: usize = 50;
-/// Bytes the filler writes at once.
+/// Bytes the filler writes at once, after `fallocate` took what it could.
 const FILLER_CHUNK_BYTES: usize = 64 << 10;
+/// Most chunks written after `fallocate` (the slack of blocks freed meanwhile).
+const FILLER_MAX_CHUNKS: usize = 16_384;
 
-/// Why full-disk faults cannot run here, if they cannot: they mount a tmpfs, which needs root.
+/// Why full-disk faults cannot run here, if they cannot: a loop mount needs root and `mkfs.ext4`.
 pub fn unavailable() -> Option<String> {
     // SAFETY: geteuid(2) cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    (!root).then(|| {
-        "full-disk faults mount a tmpfs per node, which needs root: run as root, or leave them out with \
-         --without full-disk"
-            .to_string()
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(
+            "full-disk faults loop-mount a file system per node, which needs root: run as root, or leave them \
+             out with --without full-disk"
+                .to_string(),
+        );
+    }
+    let mkfs = Command::new("mkfs.ext4").arg("-V").output();
+    (!mkfs.is_ok_and(|out| out.status.success())).then(|| {
+        "full-disk faults need mkfs.ext4 (Debian: e2fsprogs), or leave them out with --without full-disk".to_string()
     })
 }
 
-/// A node's data directory on a tmpfs of its own.
+/// A node's data directory on a file system of its own.
 #[derive(Debug)]
 pub struct NodeDisk {
     dir: PathBuf,
-    size_bytes: u64,
+    image: PathBuf,
     full: bool,
 }
 
 impl NodeDisk {
-    /// Mounts a tmpfs of `size_bytes` on `dir` (created, and empty: mounted before the node's
-    /// first start).
-    pub fn mount(dir: &Path, size_bytes: u64) -> anyhow::Result<NodeDisk> {
+    /// Makes an ext4 of `size_bytes` in the sparse file `image` and mounts it on `dir` (created,
+    /// and empty: mounted before the node's first start).
+    pub fn mount(dir: &Path, image: &Path, size_bytes: u64) -> anyhow::Result<NodeDisk> {
         if let Some(why) = unavailable() {
             bail!(why);
         }
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        mount_tmpfs(dir, size_bytes, 0).with_context(|| format!("cannot mount a tmpfs on {}", dir.display()))?;
-        Ok(NodeDisk { dir: dir.to_path_buf(), size_bytes, full: false })
+        if let Some(parent) = image.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::File::create(image)?.set_len(size_bytes)?;
+        // No blocks reserved for root (the nodes run as root here: a full disk is full for them).
+        run(Command::new("mkfs.ext4").args(["-q", "-F", "-m", "0"]).arg(image))?;
+        // discard: space the node frees is given back to the swarm's own disk.
+        run(Command::new("mount").args(["-o", "loop,discard"]).arg(image).arg(dir))?;
+        Ok(NodeDisk { dir: dir.to_path_buf(), image: image.to_path_buf(), full: false })
     }
 
     /// Whether the disk is full now.
@@ -56,24 +71,19 @@ impl NodeDisk {
         self.full
     }
 
-    /// Fills the file system: shrinks it to what it holds, then writes the filler until no byte is
-    /// left.
+    /// Fills the file system: the filler takes every free block.
     pub fn fill(&mut self) -> anyhow::Result<()> {
-        let mut shrunk = false;
-        for _ in 0..SHRINK_TRIES {
-            // Refused while the node writes more than the size named: try again with its new usage.
-            if mount_tmpfs(&self.dir, used_bytes(&self.dir)?.max(4096), libc::MS_REMOUNT).is_ok() {
-                shrunk = true;
-                break;
-            }
-        }
-        anyhow::ensure!(shrunk, "cannot shrink the tmpfs on {} to what it holds", self.dir.display());
-        self.full = true;
         let mut filler = std::fs::File::create(self.dir.join(FILLER)).context("cannot create the filler")?;
+        self.full = true;
+        let free = free_bytes(&self.dir)?;
+        // SAFETY: fallocate(2) on a descriptor we own.
+        let allocated = unsafe { libc::fallocate(filler.as_raw_fd(), 0, 0, free as libc::off_t) } == 0;
+        if !allocated {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "fallocate fell short; writing the rest");
+        }
         let zeros = vec![0u8; FILLER_CHUNK_BYTES];
-        // The slack left by the shrink is small; bounded by the size given back at worst.
-        for _ in 0..=self.size_bytes / FILLER_CHUNK_BYTES as u64 {
-            if let Err(error) = filler.write_all(&zeros) {
+        for _ in 0..FILLER_MAX_CHUNKS {
+            if let Err(error) = filler.write_all(&zeros).and_then(|()| filler.sync_data()) {
                 if error.raw_os_error() == Some(libc::ENOSPC) {
                     return Ok(());
                 }
@@ -83,15 +93,13 @@ impl NodeDisk {
         bail!("{} did not fill up", self.dir.display())
     }
 
-    /// Deletes the filler and gives the file system its size back.
+    /// Deletes the filler: the space is free again.
     pub fn free(&mut self) -> anyhow::Result<()> {
         match std::fs::remove_file(self.dir.join(FILLER)) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => return Err(error).context("cannot delete the filler"),
         }
-        mount_tmpfs(&self.dir, self.size_bytes, libc::MS_REMOUNT)
-            .with_context(|| format!("cannot give the tmpfs on {} its size back", self.dir.display()))?;
         self.full = false;
         Ok(())
     }
@@ -100,25 +108,29 @@ impl NodeDisk {
 impl Drop for NodeDisk {
     fn drop(&mut self) {
         let Ok(target) = CString::new(self.dir.as_os_str().as_bytes()) else { return };
-        // SAFETY: umount2(2) with a valid C string; MNT_DETACH unmounts even while a file is open.
+        // SAFETY: umount2(2) with a valid C string; MNT_DETACH unmounts even while a file is open
+        // (the loop device is released with the last reference).
         if unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) } != 0 {
             tracing::warn!(dir = %self.dir.display(), error = %std::io::Error::last_os_error(), "cannot unmount");
         }
+        let _ = std::fs::remove_file(&self.image);
     }
 }
 
-/// Mounts (or, with `MS_REMOUNT`, resizes) a tmpfs of `size_bytes` on `dir`.
-fn mount_tmpfs(dir: &Path, size_bytes: u64, flags: libc::c_ulong) -> std::io::Result<()> {
-    let cstr = |bytes: &[u8]| CString::new(bytes).map_err(std::io::Error::other);
-    let (source, target, kind) = (cstr(b"tmpfs")?, cstr(dir.as_os_str().as_bytes())?, cstr(b"tmpfs")?);
-    let options = cstr(format!("size={size_bytes},mode=0755").as_bytes())?;
-    // SAFETY: mount(2) with valid C strings that outlive the call.
-    let done = unsafe { libc::mount(source.as_ptr(), target.as_ptr(), kind.as_ptr(), flags, options.as_ptr().cast()) };
-    if done == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+/// Runs `command`, failing with its output unless it succeeds.
+fn run(command: &mut Command) -> anyhow::Result<()> {
+    let output = command.output().with_context(|| format!("cannot run {command:?}"))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "{command:?} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(())
 }
 
-/// Bytes in use on the file system of `dir`.
-fn used_bytes(dir: &Path) -> anyhow::Result<u64> {
+/// Bytes free on the file system of `dir`.
+fn free_bytes(dir: &Path) -> anyhow::Result<u64> {
     let path = CString::new(dir.as_os_str().as_bytes())?;
     // SAFETY: a statvfs is plain data; all zeroes is a valid value.
     let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -126,7 +138,7 @@ fn used_bytes(dir: &Path) -> anyhow::Result<u64> {
     if unsafe { libc::statvfs(path.as_ptr(), &mut stats) } != 0 {
         return Err(std::io::Error::last_os_error()).with_context(|| format!("statvfs {}", dir.display()));
     }
-    Ok((stats.f_blocks - stats.f_bfree) as u64 * stats.f_frsize as u64)
+    Ok(stats.f_bavail as u64 * stats.f_frsize as u64)
 }
 
 #[cfg(test)]
@@ -137,11 +149,12 @@ mod tests {
     fn a_full_disk_refuses_writes_until_freed_and_then_has_its_size_back() {
         if unavailable().is_some() {
             // Not root: the refusal itself is what there is to check.
-            assert!(NodeDisk::mount(Path::new("/nonexistent/swarm"), 1 << 20).is_err());
+            assert!(NodeDisk::mount(Path::new("/nonexistent/swarm"), Path::new("/nonexistent/i"), 1 << 20).is_err());
             return;
         }
         let temp = std::env::temp_dir().join(format!("swarm-disk-{}", std::process::id()));
-        let mut disk = NodeDisk::mount(&temp, 8 << 20).unwrap();
+        let image = std::env::temp_dir().join(format!("swarm-disk-{}.img", std::process::id()));
+        let mut disk = NodeDisk::mount(&temp, &image, 64 << 20).unwrap();
         std::fs::write(temp.join("unit"), vec![7u8; 1 << 20]).unwrap();
         disk.fill().unwrap();
         assert!(disk.is_full());
@@ -152,6 +165,7 @@ mod tests {
         std::fs::write(temp.join("more"), vec![7u8; 4 << 20]).unwrap();
         drop(disk);
         assert!(!temp.join("unit").exists(), "unmounted");
+        assert!(!image.exists(), "the image is deleted");
         let _ = std::fs::remove_dir_all(&temp);
     }
 }

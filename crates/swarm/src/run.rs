@@ -34,8 +34,8 @@ const BUCKET: &str = "swarm";
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// A client pauses this long after an error (the gateway may be restarting).
 const ERROR_PAUSE: Duration = Duration::from_millis(200);
-/// Each node's tmpfs when full-disk faults are drawn: room for a run's units (released stripes
-/// are kept 10 minutes), a limit rather than memory taken.
+/// Each node's file system when full-disk faults are drawn: room for a run's units (released
+/// stripes are kept 10 minutes) in a sparse image, so a limit rather than space taken.
 pub const NODE_DISK_BYTES: u64 = 4 << 30;
 
 /// Everything a run needs beside its seed.
@@ -127,7 +127,7 @@ pub fn seed_schedule_settings(settings: &ScheduleSettings, flavor: Flavor) -> Sc
 }
 
 /// The cluster a seed of `flavor` runs on, with what its fault kinds need (proxies for network
-/// faults, a tmpfs per node for full disks).
+/// faults, a file system per node for full disks).
 pub fn cluster_settings(seed: u64, settings: &RunSettings, flavor: Flavor, dir: std::path::PathBuf) -> ClusterSettings {
     let kinds = &settings.schedule.kinds;
     ClusterSettings {

@@ -54,7 +54,7 @@ pub enum FaultKind {
     Corrupt,
     /// A node SIGSTOPped for a while, then SIGCONTinued.
     Hang,
-    /// A node's file system full for a while (needs root: each node's data on a tmpfs of its own).
+    /// A node's file system full for a while (needs root: each node's data on a loop-mounted ext4).
     FullDisk,
     /// Latency, reset connections or a partition between the gateway (and peers) and a node.
     Network,
