@@ -44,8 +44,8 @@ pub struct BatchReport {
     pub faults: BTreeMap<String, u64>,
     /// Faults refused by kind and reason, over every seed.
     pub faults_refused: BTreeMap<String, u64>,
-    /// Faults cut short, by kind and cause, over every seed.
-    pub faults_cut_short: BTreeMap<String, u64>,
+    /// Faults done otherwise than scheduled, and why, over every seed.
+    pub faults_changed: BTreeMap<String, u64>,
     /// Reads checked over every seed.
     pub reads_checked: u64,
     /// The violations of each seed that had any.
@@ -72,7 +72,7 @@ impl BatchReport {
         }
         sum_into(&mut self.faults, &report.faults);
         sum_into(&mut self.faults_refused, &report.faults_refused);
-        sum_into(&mut self.faults_cut_short, &report.faults_cut_short);
+        sum_into(&mut self.faults_changed, &report.faults_changed);
         self.reads_checked += report.reads_checked;
         if !report.violations.is_empty() {
             self.violations.insert(report.seed, report.violations.clone());

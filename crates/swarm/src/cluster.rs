@@ -160,17 +160,18 @@ impl Cluster {
         self.gateways.kill(index as usize);
     }
 
-    /// Starts gateway `index` again and waits for it to serve. `lowtail up` stops the nodes left
-    /// running and starts them all again, rewriting their configs: a hung node is continued and a
-    /// full disk freed first (said in the answer: those faults end early).
+    /// Starts gateway `index` again and waits for it to serve; what that changed of other faults,
+    /// in words. `lowtail up` stops the nodes left running and starts them all again, rewriting
+    /// their configs: a hung node is continued and a full disk freed first (those faults end
+    /// early). A gateway on a stopped etcd would exit at once: its restart waits for etcd's return.
     pub fn restart_gateway(&mut self, index: u32) -> anyhow::Result<Vec<String>> {
-        let mut cut_short = Vec::new();
+        let mut changed = Vec::new();
         if matches!(self.gateways, Gateways::Up(_)) && !self.gateways.running(0) {
-            cut_short = self.undo_node_faults()?;
+            changed = self.undo_node_faults()?.into_iter().map(|what| format!("{what} ended early")).collect();
             self.reap_restarted();
         }
-        self.gateways.restart(index as usize)?;
-        Ok(cut_short)
+        changed.extend(self.gateways.restart(index as usize)?);
+        Ok(changed)
     }
 
     /// SIGKILLs node `id`, wherever it runs (started by the launcher or restarted by hand).

@@ -22,6 +22,8 @@ const FILLER: &str = "swarm-filler";
 const FILLER_CHUNK_BYTES: usize = 64 << 10;
 /// Most chunks written after `fallocate` (the slack of blocks freed meanwhile).
 const FILLER_MAX_CHUNKS: usize = 16_384;
+/// Tries of `fallocate`, each asking for less.
+const ALLOCATE_TRIES: usize = 64;
 
 /// Why full-disk faults cannot run here, if they cannot: a loop mount needs root and `mkfs.ext4`.
 pub fn unavailable() -> Option<String> {
@@ -73,14 +75,14 @@ impl NodeDisk {
 
     /// Fills the file system: the filler takes every free block.
     pub fn fill(&mut self) -> anyhow::Result<()> {
-        let mut filler = std::fs::File::create(self.dir.join(FILLER)).context("cannot create the filler")?;
+        // Appending: the writes after `fallocate` go past what it allocated.
+        let mut filler = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(FILLER))
+            .context("cannot create the filler")?;
         self.full = true;
-        let free = free_bytes(&self.dir)?;
-        // SAFETY: fallocate(2) on a descriptor we own.
-        let allocated = unsafe { libc::fallocate(filler.as_raw_fd(), 0, 0, free as libc::off_t) } == 0;
-        if !allocated {
-            tracing::debug!(error = %std::io::Error::last_os_error(), "fallocate fell short; writing the rest");
-        }
+        allocate_most(&filler, free_bytes(&self.dir)?);
         let zeros = vec![0u8; FILLER_CHUNK_BYTES];
         for _ in 0..FILLER_MAX_CHUNKS {
             if let Err(error) = filler.write_all(&zeros).and_then(|()| filler.sync_data()) {
@@ -115,6 +117,20 @@ impl Drop for NodeDisk {
         }
         let _ = std::fs::remove_file(&self.image);
     }
+}
+
+/// Allocates to `file` as much of `free_bytes` as the file system gives (its extent tree takes
+/// some of what it reports free): each refusal asks for 1/64 less, at most [`ALLOCATE_TRIES`] times.
+fn allocate_most(file: &std::fs::File, free_bytes: u64) {
+    let mut asked = free_bytes;
+    for _ in 0..ALLOCATE_TRIES {
+        // SAFETY: fallocate(2) on a descriptor we own.
+        if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, asked as libc::off_t) } == 0 {
+            return;
+        }
+        asked -= (asked / 64).max(1 << 20).min(asked);
+    }
+    tracing::debug!(free_bytes, asked, "fallocate fell short; writing the rest");
 }
 
 /// Runs `command`, failing with its output unless it succeeds.
@@ -154,10 +170,12 @@ mod tests {
         }
         let temp = std::env::temp_dir().join(format!("swarm-disk-{}", std::process::id()));
         let image = std::env::temp_dir().join(format!("swarm-disk-{}.img", std::process::id()));
-        let mut disk = NodeDisk::mount(&temp, &image, 64 << 20).unwrap();
+        // Large enough that fallocate of all that is reported free is refused (its extent tree).
+        let mut disk = NodeDisk::mount(&temp, &image, 2 << 30).unwrap();
         std::fs::write(temp.join("unit"), vec![7u8; 1 << 20]).unwrap();
         disk.fill().unwrap();
         assert!(disk.is_full());
+        assert!(std::fs::metadata(temp.join(FILLER)).unwrap().len() > 1 << 30, "allocated, not written");
         let refused = std::fs::write(temp.join("more"), vec![7u8; 64 << 10]);
         assert_eq!(refused.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
         assert_eq!(std::fs::read(temp.join("unit")).unwrap().len(), 1 << 20, "what was there stays");

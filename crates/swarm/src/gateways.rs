@@ -154,6 +154,8 @@ pub struct EtcdGateways {
     lowtail: PathBuf,
     etcd: EtcdProcess,
     etcd_stopped: bool,
+    /// Gateways whose restart waits for etcd to return.
+    deferred: std::collections::BTreeSet<usize>,
     gateways: Vec<EtcdGateway>,
     /// The nodes as first started (a node killed and restarted by hand runs outside these).
     _nodes: Vec<NodeProcess>,
@@ -220,6 +222,7 @@ impl EtcdGateways {
             lowtail: settings.lowtail.clone(),
             etcd,
             etcd_stopped: false,
+            deferred: Default::default(),
             gateways: started,
             _nodes: nodes,
             manifest,
@@ -235,13 +238,20 @@ impl EtcdGateways {
         }
     }
 
-    fn restart(&mut self, index: usize) -> anyhow::Result<()> {
+    /// Starts gateway `index` again, or, while etcd is stopped (a gateway exits at once when its
+    /// metadata store does not answer), once etcd returns: what was deferred, in words.
+    fn restart(&mut self, index: usize) -> anyhow::Result<Vec<String>> {
+        if self.etcd_stopped {
+            self.deferred.insert(index);
+            return Ok(vec![format!("restart of gateway {index} waited for etcd")]);
+        }
         let lowtail = self.lowtail.clone();
         let gateway = self.gateways.get_mut(index).with_context(|| format!("no gateway {index}"))?;
         if gateway.process.as_mut().is_some_and(GatewayProcess::is_running) {
-            return Ok(());
+            return Ok(Vec::new());
         }
-        self.runtime.block_on(gateway.spawn(&lowtail))
+        self.runtime.block_on(gateway.spawn(&lowtail))?;
+        Ok(Vec::new())
     }
 
     /// SIGSTOPs etcd, or SIGKILLs it.
@@ -263,6 +273,9 @@ impl EtcdGateways {
             self.runtime.block_on(self.etcd.restart(&self.etcd_binary))?;
         }
         self.etcd_stopped = false;
+        for index in std::mem::take(&mut self.deferred) {
+            self.restart(index)?;
+        }
         Ok(())
     }
 }
@@ -419,10 +432,10 @@ impl Gateways {
     }
 
     /// Starts gateway `index` again and waits for it (`lowtail up` stops the nodes left running
-    /// and starts them all again).
-    pub fn restart(&mut self, index: usize) -> anyhow::Result<()> {
+    /// and starts them all again); what was deferred, in words.
+    pub fn restart(&mut self, index: usize) -> anyhow::Result<Vec<String>> {
         match self {
-            Gateways::Up(up) => up.restart(),
+            Gateways::Up(up) => up.restart().map(|()| Vec::new()),
             Gateways::Etcd(etcd) => etcd.restart(index),
         }
     }
@@ -448,7 +461,7 @@ impl Gateways {
 
     /// Starts every gateway that is not running.
     pub fn restart_all(&mut self) -> anyhow::Result<()> {
-        (0..self.endpoints().len()).try_for_each(|index| self.restart(index))
+        (0..self.endpoints().len()).try_for_each(|index| self.restart(index).map(|_| ()))
     }
 
     /// Stops everything this owns: `lowtail up` with SIGINT (it stops its nodes); the gateways,

@@ -103,7 +103,7 @@ pub fn summary(batch: &BatchReport) -> String {
     table.add_row(["reads checked".to_string(), batch.reads_checked.to_string()]);
     table.add_row(["faults by kind".to_string(), lines(&batch.faults)]);
     table.add_row(["faults refused".to_string(), lines(&batch.faults_refused)]);
-    table.add_row(["faults cut short".to_string(), lines(&batch.faults_cut_short)]);
+    table.add_row(["faults changed".to_string(), lines(&batch.faults_changed)]);
     table.add_row(["violations".to_string(), violations]);
     if !errors.is_empty() {
         table.add_row(["seeds that did not run".to_string(), errors.join("\n")]);

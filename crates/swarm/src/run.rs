@@ -81,9 +81,9 @@ pub struct SeedReport {
     /// Faults the cluster could not do, by kind and reason (a node not running to hang, a unit
     /// file not there to damage).
     pub faults_refused: BTreeMap<String, u64>,
-    /// Faults that ended before their undo, and why (`lowtail up` restarted every node), and what
-    /// a quiesce found still faulted.
-    pub faults_cut_short: BTreeMap<String, u64>,
+    /// Faults done otherwise than scheduled, and why: ended early (`lowtail up` restarted every
+    /// node), deferred (a gateway restart waits for etcd), or still there at a quiesce.
+    pub faults_changed: BTreeMap<String, u64>,
     /// Reads checked against the model (during the epochs, after each quiesce, after the m losses).
     pub reads_checked: u64,
     /// Seconds each quiesce took.
@@ -237,11 +237,11 @@ fn inject(faults: &[TimedFault], start: Instant, cluster: &Mutex<Cluster>, share
         let label = timed.fault.label();
         let mut report = shared.report.lock().expect("report lock");
         match done {
-            Ok(cut_short) => {
+            Ok(changed) => {
                 tracing::info!(fault = ?timed.fault, "fault injected");
                 *report.faults.entry(label.clone()).or_default() += 1;
-                for what in cut_short {
-                    *report.faults_cut_short.entry(format!("{what}: ended by {label}")).or_default() += 1;
+                for what in changed {
+                    *report.faults_changed.entry(format!("{what} (by {label})")).or_default() += 1;
                 }
             }
             Err(why) if timed.fault.is_undo() => {
@@ -257,7 +257,7 @@ fn inject(faults: &[TimedFault], start: Instant, cluster: &Mutex<Cluster>, share
     }
 }
 
-/// Does `fault` to the cluster; the faults it ended early, in words.
+/// Does `fault` to the cluster; what it changed of other faults, in words.
 fn apply(fault: &Fault, cluster: &mut Cluster) -> anyhow::Result<Vec<String>> {
     match *fault {
         Fault::KillNode(node) => cluster.kill_node(node),
@@ -539,7 +539,7 @@ fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow:
             .report
             .lock()
             .expect("report lock")
-            .faults_cut_short
+            .faults_changed
             .entry(format!("{what}: left to the quiesce"))
             .or_default() += 1;
     }
