@@ -19,6 +19,8 @@ pub const ETCD_BINARY_VAR: &str = "LOWTAIL_ETCD_BIN";
 pub const ETCD_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long etcd gets to stop after SIGTERM.
 pub const ETCD_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a restart waits for a killed etcd to be gone.
+pub const ETCD_EXIT_WAIT: Duration = Duration::from_secs(2);
 /// Starts tried when a port picked in advance was taken by someone else.
 const START_ATTEMPTS: usize = 3;
 /// What etcd logs once clients can connect.
@@ -117,9 +119,14 @@ impl EtcdProcess {
         Ok(EtcdProcess { endpoint: client, peer, dir: dir.to_path_buf(), lifetime, restarts: 0, process })
     }
 
-    /// Starts etcd again on its data and ports once it has ended (killed by a crash test), and
-    /// waits until it serves; fails if it still runs. Its log goes to `dir/etcd-restart-N.log`.
+    /// Starts etcd again on its data and ports once it has ended (killed by a crash test; a kill
+    /// just sent is given [`ETCD_EXIT_WAIT`] to take), and waits until it serves; fails if it still
+    /// runs. Its log goes to `dir/etcd-restart-N.log`.
     pub async fn restart(&mut self, binary: &Path) -> anyhow::Result<()> {
+        let deadline = Instant::now() + ETCD_EXIT_WAIT;
+        while self.process.exited().is_none() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         anyhow::ensure!(self.process.exited().is_some(), "etcd still runs; stop or kill it first");
         self.restarts += 1;
         let log = self.dir.join(format!("etcd-restart-{}.log", self.restarts));
@@ -145,5 +152,35 @@ impl EtcdProcess {
     /// SIGTERM, then SIGKILL after [`ETCD_STOP_TIMEOUT`].
     pub async fn stop(self) {
         self.process.stop(ETCD_STOP_TIMEOUT).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_killed_etcd_starts_again_on_its_data_and_ports() {
+        let Some(binary) = find_etcd_binary() else {
+            println!("skipped: no etcd binary (PATH, /usr/bin, /usr/local/bin, {ETCD_BINARY_VAR})");
+            return;
+        };
+        let temp = tempfile::tempdir().unwrap();
+        let mut etcd = EtcdProcess::start(&binary, temp.path(), Lifetime::WithParent).await.unwrap();
+        let error = etcd.restart(&binary).await.unwrap_err().to_string();
+        assert!(error.contains("still runs"), "{error}");
+        let wal = temp.path().join("data/member/wal");
+        let before: Vec<_> = std::fs::read_dir(&wal).unwrap().map(|e| e.unwrap().file_name()).collect();
+        // SAFETY: kill(2) of our own child.
+        unsafe { libc::kill(etcd.pid() as libc::pid_t, libc::SIGKILL) };
+        let (endpoint, pid) = (etcd.endpoint.clone(), etcd.pid());
+        etcd.restart(&binary).await.unwrap();
+        assert_eq!(etcd.endpoint, endpoint, "the same client URL");
+        assert_ne!(etcd.pid(), pid);
+        let after: Vec<_> = std::fs::read_dir(&wal).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert!(before.iter().all(|file| after.contains(file)), "its log kept: {before:?} {after:?}");
+        let address = endpoint.trim_start_matches("http://");
+        tokio::net::TcpStream::connect(address).await.expect("serving on the same port");
+        etcd.stop().await;
     }
 }

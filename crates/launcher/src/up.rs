@@ -298,6 +298,25 @@ mod tests {
         assert!(shared_runtime_threads(9) * 9 >= cpus, "together they can use every CPU");
     }
 
+    #[tokio::test]
+    async fn registered_node_addresses_must_name_one_address_per_node_before_anything_starts() {
+        let temp = tempfile::tempdir().unwrap();
+        let options = UpOptions {
+            dir: temp.path().join("c"),
+            nodes: 9,
+            code: codec::CodeSpec::Rs { k: 6, m: 3 },
+            s3_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            racks: 0,
+        };
+        let config =
+            UpConfig { registered_node_addresses: vec!["127.0.0.1:7000".parse().unwrap()], ..UpConfig::default() };
+        let Err(error) = up(&options, &config, Path::new("/nonexistent/lowtail")).await else {
+            panic!("one address for nine nodes was accepted")
+        };
+        assert!(error.to_string().contains("names 1 addresses for 9 nodes"), "{error}");
+        assert!(!options.dir.join("nodes").exists(), "no node started");
+    }
+
     #[test]
     fn a_second_up_on_a_directory_is_refused_until_the_first_lets_go() {
         let temp = tempfile::tempdir().unwrap();
