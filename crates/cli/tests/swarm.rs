@@ -20,6 +20,21 @@ const UP_SEED: u64 = 3;
 const ETCD_SEED: u64 = 38;
 /// The control's seed (the swarm's settings on `lowtail up`).
 const CONTROL_SEED: u64 = 1;
+/// Every kind of fault, as its labels begin.
+const KINDS: [&str; 12] = [
+    "hang node",
+    "fill disk",
+    "truncate",
+    "tear",
+    "flip",
+    "slow network",
+    "reset connections",
+    "partition",
+    "kill gateway",
+    "kill node",
+    "kill etcd",
+    "stop etcd",
+];
 
 fn settings(work_dir: &std::path::Path, faulty_nodes: u32) -> RunSettings {
     RunSettings {
@@ -60,20 +75,7 @@ fn seeded_fault_schedules_violate_no_invariant_and_one_fault_too_many_is_caught(
         [Flavor { defaults: true, etcd: false }, Flavor { defaults: false, etcd: true }]
     );
     let labels: BTreeSet<String> = flavors.iter().flat_map(|&(seed, flavor)| drawn(seed, &settings, flavor)).collect();
-    for kind in [
-        "hang node",
-        "fill disk",
-        "truncate",
-        "tear",
-        "flip",
-        "slow network",
-        "reset connections",
-        "partition",
-        "kill gateway",
-        "kill node",
-        "kill etcd",
-        "stop etcd",
-    ] {
+    for kind in KINDS {
         assert!(labels.iter().any(|label| label.starts_with(kind)), "CI's seeds draw no {kind}: {labels:?}");
     }
     let mut reports = Vec::new();
@@ -89,6 +91,10 @@ fn seeded_fault_schedules_violate_no_invariant_and_one_fault_too_many_is_caught(
         reports.push(report);
     }
     println!("{}", swarm::report::table(&reports));
+    let done: BTreeSet<&String> = reports.iter().flat_map(|report| report.faults.keys()).collect();
+    for kind in KINDS {
+        assert!(done.iter().any(|label| label.starts_with(kind)), "no {kind} was done: {reports:?}");
+    }
     // The control: four nodes faulted and four killed at the end, one more than m = 3; one epoch
     // writes enough to lose.
     let mut control_settings = self::settings(temp.path(), 4);
