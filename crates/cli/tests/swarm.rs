@@ -1,13 +1,40 @@
-//! The fault swarm in CI: a few seeds of `lowtail-swarm run` against the `lowtail` binary this
-//! build made (real processes on loopback, the AWS SDK as the client), which must find no
-//! violation; and a control that shows the checks can fail: with one more node faulted than RS(6,3)
-//! tolerates, the swarm must report lost data. `scripts/swarm --seeds 100` runs many more. And the
-//! scrub scenario: flipped units found by the nodes' scrub and rewritten by repair.
+//! The fault swarm in CI: two seeds of `lowtail-swarm run` against the `lowtail` binary this build
+//! made (real processes on loopback, the AWS SDK as the client), which must find no violation:
+//! one on `lowtail up` with its defaults, one on etcd with two gateways and the swarm's fast
+//! settings, chosen so that between them every fault kind is drawn (hung nodes, full disks,
+//! flipped, torn and truncated units, latency, resets and partitions, gateway kills, etcd stopped
+//! and killed); and a control that shows the checks can fail: with one more node faulted than
+//! RS(6,3) tolerates, the swarm must report lost data. `scripts/swarm --seeds 100 --parallel 2`
+//! runs many more. And the scrub scenario: flipped units found by the nodes' scrub and rewritten
+//! by repair.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use swarm::run::{RunSettings, run_seed};
-use swarm::schedule::ScheduleSettings;
+use swarm::Flavor;
+use swarm::run::{RunSettings, run_seed, seed_schedule_settings};
+use swarm::schedule::{FaultKind, ScheduleSettings, draw};
+
+/// The seed on `lowtail up` (with its defaults: `Flavor::of(3, true)`) and the seed on etcd.
+const UP_SEED: u64 = 3;
+const ETCD_SEED: u64 = 38;
+/// The control's seed (the swarm's settings on `lowtail up`).
+const CONTROL_SEED: u64 = 1;
+/// Every kind of fault, as its labels begin.
+const KINDS: [&str; 12] = [
+    "hang node",
+    "fill disk",
+    "truncate",
+    "tear",
+    "flip",
+    "slow network",
+    "reset connections",
+    "partition",
+    "kill gateway",
+    "kill node",
+    "kill etcd",
+    "stop etcd",
+];
 
 fn settings(work_dir: &std::path::Path, faulty_nodes: u32) -> RunSettings {
     RunSettings {
@@ -19,7 +46,11 @@ fn settings(work_dir: &std::path::Path, faulty_nodes: u32) -> RunSettings {
             keys_per_client: 12,
             ops_per_client: 10_000,
             faulty_nodes,
-            faults_per_epoch: 6,
+            faults_per_epoch: 8,
+            kinds: FaultKind::ALL.to_vec(),
+            gateways: 1,
+            // Short outages keep CI's epochs at 15 s; `lowtail-swarm run` draws up to 35 s.
+            longest_fault_ms: 4000,
         },
         lowtail: env!("CARGO_BIN_EXE_lowtail").into(),
         work_dir: work_dir.to_path_buf(),
@@ -28,13 +59,28 @@ fn settings(work_dir: &std::path::Path, faulty_nodes: u32) -> RunSettings {
     }
 }
 
+/// The labels of every fault the seed's schedule draws.
+fn drawn(seed: u64, settings: &RunSettings, flavor: Flavor) -> BTreeSet<String> {
+    let schedule = draw(seed, &seed_schedule_settings(&settings.schedule, flavor));
+    schedule.epochs.iter().flat_map(|epoch| epoch.faults.iter().map(|timed| timed.fault.label())).collect()
+}
+
 #[test]
 fn seeded_fault_schedules_violate_no_invariant_and_one_fault_too_many_is_caught() {
     let temp = tempfile::tempdir().unwrap();
     let settings = settings(temp.path(), 3);
+    let flavors = [(UP_SEED, Flavor::of(UP_SEED, true)), (ETCD_SEED, Flavor::of(ETCD_SEED, true))];
+    assert_eq!(
+        flavors.map(|(_, flavor)| flavor),
+        [Flavor { defaults: true, etcd: false }, Flavor { defaults: false, etcd: true }]
+    );
+    let labels: BTreeSet<String> = flavors.iter().flat_map(|&(seed, flavor)| drawn(seed, &settings, flavor)).collect();
+    for kind in KINDS {
+        assert!(labels.iter().any(|label| label.starts_with(kind)), "CI's seeds draw no {kind}: {labels:?}");
+    }
     let mut reports = Vec::new();
-    for seed in [1, 2] {
-        let report = run_seed(seed, &settings, swarm::SWARM_UP_TOML).unwrap();
+    for (seed, flavor) in flavors {
+        let report = run_seed(seed, &settings, flavor).unwrap();
         assert!(
             report.violations.is_empty(),
             "seed {seed} (replay: lowtail-swarm run --first-seed {seed} --seeds 1): {:?}",
@@ -45,8 +91,15 @@ fn seeded_fault_schedules_violate_no_invariant_and_one_fault_too_many_is_caught(
         reports.push(report);
     }
     println!("{}", swarm::report::table(&reports));
-    // The control: four nodes faulted and four killed at the end, one more than m = 3.
-    let control = run_seed(1, &self::settings(temp.path(), 4), swarm::SWARM_UP_TOML).unwrap();
+    let done: BTreeSet<&String> = reports.iter().flat_map(|report| report.faults.keys()).collect();
+    for kind in KINDS {
+        assert!(done.iter().any(|label| label.starts_with(kind)), "no {kind} was done: {reports:?}");
+    }
+    // The control: four nodes faulted and four killed at the end, one more than m = 3; one epoch
+    // writes enough to lose.
+    let mut control_settings = self::settings(temp.path(), 4);
+    control_settings.schedule.epochs = 1;
+    let control = run_seed(CONTROL_SEED, &control_settings, Flavor::of(CONTROL_SEED, false)).unwrap();
     assert!(
         control.violations.iter().any(|v| v.contains("data lost") || v.contains("matching no version")),
         "four failures of RS(6,3) must lose data, and the swarm must say so: {:?}",

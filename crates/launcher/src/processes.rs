@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 /// path taken from the process's working directory), so an unrelated process is left alone. The
 /// nodes come from the directory's state, not from the last manifest: a run killed before it
 /// wrote its manifest, or a manifest removed, must not hide them. All get SIGTERM at once, then
-/// SIGKILL if they are still there after [`NODE_STOP_TIMEOUT`].
+/// SIGKILL if they are still there after [`NODE_STOP_TIMEOUT`]; returns once they are gone (or
+/// [`NODE_KILL_TIMEOUT`] after the SIGKILL).
 pub fn stop_leftover_nodes(dir: &ClusterDir, node_ids: &[u32]) {
     let configs: Vec<PathBuf> = node_ids.iter().map(|&id| dir.node_dir(id).join("node.toml")).collect();
     let leftovers = running_nodes(&configs);
@@ -50,6 +51,12 @@ pub fn stop_leftover_nodes(dir: &ClusterDir, node_ids: &[u32]) {
     for &pid in &stubborn {
         // SAFETY: as above.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+    // A killed node holds its directory's lock until it is gone: a node started on the directory
+    // before then refuses to start ("in use by another lowtail node process").
+    let killed_by = Instant::now() + NODE_KILL_TIMEOUT;
+    while stubborn.iter().any(|&pid| is_alive(pid)) && Instant::now() < killed_by {
+        std::thread::sleep(Duration::from_millis(20));
     }
     eprintln!(
         "stopped {} leftover nodes in {:.1} s ({} of them killed after not stopping in time)",
@@ -108,6 +115,8 @@ pub fn command_line(pid: u32) -> Option<Vec<Vec<u8>>> {
 pub const NODE_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a node gets to stop after SIGTERM before it is killed.
 pub const NODE_STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a node SIGKILLed as a leftover gets to be gone.
+pub const NODE_KILL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A running node process.
 #[derive(Debug)]
@@ -219,6 +228,19 @@ impl NodeProcess {
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         self.process.is_running()
+    }
+
+    /// The node's entry in `cluster.json`.
+    pub fn manifest_entry(&self) -> crate::manifest::NodeEntry {
+        crate::manifest::NodeEntry {
+            id: self.slot.id,
+            pid: self.pid(),
+            rack: self.slot.rack.clone(),
+            rpc_addr: self.rpc_addr().map(|a| a.to_string()).unwrap_or_default(),
+            metrics: self.metrics_addr().map(|a| format!("http://{a}/metrics")).unwrap_or_default(),
+            data_dir: self.data_dir.clone(),
+            log: self.log.clone(),
+        }
     }
 
     /// Writes the addresses the node bound into its config file (once [`NodeProcess::wait_ready`]

@@ -5,7 +5,7 @@
 //! Must not: keep anything in memory that a restart would need: everything lives under the
 //! directory, so `lowtail up` on the same directory finds every object again.
 
-use crate::manifest::{GatewayEntry, Manifest, NodeEntry};
+use crate::manifest::{GatewayEntry, Manifest};
 use crate::processes::NodeProcess;
 use crate::state::{ClusterDir, ClusterState, UpOptions};
 use anyhow::Context;
@@ -61,6 +61,11 @@ pub struct UpConfig {
     /// Copies of the metadata store written to the nodes, from which `lowtail admin meta rebuild`
     /// restores it (default: every 5 minutes, the newest 2 kept); see docs/durability.md.
     pub meta_snapshots: gateway::meta_snapshot::MetaSnapshotConfig,
+    /// A test facility (the fault swarm's network faults): node i is registered in the metadata
+    /// store, so reached by the gateway and by the other nodes, at the i-th of these addresses
+    /// instead of the one it bound, e.g. a proxy in front of it that forwards to the address in
+    /// the node's `address.json` (a new one at every start). Empty (the default): the bound ones.
+    pub registered_node_addresses: Vec<SocketAddr>,
 }
 
 impl Default for UpConfig {
@@ -81,6 +86,7 @@ impl Default for UpConfig {
             controller: ControllerConfig::default(),
             classes: gateway::classes::ClassesConfig::default(),
             meta_snapshots: gateway::meta_snapshot::MetaSnapshotConfig::default(),
+            registered_node_addresses: Vec::new(),
         }
     }
 }
@@ -137,6 +143,12 @@ pub async fn up(options: &UpOptions, config: &UpConfig, binary: &Path) -> anyhow
     let dir = ClusterDir::new(&options.dir);
     let dir_lock = dir.lock()?;
     let state = dir.load_or_create(options)?;
+    anyhow::ensure!(
+        config.registered_node_addresses.is_empty() || config.registered_node_addresses.len() == state.nodes.len(),
+        "registered_node_addresses names {} addresses for {} nodes",
+        config.registered_node_addresses.len(),
+        state.nodes.len()
+    );
     if let Ok(previous) = Manifest::read(&dir.manifest_file())
         && let Some(gateway) = &previous.gateway
         && gateway.pid != std::process::id()
@@ -167,8 +179,9 @@ async fn start_gateway(
 ) -> anyhow::Result<(RunningGateway, Manifest)> {
     let meta_config = MetaConfig::Embedded { dir: dir.meta_dir(), cache_bytes: config.meta_cache_bytes };
     let meta: Arc<dyn MetaStore> = gateway::process::open_meta(&meta_config).await?;
-    for node in nodes {
-        let address = node.rpc_addr().context("a ready node has an address")?.to_string();
+    for (index, node) in nodes.iter().enumerate() {
+        let bound = node.rpc_addr().context("a ready node has an address")?;
+        let address = config.registered_node_addresses.get(index).copied().unwrap_or(bound).to_string();
         register_node(&*meta, NodeId(node.slot.id), &address, &node.slot.rack, 0, unix_now_ms())
             .await
             .with_context(|| format!("cannot register node {}", node.slot.id))?;
@@ -210,18 +223,7 @@ async fn start_gateway(
             endpoint,
             metrics: gateway.http_addr().map(|a| format!("http://{a}/metrics")).unwrap_or_default(),
         }),
-        nodes: nodes
-            .iter()
-            .map(|node| NodeEntry {
-                id: node.slot.id,
-                pid: node.pid(),
-                rack: node.slot.rack.clone(),
-                rpc_addr: node.rpc_addr().map(|a| a.to_string()).unwrap_or_default(),
-                metrics: node.metrics_addr().map(|a| format!("http://{a}/metrics")).unwrap_or_default(),
-                data_dir: node.data_dir.clone(),
-                log: node.log.clone(),
-            })
-            .collect(),
+        nodes: nodes.iter().map(NodeProcess::manifest_entry).collect(),
     };
     manifest.write(&dir.manifest_file())?;
     Ok((gateway, manifest))
@@ -240,6 +242,25 @@ mod tests {
         assert_eq!(shared_runtime_threads(cpus * 9), 1);
         assert_eq!(shared_runtime_threads(0), cpus, "no nodes is treated as one");
         assert!(shared_runtime_threads(9) * 9 >= cpus, "together they can use every CPU");
+    }
+
+    #[tokio::test]
+    async fn registered_node_addresses_must_name_one_address_per_node_before_anything_starts() {
+        let temp = tempfile::tempdir().unwrap();
+        let options = UpOptions {
+            dir: temp.path().join("c"),
+            nodes: 9,
+            code: codec::CodeSpec::Rs { k: 6, m: 3 },
+            s3_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            racks: 0,
+        };
+        let config =
+            UpConfig { registered_node_addresses: vec!["127.0.0.1:7000".parse().unwrap()], ..UpConfig::default() };
+        let Err(error) = up(&options, &config, Path::new("/nonexistent/lowtail")).await else {
+            panic!("one address for nine nodes was accepted")
+        };
+        assert!(error.to_string().contains("names 1 addresses for 9 nodes"), "{error}");
+        assert!(!options.dir.join("nodes").exists(), "no node started");
     }
 
     #[test]

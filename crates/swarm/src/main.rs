@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use swarm::run::{RunSettings, run_seed};
+use swarm::batch::{BatchSettings, run_batch};
+use swarm::run::RunSettings;
 use swarm::scenario::ScenarioSettings;
-use swarm::schedule::ScheduleSettings;
+use swarm::schedule::{FaultKind, ScheduleSettings};
 
 #[derive(Debug, Parser)]
 #[command(name = "lowtail-swarm", about = "Fault swarm and durability scenarios against a real lowtail up")]
@@ -31,8 +32,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Seeded random schedules of workload and faults; prints a table, exits non-zero on any
-    /// violation with the seed that replays it.
+    /// Seeded random schedules of workload and faults, several seeds at once with --parallel;
+    /// prints a table per seed and the sum (faults by kind, violations and their seeds, wall
+    /// time), exits non-zero on any violation with the seed that replays it.
     Run(RunArgs),
     /// Objects written while three nodes are killed, Ctrl-C, restart, census, more kills.
     KillsRestart {
@@ -145,13 +147,23 @@ struct RunArgs {
     /// Most distinct nodes faulted per epoch (at most m = 3 for RS(6,3)).
     #[arg(long, default_value_t = 3)]
     faulty_nodes: u32,
+    /// Seeds run at once, each its own cluster.
+    #[arg(long, default_value_t = 1)]
+    parallel: usize,
+    /// Fault kinds left out (kill, corrupt, hang, full-disk, network, gateway, etcd); without
+    /// etcd, no seed runs on etcd. Repeat or separate with commas.
+    #[arg(long, value_delimiter = ',')]
+    without: Vec<FaultKind>,
+    /// The longest a hang, a full disk, a partition or an etcd outage lasts, in seconds.
+    #[arg(long, default_value_t = 35)]
+    longest_fault_s: u64,
     /// Seconds a quiesce may take.
     #[arg(long, default_value_t = 120)]
     quiesce_s: u64,
     /// Keep every seed's cluster directory (logs), not only the failing ones.
     #[arg(long)]
     keep: bool,
-    /// Print the reports as JSON too.
+    /// Print the sum and every seed's report as JSON too.
     #[arg(long)]
     json: bool,
 }
@@ -228,6 +240,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn run(args: RunArgs, lowtail: PathBuf, work_dir: PathBuf) -> anyhow::Result<()> {
+    let kinds: Vec<FaultKind> = FaultKind::ALL.into_iter().filter(|kind| !args.without.contains(kind)).collect();
     let settings = RunSettings {
         schedule: ScheduleSettings {
             nodes: args.nodes,
@@ -238,33 +251,53 @@ fn run(args: RunArgs, lowtail: PathBuf, work_dir: PathBuf) -> anyhow::Result<()>
             ops_per_client: 10_000,
             faulty_nodes: args.faulty_nodes,
             faults_per_epoch: args.faults,
+            kinds: kinds.clone(),
+            gateways: 1,
+            longest_fault_ms: args.longest_fault_s * 1000,
         },
         lowtail,
         work_dir: work_dir.clone(),
         quiesce_timeout: Duration::from_secs(args.quiesce_s),
         keep: args.keep,
     };
-    let mut reports = Vec::new();
-    for seed in args.first_seed..args.first_seed + args.seeds {
-        eprintln!("seed {seed} ...");
-        let report = run_seed(seed, &settings, &swarm::up_toml(seed)).with_context(|| format!("seed {seed}"))?;
-        for violation in &report.violations {
-            eprintln!("seed {seed}: {violation}");
-        }
-        if !report.violations.is_empty() {
+    let batch = BatchSettings {
+        first_seed: args.first_seed,
+        seeds: args.seeds,
+        parallel: args.parallel,
+        etcd: kinds.contains(&FaultKind::Etcd),
+    };
+    // Refused up front, before any cluster starts: a fault kind this machine cannot do.
+    let probe =
+        swarm::run::cluster_settings(args.first_seed, &settings, swarm::Flavor::of(2, batch.etcd), work_dir.clone());
+    swarm::cluster::check_possible(&probe)?;
+    let finished = |seed: u64, outcome: &anyhow::Result<swarm::run::SeedReport>| match outcome {
+        Ok(report) => {
             eprintln!(
-                "replay: lowtail-swarm run --first-seed {seed} --seeds 1 --keep  (logs in {})",
-                work_dir.join(format!("seed-{seed}")).display()
+                "seed {seed} ({}): {} violations in {:.0} s",
+                report.cluster,
+                report.violations.len(),
+                report.duration_s
             );
+            for violation in &report.violations {
+                eprintln!("seed {seed}: {violation}");
+            }
+            if !report.violations.is_empty() {
+                eprintln!(
+                    "replay: lowtail-swarm run --first-seed {seed} --seeds 1 --keep  (logs in {})",
+                    work_dir.join(format!("seed-{seed}")).display()
+                );
+            }
         }
-        reports.push(report);
-    }
-    println!("{}", swarm::report::table(&reports));
+        Err(error) => eprintln!("seed {seed} did not run: {error:#}"),
+    };
+    let report = run_batch(&settings, &batch, &finished);
+    println!("{}", swarm::report::table(&report.reports));
+    println!("{}", swarm::report::summary(&report));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     }
-    let violations: usize = reports.iter().map(|r| r.violations.len()).sum();
-    anyhow::ensure!(violations == 0, "{violations} invariant violations");
+    let violations: usize = report.violations.values().map(Vec::len).sum();
+    anyhow::ensure!(report.passed(), "{violations} invariant violations; {} seeds did not run", report.errors.len());
     Ok(())
 }
 

@@ -78,7 +78,7 @@ pub fn lost_store(
     anyhow::ensure!(output.status.success(), "rebuild failed: {}", String::from_utf8_lossy(&output.stderr));
     let rebuild: Value = serde_json::from_slice(&output.stdout)?;
     println!("rebuilt in {rebuild_s:.1} s: {rebuild}");
-    cluster.restart_gateway()?;
+    cluster.restart_gateway(0)?;
     let client = client_of(&cluster);
     let (recovered, back, examples) = runtime.block_on(read_all(&client, objects, max_bytes, &deleted));
     finish(cluster, settings);

@@ -1,8 +1,11 @@
-//! The swarm's table: one row per seed (operations, faults, reads checked, the longest quiesce,
-//! violations, time) and a total. Must not compute anything the reports do not hold.
+//! The swarm's tables: one row per seed (its cluster, operations, faults, reads checked, the
+//! longest quiesce, violations, time) and a total; and a batch's sum (seeds, operations, faults by
+//! kind, violations with their seeds, wall time). Must not compute anything the reports do not
+//! hold.
 
 use comfy_table::Table;
 
+use crate::batch::BatchReport;
 use crate::run::SeedReport;
 
 fn ops_text(report: &SeedReport) -> String {
@@ -23,6 +26,7 @@ pub fn table(reports: &[SeedReport]) -> String {
     let mut table = Table::new();
     table.set_header([
         "seed",
+        "cluster",
         "write ack",
         "epochs",
         "operations (ok/all)",
@@ -37,6 +41,7 @@ pub fn table(reports: &[SeedReport]) -> String {
         let quiesce = longest_quiesce_text(report);
         table.add_row([
             report.seed.to_string(),
+            report.cluster.clone(),
             report.write_ack.clone(),
             report.epochs.to_string(),
             ops_text(report),
@@ -58,6 +63,7 @@ pub fn table(reports: &[SeedReport]) -> String {
     table.add_row([
         format!("{} seeds", reports.len()),
         String::new(),
+        String::new(),
         epochs.to_string(),
         format!("{ops} operations"),
         format!("{faults} faults"),
@@ -67,6 +73,42 @@ pub fn table(reports: &[SeedReport]) -> String {
         violations.to_string(),
         format!("{seconds:.0}"),
     ]);
+    table.to_string()
+}
+
+/// The sum of a batch: one row per figure, faults one kind a line.
+pub fn summary(batch: &BatchReport) -> String {
+    let lines = |counts: &std::collections::BTreeMap<String, u64>| {
+        let text: Vec<String> = counts.iter().map(|(kind, count)| format!("{kind}: {count}")).collect();
+        if text.is_empty() { "none".to_string() } else { text.join("\n") }
+    };
+    let seeds = match (batch.seeds.first(), batch.seeds.last()) {
+        (Some(first), Some(last)) => format!("{} ({first}..={last})", batch.seeds.len()),
+        _ => "0".to_string(),
+    };
+    let clusters: Vec<String> = batch.clusters.iter().map(|(name, count)| format!("{name}: {count}")).collect();
+    let violations = if batch.violations.is_empty() {
+        "0".to_string()
+    } else {
+        let count: usize = batch.violations.values().map(Vec::len).sum();
+        let seeds: Vec<String> = batch.violations.keys().map(u64::to_string).collect();
+        format!("{count} (seeds {})", seeds.join(", "))
+    };
+    let errors: Vec<String> = batch.errors.iter().map(|(seed, error)| format!("seed {seed}: {error}")).collect();
+    let mut table = Table::new();
+    table.set_header(["", "all seeds"]);
+    table.add_row(["seeds".to_string(), seeds]);
+    table.add_row(["clusters".to_string(), clusters.join("\n")]);
+    table.add_row(["operations (ok/all)".to_string(), format!("{}/{}", batch.operations_ok, batch.operations)]);
+    table.add_row(["reads checked".to_string(), batch.reads_checked.to_string()]);
+    table.add_row(["faults by kind".to_string(), lines(&batch.faults)]);
+    table.add_row(["faults refused".to_string(), lines(&batch.faults_refused)]);
+    table.add_row(["faults changed".to_string(), lines(&batch.faults_changed)]);
+    table.add_row(["violations".to_string(), violations]);
+    if !errors.is_empty() {
+        table.add_row(["seeds that did not run".to_string(), errors.join("\n")]);
+    }
+    table.add_row(["wall time s".to_string(), format!("{:.0}", batch.wall_s)]);
     table.to_string()
 }
 
@@ -96,5 +138,20 @@ mod tests {
         report.quiesce_blockers =
             vec![blockers(&[("census", 2.5)]), blockers(&[("census", 3.0), ("scrub", 20.0)]), blockers(&[])];
         assert_eq!(longest_quiesce_text(&report), "24.1 (scrub 20.0)");
+    }
+
+    #[test]
+    fn the_summary_names_every_fault_kind_and_the_seeds_with_violations() {
+        let batch = BatchReport {
+            seeds: vec![4, 5, 6],
+            faults: [("hang node >10s".to_string(), 3), ("fill disk".to_string(), 2)].into(),
+            violations: [(5, vec!["a".to_string(), "b".to_string()])].into(),
+            wall_s: 61.2,
+            ..BatchReport::default()
+        };
+        let text = summary(&batch);
+        for expected in ["3 (4..=6)", "hang node >10s: 3", "fill disk: 2", "2 (seeds 5)", "61"] {
+            assert!(text.contains(expected), "{expected} missing from\n{text}");
+        }
     }
 }

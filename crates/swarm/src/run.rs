@@ -3,8 +3,9 @@
 //!
 //! 1. every read returns a version its key may hold, byte for byte (no acknowledged write lost,
 //!    nothing half-written ever visible), and none says the data is lost;
-//! 2. after each epoch the cluster quiesces: every node back and Up, every unit the epoch
-//!    corrupted found by a scrub pass begun after it, and no stripe short of a unit (the census);
+//! 2. after each epoch the cluster quiesces: every fault that lasts undone, every node back and
+//!    Up at every gateway, every unit the epoch corrupted found by a scrub pass begun after it,
+//!    and no stripe short of a unit (the census of the gateway holding the repair lease);
 //! 3. after the last epoch, `faulty_nodes` more nodes killed (and marked Down by membership) lose
 //!    nothing.
 //!
@@ -16,13 +17,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use serde::Serialize;
 
+use crate::Flavor;
 use crate::cluster::{Cluster, ClusterSettings, pick_nodes, rng};
 use crate::model::{Ack, Model, Read, Version, body_bytes};
-use crate::schedule::{Epoch, Fault, Op, Schedule, ScheduleSettings, draw};
+use crate::proxy::Mode;
+use crate::schedule::{Epoch, Fault, FaultKind, Op, Schedule, ScheduleSettings, TimedFault, draw};
 
 /// The bucket every client writes in.
 const BUCKET: &str = "swarm";
@@ -30,11 +34,15 @@ const BUCKET: &str = "swarm";
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// A client pauses this long after an error (the gateway may be restarting).
 const ERROR_PAUSE: Duration = Duration::from_millis(200);
+/// Each node's file system when full-disk faults are drawn: room for a run's units (released
+/// stripes are kept 10 minutes) in a sparse image, so a limit rather than space taken.
+pub const NODE_DISK_BYTES: u64 = 4 << 30;
 
 /// Everything a run needs beside its seed.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
-    /// What the schedules are drawn for.
+    /// What the schedules are drawn for (per seed, `kinds` less etcd off etcd and `gateways` as
+    /// the seed's [`Flavor`] has them).
     pub schedule: ScheduleSettings,
     /// The `lowtail` executable.
     pub lowtail: std::path::PathBuf,
@@ -60,14 +68,22 @@ pub struct OpCounts {
 pub struct SeedReport {
     /// The seed.
     pub seed: u64,
+    /// Its cluster ([`Flavor::name`]).
+    pub cluster: String,
     /// The bucket's write ack rule.
     pub write_ack: String,
     /// Epochs run.
     pub epochs: usize,
     /// Operations by kind.
     pub ops: BTreeMap<String, OpCounts>,
-    /// Faults injected by kind.
+    /// Faults injected (and undone) by kind ([`Fault::label`]).
     pub faults: BTreeMap<String, u64>,
+    /// Faults the cluster could not do, by kind and reason (a node not running to hang, a unit
+    /// file not there to damage).
+    pub faults_refused: BTreeMap<String, u64>,
+    /// Faults done otherwise than scheduled, and why: ended early (`lowtail up` restarted every
+    /// node), deferred (a gateway restart waits for etcd), or still there at a quiesce.
+    pub faults_changed: BTreeMap<String, u64>,
     /// Reads checked against the model (during the epochs, after each quiesce, after the m losses).
     pub reads_checked: u64,
     /// Seconds each quiesce took.
@@ -103,26 +119,45 @@ impl Shared {
     }
 }
 
-/// Runs `seed`'s schedule against a fresh cluster; the report says what it found.
-pub fn run_seed(seed: u64, settings: &RunSettings, up_toml: &str) -> anyhow::Result<SeedReport> {
+/// The schedule settings of a seed of `flavor`: no etcd faults off etcd, a gateway fault picking
+/// one of the flavor's gateways.
+pub fn seed_schedule_settings(settings: &ScheduleSettings, flavor: Flavor) -> ScheduleSettings {
+    let kinds = settings.kinds.iter().copied().filter(|&kind| kind != FaultKind::Etcd || flavor.etcd).collect();
+    ScheduleSettings { kinds, gateways: flavor.gateways(), ..settings.clone() }
+}
+
+/// The cluster a seed of `flavor` runs on, with what its fault kinds need (proxies for network
+/// faults, a file system per node for full disks).
+pub fn cluster_settings(seed: u64, settings: &RunSettings, flavor: Flavor, dir: std::path::PathBuf) -> ClusterSettings {
+    let kinds = &settings.schedule.kinds;
+    ClusterSettings {
+        etcd_gateways: if flavor.etcd { flavor.gateways() } else { 0 },
+        proxies: kinds.contains(&FaultKind::Network),
+        node_disk_bytes: kinds.contains(&FaultKind::FullDisk).then_some(NODE_DISK_BYTES),
+        ..ClusterSettings::up(settings.lowtail.clone(), dir, settings.schedule.nodes, flavor.up_toml(seed))
+    }
+}
+
+/// Runs `seed`'s schedule against a fresh cluster of `flavor`; the report says what it found.
+pub fn run_seed(seed: u64, settings: &RunSettings, flavor: Flavor) -> anyhow::Result<SeedReport> {
     let started = Instant::now();
-    let schedule = draw(seed, &settings.schedule);
+    let schedule = draw(seed, &seed_schedule_settings(&settings.schedule, flavor));
     let dir = settings.work_dir.join(format!("seed-{seed}"));
     let _ = std::fs::remove_dir_all(&dir);
-    let cluster = Cluster::start(ClusterSettings {
-        lowtail: settings.lowtail.clone(),
-        dir: dir.clone(),
-        nodes: settings.schedule.nodes,
-        up_toml: up_toml.to_string(),
-    })?;
-    let shared = Arc::new(Shared {
-        model: Mutex::new(Model::default()),
-        report: Mutex::new(SeedReport { seed, write_ack: schedule.write_ack.to_string(), ..SeedReport::default() }),
-    });
+    let cluster = Cluster::start(cluster_settings(seed, settings, flavor, dir.clone()))?;
+    let report = SeedReport {
+        seed,
+        cluster: flavor.name().to_string(),
+        write_ack: schedule.write_ack.to_string(),
+        ..SeedReport::default()
+    };
+    let shared = Arc::new(Shared { model: Mutex::new(Model::default()), report: Mutex::new(report) });
     let cluster = Arc::new(Mutex::new(cluster));
+    let quiesce_timeout = flavor.quiesce_timeout(settings.quiesce_timeout);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let outcome = runtime.block_on(run_epochs(&schedule, settings, &cluster, &shared));
-    cluster.lock().expect("cluster lock").stop();
+    let outcome = runtime.block_on(run_epochs(&schedule, quiesce_timeout, &cluster, &shared));
+    drop(runtime);
+    drop(cluster);
     outcome?;
     let mut report = shared.report.lock().expect("report lock").clone();
     report.epochs = schedule.epochs.len();
@@ -135,51 +170,45 @@ pub fn run_seed(seed: u64, settings: &RunSettings, up_toml: &str) -> anyhow::Res
 
 async fn run_epochs(
     schedule: &Schedule,
-    settings: &RunSettings,
+    quiesce_timeout: Duration,
     cluster: &Arc<Mutex<Cluster>>,
     shared: &Arc<Shared>,
 ) -> anyhow::Result<()> {
-    let (client, batch) = {
-        let manifest = cluster.lock().expect("cluster lock").manifest().clone();
-        let endpoint = bench::s3_client::S3Endpoint::from_manifest(&manifest);
-        let batch =
-            BatchClient::new(&endpoint.url, &endpoint.access_key, &endpoint.secret_key).with_region(&endpoint.region);
-        (bench::s3_client::measurement_client(&endpoint, "lowtail-swarm", REQUEST_TIMEOUT), batch)
+    let clients: Vec<Clients> = {
+        let cluster = cluster.lock().expect("cluster lock");
+        cluster.endpoints().iter().map(|url| Clients::new(cluster.manifest(), url)).collect()
     };
-    client.create_bucket().bucket(BUCKET).send().await.map_err(|e| anyhow::anyhow!("create bucket: {e:?}"))?;
+    let first = clients.first().context("the cluster has no gateway")?.s3.clone();
+    first.create_bucket().bucket(BUCKET).send().await.map_err(|e| anyhow::anyhow!("create bucket: {e:?}"))?;
     let admin = cluster.lock().expect("cluster lock").admin()?;
     let write_ack = schedule.write_ack;
     tokio::task::spawn_blocking(move || admin.set_write_ack(BUCKET, write_ack)).await??;
     let mut moves = MoveCount::default();
     for (index, epoch) in schedule.epochs.iter().enumerate() {
         tracing::info!(seed = schedule.seed, epoch = index, "epoch starts");
-        run_epoch(epoch, settings, cluster, shared, &Clients { s3: client.clone(), batch: batch.clone() }).await;
-        quiesce_and_check(settings, cluster, shared, &client, index).await;
+        run_epoch(epoch, cluster, shared, &clients).await;
+        quiesce_and_check(quiesce_timeout, cluster, shared, &first, index).await;
         shared.report.lock().expect("report lock").moves += moves.since_last(cluster).await;
     }
-    lose_more_and_check(schedule, settings, cluster, shared, &client).await;
+    lose_more_and_check(schedule, quiesce_timeout, cluster, shared, &first).await;
     Ok(())
 }
 
-/// The epoch's clients and faults, side by side, until both are done.
-async fn run_epoch(
-    epoch: &Epoch,
-    settings: &RunSettings,
-    cluster: &Arc<Mutex<Cluster>>,
-    shared: &Arc<Shared>,
-    clients: &Clients,
-) {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(settings.schedule.epoch_ms);
+/// The epoch's clients (client i through gateway i modulo their number) and faults, side by side,
+/// until both are done.
+async fn run_epoch(epoch: &Epoch, cluster: &Arc<Mutex<Cluster>>, shared: &Arc<Shared>, clients: &[Clients]) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(epoch.length_ms);
     let faults = {
         let (cluster, shared, faults) = (Arc::clone(cluster), Arc::clone(shared), epoch.faults.clone());
         let start = Instant::now();
         tokio::task::spawn_blocking(move || inject(&faults, start, &cluster, &shared))
     };
-    let clients: Vec<_> = epoch
+    let tasks: Vec<_> = epoch
         .clients
         .iter()
-        .map(|ops| {
-            let (ops, shared, clients) = (ops.clone(), Arc::clone(shared), clients.clone());
+        .enumerate()
+        .map(|(index, ops)| {
+            let (ops, shared, clients) = (ops.clone(), Arc::clone(shared), clients[index % clients.len()].clone());
             tokio::spawn(async move {
                 for op in ops {
                     if tokio::time::Instant::now() >= deadline {
@@ -192,55 +221,72 @@ async fn run_epoch(
             })
         })
         .collect();
-    for task in clients {
+    for task in tasks {
         let _ = task.await;
     }
     let _ = faults.await;
 }
 
-/// Applies `faults` at their times (a blocking thread: restarts wait for processes).
-fn inject(faults: &[crate::schedule::TimedFault], start: Instant, cluster: &Mutex<Cluster>, shared: &Shared) {
+/// Applies `faults` at their times (a blocking thread: restarts wait for processes), each counted
+/// by its label, or as refused with the reason.
+fn inject(faults: &[TimedFault], start: Instant, cluster: &Mutex<Cluster>, shared: &Shared) {
     for timed in faults {
         let at = start + Duration::from_millis(timed.at_ms);
         std::thread::sleep(at.saturating_duration_since(Instant::now()));
-        let mut cluster = cluster.lock().expect("cluster lock");
-        let kind = match &timed.fault {
-            Fault::KillNode(node) => {
-                cluster.kill_node(*node);
-                "kill node"
-            }
-            Fault::RestartNode(node) => {
-                if let Err(error) = cluster.restart_node(*node) {
-                    shared.violation(format!("could not restart node {node}: {error:#}"));
-                }
-                "restart node"
-            }
-            Fault::KillGateway => {
-                cluster.kill_gateway();
-                "kill gateway"
-            }
-            Fault::RestartGateway => {
-                if let Err(error) = cluster.restart_gateway() {
-                    shared.violation(format!("could not restart the gateway: {error:#}"));
-                }
-                "restart gateway"
-            }
-            Fault::CorruptUnit { node, kind, pick, offset_pick } => {
-                match cluster.corrupt_unit(*node, *kind, *pick, *offset_pick) {
-                    Ok(Some(path)) => tracing::info!(file = %path.display(), "unit corrupted"),
-                    Ok(None) => continue,
-                    Err(error) => tracing::warn!(%error, "could not corrupt a unit"),
-                }
-                match kind {
-                    crate::schedule::UnitKind::Data => "corrupt data unit",
-                    crate::schedule::UnitKind::Parity => "corrupt parity unit",
-                    crate::schedule::UnitKind::Replica => "corrupt replica",
+        let done = apply(&timed.fault, &mut cluster.lock().expect("cluster lock"));
+        let label = timed.fault.label();
+        let mut report = shared.report.lock().expect("report lock");
+        match done {
+            Ok(changed) => {
+                tracing::info!(fault = ?timed.fault, "fault injected");
+                *report.faults.entry(label.clone()).or_default() += 1;
+                for what in changed {
+                    *report.faults_changed.entry(format!("{what} (by {label})")).or_default() += 1;
                 }
             }
-        };
-        tracing::info!(fault = ?timed.fault, "fault injected");
-        *shared.report.lock().expect("report lock").faults.entry(kind.to_string()).or_default() += 1;
+            Err(why) if timed.fault.is_undo() => {
+                drop(report);
+                shared.violation(format!("could not undo a fault ({label}): {why:#}"));
+            }
+            Err(why) => {
+                tracing::info!(fault = ?timed.fault, %why, "fault refused");
+                *report.faults_refused.entry(format!("{label}: {}", blocker_kind(&format!("{why:#}")))).or_default() +=
+                    1;
+            }
+        }
     }
+}
+
+/// Does `fault` to the cluster; what it changed of other faults, in words.
+fn apply(fault: &Fault, cluster: &mut Cluster) -> anyhow::Result<Vec<String>> {
+    match *fault {
+        Fault::KillNode(node) => cluster.kill_node(node),
+        Fault::RestartNode(node) => cluster.restart_node(node)?,
+        Fault::KillGateway(gateway) => cluster.kill_gateway(gateway),
+        Fault::RestartGateway(gateway) => return cluster.restart_gateway(gateway),
+        Fault::CorruptUnit { node, kind, damage, pick, offset_pick, length_pick } => {
+            match cluster.damage_unit(node, kind, damage, [pick, offset_pick, length_pick])? {
+                Some((path, what)) => tracing::info!(file = %path.display(), %what, "unit damaged"),
+                None => anyhow::bail!("no such unit file on the node"),
+            }
+        }
+        Fault::HangNode { node, .. } => cluster.hang_node(node)?,
+        Fault::ContinueNode(node) => cluster.continue_node(node),
+        Fault::FillDisk { node, .. } => cluster.fill_disk(node)?,
+        Fault::FreeDisk(node) => cluster.free_disk(node)?,
+        Fault::SlowNetwork { node, latency_ms, .. } => cluster.set_network(node, Mode::Pass { latency_ms })?,
+        Fault::ResetConnections { node } => cluster.reset_connections(node)?,
+        Fault::Partition { node, refuse, .. } => {
+            cluster.set_network(node, if refuse { Mode::Refuse } else { Mode::BlackHole })?;
+            if refuse {
+                cluster.reset_connections(node)?;
+            }
+        }
+        Fault::HealNetwork(node) => cluster.set_network(node, Mode::Pass { latency_ms: 0 })?,
+        Fault::StopEtcd { kill, .. } => cluster.stop_etcd(kill)?,
+        Fault::ReturnEtcd => cluster.return_etcd()?,
+    }
+    Ok(Vec::new())
 }
 
 /// The mover's count of moves, read from the gateway between epochs.
@@ -270,11 +316,24 @@ impl MoveCount {
     }
 }
 
-/// The clients' two ways in: the AWS SDK and lowtail's batch read.
+/// The clients' two ways in to one gateway: the AWS SDK and lowtail's batch read.
 #[derive(Clone)]
 struct Clients {
     s3: aws_sdk_s3::Client,
     batch: BatchClient,
+}
+
+impl Clients {
+    /// Clients of the gateway at `url`, with the credentials of `manifest`.
+    fn new(manifest: &launcher::Manifest, url: &str) -> Clients {
+        let endpoint = bench::s3_client::S3Endpoint {
+            url: url.to_string(),
+            ..bench::s3_client::S3Endpoint::from_manifest(manifest)
+        };
+        let batch =
+            BatchClient::new(&endpoint.url, &endpoint.access_key, &endpoint.secret_key).with_region(&endpoint.region);
+        Clients { s3: bench::s3_client::measurement_client(&endpoint, "lowtail-swarm", REQUEST_TIMEOUT), batch }
+    }
 }
 
 /// Performs one operation and records it; whether it succeeded.
@@ -439,9 +498,10 @@ async fn check_every_key(client: &aws_sdk_s3::Client, shared: &Shared) {
     }
 }
 
-/// Brings every node back and waits for the cluster to be whole, then reads every key.
+/// Undoes what still lasts, brings every node and gateway back and waits for the cluster to be
+/// whole, then reads every key.
 async fn quiesce_and_check(
-    settings: &RunSettings,
+    timeout: Duration,
     cluster: &Arc<Mutex<Cluster>>,
     shared: &Arc<Shared>,
     client: &aws_sdk_s3::Client,
@@ -449,8 +509,8 @@ async fn quiesce_and_check(
 ) {
     let started = Instant::now();
     let waited = {
-        let (cluster, nodes, timeout) = (Arc::clone(cluster), settings.schedule.nodes, settings.quiesce_timeout);
-        tokio::task::spawn_blocking(move || quiesce(&mut cluster.lock().expect("cluster lock"), nodes, timeout)).await
+        let (cluster, shared) = (Arc::clone(cluster), Arc::clone(shared));
+        tokio::task::spawn_blocking(move || quiesce(&mut cluster.lock().expect("cluster lock"), &shared, timeout)).await
     };
     let blockers = match waited {
         Ok(Ok(blockers)) => blockers,
@@ -471,32 +531,36 @@ async fn quiesce_and_check(
     check_every_key(client, shared).await;
 }
 
-/// Restarts what is down and waits (bounded) until the status shows a whole cluster: every node
-/// Up, a scrub pass completed by every node after now began, no corrupt unit awaiting repair,
-/// no stripe short of a unit and no packed stripe left unsealed.
-fn quiesce(cluster: &mut Cluster, nodes: u32, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
-    cluster.restart_gateway()?;
-    for id in 0..nodes {
-        cluster.restart_node(id)?;
+/// Undoes what lasts (the schedule undid it already: anything left is counted), restarts what is
+/// down and waits (bounded) until the statuses show a whole cluster ([`whole`]).
+fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
+    for what in cluster.undo_all_and_restart()? {
+        *shared
+            .report
+            .lock()
+            .expect("report lock")
+            .faults_changed
+            .entry(format!("{what}: left to the quiesce"))
+            .or_default() += 1;
     }
     let since_ms = unix_now_ms();
-    wait_for_status(cluster, timeout, |status| whole(status, since_ms))
+    wait_for_status(cluster, timeout, |statuses| whole(statuses, since_ms))
 }
 
-/// Polls the status (bounded by `timeout`) until `why_not` finds nothing missing; how long each
-/// kind of reason ([`blocker_kind`]) held it up, in seconds.
+/// Polls every gateway's status (bounded by `timeout`) until `why_not` finds nothing missing; how
+/// long each kind of reason ([`blocker_kind`]) held it up, in seconds.
 fn wait_for_status(
     cluster: &Cluster,
     timeout: Duration,
-    why_not: impl Fn(&serde_json::Value) -> Option<String>,
+    why_not: impl Fn(&[serde_json::Value]) -> Option<String>,
 ) -> anyhow::Result<BTreeMap<String, f64>> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("no status yet");
     let mut blockers: BTreeMap<String, f64> = BTreeMap::new();
     let mut polled = Instant::now();
     while Instant::now() < deadline {
-        match cluster.status() {
-            Ok(status) => match why_not(&status) {
+        match cluster.statuses().into_iter().collect::<anyhow::Result<Vec<_>>>() {
+            Ok(statuses) => match why_not(&statuses) {
                 None => return Ok(blockers),
                 Some(why) => last = why,
             },
@@ -526,12 +590,30 @@ fn blocker_kind(reason: &str) -> String {
     kind
 }
 
-/// Why `status` is not of a whole cluster yet (`None` when it is).
-fn whole(status: &serde_json::Value, scrubbed_since_ms: u64) -> Option<String> {
-    let nodes = status["nodes"].as_array()?;
-    if let Some(node) = nodes.iter().find(|n| n["state"] != "Up") {
-        return Some(format!("node {} is {}", node["id"], node["state"]));
+/// Why the gateways' `statuses` are not of a whole cluster yet (`None` when they are): at every
+/// gateway every node Up and no packed stripe unsealed; at the holder of the repair lease (the
+/// one with a census) a scrub pass by every node since `scrubbed_since_ms`, no corrupt unit and
+/// no stripe short.
+fn whole(statuses: &[serde_json::Value], scrubbed_since_ms: u64) -> Option<String> {
+    for (index, status) in statuses.iter().enumerate() {
+        let at = if statuses.len() > 1 { format!(" (gateway {index})") } else { String::new() };
+        let Some(nodes) = status["nodes"].as_array() else { return Some(format!("no nodes in the status{at}")) };
+        if let Some(node) = nodes.iter().find(|n| n["state"] != "Up") {
+            return Some(format!("node {} is {}{at}", node["id"], node["state"]));
+        }
+        if status["packed"]["unsealed_stripes"].as_u64().unwrap_or(0) > 0 {
+            return Some(format!("packed stripes waiting to be sealed{at}"));
+        }
     }
+    let Some(holder) = statuses.iter().find(|status| !status["repair"]["census"].is_null()) else {
+        return Some("no complete census yet".into());
+    };
+    repaired(holder, scrubbed_since_ms)
+}
+
+/// Why the repair lease holder's `status` shows work left (`None` when it shows none).
+fn repaired(status: &serde_json::Value, scrubbed_since_ms: u64) -> Option<String> {
+    let nodes = status["nodes"].as_array()?;
     let repair = &status["repair"];
     let scrub = repair["scrub"].as_array().cloned().unwrap_or_default();
     if let Some(node) = scrub.iter().find(|s| !s["unanswered"].is_null()) {
@@ -547,7 +629,7 @@ fn whole(status: &serde_json::Value, scrubbed_since_ms: u64) -> Option<String> {
         return Some(format!("node {} lists corrupt units", node["node"]));
     }
     let census = &repair["census"];
-    if census.is_null() || census["complete"] != true {
+    if census["complete"] != true {
         return Some("no complete census yet".into());
     }
     if census["counted_at_ms"].as_u64().unwrap_or(0) < scrubbed_since_ms {
@@ -556,21 +638,18 @@ fn whole(status: &serde_json::Value, scrubbed_since_ms: u64) -> Option<String> {
     if census["stripes_under_redundant"].as_u64() != Some(0) {
         return Some(format!("census: {census}; blocked: {}", repair["blocked"]));
     }
-    if status["packed"]["unsealed_stripes"].as_u64().unwrap_or(0) > 0 {
-        return Some("packed stripes waiting to be sealed".into());
-    }
     None
 }
 
 /// Kills `faulty_nodes` nodes at random and reads every key: a whole cluster loses nothing.
 async fn lose_more_and_check(
     schedule: &Schedule,
-    settings: &RunSettings,
+    timeout: Duration,
     cluster: &Arc<Mutex<Cluster>>,
     shared: &Arc<Shared>,
     client: &aws_sdk_s3::Client,
 ) {
-    let victims = pick_nodes(&mut rng(schedule.seed), settings.schedule.nodes, settings.schedule.faulty_nodes);
+    let victims = pick_nodes(&mut rng(schedule.seed), schedule.settings.nodes, schedule.settings.faulty_nodes);
     {
         let mut cluster = cluster.lock().expect("cluster lock");
         victims.iter().for_each(|&node| cluster.kill_node(node));
@@ -583,7 +662,6 @@ async fn lose_more_and_check(
     // failed read fails fast (the unit stream's connection is refused at once), so this waits.
     let waited = {
         let (cluster, victims) = (Arc::clone(cluster), victims.clone());
-        let timeout = settings.quiesce_timeout;
         tokio::task::spawn_blocking(move || wait_until_down(&cluster.lock().expect("cluster lock"), &victims, timeout))
             .await
     };
@@ -595,20 +673,23 @@ async fn lose_more_and_check(
     check_every_key(client, shared).await;
 }
 
-/// Waits (bounded) until the status shows every node of `victims` Down.
+/// Waits (bounded) until every gateway's status shows every node of `victims` Down.
 fn wait_until_down(cluster: &Cluster, victims: &[u32], timeout: Duration) -> anyhow::Result<()> {
-    wait_for_status(cluster, timeout, |status| {
-        let Some(nodes) = status["nodes"].as_array() else { return Some("no nodes in the status".into()) };
-        let up: Vec<u64> = nodes
-            .iter()
-            .filter(|node| node["state"] != "Down")
-            .filter_map(|node| node["id"].as_u64())
-            .filter(|id| victims.iter().any(|&victim| u64::from(victim) == *id))
-            .collect();
-        (!up.is_empty() || nodes.is_empty()).then(|| format!("killed nodes {up:?} not yet Down"))
-    })
-    .map(|_| ())
-    .map_err(|why| why.context("membership did not mark the killed nodes Down"))
+    wait_for_status(cluster, timeout, |statuses| statuses.iter().find_map(|status| not_down(status, victims)))
+        .map(|_| ())
+        .map_err(|why| why.context("membership did not mark the killed nodes Down"))
+}
+
+/// Which of `victims` `status` does not show Down yet, in words (`None`: all are).
+fn not_down(status: &serde_json::Value, victims: &[u32]) -> Option<String> {
+    let Some(nodes) = status["nodes"].as_array() else { return Some("no nodes in the status".into()) };
+    let up: Vec<u64> = nodes
+        .iter()
+        .filter(|node| node["state"] != "Down")
+        .filter_map(|node| node["id"].as_u64())
+        .filter(|id| victims.iter().any(|&victim| u64::from(victim) == *id))
+        .collect();
+    (!up.is_empty() || nodes.is_empty()).then(|| format!("killed nodes {up:?} not yet Down"))
 }
 
 fn unix_now_ms() -> u64 {

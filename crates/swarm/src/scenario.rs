@@ -243,12 +243,7 @@ pub fn kills_then_restart(settings: &ScenarioSettings, objects: usize, max_bytes
 }
 
 pub(crate) fn cluster_settings(settings: &ScenarioSettings, nodes: u32) -> ClusterSettings {
-    ClusterSettings {
-        lowtail: settings.lowtail.clone(),
-        dir: settings.dir.clone(),
-        nodes,
-        up_toml: settings.up_toml.clone(),
-    }
+    ClusterSettings::up(settings.lowtail.clone(), settings.dir.clone(), nodes, settings.up_toml.clone())
 }
 
 /// Waits until `done` PUTs were answered (acknowledged or failed).
