@@ -65,6 +65,12 @@ pub struct PartOf {
 pub struct SnapshotLabel {
     /// When it was begun (unix ms): what was written since is rolled forward by a rebuild.
     pub taken_ms: u64,
+    /// When the oldest write still in flight when it began had started (`taken_ms` when none was),
+    /// on a cluster whose one gateway took it: every write that started earlier had ended by then,
+    /// so a rebuild need roll forward only writes from here on. `None` with several gateways
+    /// (another's writes are not known): the rebuild goes back a write deadline instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes_since_ms: Option<u64>,
     /// Tells apart snapshots taken in the same millisecond.
     pub snapshot_id: u64,
 }

@@ -13,10 +13,11 @@
 //!    nodes are the truth for those). A restored object whose stripes are found nowhere is dropped
 //!    (deleted after the snapshot, its units collected); one whose stripes are found but cannot be
 //!    read is kept and counted.
-//! 4. **Roll forward.** Each labelled write the snapshot does not reference and that started less
-//!    than a write deadline before it (so may have committed after it; with no snapshot, every
-//!    write) becomes its object's record when its stripes cover the object whole and it started
-//!    after the record it would replace; its ETag and checksum are computed from its bytes. A part becomes its upload's part (the upload recorded if the snapshot lacks it). An
+//! 4. **Roll forward.** Each labelled write the snapshot does not reference and that may have
+//!    committed after it began (it started after the oldest write then in flight, when the snapshot
+//!    says; else less than a write deadline before it; with no snapshot, every write) becomes its
+//!    object's record when its stripes cover the object whole and it started after the record it
+//!    would replace; its ETag and checksum are computed from its bytes. A part becomes its upload's part (the upload recorded if the snapshot lacks it). An
 //!    object still in an open packed stripe (only its replicas on the nodes) is written again.
 //!
 //! What it cannot know: a delete since the newest snapshot whose units are still on the nodes
@@ -149,7 +150,9 @@ pub async fn rebuild(source: RebuildSource, target: Arc<dyn MetaStore>) -> Resul
     let referenced = restore_snapshot(target.as_ref(), &data, &survey, &mut report).await?;
     // A write that started a write deadline before the snapshot had committed by then, or never
     // will: the snapshot's record of its key is the truth for it.
-    let horizon_ms = report.snapshot.as_ref().map_or(0, |s| s.taken_ms.saturating_sub(source.data.write_deadline_ms));
+    let horizon_ms = report.snapshot.as_ref().map_or(0, |snapshot| {
+        snapshot.writes_since_ms.unwrap_or_else(|| snapshot.taken_ms.saturating_sub(source.data.write_deadline_ms))
+    });
     rewrite_replicas(target.as_ref(), &data, &survey, horizon_ms, &mut report).await?;
     check_objects(target.as_ref(), &mut report).await?;
     roll_forward(target.as_ref(), &data, &survey, (&referenced, horizon_ms), &mut report).await?;

@@ -131,19 +131,26 @@ pub struct MetaSnapshots {
     data: ErasureData,
     lease: LeaseClaims,
     config: MetaSnapshotConfig,
+    /// This gateway is the cluster's only one (the embedded store): its writes in flight are all.
+    sole_gateway: bool,
 }
 
 impl MetaSnapshots {
-    /// Snapshots of `meta` written through `data`.
-    pub fn new(meta: Arc<dyn MetaStore>, data: ErasureData, config: MetaSnapshotConfig) -> Self {
+    /// Snapshots of `meta` written through `data`; `sole_gateway` when this is the cluster's only
+    /// gateway (the embedded store), so that its writes in flight are all the cluster's.
+    pub fn new(meta: Arc<dyn MetaStore>, data: ErasureData, config: MetaSnapshotConfig, sole_gateway: bool) -> Self {
         let lease = LeaseClaims::new(SNAPSHOT_LEASE, data.io().config().gateway_id());
-        Self { meta, data, lease, config }
+        Self { meta, data, lease, config, sole_gateway }
     }
 
     /// Copies every record and writes the copy to the nodes (streamed: a page of records at a
     /// time), lists it and releases the snapshots past `keep`; what it listed.
     pub async fn take(&self) -> Result<SnapshotRecord, DataError> {
-        let label = SnapshotLabel { taken_ms: unix_now_ms(), snapshot_id: rand::random() };
+        let taken_ms = unix_now_ms();
+        let writes_since_ms = self
+            .sole_gateway
+            .then(|| crate::data::descriptor::oldest_in_flight_ms().map_or(taken_ms, |oldest| oldest.min(taken_ms)));
+        let label = SnapshotLabel { taken_ms, writes_since_ms, snapshot_id: rand::random() };
         let records = Arc::new(AtomicU64::new(0));
         let blob = export_stream(Arc::clone(&self.meta), Arc::clone(&records));
         let write = self.data.write_stream(blob, meta::WriteAck::All);

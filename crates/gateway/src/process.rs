@@ -386,8 +386,13 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         data.start_controller(&config.controller).map_err(|e| anyhow::anyhow!("cannot start the controller: {e}"))?;
     let stripe_gc = Arc::new(StripeCollector::new(Arc::clone(&meta), data.data.clone(), config.data.orphans.clone()));
     let stripe_gc_task = Arc::clone(&stripe_gc).spawn();
-    let snapshots =
-        crate::meta_snapshot::MetaSnapshots::new(Arc::clone(&meta), data.data.clone(), config.meta_snapshots.clone());
+    let sole_gateway = matches!(config.meta, MetaConfig::Embedded { .. });
+    let snapshots = crate::meta_snapshot::MetaSnapshots::new(
+        Arc::clone(&meta),
+        data.data.clone(),
+        config.meta_snapshots.clone(),
+        sole_gateway,
+    );
     // Backend mode has no nodes to hold snapshots (its backend keeps the units).
     let snapshot_task = if data.data.io().backend().is_none() { Arc::new(snapshots).spawn() } else { None };
     let status = StatusSources {

@@ -120,8 +120,11 @@ async fn every_acknowledged_object_is_rebuilt_from_a_snapshot_and_the_units_writ
     put(&client, &mut expected, "before/0", 5000, 50).await; // overwritten
     client.delete_object().bucket("rebuilt").key("before/3").send().await.unwrap();
     expected.remove("before/3");
+    put(&client, &mut expected, "before/packed-deleted", 500, 51).await;
+    client.delete_object().bucket("rebuilt").key("before/packed-deleted").send().await.unwrap();
+    expected.remove("before/packed-deleted");
     data.packer().flush(Duration::from_secs(30)).await.unwrap();
-    let snapshots = MetaSnapshots::new(Arc::clone(&cluster.meta), data.clone(), MetaSnapshotConfig::default());
+    let snapshots = MetaSnapshots::new(Arc::clone(&cluster.meta), data.clone(), MetaSnapshotConfig::default(), true);
     let taken = snapshots.take().await.unwrap();
     assert!(taken.size_bytes > 0);
     // After the snapshot: new objects, an overwrite, a delete of a striped object, and a small
@@ -147,6 +150,8 @@ async fn every_acknowledged_object_is_rebuilt_from_a_snapshot_and_the_units_writ
     assert_eq!(check_all(&client, &expected).await, expected.len(), "every acknowledged object recovered");
     let gone = client.get_object().bucket("rebuilt").key("before/4").send().await;
     assert!(gone.is_err(), "a striped object deleted after the snapshot stays deleted");
+    let gone = client.get_object().bucket("rebuilt").key("before/packed-deleted").send().await;
+    assert!(gone.is_err(), "a packed object deleted before the snapshot stays deleted (its bytes remain)");
     let listed = client.list_objects_v2().bucket("rebuilt").send().await.unwrap();
     assert_eq!(listed.key_count, Some(expected.len() as i32), "nothing else listed");
     cluster.shutdown().await;

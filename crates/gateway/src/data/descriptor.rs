@@ -35,6 +35,36 @@ pub fn current() -> Label {
     CURRENT.try_with(Label::clone).unwrap_or(Label::Null)
 }
 
+/// The writes of this process in flight, by token, with when each started (unix ms): a metadata
+/// snapshot notes the oldest, so that a rebuild knows every write that started before it had ended
+/// (committed, so in the snapshot, or not) when the snapshot began.
+static IN_FLIGHT: std::sync::Mutex<std::collections::BTreeMap<u64, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+static NEXT_TOKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A write in flight, from its start to its commit (or failure); ends when dropped.
+#[derive(Debug)]
+pub struct InFlight(u64);
+
+/// Notes a write starting at `started_ms` until the returned guard drops (the S3 layer holds it
+/// across the write and its commit).
+pub fn write_in_flight(started_ms: u64) -> InFlight {
+    let token = NEXT_TOKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    super::lock(&IN_FLIGHT).insert(token, started_ms);
+    InFlight(token)
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        super::lock(&IN_FLIGHT).remove(&self.0);
+    }
+}
+
+/// When the oldest write of this process in flight started, if any is.
+pub fn oldest_in_flight_ms() -> Option<u64> {
+    super::lock(&IN_FLIGHT).values().copied().min()
+}
+
 /// What the gateway says a unit is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UnitDescriptor {
@@ -122,6 +152,16 @@ mod tests {
 
     fn packed(unit: u16, key: &str) -> PackedObject {
         PackedObject { label: serde_json::json!({ "key": key }), unit, offset_bytes: 0, length_bytes: 10 }
+    }
+
+    #[test]
+    fn the_oldest_write_in_flight_is_known_until_it_ends() {
+        let first = write_in_flight(100);
+        let second = write_in_flight(50);
+        assert!(oldest_in_flight_ms().is_some_and(|oldest| oldest <= 50));
+        drop(second);
+        assert!(oldest_in_flight_ms().is_some_and(|oldest| oldest <= 100));
+        drop(first);
     }
 
     #[tokio::test]

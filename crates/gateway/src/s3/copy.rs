@@ -120,6 +120,7 @@ pub async fn copy_object(
     req: S3Request<CopyObjectInput>,
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     refuse_unsupported(&req.headers)?;
+    let _in_flight = crate::data::descriptor::write_in_flight(now_ms());
     let input = req.input;
     check_key(&input.key)?;
     let directive = directive(input.metadata_directive.as_ref())?;

@@ -62,6 +62,7 @@ pub async fn upload_part(
     req: S3Request<UploadPartInput>,
 ) -> S3Result<S3Response<UploadPartOutput>> {
     let input = req.input;
+    let _in_flight = crate::data::descriptor::write_in_flight(now_ms());
     // Before reading the body, so a part for a missing upload writes no data.
     let upload_key = (input.bucket.as_str(), input.key.as_str(), input.upload_id.as_str());
     let (number, upload) = part_target(service, &req.headers, upload_key, input.part_number).await?;
@@ -104,6 +105,7 @@ pub async fn upload_part_copy(
     req: S3Request<UploadPartCopyInput>,
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let input = req.input;
+    let _in_flight = crate::data::descriptor::write_in_flight(now_ms());
     // Before reading the source, so a part for a missing upload reads and writes nothing.
     let upload_key = (input.bucket.as_str(), input.key.as_str(), input.upload_id.as_str());
     let (number, upload) = part_target(service, &req.headers, upload_key, input.part_number).await?;

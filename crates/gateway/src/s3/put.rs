@@ -19,6 +19,8 @@ use crate::data::descriptor::labelled;
 
 pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     refuse_unsupported(&req.headers)?;
+    // From the write's start to its commit: a metadata snapshot meanwhile knows it may miss it.
+    let _in_flight = crate::data::descriptor::write_in_flight(now_ms());
     let mut input = req.input;
     check_key(&input.key)?;
     let metadata = user_metadata(input.metadata.take())?;
