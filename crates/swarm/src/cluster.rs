@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use launcher::{ClusterDir, Manifest};
@@ -202,6 +203,98 @@ impl Cluster {
         Ok(())
     }
 
+    /// Stops node `id` (SIGKILL, waiting until it is gone), copies its data directory aside and starts
+    /// it again: the copy is what [`Cluster::return_stale`] puts back.
+    pub fn copy_aside(&mut self, id: u32) -> anyhow::Result<()> {
+        self.stop_node_for_good(id)?;
+        let data_dir = self.node_data_dir(id)?;
+        copy_directory(&data_dir, &self.stale_copy(id))?;
+        self.restart_node(id)
+    }
+
+    /// Stops node `id`, puts the copy [`Cluster::copy_aside`] took in place of its data directory
+    /// (an older copy: a disk restored from an image) and starts it again.
+    pub fn return_stale(&mut self, id: u32) -> anyhow::Result<()> {
+        let copy = self.stale_copy(id);
+        anyhow::ensure!(copy.exists(), "no copy of node {id}'s directory was taken");
+        self.stop_node_for_good(id)?;
+        let data_dir = self.node_data_dir(id)?;
+        copy_directory(&copy, &data_dir)?;
+        std::fs::remove_dir_all(&copy)?;
+        self.restart_node(id)
+    }
+
+    /// Whether a copy of node `id`'s directory is aside (a stale return still owed).
+    pub fn has_stale_copy(&self, id: u32) -> bool {
+        self.stale_copy(id).exists()
+    }
+
+    fn stale_copy(&self, id: u32) -> PathBuf {
+        self.settings.dir.join("stale-copies").join(format!("node-{id}"))
+    }
+
+    fn node_data_dir(&self, id: u32) -> anyhow::Result<PathBuf> {
+        let entry = self.manifest().nodes.iter().find(|n| n.id == id).context("no such node")?;
+        Ok(entry.data_dir.clone())
+    }
+
+    /// SIGKILLs node `id` (continuing it first if hung) and waits (at most 10 s) until no process
+    /// serves its directory.
+    fn stop_node_for_good(&mut self, id: u32) -> anyhow::Result<()> {
+        self.continue_node(id);
+        self.kill_node(id);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.node_pids(id).is_empty() {
+            anyhow::ensure!(Instant::now() < deadline, "node {id} did not stop after SIGKILL");
+            std::thread::sleep(Duration::from_millis(20));
+            self.reap_restarted();
+        }
+        Ok(())
+    }
+
+    /// Damages one record of the embedded metadata store (`lowtail up` only): the gateway is
+    /// killed, one hex digit of the `pick`-th object record's ETag in `meta.redb` changed, and the
+    /// gateway started again. The record fails its checksum from then on; `lowtail admin meta
+    /// rebuild` ([`Cluster::rebuild_metadata`]) undoes it.
+    pub fn damage_metadata(&mut self, pick: u64) -> anyhow::Result<Vec<String>> {
+        let file = self.meta_file()?;
+        self.kill_gateway(0);
+        let damaged = flip_an_etag_digit(&file, pick);
+        let restarted = self.restart_gateway(0)?;
+        damaged?;
+        Ok(restarted)
+    }
+
+    /// Whether the gateways report damaged metadata records.
+    pub fn metadata_damaged(&self) -> bool {
+        self.statuses()
+            .into_iter()
+            .flatten()
+            .any(|status| status["meta_damage"]["damaged_records"].as_u64().unwrap_or(0) > 0)
+    }
+
+    /// Stops the cluster, rebuilds its metadata store from the nodes (`lowtail admin meta rebuild
+    /// --replace`) and starts it again; the rebuild's report.
+    pub fn rebuild_metadata(&mut self) -> anyhow::Result<Value> {
+        let file = self.meta_file()?;
+        self.stop();
+        let cluster_dir = file.parent().and_then(Path::parent).context("the store's directory")?.to_path_buf();
+        let output = Command::new(&self.settings.lowtail)
+            .args(["admin", "meta", "rebuild", "--replace", "--json", "--dir"])
+            .arg(&cluster_dir)
+            .output()?;
+        anyhow::ensure!(output.status.success(), "rebuild failed: {}", String::from_utf8_lossy(&output.stderr));
+        let report: Value = serde_json::from_slice(&output.stdout)?;
+        self.restart_gateway(0)?;
+        Ok(report)
+    }
+
+    /// The embedded store's file (refused on etcd).
+    fn meta_file(&self) -> anyhow::Result<PathBuf> {
+        anyhow::ensure!(self.settings.etcd_gateways == 0, "the cluster's metadata is in etcd, not a file");
+        Ok(self.settings.dir.join("cluster").join("meta").join(meta::DATABASE_FILE_NAME))
+    }
+
     /// SIGSTOPs node `id`: it keeps its connections and answers nothing. Refused when it is not
     /// running.
     pub fn hang_node(&mut self, id: u32) -> anyhow::Result<()> {
@@ -296,6 +389,11 @@ impl Cluster {
             }
         }
         self.return_etcd()?;
+        let owed: Vec<u32> = (0..self.settings.nodes).filter(|&id| self.has_stale_copy(id)).collect();
+        for id in owed {
+            self.return_stale(id)?;
+            undone.push(format!("stale return of node {id}"));
+        }
         self.reap_restarted();
         self.gateways.restart_all()?;
         for id in 0..self.settings.nodes {
@@ -489,6 +587,50 @@ pub fn check_possible(settings: &ClusterSettings) -> anyhow::Result<()> {
     if settings.etcd_gateways > 0 && launcher::find_etcd_binary().is_none() {
         bail!("etcd seeds need etcd (Debian: etcd-server; or LOWTAIL_ETCD_BIN): install it, or --without etcd");
     }
+    Ok(())
+}
+
+/// Replaces `to` with a copy of `from` (a stopped node's data directory: its files and `units/`),
+/// keeping `to` itself (it may be a mount point).
+pub(crate) fn copy_directory(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(to)? {
+        let path = entry?.path();
+        if path.is_dir() { std::fs::remove_dir_all(&path)? } else { std::fs::remove_file(&path)? }
+    }
+    std::fs::create_dir_all(to.join("units"))?;
+    for entry in std::fs::read_dir(from)?.chain(std::fs::read_dir(from.join("units"))?) {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            let relative = entry.path().strip_prefix(from)?.to_path_buf();
+            std::fs::copy(entry.path(), to.join(relative))?;
+        }
+    }
+    Ok(())
+}
+
+/// Changes one hex digit of the `pick`-th (modulo their number) object ETag stored in the metadata
+/// file `file` (`"etag":"` followed by hex digits): the record's checksum fails from then on.
+fn flip_an_etag_digit(file: &Path, pick: u64) -> anyhow::Result<()> {
+    let mut bytes = std::fs::read(file)?;
+    let needle = b"\"etag\":\"";
+    let places: Vec<usize> =
+        bytes.windows(needle.len()).enumerate().filter(|(_, window)| *window == needle).map(|(at, _)| at).collect();
+    anyhow::ensure!(!places.is_empty(), "no object record in the metadata file yet");
+    let at = places[(pick % places.len() as u64) as usize] + needle.len();
+    // The same ETag wherever it is (the live page and older copies of it): the one that is read
+    // changes whichever it is.
+    let etag = bytes[at..(at + 32).min(bytes.len())].to_vec();
+    let copies: Vec<usize> = bytes
+        .windows(etag.len())
+        .enumerate()
+        .filter(|(_, window)| *window == etag.as_slice())
+        .map(|(at, _)| at)
+        .collect();
+    for copy in copies {
+        bytes[copy] = if bytes[copy] == b'0' { b'1' } else { b'0' };
+    }
+    std::fs::write(file, bytes)?;
     Ok(())
 }
 

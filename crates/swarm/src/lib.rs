@@ -53,6 +53,11 @@ seal_after_ms = 2000
 [data.pending]
 deadline_ms = 35000
 
+# A metadata snapshot on the nodes every few seconds, so that a rebuild after a damaged record
+# rolls forward little.
+[meta_snapshots]
+interval_s = 3
+
 # Units on dead nodes are read from every survivor in segments (APLS's lists at the gateway; odd
 # seeds: rebuilt by APLS on the storage nodes).
 [data.reconstruct]

@@ -55,15 +55,40 @@ pub enum Read {
 #[derive(Debug, Default)]
 pub struct Model {
     keys: BTreeMap<String, Vec<Version>>,
+    /// Every write and delete of each key with when it ended (unix ms), for [`Model::rebuilt`].
+    history: BTreeMap<String, Vec<(u64, Version)>>,
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Model {
     /// Records that a write of `version` (or a delete: `Version::Absent`) to `key` ended with `ack`.
     pub fn wrote(&mut self, key: &str, version: Version, ack: Ack) {
+        self.history.entry(key.to_string()).or_default().push((unix_ms(), version));
         let possible = self.keys.entry(key.to_string()).or_insert_with(|| vec![Version::Absent]);
         match ack {
             Ack::Acknowledged => *possible = vec![version],
             Ack::Uncertain => {
+                if !possible.contains(&version) {
+                    possible.push(version);
+                }
+            }
+        }
+    }
+
+    /// The metadata store was rebuilt from the nodes, rolling forward every write that began after
+    /// `since_ms` (docs/durability.md): a delete since then may be undone and an uncertain write
+    /// may be kept, so each key may now hold what it held at `since_ms` or anything written after.
+    pub fn rebuilt(&mut self, since_ms: u64) {
+        for (key, writes) in &self.history {
+            let possible = self.keys.entry(key.clone()).or_insert_with(|| vec![Version::Absent]);
+            let before = writes.iter().rev().find(|(at, _)| *at < since_ms).map_or(Version::Absent, |(_, v)| *v);
+            let since = writes.iter().filter(|(at, _)| *at >= since_ms).map(|(_, version)| *version);
+            for version in std::iter::once(before).chain(since) {
                 if !possible.contains(&version) {
                     possible.push(version);
                 }
@@ -136,6 +161,21 @@ mod tests {
         assert!(model.check_read("k", &Read::Bytes(body_bytes(1, 10))).is_some());
         model.wrote("k", Version::Absent, Ack::Acknowledged);
         assert!(model.check_read("k", &Read::Absent).is_none());
+    }
+
+    #[test]
+    fn a_rebuild_may_bring_back_what_was_written_or_deleted_since_its_snapshot() {
+        let mut model = Model::default();
+        model.wrote("old", body(1, 10), Ack::Acknowledged);
+        model.wrote("gone", body(2, 10), Ack::Acknowledged);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let since_ms = unix_ms();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        model.wrote("gone", Version::Absent, Ack::Acknowledged);
+        model.rebuilt(since_ms);
+        assert_eq!(model.possible("old"), [body(1, 10)], "written before: as it was");
+        assert!(model.check_read("gone", &Read::Bytes(body_bytes(2, 10))).is_none(), "a delete since may be undone");
+        assert!(model.check_read("old", &Read::Absent).is_some(), "never an older state than the snapshot's");
     }
 
     #[test]

@@ -122,7 +122,13 @@ impl Shared {
 /// The schedule settings of a seed of `flavor`: no etcd faults off etcd, a gateway fault picking
 /// one of the flavor's gateways.
 pub fn seed_schedule_settings(settings: &ScheduleSettings, flavor: Flavor) -> ScheduleSettings {
-    let kinds = settings.kinds.iter().copied().filter(|&kind| kind != FaultKind::Etcd || flavor.etcd).collect();
+    // etcd faults need etcd; damaged metadata records need the embedded store's file.
+    let kinds = settings
+        .kinds
+        .iter()
+        .copied()
+        .filter(|&kind| (kind != FaultKind::Etcd || flavor.etcd) && (kind != FaultKind::MetaDamage || !flavor.etcd))
+        .collect();
     ScheduleSettings { kinds, gateways: flavor.gateways(), ..settings.clone() }
 }
 
@@ -285,6 +291,9 @@ fn apply(fault: &Fault, cluster: &mut Cluster) -> anyhow::Result<Vec<String>> {
         Fault::HealNetwork(node) => cluster.set_network(node, Mode::Pass { latency_ms: 0 })?,
         Fault::StopEtcd { kill, .. } => cluster.stop_etcd(kill)?,
         Fault::ReturnEtcd => cluster.return_etcd()?,
+        Fault::CopyAside(node) => cluster.copy_aside(node)?,
+        Fault::ReturnStale(node) => cluster.return_stale(node)?,
+        Fault::DamageMetadata { pick } => return cluster.damage_metadata(pick),
     }
     Ok(Vec::new())
 }
@@ -534,6 +543,9 @@ async fn quiesce_and_check(
 /// Undoes what lasts (the schedule undid it already: anything left is counted), restarts what is
 /// down and waits (bounded) until the statuses show a whole cluster ([`whole`]).
 fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
+    if cluster.metadata_damaged() {
+        rebuild_metadata(cluster, shared)?;
+    }
     for what in cluster.undo_all_and_restart()? {
         *shared
             .report
@@ -546,6 +558,30 @@ fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow:
     let since_ms = unix_now_ms();
     wait_for_status(cluster, timeout, |statuses| whole(statuses, since_ms))
 }
+
+/// The operator's answer to damaged metadata: the store rebuilt from the nodes. What a rebuild
+/// cannot know (a delete since its snapshot) widens what each key may hold.
+fn rebuild_metadata(cluster: &mut Cluster, shared: &Shared) -> anyhow::Result<()> {
+    let report = cluster.rebuild_metadata()?;
+    tracing::info!(%report, "metadata store rebuilt from the nodes");
+    let snapshot = &report["snapshot"];
+    let since_ms = snapshot["writes_since_ms"].as_u64().unwrap_or_else(|| {
+        snapshot["taken_ms"].as_u64().map_or(0, |taken| taken.saturating_sub(DEFAULT_WRITE_DEADLINE_MS))
+    });
+    shared.model.lock().expect("model lock").rebuilt(since_ms);
+    let mut report_of_seed = shared.report.lock().expect("report lock");
+    *report_of_seed.faults.entry("rebuild the metadata store".into()).or_default() += 1;
+    let unreadable = report["objects_unreadable"].as_array().map_or(0, Vec::len);
+    drop(report_of_seed);
+    if unreadable > 0 {
+        shared.violation(format!("the rebuilt metadata store holds {unreadable} unreadable objects: {report}"));
+    }
+    Ok(())
+}
+
+/// The gateways' `data.write_deadline_ms` (a rebuild without the snapshot's own horizon goes back
+/// this far).
+const DEFAULT_WRITE_DEADLINE_MS: u64 = 1_200_000;
 
 /// Polls every gateway's status (bounded by `timeout`) until `why_not` finds nothing missing; how
 /// long each kind of reason ([`blocker_kind`]) held it up, in seconds.

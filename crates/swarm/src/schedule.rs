@@ -62,11 +62,17 @@ pub enum FaultKind {
     Gateway,
     /// etcd stopped (SIGSTOP) or killed, then continued or restarted on its data (etcd clusters only).
     Etcd,
+    /// A node's data directory copied aside, and later put back in place of the one it has by then
+    /// (a node returning with older data: a disk restored from an image).
+    Stale,
+    /// A record of the embedded metadata store damaged (`lowtail up` clusters only); the quiesce
+    /// rebuilds the store from the nodes.
+    MetaDamage,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Kill,
         FaultKind::Corrupt,
         FaultKind::Hang,
@@ -74,6 +80,8 @@ impl FaultKind {
         FaultKind::Network,
         FaultKind::Gateway,
         FaultKind::Etcd,
+        FaultKind::Stale,
+        FaultKind::MetaDamage,
     ];
 
     /// The kind's name on the command line.
@@ -86,6 +94,8 @@ impl FaultKind {
             FaultKind::Network => "network",
             FaultKind::Gateway => "gateway",
             FaultKind::Etcd => "etcd",
+            FaultKind::Stale => "stale",
+            FaultKind::MetaDamage => "meta-damage",
         }
     }
 
@@ -94,7 +104,9 @@ impl FaultKind {
         match self {
             FaultKind::Kill | FaultKind::Corrupt => 20,
             FaultKind::Hang | FaultKind::Network => 15,
-            FaultKind::FullDisk | FaultKind::Gateway | FaultKind::Etcd => 10,
+            FaultKind::FullDisk | FaultKind::Gateway | FaultKind::Etcd | FaultKind::Stale => 10,
+            // Each one costs a rebuild of the metadata store at the quiesce.
+            FaultKind::MetaDamage => 3,
         }
     }
 }
@@ -213,6 +225,14 @@ pub enum Fault {
     StopEtcd { kill: bool, for_ms: u64 },
     /// Continue or restart etcd.
     ReturnEtcd,
+    /// Stop a node, copy its data directory aside, start it again.
+    CopyAside(u32),
+    /// Stop the node, put the copy back in place of its directory, start it again.
+    ReturnStale(u32),
+    /// Damage the `pick`-th object record of the embedded metadata store (the gateway is stopped
+    /// for it and started again).
+    #[allow(missing_docs)]
+    DamageMetadata { pick: u64 },
 }
 
 impl Fault {
@@ -229,8 +249,14 @@ impl Fault {
             | Fault::SlowNetwork { node, .. }
             | Fault::ResetConnections { node }
             | Fault::Partition { node, .. }
-            | Fault::HealNetwork(node) => Some(node),
-            Fault::KillGateway(_) | Fault::RestartGateway(_) | Fault::StopEtcd { .. } | Fault::ReturnEtcd => None,
+            | Fault::HealNetwork(node)
+            | Fault::CopyAside(node)
+            | Fault::ReturnStale(node) => Some(node),
+            Fault::KillGateway(_)
+            | Fault::RestartGateway(_)
+            | Fault::StopEtcd { .. }
+            | Fault::ReturnEtcd
+            | Fault::DamageMetadata { .. } => None,
         }
     }
 
@@ -244,6 +270,7 @@ impl Fault {
                 | Fault::FreeDisk(_)
                 | Fault::HealNetwork(_)
                 | Fault::ReturnEtcd
+                | Fault::ReturnStale(_)
         )
     }
 
@@ -284,6 +311,9 @@ impl Fault {
             Fault::StopEtcd { kill: true, for_ms } => format!("kill etcd {}", band(*for_ms)),
             Fault::StopEtcd { kill: false, for_ms } => format!("stop etcd {}", band(*for_ms)),
             Fault::ReturnEtcd => "return etcd".into(),
+            Fault::CopyAside(_) => "copy node directory aside".into(),
+            Fault::ReturnStale(_) => "return node with its old directory".into(),
+            Fault::DamageMetadata { .. } => "damage a metadata record".into(),
         }
     }
 }
@@ -474,6 +504,9 @@ fn draw_faults(rng: &mut ChaCha8Rng, settings: &ScheduleSettings) -> Vec<TimedFa
         match (kind, node) {
             (FaultKind::Gateway, _) => draw_gateway_fault(rng, settings, &mut drawn, at_ms),
             (FaultKind::Etcd, _) => draw_etcd_fault(rng, settings, &mut drawn, at_ms),
+            (FaultKind::MetaDamage, _) => {
+                drawn.faults.push(TimedFault { at_ms, fault: Fault::DamageMetadata { pick: rng.random() } });
+            }
             (_, Some(node)) => draw_node_fault(rng, settings, &mut drawn, at_ms, kind, node),
             (_, None) => {}
         }
@@ -531,6 +564,16 @@ fn draw_node_fault(
             let (pick, offset_pick, length_pick) = (rng.random(), rng.random(), rng.random());
             let fault = Fault::CorruptUnit { node, kind: unit, damage, pick, offset_pick, length_pick };
             drawn.faults.push(TimedFault { at_ms, fault });
+        }
+        FaultKind::Stale
+            if [Lane::Down(node), Lane::Hung(node), Lane::Disk(node)].iter().all(|&lane| drawn.free(lane, at_ms)) =>
+        {
+            // Put back while the epoch runs: the node misses what was written to it meanwhile.
+            let back_ms = (at_ms + rng.random_range(2000..8000)).min(span * 9 / 10).max(at_ms + 1);
+            for lane in [Lane::Hung(node), Lane::Disk(node)] {
+                drawn.busy_until_ms.insert(lane, back_ms);
+            }
+            drawn.lasting(Lane::Down(node), at_ms, Fault::CopyAside(node), back_ms, Fault::ReturnStale(node));
         }
         FaultKind::Hang if drawn.free(Lane::Hung(node), at_ms) && drawn.free(Lane::Down(node), at_ms) => {
             let for_ms = draw_outage_ms(rng, longest_ms);

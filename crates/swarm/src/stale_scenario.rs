@@ -7,14 +7,13 @@
 //! Owns the script and its report. Must not relax a check: every count comes from the clients'
 //! answers and the gateway's status as an operator reads it.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use aws_sdk_s3::primitives::ByteStream;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, copy_directory};
 use crate::model::body_bytes;
 use crate::scenario::{BUCKET, ScenarioSettings, client_of, cluster_settings, finish, runtime, wait_until_whole};
 
@@ -180,22 +179,6 @@ async fn count_wrong(client: &aws_sdk_s3::Client, versions: &[Option<u64>]) -> (
         }
     }
     (wrong.len(), wrong.into_iter().take(10).collect())
-}
-
-/// Replaces `to` with a copy of every file of `from` (a stopped node's data directory).
-fn copy_directory(from: &Path, to: &Path) -> anyhow::Result<()> {
-    if to.exists() {
-        std::fs::remove_dir_all(to)?;
-    }
-    std::fs::create_dir_all(to.join("units"))?;
-    for entry in std::fs::read_dir(from)?.chain(std::fs::read_dir(from.join("units"))?) {
-        let entry = entry?;
-        if entry.file_type()?.is_file() {
-            let relative = entry.path().strip_prefix(from)?.to_path_buf();
-            std::fs::copy(entry.path(), to.join(relative))?;
-        }
-    }
-    Ok(())
 }
 
 fn unix_ms() -> u64 {
