@@ -384,3 +384,40 @@ async fn examining_a_layout_finds_a_unit_whose_blocks_rotted() {
     }
     panic!("the rotten parity unit was not found");
 }
+
+/// A node whose disk was replaced (an empty directory under the same node id) is checked like an
+/// older copy: every unit the stripes place on it is recorded missing, and repair refills it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_a_new_disk_is_refilled_before_its_stripes_count() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let membership = Membership::new(Arc::clone(data.io().cluster()), MembershipConfig::default());
+    admit_all(&membership, &cluster).await;
+    let mut objects = Vec::new();
+    for seed in 0..3 {
+        let body = pattern(1 << 20, 40 + seed);
+        objects.push((body.clone(), data.write(body).await.unwrap().layout));
+    }
+    let replaced = 2;
+    let on_it = cluster.meta.stripes_on_node(NodeId(replaced as u32), None, 100).await.unwrap().len() as u64;
+    cluster.stop(replaced).await;
+    std::fs::remove_dir_all(cluster.dirs[replaced].path()).unwrap();
+    std::fs::create_dir_all(cluster.dirs[replaced].path()).unwrap();
+    cluster.restart(replaced).await;
+    admit_all(&membership, &cluster).await;
+    let status = membership.directory_status();
+    let (_, report) = status.last_checks.iter().find(|(id, _)| *id == NodeId(replaced as u32)).expect("checked");
+    assert!(report.checksums_compared && report.units_listed == 0, "{report:?}");
+    assert_eq!((report.units_expected, report.units_lost), (on_it, on_it), "every unit it held: {report:?}");
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    assert_eq!(repair.status().census.map(|c| c.stripes_under_redundant), Some(0));
+    assert_whole(&cluster, "after the new disk was refilled").await;
+    for i in [0, 4, 6] {
+        cluster.kill(i).await;
+    }
+    assert_readable(&data, &objects, "three more down after the refill").await;
+    cluster.shutdown().await;
+}
