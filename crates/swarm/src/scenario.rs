@@ -263,19 +263,15 @@ pub(crate) fn wait_until_whole(
 ) -> anyhow::Result<(serde_json::Value, serde_json::Value)> {
     let deadline = Instant::now() + timeout;
     let mut first = None;
-    // Why the last poll had no census: the status did not answer, or the repair lease holder had
-    // not counted yet (an earlier failure said only "null").
-    let mut why_none = String::from("no status asked yet");
     loop {
-        let census = match cluster.status() {
+        // Why a poll has no census: the status did not answer, or the repair lease holder had not
+        // counted yet (an earlier failure said only "null").
+        let (census, why_none) = match cluster.status() {
             Ok(status) => {
-                why_none = format!("no census in the status (lease holder: {})", status["repair"]["lease_holder"]);
-                status["repair"]["census"].clone()
+                let why = format!("no census in the status (lease holder: {})", status["repair"]["lease_holder"]);
+                (status["repair"]["census"].clone(), why)
             }
-            Err(error) => {
-                why_none = format!("the status did not answer: {error:#}");
-                serde_json::Value::Null
-            }
+            Err(error) => (serde_json::Value::Null, format!("the status did not answer: {error:#}")),
         };
         if !census.is_null() && first.is_none() {
             first = Some(census.clone());
@@ -283,7 +279,7 @@ pub(crate) fn wait_until_whole(
         if census["complete"] == true && census["stripes_under_redundant"] == 0 {
             return Ok((first.unwrap_or_default(), census));
         }
-        let last = if census.is_null() { why_none.clone() } else { census.to_string() };
+        let last = if census.is_null() { why_none } else { census.to_string() };
         anyhow::ensure!(Instant::now() < deadline, "still short after {timeout:?}: {last}");
         std::thread::sleep(Duration::from_millis(200));
     }
