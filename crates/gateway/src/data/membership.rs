@@ -112,7 +112,10 @@ pub struct DirectoryStatus {
 enum Admission {
     /// Yes (its units may still be being checked: its stripes count short meanwhile).
     Serve,
-    /// No: it answers with a directory the cluster must not take, or its identity could not be read.
+    /// Not known yet (its identity or the cluster's could not be read, or its check not recorded):
+    /// its state stays as it is, and the next round asks again.
+    Later,
+    /// No: it answers with a directory the cluster must not take.
     Refuse,
 }
 
@@ -282,6 +285,7 @@ impl Membership {
                 None => None,
             };
             let answered = answered.is_some();
+            let answered = answered && admission != Some(Admission::Later);
             let result = if admission == Some(Admission::Refuse) {
                 if node.state == NodeState::Up {
                     round.marked_down.push(node.id);
@@ -358,14 +362,14 @@ impl Membership {
             Ok(identity) => identity,
             Err(error) => {
                 tracing::debug!(node = %node.id, %error, "node identity not read; asked again next round");
-                return Admission::Refuse;
+                return Admission::Later;
             }
         };
         let cluster_id = match self.cluster_id().await {
             Ok(cluster_id) => cluster_id,
             Err(error) => {
                 tracing::warn!(node = %node.id, %error, "cluster id not read; the node is admitted later");
-                return Admission::Refuse;
+                return Admission::Later;
             }
         };
         // Read again: the round's copy may predate a check that ended meanwhile.
@@ -373,7 +377,7 @@ impl Membership {
             Ok(fresh) => fresh,
             Err(error) => {
                 tracing::warn!(node = %node.id, %error, "node record not read; the node is admitted later");
-                return Admission::Refuse;
+                return Admission::Later;
             }
         };
         if super::lock(&directories.checking).contains(&node.id) {
@@ -410,9 +414,9 @@ impl Membership {
         let meta = self.cluster.meta();
         if let Err(error) = meta.set_node_checking(node.id, now_ms).await {
             tracing::warn!(node = %node.id, %error, "could not record the node's check; tried again next round");
-            return Admission::Refuse;
+            return Admission::Later;
         }
-        let Ok(cluster_id) = self.cluster_id().await.map(str::to_string) else { return Admission::Refuse };
+        let Ok(cluster_id) = self.cluster_id().await.map(str::to_string) else { return Admission::Later };
         super::lock(&self.directories.checking).insert(node.id);
         tracing::warn!(node = %node.id, ?state, "node answers with another directory than the admitted one; checking its units");
         let (cluster, directories, node) = (Arc::clone(&self.cluster), Arc::clone(&self.directories), node.clone());
