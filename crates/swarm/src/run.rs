@@ -543,9 +543,7 @@ async fn quiesce_and_check(
 /// Undoes what lasts (the schedule undid it already: anything left is counted), restarts what is
 /// down and waits (bounded) until the statuses show a whole cluster ([`whole`]).
 fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
-    if cluster.metadata_damaged() {
-        rebuild_metadata(cluster, shared)?;
-    }
+    let damaged = cluster.metadata_damaged();
     for what in cluster.undo_all_and_restart()? {
         *shared
             .report
@@ -554,6 +552,10 @@ fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow:
             .faults_changed
             .entry(format!("{what}: left to the quiesce"))
             .or_default() += 1;
+    }
+    // With every node back, so that the rebuild sees every unit.
+    if damaged {
+        rebuild_metadata(cluster, shared)?;
     }
     let since_ms = unix_now_ms();
     wait_for_status(cluster, timeout, |statuses| whole(statuses, since_ms))
