@@ -543,7 +543,6 @@ async fn quiesce_and_check(
 /// Undoes what lasts (the schedule undid it already: anything left is counted), restarts what is
 /// down and waits (bounded) until the statuses show a whole cluster ([`whole`]).
 fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
-    let damaged = cluster.metadata_damaged();
     for what in cluster.undo_all_and_restart()? {
         *shared
             .report
@@ -554,7 +553,7 @@ fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow:
             .or_default() += 1;
     }
     // With every node back, so that the rebuild sees every unit.
-    if damaged {
+    if cluster.metadata_damaged() {
         rebuild_metadata(cluster, shared)?;
     }
     let since_ms = unix_now_ms();
