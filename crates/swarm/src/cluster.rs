@@ -252,13 +252,15 @@ impl Cluster {
         Ok(())
     }
 
-    /// Damages one record of the embedded metadata store (`lowtail up` only): the gateway is
-    /// killed, one hex digit of the `pick`-th object record's ETag in `meta.redb` changed, and the
-    /// gateway started again. The record fails its checksum from then on; `lowtail admin meta
-    /// rebuild` ([`Cluster::rebuild_metadata`]) undoes it.
+    /// Damages one record of the embedded metadata store (`lowtail up` only): the cluster is
+    /// stopped as Ctrl-C stops it (a store closed cleanly: one closed by a crash is checked page by
+    /// page when it opens, and a damaged page then refuses the start, which is the other case),
+    /// one hex digit of the `pick`-th object record's ETag in `meta.redb` changed, and the cluster
+    /// started again. The record fails its checksum from then on; `lowtail admin meta rebuild`
+    /// ([`Cluster::rebuild_metadata`]) undoes it.
     pub fn damage_metadata(&mut self, pick: u64) -> anyhow::Result<Vec<String>> {
         let file = self.meta_file()?;
-        self.kill_gateway(0);
+        self.stop();
         let damaged = flip_an_etag_digit(&file, pick);
         let restarted = self.restart_gateway(0)?;
         damaged?;
