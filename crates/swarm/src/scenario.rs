@@ -362,6 +362,13 @@ pub struct SoakReport {
     pub live_heap_kib: Vec<(u64, u64)>,
     /// The live heap's last minute mean over its first after the warm-up.
     pub live_heap_trend: f64,
+    /// The RSS's least-squares line over every sample after the warm-up: its value at the end over
+    /// its value at the warm-up's end. Single minutes swing by ±10 % (a metadata snapshot every
+    /// 5 minutes, seals, reads in flight), so the minute means' ratio is noisy; the line is not, and
+    /// a steady growth still shows in it.
+    pub rss_fit_trend: f64,
+    /// The same line's ratio for the live heap.
+    pub live_heap_fit_trend: f64,
 }
 
 /// `clients` clients put and get objects for `minutes`; the gateway's RSS is sampled.
@@ -418,6 +425,7 @@ pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes:
     let (first, last) = first_and_last(&rss_kib);
     let cache = first_and_last(&meta_cache_kib);
     let live = first_and_last(&live_heap_kib);
+    let (rss_fit_trend, live_heap_fit_trend) = (fit_trend(&rss_kib, warmup_s), fit_trend(&live_heap_kib, warmup_s));
     Ok(SoakReport {
         requests: requests.load(Ordering::Relaxed),
         failed: failed.load(Ordering::Relaxed),
@@ -430,8 +438,27 @@ pub fn soak(settings: &ScenarioSettings, minutes: u64, warmup_s: u64, max_bytes:
         meta_cache_first_last_minute_mean_kib: cache,
         rss_less_meta_cache_trend: (last - cache.1) / (first - cache.0),
         live_heap_trend: live.1 / live.0,
+        rss_fit_trend,
+        live_heap_fit_trend,
         live_heap_kib,
     })
+}
+
+/// The least-squares line through the samples of `series` from `from_s` on: its value at the last
+/// sample over its value at `from_s` (NaN with fewer than two samples).
+pub fn fit_trend(series: &[(u64, u64)], from_s: u64) -> f64 {
+    let points: Vec<(f64, f64)> =
+        series.iter().filter(|(at, _)| *at >= from_s).map(|&(at, kib)| (at as f64, kib as f64)).collect();
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return f64::NAN;
+    }
+    let (mean_x, mean_y) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+    let covariance: f64 = points.iter().map(|(x, y)| (x - mean_x) * (y - mean_y)).sum();
+    let variance: f64 = points.iter().map(|(x, _)| (x - mean_x).powi(2)).sum();
+    let slope = covariance / variance;
+    let at = |x: f64| mean_y + slope * (x - mean_x);
+    at(points[points.len() - 1].0) / at(from_s as f64)
 }
 
 /// The mean of the samples of `series` taken in the minute from `from_s`.
@@ -480,4 +507,18 @@ fn resident_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).ok_or_else(|| anyhow::anyhow!("no VmRSS"))?;
     Ok(line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_flat_series_that_swings_fits_flat_and_a_growing_one_does_not() {
+        let swinging: Vec<(u64, u64)> = (0..720).map(|i| (i * 5, if i % 7 == 0 { 130 } else { 100 })).collect();
+        let flat = super::fit_trend(&swinging, 900);
+        assert!((0.97..1.03).contains(&flat), "{flat}");
+        let growing: Vec<(u64, u64)> = (0..720).map(|i| (i * 5, 100 + i / 10)).collect();
+        let trend = super::fit_trend(&growing, 900);
+        assert!(trend > 1.3, "{trend}");
+        assert!(super::fit_trend(&[(1000, 5)], 900).is_nan());
+    }
 }
