@@ -35,8 +35,7 @@ async fn batch_get_reads_objects_of_every_layout_in_one_signed_request() {
     let up_toml = temp.path().join("up.toml");
     // Plain GETs a second apart count as one request (the mover's statistics, checked below); a
     // hint's window wide enough that three threads' GETs meet in it on a loaded machine.
-    let config =
-        "coaccess_gap_ms = 1000\nbatch_window_ms = 300\n\n[controller]\nmax_records = 100000\n\n[controller.access]\nextra_reads = 1\n";
+    let config = "coaccess_gap_ms = 1000\nbatch_window_ms = 300\n\n[controller]\nmax_records = 100000\n\n[controller.access]\nextra_reads = 1\n";
     std::fs::write(&up_toml, config).unwrap();
     let mut up = start_up_with(
         &dir,
