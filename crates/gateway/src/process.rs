@@ -326,6 +326,8 @@ pub struct RunningGateway {
     controller: Arc<Controller>,
     status: StatusSources,
     stripe_gc_task: Option<BackgroundTask>,
+    /// Checks what references the stripes repair finds unreadable.
+    unreadable_task: BackgroundTask,
     snapshot_task: Option<BackgroundTask>,
     upload_expiry_task: Option<BackgroundTask>,
     stop_s3: oneshot::Sender<()>,
@@ -367,7 +369,8 @@ impl RunningGateway {
         if let Some(server) = self.http_server {
             let _ = server.await;
         }
-        for task in [self.stripe_gc_task, self.upload_expiry_task, self.snapshot_task].into_iter().flatten() {
+        let tasks = [self.stripe_gc_task, self.upload_expiry_task, self.snapshot_task, Some(self.unreadable_task)];
+        for task in tasks.into_iter().flatten() {
             task.shutdown().await;
         }
         self.data.shutdown().await;
@@ -386,6 +389,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         data.start_controller(&config.controller).map_err(|e| anyhow::anyhow!("cannot start the controller: {e}"))?;
     let stripe_gc = Arc::new(StripeCollector::new(Arc::clone(&meta), data.data.clone(), config.data.orphans.clone()));
     let stripe_gc_task = Arc::clone(&stripe_gc).spawn();
+    let unreadable_task = Arc::clone(&stripe_gc).spawn_unreadable_check(Arc::clone(&data.repair));
     let sole_gateway = matches!(config.meta, MetaConfig::Embedded { .. });
     let snapshots = crate::meta_snapshot::MetaSnapshots::new(
         Arc::clone(&meta),
@@ -492,6 +496,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         controller,
         status,
         stripe_gc_task,
+        unreadable_task,
         snapshot_task,
         upload_expiry_task,
         stop_s3,

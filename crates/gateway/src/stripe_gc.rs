@@ -34,13 +34,24 @@
 //! once (clock skew, a holder paused past its term) only repeat each other's idempotent deletes and
 //! conditional moves.
 //!
+//! **Unreadable stripes.** Repair cannot rebuild a stripe of which fewer than k units are readable;
+//! if an object references it, the object is unreadable until nodes return, but a stripe nothing
+//! references (a write whose gateway died before its commit, a release whose gateway died during
+//! its delay, that then lost more units) is garbage waiting for this collector. Every
+//! [`UNREADABLE_CHECK_INTERVAL`] (or ten times the last check's length, if longer) the collector
+//! lists the references of the stripes repair's last census found unreadable and tells repair
+//! which of them nothing references; the census counts those apart
+//! (`stripes_unreadable_unreferenced`), not under-redundant. A reference committed after the
+//! listing passed it (an object acknowledged at k that lost units before its commit) is counted
+//! at the next check. Deleting stays this collector's, after its grace.
+//!
 //! This sits above both layers (see the crate documentation): it reads the S3 layer's records
 //! (objects, uploads, parts) and deletes through the data path ([`ErasureData::delete_stripe`]).
 //! Owns: the per-gateway list of candidate stripes and the decision rule ([`judge`]). Must not:
 //! write object or upload records, delete a stripe that is open (the packer's), or delete after an
 //! incomplete listing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,6 +62,7 @@ use serde::Serialize;
 use crate::data::erasure::ErasureData;
 use crate::data::lease::LeaseClaims;
 use crate::data::membership::{BackgroundTask, unix_now_ms};
+use crate::data::repair::RepairService;
 use crate::data::{DataError, ObjectData, OrphanConfig, lock, meta_error};
 
 /// Stripe records read per page.
@@ -70,6 +82,11 @@ pub const LEASE_NAME: &str = "stripe-gc";
 /// A lease's term, in scan intervals: the holder keeps it through one late round, and a stopped
 /// holder is replaced within this many intervals of its last scan.
 pub const LEASE_SCANS: u64 = 3;
+/// How often the references of the stripes repair found unreadable are checked, at most.
+pub const UNREADABLE_CHECK_INTERVAL: Duration = Duration::from_secs(15);
+/// A check waits this many times the last check's length, so that a large store's listing
+/// takes at most a tenth of the time.
+const UNREADABLE_CHECK_SPACING: u32 = 10;
 
 /// What to do with an unreferenced stripe judged now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,6 +232,8 @@ pub struct StripeCollector {
     bytes_deleted: AtomicU64,
     objects_moved: AtomicU64,
     bytes_moved: AtomicU64,
+    /// The unreadable stripes last found (referenced, unreferenced), logged when they change.
+    unreadable_logged: Mutex<(usize, usize)>,
 }
 
 impl std::fmt::Debug for StripeCollector {
@@ -241,6 +260,7 @@ impl StripeCollector {
             bytes_deleted: AtomicU64::new(0),
             objects_moved: AtomicU64::new(0),
             bytes_moved: AtomicU64::new(0),
+            unreadable_logged: Mutex::new((0, 0)),
         }
     }
 
@@ -276,6 +296,74 @@ impl StripeCollector {
                 }
             }
         }))
+    }
+
+    /// Checks the references of the stripes `repair` finds unreadable, every
+    /// [`UNREADABLE_CHECK_INTERVAL`] at most, until the returned task is stopped. Runs on every
+    /// gateway: only the repair lease's holder takes censuses, so only it has stripes to check.
+    pub fn spawn_unreadable_check(self: Arc<Self>, repair: Arc<RepairService>) -> BackgroundTask {
+        let next_check = Arc::new(Mutex::new(Instant::now()));
+        BackgroundTask::periodic("unreadable-check", Duration::from_secs(1), move || {
+            let (collector, repair, next_check) = (Arc::clone(&self), Arc::clone(&repair), Arc::clone(&next_check));
+            async move {
+                if Instant::now() < *lock(&next_check) {
+                    return;
+                }
+                let started = Instant::now();
+                if let Err(error) = collector.check_unreadable(&repair).await {
+                    tracing::warn!(%error, "the unreadable stripes' references were not checked; tried again later");
+                }
+                let spacing = started.elapsed() * UNREADABLE_CHECK_SPACING;
+                *lock(&next_check) = Instant::now() + UNREADABLE_CHECK_INTERVAL.max(spacing);
+            }
+        })
+    }
+
+    /// One check: which of the stripes `repair`'s last census found unreadable nothing references
+    /// now, told to `repair`. A metadata error tells nothing (the last check's answer stands).
+    pub async fn check_unreadable(&self, repair: &RepairService) -> Result<(), DataError> {
+        let ids = repair.unreadable_stripes();
+        let checked_at_ms = unix_now_ms();
+        let referenced = if ids.is_empty() { BTreeSet::new() } else { self.referenced(&ids).await? };
+        let unreferenced: BTreeSet<StripeId> = ids.iter().filter(|id| !referenced.contains(id)).copied().collect();
+        let counts = (referenced.len(), unreferenced.len());
+        if std::mem::replace(&mut *lock(&self.unreadable_logged), counts) != counts {
+            if let Some(first) = referenced.first() {
+                tracing::error!(
+                    stripes = referenced.len(),
+                    %first,
+                    "stripes too few of whose units are readable hold objects: those objects cannot be read until nodes holding their units return"
+                );
+            }
+            if let Some(first) = unreferenced.first() {
+                tracing::info!(
+                    stripes = unreferenced.len(),
+                    %first,
+                    "unreadable stripes that nothing references: garbage, left to the unreferenced-stripe collector"
+                );
+            }
+        }
+        repair.note_unreferenced(unreferenced, checked_at_ms);
+        Ok(())
+    }
+
+    /// Which of `ids` an object, an upload part or a metadata snapshot references now (one
+    /// listing of every reference).
+    pub async fn referenced(&self, ids: &[StripeId]) -> Result<BTreeSet<StripeId>, DataError> {
+        let mut window = Window { ids: ids.to_vec(), ..Window::default() };
+        window.ids.sort();
+        window.ids.dedup();
+        window.versions = vec![0; window.ids.len()];
+        window.packed_bytes = vec![0; window.ids.len()];
+        window.size_marks();
+        self.mark_references(&mut window).await?;
+        Ok(window
+            .ids
+            .iter()
+            .zip(&window.referenced)
+            .filter(|(_, referenced)| **referenced)
+            .map(|(id, _)| *id)
+            .collect())
     }
 
     /// One round of the collector: claims the lease (wall clock `unix_ms()`, read at each claim)

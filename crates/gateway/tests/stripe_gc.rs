@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
+use gateway::data::repair::RepairService;
 use gateway::data::{DataError, ErasureData, ObjectData, OrphanConfig};
 use gateway::stripe_gc::StripeCollector;
 use meta::{BucketMeta, Layout, MetaError, MetaStore, ObjectMeta, PartMeta, StripeId, UploadMeta};
@@ -304,4 +305,71 @@ async fn one_gateway_scans_at_a_time_and_another_takes_over_when_its_lease_lapse
     let status = a.status();
     assert_eq!((status.scans, status.scans_skipped, status.candidates), (2, 1, 0), "a dropped its candidates");
     assert_eq!(status.lease_holder.as_deref(), Some("gateway-b"));
+}
+
+/// Loses units 0..4 of `stripe` (their files deleted, recorded missing): 5 of 9 are left, too few
+/// to read or rebuild from.
+async fn lose_four_units(cluster: &TestCluster, stripe: StripeId) {
+    let mut record = cluster.meta.get_stripe(stripe).await.unwrap();
+    for unit in 0..4u16 {
+        let node = record.placement[usize::from(unit)];
+        cluster.client(node.0 as usize).await.delete_unit(stripe.0, unit).await.unwrap();
+    }
+    record.missing_units = vec![0, 1, 2, 3];
+    record.degraded_since_ms = Some(1);
+    cluster.meta.update_stripe(stripe, record.version, record).await.unwrap();
+}
+
+/// A stripe too few of whose units are readable is counted under-redundant when an object
+/// references it (its object is unreadable) and apart, as garbage, when nothing does (a write whose
+/// commit never came); a reference that appears later is counted at the next check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_stripe_nothing_references_is_garbage_not_under_redundant() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let meta = Arc::clone(&cluster.meta);
+    let data = ErasureData::new(config.clone(), Arc::clone(&meta)).await.unwrap();
+    meta.create_bucket(BucketMeta {
+        name: BUCKET.into(),
+        created_ms: 1,
+        region: None,
+        owner: None,
+        write_ack: meta::WriteAck::All,
+        class: None,
+    })
+    .await
+    .unwrap();
+    let kept = pattern(1 << 20, 1);
+    let kept_layout = data.write(kept.clone()).await.unwrap().layout;
+    commit(meta.as_ref(), "kept", &kept, &kept_layout).await;
+    let uncommitted = pattern(1 << 20, 2);
+    let uncommitted_layout = data.write(uncommitted.clone()).await.unwrap().layout;
+    lose_four_units(&cluster, only_stripe(&kept_layout)).await;
+    lose_four_units(&cluster, only_stripe(&uncommitted_layout)).await;
+
+    let repair = Arc::new(RepairService::new(Arc::clone(data.io()), config.repair.clone()));
+    let collector = StripeCollector::new(Arc::clone(&meta), data.clone(), config.orphans.clone());
+    let census = |repair: &RepairService| repair.status().census.expect("a census");
+    repair.scan().await.unwrap();
+    let before = census(&repair);
+    assert_eq!((before.stripes_under_redundant, before.stripes_unreadable_unreferenced), (2, 0), "{before:?}");
+    assert_eq!(before.unreferenced_checked_at_ms, None);
+    assert_eq!(repair.unreadable_stripes().len(), 2);
+
+    collector.check_unreadable(&repair).await.unwrap();
+    repair.scan().await.unwrap();
+    let checked = census(&repair);
+    assert_eq!((checked.stripes_under_redundant, checked.stripes_unreadable_unreferenced), (1, 1), "{checked:?}");
+    assert!(checked.unreferenced_checked_at_ms.is_some());
+    let blocked: u64 = repair.status().blocked.iter().map(|b| b.stripes).sum();
+    assert_eq!(blocked, 1, "garbage holds nothing up: {:?}", repair.status().blocked);
+
+    // Committed late: the next check counts it as an unreadable object's stripe again.
+    commit(meta.as_ref(), "late", &uncommitted, &uncommitted_layout).await;
+    collector.check_unreadable(&repair).await.unwrap();
+    repair.scan().await.unwrap();
+    let late = census(&repair);
+    assert_eq!((late.stripes_under_redundant, late.stripes_unreadable_unreferenced), (2, 0), "{late:?}");
+    cluster.shutdown().await;
 }

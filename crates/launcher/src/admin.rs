@@ -309,6 +309,12 @@ fn render_redundancy(repair: &Value, nodes: &[Value], now_ms: u64) -> String {
                 text.push_str(&format!("  {on_down} with units on nodes that are not Up\n"));
             }
         }
+        let garbage = census["stripes_unreadable_unreferenced"].as_u64().unwrap_or(0);
+        if garbage > 0 {
+            text.push_str(&format!(
+                "  and {garbage} unreadable stripes that nothing references: garbage the unreferenced-stripe collector deletes\n"
+            ));
+        }
     }
     for node in nodes.iter().filter(|n| n["state"] == "Down") {
         let since = node["down_since_ms"].as_u64().map(|ms| format!(" since {}", when(ms, now_ms))).unwrap_or_default();
@@ -454,6 +460,12 @@ mod tests {
         let whole =
             serde_json::json!({"nodes": [], "repair": {"census": {"stripes_under_redundant": 0, "counted_at_ms": 0}}});
         assert!(render_status(&whole).unwrap().contains("every stripe has all its units"));
+        assert!(!render_status(&whole).unwrap().contains("garbage"));
+        let garbage = serde_json::json!({"nodes": [], "repair": {"census": {"stripes_under_redundant": 0,
+            "counted_at_ms": 0, "stripes_unreadable_unreferenced": 2}}});
+        let text_garbage = render_status(&garbage).unwrap();
+        assert!(text_garbage.contains("every stripe has all its units"), "{text_garbage}");
+        assert!(text_garbage.contains("and 2 unreadable stripes that nothing references: garbage"), "{text_garbage}");
         let other = serde_json::json!({"nodes": [], "repair": {"census": null, "lease_holder": "gw-2"}});
         assert!(render_status(&other).unwrap().contains("gateway gw-2: ask it"));
         assert!(text.contains("orphans:\n  units_deleted: 2"), "{text}");

@@ -64,6 +64,9 @@ const BLOCKED_RETRY: Duration = Duration::from_secs(30);
 const NODE_RECHECK: Duration = Duration::from_secs(1);
 /// A cause of failure still present is logged again after this long.
 const LOG_AGAIN_AFTER: Duration = Duration::from_secs(60);
+/// Most unreadable stripes a census hands to the reference check (8 bytes each); the rest count
+/// under-redundant until a later census.
+pub const MAX_UNREADABLE: usize = 100_000;
 
 /// Why a stripe's repair could not progress; the unit of grouping in logs and status.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -135,6 +138,14 @@ pub struct Census {
     pub counted_at_ms: u64,
     /// Whether every such stripe was counted (false when a scan hit its limit or an error).
     pub complete: bool,
+    /// Stripes too few of whose units are readable that no object, upload part or metadata
+    /// snapshot referenced at the last check (`unreferenced_checked_at_ms`): garbage the
+    /// unreferenced-stripe collector deletes, not counted under-redundant (they hold nothing
+    /// acknowledged). Left by a write whose gateway died before its commit, or a release whose
+    /// gateway died during its delay, once more units were lost.
+    pub stripes_unreadable_unreferenced: u64,
+    /// When the references of the unreadable stripes were last checked (unix ms).
+    pub unreferenced_checked_at_ms: Option<u64>,
 }
 
 /// A Down node within the grace period.
@@ -260,6 +271,23 @@ struct Pending {
     recorded: bool,
 }
 
+/// The stripes repair found too few units readable of, and which of them nothing references.
+#[derive(Debug, Default)]
+struct Unreadable {
+    /// Blocked by [`Blocker::TooFewReadable`] at the last census (at most [`MAX_UNREADABLE`]).
+    found: BTreeSet<StripeId>,
+    /// Of the stripes last checked, those nothing referenced ([`RepairService::note_unreferenced`]).
+    unreferenced: BTreeSet<StripeId>,
+    checked_at_ms: Option<u64>,
+}
+
+impl Unreadable {
+    /// Whether a stripe examined as `outcome` is unreadable garbage.
+    fn garbage(&self, id: &StripeId, outcome: &Outcome) -> bool {
+        matches!(outcome, Outcome::Blocked { cause: Blocker::TooFewReadable, .. }) && self.unreferenced.contains(id)
+    }
+}
+
 /// The scan's memory of blocked stripes: what the nodes looked like and when each was tried.
 #[derive(Debug, Default)]
 struct BlockedMemory {
@@ -280,6 +308,7 @@ pub struct RepairService {
     blocked: Mutex<BlockedMemory>,
     last_blocked: Mutex<Vec<BlockedStripes>>,
     census: Mutex<Option<Census>>,
+    unreadable: Mutex<Unreadable>,
     scrub: Mutex<Vec<NodeScrub>>,
     logged: Mutex<HashMap<Blocker, Instant>>,
     lease: LeaseClaims,
@@ -299,6 +328,7 @@ impl RepairService {
             blocked: Mutex::new(BlockedMemory::default()),
             last_blocked: Mutex::new(Vec::new()),
             census: Mutex::new(None),
+            unreadable: Mutex::new(Unreadable::default()),
             scrub: Mutex::new(Vec::new()),
             logged: Mutex::new(HashMap::new()),
             lease,
@@ -334,6 +364,20 @@ impl RepairService {
         }
     }
 
+    /// The stripes the last census found too few units readable of, for a check of what
+    /// references them (the layer above owns the references: objects, parts, snapshots).
+    pub fn unreadable_stripes(&self) -> Vec<StripeId> {
+        lock(&self.unreadable).found.iter().copied().collect()
+    }
+
+    /// Notes which of the unreadable stripes nothing referenced at `checked_at_ms`: the censuses
+    /// count them apart, as garbage, until the next check says otherwise.
+    pub fn note_unreferenced(&self, unreferenced: BTreeSet<StripeId>, checked_at_ms: u64) {
+        let mut unreadable = lock(&self.unreadable);
+        unreadable.unreferenced = unreferenced;
+        unreadable.checked_at_ms = Some(checked_at_ms);
+    }
+
     /// Runs scans every `scan_interval_ms` until the returned task is stopped.
     pub fn spawn(self: Arc<Self>) -> BackgroundTask {
         let interval = Duration::from_millis(self.config.scan_interval_ms);
@@ -366,6 +410,7 @@ impl RepairService {
         }
         if !held {
             *lock(&self.census) = None;
+            lock(&self.unreadable).found.clear();
             lock(&self.scrub).clear();
             return Ok(());
         }
@@ -563,23 +608,20 @@ impl RepairService {
     /// while it lasts, with the count; and once when it is gone.
     fn log_blocked(&self, outcomes: &BTreeMap<StripeId, Outcome>) {
         let mut by_cause: BTreeMap<Blocker, u64> = BTreeMap::new();
-        for outcome in outcomes.values() {
-            if let Outcome::Blocked { cause, .. } = outcome {
-                *by_cause.entry(cause.clone()).or_default() += 1;
-            }
-        }
-        let memory: Vec<(Blocker, u64)> = {
-            let blocked = lock(&self.blocked);
-            let mut waiting: BTreeMap<Blocker, u64> = BTreeMap::new();
-            for (id, (_, outcome)) in &blocked.stripes {
-                if let (false, Outcome::Blocked { cause, .. }) = (outcomes.contains_key(id), outcome) {
-                    *waiting.entry(cause.clone()).or_default() += 1;
+        {
+            // Locked in the census's order. Unreadable garbage holds nothing up.
+            let (blocked, unreadable) = (lock(&self.blocked), lock(&self.unreadable));
+            for (id, outcome) in outcomes {
+                if let (false, Outcome::Blocked { cause, .. }) = (unreadable.garbage(id, outcome), outcome) {
+                    *by_cause.entry(cause.clone()).or_default() += 1;
                 }
             }
-            waiting.into_iter().collect()
-        };
-        for (cause, count) in memory {
-            *by_cause.entry(cause).or_default() += count;
+            for (id, (_, outcome)) in &blocked.stripes {
+                let counted = outcomes.contains_key(id) || unreadable.garbage(id, outcome);
+                if let (false, Outcome::Blocked { cause, .. }) = (counted, outcome) {
+                    *by_cause.entry(cause.clone()).or_default() += 1;
+                }
+            }
         }
         let mut logged = lock(&self.logged);
         for (cause, &stripes) in &by_cause {
@@ -610,12 +652,28 @@ impl RepairService {
         complete: bool,
     ) {
         let blocked = lock(&self.blocked);
-        let mut census = Census { counted_at_ms: unix_now_ms(), complete, ..Census::default() };
+        let mut unreadable = lock(&self.unreadable);
+        let mut census = Census {
+            counted_at_ms: unix_now_ms(),
+            complete,
+            unreferenced_checked_at_ms: unreadable.checked_at_ms,
+            ..Census::default()
+        };
+        let mut found = BTreeSet::new();
         for (id, entry) in pending {
             let examined = match outcomes.get(id) {
                 Some(Outcome::Skipped) | None => blocked.stripes.get(id).map(|(_, outcome)| outcome),
                 known => known,
             };
+            if let Some(outcome @ Outcome::Blocked { cause: Blocker::TooFewReadable, .. }) = examined {
+                if found.len() < MAX_UNREADABLE {
+                    found.insert(*id);
+                }
+                if unreadable.garbage(id, outcome) {
+                    census.stripes_unreadable_unreferenced += 1;
+                    continue;
+                }
+            }
             let (short, since_ms) = match examined {
                 Some(Outcome::Whole) => (0, None),
                 Some(Outcome::Repaired { short, since_ms, .. } | Outcome::Blocked { short, since_ms, .. }) => {
@@ -645,7 +703,8 @@ impl RepairService {
                     Some(census.oldest_degraded_since_ms.map_or(since_ms, |oldest| oldest.min(since_ms)));
             }
         }
-        drop(blocked);
+        unreadable.found = found;
+        drop((blocked, unreadable));
         *lock(&self.census) = Some(census);
     }
 
