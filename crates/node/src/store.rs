@@ -215,9 +215,15 @@ fn first_generation() -> u64 {
 /// The lock file in a node's data directory (see [`lock_data_dir`]).
 pub const LOCK_FILE: &str = "lock";
 
-/// Takes the exclusive lock of `data_dir` (released when the process exits, however it exits). A
-/// second process on the same directory would delete the first one's in-flight temp files when it
-/// opens, race its renames and scrub units it is rewriting: it is refused instead.
+/// How long a node waits for its directory's lock before refusing: a node killed a moment ago holds
+/// it until its exit has closed its files, which on a loaded machine can follow the kill by more
+/// than a second (and after its command line is gone, so a launcher looking for leftovers misses it).
+pub const DIRECTORY_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Takes the exclusive lock of `data_dir` (released when the process exits, however it exits),
+/// waiting up to [`DIRECTORY_LOCK_WAIT`] for it. A second process on the same directory would
+/// delete the first one's in-flight temp files when it opens, race its renames and scrub units it
+/// is rewriting: it is refused instead.
 fn lock_data_dir(data_dir: &Path) -> Result<fs::File, NodeError> {
     let path = data_dir.join(LOCK_FILE);
     let file = fs::OpenOptions::new()
@@ -226,10 +232,16 @@ fn lock_data_dir(data_dir: &Path) -> Result<fs::File, NodeError> {
         .write(true)
         .open(&path)
         .map_err(|e| NodeError::io(&path, e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(fs::TryLockError::WouldBlock) => Err(NodeError::DirectoryInUse(data_dir.to_path_buf())),
-        Err(fs::TryLockError::Error(e)) => Err(NodeError::io(&path, e)),
+    let deadline = std::time::Instant::now() + DIRECTORY_LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(fs::TryLockError::WouldBlock) => return Err(NodeError::DirectoryInUse(data_dir.to_path_buf())),
+            Err(fs::TryLockError::Error(e)) => return Err(NodeError::io(&path, e)),
+        }
     }
 }
 
@@ -956,7 +968,12 @@ mod tests {
         assert!(error.to_string().contains("in use by another lowtail node"), "{error}");
         assert_eq!(temps(), before, "the refused open left the in-flight write's temp file alone");
         drop(staged);
+        // A store gone while the next one waits for the lock (a process still exiting): taken.
+        let dir = temp.path().to_path_buf();
+        let waiting = std::thread::spawn(move || UnitStore::open(&dir, 1 << 20).map(drop));
+        std::thread::sleep(DIRECTORY_LOCK_WAIT / 3);
         drop(store);
+        waiting.join().unwrap().expect("the lock taken once the first store is gone");
         UnitStore::open(temp.path(), 1 << 20).expect("free once the first store is gone");
     }
 

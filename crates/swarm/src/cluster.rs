@@ -177,9 +177,36 @@ impl Cluster {
 
     /// SIGKILLs node `id`, wherever it runs (started by the launcher or restarted by hand).
     pub fn kill_node(&mut self, id: u32) {
-        self.signal_node(id, libc::SIGKILL);
+        self.kill_node_pids(id);
+    }
+
+    /// SIGKILLs node `id`; the pids signalled.
+    fn kill_node_pids(&mut self, id: u32) -> Vec<u32> {
+        let pids = self.node_pids(id);
+        for &pid in &pids {
+            // SAFETY: kill(2) of a pid whose command line names this cluster's node `id`.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
         self.hung.remove(&id);
         self.reap_restarted();
+        pids
+    }
+
+    /// Waits (up to `timeout`) until every process of `pids` has exited; whether they all did. By
+    /// process state, not command line: an exiting process loses its command line before it
+    /// closes its files, so its directory's lock outlives what [`Cluster::node_pids`] sees.
+    fn wait_gone(&mut self, pids: &[u32], timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.reap_restarted();
+            if !pids.iter().any(|&pid| launcher::processes::is_alive(pid)) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Starts node `id` by hand on its data directory and config (pinned to the address it had),
@@ -242,13 +269,8 @@ impl Cluster {
     /// serves its directory.
     fn stop_node_for_good(&mut self, id: u32) -> anyhow::Result<()> {
         self.continue_node(id);
-        self.kill_node(id);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.node_pids(id).is_empty() {
-            anyhow::ensure!(Instant::now() < deadline, "node {id} did not stop after SIGKILL");
-            std::thread::sleep(Duration::from_millis(20));
-            self.reap_restarted();
-        }
+        let pids = self.kill_node_pids(id);
+        anyhow::ensure!(self.wait_gone(&pids, NODE_EXIT_TIMEOUT), "node {id} did not stop after SIGKILL");
         Ok(())
     }
 
@@ -491,8 +513,10 @@ impl Cluster {
             self.continue_node(id);
         }
         self.gateways.stop();
-        for id in 0..self.settings.nodes {
-            self.kill_node(id);
+        let pids: Vec<u32> = (0..self.settings.nodes).flat_map(|id| self.kill_node_pids(id)).collect();
+        // A start right after must find every directory's lock free.
+        if !self.wait_gone(&pids, NODE_EXIT_TIMEOUT) {
+            tracing::warn!("nodes still exiting {} s after SIGKILL", NODE_EXIT_TIMEOUT.as_secs());
         }
         for mut child in self.restarted.drain(..) {
             let _ = child.kill();
@@ -506,6 +530,9 @@ impl Drop for Cluster {
         self.stop();
     }
 }
+
+/// How long a SIGKILLed node may take to exit (a loaded machine, a process tearing down gigabytes).
+const NODE_EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a gateway gets to answer its status (one waiting on a stopped etcd may never).
 const STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

@@ -100,10 +100,19 @@ impl UpGateway {
     }
 }
 
+/// The last `lowtail: error:` line `log` gained from byte `from` on (what a start that failed said).
+fn last_error_since(log: &std::path::Path, from: u64) -> Option<String> {
+    let bytes = std::fs::read(log).ok()?;
+    let since = bytes.get(usize::try_from(from).ok()?..)?;
+    String::from_utf8_lossy(since).lines().rev().find(|line| line.starts_with("lowtail: error:")).map(str::to_string)
+}
+
 /// Starts `lowtail up` and waits until its manifest names this process.
 fn start_up(settings: &GatewaySettings, listen: &str) -> anyhow::Result<(Child, Manifest)> {
     let dir = settings.dir.join("cluster");
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(settings.dir.join("up.log"))?;
+    let log_path = settings.dir.join("up.log");
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path)?;
+    let log_start = log.metadata()?.len();
     let mut up = Command::new(&settings.lowtail)
         .arg("up")
         .arg("--config")
@@ -123,7 +132,8 @@ fn start_up(settings: &GatewaySettings, listen: &str) -> anyhow::Result<(Child, 
     let deadline = Instant::now() + UP_START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = up.try_wait() {
-            bail!("lowtail up exited ({status}) while starting; see {}", settings.dir.join("up.log").display());
+            let why = last_error_since(&log_path, log_start).unwrap_or_default();
+            bail!("lowtail up exited ({status}) while starting: {why}; see {}", log_path.display());
         }
         if let Some(manifest) = Manifest::read_served_by(&dir.join("cluster.json"), up.id()) {
             return Ok((up, manifest));
@@ -475,5 +485,24 @@ impl Gateways {
                 etcd._nodes.clear();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_start_says_the_last_error_it_logged_not_an_earlier_starts() {
+        let temp = tempfile::tempdir().unwrap();
+        let log = temp.path().join("up.log");
+        std::fs::write(&log, "lowtail: error: cannot open the metadata store in x: metadata damaged\n").unwrap();
+        let from = std::fs::metadata(&log).unwrap().len();
+        assert_eq!(last_error_since(&log, from), None, "nothing logged since");
+        let more = "WARN something\nlowtail: error: node 7 exited\nlowtail: error: node failed: in use\nINFO after\n";
+        std::fs::write(&log, format!("{}{more}", std::fs::read_to_string(&log).unwrap())).unwrap();
+        assert_eq!(last_error_since(&log, from).as_deref(), Some("lowtail: error: node failed: in use"));
+        assert!(last_error_since(&log, 0).is_some());
+        assert_eq!(last_error_since(&temp.path().join("absent"), 0), None);
     }
 }

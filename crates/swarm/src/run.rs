@@ -239,7 +239,11 @@ fn inject(faults: &[TimedFault], start: Instant, cluster: &Mutex<Cluster>, share
     for timed in faults {
         let at = start + Duration::from_millis(timed.at_ms);
         std::thread::sleep(at.saturating_duration_since(Instant::now()));
-        let done = apply(&timed.fault, &mut cluster.lock().expect("cluster lock"));
+        let done = {
+            let mut cluster = cluster.lock().expect("cluster lock");
+            let done = apply(&timed.fault, &mut cluster);
+            rebuild_if_refused(done, &mut cluster, shared)
+        };
         let label = timed.fault.label();
         let mut report = shared.report.lock().expect("report lock");
         match done {
@@ -543,7 +547,15 @@ async fn quiesce_and_check(
 /// Undoes what lasts (the schedule undid it already: anything left is counted), restarts what is
 /// down and waits (bounded) until the statuses show a whole cluster ([`whole`]).
 fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
-    for what in cluster.undo_all_and_restart()? {
+    let undone = cluster.undo_all_and_restart();
+    let undone = match rebuild_if_refused(undone, cluster, shared)? {
+        // Rebuilt: the rest of the undoing, with the gateway back.
+        rebuilt if rebuilt.iter().any(|what| what.starts_with(REFUSED)) => {
+            rebuilt.into_iter().chain(cluster.undo_all_and_restart()?).collect()
+        }
+        undone => undone,
+    };
+    for what in undone {
         *shared
             .report
             .lock()
@@ -558,6 +570,30 @@ fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow:
     }
     let since_ms = unix_now_ms();
     wait_for_status(cluster, timeout, |statuses| whole(statuses, since_ms))
+}
+
+/// What `lowtail up` says when it refuses a damaged metadata store at start.
+const DAMAGED_STORE_REFUSAL: [&str; 2] = ["cannot open the metadata store in", "metadata damaged"];
+
+/// What [`rebuild_if_refused`] says it did.
+const REFUSED: &str = "lowtail up refused its damaged metadata store at start; rebuilt from the nodes";
+
+/// When `done` failed because `lowtail up` refused to start on a damaged metadata store (a damaged
+/// record in a store then closed by a crash or a kill), the operator's answer: the store rebuilt
+/// from the nodes and the gateway started ([`rebuild_metadata`]). Any other outcome is `done`.
+fn rebuild_if_refused(
+    done: anyhow::Result<Vec<String>>,
+    cluster: &mut Cluster,
+    shared: &Shared,
+) -> anyhow::Result<Vec<String>> {
+    match done {
+        Err(error) if DAMAGED_STORE_REFUSAL.iter().all(|said| format!("{error:#}").contains(said)) => {
+            tracing::info!(%error, "lowtail up refused its damaged metadata store; rebuilding it");
+            rebuild_metadata(cluster, shared)?;
+            Ok(vec![REFUSED.to_string()])
+        }
+        done => done,
+    }
 }
 
 /// The operator's answer to damaged metadata: the store rebuilt from the nodes. What a rebuild
