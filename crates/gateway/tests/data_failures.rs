@@ -241,7 +241,13 @@ async fn unannounced_dead_nodes_are_read_around_and_noticed_by_membership() {
     assert_eq!(marked, vec![NodeId(0), NodeId(1)]);
     assert_eq!(cluster.node_info(0).await.state, NodeState::Down);
     assert_eq!(cluster.node_info(1).await.state, NodeState::Down);
-    assert_eq!(cluster.node_info(2).await.last_heartbeat_ms, 2, "answering nodes get heartbeats");
+    // Heartbeats are written once they are HEARTBEAT_REFRESH_MS old, not every round.
+    assert_eq!(cluster.node_info(2).await.last_heartbeat_ms, 0, "too soon for a heartbeat");
+    let refresh_ms = gateway::data::membership::HEARTBEAT_REFRESH_MS;
+    membership.probe_round(refresh_ms).await.unwrap();
+    assert_eq!(cluster.node_info(2).await.last_heartbeat_ms, refresh_ms, "answering nodes get heartbeats");
+    membership.probe_round(refresh_ms + 5).await.unwrap();
+    assert_eq!(cluster.node_info(2).await.last_heartbeat_ms, refresh_ms, "and not again before the next refresh");
     assert_readable(&data, &objects, "two Down").await;
     cluster.shutdown().await;
 }

@@ -1,5 +1,6 @@
 //! Membership: node registration (for `lowtail up`) and the failure detector, a background task
-//! that probes every registered node each interval, records heartbeats, marks a node Down after
+//! that probes every registered node each interval (recording a round's changes together, so they
+//! share group commits), refreshes heartbeats every 10 s, marks a node Down after
 //! `down_after_probes` consecutive failed probes and Up again when it answers. Several gateways may
 //! run it at once: every update is an idempotent set of the same state. It also tells each node
 //! how to serve the latency classes (`[classes] scheduling`, with the shares a read policy solved
@@ -129,6 +130,20 @@ pub struct ProbeRound {
     /// Nodes marked Up again in this round.
     pub marked_up: Vec<NodeId>,
 }
+
+/// What recording one node's probe did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recorded {
+    /// It answered (and may serve); `marked_up` when it was Down and is Up now.
+    Answered { marked_up: bool },
+    /// It was Up and is Down now (missed its probes, or its directory was refused).
+    MarkedDown,
+    /// No change.
+    Nothing,
+}
+
+/// How often an answering node's `last_heartbeat_ms` is written (a state change writes at once).
+pub const HEARTBEAT_REFRESH_MS: u64 = 10_000;
 
 impl Membership {
     /// A failure detector over `cluster`'s nodes.
@@ -263,64 +278,83 @@ impl Membership {
             .into_iter()
             .filter(|n| matches!(n.state, NodeState::Up | NodeState::Down))
             .collect();
-        let mut probes: FuturesUnordered<_> =
+        let probes: FuturesUnordered<_> =
             nodes.iter().map(|node| async move { (node, self.probe(node, interval).await) }).collect();
-        let mut round = ProbeRound::default();
-        let meta = self.cluster.meta();
         self.at(format!("probing {} nodes", nodes.len()));
-        while let Some((node, answered)) = probes.next().await {
-            self.at(format!("recording node {}'s probe ({} probes pending)", node.id, probes.len()));
-            let misses = {
-                let mut misses = super::lock(&self.misses);
-                let count = misses.entry(node.id).or_insert(0);
-                *count = if answered.is_some() { 0 } else { count.saturating_add(1) };
-                *count
-            };
-            if answered.is_none() {
-                // It may come back restarted, with the default scheduling: tell it again then.
-                super::lock(&self.scheduled).remove(&node.id);
-            }
-            let admission = match &answered {
-                Some((sighting, client)) => Some(self.admit(node, *sighting, client, now_ms).await),
-                None => None,
-            };
-            let answered = answered.is_some();
-            let answered = answered && admission != Some(Admission::Later);
-            let result = if admission == Some(Admission::Refuse) {
-                if node.state == NodeState::Up {
-                    round.marked_down.push(node.id);
-                    metrics::counter!("lowtail_gateway_nodes_marked_down_total").increment(1);
-                    meta.set_node_state(node.id, NodeState::Down, now_ms).await.map(|_| ())
-                } else {
-                    Ok(())
+        let answers: Vec<_> = probes.collect().await;
+        // Recorded together, so that the metadata writes share group commits: one slow commit
+        // (an fsync behind a busy disk) delays the round once, not once per node.
+        self.at(format!("recording {} probes", answers.len()));
+        let recorded = answers.iter().map(|(node, answered)| self.record(node, answered.as_ref(), now_ms));
+        let mut round = ProbeRound::default();
+        for ((node, _), change) in answers.iter().zip(futures_util::future::join_all(recorded).await) {
+            match change {
+                Recorded::Answered { marked_up } => {
+                    round.answered.push(node.id);
+                    if marked_up {
+                        round.marked_up.push(node.id);
+                    }
                 }
-            } else if answered {
-                round.answered.push(node.id);
-                let beat = meta.heartbeat(node.id, now_ms).await;
-                if beat.is_ok() && node.state == NodeState::Down {
-                    tracing::info!(node = %node.id, "node answers again; marking it Up");
-                    round.marked_up.push(node.id);
-                    metrics::counter!("lowtail_gateway_nodes_marked_up_total").increment(1);
-                    meta.set_node_state(node.id, NodeState::Up, now_ms).await.map(|_| ())
-                } else {
-                    beat.map(|_| ())
-                }
-            } else if misses >= self.config.down_after_probes && node.state == NodeState::Up {
-                tracing::warn!(node = %node.id, misses, "node missed its probes; marking it Down");
-                round.marked_down.push(node.id);
-                metrics::counter!("lowtail_gateway_nodes_marked_down_total").increment(1);
-                // A reconnect after the node returns starts from a fresh connection.
-                self.cluster.forget(node.id);
-                meta.set_node_state(node.id, NodeState::Down, now_ms).await.map(|_| ())
-            } else {
-                Ok(())
-            };
-            if let Err(error) = result {
-                tracing::warn!(node = %node.id, %error, "could not record membership change");
+                Recorded::MarkedDown => round.marked_down.push(node.id),
+                Recorded::Nothing => {}
             }
-            self.at(format!("probing ({} probes pending)", probes.len()));
         }
         Ok(round)
+    }
+
+    /// Records one node's probe (`answered`: its sighting and a client, if it answered): its
+    /// misses, its admission, and the state change or heartbeat that follows.
+    async fn record(&self, node: &NodeInfo, answered: Option<&(Sighting, node::NodeClient)>, now_ms: u64) -> Recorded {
+        let meta = self.cluster.meta();
+        let misses = {
+            let mut misses = super::lock(&self.misses);
+            let count = misses.entry(node.id).or_insert(0);
+            *count = if answered.is_some() { 0 } else { count.saturating_add(1) };
+            *count
+        };
+        if answered.is_none() {
+            // It may come back restarted, with the default scheduling: tell it again then.
+            super::lock(&self.scheduled).remove(&node.id);
+        }
+        let admission = match answered {
+            Some((sighting, client)) => Some(self.admit(node, *sighting, client, now_ms).await),
+            None => None,
+        };
+        let answered = answered.is_some() && admission != Some(Admission::Later);
+        let (recorded, result) = if admission == Some(Admission::Refuse) {
+            if node.state == NodeState::Up {
+                metrics::counter!("lowtail_gateway_nodes_marked_down_total").increment(1);
+                (Recorded::MarkedDown, meta.set_node_state(node.id, NodeState::Down, now_ms).await.map(|_| ()))
+            } else {
+                (Recorded::Nothing, Ok(()))
+            }
+        } else if answered && node.state == NodeState::Down {
+            tracing::info!(node = %node.id, "node answers again; marking it Up");
+            metrics::counter!("lowtail_gateway_nodes_marked_up_total").increment(1);
+            let marked = match meta.heartbeat(node.id, now_ms).await {
+                Ok(_) => meta.set_node_state(node.id, NodeState::Up, now_ms).await.map(|_| ()),
+                Err(error) => Err(error),
+            };
+            (Recorded::Answered { marked_up: marked.is_ok() }, marked)
+        } else if answered {
+            // Refreshed every HEARTBEAT_REFRESH_MS, not every round: a metadata write per node
+            // per round is most of a quiet cluster's metadata writes.
+            let due = now_ms.saturating_sub(node.last_heartbeat_ms) >= HEARTBEAT_REFRESH_MS;
+            let beat = if due { meta.heartbeat(node.id, now_ms).await.map(|_| ()) } else { Ok(()) };
+            (Recorded::Answered { marked_up: false }, beat)
+        } else if misses >= self.config.down_after_probes && node.state == NodeState::Up {
+            tracing::warn!(node = %node.id, misses, "node missed its probes; marking it Down");
+            metrics::counter!("lowtail_gateway_nodes_marked_down_total").increment(1);
+            // A reconnect after the node returns starts from a fresh connection.
+            self.cluster.forget(node.id);
+            (Recorded::MarkedDown, meta.set_node_state(node.id, NodeState::Down, now_ms).await.map(|_| ()))
+        } else {
+            (Recorded::Nothing, Ok(()))
+        };
+        if let Err(error) = result {
+            tracing::warn!(node = %node.id, %error, "could not record membership change");
+        }
+        recorded
     }
 
     /// Probes `node` (connecting and the probe each limited to `interval`), recording its rates and
