@@ -674,7 +674,7 @@ fn whole(statuses: &[serde_json::Value], scrubbed_since_ms: u64) -> Option<Strin
         if let Some(node) = nodes.iter().find(|n| n["state"] != "Up") {
             return Some(format!("node {} is {}{at}", node["id"], node["state"]));
         }
-        if status["packed"]["unsealed_stripes"].as_u64().unwrap_or(0) > 0 {
+        if status["packed"]["unsealed_stripes"].as_u64().unwrap_or(0) > 0 || status["packed"]["busy"] == true {
             return Some(format!("packed stripes waiting to be sealed{at}"));
         }
     }

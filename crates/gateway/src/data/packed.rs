@@ -177,7 +177,16 @@ pub struct PackedStatus {
     pub open_objects: u64,
     /// Stripes closed for appends and not yet sealed (sealing or waiting for a retry).
     pub unsealed_stripes: usize,
+    /// The packer stayed busy (opening a stripe: a metadata write) past [`STATUS_WAIT`]: the
+    /// counts are the last ones read, and unsealed stripes may be more.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
 }
+
+/// How long a status waits for the packer's state before answering with the last counts: a
+/// status must answer while a metadata write is slow (`lowtail admin status` is what an operator
+/// looks at then).
+pub const STATUS_WAIT: Duration = Duration::from_secs(1);
 
 /// The packer of one gateway. Shared by `Arc`; its background tick seals stripes on time.
 pub struct Packer {
@@ -186,6 +195,8 @@ pub struct Packer {
     code: Arc<dyn ErasureCode>,
     code_name: String,
     state: Mutex<PackerState>,
+    /// The last status read (answered when the state is busy past [`STATUS_WAIT`]).
+    last_status: std::sync::Mutex<PackedStatus>,
     me: Weak<Packer>,
 }
 
@@ -211,6 +222,7 @@ impl Packer {
                 unrecovered: Vec::new(),
                 retry_unrecovered_at: None,
             }),
+            last_status: std::sync::Mutex::new(PackedStatus::default()),
             me: me.clone(),
         })
     }
@@ -227,12 +239,18 @@ impl Packer {
 
     /// Current status.
     pub async fn status(&self) -> PackedStatus {
-        let state = self.state.lock().await;
-        PackedStatus {
+        let Ok(state) = tokio::time::timeout(STATUS_WAIT, self.state.lock()).await else {
+            return PackedStatus { busy: true, ..super::lock(&self.last_status).clone() };
+        };
+        let status = PackedStatus {
             open_bytes: state.open.as_ref().map_or(0, |o| o.units.iter().map(|u| u.len() as u64).sum()),
             open_objects: state.open.as_ref().map_or(0, |o| o.replicas.len() as u64),
             unsealed_stripes: state.unsealed.len() + state.sealing + state.unrecovered.len(),
-        }
+            busy: false,
+        };
+        drop(state);
+        *super::lock(&self.last_status) = status.clone();
+        status
     }
 
     /// Packs `body` (at most `packed.max_object_bytes`; an empty one takes no room but is described
@@ -848,5 +866,34 @@ impl Packer {
             }
         }
         Ok((node.clone(), seqs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::DataConfig;
+    use crate::data::cluster::NodeConnections;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_status_answers_with_the_last_counts_while_the_packer_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta: Arc<dyn meta::MetaStore> = Arc::new(meta::RedbStore::open(dir.path()).unwrap());
+        let config = DataConfig::default();
+        let cluster = Arc::new(NodeConnections::new(meta, "secret", Duration::from_secs(1), config.node_transport));
+        let code_name = config.code_spec().unwrap().to_string();
+        let io = Arc::new(StripeIo::new(cluster, config));
+        let code = io.code(&code_name).unwrap();
+        let packer = Packer::new(Arc::clone(&io), Arc::new(Reads::new(Arc::clone(&io))), code, code_name);
+        let idle = packer.status().await;
+        assert!(!idle.busy && idle.unsealed_stripes == 0, "{idle:?}");
+        // Held as opening a stripe holds it across a metadata write.
+        let held = packer.state.lock().await;
+        let asked = tokio::time::Instant::now();
+        let busy = packer.status().await;
+        assert!(busy.busy, "{busy:?}");
+        assert_eq!(asked.elapsed(), STATUS_WAIT, "answered once the wait ran out");
+        drop(held);
+        assert!(!packer.status().await.busy);
     }
 }
