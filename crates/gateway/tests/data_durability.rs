@@ -421,3 +421,37 @@ async fn a_node_with_a_new_disk_is_refilled_before_its_stripes_count() {
     assert_readable(&data, &objects, "three more down after the refill").await;
     cluster.shutdown().await;
 }
+
+/// A node's check compares its listing with the stripe records read after it: a stripe written
+/// between the two has units the listing lacks, and they are looked up again before anything is
+/// recorded missing; a unit truly gone is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_does_not_take_units_written_after_its_listing_for_lost() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let client = cluster.client(0).await;
+    let listed = gateway::data::reconcile::list_units(&client, true).await.unwrap();
+    let body = pattern(1 << 20, 7);
+    let layout = data.write(body.clone()).await.unwrap().layout;
+    let Layout::Striped { segments } = &layout else { panic!("striped") };
+    let stripe = segments[0].stripe;
+    let node = cluster.node_info(0).await;
+    let check = |listed| {
+        let (meta, client, node) = (Arc::clone(&cluster.meta), client.clone(), node.clone());
+        async move { gateway::data::reconcile::mark_lost_units(meta.as_ref(), &client, &node, &listed, true).await }
+    };
+    let report = check(listed.clone()).await.unwrap();
+    assert_eq!((report.units_expected, report.units_lost, report.units_marked_missing), (1, 0, 0), "{report:?}");
+    assert!(cluster.meta.get_stripe(stripe).await.unwrap().missing_units.is_empty());
+    // Gone for real: recorded missing.
+    let unit = cluster.meta.get_stripe(stripe).await.unwrap().placement.iter().position(|n| *n == NodeId(0));
+    let unit = u16::try_from(unit.expect("a unit on node 0 (9 units, 9 nodes)")).unwrap();
+    assert!(client.delete_unit(stripe.0, unit).await.unwrap());
+    let report = check(listed).await.unwrap();
+    assert_eq!((report.units_lost, report.units_marked_missing), (1, 1), "{report:?}");
+    assert_eq!(cluster.meta.get_stripe(stripe).await.unwrap().missing_units, vec![unit]);
+    assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body, "read around the lost unit");
+    cluster.shutdown().await;
+}

@@ -134,7 +134,7 @@ pub struct CheckReport {
 }
 
 /// A unit as the node listed it: its length and, when asked, its checksum.
-type Listed = HashMap<(u64, u16), (u64, Option<u32>)>;
+pub type Listed = HashMap<(u64, u16), (u64, Option<u32>)>;
 
 /// Checks `node`'s units (reached through `client`) against the stripe records, records what it
 /// lacks missing, then claims the directory (raising its generation) on the node and in the
@@ -146,9 +146,27 @@ pub async fn check_and_admit(
     identity: &IdentityResponse,
     (cluster_id, state): (&str, &DirectoryState),
 ) -> Result<CheckReport, DataError> {
-    let now_ms = unix_ms();
     let compare_checksums = state.checks_checksums();
     let listed = list_units(client, compare_checksums).await?;
+    let mut report = mark_lost_units(meta, client, node, &listed, compare_checksums).await?;
+    report.generation = claim(meta, client, node, identity, (cluster_id, unix_ms())).await?;
+    Ok(report)
+}
+
+/// Compares the stripe records placing units on `node` with `listed` (the node's listing, taken
+/// before) and records missing the units it lacks. A unit the listing lacks is looked up on the node
+/// again before it is recorded missing: a stripe written or sealed after the listing was taken has
+/// its units on the node before its record names them (a restarted gateway re-sealing packed
+/// stripes while every node was checked marked four units of one stripe missing, and the object
+/// read as lost).
+pub async fn mark_lost_units(
+    meta: &dyn MetaStore,
+    client: &node::NodeClient,
+    node: &NodeInfo,
+    listed: &Listed,
+    compare_checksums: bool,
+) -> Result<CheckReport, DataError> {
+    let now_ms = unix_ms();
     let mut report = CheckReport {
         units_listed: listed.len() as u64,
         checksums_compared: compare_checksums,
@@ -165,8 +183,13 @@ pub async fn check_and_admit(
             .try_collect()
             .await?;
         for stripe in stripes.into_iter().flatten() {
-            let (expected, lost) = lost_units(&stripe, node.id, &listed, compare_checksums);
+            let (expected, lost) = lost_units(&stripe, node.id, listed, compare_checksums);
             report.units_expected += expected;
+            if lost.is_empty() {
+                continue;
+            }
+            let relisted = relist(client, stripe.id, &lost, compare_checksums).await?;
+            let (_, lost) = lost_units(&stripe, node.id, &relisted, compare_checksums);
             report.units_lost += lost.len() as u64;
             if !lost.is_empty() {
                 let (marked, _) = mark_missing(meta, stripe.id, &lost, now_ms).await?;
@@ -174,8 +197,35 @@ pub async fn check_and_admit(
             }
         }
     }
-    report.generation = claim(meta, client, node, identity, (cluster_id, now_ms)).await?;
     Ok(report)
+}
+
+/// The node's listing now of `units` of stripe `stripe` (one short listing each, from just before
+/// the unit): what it holds of them.
+async fn relist(
+    client: &node::NodeClient,
+    stripe: StripeId,
+    units: &[UnitOn],
+    with_checksums: bool,
+) -> Result<Listed, DataError> {
+    let mut listed = Listed::new();
+    for &(unit, _) in units {
+        let after = match (unit.checked_sub(1), stripe.0.checked_sub(1)) {
+            (Some(before), _) => Some((stripe.0, before)),
+            (None, Some(previous_stripe)) => Some((previous_stripe, u16::MAX)),
+            (None, None) => None,
+        };
+        let page = if with_checksums {
+            client.list_units_with_checksums(after, 1).await
+        } else {
+            client.list_units(after, 1).await
+        }
+        .map_err(|error| DataError::Unavailable(error.to_string()))?;
+        if let Some(found) = page.units.first().filter(|u| u.stripe == stripe.0 && u.unit == u32::from(unit)) {
+            listed.insert((stripe.0, unit), (found.len, found.crc32c));
+        }
+    }
+    Ok(listed)
 }
 
 /// Stripe `id`, `None` when it is gone (released since the index was read).
@@ -213,7 +263,7 @@ pub fn lost_units(stripe: &StripeMeta, node: NodeId, listed: &Listed, compare_ch
 }
 
 /// Every unit the node holds, with its checksum when asked.
-async fn list_units(client: &node::NodeClient, with_checksums: bool) -> Result<Listed, DataError> {
+pub async fn list_units(client: &node::NodeClient, with_checksums: bool) -> Result<Listed, DataError> {
     let mut listed = Listed::new();
     let mut after = None;
     loop {
