@@ -154,8 +154,8 @@ pub async fn check_and_admit(
 }
 
 /// Compares the stripe records placing units on `node` with `listed` (the node's listing, taken
-/// before) and records missing the units it lacks. A unit the listing lacks is looked up on the node
-/// again before it is recorded missing: a stripe written or sealed after the listing was taken has
+/// before) and records missing the units it lacks. Units the listing lacks are looked for on the node
+/// again (one listing of each index page's stripe range) before they are recorded missing: a stripe written or sealed after the listing was taken has
 /// its units on the node before its record names them (a restarted gateway re-sealing packed
 /// stripes while every node was checked marked four units of one stripe missing, and the object
 /// read as lost).
@@ -182,13 +182,18 @@ pub async fn mark_lost_units(
             .buffered(CONCURRENT_STRIPE_READS)
             .try_collect()
             .await?;
+        let mut short = Vec::new();
         for stripe in stripes.into_iter().flatten() {
             let (expected, lost) = lost_units(&stripe, node.id, listed, compare_checksums);
             report.units_expected += expected;
-            if lost.is_empty() {
-                continue;
+            if !lost.is_empty() {
+                short.push(stripe);
             }
-            let relisted = relist(client, stripe.id, &lost, compare_checksums).await?;
+        }
+        let (Some(first), Some(last)) = (short.first(), short.last()) else { continue };
+        // One listing of the page's range, as the node holds it now.
+        let relisted = list_range(client, (first.id, last.id), compare_checksums).await?;
+        for stripe in short {
             let (_, lost) = lost_units(&stripe, node.id, &relisted, compare_checksums);
             report.units_lost += lost.len() as u64;
             if !lost.is_empty() {
@@ -200,32 +205,35 @@ pub async fn mark_lost_units(
     Ok(report)
 }
 
-/// The node's listing now of `units` of stripe `stripe` (one short listing each, from just before
-/// the unit): what it holds of them.
-async fn relist(
+/// The units the node holds now of the stripes `first..=last` (in id order), with their checksums
+/// when asked.
+async fn list_range(
     client: &node::NodeClient,
-    stripe: StripeId,
-    units: &[UnitOn],
+    (first, last): (StripeId, StripeId),
     with_checksums: bool,
 ) -> Result<Listed, DataError> {
     let mut listed = Listed::new();
-    for &(unit, _) in units {
-        let after = match (unit.checked_sub(1), stripe.0.checked_sub(1)) {
-            (Some(before), _) => Some((stripe.0, before)),
-            (None, Some(previous_stripe)) => Some((previous_stripe, u16::MAX)),
-            (None, None) => None,
-        };
+    let mut after = first.0.checked_sub(1).map(|previous| (previous, u16::MAX));
+    // Bounded: every page moves `after` on, and the node holds finitely many units.
+    loop {
         let page = if with_checksums {
-            client.list_units_with_checksums(after, 1).await
+            client.list_units_with_checksums(after, 0).await
         } else {
-            client.list_units(after, 1).await
+            client.list_units(after, 0).await
         }
         .map_err(|error| DataError::Unavailable(error.to_string()))?;
-        if let Some(found) = page.units.first().filter(|u| u.stripe == stripe.0 && u.unit == u32::from(unit)) {
-            listed.insert((stripe.0, unit), (found.len, found.crc32c));
+        for unit in &page.units {
+            let Ok(index) = u16::try_from(unit.unit) else { continue };
+            if unit.stripe > last.0 {
+                return Ok(listed);
+            }
+            listed.insert((unit.stripe, index), (unit.len, unit.crc32c));
+            after = Some((unit.stripe, index));
+        }
+        if !page.truncated || page.units.is_empty() {
+            return Ok(listed);
         }
     }
-    Ok(listed)
 }
 
 /// Stripe `id`, `None` when it is gone (released since the index was read).
