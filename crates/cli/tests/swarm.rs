@@ -4,7 +4,7 @@
 //! settings, chosen so that between them every fault kind is drawn (hung nodes, full disks,
 //! flipped, torn and truncated units, latency, resets and partitions, gateway kills, etcd stopped
 //! and killed, a node returned with an older copy of its directory, a damaged metadata record and
-//! the rebuild that repairs it); and a control that shows the checks can fail: with one more node
+//! the rebuild that repairs it); and a control that shows the checks can fail: with two more nodes
 //! faulted than RS(6,3) tolerates, the swarm must report what it cannot read. `scripts/swarm --seeds 100 --parallel 2`
 //! runs many more. And the scrub scenario: flipped units found by the nodes' scrub and rewritten
 //! by repair.
@@ -99,14 +99,16 @@ fn seeded_fault_schedules_violate_no_invariant_and_one_fault_too_many_is_caught(
     for kind in KINDS {
         assert!(done.iter().any(|label| label.starts_with(kind)), "no {kind} was done: {reports:?}");
     }
-    // The control: four nodes faulted and four killed at the end, one more than m = 3; one epoch
-    // writes enough to lose.
-    let mut control_settings = self::settings(temp.path(), 4);
+    // The control: five nodes faulted and five killed at the end, more than m = 3; one epoch
+    // writes enough to lose. (Four was one too few to be sure: a stripe spans 9 of the 10 nodes, so
+    // four victims that include the one it skips take only 3 of its units, and with few stripes
+    // written every one of them survived in one CI run.)
+    let mut control_settings = self::settings(temp.path(), 5);
     control_settings.schedule.epochs = 1;
     let control = run_seed(CONTROL_SEED, &control_settings, Flavor::of(CONTROL_SEED, false)).unwrap();
     assert!(
         control.violations.iter().any(|v| v.contains("read failed") || v.contains("matching no version")),
-        "four failures of RS(6,3) leave data unreadable, and the swarm must say so: {:?}",
+        "five failures of RS(6,3) leave data unreadable, and the swarm must say so: {:?}",
         control.violations
     );
 }
