@@ -212,28 +212,8 @@ async fn list_range(
     (first, last): (StripeId, StripeId),
     with_checksums: bool,
 ) -> Result<Listed, DataError> {
-    let mut listed = Listed::new();
-    let mut after = first.0.checked_sub(1).map(|previous| (previous, u16::MAX));
-    // Bounded: every page moves `after` on, and the node holds finitely many units.
-    loop {
-        let page = if with_checksums {
-            client.list_units_with_checksums(after, 0).await
-        } else {
-            client.list_units(after, 0).await
-        }
-        .map_err(|error| DataError::Unavailable(error.to_string()))?;
-        for unit in &page.units {
-            let Ok(index) = u16::try_from(unit.unit) else { continue };
-            if unit.stripe > last.0 {
-                return Ok(listed);
-            }
-            listed.insert((unit.stripe, index), (unit.len, unit.crc32c));
-            after = Some((unit.stripe, index));
-        }
-        if !page.truncated || page.units.is_empty() {
-            return Ok(listed);
-        }
-    }
+    let after = first.0.checked_sub(1).map(|previous| (previous, u16::MAX));
+    list_from(client, after, last.0, with_checksums).await
 }
 
 /// Stripe `id`, `None` when it is gone (released since the index was read).
@@ -272,8 +252,17 @@ pub fn lost_units(stripe: &StripeMeta, node: NodeId, listed: &Listed, compare_ch
 
 /// Every unit the node holds, with its checksum when asked.
 pub async fn list_units(client: &node::NodeClient, with_checksums: bool) -> Result<Listed, DataError> {
+    list_from(client, None, u64::MAX, with_checksums).await
+}
+
+/// The units the node holds after `after` up to stripe `last_stripe`, with their checksums when asked.
+async fn list_from(
+    client: &node::NodeClient,
+    mut after: Option<(u64, u16)>,
+    last_stripe: u64,
+    with_checksums: bool,
+) -> Result<Listed, DataError> {
     let mut listed = Listed::new();
-    let mut after = None;
     loop {
         let page = if with_checksums {
             client.list_units_with_checksums(after, 0).await
@@ -283,6 +272,9 @@ pub async fn list_units(client: &node::NodeClient, with_checksums: bool) -> Resu
         .map_err(|error| DataError::Unavailable(error.to_string()))?;
         for unit in &page.units {
             let Ok(index) = u16::try_from(unit.unit) else { continue };
+            if unit.stripe > last_stripe {
+                return Ok(listed);
+            }
             listed.insert((unit.stripe, index), (unit.len, unit.crc32c));
             after = Some((unit.stripe, index));
         }
