@@ -39,6 +39,18 @@ async fn commit(meta: &dyn MetaStore, key: &str, body: &Bytes, layout: &Layout) 
     meta.put_object(BUCKET, key, object(body, layout)).await.unwrap();
 }
 
+async fn create_bucket(meta: &dyn MetaStore) {
+    let bucket = BucketMeta {
+        name: BUCKET.into(),
+        created_ms: 1,
+        region: None,
+        owner: None,
+        write_ack: meta::WriteAck::All,
+        class: None,
+    };
+    meta.create_bucket(bucket).await.unwrap();
+}
+
 fn only_stripe(layout: &Layout) -> StripeId {
     let stripes = layout.stripes();
     assert_eq!(stripes.len(), 1, "{layout:?}");
@@ -61,16 +73,7 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
     let config = cluster.config("rs-6-3");
     let meta = Arc::clone(&cluster.meta);
     let data = ErasureData::new(config.clone(), Arc::clone(&meta)).await.unwrap();
-    meta.create_bucket(BucketMeta {
-        name: BUCKET.into(),
-        created_ms: 1,
-        region: None,
-        owner: None,
-        write_ack: meta::WriteAck::All,
-        class: None,
-    })
-    .await
-    .unwrap();
+    create_bucket(meta.as_ref()).await;
     let flush = || data.packer().flush(Duration::from_secs(30));
 
     // Referenced: a striped object, and a packed stripe keeping one live object of two.
@@ -202,16 +205,7 @@ async fn a_mostly_dead_packed_stripe_is_compacted_then_collected() {
     let cluster = TestCluster::start(9, 9).await;
     let meta = Arc::clone(&cluster.meta);
     let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&meta)).await.unwrap();
-    meta.create_bucket(BucketMeta {
-        name: BUCKET.into(),
-        created_ms: 1,
-        region: None,
-        owner: None,
-        write_ack: meta::WriteAck::All,
-        class: None,
-    })
-    .await
-    .unwrap();
+    create_bucket(meta.as_ref()).await;
     // Four objects fill four of six data units of one stripe; three are deleted, so the live one
     // fills 1000 B of 6 x 1024: under half.
     let mut layouts = Vec::new();
@@ -330,16 +324,7 @@ async fn an_unreadable_stripe_nothing_references_is_garbage_not_under_redundant(
     config.packed.max_object_bytes = 0;
     let meta = Arc::clone(&cluster.meta);
     let data = ErasureData::new(config.clone(), Arc::clone(&meta)).await.unwrap();
-    meta.create_bucket(BucketMeta {
-        name: BUCKET.into(),
-        created_ms: 1,
-        region: None,
-        owner: None,
-        write_ack: meta::WriteAck::All,
-        class: None,
-    })
-    .await
-    .unwrap();
+    create_bucket(meta.as_ref()).await;
     let kept = pattern(1 << 20, 1);
     let kept_layout = data.write(kept.clone()).await.unwrap().layout;
     commit(meta.as_ref(), "kept", &kept, &kept_layout).await;
