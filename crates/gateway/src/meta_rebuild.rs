@@ -315,6 +315,7 @@ fn stripe_record(id: StripeId, found: &FoundStripe, data: &DataConfig, nodes: &[
         missing_units: Vec::new(),
         degraded_since_ms: None,
         pending_until_ms: None,
+        pending_writer: None,
         version: 0,
     };
     record.mark_missing(missing, unix_now_ms());

@@ -3,7 +3,8 @@
 //! rest missing and pending before the answer; the writer lands them in the background and the
 //! record ends whole; reads never wait for them. When the writing gateway dies first (its runtime
 //! is shut down, killing its background tasks), the record stays pending until its deadline, then
-//! another gateway's repair rebuilds what is missing: nothing acknowledged is lost.
+//! another gateway's repair rebuilds what is missing; the same gateway started again rebuilds at
+//! once (nobody lands them): nothing acknowledged is lost.
 
 mod data_support;
 
@@ -91,20 +92,19 @@ fn quick_deadline(cluster: &TestCluster) -> DataConfig {
     config
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_writer_that_dies_before_its_units_land_leaves_them_to_repair_after_the_deadline() {
-    let cluster = TestCluster::start(9, 9).await;
+/// A 600 kB body written under `k` by a gateway (`quick_deadline`) with nodes 6-8 slow, which dies
+/// right after the acknowledgement: it runs on a runtime of its own, shut down then, so its
+/// background unit writes die with it, as with a gateway killed mid-run. What it acknowledged and
+/// the stripe as recorded then (the three slow units pending), with the nodes fast again.
+async fn write_and_die(cluster: &TestCluster, body: &Bytes) -> (Written, StripeMeta) {
     let slow = [6, 7, 8];
-    slow_down(&cluster, &slow, 2_000).await;
-    let body = pattern(600_000, 2);
-    // The first gateway runs on a runtime of its own, shut down right after the acknowledgement:
-    // its background unit writes die with it, as with a gateway killed mid-run.
-    let (config, meta) = (quick_deadline(&cluster), Arc::clone(&cluster.meta));
+    slow_down(cluster, &slow, 2_000).await;
+    let (config, meta, body) = (quick_deadline(cluster), Arc::clone(&cluster.meta), body.clone());
     let written = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let written = runtime.block_on(async {
             let data = ErasureData::new(config, meta).await.unwrap();
-            let stream = futures_util::stream::iter([Ok(body.clone())]).boxed();
+            let stream = futures_util::stream::iter([Ok(body)]).boxed();
             data.write_stream(stream, WriteAck::K).await.unwrap()
         });
         runtime.shutdown_background();
@@ -113,12 +113,21 @@ async fn a_writer_that_dies_before_its_units_land_leaves_them_to_repair_after_th
     .join()
     .unwrap();
     assert_eq!((written.redundancy.state(), written.redundancy.failures_tolerated), ("pending", 0));
-    let acked = only_stripe(&cluster, &written.layout).await;
+    let acked = only_stripe(cluster, &written.layout).await;
     assert_eq!(acked.missing_units.len(), 3, "the three slow units were pending: {acked:?}");
-    slow_down(&cluster, &slow, 0).await;
+    assert!(acked.pending_writer.as_deref().is_some_and(|w| w.starts_with("gateway@")), "{acked:?}");
+    slow_down(cluster, &slow, 0).await;
+    (written, acked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_dies_before_its_units_land_leaves_them_to_repair_after_the_deadline() {
+    let cluster = TestCluster::start(9, 9).await;
+    let (written, acked) = write_and_die(&cluster, &pattern(600_000, 2)).await;
 
     // Another gateway's repair leaves the stripe to its writer until the deadline...
-    let config = quick_deadline(&cluster);
+    let mut config = quick_deadline(&cluster);
+    config.gateway_id = Some("another".into());
     let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
     repair.scan().await.unwrap();
@@ -143,6 +152,28 @@ async fn a_writer_that_dies_before_its_units_land_leaves_them_to_repair_after_th
         cluster.stop(i).await;
     }
     assert!(data.read(&written.layout, 0..600_000).await.unwrap() == pattern(600_000, 2));
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_restarted_repairs_its_dead_landings_at_once() {
+    let cluster = TestCluster::start(9, 9).await;
+    let (written, acked) = write_and_die(&cluster, &pattern(600_000, 3)).await;
+    // The same gateway (its id) started again: nobody lands the units, so it does not wait.
+    let config = quick_deadline(&cluster);
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    repair.scan().await.unwrap();
+    assert!(gateway::data::membership::unix_now_ms() < acked.pending_until_ms.unwrap(), "before the deadline");
+    let whole = only_stripe(&cluster, &written.layout).await;
+    assert!(whole.missing_units.is_empty() && whole.pending_writer.is_none(), "rebuilt at once: {whole:?}");
+    let census = repair.status().census.unwrap();
+    assert_eq!((census.stripes_pending, census.stripes_under_redundant), (0, 0), "{census:?}");
+    let mut cluster = cluster;
+    for i in [0, 1, 2] {
+        cluster.stop(i).await;
+    }
+    assert!(data.read(&written.layout, 0..600_000).await.unwrap() == pattern(600_000, 3));
     cluster.shutdown().await;
 }
 

@@ -327,6 +327,13 @@ pub struct StripeMeta {
     /// missing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_until_ms: Option<u64>,
+    /// Who lands the pending units: the acknowledging gateway as `gateway_id@incarnation` (a
+    /// value new at each start). A gateway finding an earlier incarnation of itself here knows
+    /// nobody does (the landing died with that process) and repairs at once rather than at
+    /// `pending_until_ms`. Set only with `pending_until_ms`; `None` in records from before it was
+    /// kept (those wait for the deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_writer: Option<String>,
     /// Version for compare-and-swap: set to 1 on creation and incremented by every update; the value a
     /// caller passes in is ignored.
     pub version: u64,
@@ -363,6 +370,19 @@ impl StripeMeta {
         self.pending_until_ms.is_some_and(|until_ms| now_ms < until_ms)
     }
 
+    /// [`is_pending`](Self::is_pending), as judged by the gateway incarnation `judge`
+    /// (`gateway_id@incarnation`): not when the writer was an earlier incarnation of the same
+    /// gateway, whose landing tasks ended with it.
+    pub fn is_pending_for(&self, now_ms: u64, judge: &str) -> bool {
+        self.is_pending(now_ms) && !self.is_orphaned_for(judge)
+    }
+
+    /// Whether the pending units' writer is an earlier incarnation of the gateway `judge` is one of.
+    pub fn is_orphaned_for(&self, judge: &str) -> bool {
+        let gateway = |tag: &str| tag.rsplit_once('@').map_or(tag, |(gateway, _)| gateway).to_string();
+        self.pending_writer.as_deref().is_some_and(|writer| writer != judge && gateway(writer) == gateway(judge))
+    }
+
     /// Marks `units` durable again; the stripe is healthy once none is missing.
     pub fn clear_missing(&mut self, units: impl IntoIterator<Item = u16>) {
         let restored: Vec<u16> = units.into_iter().collect();
@@ -370,6 +390,7 @@ impl StripeMeta {
         if self.missing_units.is_empty() {
             self.degraded_since_ms = None;
             self.pending_until_ms = None;
+            self.pending_writer = None;
         }
     }
 }

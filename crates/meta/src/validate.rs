@@ -182,6 +182,9 @@ fn missing_units(stripe: &StripeMeta, units: usize) -> Option<String> {
     if missing.is_empty() && stripe.pending_until_ms.is_some() {
         return Some("pending_until_ms is set only while units are missing".into());
     }
+    if stripe.pending_writer.is_some() && stripe.pending_until_ms.is_none() {
+        return Some("pending_writer is set only with pending_until_ms".into());
+    }
     None
 }
 

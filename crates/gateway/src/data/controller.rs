@@ -1564,6 +1564,7 @@ mod tests {
             missing_units: Vec::new(),
             degraded_since_ms: None,
             pending_until_ms: None,
+            pending_writer: None,
             version: 1,
         }
     }

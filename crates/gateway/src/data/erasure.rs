@@ -380,6 +380,7 @@ impl ErasureData {
             missing_units: Vec::new(),
             degraded_since_ms: None,
             pending_until_ms: None,
+            pending_writer: None,
             version: 0,
         }
     }
@@ -420,6 +421,7 @@ impl ErasureData {
         let mut stripe = self.new_stripe_record(id, unit_bytes, writes.placement.clone(), unit_checksums);
         stripe.mark_missing(writes.missing(), now_ms);
         stripe.pending_until_ms = Some(self.pending.pending_until_ms(now_ms));
+        stripe.pending_writer = Some(self.io.incarnation().to_string());
         // Pending, not degraded, when every unit short is one still landing.
         let pending = writes.missing().len() == landing.len();
         match self.io.cluster().meta().create_stripe(stripe).await {

@@ -385,6 +385,7 @@ impl Packer {
                 missing_units: Vec::new(),
                 degraded_since_ms: None,
                 pending_until_ms: None,
+                pending_writer: None,
                 version: 0,
             };
             meta.create_stripe(record).await.map_err(meta_error)

@@ -176,6 +176,7 @@ impl PendingWrites {
             let mut updated = current.clone();
             updated.clear_missing(clear.iter().copied());
             updated.pending_until_ms = None;
+            updated.pending_writer = None;
             if updated == current {
                 return Ok(Recorded { cleared: 0, unreferenced });
             }

@@ -383,6 +383,7 @@ mod tests {
             missing_units: missing,
             degraded_since_ms: None,
             pending_until_ms: None,
+            pending_writer: None,
             version: 1,
         }
     }

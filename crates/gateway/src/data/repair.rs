@@ -887,10 +887,11 @@ impl RepairService {
     }
 
     /// One attempt at rebuilding `stripe` as read; `Conflict` when its record changed meanwhile.
-    /// A stripe acknowledged early is left to its writer until its deadline.
+    /// A stripe acknowledged early is left to its writer until its deadline, unless the writer was
+    /// an earlier incarnation of this gateway (its landing ended with it).
     async fn rebuild_once(&self, nodes: &NodeMap, stripe: &StripeMeta) -> Attempt {
         let since_ms = stripe.degraded_since_ms;
-        if stripe.is_pending(unix_now_ms()) {
+        if stripe.is_pending_for(unix_now_ms(), self.io.incarnation()) {
             let node_up = |node: &NodeId| nodes.get(node).is_some_and(|n| n.state == NodeState::Up);
             let short = (0..stripe.placement.len())
                 .filter(|&unit| stripe.is_missing(unit) || !node_up(&stripe.placement[unit]))

@@ -77,7 +77,7 @@ async fn rounds(
     // written): only when these alone leave too few is the data lost; otherwise it is unavailable
     // (a node Down or not answering, units still landing) and the client should retry.
     let now_ms = super::membership::unix_now_ms();
-    let mut gone_units: BTreeSet<usize> = if range.stripe.is_pending(now_ms) {
+    let mut gone_units: BTreeSet<usize> = if range.stripe.is_pending_for(now_ms, range.io.incarnation()) {
         BTreeSet::new()
     } else {
         range.stripe.missing_units.iter().map(|&unit| usize::from(unit)).collect()

@@ -71,6 +71,8 @@ pub struct StripeIo {
     backend: Option<S3Backend>,
     /// The emulated downlink (`[data.ingress]`; unshaped by default).
     ingress: node::link::Link,
+    /// This process as a writer of pending units: `gateway_id@<random>`, new at each start.
+    incarnation: String,
 }
 
 impl std::fmt::Debug for StripeIo {
@@ -92,8 +94,16 @@ impl StripeIo {
             counters: DataCounters::default(),
             reconstruct: Mutex::new(config.reconstruct.clone()),
             ingress: node::link::Link::with_shape(config.ingress),
+            incarnation: format!("{}@{:016x}", config.gateway_id(), rand::random::<u64>()),
             config,
         }
+    }
+
+    /// This process as the writer of the pending units of stripes it acknowledges early
+    /// ([`StripeMeta::pending_writer`]): the gateway id and a value new at each start, so that a
+    /// restarted gateway tells its own earlier, dead landings from another gateway's live ones.
+    pub fn incarnation(&self) -> &str {
+        &self.incarnation
     }
 
     /// How a unit that must be rebuilt is rebuilt now.

@@ -90,6 +90,7 @@ pub fn stripe(id: StripeId, nodes: [u32; 9]) -> StripeMeta {
         missing_units: Vec::new(),
         degraded_since_ms: None,
         pending_until_ms: None,
+        pending_writer: None,
         version: 0,
     }
 }
@@ -578,9 +579,13 @@ async fn under_redundant_index(store: Arc<dyn MetaStore>) {
     assert!(store.under_redundant_stripes(None, 100).await.unwrap().contains(&ids[1]));
     let mut whole = repaired;
     whole.pending_until_ms = Some(5000);
+    whole.pending_writer = Some("gw-a@1".into());
     assert!(whole.is_pending(4999) && !whole.is_pending(5000));
+    assert!(whole.is_pending_for(4999, "gw-a@1") && whole.is_pending_for(4999, "gw-b@7"), "its writer, another gateway");
+    assert!(!whole.is_pending_for(4999, "gw-a@2"), "a later incarnation of its writer: nobody lands them");
     whole.clear_missing([8]);
     assert_eq!((whole.degraded_since_ms, whole.pending_until_ms), (None, None), "pending ends with the last unit");
+    assert_eq!(whole.pending_writer, None, "and so does its writer");
     store.update_stripe(ids[1], whole.version, whole).await.unwrap();
     store.delete_stripe(ids[3]).await.unwrap();
     assert_eq!(store.under_redundant_stripes(None, 100).await.unwrap(), [ids[0], ids[5]]);
@@ -591,6 +596,12 @@ async fn under_redundant_index(store: Arc<dyn MetaStore>) {
         StripeMeta { missing_units: vec![1], degraded_since_ms: None, ..sealed(StripeId(900)) },
         StripeMeta { missing_units: Vec::new(), degraded_since_ms: Some(1), ..sealed(StripeId(900)) },
         StripeMeta { pending_until_ms: Some(1), ..sealed(StripeId(900)) },
+        StripeMeta {
+            missing_units: vec![1],
+            degraded_since_ms: Some(1),
+            pending_writer: Some("gw@1".into()),
+            ..sealed(StripeId(900))
+        },
         StripeMeta {
             missing_units: vec![1],
             degraded_since_ms: Some(1),
