@@ -92,6 +92,9 @@ fn seeded_fault_schedules_violate_no_invariant_and_one_fault_too_many_is_caught(
         );
         let faults: u64 = report.faults.values().sum();
         assert!(faults >= 5 && report.reads_checked > 100, "seed {seed} did too little: {report:?}");
+        // The answers' redundancy is read (what excuses a loss the store allowed rests on it).
+        assert!(report.acks_by_redundancy.get("full").is_some_and(|&n| n > 0), "seed {seed}: {report:?}");
+        assert!(!report.acks_by_redundancy.contains_key("unnamed"), "seed {seed}: {report:?}");
         reports.push(report);
     }
     println!("{}", swarm::report::table(&reports));

@@ -48,6 +48,9 @@ pub struct BatchReport {
     pub faults_changed: BTreeMap<String, u64>,
     /// Reads checked over every seed.
     pub reads_checked: u64,
+    /// Of each seed that had any, the keys whose data was lost as the store's answers allowed
+    /// (acknowledged below full redundancy, more nodes faulted since than it survived).
+    pub losses_allowed: BTreeMap<u64, Vec<String>>,
     /// The violations of each seed that had any.
     pub violations: BTreeMap<u64, Vec<String>>,
     /// Seeds that could not run (their cluster did not start), with the error.
@@ -76,6 +79,9 @@ impl BatchReport {
         self.reads_checked += report.reads_checked;
         if !report.violations.is_empty() {
             self.violations.insert(report.seed, report.violations.clone());
+        }
+        if !report.losses_allowed.is_empty() {
+            self.losses_allowed.insert(report.seed, report.losses_allowed.keys().cloned().collect());
         }
         self.reports.push(report);
     }

@@ -24,6 +24,7 @@ pub mod gateways;
 pub mod meta_scenario;
 pub mod model;
 pub mod proxy;
+pub mod redundancy;
 pub mod report;
 pub mod run;
 pub mod scenario;

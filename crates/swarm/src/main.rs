@@ -281,6 +281,9 @@ fn run(args: RunArgs, lowtail: PathBuf, work_dir: PathBuf) -> anyhow::Result<()>
             for violation in &report.violations {
                 eprintln!("seed {seed}: {violation}");
             }
+            for (key, why) in &report.losses_allowed {
+                eprintln!("seed {seed}: {key}: lost as its acknowledgement allowed: {why}");
+            }
             if !report.violations.is_empty() {
                 eprintln!(
                     "replay: lowtail-swarm run --first-seed {seed} --seeds 1 --keep  (logs in {})",

@@ -94,6 +94,13 @@ pub fn summary(batch: &BatchReport) -> String {
         let seeds: Vec<String> = batch.violations.keys().map(u64::to_string).collect();
         format!("{count} (seeds {})", seeds.join(", "))
     };
+    let losses_allowed = if batch.losses_allowed.is_empty() {
+        "0".to_string()
+    } else {
+        let count: usize = batch.losses_allowed.values().map(Vec::len).sum();
+        let seeds: Vec<String> = batch.losses_allowed.keys().map(u64::to_string).collect();
+        format!("{count} (seeds {})", seeds.join(", "))
+    };
     let errors: Vec<String> = batch.errors.iter().map(|(seed, error)| format!("seed {seed}: {error}")).collect();
     let mut table = Table::new();
     table.set_header(["", "all seeds"]);
@@ -104,6 +111,7 @@ pub fn summary(batch: &BatchReport) -> String {
     table.add_row(["faults by kind".to_string(), lines(&batch.faults)]);
     table.add_row(["faults refused".to_string(), lines(&batch.faults_refused)]);
     table.add_row(["faults changed".to_string(), lines(&batch.faults_changed)]);
+    table.add_row(["losses the answers allowed".to_string(), losses_allowed]);
     table.add_row(["violations".to_string(), violations]);
     if !errors.is_empty() {
         table.add_row(["seeds that did not run".to_string(), errors.join("\n")]);
@@ -146,11 +154,12 @@ mod tests {
             seeds: vec![4, 5, 6],
             faults: [("hang node >10s".to_string(), 3), ("fill disk".to_string(), 2)].into(),
             violations: [(5, vec!["a".to_string(), "b".to_string()])].into(),
+            losses_allowed: [(6, vec!["c0/k1".to_string()])].into(),
             wall_s: 61.2,
             ..BatchReport::default()
         };
         let text = summary(&batch);
-        for expected in ["3 (4..=6)", "hang node >10s: 3", "fill disk: 2", "2 (seeds 5)", "61"] {
+        for expected in ["3 (4..=6)", "hang node >10s: 3", "fill disk: 2", "2 (seeds 5)", "1 (seeds 6)", "61"] {
             assert!(text.contains(expected), "{expected} missing from\n{text}");
         }
     }

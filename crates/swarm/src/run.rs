@@ -2,7 +2,10 @@
 //! check, and a last check that m more failures lose nothing. The invariants:
 //!
 //! 1. every read returns a version its key may hold, byte for byte (no acknowledged write lost,
-//!    nothing half-written ever visible), and none says the data is lost;
+//!    nothing half-written ever visible), and none says the data is lost unless the store's answers
+//!    allowed it ([`Model::excuses_loss`]: written below full redundancy, and more nodes faulted
+//!    since than the answer said it survives; the quiesce then deletes the key, as an operator
+//!    would, and counts it);
 //! 2. after each epoch the cluster quiesces: every fault that lasts undone, every node back and
 //!    Up at every gateway, every unit the epoch corrupted found by a scrub pass begun after it,
 //!    and no stripe short of a unit (the census of the gateway holding the repair lease);
@@ -26,6 +29,7 @@ use crate::Flavor;
 use crate::cluster::{Cluster, ClusterSettings, pick_nodes, rng};
 use crate::model::{Ack, Model, Read, Version, body_bytes};
 use crate::proxy::Mode;
+use crate::redundancy::RedundancyCapture;
 use crate::schedule::{Epoch, Fault, FaultKind, Op, Schedule, ScheduleSettings, TimedFault, draw};
 
 /// The bucket every client writes in.
@@ -94,6 +98,12 @@ pub struct SeedReport {
     /// Units EC-Store's mover moved, as the gateway counted them after each epoch's quiesce (a
     /// gateway killed mid-epoch takes its count since its start along: a lower bound).
     pub moves: u64,
+    /// Acknowledged writes by the redundancy their answer named (`full`, `pending`, `degraded`;
+    /// `unnamed` when it named none).
+    pub acks_by_redundancy: BTreeMap<String, u64>,
+    /// Keys whose data was lost as the store's answers allowed ([`Model::excuses_loss`]), each
+    /// with what it was (then deleted by the quiesce).
+    pub losses_allowed: BTreeMap<String, String>,
     /// Every invariant violated, in words (empty when the run passed).
     pub violations: Vec<String>,
     /// Seconds the whole run took.
@@ -104,9 +114,44 @@ pub struct SeedReport {
 struct Shared {
     model: Mutex<Model>,
     report: Mutex<SeedReport>,
+    /// Each fault (or undo) done to a node: when (unix ms) and which node.
+    node_faults: Mutex<Vec<(u64, u32)>>,
 }
 
 impl Shared {
+    fn new(model: Model, report: SeedReport) -> Self {
+        Self { model: Mutex::new(model), report: Mutex::new(report), node_faults: Mutex::new(Vec::new()) }
+    }
+
+    fn node_faulted(&self, node: u32) {
+        self.node_faults.lock().expect("faults lock").push((unix_now_ms(), node));
+    }
+
+    /// Distinct nodes with a fault (or undo) at or after `since_ms`.
+    fn nodes_faulted_since(&self, since_ms: u64) -> usize {
+        let faults = self.node_faults.lock().expect("faults lock");
+        let nodes: std::collections::BTreeSet<u32> =
+            faults.iter().filter(|(at_ms, _)| *at_ms >= since_ms).map(|(_, node)| *node).collect();
+        nodes.len()
+    }
+
+    /// Whether a read of `key` that found its data lost (of `size_bytes`, when known) is allowed;
+    /// counted when it is.
+    fn loss_allowed(&self, key: &str, size_bytes: Option<u64>, why: &str) -> bool {
+        let model = self.model.lock().expect("model lock");
+        let allowed = model.excuses_loss(key, size_bytes, |ms| self.nodes_faulted_since(ms));
+        drop(model);
+        if allowed {
+            self.report
+                .lock()
+                .expect("report lock")
+                .losses_allowed
+                .entry(key.to_string())
+                .or_insert_with(|| why.into());
+        }
+        allowed
+    }
+
     fn count_op(&self, kind: &str, ok: bool) {
         let mut report = self.report.lock().expect("report lock");
         let counts = report.ops.entry(kind.to_string()).or_default();
@@ -157,7 +202,8 @@ pub fn run_seed(seed: u64, settings: &RunSettings, flavor: Flavor) -> anyhow::Re
         write_ack: schedule.write_ack.to_string(),
         ..SeedReport::default()
     };
-    let shared = Arc::new(Shared { model: Mutex::new(Model::default()), report: Mutex::new(report) });
+    let model = Model::new(uncertain_failures_tolerated(schedule.write_ack));
+    let shared = Arc::new(Shared::new(model, report));
     let cluster = Arc::new(Mutex::new(cluster));
     let quiesce_timeout = flavor.quiesce_timeout(settings.quiesce_timeout);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
@@ -172,6 +218,15 @@ pub fn run_seed(seed: u64, settings: &RunSettings, flavor: Flavor) -> anyhow::Re
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(report)
+}
+
+/// The gateways' `data.ack_min_failures_tolerated`: what a degraded write survives at least.
+const DEFAULT_ACK_MIN_FAILURES_TOLERATED: usize = 1;
+
+/// What a write under `rule` survives at least when it happened: the rule's early floor, or the
+/// durability rule's when it was acknowledged degraded.
+fn uncertain_failures_tolerated(rule: meta::WriteAck) -> usize {
+    rule.early_failures_tolerated().unwrap_or(usize::MAX).min(DEFAULT_ACK_MIN_FAILURES_TOLERATED)
 }
 
 async fn run_epochs(
@@ -249,6 +304,9 @@ fn inject(faults: &[TimedFault], start: Instant, cluster: &Mutex<Cluster>, share
         match done {
             Ok(changed) => {
                 tracing::info!(fault = ?timed.fault, "fault injected");
+                if let Some(node) = timed.fault.node() {
+                    shared.node_faulted(node);
+                }
                 *report.faults.entry(label.clone()).or_default() += 1;
                 for what in changed {
                     *report.faults_changed.entry(format!("{what} (by {label})")).or_default() += 1;
@@ -355,28 +413,32 @@ async fn perform(clients: &Clients, op: &Op, shared: &Shared) -> bool {
     match op {
         Op::Put { key, body_seed, size_bytes } => {
             let body = body_bytes(*body_seed, *size_bytes);
-            let sent = client.put_object().bucket(BUCKET).key(key).body(ByteStream::from(body)).send().await;
+            let capture = RedundancyCapture::default();
+            let put = client.put_object().bucket(BUCKET).key(key).body(ByteStream::from(body));
+            let sent = put.customize().interceptor(capture.clone()).send().await;
             let version = Version::Body { seed: *body_seed, size_bytes: *size_bytes };
-            wrote(shared, "put", key, version, sent.is_ok())
+            wrote_captured(shared, "put", key, version, sent.is_ok(), &capture)
         }
         Op::Multipart { key, body_seed, part_bytes } => {
             let size_bytes = part_bytes.iter().sum();
-            let done = multipart(client, key, *body_seed, part_bytes).await.is_ok();
-            wrote(shared, "multipart", key, Version::Body { seed: *body_seed, size_bytes }, done)
+            let capture = RedundancyCapture::default();
+            let done = multipart(client, key, *body_seed, part_bytes, &capture).await.is_ok();
+            wrote_captured(shared, "multipart", key, Version::Body { seed: *body_seed, size_bytes }, done, &capture)
         }
         Op::Delete { key } => {
             let sent = client.delete_object().bucket(BUCKET).key(key).send().await;
-            wrote(shared, "delete", key, Version::Absent, sent.is_ok())
+            let ack = if sent.is_ok() { Ack::Acknowledged } else { Ack::Uncertain };
+            wrote(shared, "delete", key, Version::Absent, ack)
         }
         Op::Get { key } => read_and_check(client, key, shared, false).await,
-        Op::BatchGet { keys } => batch_read_and_check(&clients.batch, keys, shared).await,
+        Op::BatchGet { keys } => batch_read_and_check(clients, keys, shared).await,
     }
 }
 
 /// A batch read of `keys`, each part checked as a GET's answer would be (a batch is not atomic:
 /// each part is one version of its key, read while the batch ran).
-async fn batch_read_and_check(client: &BatchClient, keys: &[String], shared: &Shared) -> bool {
-    let parts = match client.get_batch(BUCKET, &BatchRequest::Keys(keys.to_vec())).await {
+async fn batch_read_and_check(clients: &Clients, keys: &[String], shared: &Shared) -> bool {
+    let parts = match clients.batch.get_batch(BUCKET, &BatchRequest::Keys(keys.to_vec())).await {
         Ok(parts) => parts,
         Err(error) => {
             // The gateway restarting, or too many nodes down: no answer is no claim.
@@ -400,7 +462,7 @@ async fn batch_read_and_check(client: &BatchClient, keys: &[String], shared: &Sh
             (status, code) => {
                 let why =
                     format!("batch part {status} {}: {}", code.unwrap_or("-"), String::from_utf8_lossy(&part.body));
-                failed_read(shared, &part.key, &why, false);
+                failed_read(&clients.s3, shared, &part.key, &why, false).await;
                 all_read = false;
                 continue;
             }
@@ -415,15 +477,38 @@ async fn batch_read_and_check(client: &BatchClient, keys: &[String], shared: &Sh
     all_read
 }
 
-fn wrote(shared: &Shared, kind: &str, key: &str, version: Version, ok: bool) -> bool {
-    let ack = if ok { Ack::Acknowledged } else { Ack::Uncertain };
+/// [`wrote`], as the answer `capture` caught tells it, counted by its redundancy.
+fn wrote_captured(
+    shared: &Shared,
+    kind: &str,
+    key: &str,
+    version: Version,
+    ok: bool,
+    capture: &RedundancyCapture,
+) -> bool {
+    if ok {
+        let state = capture.state().unwrap_or_else(|| "unnamed".into());
+        *shared.report.lock().expect("report lock").acks_by_redundancy.entry(state).or_default() += 1;
+    }
+    wrote(shared, kind, key, version, capture.ack(ok))
+}
+
+fn wrote(shared: &Shared, kind: &str, key: &str, version: Version, ack: Ack) -> bool {
+    let ok = ack != Ack::Uncertain;
     shared.model.lock().expect("model lock").wrote(key, version, ack);
     shared.count_op(kind, ok);
     ok
 }
 
-/// A multipart upload of `part_bytes`-sized parts of the body of `seed`; aborted if it fails.
-async fn multipart(client: &aws_sdk_s3::Client, key: &str, seed: u64, part_bytes: &[u64]) -> anyhow::Result<()> {
+/// A multipart upload of `part_bytes`-sized parts of the body of `seed`, its completion's answer
+/// caught by `capture`; aborted if it fails.
+async fn multipart(
+    client: &aws_sdk_s3::Client,
+    key: &str,
+    seed: u64,
+    part_bytes: &[u64],
+    capture: &RedundancyCapture,
+) -> anyhow::Result<()> {
     use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
     let body = body_bytes(seed, part_bytes.iter().sum());
     let created = client.create_multipart_upload().bucket(BUCKET).key(key).send().await?;
@@ -454,6 +539,8 @@ async fn multipart(client: &aws_sdk_s3::Client, key: &str, seed: u64, part_bytes
             .key(key)
             .upload_id(&upload_id)
             .multipart_upload(upload)
+            .customize()
+            .interceptor(capture.clone())
             .send()
             .await?;
         Ok(())
@@ -468,25 +555,13 @@ async fn multipart(client: &aws_sdk_s3::Client, key: &str, seed: u64, part_bytes
 /// Reads `key` and checks it against the model. A failed read is a violation when `must_answer`
 /// (the cluster is quiesced, or has lost no more than it tolerates) or when it says data is lost.
 async fn read_and_check(client: &aws_sdk_s3::Client, key: &str, shared: &Shared, must_answer: bool) -> bool {
-    let read = match client.get_object().bucket(BUCKET).key(key).send().await {
-        Ok(output) => match output.body.collect().await {
-            Ok(bytes) => Some(Read::Bytes(bytes.into_bytes().to_vec())),
-            Err(error) => {
-                failed_read(shared, key, &format!("body cut off: {error}"), must_answer);
-                None
-            }
-        },
-        Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => Some(Read::Absent),
-        Err(error) => {
-            let status = error.raw_response().map(|r| r.status().as_u16());
-            let text = format!("{status:?} {}: {}", error.code().unwrap_or("-"), bench::s3_client::error_text(&error));
-            failed_read(shared, key, &text, must_answer);
-            None
+    let read = match get(client, key).await {
+        Ok(read) => read,
+        Err(why) => {
+            failed_read(client, shared, key, &why, must_answer).await;
+            shared.count_op("get", false);
+            return false;
         }
-    };
-    let Some(read) = read else {
-        shared.count_op("get", false);
-        return false;
     };
     let wrong = shared.model.lock().expect("model lock").check_read(key, &read);
     shared.report.lock().expect("report lock").reads_checked += 1;
@@ -497,11 +572,45 @@ async fn read_and_check(client: &aws_sdk_s3::Client, key: &str, shared: &Shared,
     true
 }
 
-fn failed_read(shared: &Shared, key: &str, why: &str, must_answer: bool) {
-    if must_answer || why.contains("data lost") {
-        shared.violation(format!("{key}: read failed: {why}"));
+/// A GET of `key`: what it found, or why it found nothing, in words.
+async fn get(client: &aws_sdk_s3::Client, key: &str) -> Result<Read, String> {
+    match client.get_object().bucket(BUCKET).key(key).send().await {
+        Ok(output) => match output.body.collect().await {
+            Ok(bytes) => Ok(Read::Bytes(bytes.into_bytes().to_vec())),
+            Err(error) => Err(format!("body cut off: {error}")),
+        },
+        Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => Ok(Read::Absent),
+        Err(error) => {
+            let status = error.raw_response().map(|r| r.status().as_u16());
+            Err(format!("{status:?} {}: {}", error.code().unwrap_or("-"), bench::s3_client::error_text(&error)))
+        }
     }
 }
+
+/// A read of `key` failed with `why`: a violation when it says the data is lost (unless the
+/// store's answers allowed that: then true) or when the read `must_answer`. The object's size, by
+/// a HEAD (metadata only), tells which of the key's versions was found lost.
+async fn failed_read(client: &aws_sdk_s3::Client, shared: &Shared, key: &str, why: &str, must_answer: bool) -> bool {
+    if !why.contains(DATA_LOST) {
+        if must_answer {
+            shared.violation(format!("{key}: read failed: {why}"));
+        }
+        return false;
+    }
+    let size_bytes = match client.head_object().bucket(BUCKET).key(key).send().await {
+        Ok(head) => head.content_length().and_then(|length| u64::try_from(length).ok()),
+        Err(_) => None,
+    };
+    if shared.loss_allowed(key, size_bytes, why) {
+        return true;
+    }
+    let context = shared.model.lock().expect("model lock").loss_context(key, |ms| shared.nodes_faulted_since(ms));
+    shared.violation(format!("{key}: read failed: {why} (found {size_bytes:?} bytes; {context})"));
+    false
+}
+
+/// What a gateway's error says when too few of a stripe's units are left to decode.
+const DATA_LOST: &str = "data lost";
 
 /// Every key of the model read and checked.
 async fn check_every_key(client: &aws_sdk_s3::Client, shared: &Shared) {
@@ -521,21 +630,32 @@ async fn quiesce_and_check(
     epoch: usize,
 ) {
     let started = Instant::now();
-    let waited = {
-        let (cluster, shared) = (Arc::clone(cluster), Arc::clone(shared));
-        tokio::task::spawn_blocking(move || quiesce(&mut cluster.lock().expect("cluster lock"), &shared, timeout)).await
-    };
-    let blockers = match waited {
-        Ok(Ok(blockers)) => blockers,
-        Ok(Err(why)) => {
-            shared.violation(format!("epoch {epoch}: the cluster did not quiesce: {why:#}"));
-            BTreeMap::new()
-        }
-        Err(error) => {
-            shared.violation(format!("epoch {epoch}: quiesce panicked: {error}"));
-            BTreeMap::new()
-        }
-    };
+    let (cluster_for_wait, shared_for_wait) = (Arc::clone(cluster), Arc::clone(shared));
+    let (mut waited, mut blockers) = blocking_wait(move || {
+        let mut blockers = BTreeMap::new();
+        let waited =
+            quiesce(&mut cluster_for_wait.lock().expect("cluster lock"), &shared_for_wait, timeout, &mut blockers);
+        (waited, blockers)
+    })
+    .await;
+    if waited.as_ref().is_err_and(|why| format!("{why:#}").contains(UNREADABLE_STOP)) {
+        // Objects whose stripes cannot be read: if the store's answers allowed their loss, an
+        // operator deletes them (the cluster is not whole while anything references those stripes).
+        settle_losses(client, shared).await;
+        let remaining = timeout.saturating_sub(started.elapsed());
+        let cluster = Arc::clone(cluster);
+        (waited, blockers) = blocking_wait(move || {
+            let since_ms = unix_now_ms();
+            let cluster = cluster.lock().expect("cluster lock");
+            let waited = wait_for_status(&cluster, remaining, None, &mut blockers, |s| whole(s, since_ms));
+            (waited, blockers)
+        })
+        .await;
+    }
+    match waited {
+        Ok(()) => shared.model.lock().expect("model lock").whole(),
+        Err(why) => shared.violation(format!("epoch {epoch}: the cluster did not quiesce: {why:#}")),
+    }
     {
         let mut report = shared.report.lock().expect("report lock");
         report.quiesce_s.push(started.elapsed().as_secs_f64());
@@ -544,9 +664,56 @@ async fn quiesce_and_check(
     check_every_key(client, shared).await;
 }
 
-/// Undoes what lasts (the schedule undid it already: anything left is counted), restarts what is
-/// down and waits (bounded) until the statuses show a whole cluster ([`whole`]).
-fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow::Result<BTreeMap<String, f64>> {
+/// Runs a wait on a blocking thread; a panic is its error.
+async fn blocking_wait(
+    wait: impl FnOnce() -> (anyhow::Result<()>, BTreeMap<String, f64>) + Send + 'static,
+) -> (anyhow::Result<()>, BTreeMap<String, f64>) {
+    match tokio::task::spawn_blocking(wait).await {
+        Ok(waited) => waited,
+        Err(error) => (Err(anyhow::anyhow!("the wait panicked: {error}")), BTreeMap::new()),
+    }
+}
+
+/// Reads each key whose data may be lost as the store allowed; those whose read finds it lost (and
+/// allowed: [`Shared::loss_allowed`]) are deleted, as an operator would once the loss is known.
+async fn settle_losses(client: &aws_sdk_s3::Client, shared: &Shared) {
+    let keys = shared.model.lock().expect("model lock").keys_at_risk();
+    for key in keys {
+        let Err(why) = get(client, &key).await else { continue };
+        if !failed_read(client, shared, &key, &why, false).await {
+            continue;
+        }
+        for _attempt in 0..DELETE_ATTEMPTS {
+            if client.delete_object().bucket(BUCKET).key(&key).send().await.is_ok() {
+                shared.model.lock().expect("model lock").wrote(&key, Version::Absent, Ack::Acknowledged);
+                break;
+            }
+            tokio::time::sleep(ERROR_PAUSE).await;
+        }
+    }
+}
+
+/// Tries at deleting a key whose loss was allowed.
+const DELETE_ATTEMPTS: usize = 5;
+
+/// What ends a quiesce's wait early: stripes too few of whose units are readable held it for
+/// [`UNREADABLE_PATIENCE`] (repair retries them every scan: a node returning would have helped by
+/// then).
+const UNREADABLE_STOP: &str = "held by stripes too few of whose units are readable";
+/// The census's reason for such stripes.
+const UNREADABLE_BLOCKER: &str = "too_few_readable";
+/// How long a quiesce waits on unreadable stripes before asking which objects are lost.
+const UNREADABLE_PATIENCE: Duration = Duration::from_secs(150);
+
+/// Undoes what lasts (the schedule undid it already: anything left is counted and taken for a
+/// fault of its node), restarts what is down and waits (bounded) until the statuses show a whole
+/// cluster ([`whole`]), adding what held it up to `blockers`.
+fn quiesce(
+    cluster: &mut Cluster,
+    shared: &Shared,
+    timeout: Duration,
+    blockers: &mut BTreeMap<String, f64>,
+) -> anyhow::Result<()> {
     let undone = cluster.undo_all_and_restart();
     let undone = match rebuild_if_refused(undone, cluster, shared)? {
         // Rebuilt: the rest of the undoing, with the gateway back.
@@ -556,6 +723,9 @@ fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow:
         undone => undone,
     };
     for what in undone {
+        if let Some(node) = node_named(&what) {
+            shared.node_faulted(node);
+        }
         *shared
             .report
             .lock()
@@ -569,7 +739,13 @@ fn quiesce(cluster: &mut Cluster, shared: &Shared, timeout: Duration) -> anyhow:
         rebuild_metadata(cluster, shared)?;
     }
     let since_ms = unix_now_ms();
-    wait_for_status(cluster, timeout, |statuses| whole(statuses, since_ms))
+    wait_for_status(cluster, timeout, Some(UNREADABLE_PATIENCE), blockers, |statuses| whole(statuses, since_ms))
+}
+
+/// The node a [`Cluster::undo_all_and_restart`] line names (`… of node N`).
+fn node_named(undone: &str) -> Option<u32> {
+    let (_, after) = undone.split_once("of node ")?;
+    after.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
 /// What `lowtail up` says when it refuses a damaged metadata store at start.
@@ -620,24 +796,35 @@ fn rebuild_metadata(cluster: &mut Cluster, shared: &Shared) -> anyhow::Result<()
 /// this far).
 const DEFAULT_WRITE_DEADLINE_MS: u64 = 1_200_000;
 
-/// Polls every gateway's status (bounded by `timeout`) until `why_not` finds nothing missing; how
-/// long each kind of reason ([`blocker_kind`]) held it up, in seconds.
+/// Polls every gateway's status (bounded by `timeout`) until `why_not` finds nothing missing,
+/// adding to `blockers` how long each kind of reason ([`blocker_kind`]) held it up, in seconds.
+/// With `unreadable_patience`, a reason naming unreadable stripes that lasts that long ends the
+/// wait early ([`UNREADABLE_STOP`]).
 fn wait_for_status(
     cluster: &Cluster,
     timeout: Duration,
+    unreadable_patience: Option<Duration>,
+    blockers: &mut BTreeMap<String, f64>,
     why_not: impl Fn(&[serde_json::Value]) -> Option<String>,
-) -> anyhow::Result<BTreeMap<String, f64>> {
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("no status yet");
-    let mut blockers: BTreeMap<String, f64> = BTreeMap::new();
     let mut polled = Instant::now();
+    let mut unreadable_since: Option<Instant> = None;
     while Instant::now() < deadline {
         match cluster.statuses().into_iter().collect::<anyhow::Result<Vec<_>>>() {
             Ok(statuses) => match why_not(&statuses) {
-                None => return Ok(blockers),
+                None => return Ok(()),
                 Some(why) => last = why,
             },
             Err(error) => last = format!("{error:#}"),
+        }
+        let unreadable = last.contains(UNREADABLE_BLOCKER);
+        let since = *unreadable_since.get_or_insert_with(Instant::now);
+        if !unreadable {
+            unreadable_since = None;
+        } else if unreadable_patience.is_some_and(|patience| since.elapsed() >= patience) {
+            anyhow::bail!("{UNREADABLE_STOP}: {last}");
         }
         std::thread::sleep(Duration::from_millis(500));
         *blockers.entry(blocker_kind(&last)).or_default() += polled.elapsed().as_secs_f64();
@@ -748,9 +935,11 @@ async fn lose_more_and_check(
 
 /// Waits (bounded) until every gateway's status shows every node of `victims` Down.
 fn wait_until_down(cluster: &Cluster, victims: &[u32], timeout: Duration) -> anyhow::Result<()> {
-    wait_for_status(cluster, timeout, |statuses| statuses.iter().find_map(|status| not_down(status, victims)))
-        .map(|_| ())
-        .map_err(|why| why.context("membership did not mark the killed nodes Down"))
+    let mut blockers = BTreeMap::new();
+    wait_for_status(cluster, timeout, None, &mut blockers, |statuses| {
+        statuses.iter().find_map(|status| not_down(status, victims))
+    })
+    .map_err(|why| why.context("membership did not mark the killed nodes Down"))
 }
 
 /// Which of `victims` `status` does not show Down yet, in words (`None`: all are).

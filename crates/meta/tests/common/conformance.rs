@@ -581,7 +581,10 @@ async fn under_redundant_index(store: Arc<dyn MetaStore>) {
     whole.pending_until_ms = Some(5000);
     whole.pending_writer = Some("gw-a@1".into());
     assert!(whole.is_pending(4999) && !whole.is_pending(5000));
-    assert!(whole.is_pending_for(4999, "gw-a@1") && whole.is_pending_for(4999, "gw-b@7"), "its writer, another gateway");
+    assert!(
+        whole.is_pending_for(4999, "gw-a@1") && whole.is_pending_for(4999, "gw-b@7"),
+        "its writer, another gateway"
+    );
     assert!(!whole.is_pending_for(4999, "gw-a@2"), "a later incarnation of its writer: nobody lands them");
     whole.clear_missing([8]);
     assert_eq!((whole.degraded_since_ms, whole.pending_until_ms), (None, None), "pending ends with the last unit");
