@@ -1,7 +1,8 @@
 //! What the store said of a write's redundancy when it acknowledged it: the gateway's
 //! `x-lowtail-redundancy` (`full`, `pending` or `degraded`) and `x-lowtail-failures-tolerated`
-//! headers, read off the raw answer by an interceptor on the one request (the SDK's typed outputs
-//! do not carry headers they do not know).
+//! headers, read off the raw answer by an interceptor on the requests of one write (the SDK's typed
+//! outputs do not carry headers they do not know). A multipart upload's are its UploadParts'
+//! answers (CompleteMultipartUpload names none): the object is as redundant as its least part.
 //!
 //! Owns turning those headers into the model's [`Ack`]. Must not judge anything: the model does.
 
@@ -18,12 +19,18 @@ const REDUNDANCY_HEADER: &str = "x-lowtail-redundancy";
 /// The gateway's header saying how many node failures an acknowledged write survives now.
 const FAILURES_TOLERATED_HEADER: &str = "x-lowtail-failures-tolerated";
 
-/// Catches the redundancy headers of the answer to the request it is attached to
-/// (`.customize().interceptor(capture.clone())`).
+/// Catches the redundancy headers of the answers to the requests it is attached to
+/// (`.customize().interceptor(capture.clone())`), keeping the least redundant.
 #[derive(Debug, Clone, Default)]
 pub struct RedundancyCapture {
     /// The headers' values, once an answer came: the state and the failures tolerated.
     seen: Arc<Mutex<Option<(String, Option<usize>)>>>,
+}
+
+/// Whether `a` says its bytes survive fewer failures than `b` (an unnumbered one as 0).
+fn less_redundant(a: &(String, Option<usize>), b: &(String, Option<usize>)) -> bool {
+    let rank = |(state, tolerated): &(String, Option<usize>)| (state == "full", tolerated.unwrap_or(0));
+    rank(a) < rank(b)
 }
 
 impl RedundancyCapture {
@@ -60,7 +67,11 @@ impl Intercept for RedundancyCapture {
         let headers = context.response().headers();
         if let Some(state) = headers.get(REDUNDANCY_HEADER) {
             let tolerated = headers.get(FAILURES_TOLERATED_HEADER).and_then(|value| value.trim().parse().ok());
-            *self.seen.lock().expect("capture lock") = Some((state.trim().to_string(), tolerated));
+            let answer = (state.trim().to_string(), tolerated);
+            let mut seen = self.seen.lock().expect("capture lock");
+            if seen.as_ref().is_none_or(|least| less_redundant(&answer, least)) {
+                *seen = Some(answer);
+            }
         }
         Ok(())
     }
@@ -84,5 +95,20 @@ mod tests {
         assert_eq!(seen("full", Some(3)).ack(true), Ack::Acknowledged);
         assert_eq!(seen("pending", None).ack(true), Ack::Acknowledged, "no number: nothing to excuse");
         assert_eq!(RedundancyCapture::default().ack(true), Ack::Acknowledged);
+    }
+
+    #[test]
+    fn the_least_redundant_answer_is_kept() {
+        let answers = [("full", Some(3)), ("pending", Some(1)), ("full", Some(3)), ("degraded", Some(2))];
+        let mut least: Option<(String, Option<usize>)> = None;
+        for (state, tolerated) in answers {
+            let answer = (state.to_string(), tolerated);
+            if least.as_ref().is_none_or(|l| less_redundant(&answer, l)) {
+                least = Some(answer);
+            }
+        }
+        assert_eq!(least, Some(("pending".to_string(), Some(1))));
+        assert!(less_redundant(&("pending".into(), None), &("degraded".into(), Some(1))), "unnumbered counts as 0");
+        assert!(!less_redundant(&("full".into(), Some(3)), &("pending".into(), Some(2))));
     }
 }

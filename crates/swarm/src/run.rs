@@ -500,8 +500,8 @@ fn wrote(shared: &Shared, kind: &str, key: &str, version: Version, ack: Ack) -> 
     ok
 }
 
-/// A multipart upload of `part_bytes`-sized parts of the body of `seed`, its completion's answer
-/// caught by `capture`; aborted if it fails.
+/// A multipart upload of `part_bytes`-sized parts of the body of `seed`, the redundancy its parts'
+/// answers named caught by `capture`; aborted if it fails.
 async fn multipart(
     client: &aws_sdk_s3::Client,
     key: &str,
@@ -527,6 +527,8 @@ async fn multipart(
                 .upload_id(&upload_id)
                 .part_number(number)
                 .body(ByteStream::from(piece))
+                .customize()
+                .interceptor(capture.clone())
                 .send()
                 .await?;
             parts
@@ -539,8 +541,6 @@ async fn multipart(
             .key(key)
             .upload_id(&upload_id)
             .multipart_upload(upload)
-            .customize()
-            .interceptor(capture.clone())
             .send()
             .await?;
         Ok(())
