@@ -23,20 +23,33 @@ const FAILURES_TOLERATED_HEADER: &str = "x-lowtail-failures-tolerated";
 /// (`.customize().interceptor(capture.clone())`), keeping the least redundant.
 #[derive(Debug, Clone, Default)]
 pub struct RedundancyCapture {
-    /// The headers' values, once an answer came: the state and the failures tolerated.
-    seen: Arc<Mutex<Option<(String, Option<usize>)>>>,
+    /// The least redundant answer so far.
+    seen: Arc<Mutex<Option<Answer>>>,
 }
 
-/// Whether `a` says its bytes survive fewer failures than `b` (an unnumbered one as 0).
-fn less_redundant(a: &(String, Option<usize>), b: &(String, Option<usize>)) -> bool {
-    let rank = |(state, tolerated): &(String, Option<usize>)| (state == "full", tolerated.unwrap_or(0));
-    rank(a) < rank(b)
+/// What one answer's headers said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Answer {
+    state: String,
+    failures_tolerated: Option<usize>,
+}
+
+impl Answer {
+    fn new(state: &str, failures_tolerated: Option<usize>) -> Self {
+        Self { state: state.to_string(), failures_tolerated }
+    }
+
+    /// Whether it says its bytes survive fewer failures than `other` (unnumbered as 0).
+    fn less_redundant_than(&self, other: &Answer) -> bool {
+        let rank = |a: &Answer| (a.state == "full", a.failures_tolerated.unwrap_or(0));
+        rank(self) < rank(other)
+    }
 }
 
 impl RedundancyCapture {
     /// The state the answer named (`full`, `pending`, `degraded`), or `None` when none came.
     pub fn state(&self) -> Option<String> {
-        self.seen.lock().expect("capture lock").as_ref().map(|(state, _)| state.clone())
+        self.seen.lock().expect("capture lock").as_ref().map(|answer| answer.state.clone())
     }
 
     /// How the write ended for the model: `Uncertain` unless `ok`; `Below` when the answer said
@@ -47,7 +60,9 @@ impl RedundancyCapture {
             return Ack::Uncertain;
         }
         match self.seen.lock().expect("capture lock").clone() {
-            Some((state, Some(failures_tolerated))) if state != "full" => Ack::Below { failures_tolerated },
+            Some(Answer { state, failures_tolerated: Some(failures_tolerated) }) if state != "full" => {
+                Ack::Below { failures_tolerated }
+            }
             _ => Ack::Acknowledged,
         }
     }
@@ -67,9 +82,9 @@ impl Intercept for RedundancyCapture {
         let headers = context.response().headers();
         if let Some(state) = headers.get(REDUNDANCY_HEADER) {
             let tolerated = headers.get(FAILURES_TOLERATED_HEADER).and_then(|value| value.trim().parse().ok());
-            let answer = (state.trim().to_string(), tolerated);
+            let answer = Answer::new(state.trim(), tolerated);
             let mut seen = self.seen.lock().expect("capture lock");
-            if seen.as_ref().is_none_or(|least| less_redundant(&answer, least)) {
+            if seen.as_ref().is_none_or(|least| answer.less_redundant_than(least)) {
                 *seen = Some(answer);
             }
         }
@@ -83,7 +98,7 @@ mod tests {
 
     fn seen(state: &str, tolerated: Option<usize>) -> RedundancyCapture {
         let capture = RedundancyCapture::default();
-        *capture.seen.lock().unwrap() = Some((state.into(), tolerated));
+        *capture.seen.lock().unwrap() = Some(Answer::new(state, tolerated));
         capture
     }
 
@@ -100,15 +115,15 @@ mod tests {
     #[test]
     fn the_least_redundant_answer_is_kept() {
         let answers = [("full", Some(3)), ("pending", Some(1)), ("full", Some(3)), ("degraded", Some(2))];
-        let mut least: Option<(String, Option<usize>)> = None;
+        let mut least: Option<Answer> = None;
         for (state, tolerated) in answers {
-            let answer = (state.to_string(), tolerated);
-            if least.as_ref().is_none_or(|l| less_redundant(&answer, l)) {
+            let answer = Answer::new(state, tolerated);
+            if least.as_ref().is_none_or(|l| answer.less_redundant_than(l)) {
                 least = Some(answer);
             }
         }
-        assert_eq!(least, Some(("pending".to_string(), Some(1))));
-        assert!(less_redundant(&("pending".into(), None), &("degraded".into(), Some(1))), "unnumbered counts as 0");
-        assert!(!less_redundant(&("full".into(), Some(3)), &("pending".into(), Some(2))));
+        assert_eq!(least, Some(Answer::new("pending", Some(1))));
+        assert!(Answer::new("pending", None).less_redundant_than(&Answer::new("degraded", Some(1))), "unnumbered: 0");
+        assert!(!Answer::new("full", Some(3)).less_redundant_than(&Answer::new("pending", Some(2))));
     }
 }
