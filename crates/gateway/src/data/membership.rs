@@ -82,6 +82,8 @@ pub struct Membership {
     cluster_id: tokio::sync::OnceCell<String>,
     /// Where the current probe round is (for the log when one stalls).
     stage: Mutex<String>,
+    /// Where each node's recording is in the current round, until it ends (for the same log).
+    recording: Mutex<std::collections::BTreeMap<NodeId, &'static str>>,
 }
 
 /// What membership knows of the nodes' directories (see [`super::reconcile`]).
@@ -157,6 +159,7 @@ impl Membership {
             directories: Arc::default(),
             cluster_id: tokio::sync::OnceCell::new(),
             stage: Mutex::new(String::new()),
+            recording: Mutex::new(Default::default()),
         }
     }
 
@@ -285,6 +288,7 @@ impl Membership {
         // Recorded together, so that the metadata writes share group commits: one slow commit
         // (an fsync behind a busy disk) delays the round once, not once per node.
         self.at(format!("recording {} probes", answers.len()));
+        super::lock(&self.recording).clear();
         let recorded = answers.iter().map(|(node, answered)| self.record(node, answered.as_ref(), now_ms));
         let mut round = ProbeRound::default();
         for ((node, _), change) in answers.iter().zip(futures_util::future::join_all(recorded).await) {
@@ -305,7 +309,25 @@ impl Membership {
     /// Records one node's probe (`answered`: its sighting and a client, if it answered): its
     /// misses, its admission, and the state change or heartbeat that follows.
     async fn record(&self, node: &NodeInfo, answered: Option<&(Sighting, node::NodeClient)>, now_ms: u64) -> Recorded {
+        let recorded = self.record_stages(node, answered, now_ms).await;
+        super::lock(&self.recording).remove(&node.id);
+        recorded
+    }
+
+    /// Notes where `node`'s recording is, for the log if the round stalls.
+    fn node_at(&self, node: NodeId, stage: &'static str) {
+        super::lock(&self.recording).insert(node, stage);
+    }
+
+    /// [`record`](Self::record)'s steps, each noted with [`node_at`](Self::node_at).
+    async fn record_stages(
+        &self,
+        node: &NodeInfo,
+        answered: Option<&(Sighting, node::NodeClient)>,
+        now_ms: u64,
+    ) -> Recorded {
         let meta = self.cluster.meta();
+        self.node_at(node.id, "admission");
         let misses = {
             let mut misses = super::lock(&self.misses);
             let count = misses.entry(node.id).or_insert(0);
@@ -321,6 +343,7 @@ impl Membership {
             None => None,
         };
         let answered = answered.is_some() && admission != Some(Admission::Later);
+        self.node_at(node.id, "writing its state");
         let (recorded, result) = if admission == Some(Admission::Refuse) {
             if node.state == NodeState::Up {
                 metrics::counter!("lowtail_gateway_nodes_marked_down_total").increment(1);
@@ -392,6 +415,7 @@ impl Membership {
             return Admission::Serve;
         }
         super::lock(&directories.verified).remove(&node.id);
+        self.node_at(node.id, "admission: asking its identity");
         let identity = match client.identity(None).await {
             Ok(identity) => identity,
             Err(error) => {
@@ -399,6 +423,7 @@ impl Membership {
                 return Admission::Later;
             }
         };
+        self.node_at(node.id, "admission: reading the cluster id");
         let cluster_id = match self.cluster_id().await {
             Ok(cluster_id) => cluster_id,
             Err(error) => {
@@ -407,6 +432,7 @@ impl Membership {
             }
         };
         // Read again: the round's copy may predate a check that ended meanwhile.
+        self.node_at(node.id, "admission: reading its record");
         let node = &match self.cluster.meta().get_node(node.id).await {
             Ok(fresh) => fresh,
             Err(error) => {
@@ -446,6 +472,7 @@ impl Membership {
         now_ms: u64,
     ) -> Admission {
         let meta = self.cluster.meta();
+        self.node_at(node.id, "admission: recording its check");
         if let Err(error) = meta.set_node_checking(node.id, now_ms).await {
             tracing::warn!(node = %node.id, %error, "could not record the node's check; tried again next round");
             return Admission::Later;
@@ -494,16 +521,25 @@ impl Membership {
                     Ok(Err(error)) => tracing::warn!(%error, "membership probe round failed"),
                     Err(_) => {
                         let stage = super::lock(&self.stage).clone();
+                        let nodes = self.recording_stages();
                         metrics::counter!("lowtail_gateway_membership_rounds_abandoned_total").increment(1);
                         tracing::warn!(
                             limit = ?round_limit(interval),
                             %stage,
+                            %nodes,
                             "a membership probe round did not finish in time; abandoned, the next starts afresh"
                         );
                     }
                 }
             }
         })
+    }
+
+    /// The nodes whose recording had not ended, each with where it was (`2: admission: …`).
+    fn recording_stages(&self) -> String {
+        let recording = super::lock(&self.recording);
+        let stages: Vec<String> = recording.iter().map(|(node, stage)| format!("{node}: {stage}")).collect();
+        if stages.is_empty() { "none".into() } else { stages.join(", ") }
     }
 
     /// Notes where the probe round is, for the log if it stalls.
