@@ -5,7 +5,8 @@
 //!
 //! Owns: the cluster directory ([`state`]: secrets, credentials and ports chosen on first start and
 //! kept, so a restart on the same directory finds its data and its endpoints), child processes
-//! ([`child`]: start, log, stop, kill on drop; [`processes`]: nodes and gateways; [`etcd`]), and
+//! ([`child`]: start, log, stop, kill on drop; [`processes`]: nodes and gateways; [`etcd`]; [`ports`]:
+//! loopback ports outside the kernel's ephemeral range), and
 //! `cluster.json`, the machine-readable description tools and tests read to find and kill nodes
 //! ([`manifest`]).
 //!
@@ -18,6 +19,7 @@ pub mod fleet;
 pub mod gateway_admin;
 pub mod manifest;
 pub mod meta_admin;
+pub mod ports;
 pub mod processes;
 pub mod state;
 pub mod up;

@@ -165,11 +165,11 @@ impl NodeProcess {
         std::fs::create_dir_all(log.parent().expect("logs live in a directory"))?;
         let address_file = data_dir.join("address.json");
         remove_stale_address_file(&address_file)?;
-        let loopback_any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        // Outside the ephemeral range: the node is restarted by hand on these (`pin_addresses`).
         let mut config = NodeConfig {
             node_id: slot.id,
-            listen_addr: loopback_any_port,
-            metrics_addr: Some(loopback_any_port),
+            listen_addr: free_loopback_addr()?,
+            metrics_addr: Some(free_loopback_addr()?),
             data_dir: data_dir.clone(),
             address_file: Some(address_file.clone()),
             ..NodeConfig::default()
@@ -303,11 +303,11 @@ struct GatewayAddresses {
     http_addr: Option<SocketAddr>,
 }
 
-/// A loopback port the kernel just handed out. Another process could take it before the child
-/// binds it; the child then exits with a clear error and the caller may try again.
+/// A free loopback port outside the kernel's ephemeral range ([`crate::ports`]), for a child
+/// restarted on the same address. Another process could bind it before the child does; the child
+/// then exits with a clear error and the caller may try again.
 pub fn free_loopback_addr() -> anyhow::Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("cannot find a free port on 127.0.0.1")?;
-    Ok(listener.local_addr()?)
+    crate::ports::stable_loopback_addr()
 }
 
 impl GatewayProcess {
