@@ -62,6 +62,7 @@ impl KvStore<RedbBackend> {
             group_commits: AtomicU64::new(0),
             id_blocks: tokio::sync::Mutex::new(HashMap::new()),
             integrity: Arc::new(integrity),
+            committing: Arc::default(),
         }))
     }
 
@@ -206,7 +207,28 @@ pub struct RedbBackend {
     id_blocks: tokio::sync::Mutex<HashMap<&'static str, IdBlock>>,
     /// Seals and the damage found.
     integrity: Arc<Integrity>,
+    /// Where the group commit under way is, for the warning a slow one logs.
+    committing: Arc<std::sync::Mutex<CommitStage>>,
 }
+
+/// A group commit's step and since when (`None` between commits).
+#[derive(Debug, Default)]
+struct CommitStage {
+    step: &'static str,
+    since: Option<std::time::Instant>,
+    writes: usize,
+}
+
+impl CommitStage {
+    fn enter(stage: &std::sync::Mutex<CommitStage>, step: &'static str) {
+        let mut stage = stage.lock().expect("commit stage lock");
+        stage.step = step;
+        stage.since = Some(std::time::Instant::now());
+    }
+}
+
+/// How long a group commit runs before it logs where it is (and again each time as long).
+const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Ids `next..=reserved` of a counter, reserved durably and not yet handed out.
 #[derive(Clone, Copy, Debug)]
@@ -372,8 +394,32 @@ impl RedbBackend {
         let db = Arc::clone(&self.db);
         let integrity = Arc::clone(&self.integrity);
         let runtime = tokio::runtime::Handle::current();
-        let task = tokio::task::spawn_blocking(move || commit_in_one_transaction(&db, &integrity, &runtime, group));
-        task.await.map_err(|error| MetaError::backend("redb write task", error))
+        self.committing.lock().expect("commit stage lock").writes = group.len();
+        CommitStage::enter(&self.committing, "waiting for a blocking thread");
+        let stage = Arc::clone(&self.committing);
+        let mut task = tokio::task::spawn_blocking(move || {
+            commit_in_one_transaction(&db, &integrity, &runtime, group, &stage);
+            CommitStage::enter(&stage, "done");
+        });
+        // Bounded by the commit itself; each SLOW_COMMIT it runs, it says where it is.
+        loop {
+            match tokio::time::timeout(SLOW_COMMIT, &mut task).await {
+                Ok(joined) => return joined.map_err(|error| MetaError::backend("redb write task", error)),
+                Err(_) => self.warn_slow_commit(),
+            }
+        }
+    }
+
+    fn warn_slow_commit(&self) {
+        let stage = self.committing.lock().expect("commit stage lock");
+        let in_step_s = stage.since.map_or(0.0, |since| since.elapsed().as_secs_f64());
+        tracing::warn!(
+            step = stage.step,
+            in_step_s,
+            writes = stage.writes,
+            queued = self.queue.lock().expect("write queue lock").len(),
+            "a metadata group commit is slow; every metadata write waits for it"
+        );
     }
 }
 
@@ -384,18 +430,24 @@ fn commit_in_one_transaction(
     integrity: &Arc<Integrity>,
     runtime: &tokio::runtime::Handle,
     mut group: Vec<Box<dyn QueuedWrite>>,
+    stage: &std::sync::Mutex<CommitStage>,
 ) {
     let mut failed: Vec<Box<dyn QueuedWrite>> = Vec::new();
     let commit = loop {
+        CommitStage::enter(stage, "beginning the write transaction");
         let txn = match db.begin_write() {
             Ok(txn) => txn,
             Err(error) => break Err(storage_error(error)),
         };
         let mut kv = RedbKv { txn: Txn::Write(Box::new(txn)), integrity: Arc::clone(integrity) };
+        CommitStage::enter(stage, "running the writes");
         let failure = group.iter_mut().position(|write| !write.run(&mut kv, runtime));
         let Txn::Write(txn) = kv.txn else { unreachable!("constructed as a write transaction") };
         match failure {
-            None => break (*txn).commit().map_err(storage_error),
+            None => {
+                CommitStage::enter(stage, "committing (fsync)");
+                break (*txn).commit().map_err(storage_error);
+            }
             Some(index) => {
                 if let Err(error) = (*txn).abort() {
                     break Err(storage_error(error));
