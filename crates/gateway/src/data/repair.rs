@@ -295,6 +295,9 @@ struct BlockedMemory {
     stripes: HashMap<StripeId, (Instant, Outcome)>,
 }
 
+/// A lease renewal under way beside a scan's repairs.
+type Renewal<'a> = std::pin::Pin<Box<dyn Future<Output = Result<bool, DataError>> + Send + 'a>>;
+
 /// The repair service; see the module documentation.
 #[derive(Debug)]
 pub struct RepairService {
@@ -546,28 +549,42 @@ impl RepairService {
         }))
         .buffer_unordered(self.config.max_concurrent_stripes);
         let (mut claimed, mut checked) = (Instant::now(), Instant::now());
-        while let Some((id, outcome)) = repairs.next().await {
-            self.progress.remaining.fetch_sub(1, Ordering::Relaxed);
-            metrics::gauge!("lowtail_gateway_repair_stripes_remaining").decrement(1.0);
-            self.count(id, &outcome);
-            outcomes.insert(id, outcome);
-            if go_on.load(Ordering::Relaxed) && checked.elapsed() >= NODE_RECHECK {
-                checked = Instant::now();
-                if self.node_states_changed(nodes).await {
-                    tracing::info!("a node changed state mid-scan; the next scan plans again");
-                    go_on.store(false, Ordering::Relaxed);
-                }
-            }
-            if go_on.load(Ordering::Relaxed) && claimed.elapsed() >= self.lease_term() / 3 {
-                claimed = Instant::now();
-                match self.claim().await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!("repair lease lost mid-scan; the rest is left to its new holder");
-                        go_on.store(false, Ordering::Relaxed);
+        // The lease renewal is a metadata write, polled *beside* the repairs, never instead of them:
+        // a repair parked mid-write holds the store's writer lock until it is polled again, so a
+        // renewal awaited alone waited for it forever, and with it every metadata write.
+        let mut renewal: Option<Renewal<'_>> = None;
+        loop {
+            tokio::select! {
+                next = repairs.next() => {
+                    let Some((id, outcome)) = next else { break };
+                    self.progress.remaining.fetch_sub(1, Ordering::Relaxed);
+                    metrics::gauge!("lowtail_gateway_repair_stripes_remaining").decrement(1.0);
+                    self.count(id, &outcome);
+                    outcomes.insert(id, outcome);
+                    // A read: it takes no writer lock.
+                    if go_on.load(Ordering::Relaxed) && checked.elapsed() >= NODE_RECHECK {
+                        checked = Instant::now();
+                        if self.node_states_changed(nodes).await {
+                            tracing::info!("a node changed state mid-scan; the next scan plans again");
+                            go_on.store(false, Ordering::Relaxed);
+                        }
                     }
-                    Err(error) => {
-                        tracing::warn!(%error, "repair lease not renewed; tried again a third of a term later")
+                    if go_on.load(Ordering::Relaxed) && renewal.is_none() && claimed.elapsed() >= self.lease_term() / 3 {
+                        claimed = Instant::now();
+                        renewal = Some(Box::pin(self.claim()));
+                    }
+                }
+                renewed = async { renewal.as_mut().expect("polled only when set").await }, if renewal.is_some() => {
+                    renewal = None;
+                    match renewed {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            tracing::warn!("repair lease lost mid-scan; the rest is left to its new holder");
+                            go_on.store(false, Ordering::Relaxed);
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "repair lease not renewed; tried again a third of a term later")
+                        }
                     }
                 }
             }
