@@ -378,10 +378,13 @@ const MAX_GROUP: usize = 64;
 
 impl RedbBackend {
     /// Commits every queued write (up to [`MAX_GROUP`]) in one transaction: one fsync for all.
-    /// Called with the writer lock held. A body that fails is dropped from the group and the
+    /// Called with the writer lock, whose guard `writer` the commit's blocking task holds until it
+    /// ends: a caller left unpolled while its commit runs (a stream its consumer stopped pulling
+    /// while it awaited another write) then holds nothing, where holding the guard itself once
+    /// stalled every metadata write for good. A body that fails is dropped from the group and the
     /// others run again in a fresh transaction (bodies may run more than once; see
     /// [`Backend::write`]), so each write commits all of its changes or none, in queue order.
-    async fn commit_group(&self) -> Result<()> {
+    async fn commit_group(&self, writer: tokio::sync::OwnedMutexGuard<()>) -> Result<()> {
         let group: Vec<Box<dyn QueuedWrite>> = {
             let mut queue = self.queue.lock().expect("write queue lock");
             let take = queue.len().min(MAX_GROUP);
@@ -398,6 +401,7 @@ impl RedbBackend {
         CommitStage::enter(&self.committing, "waiting for a blocking thread");
         let stage = Arc::clone(&self.committing);
         let mut task = tokio::task::spawn_blocking(move || {
+            let _writer = writer;
             commit_in_one_transaction(&db, &integrity, &runtime, group, &stage);
             CommitStage::enter(&stage, "done");
         });
@@ -475,10 +479,10 @@ impl Backend for RedbBackend {
         // Bounded: our write is in the queue until answered and every group takes its head, so it
         // is committed within (its position / MAX_GROUP) + 1 passes.
         loop {
-            let _writer = self.writer.lock().await;
+            let writer = Arc::clone(&self.writer).lock_owned().await;
             match answer.try_recv() {
                 Ok(result) => return result,
-                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => self.commit_group().await?,
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => self.commit_group(writer).await?,
                 Err(tokio::sync::oneshot::error::TryRecvError::Closed) => {
                     return Err(MetaError::Backend("the group commit ended without an answer".into()));
                 }
@@ -556,6 +560,32 @@ mod tests {
                 })
             })
             .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_left_unpolled_blocks_no_other_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(dir.path()).unwrap();
+        let backend = store.backend_ref();
+        // Polled until it is under way, then kept but not polled (a stream its consumer stopped
+        // pulling while it awaited another write).
+        let mut parked = Box::pin(backend.write(|kv: &mut dyn Kv| -> TxnFuture<'_, String> {
+            Box::pin(async move {
+                // A commit still running when its caller stops being polled.
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                kv.put(b"key/parked".to_vec(), b"v".to_vec())?;
+                Ok("key/parked".to_string())
+            })
+        }));
+        let early = tokio::time::timeout(std::time::Duration::from_millis(50), &mut parked).await;
+        assert!(early.is_err(), "still committing");
+        let other = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            put_then_maybe_fail(backend, "key/other".into(), false),
+        )
+        .await;
+        assert_eq!(other.expect("not blocked by the parked write").unwrap(), "key/other");
+        assert_eq!(parked.await.unwrap(), "key/parked", "and the parked one commits too");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
