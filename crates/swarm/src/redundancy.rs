@@ -12,12 +12,9 @@ use aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextRef
 use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_s3::error::BoxError;
 
-use crate::model::Ack;
+use gateway::s3::{FAILURES_TOLERATED_HEADER, REDUNDANCY_HEADER};
 
-/// The gateway's header naming the state of an acknowledged write's redundancy.
-const REDUNDANCY_HEADER: &str = "x-lowtail-redundancy";
-/// The gateway's header saying how many node failures an acknowledged write survives now.
-const FAILURES_TOLERATED_HEADER: &str = "x-lowtail-failures-tolerated";
+use crate::model::Ack;
 
 /// Catches the redundancy headers of the answers to the requests it is attached to
 /// (`.customize().interceptor(capture.clone())`), keeping the least redundant.

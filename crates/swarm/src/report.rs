@@ -87,20 +87,7 @@ pub fn summary(batch: &BatchReport) -> String {
         _ => "0".to_string(),
     };
     let clusters: Vec<String> = batch.clusters.iter().map(|(name, count)| format!("{name}: {count}")).collect();
-    let violations = if batch.violations.is_empty() {
-        "0".to_string()
-    } else {
-        let count: usize = batch.violations.values().map(Vec::len).sum();
-        let seeds: Vec<String> = batch.violations.keys().map(u64::to_string).collect();
-        format!("{count} (seeds {})", seeds.join(", "))
-    };
-    let losses_allowed = if batch.losses_allowed.is_empty() {
-        "0".to_string()
-    } else {
-        let count: usize = batch.losses_allowed.values().map(Vec::len).sum();
-        let seeds: Vec<String> = batch.losses_allowed.keys().map(u64::to_string).collect();
-        format!("{count} (seeds {})", seeds.join(", "))
-    };
+    let (violations, losses_allowed) = (count_with_seeds(&batch.violations), count_with_seeds(&batch.losses_allowed));
     let errors: Vec<String> = batch.errors.iter().map(|(seed, error)| format!("seed {seed}: {error}")).collect();
     let mut table = Table::new();
     table.set_header(["", "all seeds"]);
@@ -118,6 +105,16 @@ pub fn summary(batch: &BatchReport) -> String {
     }
     table.add_row(["wall time s".to_string(), format!("{:.0}", batch.wall_s)]);
     table.to_string()
+}
+
+/// How many things `by_seed` holds and in which seeds: `0`, or `3 (seeds 5, 9)`.
+fn count_with_seeds(by_seed: &std::collections::BTreeMap<u64, Vec<String>>) -> String {
+    if by_seed.is_empty() {
+        return "0".to_string();
+    }
+    let count: usize = by_seed.values().map(Vec::len).sum();
+    let seeds: Vec<String> = by_seed.keys().map(u64::to_string).collect();
+    format!("{count} (seeds {})", seeds.join(", "))
 }
 
 /// The longest quiesce in seconds, with what held it up longest (`24.1 (node N has not finished a

@@ -220,13 +220,12 @@ pub fn run_seed(seed: u64, settings: &RunSettings, flavor: Flavor) -> anyhow::Re
     Ok(report)
 }
 
-/// The gateways' `data.ack_min_failures_tolerated`: what a degraded write survives at least.
-const DEFAULT_ACK_MIN_FAILURES_TOLERATED: usize = 1;
-
 /// What a write under `rule` survives at least when it happened: the rule's early floor, or the
-/// durability rule's when it was acknowledged degraded.
+/// durability rule's (the gateways' default `data.ack_min_failures_tolerated`, which the swarm's
+/// clusters keep) when it was acknowledged degraded.
 fn uncertain_failures_tolerated(rule: meta::WriteAck) -> usize {
-    rule.early_failures_tolerated().unwrap_or(usize::MAX).min(DEFAULT_ACK_MIN_FAILURES_TOLERATED)
+    let durability_rule = gateway::data::DataConfig::default().ack_min_failures_tolerated;
+    rule.early_failures_tolerated().unwrap_or(usize::MAX).min(durability_rule)
 }
 
 async fn run_epochs(

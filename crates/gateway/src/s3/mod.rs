@@ -34,6 +34,7 @@ mod unsupported;
 mod unusable_range;
 mod verify;
 mod write;
+pub use write::{FAILURES_TOLERATED_HEADER, REDUNDANCY_HEADER};
 
 use std::sync::Arc;
 
