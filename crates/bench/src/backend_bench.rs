@@ -123,7 +123,7 @@ pub fn run_backend_bench(
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
         let spec = TargetSpec::lowtail(source);
-        let target = crate::s3_target::start(&spec, &[]).await.context("cannot get the service ready")?;
+        let target = crate::s3_target::start(&spec, &[], false).await.context("cannot get the service ready")?;
         let progress = progress_bar(show_progress);
         let result = run(&target.endpoint, config, &progress).await;
         progress.finish_and_clear();

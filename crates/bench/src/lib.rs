@@ -18,12 +18,15 @@ pub mod cpu_time;
 pub mod engines;
 pub mod host_cpu;
 pub mod measure;
+pub mod relaunch;
 pub mod report;
+pub mod s3_adversity;
 pub mod s3_batch;
 pub mod s3_bench;
 pub mod s3_client;
 pub mod s3_compare;
 pub mod s3_phase;
+pub mod s3_scenarios;
 pub mod s3_target;
 pub mod stats;
 

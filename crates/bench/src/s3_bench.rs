@@ -4,14 +4,15 @@
 //! phase, so that both see the same machine at nearly the same time.
 //!
 //! Owns: the benchmark's settings and their checks, the order of the phases (rounds ×
-//! concurrencies × object sizes × PUT, GET, DELETE × targets), the rows they become (`S3Row`, the
-//! JSON schema) and their rendering as a table or JSON.
+//! concurrencies × object sizes × scenarios × PUT, GET, DELETE × targets), the rows they become
+//! (`S3Row`, the JSON schema) and their rendering as a table or JSON.
 //! Must not: hide a failed request (every one is counted in its row's `errors`), run a phase itself
-//! (`s3_phase` does), start or stop a store (`s3_target` does), or print anything (output is the
-//! caller's).
+//! (`s3_phase` does), start or stop a store (`s3_target` does), fault a process itself
+//! (`s3_adversity` does), or print anything (output is the caller's).
 
 use crate::byte_size::format_byte_size;
 use crate::host_cpu::{clock_ticks_per_s, cpu_model};
+use crate::s3_adversity::{FailSlowShape, Scenario};
 use crate::s3_client::{error_text, measurement_client};
 use crate::s3_compare::{HostFacts, compare, optional_figure, render_comparison};
 use crate::s3_phase::{ClientTally, KEPT_ERRORS, PhasePlan, run_phase};
@@ -71,6 +72,11 @@ pub struct S3BenchConfig {
     pub seed: u64,
     /// Draw a progress bar on stderr (only ever drawn when stderr is a terminal).
     pub show_progress: bool,
+    /// The adversities each cell is also measured under, beside `healthy` (always measured: it is
+    /// the baseline, and its PUT writes what every scenario's GET reads).
+    pub scenarios: Vec<Scenario>,
+    /// The duty cycle of `fail-slow`.
+    pub fail_slow: FailSlowShape,
 }
 
 impl S3BenchConfig {
@@ -87,6 +93,8 @@ impl S3BenchConfig {
             max_requests_per_phase: DEFAULT_MAX_REQUESTS_PER_PHASE,
             seed: 1,
             show_progress: false,
+            scenarios: Vec::new(),
+            fail_slow: FailSlowShape::default(),
         }
     }
 
@@ -106,6 +114,13 @@ impl S3BenchConfig {
         ensure!(!self.phase_duration.is_zero(), "the phase duration must be positive");
         ensure!(self.max_requests_per_phase > 0, "at least one request per phase is needed");
         validate_bucket_name(&self.bucket)?;
+        ensure!(!self.scenarios.contains(&Scenario::Healthy), "healthy is always measured: name only adversities");
+        if let Some(at) = (1..self.scenarios.len()).find(|&at| self.scenarios[..at].contains(&self.scenarios[at])) {
+            anyhow::bail!("scenario {} is named twice", self.scenarios[at].name());
+        }
+        if self.scenarios.contains(&Scenario::FailSlow) {
+            self.fail_slow.validate()?;
+        }
         self.target.validate()?;
         if let Some(peer) = &self.peer {
             peer.validate()?;
@@ -118,6 +133,11 @@ impl S3BenchConfig {
     /// The targets in the order their phases run.
     fn target_specs(&self) -> impl Iterator<Item = &TargetSpec> {
         std::iter::once(&self.target).chain(&self.peer)
+    }
+
+    /// Every scenario a cell runs, `healthy` first.
+    fn all_scenarios(&self) -> impl Iterator<Item = Scenario> + '_ {
+        std::iter::once(Scenario::Healthy).chain(self.scenarios.iter().copied())
     }
 }
 
@@ -173,6 +193,10 @@ fn default_round() -> usize {
     1
 }
 
+fn default_scenario() -> String {
+    Scenario::Healthy.name().to_string()
+}
+
 /// One phase's figures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct S3Row {
@@ -182,6 +206,10 @@ pub struct S3Row {
     /// The round, from 1.
     #[serde(default = "default_round")]
     pub round: usize,
+    /// What the phase ran under (`healthy`, `fail-slow`, `down`); rows written before scenarios
+    /// existed are `healthy`.
+    #[serde(default = "default_scenario")]
+    pub scenario: String,
     /// The operation.
     pub op: S3Op,
     /// Bytes per object.
@@ -198,6 +226,10 @@ pub struct S3Row {
     pub p50_ms: f64,
     /// 99th percentile latency of all requests, in milliseconds.
     pub p99_ms: f64,
+    /// 99.9th percentile latency of all requests, in milliseconds (`None` in rows written before it
+    /// was measured).
+    #[serde(default)]
+    pub p999_ms: Option<f64>,
     /// Slowest request, in milliseconds.
     pub max_ms: f64,
     /// Requests in flight.
@@ -224,6 +256,8 @@ pub struct PhaseLabel {
     pub target: String,
     /// The round, from 1.
     pub round: usize,
+    /// What the phase runs under.
+    pub scenario: Scenario,
     /// The operation.
     pub op: S3Op,
     /// Bytes per object.
@@ -243,6 +277,8 @@ pub struct TargetSummary {
     pub description: String,
     /// Whose CPU time its `server_cpu_ms_per_op` is, or why there is none.
     pub cpu_note: String,
+    /// The process its scenarios faulted (empty without scenarios).
+    pub victim_note: String,
 }
 
 /// A whole run.
@@ -258,6 +294,10 @@ pub struct S3BenchReport {
     pub phase_duration: Duration,
     /// Rounds run.
     pub rounds: usize,
+    /// The adversities measured beside `healthy`.
+    pub scenarios: Vec<Scenario>,
+    /// The duty cycle of `fail-slow`.
+    pub fail_slow: FailSlowShape,
     /// The machine and the date.
     pub host: HostFacts,
     /// The first few failures, for the message that goes with a non-zero `errors`.
@@ -289,6 +329,7 @@ pub fn row_from_histogram(
     S3Row {
         target: label.target,
         round: label.round,
+        scenario: label.scenario.name().to_string(),
         op: label.op,
         object_bytes: label.object_bytes,
         requests,
@@ -297,6 +338,7 @@ pub fn row_from_histogram(
         mb_per_s: per_second(successes as f64 * label.object_bytes as f64) / 1e6,
         p50_ms: if empty { 0.0 } else { ms(latencies_us.value_at_quantile(0.50)) },
         p99_ms: if empty { 0.0 } else { ms(latencies_us.value_at_quantile(0.99)) },
+        p999_ms: Some(if empty { 0.0 } else { ms(latencies_us.value_at_quantile(0.999)) }),
         max_ms: if empty { 0.0 } else { ms(latencies_us.max()) },
         concurrency: label.concurrency,
         gateway_rss_peak_mib: None,
@@ -315,10 +357,11 @@ pub fn run_s3_bench(config: &S3BenchConfig) -> anyhow::Result<S3BenchReport> {
 
 async fn run_async(config: &S3BenchConfig) -> anyhow::Result<S3BenchReport> {
     let mut targets: Vec<Target> = Vec::new();
+    let needs_victim = config.scenarios.iter().any(|scenario| scenario.needs_victim());
     for spec in config.target_specs() {
         // A process is charged to one target only: the first that names it.
         let taken: Vec<u32> = targets.iter().flat_map(|target| target.server_pids.iter().copied()).collect();
-        match crate::s3_target::start(spec, &taken).await {
+        match crate::s3_target::start(spec, &taken, needs_victim).await {
             Ok(target) => targets.push(target),
             Err(error) => {
                 stop_all(targets).await;
@@ -326,7 +369,7 @@ async fn run_async(config: &S3BenchConfig) -> anyhow::Result<S3BenchReport> {
             }
         }
     }
-    let result = run_rounds(config, &targets).await;
+    let result = run_rounds(config, &mut targets).await;
     stop_all(targets).await;
     result
 }
@@ -352,7 +395,7 @@ struct Collected {
     first_errors: Vec<String>,
 }
 
-async fn run_rounds(config: &S3BenchConfig, targets: &[Target]) -> anyhow::Result<S3BenchReport> {
+async fn run_rounds(config: &S3BenchConfig, targets: &mut [Target]) -> anyhow::Result<S3BenchReport> {
     let clients: Vec<aws_sdk_s3::Client> =
         targets.iter().map(|target| measurement_client(&target.endpoint, "lowtail-bench", REQUEST_TIMEOUT)).collect();
     for (target, s3) in targets.iter().zip(&clients) {
@@ -361,17 +404,18 @@ async fn run_rounds(config: &S3BenchConfig, targets: &[Target]) -> anyhow::Resul
     // A prefix of its own per run, so runs against one store never read each other's objects.
     let run_id = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let bar = progress_bar(config, targets.len());
-    let mut collected = Collected::default();
+    let mut progress = Progress { bar: &bar, collected: Collected::default() };
     for round in 1..=config.rounds {
         for &concurrency in &config.concurrencies {
             for &object_bytes in &config.object_sizes_bytes {
                 let prefix = format!("run-{run_id}/round-{round}/c{concurrency}");
                 let cell = Cell { round, concurrency, object_bytes, prefix };
-                run_cell(config, targets, &clients, &cell, &bar, &mut collected).await?;
+                run_cell(config, targets, &clients, &cell, &mut progress).await?;
             }
         }
     }
     bar.finish_and_clear();
+    let mut collected = progress.collected;
     collected.first_errors.truncate(KEPT_ERRORS);
     Ok(S3BenchReport {
         rows: collected.rows,
@@ -379,6 +423,8 @@ async fn run_rounds(config: &S3BenchConfig, targets: &[Target]) -> anyhow::Resul
         bucket: config.bucket.clone(),
         phase_duration: config.phase_duration,
         rounds: config.rounds,
+        scenarios: config.scenarios.clone(),
+        fail_slow: config.fail_slow,
         host: host_facts(),
         first_errors: collected.first_errors,
     })
@@ -390,6 +436,7 @@ fn summary(target: &Target) -> TargetSummary {
         endpoint: target.endpoint.url.clone(),
         description: target.description.clone(),
         cpu_note: target.cpu_note.clone(),
+        victim_note: target.victim_note.clone(),
     }
 }
 
@@ -401,50 +448,114 @@ fn host_facts() -> HostFacts {
     }
 }
 
-/// The cell's PUT phase on every target, then its GET phase on every target (each reading what
-/// its own PUT wrote), then its DELETE phase on every target.
+/// The cell's healthy PUT phase on every target, then its healthy GET phase on every target (each
+/// reading what its own PUT wrote); then each scenario on every target in turn (PUT, GET of the
+/// healthy PUT's objects, DELETE of the scenario's own, under the fault); then the healthy DELETE
+/// phase on every target.
 async fn run_cell(
     config: &S3BenchConfig,
-    targets: &[Target],
+    targets: &mut [Target],
     clients: &[aws_sdk_s3::Client],
     cell: &Cell,
-    bar: &ProgressBar,
-    collected: &mut Collected,
+    progress: &mut Progress<'_>,
 ) -> anyhow::Result<()> {
-    let plans: Vec<PhasePlan> = targets
-        .iter()
-        .zip(clients)
-        .map(|(target, s3)| PhasePlan {
-            target,
-            s3,
-            bucket: &config.bucket,
-            prefix: &cell.prefix,
-            seed: config.seed,
-            duration: config.phase_duration,
-            max_requests: config.max_requests_per_phase,
-        })
-        .collect();
-    let order = turn_order(plans.len(), cell.round);
-    let nothing_written = Arc::new(Vec::new());
-    let mut written = vec![Arc::clone(&nothing_written); plans.len()];
+    let order = turn_order(targets.len(), cell.round);
+    let mut healthy_written: Vec<Arc<Vec<u64>>> = (0..targets.len()).map(|_| Arc::new(Vec::new())).collect();
     for &index in &order {
-        let plan = &plans[index];
-        let tally = run_recorded(plan, cell, S3Op::Put, &nothing_written, bar, collected).await?;
-        ensure!(
-            !tally.written.is_empty(),
-            "{}: no {} object was written, so there is nothing to GET; first failures: {}",
-            plan.target.name,
-            format_byte_size(cell.object_bytes),
-            tally.first_errors.join("; ")
-        );
-        written[index] = Arc::new(tally.written);
+        let plan = phase_plan(config, &targets[index], &clients[index], &cell.prefix);
+        let written = run_put(&plan, cell, Scenario::Healthy, progress).await?;
+        healthy_written[index] = Arc::new(written);
     }
-    for op in [S3Op::Get, S3Op::Delete] {
+    for &index in &order {
+        let plan = phase_plan(config, &targets[index], &clients[index], &cell.prefix);
+        run_recorded(&plan, cell, Scenario::Healthy, S3Op::Get, &healthy_written[index], progress).await?;
+    }
+    for &scenario in &config.scenarios {
         for &index in &order {
-            run_recorded(&plans[index], cell, op, &written[index], bar, collected).await?;
+            let read = Arc::clone(&healthy_written[index]);
+            run_under(config, &mut targets[index], &clients[index], cell, scenario, &read, progress).await?;
         }
     }
+    for &index in &order {
+        let plan = phase_plan(config, &targets[index], &clients[index], &cell.prefix);
+        run_recorded(&plan, cell, Scenario::Healthy, S3Op::Delete, &healthy_written[index], progress).await?;
+    }
     Ok(())
+}
+
+/// What a phase of `target` in a cell whose keys are under `prefix` runs with.
+fn phase_plan<'a>(
+    config: &'a S3BenchConfig,
+    target: &'a Target,
+    s3: &'a aws_sdk_s3::Client,
+    prefix: &'a str,
+) -> PhasePlan<'a> {
+    PhasePlan {
+        target,
+        s3,
+        bucket: &config.bucket,
+        prefix,
+        seed: config.seed,
+        duration: config.phase_duration,
+        max_requests: config.max_requests_per_phase,
+    }
+}
+
+/// A PUT phase; the objects it wrote (refused when none was: there would be nothing to GET).
+async fn run_put(
+    plan: &PhasePlan<'_>,
+    cell: &Cell,
+    scenario: Scenario,
+    progress: &mut Progress<'_>,
+) -> anyhow::Result<Vec<u64>> {
+    let tally = run_recorded(plan, cell, scenario, S3Op::Put, &Arc::new(Vec::new()), progress).await?;
+    ensure!(
+        !tally.written.is_empty(),
+        "{}: no {} object was written under {}, so there is nothing to GET or DELETE; first failures: {}",
+        plan.target.name,
+        format_byte_size(cell.object_bytes),
+        scenario.name(),
+        tally.first_errors.join("; ")
+    );
+    Ok(tally.written)
+}
+
+/// `scenario` on `target`: applied to its victim, then a PUT phase of new keys, a GET phase of the
+/// healthy PUT's objects (`healthy_written`: placed while every process was well, as data is when
+/// a node turns slow or fails) and a DELETE phase of the new keys; then lifted, and the target
+/// ready again before the next phase. Lifted even when a phase fails.
+async fn run_under(
+    config: &S3BenchConfig,
+    target: &mut Target,
+    s3: &aws_sdk_s3::Client,
+    cell: &Cell,
+    scenario: Scenario,
+    healthy_written: &Arc<Vec<u64>>,
+    progress: &mut Progress<'_>,
+) -> anyhow::Result<()> {
+    let (victim, shape) = (target.victim_pid, config.fail_slow);
+    let applied = tokio::task::spawn_blocking(move || crate::s3_adversity::apply(scenario, victim, shape))
+        .await?
+        .with_context(|| format!("{}: cannot apply {}", target.name, scenario.name()))?;
+    let scenario_prefix = format!("{}/{}", cell.prefix, scenario.name());
+    let measured = async {
+        let write_plan = phase_plan(config, target, s3, &scenario_prefix);
+        let written = Arc::new(run_put(&write_plan, cell, scenario, progress).await?);
+        let read_plan = phase_plan(config, target, s3, &cell.prefix);
+        run_recorded(&read_plan, cell, scenario, S3Op::Get, healthy_written, progress).await?;
+        run_recorded(&write_plan, cell, scenario, S3Op::Delete, &written, progress).await?;
+        anyhow::Ok(())
+    }
+    .await;
+    let fallback_log = std::env::temp_dir().join(format!("lowtail-bench-restarted-{}.log", std::process::id()));
+    let lifted = tokio::task::spawn_blocking(move || applied.lift(&fallback_log))
+        .await?
+        .with_context(|| format!("{}: cannot lift {}", target.name, scenario.name()))?;
+    if let Some(child) = lifted.restarted {
+        target.replace_victim(child);
+    }
+    target.wait_ready().await?;
+    measured
 }
 
 /// The order in which `targets` take their turns in `round` (from 1): as given in odd rounds,
@@ -456,34 +567,42 @@ fn turn_order(targets: usize, round: usize) -> Vec<usize> {
     if round % 2 == 1 { (0..targets).collect() } else { (0..targets).rev().collect() }
 }
 
+/// The progress bar and what the phases so far collected.
+struct Progress<'a> {
+    bar: &'a ProgressBar,
+    collected: Collected,
+}
+
 /// Runs one phase and keeps its row and failures.
 async fn run_recorded(
     plan: &PhasePlan<'_>,
     cell: &Cell,
+    scenario: Scenario,
     op: S3Op,
     written: &Arc<Vec<u64>>,
-    bar: &ProgressBar,
-    collected: &mut Collected,
+    progress: &mut Progress<'_>,
 ) -> anyhow::Result<ClientTally> {
     let label = PhaseLabel {
         target: plan.target.name.clone(),
         round: cell.round,
+        scenario,
         op,
         object_bytes: cell.object_bytes,
         concurrency: cell.concurrency,
     };
-    bar.set_message(format!(
-        "round {} {} {} {} ×{}",
+    progress.bar.set_message(format!(
+        "round {} {} {} {} {} ×{}",
         cell.round,
         label.target,
+        scenario.name(),
         op.name(),
         format_byte_size(cell.object_bytes),
         cell.concurrency
     ));
     let (row, tally) = run_phase(plan, label, written).await?;
-    collected.rows.push(row);
-    collected.first_errors.extend(tally.first_errors.iter().cloned());
-    bar.inc(1);
+    progress.collected.rows.push(row);
+    progress.collected.first_errors.extend(tally.first_errors.iter().cloned());
+    progress.bar.inc(1);
     Ok(tally)
 }
 
@@ -500,7 +619,8 @@ pub(crate) async fn ensure_bucket(s3: &aws_sdk_s3::Client, bucket: &str) -> anyh
 }
 
 fn progress_bar(config: &S3BenchConfig, targets: usize) -> ProgressBar {
-    let phases = config.rounds * config.concurrencies.len() * config.object_sizes_bytes.len() * 3 * targets;
+    let scenarios = config.all_scenarios().count();
+    let phases = config.rounds * config.concurrencies.len() * config.object_sizes_bytes.len() * scenarios * 3 * targets;
     if !config.show_progress || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -528,6 +648,14 @@ pub fn render_table(report: &S3BenchReport) -> String {
         text.push_str("\n\n");
         text.push_str(&render_comparison(&lines, &first.name, &second.name, &report.host));
     }
+    if !report.scenarios.is_empty() {
+        let names: Vec<String> = report.targets.iter().map(|target| target.name.clone()).collect();
+        let victims: Vec<(String, String)> =
+            report.targets.iter().map(|target| (target.name.clone(), target.victim_note.clone())).collect();
+        let lines = crate::s3_scenarios::against_healthy(&report.rows, &names);
+        text.push_str("\n\n");
+        text.push_str(&crate::s3_scenarios::render_scenarios(&lines, report.fail_slow, &victims));
+    }
     for error in &report.first_errors {
         text.push_str(&format!("\nfailure: {error}"));
     }
@@ -540,6 +668,7 @@ fn rows_table(rows: &[S3Row]) -> Table {
     table.set_header(vec![
         "target",
         "round",
+        "scenario",
         "op",
         "object",
         "concurrency",
@@ -549,6 +678,7 @@ fn rows_table(rows: &[S3Row]) -> Table {
         "MB/s",
         "p50 ms",
         "p99 ms",
+        "p99.9 ms",
         "max ms",
         "server CPU ms/op",
         "host idle %",
@@ -558,6 +688,7 @@ fn rows_table(rows: &[S3Row]) -> Table {
         table.add_row(vec![
             row.target.clone(),
             row.round.to_string(),
+            row.scenario.clone(),
             row.op.name().to_string(),
             format_byte_size(row.object_bytes),
             row.concurrency.to_string(),
@@ -567,13 +698,14 @@ fn rows_table(rows: &[S3Row]) -> Table {
             format!("{:.2}", row.mb_per_s),
             format!("{:.2}", row.p50_ms),
             format!("{:.2}", row.p99_ms),
+            optional_figure(row.p999_ms, 2),
             format!("{:.2}", row.max_ms),
             optional_figure(row.server_cpu_ms_per_op, 3),
             optional_figure(row.host_idle_pct, 0),
             optional_figure(row.gateway_rss_peak_mib, 0),
         ]);
     }
-    for column in 4..15 {
+    for column in 5..17 {
         if let Some(column) = table.column_mut(column) {
             column.set_cell_alignment(CellAlignment::Right);
         }
@@ -589,7 +721,7 @@ fn legend(report: &S3BenchReport) -> String {
         .collect();
     format!(
         "{targets}\n\
-         {rounds} round(s); in each, for every concurrency and object size, a PUT, a GET and a DELETE phase, the \
+         {rounds} round(s); in each, for every concurrency and object size, a PUT, a GET and a DELETE phase{scenarios}, the \
          targets taking turns phase by phase (in the order given in odd rounds, reversed in even ones); PUT and GET phases {seconds:.1} s each, closed loop (each client sends \
          its next request when its last one ends), AWS SDK for Rust without retries, bucket {bucket}.\n\
          PUT writes new keys of random bytes; GET reads random keys of that target's PUT phase to the end, checks \
@@ -604,9 +736,22 @@ fn legend(report: &S3BenchReport) -> String {
          when it does not run on this host).",
         targets = targets.join("\n"),
         rounds = report.rounds,
+        scenarios = scenarios_text(&report.scenarios),
         seconds = report.phase_duration.as_secs_f64(),
         bucket = report.bucket,
         ticks = clock_ticks_per_s(),
+    )
+}
+
+/// What the legend says of the scenarios: nothing without any.
+fn scenarios_text(scenarios: &[Scenario]) -> String {
+    if scenarios.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = scenarios.iter().map(|scenario| scenario.name()).collect();
+    format!(
+        " healthy, then under each scenario ({}) one target at a time (the healthy DELETE after them all)",
+        names.join(", ")
     )
 }
 
@@ -634,7 +779,7 @@ mod tests {
     }
 
     fn label(op: S3Op, object_bytes: usize, concurrency: usize) -> PhaseLabel {
-        PhaseLabel { target: "lowtail".into(), round: 2, op, object_bytes, concurrency }
+        PhaseLabel { target: "lowtail".into(), round: 2, scenario: Scenario::Healthy, op, object_bytes, concurrency }
     }
 
     #[test]
@@ -664,6 +809,7 @@ mod tests {
         S3Row {
             target: target.into(),
             round: 1,
+            scenario: "healthy".into(),
             op,
             object_bytes: 4096,
             requests: 1000,
@@ -672,6 +818,7 @@ mod tests {
             mb_per_s: 2.048,
             p50_ms: 1.5,
             p99_ms: 7.25,
+            p999_ms: Some(9.5),
             max_ms: 12.0,
             concurrency: 8,
             gateway_rss_peak_mib: Some(73.5),
@@ -686,6 +833,7 @@ mod tests {
             endpoint: "http://127.0.0.1:9000".into(),
             description: "a fresh local lowtail cluster".into(),
             cpu_note: "the gateway and 9 nodes (10 processes)".into(),
+            victim_note: String::new(),
         }
     }
 
@@ -700,6 +848,8 @@ mod tests {
             bucket: DEFAULT_BUCKET.into(),
             phase_duration: Duration::from_secs(10),
             rounds: 1,
+            scenarios: Vec::new(),
+            fail_slow: FailSlowShape::default(),
             host: HostFacts { cpu_model: Some("Test CPU".into()), logical_cpus: 2, date_utc: "2026-01-02".into() },
             first_errors: if errors > 0 { vec!["GET k: boom".into()] } else { Vec::new() },
         }
@@ -726,9 +876,11 @@ mod tests {
                 "op",
                 "ops_per_s",
                 "p50_ms",
+                "p999_ms",
                 "p99_ms",
                 "requests",
                 "round",
+                "scenario",
                 "server_cpu_ms_per_op",
                 "target"
             ]
@@ -742,10 +894,10 @@ mod tests {
         let old = r#"[{"op":"put","object_bytes":4096,"requests":10,"errors":0,"ops_per_s":5.0,"mb_per_s":0.02,
             "p50_ms":1.0,"p99_ms":2.0,"max_ms":3.0,"concurrency":8}]"#;
         let rows: Vec<S3Row> = serde_json::from_str(old).unwrap();
-        assert_eq!((rows[0].target.as_str(), rows[0].round), ("lowtail", 1));
+        assert_eq!((rows[0].target.as_str(), rows[0].round, rows[0].scenario.as_str()), ("lowtail", 1, "healthy"));
         assert_eq!(
-            (rows[0].server_cpu_ms_per_op, rows[0].host_idle_pct, rows[0].gateway_rss_peak_mib),
-            (None, None, None)
+            (rows[0].server_cpu_ms_per_op, rows[0].host_idle_pct, rows[0].gateway_rss_peak_mib, rows[0].p999_ms),
+            (None, None, None, None)
         );
     }
 
@@ -829,6 +981,10 @@ mod tests {
         assert!(refusal(|c| c.bucket = "Bench_Bucket".into()).contains("bucket name"));
         assert!(refusal(|c| c.bucket = "ab".into()).contains("bucket name"));
         assert!(refusal(|c| c.peer = Some(endpoint_spec("lowtail"))).contains("must differ"));
+        assert!(refusal(|c| c.scenarios = vec![Scenario::Healthy]).contains("always measured"));
+        assert!(refusal(|c| c.scenarios = vec![Scenario::Down, Scenario::Down]).contains("down is named twice"));
+        let no_cycle = FailSlowShape { stopped_pct: 100, ..FailSlowShape::default() };
+        assert!(refusal(|c| (c.scenarios, c.fail_slow) = (vec![Scenario::FailSlow], no_cycle)).contains("99"));
         let fresh_peer = TargetSpec { name: "twin".into(), ..config().target };
         assert!(refusal(|c| c.peer = Some(fresh_peer)).contains("S3 endpoint"));
         let pids_on_lowtail = TargetSpec { server_pids: vec![1], ..config().target };

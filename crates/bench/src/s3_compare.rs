@@ -1,5 +1,6 @@
-//! The comparison of two targets of one `lowtail bench s3` run: for every cell (operation, object
-//! size, concurrency), the medians over rounds of each target's figures and their ratios.
+//! The comparison of two targets of one `lowtail bench s3` run: for every cell (scenario,
+//! operation, object size, concurrency), the medians over rounds of each target's figures and
+//! their ratios.
 //!
 //! Owns: how the rows of several rounds become one comparison line, and its table.
 //! Must not: measure anything, or invent a figure a row does not have (a CPU median is taken over
@@ -21,6 +22,8 @@ pub struct TargetMedians {
     pub p50_ms: f64,
     /// Median of the rounds' 99th percentile latencies, in milliseconds.
     pub p99_ms: f64,
+    /// Median of the rounds' 99.9th percentile latencies over the rounds that have one, in ms.
+    pub p999_ms: Option<f64>,
     /// Median server CPU time per successful request over the rounds that have one, in milliseconds.
     pub server_cpu_ms_per_op: Option<f64>,
 }
@@ -28,6 +31,8 @@ pub struct TargetMedians {
 /// One cell of the comparison.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComparisonLine {
+    /// What the phases ran under.
+    pub scenario: String,
     /// The operation.
     pub op: S3Op,
     /// Bytes per object.
@@ -53,43 +58,58 @@ impl ComparisonLine {
     }
 }
 
-fn ratio(numerator: Option<f64>, denominator: Option<f64>) -> Option<f64> {
+/// `numerator ÷ denominator`, none over a zero or a missing figure.
+pub fn ratio(numerator: Option<f64>, denominator: Option<f64>) -> Option<f64> {
     let denominator = denominator.filter(|&value| value > 0.0)?;
     Some(numerator? / denominator)
 }
 
 /// The medians of `target`'s rows among `rows` (`None` when it has none).
-fn medians_of<'a>(rows: impl Iterator<Item = &'a S3Row>, target: &str) -> Option<TargetMedians> {
+pub fn medians_of<'a>(rows: impl Iterator<Item = &'a S3Row>, target: &str) -> Option<TargetMedians> {
     let rows: Vec<&S3Row> = rows.filter(|row| row.target == target).collect();
     let median_of = |figure: fn(&S3Row) -> f64| median(&rows.iter().map(|row| figure(row)).collect::<Vec<_>>());
     let cpu: Vec<f64> = rows.iter().filter_map(|row| row.server_cpu_ms_per_op).collect();
+    let p999: Vec<f64> = rows.iter().filter_map(|row| row.p999_ms).collect();
     Some(TargetMedians {
         rounds: rows.len(),
         ops_per_s: median_of(|row| row.ops_per_s)?,
         p50_ms: median_of(|row| row.p50_ms)?,
         p99_ms: median_of(|row| row.p99_ms)?,
+        p999_ms: median(&p999),
         server_cpu_ms_per_op: median(&cpu),
     })
 }
 
-/// One line per (op, object size, concurrency) in the order the rows first name them, comparing
-/// target `first` with target `second`.
-pub fn compare(rows: &[S3Row], first: &str, second: &str) -> Vec<ComparisonLine> {
-    let mut cells: Vec<(S3Op, usize, usize)> = Vec::new();
+/// A cell: (scenario, op, object size, concurrency).
+pub type CellKey = (String, S3Op, usize, usize);
+
+/// The cell of `row`.
+pub fn cell_of(row: &S3Row) -> CellKey {
+    (row.scenario.clone(), row.op, row.object_bytes, row.concurrency)
+}
+
+/// The cells of `rows` in the order the rows first name them.
+pub fn cells_in_order(rows: &[S3Row]) -> Vec<CellKey> {
+    let mut cells: Vec<CellKey> = Vec::new();
     for row in rows {
-        let cell = (row.op, row.object_bytes, row.concurrency);
+        let cell = cell_of(row);
         if !cells.contains(&cell) {
             cells.push(cell);
         }
     }
     cells
+}
+
+/// One line per (scenario, op, object size, concurrency) in the order the rows first name them,
+/// comparing target `first` with target `second`.
+pub fn compare(rows: &[S3Row], first: &str, second: &str) -> Vec<ComparisonLine> {
+    cells_in_order(rows)
         .into_iter()
-        .map(|(op, object_bytes, concurrency)| {
-            let in_cell = || {
-                rows.iter()
-                    .filter(move |r| r.op == op && r.object_bytes == object_bytes && r.concurrency == concurrency)
-            };
+        .map(|cell| {
+            let in_cell = || rows.iter().filter(|row| cell_of(row) == cell);
+            let (scenario, op, object_bytes, concurrency) = cell.clone();
             ComparisonLine {
+                scenario,
                 op,
                 object_bytes,
                 concurrency,
@@ -115,7 +135,7 @@ pub struct HostFacts {
 pub fn render_comparison(lines: &[ComparisonLine], first: &str, second: &str, host: &HostFacts) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    let mut header = vec!["op".to_string(), "object".into(), "concurrency".into()];
+    let mut header = vec!["scenario".to_string(), "op".into(), "object".into(), "concurrency".into()];
     for (what, with_ratio) in [("ops/s", true), ("p50 ms", false), ("p99 ms", false), ("CPU ms/op", true)] {
         header.extend([format!("{first} {what}"), format!("{second} {what}")]);
         if with_ratio {
@@ -126,7 +146,7 @@ pub fn render_comparison(lines: &[ComparisonLine], first: &str, second: &str, ho
     for line in lines {
         table.add_row(comparison_cells(line));
     }
-    for column in 2..13 {
+    for column in 3..14 {
         if let Some(column) = table.column_mut(column) {
             column.set_cell_alignment(CellAlignment::Right);
         }
@@ -150,6 +170,7 @@ fn comparison_cells(line: &ComparisonLine) -> Vec<String> {
     };
     let (a, b) = (&line.first, &line.second);
     vec![
+        line.scenario.clone(),
         line.op.name().to_string(),
         format_byte_size(line.object_bytes),
         line.concurrency.to_string(),
@@ -171,7 +192,8 @@ pub fn optional_figure(value: Option<f64>, decimals: usize) -> String {
     value.map_or_else(|| "-".to_string(), |value| format!("{value:.decimals$}"))
 }
 
-fn ratio_text(value: Option<f64>) -> String {
+/// A ratio as `1.23×`, or `-` when there is none.
+pub fn ratio_text(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_string(), |value| format!("{value:.2}×"))
 }
 
@@ -183,6 +205,7 @@ mod tests {
         S3Row {
             target: target.into(),
             round,
+            scenario: "healthy".into(),
             op: S3Op::Put,
             object_bytes: 4096,
             requests: 100,
@@ -191,6 +214,7 @@ mod tests {
             mb_per_s: 0.0,
             p50_ms: ops_per_s / 100.0,
             p99_ms: ops_per_s / 10.0,
+            p999_ms: None,
             max_ms: ops_per_s,
             concurrency: 8,
             gateway_rss_peak_mib: None,

@@ -3,15 +3,17 @@
 //!
 //! Owns: the description of a target and its checks, starting a fresh cluster as a child
 //! `lowtail up` (so that its gateway's CPU time is not mixed with the client's) and stopping it,
-//! reading a manifest's pids, and resolving process names to pids.
+//! reading a manifest's pids, resolving process names to pids, the process the scenarios fault
+//! (its victim) and waiting until a lowtail cluster counts every node Up again.
 //! Must not: send S3 requests (the phases do), charge one process to two targets or to the client,
-//! or signal a process it did not start.
+//! or signal a process it did not start, but its victim (which the scenarios signal).
 
 use crate::host_cpu::{is_readable, pids_named};
 use crate::s3_client::S3Endpoint;
 use anyhow::{Context, bail, ensure};
 use launcher::{Lifetime, Manifest, Supervised};
 use std::path::{Path, PathBuf};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The name of lowtail's target when not told otherwise.
@@ -22,6 +24,19 @@ const FRESH_START_TIMEOUT: Duration = Duration::from_secs(120);
 const FRESH_STOP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the start of a fresh cluster is checked.
 const FRESH_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Longest a lowtail cluster may take to count every node Up again after a scenario.
+const NODES_UP_TIMEOUT: Duration = Duration::from_secs(120);
+/// The storage node a lowtail target's scenarios fault when none is named.
+pub const DEFAULT_VICTIM_NODE: u32 = 0;
+
+/// The process of a target its scenarios fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VictimSpec {
+    /// A lowtail cluster's storage node, by id.
+    Node(u32),
+    /// A server process of an S3 endpoint, by pid.
+    Pid(u32),
+}
 
 /// Where a target's store is.
 #[derive(Clone, Debug)]
@@ -46,6 +61,8 @@ pub struct TargetSpec {
     pub server_pids: Vec<u32>,
     /// Names (`/proc/PID/comm`) of further server processes, resolved to pids at the start.
     pub server_process_names: Vec<String>,
+    /// The process the scenarios fault (a lowtail cluster's default: node [`DEFAULT_VICTIM_NODE`]).
+    pub victim: Option<VictimSpec>,
 }
 
 impl TargetSpec {
@@ -56,6 +73,7 @@ impl TargetSpec {
             source,
             server_pids: Vec::new(),
             server_process_names: Vec::new(),
+            victim: None,
         }
     }
 
@@ -68,8 +86,16 @@ impl TargetSpec {
                 self.server_pids.is_empty() && self.server_process_names.is_empty(),
                 "{name}: server pids go with an S3 endpoint; a lowtail cluster's processes come from its manifest"
             );
+            ensure!(
+                !matches!(self.victim, Some(VictimSpec::Pid(_))),
+                "{name}: a lowtail cluster's victim is a node (by id), not a pid"
+            );
             return Ok(());
         };
+        ensure!(
+            !matches!(self.victim, Some(VictimSpec::Node(_))),
+            "{name}: an S3 endpoint's victim is a server process (by pid), not a lowtail node"
+        );
         ensure!(
             endpoint.url.starts_with("http://"),
             "{name}: endpoint {} is not an http:// URL (the benchmark client speaks plain HTTP, without TLS)",
@@ -108,16 +134,77 @@ pub struct Target {
     pub cpu_note: String,
     /// The gateway's pid, whose resident memory is sampled (lowtail on this host only).
     pub gateway_pid: Option<u32>,
+    /// The process the scenarios fault, when they need one.
+    pub victim_pid: Option<u32>,
+    /// The victim, in words, for the legend.
+    pub victim_note: String,
+    /// A lowtail gateway's admin address (`http://host:port`), asked whether every node is Up.
+    admin_base: Option<String>,
+    /// A lowtail cluster's nodes on this host, as (id, pid).
+    node_pids: Vec<(u32, u32)>,
+    /// Processes started again in place of killed victims (the newest is the victim now).
+    restarted: Vec<Child>,
     fresh: Option<FreshCluster>,
 }
 
 impl Target {
-    /// Stops the cluster started for it, if any.
-    pub async fn stop(self) {
-        if let Some(fresh) = self.fresh {
+    /// Stops the cluster started for it, if any, with the processes started again in it. Processes
+    /// started again in a cluster or store not started for the run stay: they took the place of
+    /// the ones the run killed.
+    pub async fn stop(mut self) {
+        if let Some(fresh) = self.fresh.take() {
             fresh.up.stop(FRESH_STOP_TIMEOUT).await;
+            for child in &mut self.restarted {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
     }
+
+    /// The victim was started again as `child`: its pid is the victim's and a server process's
+    /// from now on.
+    pub fn replace_victim(&mut self, child: Child) {
+        let new_pid = child.id();
+        if let Some(old_pid) = self.victim_pid.replace(new_pid) {
+            for pid in self.server_pids.iter_mut().filter(|pid| **pid == old_pid) {
+                *pid = new_pid;
+            }
+        }
+        self.restarted.push(child);
+    }
+
+    /// Waits until a lowtail cluster's gateway counts every node Up (at once for other stores,
+    /// whose victim listening again is all the benchmark can see).
+    pub async fn wait_ready(&self) -> anyhow::Result<()> {
+        let Some(base) = self.admin_base.clone() else { return Ok(()) };
+        let deadline = Instant::now() + NODES_UP_TIMEOUT;
+        loop {
+            let base = base.clone();
+            let down = tokio::task::spawn_blocking(move || nodes_not_up(&base)).await??;
+            if down.is_empty() {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{}: nodes {} not Up {} s after the scenario",
+                self.name,
+                down.join(", "),
+                NODES_UP_TIMEOUT.as_secs()
+            );
+            tokio::time::sleep(FRESH_POLL_INTERVAL).await;
+        }
+    }
+}
+
+/// The nodes the gateway at `base` does not count Up, as `id (state)`.
+fn nodes_not_up(base: &str) -> anyhow::Result<Vec<String>> {
+    let status = launcher::admin::fetch_status(base)?;
+    let nodes = status["nodes"].as_array().with_context(|| format!("{base}/admin/status lists no nodes"))?;
+    Ok(nodes
+        .iter()
+        .filter(|node| node["state"] != "Up")
+        .map(|node| format!("{} ({})", node["id"], node["state"].as_str().unwrap_or("?")))
+        .collect())
 }
 
 /// A `lowtail up` started for the run, and the directory it runs in.
@@ -128,8 +215,51 @@ struct FreshCluster {
 }
 
 /// Gets `spec` ready: starts its cluster when fresh, reads its manifest, resolves its server
-/// processes. `taken_pids` are the processes of targets already started, which it must not share.
-pub async fn start(spec: &TargetSpec, taken_pids: &[u32]) -> anyhow::Result<Target> {
+/// processes and, when `needs_victim`, the process its scenarios fault. `taken_pids` are the
+/// processes of targets already started, which it must not share.
+pub async fn start(spec: &TargetSpec, taken_pids: &[u32], needs_victim: bool) -> anyhow::Result<Target> {
+    let mut target = start_without_victim(spec, taken_pids).await?;
+    if needs_victim {
+        let resolved = resolve_victim(spec, &target);
+        match resolved {
+            Ok((pid, note)) => (target.victim_pid, target.victim_note) = (Some(pid), note),
+            Err(error) => {
+                target.stop().await;
+                return Err(error);
+            }
+        }
+    }
+    Ok(target)
+}
+
+/// The victim's pid and its description; refused when it is not a server process of the target
+/// running on this host.
+fn resolve_victim(spec: &TargetSpec, target: &Target) -> anyhow::Result<(u32, String)> {
+    let is_lowtail = spec.endpoint().is_none();
+    let victim = match spec.victim {
+        Some(victim) => victim,
+        None if is_lowtail => VictimSpec::Node(DEFAULT_VICTIM_NODE),
+        None => bail!("its scenarios need a server process to fault: name one by pid"),
+    };
+    match victim {
+        VictimSpec::Node(id) => {
+            let pid = target.node_pids.iter().find(|(node, _)| *node == id).map(|(_, pid)| *pid);
+            let pid = pid.with_context(|| format!("the cluster has no node {id} running on this host"))?;
+            Ok((pid, format!("storage node {id} (pid {pid})")))
+        }
+        VictimSpec::Pid(pid) => {
+            ensure!(is_readable(pid), "no process {pid} runs on this host");
+            ensure!(
+                target.server_pids.is_empty() || target.server_pids.contains(&pid),
+                "process {pid} is not one of its server processes ({})",
+                join_pids(&target.server_pids)
+            );
+            Ok((pid, format!("server process {pid}")))
+        }
+    }
+}
+
+async fn start_without_victim(spec: &TargetSpec, taken_pids: &[u32]) -> anyhow::Result<Target> {
     match &spec.source {
         TargetSource::Fresh(binary) => {
             let (fresh, manifest) = start_fresh(binary).await?;
@@ -156,6 +286,11 @@ pub async fn start(spec: &TargetSpec, taken_pids: &[u32]) -> anyhow::Result<Targ
                 server_pids,
                 cpu_note,
                 gateway_pid: None,
+                victim_pid: None,
+                victim_note: String::new(),
+                admin_base: None,
+                restarted: Vec::new(),
+                node_pids: Vec::new(),
                 fresh: None,
             })
         }
@@ -175,8 +310,17 @@ fn lowtail_target(spec: &TargetSpec, manifest: &Manifest, description: &str) -> 
         description: description.to_string(),
         // Resident memory is sampled only where CPU time is read: the pid is this host's.
         gateway_pid: manifest.gateway.as_ref().map(|gateway| gateway.pid).filter(|_| !server_pids.is_empty()),
+        node_pids: if server_pids.is_empty() {
+            Vec::new()
+        } else {
+            manifest.nodes.iter().map(|n| (n.id, n.pid)).collect()
+        },
         server_pids,
         cpu_note,
+        victim_pid: None,
+        victim_note: String::new(),
+        admin_base: manifest.gateway.as_ref().map(|gateway| gateway.metrics.trim_end_matches("/metrics").to_string()),
+        restarted: Vec::new(),
         fresh: None,
     }
 }

@@ -587,6 +587,31 @@ pub(crate) struct S3Args {
     /// Also write the rows as a JSON array to FILE (replaced), whatever stdout shows.
     #[arg(long, value_name = "FILE")]
     json_out: Option<PathBuf>,
+    /// Adversities to measure beside healthy, comma-separated: fail-slow (the victim stopped and
+    /// continued in a duty cycle), down (the victim killed, started again after). Healthy is
+    /// always measured.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_scenario)]
+    scenarios: Vec<bench::s3_adversity::Scenario>,
+    /// The lowtail storage node the scenarios fault [default: 0] (with --cluster or a fresh cluster).
+    #[arg(long, value_name = "ID", conflicts_with = "endpoint")]
+    victim_node: Option<u32>,
+    /// The server process of --endpoint the scenarios fault.
+    #[arg(long, value_name = "PID", requires = "endpoint")]
+    victim_pid: Option<u32>,
+    /// The server process of --peer the scenarios fault (one of MinIO's, for example).
+    #[arg(long, value_name = "PID", requires = "peer")]
+    peer_victim_pid: Option<u32>,
+    /// fail-slow: the share of every period the victim is stopped, in percent.
+    #[arg(long, value_name = "PCT", default_value_t = 90)]
+    fail_slow_stopped_pct: u32,
+    /// fail-slow: the period of one stop and one run, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    fail_slow_period_ms: u64,
+}
+
+/// A scenario by name; `healthy` is measured anyway and so is dropped later.
+fn parse_scenario(name: &str) -> Result<bench::s3_adversity::Scenario, String> {
+    bench::s3_adversity::Scenario::parse(name).map_err(|error| error.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -1121,12 +1146,16 @@ fn bench_s3(args: S3Args) -> anyhow::Result<()> {
 /// The benchmark's settings from `lowtail bench s3`'s arguments.
 fn s3_bench_config(args: S3Args) -> anyhow::Result<S3BenchConfig> {
     let source = args.target.source()?;
-    let target = TargetSpec { name: args.name, server_pids: args.pid, server_process_names: args.pid_of, source };
+    use bench::s3_target::VictimSpec;
+    let victim = args.victim_node.map(VictimSpec::Node).or(args.victim_pid.map(VictimSpec::Pid));
+    let target =
+        TargetSpec { name: args.name, server_pids: args.pid, server_process_names: args.pid_of, source, victim };
     let peer = args.peer.map(|url| TargetSpec {
         name: args.peer_name.unwrap_or_else(|| "peer".to_string()),
         source: TargetSource::Endpoint(s3_endpoint(url, args.peer_access_key, args.peer_secret_key, args.peer_region)),
         server_pids: args.peer_pid,
         server_process_names: args.peer_pid_of,
+        victim: args.peer_victim_pid.map(VictimSpec::Pid),
     });
     let mut config = S3BenchConfig::new(target);
     config.peer = peer;
@@ -1136,6 +1165,13 @@ fn s3_bench_config(args: S3Args) -> anyhow::Result<S3BenchConfig> {
     config.concurrencies = args.concurrency.into_iter().map(|clients| clients as usize).collect();
     config.seed = args.seed;
     config.show_progress = !args.json;
+    let mut scenarios = args.scenarios;
+    scenarios.retain(|scenario| *scenario != bench::s3_adversity::Scenario::Healthy);
+    config.scenarios = scenarios;
+    config.fail_slow = bench::s3_adversity::FailSlowShape {
+        stopped_pct: args.fail_slow_stopped_pct,
+        period: std::time::Duration::from_millis(args.fail_slow_period_ms),
+    };
     if args.quick {
         config.phase_duration = QUICK_PHASE_DURATION;
     }

@@ -96,9 +96,60 @@ fn bench_s3_beside_a_peer_interleaves_both_over_rounds_and_compares_them() {
     assert!(stdout.contains(&format!("server CPU: {} process(es), pid(s) ", pids.len())), "{stdout}");
 }
 
+/// The scenarios on a fresh cluster: node 0 made fail-slow, then killed and started again; every
+/// phase's row in the documented order, none failed, and the table of each scenario beside healthy.
+#[test]
+fn bench_s3_measures_fail_slow_and_down_beside_healthy() {
+    let _turn = CLUSTERS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let json_out = dir.path().join("rows.json");
+    let output = lowtail_bench_s3(&[
+        "--duration-s",
+        "2",
+        "--sizes",
+        "4KiB",
+        "--concurrency",
+        "2",
+        "--scenarios",
+        "fail-slow,down",
+        "--json-out",
+        json_out.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "lowtail bench s3 failed: {}\n{stdout}\n{stderr}", output.status);
+    let rows = rows_of(&std::fs::read(&json_out).unwrap());
+    let order: Vec<(&str, &str)> =
+        rows.iter().map(|row| (row["scenario"].as_str().unwrap(), row["op"].as_str().unwrap())).collect();
+    let expected = [
+        ("healthy", "put"),
+        ("healthy", "get"),
+        ("fail-slow", "put"),
+        ("fail-slow", "get"),
+        ("fail-slow", "delete"),
+        ("down", "put"),
+        ("down", "get"),
+        ("down", "delete"),
+        ("healthy", "delete"),
+    ];
+    assert_eq!(order, expected);
+    for row in &rows {
+        assert_eq!(row["errors"], 0, "{row}");
+        assert!(row["p999_ms"].as_f64().unwrap() >= row["p99_ms"].as_f64().unwrap(), "{row}");
+    }
+    // The healthy DELETE removes what the healthy PUT wrote; each scenario's what its own wrote.
+    assert_eq!(rows[8]["requests"], rows[0]["requests"]);
+    assert_eq!((&rows[4]["requests"], &rows[7]["requests"]), (&rows[2]["requests"], &rows[5]["requests"]));
+    for expected in ["Each scenario beside healthy", "p99.9 ×", "storage node 0 (pid ", "90 % of every 100 ms"] {
+        assert!(stdout.contains(expected), "{expected:?} missing from\n{stdout}");
+    }
+}
+
 #[test]
 fn bench_s3_refuses_arguments_that_do_not_go_together() {
-    let refusals: [(&[&str], &str); 5] = [
+    let refusals: [(&[&str], &str); 8] = [
+        (&["--scenarios", "slow"], "healthy, fail-slow, down"),
+        (&["--scenarios", "fail-slow", "--fail-slow-stopped-pct", "100"], "1 to 99"),
+        (&["--victim-pid", "1"], "--endpoint <URL>"),
         (&["--peer-access-key", "k"], "--peer <URL>"),
         (
             &["--endpoint", "http://127.0.0.1:1", "--access-key", "k", "--secret-key", "s", "--cluster", "c.json"],

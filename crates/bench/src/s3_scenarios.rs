@@ -1,0 +1,246 @@
+//! Each adversity of one `lowtail bench s3` run beside `healthy`: for every target and cell
+//! (operation, object size, concurrency), the medians over rounds of the figures under the
+//! scenario and their ratios to the same target's healthy medians of the same run.
+//!
+//! Owns: how a scenario's rows and the healthy rows become one line, and its table.
+//! Must not: measure anything, or compare figures of different targets or cells (a ratio is always
+//! one target's scenario over that target's own healthy cell; one without the other gives none).
+
+use crate::byte_size::format_byte_size;
+use crate::s3_adversity::{FailSlowShape, Scenario};
+use crate::s3_bench::{S3Op, S3Row};
+use crate::s3_compare::{TargetMedians, medians_of, optional_figure, ratio, ratio_text};
+use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+
+/// One target's cell under one scenario, beside its healthy cell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioLine {
+    /// The target's name.
+    pub target: String,
+    /// The scenario.
+    pub scenario: String,
+    /// The operation.
+    pub op: S3Op,
+    /// Bytes per object.
+    pub object_bytes: usize,
+    /// Requests in flight.
+    pub concurrency: usize,
+    /// The medians under the scenario.
+    pub under: TargetMedians,
+    /// The same target's healthy medians of the cell (`None`: no healthy row).
+    pub healthy: Option<TargetMedians>,
+}
+
+impl ScenarioLine {
+    /// The scenario's median p50 ÷ healthy's.
+    pub fn p50_ratio(&self) -> Option<f64> {
+        self.ratio_of(|m| Some(m.p50_ms))
+    }
+
+    /// The scenario's median p99 ÷ healthy's.
+    pub fn p99_ratio(&self) -> Option<f64> {
+        self.ratio_of(|m| Some(m.p99_ms))
+    }
+
+    /// The scenario's median p99.9 ÷ healthy's.
+    pub fn p999_ratio(&self) -> Option<f64> {
+        self.ratio_of(|m| m.p999_ms)
+    }
+
+    /// The scenario's median ops/s ÷ healthy's.
+    pub fn ops_ratio(&self) -> Option<f64> {
+        self.ratio_of(|m| Some(m.ops_per_s))
+    }
+
+    /// The scenario's median server CPU per operation ÷ healthy's.
+    pub fn cpu_ratio(&self) -> Option<f64> {
+        self.ratio_of(|m| m.server_cpu_ms_per_op)
+    }
+
+    fn ratio_of(&self, figure: fn(&TargetMedians) -> Option<f64>) -> Option<f64> {
+        ratio(figure(&self.under), self.healthy.as_ref().and_then(figure))
+    }
+}
+
+/// One line per (op, object size, concurrency, scenario other than healthy, target), targets
+/// side by side, in the order the rows first name the cells.
+pub fn against_healthy(rows: &[S3Row], targets: &[String]) -> Vec<ScenarioLine> {
+    let healthy = Scenario::Healthy.name();
+    let mut lines = Vec::new();
+    let mut cells: Vec<(S3Op, usize, usize)> = Vec::new();
+    for row in rows {
+        let cell = (row.op, row.object_bytes, row.concurrency);
+        if !cells.contains(&cell) {
+            cells.push(cell);
+        }
+    }
+    let mut scenarios: Vec<&str> = Vec::new();
+    for row in rows.iter().filter(|row| row.scenario != healthy) {
+        if !scenarios.contains(&row.scenario.as_str()) {
+            scenarios.push(&row.scenario);
+        }
+    }
+    for (op, object_bytes, concurrency) in cells {
+        let cell = (op, object_bytes, concurrency);
+        for &scenario in &scenarios {
+            for target in targets {
+                let Some(under) = medians_of(in_cell(rows, scenario, cell), target) else { continue };
+                lines.push(ScenarioLine {
+                    target: target.clone(),
+                    scenario: scenario.to_string(),
+                    op,
+                    object_bytes,
+                    concurrency,
+                    under,
+                    healthy: medians_of(in_cell(rows, healthy, cell), target),
+                });
+            }
+        }
+    }
+    lines
+}
+
+/// The rows of `scenario` in the cell (op, object size, concurrency).
+fn in_cell<'a>(
+    rows: &'a [S3Row],
+    scenario: &'a str,
+    (op, object_bytes, concurrency): (S3Op, usize, usize),
+) -> impl Iterator<Item = &'a S3Row> {
+    rows.iter().filter(move |row| {
+        row.scenario == scenario && row.op == op && row.object_bytes == object_bytes && row.concurrency == concurrency
+    })
+}
+
+/// The lines as a table with its legend.
+pub fn render_scenarios(lines: &[ScenarioLine], fail_slow: FailSlowShape, victims: &[(String, String)]) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "target",
+        "scenario",
+        "op",
+        "object",
+        "concurrency",
+        "p50 ms",
+        "p50 ×",
+        "p99 ms",
+        "p99 ×",
+        "p99.9 ms",
+        "p99.9 ×",
+        "ops/s",
+        "ops/s ×",
+        "CPU ms/op",
+        "CPU ×",
+    ]);
+    for line in lines {
+        table.add_row(vec![
+            line.target.clone(),
+            line.scenario.clone(),
+            line.op.name().to_string(),
+            format_byte_size(line.object_bytes),
+            line.concurrency.to_string(),
+            format!("{:.2}", line.under.p50_ms),
+            ratio_text(line.p50_ratio()),
+            format!("{:.2}", line.under.p99_ms),
+            ratio_text(line.p99_ratio()),
+            optional_figure(line.under.p999_ms, 2),
+            ratio_text(line.p999_ratio()),
+            format!("{:.1}", line.under.ops_per_s),
+            ratio_text(line.ops_ratio()),
+            optional_figure(line.under.server_cpu_ms_per_op, 3),
+            ratio_text(line.cpu_ratio()),
+        ]);
+    }
+    for column in 4..15 {
+        if let Some(column) = table.column_mut(column) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let victims: Vec<String> = victims.iter().map(|(target, victim)| format!("{target}: {victim}")).collect();
+    let rounds = lines.iter().map(|line| line.under.rounds).max().unwrap_or(0);
+    format!(
+        "{table}\n\
+         Each scenario beside healthy: medians over {rounds} round(s) under the scenario, and × the same target's \
+         healthy median of the same run (latency × above 1: slower; ops/s × below 1: fewer).\n\
+         fail-slow: the victim stopped (SIGSTOP) {stopped} % of every {period} ms and continued (SIGCONT) for the \
+         rest; down: the victim killed (SIGKILL) before the scenario's phases and started again after them. Under \
+         a scenario, PUT writes new keys, GET reads the objects the healthy PUT wrote (placed while every process \
+         was well), DELETE deletes the scenario's own.\n\
+         Victims: {victims}.",
+        stopped = fail_slow.stopped_pct,
+        period = fail_slow.period.as_millis(),
+        victims = victims.join("; "),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn row(target: &str, scenario: &str, round: usize, p99_ms: f64) -> S3Row {
+        S3Row {
+            target: target.into(),
+            round,
+            scenario: scenario.into(),
+            op: S3Op::Get,
+            object_bytes: 4096,
+            requests: 100,
+            errors: 0,
+            ops_per_s: 1000.0 / p99_ms,
+            mb_per_s: 0.0,
+            p50_ms: p99_ms / 4.0,
+            p99_ms,
+            p999_ms: Some(p99_ms * 2.0),
+            max_ms: p99_ms * 3.0,
+            concurrency: 8,
+            gateway_rss_peak_mib: None,
+            server_cpu_ms_per_op: Some(1.0),
+            host_idle_pct: None,
+        }
+    }
+
+    #[test]
+    fn each_target_is_compared_with_its_own_healthy_cell() {
+        let rows = [
+            row("lowtail", "healthy", 1, 4.0),
+            row("minio", "healthy", 1, 10.0),
+            row("lowtail", "fail-slow", 1, 5.0),
+            row("minio", "fail-slow", 1, 50.0),
+            row("lowtail", "healthy", 2, 4.0),
+            row("minio", "healthy", 2, 10.0),
+            row("lowtail", "fail-slow", 2, 4.4),
+            row("minio", "fail-slow", 2, 40.0),
+            row("lowtail", "healthy", 3, 8.0),
+            row("minio", "healthy", 3, 10.0),
+            row("lowtail", "fail-slow", 3, 6.0),
+            row("minio", "fail-slow", 3, 45.0),
+        ];
+        let lines = against_healthy(&rows, &["lowtail".into(), "minio".into()]);
+        assert_eq!(lines.len(), 2);
+        let (lowtail, minio) = (&lines[0], &lines[1]);
+        assert_eq!((lowtail.target.as_str(), lowtail.scenario.as_str()), ("lowtail", "fail-slow"));
+        // Medians: lowtail's fail-slow p99 5.0 over its healthy 4.0; MinIO's 45 over 10.
+        assert_eq!(lowtail.p99_ratio(), Some(1.25));
+        assert_eq!(minio.p99_ratio(), Some(4.5));
+        assert_eq!(lowtail.p999_ratio(), Some(1.25));
+        assert_eq!(minio.ops_ratio(), Some((1000.0 / 45.0) / 100.0));
+        assert_eq!(lowtail.cpu_ratio(), Some(1.0));
+        let text = render_scenarios(
+            &lines,
+            FailSlowShape { stopped_pct: 90, period: Duration::from_millis(100) },
+            &[("lowtail".into(), "storage node 0 (pid 7)".into())],
+        );
+        for expected in ["fail-slow", "1.25×", "4.50×", "90 % of every 100 ms", "storage node 0 (pid 7)"] {
+            assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_scenario_without_its_healthy_cell_has_no_ratio() {
+        let lines = against_healthy(&[row("lowtail", "down", 1, 5.0)], &["lowtail".into()]);
+        assert_eq!(lines.len(), 1);
+        assert_eq!((lines[0].p50_ratio(), lines[0].p99_ratio(), lines[0].ops_ratio()), (None, None, None));
+        assert!(against_healthy(&[row("lowtail", "healthy", 1, 5.0)], &["lowtail".into()]).is_empty());
+    }
+}
