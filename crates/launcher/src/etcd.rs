@@ -20,7 +20,7 @@ pub const ETCD_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long etcd gets to stop after SIGTERM.
 pub const ETCD_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a restart waits for a killed etcd to be gone.
-pub const ETCD_EXIT_WAIT: Duration = Duration::from_secs(2);
+pub const ETCD_EXIT_WAIT: Duration = Duration::from_secs(10);
 /// Starts tried when a port picked in advance was taken by someone else.
 const START_ATTEMPTS: usize = 3;
 /// What etcd logs once clients can connect.

@@ -157,13 +157,23 @@ struct EtcdGateway {
     front: NodeProxy,
 }
 
+/// How etcd was stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EtcdStop {
+    /// SIGSTOP: continued on return.
+    Stopped,
+    /// SIGKILL: started again on its data on return.
+    Killed,
+}
+
 /// etcd, the nodes and two gateways, every one a process of this swarm.
 pub struct EtcdGateways {
     runtime: tokio::runtime::Handle,
     etcd_binary: PathBuf,
     lowtail: PathBuf,
     etcd: EtcdProcess,
-    etcd_stopped: bool,
+    /// How etcd is stopped now, if it is.
+    etcd_stopped: Option<EtcdStop>,
     /// Gateways whose restart waits for etcd to return.
     deferred: std::collections::BTreeSet<usize>,
     gateways: Vec<EtcdGateway>,
@@ -231,7 +241,7 @@ impl EtcdGateways {
             etcd_binary,
             lowtail: settings.lowtail.clone(),
             etcd,
-            etcd_stopped: false,
+            etcd_stopped: None,
             deferred: Default::default(),
             gateways: started,
             _nodes: nodes,
@@ -251,7 +261,7 @@ impl EtcdGateways {
     /// Starts gateway `index` again, or, while etcd is stopped (a gateway exits at once when its
     /// metadata store does not answer), once etcd returns: what was deferred, in words.
     fn restart(&mut self, index: usize) -> anyhow::Result<Vec<String>> {
-        if self.etcd_stopped {
+        if self.etcd_stopped.is_some() {
             self.deferred.insert(index);
             return Ok(vec![format!("restart of gateway {index} waited for etcd")]);
         }
@@ -264,25 +274,27 @@ impl EtcdGateways {
         Ok(Vec::new())
     }
 
-    /// SIGSTOPs etcd, or SIGKILLs it.
+    /// SIGSTOPs etcd, or SIGKILLs it (a kill stays one when a stop follows).
     fn stop_etcd(&mut self, kill: bool) {
         let signal = if kill { libc::SIGKILL } else { libc::SIGSTOP };
         // SAFETY: kill(2) of our own child.
         unsafe { libc::kill(self.etcd.pid() as libc::pid_t, signal) };
-        self.etcd_stopped = true;
+        let killed = kill || self.etcd_stopped == Some(EtcdStop::Killed);
+        self.etcd_stopped = Some(if killed { EtcdStop::Killed } else { EtcdStop::Stopped });
     }
 
-    /// SIGCONTs etcd, or starts it again on its data when it was killed.
+    /// SIGCONTs etcd, or starts it again on its data when it was killed. A kill is remembered
+    /// rather than read off the process: one just sent may not have taken yet (a process of many
+    /// threads on a busy machine), and a process taken for running then was never started again.
     fn return_etcd(&mut self) -> anyhow::Result<()> {
-        if !self.etcd_stopped {
-            return Ok(());
-        }
+        let Some(stop) = self.etcd_stopped else { return Ok(()) };
         // SAFETY: kill(2) of our own child (a dead one ignores it).
         unsafe { libc::kill(self.etcd.pid() as libc::pid_t, libc::SIGCONT) };
-        if !self.etcd.is_running() {
+        if stop == EtcdStop::Killed || !self.etcd.is_running() {
+            // Waits (bounded) for the killed process to be gone first.
             self.runtime.block_on(self.etcd.restart(&self.etcd_binary))?;
         }
-        self.etcd_stopped = false;
+        self.etcd_stopped = None;
         for index in std::mem::take(&mut self.deferred) {
             self.restart(index)?;
         }
