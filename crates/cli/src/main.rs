@@ -130,8 +130,8 @@ enum AdminCommand {
     /// The node must answer a probe with the config's data.cluster_secret first. Registering a known
     /// id again updates its address and rack.
     AddNode(AdminAddNodeArgs),
-    /// Show or switch the read policy of running gateways (normal, llf, lmlf, llf-pw2, lmlf-pw2,
-    /// lmlf-lazy, opt-lazy). A switch takes effect at once for new reads; the policy's tables start
+    /// Show or switch the read policy of running gateways (normal, hedged, llf, lmlf, llf-pw2,
+    /// lmlf-pw2, lmlf-lazy, opt-lazy, fec-fixed, fec-greedy, fec-bafec, jlwo). A switch takes effect at once for new reads; the policy's tables start
     /// empty. It lasts until the gateway restarts (its config's [controller] policy then applies).
     #[command(subcommand)]
     Policy(AdminPolicyCommand),

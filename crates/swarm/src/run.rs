@@ -641,7 +641,7 @@ async fn quiesce_and_check(
         // Objects whose stripes cannot be read: if the store's answers allowed their loss, an
         // operator deletes them (the cluster is not whole while anything references those stripes).
         settle_losses(client, shared).await;
-        let remaining = timeout.saturating_sub(started.elapsed());
+        let remaining = timeout.saturating_sub(started.elapsed()).max(AFTER_SETTLING);
         let cluster = Arc::clone(cluster);
         (waited, blockers) = blocking_wait(move || {
             let since_ms = unix_now_ms();
@@ -691,6 +691,10 @@ async fn settle_losses(client: &aws_sdk_s3::Client, shared: &Shared) {
         }
     }
 }
+
+/// The least a quiesce waits for a whole cluster once the allowed losses are settled (their
+/// deletes release the unreadable stripes; repair's next census counts them gone).
+const AFTER_SETTLING: Duration = Duration::from_secs(60);
 
 /// Tries at deleting a key whose loss was allowed.
 const DELETE_ATTEMPTS: usize = 5;
@@ -797,8 +801,10 @@ const DEFAULT_WRITE_DEADLINE_MS: u64 = 1_200_000;
 
 /// Polls every gateway's status (bounded by `timeout`) until `why_not` finds nothing missing,
 /// adding to `blockers` how long each kind of reason ([`blocker_kind`]) held it up, in seconds.
-/// With `unreadable_patience`, a reason naming unreadable stripes that lasts that long ends the
-/// wait early ([`UNREADABLE_STOP`]).
+/// With `unreadable_patience`, a reason naming unreadable stripes that lasts that long (at most
+/// half the wait) ends the wait early ([`UNREADABLE_STOP`]), and so does the end of the wait while
+/// that is the reason: the caller then asks which objects are lost, instead of a quiesce failing
+/// on what the answers may have allowed.
 fn wait_for_status(
     cluster: &Cluster,
     timeout: Duration,
@@ -807,6 +813,7 @@ fn wait_for_status(
     why_not: impl Fn(&[serde_json::Value]) -> Option<String>,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
+    let unreadable_patience = unreadable_patience.map(|patience| patience.min(timeout / 2));
     let mut last = String::from("no status yet");
     let mut polled = Instant::now();
     let mut unreadable_since: Option<Instant> = None;
@@ -829,7 +836,17 @@ fn wait_for_status(
         *blockers.entry(blocker_kind(&last)).or_default() += polled.elapsed().as_secs_f64();
         polled = Instant::now();
     }
-    anyhow::bail!("after {timeout:?}: {last}")
+    Err(gave_up(&last, timeout, unreadable_patience.is_some()))
+}
+
+/// The error of a wait of `timeout` that ended on `last`: [`UNREADABLE_STOP`] when it was
+/// `patient` of unreadable stripes and they were the reason.
+fn gave_up(last: &str, timeout: Duration, patient: bool) -> anyhow::Error {
+    if patient && last.contains(UNREADABLE_BLOCKER) {
+        anyhow::anyhow!("{UNREADABLE_STOP}: {last}")
+    } else {
+        anyhow::anyhow!("after {timeout:?}: {last}")
+    }
 }
 
 /// A reason's kind: its words before any `:` or `;`, each run of digits as `N` (`node 3 has not
@@ -961,7 +978,19 @@ fn unix_now_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::blocker_kind;
+    use super::{UNREADABLE_STOP, blocker_kind, gave_up};
+    use std::time::Duration;
+
+    #[test]
+    fn a_wait_that_ends_on_unreadable_stripes_goes_on_to_judge_losses_when_patient() {
+        let unreadable = r#"census: {}; blocked: [{"cause":"too_few_readable","stripes":1}]"#;
+        let patient = gave_up(unreadable, Duration::from_secs(120), true).to_string();
+        assert!(patient.starts_with(UNREADABLE_STOP), "{patient}");
+        let impatient = gave_up(unreadable, Duration::from_secs(120), false).to_string();
+        assert!(impatient.starts_with("after 120s"), "{impatient}");
+        let other = gave_up("node 3 is \"Down\"", Duration::from_secs(120), true).to_string();
+        assert!(other.starts_with("after 120s"), "{other}");
+    }
 
     #[test]
     fn reasons_of_one_kind_are_counted_together() {

@@ -56,6 +56,7 @@
 
 pub(crate) mod cost;
 mod fec_settings;
+mod hedged;
 mod lazy;
 mod normal;
 mod opt_lazy;
@@ -63,6 +64,7 @@ mod per_request;
 
 pub use cost::MarginalLoad;
 pub use fec_settings::FecSettings;
+pub use hedged::{Hedged, HedgedSettings};
 pub use lazy::LmlfLazy;
 pub use normal::Normal;
 pub use opt_lazy::OptLazy;
@@ -105,6 +107,8 @@ pub enum PolicyKind {
     FecBafec,
     /// Xiang et al.: k of n units drawn with JLWO's marginals π for the frontend's rack.
     Jlwo,
+    /// Normal reads around the nodes the frontend saw slow, hedged after an adaptive delay.
+    Hedged,
 }
 
 impl PolicyKind {
@@ -136,7 +140,7 @@ impl PolicyKind {
     /// Whether the policy asks nodes for their queues (per request or in its refreshes): it cannot
     /// run where there are no nodes to ask (a gateway over an S3 backend).
     pub fn probes_nodes(self) -> bool {
-        !matches!(self, PolicyKind::Normal) && !self.reads_rows()
+        !matches!(self, PolicyKind::Normal | PolicyKind::Hedged) && !self.reads_rows()
     }
 
     /// Canonical name.
@@ -153,6 +157,7 @@ impl PolicyKind {
             PolicyKind::FecGreedy => "fec-greedy",
             PolicyKind::FecBafec => "fec-bafec",
             PolicyKind::Jlwo => "jlwo",
+            PolicyKind::Hedged => "hedged",
         }
     }
 
@@ -162,7 +167,11 @@ impl PolicyKind {
         match self {
             PolicyKind::Normal | PolicyKind::LmlfLazy | PolicyKind::OptLazy => 3,
             // FAST CLOUD's proxy is one frontend.
-            PolicyKind::FecFixed | PolicyKind::FecGreedy | PolicyKind::FecBafec | PolicyKind::Jlwo => 1,
+            PolicyKind::FecFixed
+            | PolicyKind::FecGreedy
+            | PolicyKind::FecBafec
+            | PolicyKind::Jlwo
+            | PolicyKind::Hedged => 1,
             PolicyKind::Llf | PolicyKind::Lmlf | PolicyKind::LlfPw2 | PolicyKind::LmlfPw2 => 8,
         }
     }
@@ -177,7 +186,7 @@ impl fmt::Display for PolicyKind {
 /// An unknown policy name.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown policy {0:?}: use one of normal, llf, lmlf, llf-pw2, lmlf-pw2, lmlf-lazy, opt-lazy, fec-fixed, fec-greedy, fec-bafec"
+    "unknown policy {0:?}: use one of normal, hedged, llf, lmlf, llf-pw2, lmlf-pw2, lmlf-lazy, opt-lazy, fec-fixed, fec-greedy, fec-bafec, jlwo"
 )]
 pub struct UnknownPolicy(pub String);
 
@@ -188,7 +197,7 @@ impl FromStr for PolicyKind {
         PolicyKind::ALL
             .into_iter()
             .chain(PolicyKind::FEC)
-            .chain([PolicyKind::Jlwo])
+            .chain([PolicyKind::Jlwo, PolicyKind::Hedged])
             .find(|k| k.name() == name.trim())
             .ok_or_else(|| UnknownPolicy(name.to_string()))
     }
@@ -230,6 +239,8 @@ pub struct PolicySettings {
     pub fec: FecSettings,
     /// Xiang et al.'s `jlwo` policy's parameters (docs/xiang.md).
     pub jlwo: crate::classes::scheduling::JlwoReadSettings,
+    /// The `hedged` policy's parameters; its longest hedge delay is `normal_timeout_ms`.
+    pub hedged: HedgedSettings,
 }
 
 impl Default for PolicySettings {
@@ -244,6 +255,7 @@ impl Default for PolicySettings {
             marginal_load: MarginalLoad::Bytes,
             fec: FecSettings::default(),
             jlwo: crate::classes::scheduling::JlwoReadSettings::default(),
+            hedged: HedgedSettings::default(),
         }
     }
 }
@@ -296,6 +308,9 @@ pub enum BuildError {
     /// The `jlwo` policy's settings are out of range.
     #[error("jlwo settings: {0}")]
     Jlwo(String),
+    /// The `hedged` policy's settings are out of range.
+    #[error("hedged settings: {0}")]
+    Hedged(String),
     /// The code-length policy refused its classes.
     #[error(transparent)]
     CodeLength(#[from] CodeLengthError),
@@ -329,6 +344,10 @@ pub fn build_read_policy(
         }
         PolicyKind::Jlwo => {
             Box::new(crate::classes::scheduling::JlwoRead::new(settings.jlwo.clone()).map_err(BuildError::Jlwo)?)
+        }
+        PolicyKind::Hedged => {
+            settings.hedged.validate().map_err(BuildError::Hedged)?;
+            Box::new(Hedged::new(settings.hedged.clone(), ms_to_ns(settings.normal_timeout_ms.max(1))))
         }
     })
 }

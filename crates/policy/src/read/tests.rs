@@ -543,3 +543,142 @@ fn plan_probes_exactly_the_announced_targets() {
         }
     }
 }
+
+/// What `hedged` observes of a read of `length` bytes of `partition` whose normal task ran on
+/// `node` and took `latency_ns`; `overran` when its hedge fired.
+fn hedged_record(
+    node: NodeId,
+    length: u64,
+    latency_ns: u64,
+    overran: bool,
+) -> (model::RequestRecord, Vec<model::TaskRecord>) {
+    let request = model::RequestRecord {
+        request: RequestId(1),
+        frontend: model::FrontendId(0),
+        object: ObjectId(9),
+        partition: PartitionId(0),
+        bytes: length,
+        arrival_ns: 0,
+        decision_start_ns: 0,
+        decision_end_ns: 0,
+        completion_ns: latency_ns,
+        probes: 0,
+        probe_wait_ns: 0,
+        decision_cpu_ns: 0,
+        degraded: overran,
+        timed_out: overran,
+        outcome: model::Outcome::Ok,
+        class: 0,
+        latency_class: 0,
+    };
+    let task = model::TaskRecord {
+        node,
+        unit: 0,
+        role: TaskRole::Normal,
+        cancelled: overran,
+        cancel_ns: if overran { latency_ns } else { model::NEVER },
+        bytes: length,
+        enqueue_ns: 0,
+        start_ns: 0,
+        finish_ns: if overran { model::NEVER } else { latency_ns },
+        failed: false,
+    };
+    (request, vec![task])
+}
+
+fn hedged(settings: HedgedSettings) -> Hedged {
+    Hedged::new(settings, 1_000_000_000)
+}
+
+#[test]
+fn hedged_waits_the_longest_delay_until_it_has_seen_reads_then_about_their_tail() {
+    let mut view = FakeView::new(RS);
+    let mut policy = hedged(HedgedSettings::default());
+    let plan = policy.plan(&mut view, 0, &request(3, 4096), &mut ChaCha8Rng::seed_from_u64(2));
+    assert_eq!(plan.quorum, Quorum::NormalThenFallback { timeout_ns: 1_000_000_000 });
+    assert_eq!(plan.tasks.iter().filter(|t| t.role == TaskRole::Fallback).count(), 6);
+    // 4 KiB reads of 2 ms, one in a hundred of 4 ms: p99 × 1.5 ≈ 6 ms.
+    for i in 0..200u64 {
+        let (request, tasks) =
+            hedged_record(NodeId(i as u32 % 9), 4096, if i % 100 == 99 { 4_000_000 } else { 2_000_000 }, false);
+        policy.observe(&request, &tasks);
+    }
+    let delay = policy.delay_ns(4096);
+    assert!((3_000_000..=6_000_000).contains(&delay), "delay {delay} ns");
+    // Another size class has seen nothing: still the longest.
+    assert_eq!(policy.delay_ns(1 << 20), 1_000_000_000);
+    let plan = policy.plan(&mut view, 0, &request(3, 4096), &mut ChaCha8Rng::seed_from_u64(2));
+    assert_eq!(plan.quorum, Quorum::NormalThenFallback { timeout_ns: delay });
+}
+
+#[test]
+fn hedged_goes_around_a_node_that_keeps_overrunning_and_explores_it_now_and_then() {
+    let mut view = FakeView::new(RS);
+    let slow = view.node_of_partition(3, 3);
+    let settings = HedgedSettings { explore_ms: 200, ..HedgedSettings::default() };
+    let mut policy = hedged(settings);
+    for _ in 0..20 {
+        let (request, tasks) = hedged_record(slow, 4096, 50_000_000, true);
+        policy.observe(&request, &tasks);
+    }
+    assert!(policy.avoids(slow));
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let ms = 1_000_000;
+    // The first read of it explores (a hedged normal read); the next ones, within 200 ms, go around.
+    let explore = policy.plan(&mut view, 1000 * ms, &request(3, 4096), &mut rng);
+    assert_eq!(explore.tasks[0].node, slow);
+    assert!(matches!(explore.quorum, Quorum::NormalThenFallback { .. }));
+    for at_ms in [1001, 1100, 1199] {
+        let plan = policy.plan(&mut view, at_ms * ms, &request(3, 4096), &mut rng);
+        plan.validate().unwrap();
+        assert!(plan.is_proactive_degraded(), "at {at_ms} ms");
+        assert!(plan.tasks.iter().all(|task| task.node != slow), "a task on the avoided node at {at_ms} ms");
+    }
+    let again = policy.plan(&mut view, 1200 * ms, &request(3, 4096), &mut rng);
+    assert_eq!(again.tasks[0].node, slow, "explored again after 200 ms");
+    // Its reads served in time again: no longer avoided.
+    for _ in 0..30 {
+        let (request, tasks) = hedged_record(slow, 4096, 2_000_000, false);
+        policy.observe(&request, &tasks);
+    }
+    assert!(!policy.avoids(slow));
+    let plan = policy.plan(&mut view, 1201 * ms, &request(3, 4096), &mut rng);
+    assert_eq!(plan.tasks[0].node, slow);
+}
+
+#[test]
+fn hedged_draws_no_recovery_set_through_an_avoided_node() {
+    let mut view = FakeView::new(RS);
+    let helper = view.node_of_partition(3, 6);
+    let mut policy = hedged(HedgedSettings::default());
+    for _ in 0..20 {
+        let (request, tasks) = hedged_record(helper, 4096, 50_000_000, true);
+        policy.observe(&request, &tasks);
+    }
+    for seed in 0..50 {
+        let plan = policy.plan(&mut view, 0, &request(3, 4096), &mut ChaCha8Rng::seed_from_u64(seed));
+        assert_eq!(plan.tasks[0].role, TaskRole::Normal);
+        assert!(plan.tasks[1..].iter().all(|task| task.node != helper), "seed {seed}: {plan:?}");
+    }
+}
+
+#[test]
+fn hedged_settings_out_of_range_are_refused() {
+    assert!(HedgedSettings::default().validate().is_ok());
+    let refused = |settings: HedgedSettings| settings.validate().unwrap_err();
+    assert!(refused(HedgedSettings { hedge_quantile: 1.0, ..HedgedSettings::default() }).contains("hedge_quantile"));
+    assert!(refused(HedgedSettings { hedge_multiplier: 0.5, ..HedgedSettings::default() }).contains("multiplier"));
+    assert!(refused(HedgedSettings { hedge_min_ms: 0.0, ..HedgedSettings::default() }).contains("hedge_min_ms"));
+    assert!(refused(HedgedSettings { slow_share: 1.0, ..HedgedSettings::default() }).contains("slow_share"));
+    assert!(refused(HedgedSettings { explore_ms: 0, ..HedgedSettings::default() }).contains("explore_ms"));
+    let settings = PolicySettings {
+        hedged: HedgedSettings { slow_share: 0.0, ..HedgedSettings::default() },
+        ..PolicySettings::default()
+    };
+    let layout = CodeLayout::new(RS).unwrap();
+    let frontend = FrontendSetup { layout: &layout, slots: None, admission: Admission::NonBlocking };
+    let error = build_read_policy(PolicyKind::Hedged, &settings, &frontend).err().unwrap().to_string();
+    assert!(error.contains("hedged settings"), "{error}");
+    assert_eq!("hedged".parse::<PolicyKind>().unwrap(), PolicyKind::Hedged);
+    assert!(!PolicyKind::Hedged.probes_nodes());
+}
