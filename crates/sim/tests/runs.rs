@@ -343,3 +343,57 @@ fn admission_slots_from_a_config_bound_the_tasks_in_flight() {
     let unknown = toml::from_str::<SimConfig>("[frontends]\nadmission = \"fifo\"\n").unwrap_err().to_string();
     assert!(unknown.contains("non_blocking"), "{unknown}");
 }
+
+/// The 99th percentile latency of the requests that arrived `from_ns` or later.
+fn p99_latency_ns_from(output: &sim::RunOutput, from_ns: u64) -> u64 {
+    let mut latencies: Vec<u64> =
+        output.records.requests().iter().filter(|r| r.arrival_ns >= from_ns).map(|r| r.latency_ns()).collect();
+    latencies.sort_unstable();
+    latencies[latencies.len() * 99 / 100]
+}
+
+/// `hedged` on a node made 20 times slower: its tail stays near the healthy one where `normal`
+/// waits out its timeout, and its healthy tail is no longer than `normal`'s (100 reads/s on 20
+/// nodes, light enough that service rather than queueing makes the healthy tail).
+#[test]
+fn hedged_reads_around_a_slowed_node_where_normal_waits_for_it() {
+    let run = |policy: PolicyKind, slowed: bool| {
+        let mut config = SimConfig { policies: vec![policy], ..small(11) };
+        if let WorkloadConfig::WasLike(workload) = &mut config.workload {
+            workload.rate_per_s = 100.0;
+        }
+        if slowed {
+            config.cluster.slow_node = Some(sim::SlowNodeConfig { node: 3, from_ms: 5000, factor: 20.0 });
+        }
+        sim::run_config(&config).unwrap().remove(0)
+    };
+    // From 10 s on: the hedged policy has seen the slowed node for 5 s.
+    let from_ns = 10_000_000_000;
+    let slow_normal = p99_latency_ns_from(&run(PolicyKind::Normal, true), from_ns);
+    let slow_hedged_run = run(PolicyKind::Hedged, true);
+    let slow_hedged = p99_latency_ns_from(&slow_hedged_run, from_ns);
+    let healthy_normal = p99_latency_ns_from(&run(PolicyKind::Normal, false), from_ns);
+    let healthy_hedged = p99_latency_ns_from(&run(PolicyKind::Hedged, false), from_ns);
+    // Seed 11: p99 1012 ms (normal) and 217 ms (hedged) with the node 20x slower; 147 and 136 ms
+    // without it.
+    assert!(
+        3 * slow_hedged < slow_normal,
+        "p99 with a node 20x slower: hedged {slow_hedged} ns, normal {slow_normal} ns"
+    );
+    assert!(
+        slow_hedged < 2 * healthy_hedged,
+        "hedged p99 {slow_hedged} ns with the slowed node, {healthy_hedged} ns without"
+    );
+    assert!(
+        10 * healthy_hedged <= 11 * healthy_normal,
+        "healthy p99: hedged {healthy_hedged} ns, normal {healthy_normal} ns"
+    );
+    // Once avoided, the slowed node gets few normal reads: the explorations.
+    let normal_on_slowed = slow_hedged_run
+        .records
+        .all_tasks()
+        .iter()
+        .filter(|t| t.node.0 == 3 && t.enqueue_ns >= from_ns && t.role == model::TaskRole::Normal)
+        .count();
+    assert!(normal_on_slowed <= 60, "{normal_on_slowed} normal reads on the slowed node in 10 s");
+}
