@@ -553,8 +553,19 @@ async fn multipart(
 
 /// Reads `key` and checks it against the model. A failed read is a violation when `must_answer`
 /// (the cluster is quiesced, or has lost no more than it tolerates) or when it says data is lost.
+/// A read that must answer is retried while it is answered 503 (a node slow to answer on a busy
+/// machine, the answer says retry), as clients do, at most [`MUST_ANSWER_ATTEMPTS`] times.
 async fn read_and_check(client: &aws_sdk_s3::Client, key: &str, shared: &Shared, must_answer: bool) -> bool {
-    let read = match get(client, key).await {
+    let mut answer = get(client, key).await;
+    let attempts = if must_answer { MUST_ANSWER_ATTEMPTS } else { 1 };
+    for _ in 1..attempts {
+        if !answer.as_ref().is_err_and(|why| why.starts_with("Some(503)")) {
+            break;
+        }
+        tokio::time::sleep(MUST_ANSWER_PAUSE).await;
+        answer = get(client, key).await;
+    }
+    let read = match answer {
         Ok(read) => read,
         Err(why) => {
             failed_read(client, shared, key, &why, must_answer).await;
@@ -570,6 +581,11 @@ async fn read_and_check(client: &aws_sdk_s3::Client, key: &str, shared: &Shared,
     shared.count_op("get", true);
     true
 }
+
+/// Reads a quiesced cluster must answer get this many tries while answered 503.
+const MUST_ANSWER_ATTEMPTS: usize = 4;
+/// The pause between them.
+const MUST_ANSWER_PAUSE: Duration = Duration::from_secs(2);
 
 /// A GET of `key`: what it found, or why it found nothing, in words.
 async fn get(client: &aws_sdk_s3::Client, key: &str) -> Result<Read, String> {
