@@ -298,7 +298,11 @@ async fn start_without_victim(spec: &TargetSpec, taken_pids: &[u32]) -> anyhow::
 }
 
 fn lowtail_target(spec: &TargetSpec, manifest: &Manifest, description: &str) -> Target {
-    let server_pids = manifest_pids_here(manifest);
+    let here = processes_here(manifest);
+    let server_pids: Vec<u32> = here
+        .iter()
+        .flat_map(|(gateway, nodes)| std::iter::once(*gateway).chain(nodes.iter().map(|&(_, pid)| pid)))
+        .collect();
     let cpu_note = if server_pids.is_empty() {
         "not measured (the manifest's processes do not run on this host)".to_string()
     } else {
@@ -309,12 +313,8 @@ fn lowtail_target(spec: &TargetSpec, manifest: &Manifest, description: &str) -> 
         endpoint: S3Endpoint::from_manifest(manifest),
         description: description.to_string(),
         // Resident memory is sampled only where CPU time is read: the pid is this host's.
-        gateway_pid: manifest.gateway.as_ref().map(|gateway| gateway.pid).filter(|_| !server_pids.is_empty()),
-        node_pids: if server_pids.is_empty() {
-            Vec::new()
-        } else {
-            manifest.nodes.iter().map(|n| (n.id, n.pid)).collect()
-        },
+        gateway_pid: here.as_ref().map(|(gateway, _)| *gateway),
+        node_pids: here.map(|(_, nodes)| nodes).unwrap_or_default(),
         server_pids,
         cpu_note,
         victim_pid: None,
@@ -325,20 +325,26 @@ fn lowtail_target(spec: &TargetSpec, manifest: &Manifest, description: &str) -> 
     }
 }
 
-/// The gateway's and every node's pid, when all of them are `lowtail up` or `lowtail node`
-/// processes of this host; none otherwise (a manifest from another host names pids that here
-/// belong to unrelated processes, and a cluster missing a process would be undercounted).
-fn manifest_pids_here(manifest: &Manifest) -> Vec<u32> {
-    let gateway = manifest.gateway.as_ref().map(|gateway| (gateway.pid, "up"));
-    let expected: Vec<(u32, &str)> =
-        gateway.into_iter().chain(manifest.nodes.iter().map(|n| (n.pid, "node"))).collect();
-    let all_here = !expected.is_empty()
-        && expected.iter().all(|&(pid, command)| {
-            is_readable(pid)
-                && launcher::processes::command_line(pid)
-                    .is_some_and(|args| args.iter().any(|a| a == command.as_bytes()))
-        });
-    if all_here { expected.into_iter().map(|(pid, _)| pid).collect() } else { Vec::new() }
+/// The gateway's pid and every node's (id, pid), when all of them run on this host: the gateway
+/// as the manifest's `lowtail up` process, each node as the one process running `lowtail node`
+/// on its config (so a node restarted by hand, whose pid the manifest does not know, is found).
+/// `None` otherwise: a manifest from another host names pids that here belong to unrelated
+/// processes, and a cluster missing a process would be undercounted.
+fn processes_here(manifest: &Manifest) -> Option<(u32, Vec<(u32, u32)>)> {
+    let gateway = manifest.gateway.as_ref()?.pid;
+    let is_up = is_readable(gateway)
+        && launcher::processes::command_line(gateway).is_some_and(|args| args.iter().any(|a| a == b"up"));
+    if !is_up || manifest.nodes.is_empty() {
+        return None;
+    }
+    let mut nodes = Vec::with_capacity(manifest.nodes.len());
+    for node in &manifest.nodes {
+        match launcher::processes::running_nodes(&[node.data_dir.join("node.toml")])[..] {
+            [pid] => nodes.push((node.id, pid)),
+            _ => return None,
+        }
+    }
+    Some((gateway, nodes))
 }
 
 /// The explicit pids of an endpoint and those of its process names, neither this process nor
