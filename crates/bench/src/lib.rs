@@ -26,6 +26,7 @@ pub mod s3_bench;
 pub mod s3_client;
 pub mod s3_compare;
 pub mod s3_phase;
+pub mod s3_row;
 pub mod s3_scenarios;
 pub mod s3_target;
 pub mod stats;

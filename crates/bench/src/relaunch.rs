@@ -239,9 +239,21 @@ mod tests {
         again.wait().unwrap();
     }
 
+    /// Waits (at most 10 s) until `pid` has exec'd: a child just spawned has no command line yet.
+    fn wait_for_exec(pid: u32) {
+        for _ in 0..1000 {
+            if std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| !line.is_empty()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("process {pid} never exec'd");
+    }
+
     #[test]
     fn a_process_listening_nowhere_is_refused() {
         let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+        wait_for_exec(sleeper.id());
         let error = Recipe::read(sleeper.id()).unwrap_err().to_string();
         assert!(error.contains("listens on no TCP port"), "{error}");
         sleeper.kill().unwrap();

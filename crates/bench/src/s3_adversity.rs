@@ -254,7 +254,8 @@ mod tests {
         let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
         let pid = sleeper.id();
         let applied = apply(Scenario::FailSlow, Some(pid), FailSlowShape::default()).unwrap();
-        // Sampled every 7 ms for 1 s: stopped in about 90 % of the samples.
+        // Sampled every 7 ms for 1 s: stopped in about 90 % of the samples (less precisely on a busy
+        // machine, where the cycle's thread wakes late), and seen running at least once.
         let started = Instant::now();
         let (mut samples, mut stopped) = (0, 0);
         while started.elapsed() < Duration::from_secs(1) {
@@ -263,7 +264,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(7));
         }
         let share = f64::from(stopped) / f64::from(samples);
-        assert!((0.7..0.99).contains(&share), "stopped in {stopped} of {samples} samples");
+        assert!((0.6..1.0).contains(&share), "stopped in {stopped} of {samples} samples");
         applied.lift(Path::new("/nonexistent")).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         assert_ne!(state(pid), 'T', "the process was left stopped");

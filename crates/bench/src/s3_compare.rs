@@ -7,7 +7,7 @@
 //! the rounds that have one; none gives `-`, and so does a ratio over a zero).
 
 use crate::byte_size::format_byte_size;
-use crate::s3_bench::{S3Op, S3Row};
+use crate::s3_row::{S3Op, S3Row};
 use crate::stats::median;
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 

@@ -9,8 +9,8 @@
 //! benchmark's run does).
 
 use crate::host_cpu::{CpuTicks, GroupCpu};
-use crate::s3_bench::{PhaseLabel, S3Op, S3Row, VERIFY_EVERY, row_from_histogram};
 use crate::s3_client::error_text;
+use crate::s3_row::{PhaseLabel, S3Op, S3Row, row_from_histogram};
 use crate::s3_target::Target;
 use anyhow::Context;
 use aws_sdk_s3::primitives::ByteStream;
@@ -22,6 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// Every `VERIFY_EVERY`-th GET has its bytes compared with what was written (every GET has its
+/// length checked); comparing all of them would make the client, not the store, the bottleneck.
+pub const VERIFY_EVERY: u64 = 50;
 /// Failure messages kept for the report (the count of all of them is in the rows).
 pub const KEPT_ERRORS: usize = 5;
 /// How often the gateway's resident memory is sampled during a phase.

@@ -8,8 +8,8 @@
 
 use crate::byte_size::format_byte_size;
 use crate::s3_adversity::{FailSlowShape, Scenario};
-use crate::s3_bench::{S3Op, S3Row};
 use crate::s3_compare::{TargetMedians, medians_of, optional_figure, ratio, ratio_text};
+use crate::s3_row::{S3Op, S3Row};
 use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 
 /// One target's cell under one scenario, beside its healthy cell.
