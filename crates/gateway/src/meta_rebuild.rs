@@ -107,6 +107,11 @@ pub struct RebuildReport {
     pub objects_dropped: Vec<String>,
     /// Objects kept whose stripes have too few units to be read.
     pub objects_unreadable: Vec<String>,
+    /// Labelled writes not rolled forward because their bytes are lost (too few units of a stripe
+    /// left: a write that failed and left a unit behind, or one whose units were lost since), as
+    /// `bucket/key`; the key's next older write that reads back is rolled forward instead.
+    #[serde(default)]
+    pub writes_unreadable: Vec<String>,
     /// The cluster id the nodes' directories name.
     pub cluster_id: Option<String>,
     /// How long it took.
@@ -528,35 +533,64 @@ async fn roll_forward(
     report: &mut RebuildReport,
 ) -> Result<(), DataError> {
     let (writes, _) = found_writes(survey);
-    let mut newest: BTreeMap<WriteTarget, FoundWrite> = BTreeMap::new();
+    let mut by_target: BTreeMap<WriteTarget, Vec<FoundWrite>> = BTreeMap::new();
     for write in writes.into_iter().filter(|write| write.whole && write.label.started_ms >= horizon_ms) {
         if write.layout.stripes().iter().all(|id| referenced.contains(id)) {
             continue;
         }
         let part = write.label.part.as_ref().map(|part| (part.upload_id.clone(), part.part_number));
         let key = (write.label.bucket.clone(), write.label.key.clone(), part);
-        let order = |w: &FoundWrite| (w.label.started_ms, w.label.write_id);
-        match newest.get(&key) {
-            Some(kept) if order(kept) >= order(&write) => {}
-            _ => {
-                newest.insert(key, write);
-            }
-        }
+        by_target.entry(key).or_default().push(write);
     }
-    // Each write's bytes are read for its ETag: several at once, as a GET-heavy client would.
-    let mut recorded = stream::iter(newest.into_values().map(|write| async move {
-        match write.label.part.clone() {
-            None => record_object(target, data, write).await.map(|recorded| (u64::from(recorded), 0)),
-            Some(part) => record_part(target, data, write, part).await.map(|()| (0, 1)),
-        }
-    }))
-    .buffer_unordered(CONCURRENT_RECORDS);
-    while let Some(counted) = recorded.next().await {
-        let (objects, parts) = counted?;
-        report.objects_rolled_forward += objects;
-        report.parts_rolled_forward += parts;
+    // Each write's bytes are read for its ETag: several keys at once, as a GET-heavy client would.
+    let mut recorded = stream::iter(by_target.into_values().map(|writes| roll_forward_key(target, data, writes)))
+        .buffer_unordered(CONCURRENT_RECORDS);
+    while let Some(rolled) = recorded.next().await {
+        let rolled = rolled?;
+        report.objects_rolled_forward += rolled.objects;
+        report.parts_rolled_forward += rolled.parts;
+        report.writes_unreadable.extend(rolled.unreadable);
     }
     Ok(())
+}
+
+/// What rolling one key (or part) forward came to.
+#[derive(Debug, Default)]
+struct Rolled {
+    objects: u64,
+    parts: u64,
+    /// Writes passed over because their bytes are lost, as `bucket/key`.
+    unreadable: Vec<String>,
+}
+
+/// Rolls the newest of `writes` (one key's, or one part's) forward; when its bytes are lost, the
+/// next newest, and so on (bounded by the writes found).
+async fn roll_forward_key(
+    target: &dyn MetaStore,
+    data: &ErasureData,
+    mut writes: Vec<FoundWrite>,
+) -> Result<Rolled, DataError> {
+    writes.sort_by_key(|write| std::cmp::Reverse((write.label.started_ms, write.label.write_id)));
+    let mut rolled = Rolled::default();
+    for write in writes {
+        let name = format!("{}/{}", write.label.bucket, write.label.key);
+        let outcome = match write.label.part.clone() {
+            None => record_object(target, data, write).await.map(|recorded| (u64::from(recorded), 0)),
+            Some(part) => record_part(target, data, write, part).await.map(|()| (0, 1)),
+        };
+        match outcome {
+            Ok((objects, parts)) => {
+                (rolled.objects, rolled.parts) = (objects, parts);
+                return Ok(rolled);
+            }
+            Err(DataError::Lost(why)) => {
+                tracing::warn!(write = %name, %why, "a write's bytes are lost: not rolled forward; trying an older one");
+                rolled.unreadable.push(name);
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(rolled)
 }
 
 /// The ETag (hex MD5) and the S3 checksum of the object at `layout`, from its bytes.

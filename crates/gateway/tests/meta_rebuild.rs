@@ -174,3 +174,38 @@ async fn without_a_snapshot_the_units_alone_rebuild_every_object() {
     assert_eq!(check_all(&client, &expected).await, expected.len());
     cluster.shutdown().await;
 }
+
+/// A write whose bytes are lost (four of its nine units deleted: a write that failed after a few
+/// units landed, or whose units were lost since) does not stop the rebuild: it is reported and
+/// passed over, and the key's write before it, which reads back, is rolled forward instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_bytes_are_lost_is_passed_over_for_the_one_before() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = data_config(&cluster);
+    // The overwritten version's units stay on the nodes (released stripes wait out their delay).
+    config.orphans.release_delay_ms = 600_000;
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    let (client, stop) = s3_over(Arc::clone(&cluster.meta), data.clone()).await;
+    client.create_bucket().bucket("rebuilt").send().await.unwrap();
+    let mut expected = Acknowledged::new();
+    put(&client, &mut expected, "k", 300_000, 1).await;
+    put(&client, &mut expected, "other", 300_000, 3).await;
+    let mut overwritten = Acknowledged::new();
+    put(&client, &mut overwritten, "k", 300_000, 2).await;
+    drop(stop);
+    let layout = cluster.meta.get_object("rebuilt", "k").await.unwrap().layout;
+    for stripe in layout.stripes() {
+        let record = cluster.meta.get_stripe(stripe).await.unwrap();
+        for unit in 0..4u16 {
+            let node = record.placement[usize::from(unit)].0 as usize;
+            assert!(cluster.client(node).await.delete_unit(stripe.0, unit).await.unwrap());
+        }
+    }
+    let (target, report, _dir) = rebuilt_store(&cluster, config.clone()).await;
+    assert_eq!(report.writes_unreadable, ["rebuilt/k"], "{report:?}");
+    assert_eq!(report.objects_rolled_forward, 2, "{report:?}");
+    let rebuilt = ErasureData::new(config, Arc::clone(&target)).await.unwrap();
+    let (client, _stop) = s3_over(target, rebuilt).await;
+    assert_eq!(check_all(&client, &expected).await, 2, "k as first written, and the other object");
+    cluster.shutdown().await;
+}

@@ -150,11 +150,13 @@ pub fn render_report(report: &RebuildReport) -> String {
         report.objects_rewritten_from_replicas,
         report.parts_rolled_forward,
     );
-    for (what, keys) in
-        [("dropped (their stripes are gone)", &report.objects_dropped), ("unreadable", &report.objects_unreadable)]
-    {
+    for (what, keys) in [
+        ("objects dropped (their stripes are gone)", &report.objects_dropped),
+        ("objects unreadable", &report.objects_unreadable),
+        ("writes not rolled forward (their bytes are lost)", &report.writes_unreadable),
+    ] {
         if !keys.is_empty() {
-            text.push_str(&format!("{} objects {what}: {}\n", keys.len(), keys.join(", ")));
+            text.push_str(&format!("{} {what}: {}\n", keys.len(), keys.join(", ")));
         }
     }
     text
