@@ -244,6 +244,18 @@ mod tests {
         assert_eq!(shape(90, 100).stopped(), Duration::from_millis(90));
     }
 
+    /// A child that sleeps a minute, and its pid.
+    fn sleeper() -> (std::process::Child, u32) {
+        let child = Command::new("sleep").arg("60").spawn().unwrap();
+        let pid = child.id();
+        (child, pid)
+    }
+
+    fn end(mut child: std::process::Child) {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     /// Process state letter of `pid` (`T` when stopped).
     fn state(pid: u32) -> char {
         procfs::process::Process::new(pid as i32).unwrap().stat().unwrap().state
@@ -251,8 +263,7 @@ mod tests {
 
     #[test]
     fn fail_slow_stops_the_process_most_of_the_time_and_leaves_it_running() {
-        let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
-        let pid = sleeper.id();
+        let (sleeper, pid) = sleeper();
         let applied = apply(Scenario::FailSlow, Some(pid), FailSlowShape::default()).unwrap();
         // Sampled every 7 ms for 1 s: stopped in about 90 % of the samples (less precisely on a busy
         // machine, where the cycle's thread wakes late), and seen running at least once.
@@ -268,14 +279,12 @@ mod tests {
         applied.lift(Path::new("/nonexistent")).unwrap();
         std::thread::sleep(Duration::from_millis(20));
         assert_ne!(state(pid), 'T', "the process was left stopped");
-        sleeper.kill().unwrap();
-        sleeper.wait().unwrap();
+        end(sleeper);
     }
 
     #[test]
     fn a_dropped_cycle_continues_its_process() {
-        let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
-        let pid = sleeper.id();
+        let (sleeper, pid) = sleeper();
         let shape = FailSlowShape { stopped_pct: 99, period: Duration::from_millis(200) };
         let cycle = DutyCycle::start(pid, shape).unwrap();
         std::thread::sleep(Duration::from_millis(50));
@@ -283,8 +292,7 @@ mod tests {
         drop(cycle);
         std::thread::sleep(Duration::from_millis(20));
         assert_ne!(state(pid), 'T', "the process was left stopped");
-        sleeper.kill().unwrap();
-        sleeper.wait().unwrap();
+        end(sleeper);
     }
 
     #[test]

@@ -14,13 +14,13 @@ use crate::byte_size::format_byte_size;
 use crate::host_cpu::{clock_ticks_per_s, cpu_model};
 use crate::s3_adversity::{FailSlowShape, Scenario};
 use crate::s3_client::{error_text, measurement_client};
-use crate::s3_compare::{HostFacts, compare, optional_figure, render_comparison};
+use crate::s3_compare::{HostFacts, align_right, compare, optional_figure, render_comparison};
 pub use crate::s3_phase::VERIFY_EVERY;
 use crate::s3_phase::{ClientTally, KEPT_ERRORS, PhasePlan, run_phase};
 pub use crate::s3_row::{PhaseLabel, S3Op, S3Row, row_from_histogram};
 use crate::s3_target::{Target, TargetSource, TargetSpec};
 use anyhow::{Context, ensure};
-use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -562,11 +562,7 @@ fn rows_table(rows: &[S3Row]) -> Table {
             optional_figure(row.gateway_rss_peak_mib, 0),
         ]);
     }
-    for column in 5..17 {
-        if let Some(column) = table.column_mut(column) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    align_right(&mut table, 5..17);
     table
 }
 

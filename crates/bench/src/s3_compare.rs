@@ -146,11 +146,7 @@ pub fn render_comparison(lines: &[ComparisonLine], first: &str, second: &str, ho
     for line in lines {
         table.add_row(comparison_cells(line));
     }
-    for column in 3..14 {
-        if let Some(column) = table.column_mut(column) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    align_right(&mut table, 3..14);
     let rounds = lines.iter().filter_map(|line| line.first.as_ref().map(|m| m.rounds)).max().unwrap_or(0);
     format!(
         "{table}\n\
@@ -185,6 +181,15 @@ fn comparison_cells(line: &ComparisonLine) -> Vec<String> {
         figure(b, |m| m.server_cpu_ms_per_op, 3),
         ratio_text(line.cpu_ratio()),
     ]
+}
+
+/// Right-aligns the figures of `columns` of `table`.
+pub fn align_right(table: &mut Table, columns: std::ops::Range<usize>) {
+    for column in columns {
+        if let Some(column) = table.column_mut(column) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
 }
 
 /// A figure with `decimals` decimals, or `-` when there is none.

@@ -8,9 +8,11 @@
 
 use crate::byte_size::format_byte_size;
 use crate::s3_adversity::{FailSlowShape, Scenario};
-use crate::s3_compare::{TargetMedians, medians_of, optional_figure, ratio, ratio_text};
+use crate::s3_compare::{
+    CellKey, TargetMedians, align_right, cell_of, cells_in_order, medians_of, optional_figure, ratio, ratio_text,
+};
 use crate::s3_row::{S3Op, S3Row};
-use comfy_table::{CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 /// One target's cell under one scenario, beside its healthy cell.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,25 +68,27 @@ impl ScenarioLine {
 /// side by side, in the order the rows first name the cells.
 pub fn against_healthy(rows: &[S3Row], targets: &[String]) -> Vec<ScenarioLine> {
     let healthy = Scenario::Healthy.name();
-    let mut lines = Vec::new();
-    let mut cells: Vec<(S3Op, usize, usize)> = Vec::new();
-    for row in rows {
-        let cell = (row.op, row.object_bytes, row.concurrency);
-        if !cells.contains(&cell) {
-            cells.push(cell);
+    let cells = cells_in_order(rows);
+    let mut measures: Vec<(S3Op, usize, usize)> = Vec::new();
+    for (_, op, object_bytes, concurrency) in &cells {
+        if !measures.contains(&(*op, *object_bytes, *concurrency)) {
+            measures.push((*op, *object_bytes, *concurrency));
         }
     }
     let mut scenarios: Vec<&str> = Vec::new();
-    for row in rows.iter().filter(|row| row.scenario != healthy) {
-        if !scenarios.contains(&row.scenario.as_str()) {
-            scenarios.push(&row.scenario);
+    for (scenario, ..) in cells.iter().filter(|(scenario, ..)| scenario != healthy) {
+        if !scenarios.contains(&scenario.as_str()) {
+            scenarios.push(scenario);
         }
     }
-    for (op, object_bytes, concurrency) in cells {
-        let cell = (op, object_bytes, concurrency);
+    let in_cell = |cell: CellKey| rows.iter().filter(move |row| cell_of(row) == cell);
+    let mut lines = Vec::new();
+    for (op, object_bytes, concurrency) in measures {
         for &scenario in &scenarios {
             for target in targets {
-                let Some(under) = medians_of(in_cell(rows, scenario, cell), target) else { continue };
+                let Some(under) = medians_of(in_cell((scenario.into(), op, object_bytes, concurrency)), target) else {
+                    continue;
+                };
                 lines.push(ScenarioLine {
                     target: target.clone(),
                     scenario: scenario.to_string(),
@@ -92,23 +96,12 @@ pub fn against_healthy(rows: &[S3Row], targets: &[String]) -> Vec<ScenarioLine> 
                     object_bytes,
                     concurrency,
                     under,
-                    healthy: medians_of(in_cell(rows, healthy, cell), target),
+                    healthy: medians_of(in_cell((healthy.into(), op, object_bytes, concurrency)), target),
                 });
             }
         }
     }
     lines
-}
-
-/// The rows of `scenario` in the cell (op, object size, concurrency).
-fn in_cell<'a>(
-    rows: &'a [S3Row],
-    scenario: &'a str,
-    (op, object_bytes, concurrency): (S3Op, usize, usize),
-) -> impl Iterator<Item = &'a S3Row> {
-    rows.iter().filter(move |row| {
-        row.scenario == scenario && row.op == op && row.object_bytes == object_bytes && row.concurrency == concurrency
-    })
 }
 
 /// The lines as a table with its legend.
@@ -151,11 +144,7 @@ pub fn render_scenarios(lines: &[ScenarioLine], fail_slow: FailSlowShape, victim
             ratio_text(line.cpu_ratio()),
         ]);
     }
-    for column in 4..15 {
-        if let Some(column) = table.column_mut(column) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    align_right(&mut table, 4..15);
     let victims: Vec<String> = victims.iter().map(|(target, victim)| format!("{target}: {victim}")).collect();
     let rounds = lines.iter().map(|line| line.under.rounds).max().unwrap_or(0);
     format!(

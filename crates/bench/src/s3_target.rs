@@ -319,7 +319,7 @@ fn lowtail_target(spec: &TargetSpec, manifest: &Manifest, description: &str) -> 
         cpu_note,
         victim_pid: None,
         victim_note: String::new(),
-        admin_base: manifest.gateway.as_ref().map(|gateway| gateway.metrics.trim_end_matches("/metrics").to_string()),
+        admin_base: launcher::admin::gateway_http(manifest),
         restarted: Vec::new(),
         fresh: None,
     }

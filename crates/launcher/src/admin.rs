@@ -20,8 +20,13 @@ pub fn gateway_http_from_dir(dir: &Path) -> anyhow::Result<String> {
     let path = dir.join("cluster.json");
     let manifest =
         Manifest::read(&path).with_context(|| format!("no running cluster described by {}", path.display()))?;
-    let gateway = manifest.gateway.context("cluster.json names no gateway")?;
-    Ok(gateway.metrics.trim_end_matches("/metrics").to_string())
+    gateway_http(&manifest).context("cluster.json names no gateway")
+}
+
+/// The gateway's HTTP endpoint (`http://host:port`, where its metrics and admin calls are) as a
+/// manifest names it.
+pub fn gateway_http(manifest: &Manifest) -> Option<String> {
+    manifest.gateway.as_ref().map(|gateway| gateway.metrics.trim_end_matches("/metrics").to_string())
 }
 
 /// `GET {base}/admin/status`, as JSON.

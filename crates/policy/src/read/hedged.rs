@@ -203,20 +203,14 @@ impl Hedged {
 
     /// The recovery set to read instead of (or after) the normal unit: the sampled one when it
     /// avoids every avoided node, else the one with the fewest avoided nodes (the first of equals).
-    fn pick_set<'a>(
-        &self,
-        view: &dyn ClusterView,
-        sets: &'a [RecoverySet],
-        stripe_nodes: &[NodeId],
-        sampled: usize,
-    ) -> &'a RecoverySet {
+    fn pick_set(&self, view: &dyn ClusterView, sets: &[RecoverySet], stripe_nodes: &[NodeId], sampled: usize) -> usize {
         let avoided_in = |set: &RecoverySet| {
             set.units.iter().filter(|&&unit| self.avoided(view, stripe_nodes[unit as usize])).count()
         };
         if avoided_in(&sets[sampled]) == 0 {
-            return &sets[sampled];
+            return sampled;
         }
-        sets.iter().min_by_key(|set| avoided_in(set)).expect("a unit has at least one recovery set")
+        (0..sets.len()).min_by_key(|&at| avoided_in(&sets[at])).expect("a unit has at least one recovery set")
     }
 }
 
@@ -234,11 +228,11 @@ impl ReadPolicy for Hedged {
     ) -> ReadPlan {
         let placement = view.placement();
         let location = placement.locate(request.partition);
-        let stripe_nodes = placement.stripe_nodes(location.stripe).to_vec();
         let normal = normal_task(placement, location, request);
-        let sets = view.layout().recovery_sets(location.unit).to_vec();
-        let sampled = sampled_set(&sets, rng);
-        let set = self.pick_set(&*view, &sets, &stripe_nodes, sampled).clone();
+        let sets = view.layout().recovery_sets(location.unit);
+        let sampled = sampled_set(sets, rng);
+        // Only the chosen set is copied: the plan outlives the view's borrow.
+        let set = sets[self.pick_set(&*view, sets, placement.stripe_nodes(location.stripe), sampled)].clone();
         let placement = view.placement();
         let go_around = self.avoided(&*view, normal.node) && !self.explore(&*view, normal.node, now_ns);
         if go_around {
