@@ -10,6 +10,7 @@
 //! - [`reconstruct`]: the packet dataflows of degraded reads (gateway decode, traditional, PPR,
 //!   ECPipe, APLS, segmented).
 //! - [`recovery`]: which units determine a target unit (the code's answer, shared by both shells).
+//! - [`write`]: when a write's copies may be acknowledged (all, early, or without one straggler).
 //!
 //! Must not: read a clock, sleep, spawn, do I/O or draw randomness; time is an argument and every
 //! effect is an action for the shell to carry out.
@@ -18,6 +19,8 @@ pub mod admission;
 pub mod read;
 pub mod reconstruct;
 pub mod recovery;
+pub mod write;
 
 pub use admission::{Admission, AdmissionMode, AdmissionSettings, Admitted};
 pub use read::{Action, Event, FailReason, ReadExecution, TaskState, WHOLE_STRIPE};
+pub use write::{CopyState, Durability, StragglerWait, WriteQuorum, WriteRule, WriteVerdict};

@@ -195,3 +195,80 @@ async fn a_graceful_stop_lands_the_pending_units_first() {
     assert!(stripe.missing_units.is_empty() && stripe.pending_until_ms.is_none(), "landed before the stop: {stripe:?}");
     cluster.shutdown().await;
 }
+
+/// The straggler rule (on by default, under the default `all`): with one node slow, a write is
+/// acknowledged once the other eight units landed and the ninth is late, pending and short of one
+/// failure, and the writer lands the ninth after; with two slow, or with the rule off, the write
+/// waits for every unit. A packed object's replicas are acknowledged the same way, and the seal
+/// waits for the late replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_slow_node_does_not_hold_a_write_under_the_straggler_rule() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    slow_down(&cluster, &[8], 1500).await;
+    let body = pattern(600_000, 7);
+    let began = Instant::now();
+    let written = write(&data, &body, WriteAck::All).await;
+    let took = began.elapsed();
+    assert!(took < Duration::from_millis(1200), "not held by the slow node: {took:?}");
+    assert_eq!((written.redundancy.state(), written.redundancy.failures_tolerated), ("pending", 2));
+    let stripe = only_stripe(&cluster, &written.layout).await;
+    let slow_unit = stripe.placement.iter().position(|node| node.0 == 8).unwrap() as u16;
+    assert_eq!(stripe.missing_units, vec![slow_unit], "the slow unit, recorded pending: {stripe:?}");
+    assert!(stripe.pending_until_ms.is_some(), "{stripe:?}");
+    assert!(data.read(&written.layout, 0..body.len() as u64).await.unwrap() == body, "readable at once");
+    assert!(data.pending().drain(Duration::from_secs(10)).await, "the writer lands the late unit");
+    let whole = only_stripe(&cluster, &written.layout).await;
+    assert!(whole.missing_units.is_empty() && whole.pending_until_ms.is_none(), "whole: {whole:?}");
+    assert_eq!(data.pending().status().acked_past_straggler, 1);
+
+    // A small object is packed: three of its four replicas suffice, the seal waits for the fourth.
+    slow_down(&cluster, &[8], 0).await;
+    let first = data.write(pattern(3_000, 8)).await.unwrap();
+    assert_eq!(first.redundancy.state(), "full", "no node slow");
+    let Layout::Packed { stripe, .. } = first.layout else { panic!("packed: {:?}", first.layout) };
+    // Every replica goes to every parity node: slow the last one.
+    let parity_node = cluster.meta.get_stripe(stripe).await.unwrap().placement[8].0 as usize;
+    slow_down(&cluster, &[parity_node], 1500).await;
+    let small = pattern(3_000, 9);
+    let began = Instant::now();
+    let packed = data.write(small.clone()).await.unwrap();
+    let took = began.elapsed();
+    assert!(matches!(packed.layout, Layout::Packed { stripe: s, .. } if s == stripe), "{:?}", packed.layout);
+    assert!(took < Duration::from_millis(1200), "not held by the slow replica: {took:?}");
+    assert_eq!((packed.redundancy.state(), packed.redundancy.failures_tolerated), ("pending", 2));
+    assert!(data.read(&packed.layout, 0..small.len() as u64).await.unwrap() == small, "readable at once");
+    data.packer().flush(Duration::from_secs(10)).await.unwrap();
+    let sealed = cluster.meta.get_stripe(stripe).await.unwrap();
+    assert!(sealed.state == meta::StripeState::Sealed && sealed.missing_units.is_empty(), "{sealed:?}");
+    assert_eq!(data.pending().status().acked_past_straggler, 2);
+
+    // Two slow nodes are more than one straggler: every unit is awaited.
+    slow_down(&cluster, &[parity_node], 0).await;
+    slow_down(&cluster, &[7, 8], 1500).await;
+    let began = Instant::now();
+    let waited = write(&data, &body, WriteAck::All).await;
+    assert!(began.elapsed() >= Duration::from_millis(1400), "two slow nodes are waited for");
+    assert_eq!(waited.redundancy.state(), "full");
+    cluster.shutdown().await;
+}
+
+/// With the straggler rule off every write waits for its slowest unit; the rule is refused
+/// beside a durability rule that demands every unit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_straggler_rule_can_be_turned_off_and_is_refused_beside_a_demand_for_every_unit() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.pending.straggler = false;
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    slow_down(&cluster, &[8], 1000).await;
+    let began = Instant::now();
+    let written = write(&data, &pattern(600_000, 9), WriteAck::All).await;
+    assert!(began.elapsed() >= Duration::from_millis(900), "the slow unit is waited for");
+    assert_eq!(written.redundancy.state(), "full");
+    config.pending.straggler = true;
+    config.ack_min_failures_tolerated = 3;
+    let refused = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap_err();
+    assert!(refused.to_string().contains("pending.straggler = false"), "{refused}");
+    cluster.shutdown().await;
+}

@@ -122,11 +122,41 @@ pub struct PendingConfig {
     /// rebuilds whatever is still missing (the writer stopped, or its unit writes failed). Must
     /// exceed `node_rpc_timeout_ms`, which bounds each background unit write. Default 120 s.
     pub deadline_ms: u64,
+    /// The straggler rule, for every write (striped units and packed replicas) whatever its
+    /// bucket's ack rule: once all its copies but one are durable and that one is late by
+    /// `straggler_wait_share` of the time the others took (at least `straggler_wait_min_ms`), the
+    /// write is acknowledged pending (the copies survive one failure fewer than the code's, and the
+    /// response says so) and the late copy lands in the background, so one slow node does not set
+    /// every write's latency. Never when a copy failed (that one is written elsewhere). Default on;
+    /// refused with `ack_min_failures_tolerated` equal to what the full code survives (a demand
+    /// for every copy). See docs/data-path.md, "Writes past a slow node".
+    pub straggler: bool,
+    /// The late copy's allowance, as a share of the time from the write's start to all copies but
+    /// one landing. Default 0.25.
+    pub straggler_wait_share: f64,
+    /// The least allowance, ms. Default 5.
+    pub straggler_wait_min_ms: u64,
 }
 
 impl Default for PendingConfig {
     fn default() -> Self {
-        Self { max_stripes: 1024, deadline_ms: 120_000 }
+        Self {
+            max_stripes: 1024,
+            deadline_ms: 120_000,
+            straggler: true,
+            straggler_wait_share: 0.25,
+            straggler_wait_min_ms: 5,
+        }
+    }
+}
+
+impl PendingConfig {
+    /// The straggler rule's wait, when the rule is on.
+    pub fn straggler_wait(&self) -> Option<execution::StragglerWait> {
+        self.straggler.then(|| execution::StragglerWait {
+            share_of_quorum_time: self.straggler_wait_share,
+            min_ns: self.straggler_wait_min_ms.saturating_mul(1_000_000),
+        })
     }
 }
 
@@ -289,6 +319,27 @@ impl DataConfig {
             .ok_or_else(|| DataError::Internal("data config: the code does not decode its own stripe".into()))
     }
 
+    /// The straggler rule leaves one copy behind: it cannot serve a demand for every copy.
+    fn validate_straggler(&self, full: usize) -> Result<(), DataError> {
+        let pending = &self.pending;
+        if !pending.straggler_wait_share.is_finite() || pending.straggler_wait_share < 0.0 {
+            return Err(DataError::Internal(format!(
+                "data config: pending.straggler_wait_share must be a non-negative number, not {}",
+                pending.straggler_wait_share
+            )));
+        }
+        if pending.straggler && self.ack_min_failures_tolerated >= full {
+            return Err(DataError::Internal(format!(
+                "data config: pending.straggler acknowledges a write with all its copies but one durable, which \
+                 survives {} failures, but ack_min_failures_tolerated = {} demands every copy: set \
+                 pending.straggler = false to have every write wait for its slowest node",
+                full.saturating_sub(1),
+                self.ack_min_failures_tolerated
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks the configuration; the data path never starts with one that fails.
     pub fn validate(&self) -> Result<(), DataError> {
         let bad = |what: String| Err(DataError::Internal(format!("data config: {what}")));
@@ -355,6 +406,7 @@ impl DataConfig {
                 self.pending.deadline_ms, self.node_rpc_timeout_ms
             ));
         }
+        self.validate_straggler(full)?;
         if self.write_deadline_ms == 0 {
             return bad("write_deadline_ms must be positive".into());
         }

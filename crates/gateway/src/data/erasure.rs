@@ -33,7 +33,7 @@ use super::membership::unix_now_ms;
 use super::membership::{BackgroundTask, Membership};
 use super::mover::MoverService;
 use super::orphans::OrphanCollector;
-use super::packed::{PackRefused, Packer};
+use super::packed::{PackRefused, Packed, Packer};
 use super::pending::PendingWrites;
 use super::read::Reads;
 use super::repair::{RepairService, RepairStatus};
@@ -44,6 +44,7 @@ use super::stripe_write::{
 };
 use super::{BodyStream, DataError, ObjectData, Redundancy, Written};
 use crate::classes::{ClassId, ClassScheduling};
+use execution::WriteRule;
 
 /// Alignment of the unit size of an object's last stripe (the codec kernels' step).
 pub const UNIT_ALIGN_BYTES: u64 = 64;
@@ -278,8 +279,9 @@ impl ErasureData {
     /// fails, the units written are deleted and nothing references them.
     ///
     /// Under an early `ack` rule (`k+1`, `k`) it returns as soon as the units landed survive the
-    /// rule's failures: the stripe is recorded with the others missing and pending before it
-    /// returns, and [`PendingWrites`] lands them in the background.
+    /// rule's failures, and under the straggler rule (`pending.straggler`) once all units but one
+    /// landed and that one is late: the stripe is recorded with the others missing and pending
+    /// before it returns, and [`PendingWrites`] lands them in the background.
     async fn write_stripe(
         &self,
         units: Vec<Bytes>,
@@ -300,14 +302,19 @@ impl ErasureData {
                 return Err(DataError::Meta(error.to_string()));
             }
         };
-        let early = ack.early_failures_tolerated().and_then(|t| self.pending.try_reserve().map(|permit| (t, permit)));
-        let writes = match early {
+        let rule = WriteRule {
+            early_failures_tolerated: ack.early_failures_tolerated(),
+            straggler: self.io.config().pending.straggler_wait(),
+        };
+        let quorum = (rule != WriteRule::default()).then(|| self.pending.try_reserve()).flatten();
+        let writes = match quorum {
             None => write_units(&self.io, &nodes, &node_list, id, (&units, &descriptors), placement, &to_write).await,
-            Some((t, permit)) => {
+            Some(permit) => {
                 let code = self.code.as_ref();
                 let described = (units.as_slice(), descriptors.as_slice());
-                match write_units_early(&self.io, &nodes, code, id, described, (placement, &to_write), t).await {
-                    EarlyWrites::Acked { writes, landing } => {
+                match write_units_early(&self.io, &nodes, code, id, described, (placement, &to_write), rule).await {
+                    EarlyWrites::Acked { writes, landing, straggler } => {
+                        self.pending.count_acked(straggler);
                         let checksums = unit_checksums(&units);
                         return self.record_early(nodes, (id, unit_bytes, checksums), writes, landing, permit).await;
                     }
@@ -595,7 +602,8 @@ pub fn last_stripe_unit_bytes(len: u64, k: u64) -> u64 {
 
 impl ErasureData {
     /// Stores a body given whole, acknowledged by `ack`: small ones packed (their m + 1 replicas
-    /// are durable before any rule acknowledges them), the rest striped.
+    /// durable, or all but one late one under the straggler rule, before any rule acknowledges
+    /// them), the rest striped.
     async fn write_whole(&self, body: Bytes, ack: WriteAck) -> Result<Written, DataError> {
         let size = body.len() as u64;
         let limit = self.io.config().max_object_bytes;
@@ -608,7 +616,15 @@ impl ErasureData {
         if packing_max > 0 && size <= packing_max {
             match self.packer.write(&body).await {
                 // m + 1 replicas survive m failures, as the code does once sealed.
-                Ok(layout) => return Ok(Written { layout, redundancy: self.full_redundancy() }),
+                Ok(Packed { layout, late_copy: false }) => {
+                    return Ok(Written { layout, redundancy: self.full_redundancy() });
+                }
+                Ok(Packed { layout, late_copy: true }) => {
+                    self.pending.count_acked(true);
+                    let full = self.full_failures_tolerated;
+                    let redundancy = Redundancy { failures_tolerated: full.saturating_sub(1), full, pending: true };
+                    return Ok(Written { layout, redundancy });
+                }
                 Err(PackRefused::NotNow(why)) => tracing::debug!(%why, "object striped instead of packed"),
                 Err(PackRefused::Failed(error)) => {
                     tracing::info!(%error, "packing failed; object striped instead");

@@ -10,7 +10,10 @@
 //!    acknowledged its bytes are durable as a *replica unit* (unit index `0x8000 | seq`, a header
 //!    naming the data unit and offset, then the bytes) on the data unit's node and on every parity
 //!    node: m + 1 copies on distinct nodes for RS, so an acknowledged object survives any m
-//!    failures (n − k + 1 for LRC, which survives more than any pattern the code decodes). The
+//!    failures (n − k + 1 for LRC, which survives more than any pattern the code decodes). Under
+//!    the straggler rule (`pending.straggler`, on by default) the write is acknowledged once all
+//!    replicas but one are durable and that one is late (the execution core's write quorum):
+//!    reported pending, one failure fewer survived until it lands or the stripe seals. The
 //!    gateway keeps the data units' bytes in memory. A read of an object in an open stripe reads
 //!    any replica.
 //! 3. **Seal.** When no object fits any more, or `seal_after_ms` after opening, the stripe is taken
@@ -25,7 +28,7 @@
 //! sealed; the object is then written striped by the caller instead. Deleted packed objects leave
 //! dead bytes in their stripe: compaction is not built.
 //!
-//! Must not: touch object metadata, or acknowledge an object before all its replicas are durable.
+//! Must not: touch object metadata, or acknowledge an object before its write quorum allows it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -44,8 +47,11 @@ use super::erasure::UNIT_ALIGN_BYTES;
 use super::membership::unix_now_ms;
 use super::read::Reads;
 use super::stripe_io::{NodeMap, StripeIo};
-use super::stripe_write::{encode_units, forget_placement, judge, move_off_unavailable, unit_checksums, write_units};
+use super::stripe_write::{
+    QuorumClock, encode_units, forget_placement, judge, move_off_unavailable, unit_checksums, write_units,
+};
 use super::{DataError, meta_error};
+use execution::{CopyState, Durability, WriteQuorum, WriteRule, WriteVerdict};
 
 /// Unit indexes at or above this are replica units of an open stripe, not stripe units.
 pub const REPLICA_UNIT_BASE: u16 = 0x8000;
@@ -159,6 +165,17 @@ struct Rebuilt {
     waiting: Vec<StripeId>,
 }
 
+/// An object packed: where, and whether one of its replicas was still being written when it was
+/// acknowledged (the straggler rule): it then has one copy fewer until that lands or the stripe
+/// is sealed.
+#[derive(Debug)]
+pub struct Packed {
+    /// Where the object is.
+    pub layout: Layout,
+    /// Whether a replica was still being written at the acknowledgement.
+    pub late_copy: bool,
+}
+
 /// Why an object could not be packed; the caller stripes it instead.
 #[derive(Debug)]
 pub enum PackRefused {
@@ -254,14 +271,14 @@ impl Packer {
     }
 
     /// Packs `body` (at most `packed.max_object_bytes`; an empty one takes no room but is described
-    /// like the others). Returns its layout once every replica is durable.
-    pub async fn write(&self, body: &Bytes) -> Result<Layout, PackRefused> {
+    /// like the others). Returns its layout once every replica is durable, or all but one late one
+    /// (the straggler rule, `pending.straggler`).
+    pub async fn write(&self, body: &Bytes) -> Result<Packed, PackRefused> {
         let config = self.io.config();
         let length = body.len() as u64;
         if config.packed.max_object_bytes == 0 || length > config.packed.max_object_bytes {
             return Err(PackRefused::NotNow(format!("{length} bytes is not packed")));
         }
-        let k = self.code.data_units();
         let label = super::descriptor::current();
         let (stripe, object, seq, guard) = {
             let mut state = self.state.lock().await;
@@ -293,15 +310,16 @@ impl Packer {
         let (unit, offset) = (usize::from(object.unit), object.offset_bytes);
         let header = ReplicaHeader { unit: object.unit, offset, length };
         let replica = (header.encode(body), self.describe(&stripe, Holds::Replica { object }));
-        let result = self.write_replicas(&stripe, k, unit, seq, replica).await;
-        drop(guard);
-        match result {
-            Ok(()) => Ok(Layout::Packed {
-                stripe: stripe.id,
-                unit: unit as u16,
-                offset_bytes: offset,
-                length_bytes: length,
-                replica_unit: Some(seq),
+        match self.write_replicas(&stripe, (unit, seq), replica, guard).await {
+            Ok(late_copy) => Ok(Packed {
+                late_copy,
+                layout: Layout::Packed {
+                    stripe: stripe.id,
+                    unit: unit as u16,
+                    offset_bytes: offset,
+                    length_bytes: length,
+                    replica_unit: Some(seq),
+                },
             }),
             Err(error) => {
                 // The stripe's replica nodes are not all writable: no more appends to it.
@@ -322,32 +340,77 @@ impl Packer {
             .encode()
     }
 
+    /// Writes an object's replicas, each as a task of its own, and returns when the execution
+    /// core's write quorum says: every replica durable (`false`), or all but one late one under the
+    /// straggler rule (`true`: that one lands in the background, holding `guard` so the stripe is
+    /// not sealed before it ends). A replica whose write fails, or whose node is not Up, fails the
+    /// write, as before.
     async fn write_replicas(
         &self,
         stripe: &StripeMeta,
-        k: usize,
-        unit: usize,
-        seq: u16,
+        (unit, seq): (usize, u16),
         replica: (Bytes, Bytes),
-    ) -> Result<(), DataError> {
+        guard: OwnedRwLockReadGuard<()>,
+    ) -> Result<bool, DataError> {
         let nodes = self.io.cluster().node_map().await?;
-        let targets = replica_nodes(stripe, k, unit);
-        let writes = targets.iter().map(|node_id| {
-            let replica = replica.clone();
-            let nodes = &nodes;
-            async move {
-                match nodes.get(node_id) {
-                    Some(node) if node.state == NodeState::Up => {
-                        self.io.write_unit(node, stripe.id, usize::from(seq), replica).await
+        let targets = replica_nodes(stripe, self.code.data_units(), unit);
+        let mut running: Vec<tokio::task::JoinHandle<Result<(), String>>> = targets
+            .iter()
+            .map(|node_id| {
+                let (io, replica, id) = (Arc::clone(&self.io), replica.clone(), stripe.id);
+                let node = nodes.get(node_id).filter(|node| node.state == NodeState::Up).cloned();
+                let node_id = *node_id;
+                tokio::spawn(crate::classes::carried(async move {
+                    match node {
+                        Some(node) => io.write_unit(&node, id, usize::from(seq), replica).await,
+                        None => Err(format!("node {node_id} is not up")),
                     }
-                    _ => Err(format!("node {node_id} is not up")),
+                }))
+            })
+            .collect();
+        let rule = WriteRule { early_failures_tolerated: None, straggler: self.io.config().pending.straggler_wait() };
+        let clock = QuorumClock::start();
+        let mut quorum = WriteQuorum::start(&vec![true; targets.len()], rule, Durability::Copies, 0);
+        let mut failure = None;
+        let late = {
+            let mut ended: FuturesUnordered<_> =
+                running.iter_mut().enumerate().map(|(copy, handle)| async move { (copy, handle.await) }).collect();
+            loop {
+                let until_ns = match quorum.verdict(Durability::Copies, clock.now_ns()) {
+                    WriteVerdict::Ended => break false,
+                    WriteVerdict::Acknowledge { .. } => break true,
+                    WriteVerdict::Wait { until_ns } => until_ns,
+                };
+                let Some((copy, result)) = clock.next_before(&mut ended, until_ns).await else { continue };
+                let result = result.unwrap_or_else(|error| Err(format!("replica write task: {error}")));
+                if let Err(error) = &result {
+                    failure.get_or_insert_with(|| error.clone());
+                }
+                quorum.unit_ended(copy, result.is_ok(), Durability::Copies, clock.now_ns());
+            }
+        };
+        // A JoinHandle is awaited once: the copies whose end was not taken are still running.
+        let still_running: Vec<_> = running
+            .into_iter()
+            .enumerate()
+            .filter(|(copy, _)| quorum.copy_state(*copy) == CopyState::Running)
+            .map(|(copy, handle)| (targets[copy], handle))
+            .collect();
+        let id = stripe.id;
+        tokio::spawn(async move {
+            for (node, handle) in still_running {
+                match handle.await {
+                    Ok(Ok(())) => {}
+                    // Its object keeps the other copies until the stripe is sealed (as units).
+                    outcome => tracing::info!(stripe = %id, seq, %node, ?outcome, "late replica write failed"),
                 }
             }
+            // The seal waits for this: every replica write has ended before the stripe seals.
+            drop(guard);
         });
-        let results = futures_util::future::join_all(writes).await;
-        match results.into_iter().find_map(Result::err) {
-            None => Ok(()),
-            Some(error) => Err(DataError::Unavailable(format!("replica of stripe {}: {error}", stripe.id))),
+        match failure {
+            Some(error) => Err(DataError::Unavailable(format!("replica of stripe {id}: {error}"))),
+            None => Ok(late),
         }
     }
 

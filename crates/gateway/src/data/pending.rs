@@ -35,8 +35,12 @@ pub struct PendingStatus {
     pub bytes_in_flight: u64,
     /// When the oldest of them was acknowledged (unix ms).
     pub oldest_acked_ms: Option<u64>,
-    /// Stripes acknowledged early, since start.
+    /// Stripes acknowledged with units still landing (a bucket's early rule or the straggler
+    /// rule), since start.
     pub stripes_acked_early: u64,
+    /// Writes acknowledged by the straggler rule (all copies but one late one durable): stripes
+    /// and packed objects, since start.
+    pub acked_past_straggler: u64,
     /// Units that landed after their acknowledgement, since start.
     pub units_landed: u64,
     /// Units whose background write failed (left to repair), since start.
@@ -61,6 +65,7 @@ pub struct PendingWrites {
     deadline_ms: u64,
     in_flight: std::sync::Mutex<BTreeMap<StripeId, InFlight>>,
     acked_early: AtomicU64,
+    acked_past_straggler: AtomicU64,
     landed: AtomicU64,
     failed: AtomicU64,
     refused_full: AtomicU64,
@@ -75,6 +80,7 @@ impl PendingWrites {
             deadline_ms: config.deadline_ms,
             in_flight: std::sync::Mutex::new(BTreeMap::new()),
             acked_early: AtomicU64::new(0),
+            acked_past_straggler: AtomicU64::new(0),
             landed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             refused_full: AtomicU64::new(0),
@@ -90,6 +96,14 @@ impl PendingWrites {
             metrics::counter!("lowtail_gateway_pending_refused_total").increment(1);
         }
         permit
+    }
+
+    /// Counts a write acknowledged with copies landing, by the straggler rule or not.
+    pub fn count_acked(&self, straggler: bool) {
+        if straggler {
+            self.acked_past_straggler.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("lowtail_gateway_acked_past_straggler_total").increment(1);
+        }
     }
 
     /// Until when a stripe acknowledged at `now_ms` is left to its writer.
@@ -204,6 +218,7 @@ impl PendingWrites {
             bytes_in_flight: in_flight.values().map(|f| f.bytes).sum(),
             oldest_acked_ms: in_flight.values().map(|f| f.acked_ms).min(),
             stripes_acked_early: self.acked_early.load(Ordering::Relaxed),
+            acked_past_straggler: self.acked_past_straggler.load(Ordering::Relaxed),
             units_landed: self.landed.load(Ordering::Relaxed),
             units_failed: self.failed.load(Ordering::Relaxed),
             refused_full: self.refused_full.load(Ordering::Relaxed),

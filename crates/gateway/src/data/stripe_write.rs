@@ -4,10 +4,11 @@
 //! missing) and judging by the durability rule (`ack_min_failures_tolerated`) whether what landed
 //! may be acknowledged. The caller records the stripe, with its missing units, afterwards.
 //!
-//! Under an early write ack rule ([`meta::WriteAck`] `k+1` or `k`) the first round's unit writes
-//! run as tasks of their own and [`write_units_early`] returns as soon as the units landed survive
-//! the rule's failures, handing back the writes still running ([`Landing`]) for the caller to
-//! finish in the background.
+//! Under an early write ack rule ([`meta::WriteAck`] `k+1` or `k`), or the straggler rule (on by
+//! default: one unit late past a share of the others' time is left behind), the first round's unit
+//! writes run as tasks of their own and [`write_units_early`] returns when the execution core's
+//! write quorum acknowledges, handing back the writes still running ([`Landing`]) for the caller
+//! to finish in the background.
 //!
 //! Must not: create or change stripe records, touch object metadata, or acknowledge anything: it
 //! reports which units are durable and what they survive.
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use codec::ErasureCode;
+use execution::{CopyState, Durability, WriteQuorum, WriteRule, WriteVerdict};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use meta::{NodeId, NodeInfo, NodeState, StripeId};
@@ -216,20 +218,22 @@ fn replace(io: &StripeIo, node_list: &[NodeInfo], placement: &mut [NodeId], unit
 /// A unit write still running after an early acknowledgement: the unit, its node, the task.
 pub(super) type Landing = (usize, NodeId, JoinHandle<Result<(), String>>);
 
-/// What the first round of an early-acknowledged stripe's unit writes came to.
+/// What the first round of a stripe's unit writes under a [`WriteRule`] came to.
 pub(super) enum EarlyWrites {
-    /// The units landed survive the rule's failures; `landing` are still being written (the units
-    /// not durable in `writes` that are not in `landing` were never written: their node is Down).
-    Acked { writes: UnitWrites, landing: Vec<Landing> },
-    /// Every write ended before the rule was met (some failed): judge and retry as under `all`.
+    /// The rule acknowledged the units landed; `landing` are still being written (the units not
+    /// durable in `writes` that are not in `landing` were never written: their node is Down).
+    /// `straggler` when it was the straggler rule (one late unit), not the bucket's early one.
+    Acked { writes: UnitWrites, landing: Vec<Landing>, straggler: bool },
+    /// Every write ended before the rule acknowledged (some failed, or none was late): judge and
+    /// retry as under `all`.
     Ended(UnitWrites),
 }
 
 /// Writes the units flagged in `to_write` to their nodes in `placement` (`planned`, as
-/// [`place_new_stripe`] returns them), each as a task of its
-/// own (it runs on when this returns), and returns as soon as the durable units survive
-/// `early_failures_tolerated` further failures with units still being written, or when every
-/// write has ended. No retries here: a failed unit is the caller's to retry or leave missing.
+/// [`place_new_stripe`] returns them), each as a task of its own (it runs on when this returns),
+/// and returns when the execution core's [`WriteQuorum`] acknowledges under `rule` with units
+/// still being written, or when every write has ended. No retries here: a failed unit is the
+/// caller's to retry or leave missing.
 pub(super) async fn write_units_early(
     io: &Arc<StripeIo>,
     nodes: &NodeMap,
@@ -237,7 +241,7 @@ pub(super) async fn write_units_early(
     id: StripeId,
     (units, descriptors): (&[Bytes], &[Bytes]),
     planned: (Vec<NodeId>, &[bool]),
-    early_failures_tolerated: usize,
+    rule: WriteRule,
 ) -> EarlyWrites {
     let (placement, to_write) = planned;
     let n = units.len();
@@ -253,34 +257,81 @@ pub(super) async fn write_units_early(
             })
         })
         .collect();
-    let mut durable = vec![false; n];
-    let mut consumed = vec![false; n];
-    {
+    let started: Vec<bool> = running.iter().map(Option::is_some).collect();
+    if !started.contains(&true) {
+        return EarlyWrites::Ended(UnitWrites { placement, durable: vec![false; n] });
+    }
+    let durability = Durability::Code(code);
+    let clock = QuorumClock::start();
+    let mut quorum = WriteQuorum::start(&started, rule, durability, 0);
+    let straggler = {
         let mut ended: FuturesUnordered<_> = running
             .iter_mut()
             .enumerate()
             .filter_map(|(unit, handle)| handle.as_mut().map(|handle| async move { (unit, handle.await) }))
             .collect();
-        while let Some((unit, result)) = ended.next().await {
-            consumed[unit] = true;
-            match result {
-                Ok(Ok(())) => durable[unit] = true,
-                Ok(Err(error)) => tracing::info!(stripe = %id, unit, %error, "unit write failed"),
-                Err(error) => tracing::warn!(stripe = %id, unit, %error, "unit write task ended abnormally"),
-            }
-            let enough = code.failures_tolerated(&durable).is_some_and(|t| t >= early_failures_tolerated);
-            if enough && !ended.is_empty() {
-                break;
+        loop {
+            let until_ns = match quorum.verdict(durability, clock.now_ns()) {
+                WriteVerdict::Ended => break None,
+                WriteVerdict::Acknowledge { straggler } => break Some(straggler),
+                WriteVerdict::Wait { until_ns } => until_ns,
+            };
+            let Some((unit, result)) = clock.next_before(&mut ended, until_ns).await else { continue };
+            let durable = match result {
+                Ok(Ok(())) => true,
+                Ok(Err(error)) => {
+                    tracing::info!(stripe = %id, unit, %error, "unit write failed");
+                    false
+                }
+                Err(error) => {
+                    tracing::warn!(stripe = %id, unit, %error, "unit write task ended abnormally");
+                    false
+                }
+            };
+            quorum.unit_ended(unit, durable, durability, clock.now_ns());
+        }
+    };
+    // A JoinHandle is awaited once: the ones whose result was not taken are still landing.
+    let landing: Vec<Landing> = (0..n)
+        .filter(|&unit| quorum.copy_state(unit) == CopyState::Running)
+        .filter_map(|unit| running[unit].take().map(|handle| (unit, placement[unit], handle)))
+        .collect();
+    let writes = UnitWrites { placement, durable: quorum.durable() };
+    match straggler {
+        Some(straggler) if !landing.is_empty() => EarlyWrites::Acked { writes, landing, straggler },
+        _ => EarlyWrites::Ended(writes),
+    }
+}
+
+/// The shell's clock for a [`WriteQuorum`]: nanoseconds since the write started, and waiting for
+/// the next write to end or a deadline, whichever comes first.
+pub(super) struct QuorumClock {
+    started: tokio::time::Instant,
+}
+
+impl QuorumClock {
+    pub(super) fn start() -> Self {
+        Self { started: tokio::time::Instant::now() }
+    }
+
+    pub(super) fn now_ns(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The next item of `ended`, or `None` once `until_ns` (if any) has come first.
+    pub(super) async fn next_before<S: futures_util::Stream + Unpin>(
+        &self,
+        ended: &mut S,
+        until_ns: Option<u64>,
+    ) -> Option<S::Item> {
+        match until_ns {
+            None => ended.next().await,
+            Some(until_ns) => {
+                let deadline = self.started + std::time::Duration::from_nanos(until_ns);
+                tokio::time::timeout_at(deadline, ended.next()).await.ok().flatten()
             }
         }
     }
-    // A JoinHandle is awaited once: the ones whose result was not taken are still landing.
-    let landing: Vec<Landing> = (0..n)
-        .filter(|&unit| !consumed[unit])
-        .filter_map(|unit| running[unit].take().map(|handle| (unit, placement[unit], handle)))
-        .collect();
-    let writes = UnitWrites { placement, durable };
-    if landing.is_empty() { EarlyWrites::Ended(writes) } else { EarlyWrites::Acked { writes, landing } }
 }
 
 /// Judges unit writes by the durability rule: the further failures the durable units survive,
