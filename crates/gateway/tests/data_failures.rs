@@ -141,7 +141,12 @@ async fn repair_reads_no_faster_than_its_budget() {
     let mut config = cluster.config("rs-6-3");
     config.packed.max_object_bytes = 0;
     let budget_bytes_per_s = 1_000_000u64;
-    config.repair = RepairConfig { grace_ms: 0, max_read_bytes_per_s: budget_bytes_per_s, ..Default::default() };
+    config.repair = RepairConfig {
+        grace_ms: 0,
+        max_read_bytes_per_s: budget_bytes_per_s,
+        min_read_bytes_per_s: budget_bytes_per_s,
+        ..Default::default()
+    };
     let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     let mut objects = Vec::new();
     for i in 0..12 {
@@ -173,6 +178,51 @@ async fn repair_reads_no_faster_than_its_budget() {
     cluster.shutdown().await;
 }
 
+/// Repair backs off to `min_read_bytes_per_s` while clients keep the gateway busy throughout (a
+/// request held in flight for the whole scan), where idle it would read at the full budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_backs_off_to_its_floor_while_clients_keep_the_gateway_busy() {
+    let mut cluster = TestCluster::start(10, 10).await;
+    let mut config = cluster.config("rs-6-3");
+    config.packed.max_object_bytes = 0;
+    let floor_bytes_per_s = 1_000_000u64;
+    config.repair = RepairConfig {
+        grace_ms: 0,
+        max_read_bytes_per_s: 1 << 30,
+        min_read_bytes_per_s: floor_bytes_per_s,
+        ..Default::default()
+    };
+    let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    for i in 0..12 {
+        data.write(pattern(200 << 10, 120 + i)).await.unwrap();
+    }
+    cluster.kill(0).await;
+    let stripes = cluster.meta.list_stripes(None, 1000).await.unwrap();
+    let mut charges_bytes: Vec<u64> =
+        stripes.iter().filter(|s| s.placement.contains(&NodeId(0))).map(|s| s.unit_bytes * 6).collect();
+    charges_bytes.sort_unstable();
+    assert!(charges_bytes.len() >= 5, "too few stripes on node 0: {charges_bytes:?}");
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
+    // A client request in flight from before the pace's first window to the end of the scan.
+    let busy = gateway::data::foreground::request_in_flight();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    repair.scan().await.unwrap();
+    let elapsed = started.elapsed();
+    let status = repair.status();
+    drop(busy);
+    assert_eq!(status.stripes_repaired as usize, charges_bytes.len(), "{status:?}");
+    assert!(status.client_busy_pct >= 90, "{status:?}");
+    let before_last_bytes: u64 = charges_bytes[..charges_bytes.len() - 1].iter().sum();
+    let floor = Duration::from_secs_f64(before_last_bytes as f64 / floor_bytes_per_s as f64);
+    assert!(
+        elapsed >= floor,
+        "busy: {} stripes in {elapsed:?}, faster than the floor's {floor:?}",
+        charges_bytes.len()
+    );
+    cluster.shutdown().await;
+}
+
 /// A scan rebuilding a dead node's units elsewhere stops starting stripes once the node is back Up:
 /// its units are intact, so moving the rest would only cost reads and writes, and the scan's view
 /// (and the status it publishes) would stay stale for as long as it runs. The fault swarm saw
@@ -182,7 +232,12 @@ async fn a_scan_stops_moving_a_nodes_units_once_the_node_is_back() {
     let mut cluster = TestCluster::start(10, 10).await;
     let mut config = cluster.config("rs-6-3");
     config.packed.max_object_bytes = 0;
-    config.repair = RepairConfig { grace_ms: 0, max_read_bytes_per_s: 400_000, ..Default::default() };
+    config.repair = RepairConfig {
+        grace_ms: 0,
+        max_read_bytes_per_s: 400_000,
+        min_read_bytes_per_s: 400_000,
+        ..Default::default()
+    };
     let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     for i in 0..16 {
         data.write(pattern(200 << 10, 90 + i)).await.unwrap();

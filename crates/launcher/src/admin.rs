@@ -346,6 +346,13 @@ fn render_redundancy(repair: &Value, nodes: &[Value], now_ms: u64) -> String {
         count("units_marked_missing"),
         count("replicas_repaired"),
     ));
+    if let Some(rate) = repair["read_bytes_per_s"].as_u64() {
+        text.push_str(&format!(
+            "repair reads at up to {:.1} MiB/s now (clients kept this gateway busy {}% of the last moment)\n",
+            rate as f64 / f64::from(1 << 20),
+            count("client_busy_pct"),
+        ));
+    }
     text
 }
 

@@ -197,9 +197,13 @@ pub struct RepairConfig {
     pub scan_interval_ms: u64,
     /// Stripes rebuilt at once. Default 2.
     pub max_concurrent_stripes: usize,
-    /// Bytes per second repair may read from nodes (sources of rebuilt units), so client reads keep
-    /// most of the disks. Default 64 MiB/s.
+    /// Bytes per second repair may read from nodes (sources of rebuilt units) while no client
+    /// request is in flight, so client reads keep most of the disks. Default 64 MiB/s.
     pub max_read_bytes_per_s: u64,
+    /// Bytes per second repair reads while clients keep the gateway busy throughout; in between,
+    /// the floor plus the idle share of the rest (`data/repair_pace.rs`). A stripe one failure from
+    /// loss is read at the full budget however busy. Default 8 MiB/s.
+    pub min_read_bytes_per_s: u64,
 }
 
 /// Garbage collection. Orphan units, which nodes hold but no stripe references (a node back after
@@ -293,7 +297,13 @@ impl Default for MembershipConfig {
 
 impl Default for RepairConfig {
     fn default() -> Self {
-        Self { grace_ms: 60_000, scan_interval_ms: 1000, max_concurrent_stripes: 2, max_read_bytes_per_s: 64 << 20 }
+        Self {
+            grace_ms: 60_000,
+            scan_interval_ms: 1000,
+            max_concurrent_stripes: 2,
+            max_read_bytes_per_s: 64 << 20,
+            min_read_bytes_per_s: 8 << 20,
+        }
     }
 }
 
@@ -381,6 +391,14 @@ impl DataConfig {
         }
         if self.repair.scan_interval_ms == 0 || self.repair.max_read_bytes_per_s == 0 {
             return bad("repair.scan_interval_ms and max_read_bytes_per_s must be positive".into());
+        }
+        if self.repair.min_read_bytes_per_s == 0 || self.repair.min_read_bytes_per_s > self.repair.max_read_bytes_per_s
+        {
+            return bad(format!(
+                "repair.min_read_bytes_per_s ({}) must be positive and at most max_read_bytes_per_s ({}): a \
+                 rebuild must progress however busy the gateway is",
+                self.repair.min_read_bytes_per_s, self.repair.max_read_bytes_per_s
+            ));
         }
         let longest_write_ms = self.node_rpc_timeout_ms.saturating_mul(u64::from(self.write_retries) + 1);
         if self.orphans.grace_ms < longest_write_ms.saturating_mul(10) {

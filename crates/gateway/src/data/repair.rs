@@ -13,7 +13,8 @@
 //! A missing unit is rebuilt onto the node its stripe names when that node is Up (in place: the
 //! node's store replaces whatever file it had, stale or corrupt, and forgets it was corrupt), else
 //! onto a spare Up node holding no unit of the stripe; a Down node's unit onto a spare. Rebuilding
-//! reads a recovery set and decodes at the gateway, paced to `max_read_bytes_per_s`, then
+//! reads a recovery set and decodes at the gateway, paced by how busy clients keep the gateway
+//! (`min_read_bytes_per_s` to `max_read_bytes_per_s`, [`super::repair_pace`]), then
 //! compare-and-swaps the stripe's placement and missing units. Corrupt replicas of open packed
 //! stripes are copied back from another replica. What cannot progress is grouped by cause and
 //! logged once per cause (then at most once a minute while it lasts), and every scan ends with a
@@ -41,6 +42,7 @@ use super::lease::LeaseClaims;
 use super::membership::{BackgroundTask, unix_now_ms};
 use super::missing::UnitOn;
 use super::packed::REPLICA_UNIT_BASE;
+use super::repair_pace::RepairPace;
 use super::robust::{self, RangeRead};
 use super::stripe_io::{NodeMap, StripeIo};
 use super::{DataError, lock, meta_error};
@@ -174,6 +176,11 @@ pub struct RepairStatus {
     pub replicas_repaired: u64,
     /// Stripes the current scan still has to repair.
     pub stripes_remaining: u64,
+    /// The read budget now (`min_read_bytes_per_s` to `max_read_bytes_per_s` by how busy clients
+    /// keep the gateway; a stripe one failure from loss gets the maximum).
+    pub read_bytes_per_s: u64,
+    /// The share of the last window with a client request in flight, in percent.
+    pub client_busy_pct: u32,
     /// Down nodes still within the grace period.
     pub nodes_in_grace: Vec<NodeInGrace>,
     /// Down nodes past the grace period whose units are being rebuilt (by this gateway: empty
@@ -303,8 +310,8 @@ type Renewal<'a> = std::pin::Pin<Box<dyn Future<Output = Result<bool, DataError>
 pub struct RepairService {
     io: Arc<StripeIo>,
     config: RepairConfig,
-    /// Earliest time the next paced read may start.
-    next_read_at: tokio::sync::Mutex<Instant>,
+    /// The read budget, by how busy clients keep the gateway.
+    pace: RepairPace,
     progress: Progress,
     nodes_repairing: Mutex<Vec<NodeId>>,
     nodes_in_grace: Mutex<Vec<NodeInGrace>>,
@@ -323,8 +330,8 @@ impl RepairService {
         let lease = LeaseClaims::new(REPAIR_LEASE, io.config().gateway_id());
         Self {
             io,
+            pace: RepairPace::new(&config),
             config,
-            next_read_at: tokio::sync::Mutex::new(Instant::now()),
             progress: Progress::default(),
             nodes_repairing: Mutex::new(Vec::new()),
             nodes_in_grace: Mutex::new(Vec::new()),
@@ -358,6 +365,8 @@ impl RepairService {
             units_marked_missing: self.progress.marked.load(Ordering::Relaxed),
             replicas_repaired: self.progress.replicas.load(Ordering::Relaxed),
             stripes_remaining: self.progress.remaining.load(Ordering::Relaxed),
+            read_bytes_per_s: self.pace.bytes_per_s(false) as u64,
+            client_busy_pct: (self.pace.busy_share() * 100.0).round() as u32,
             nodes_in_grace: lock(&self.nodes_in_grace).clone(),
             nodes_repairing: lock(&self.nodes_repairing).clone(),
             lease_holder: self.lease.last_holder(),
@@ -866,18 +875,6 @@ impl RepairService {
         Ok((bytes, unit.descriptor))
     }
 
-    /// Waits until `bytes` more source bytes fit the read budget.
-    async fn pace(&self, bytes: u64) {
-        let cost = Duration::from_secs_f64(bytes as f64 / self.config.max_read_bytes_per_s as f64);
-        let start = {
-            let mut next = self.next_read_at.lock().await;
-            let start = (*next).max(Instant::now());
-            *next = start + cost;
-            start
-        };
-        tokio::time::sleep_until(start.into()).await;
-    }
-
     /// Rebuilds what stripe `id` lacks: its missing units (in place when their node is Up, else on
     /// a spare) and the units of nodes Down past the grace (on spares). Units that cannot be
     /// placed now stay as they are; the outcome says how many are still short.
@@ -1036,9 +1033,12 @@ impl RepairService {
     ) -> Result<Vec<(usize, NodeId)>, Blocker> {
         let code = self.io.code(&stripe.code).map_err(|_| Blocker::Metadata)?;
         let failed: BTreeSet<usize> = plan.lost.iter().copied().collect();
+        // One more failure from loss: rebuilt at the full budget, however busy clients are.
+        let present: Vec<bool> = (0..stripe.placement.len()).map(|unit| !failed.contains(&unit)).collect();
+        let urgent = code.failures_tolerated(&present).is_none_or(|tolerated| tolerated == 0);
         let mut written = Vec::new();
         for &(unit, target) in &plan.targets {
-            self.pace(stripe.unit_bytes * code.data_units() as u64).await;
+            self.pace.wait_for(stripe.unit_bytes * code.data_units() as u64, urgent).await;
             let range = RangeRead {
                 io: &self.io,
                 nodes,
@@ -1047,7 +1047,7 @@ impl RepairService {
                 unit,
                 offset: 0,
                 length: stripe.unit_bytes,
-                // Repair is background work: its reads are paced by `max_read_bytes_per_s`, not
+                // Repair is background work: its reads are paced by `RepairPace`, not
                 // queued behind client reads for their slots.
                 admission: None,
             };

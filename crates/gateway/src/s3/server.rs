@@ -128,6 +128,8 @@ async fn handle(
     ids: Arc<RequestIds>,
     request: hyper::Request<Incoming>,
 ) -> Result<HttpResponse, HttpError> {
+    // Background work (repair) paces itself by how busy clients keep the gateway.
+    let _busy = crate::data::foreground::request_in_flight();
     let id = ids.next();
     let is_head = request.method() == Method::HEAD;
     let finished = Arc::new(AtomicBool::new(request.body().is_end_stream()));
