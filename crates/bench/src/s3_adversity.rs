@@ -1,18 +1,19 @@
 //! The adversities `lowtail bench s3` measures a store under, applied alike to one server process
 //! of any target (a lowtail storage node, one of MinIO's server processes): `fail-slow`, the
 //! process stopped and continued in a duty cycle so that it answers, late; `down`, the process
-//! killed for the phases and started again after. `healthy` is the baseline every scenario is
-//! measured beside.
+//! killed for the phases and started again after; `rebuild`, the process killed, its data directory
+//! emptied (a replaced disk) and the process started again at once, so the phases run while the
+//! store rebuilds it. `healthy` is the baseline every scenario is measured beside.
 //!
 //! Owns: the scenarios' names and settings and their checks, the duty cycle's thread, and what
-//! applying and lifting each one does to the process.
-//! Must not: send S3 requests or choose the process (the benchmark does), leave a process stopped
-//! (lifting, and dropping an applied fault, always continue it), or signal any process but the one
-//! it was given.
+//! applying and lifting each one does to the process (and, for `rebuild`, to its directory).
+//! Must not: send S3 requests or choose the process or its directory (the benchmark does), leave a
+//! process stopped (lifting, and dropping an applied fault, always continue it), signal any process
+//! but the one it was given, or empty a directory while its process runs.
 
 use crate::relaunch::{Recipe, signal};
 use anyhow::{Context, bail, ensure};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,11 +29,13 @@ pub enum Scenario {
     FailSlow,
     /// One process killed, started again once the scenario's phases are over.
     Down,
+    /// One process killed, its data directory emptied, and started again before the phases.
+    Rebuild,
 }
 
 impl Scenario {
     /// Every scenario, in the order a cell runs them.
-    pub const ALL: [Scenario; 3] = [Scenario::Healthy, Scenario::FailSlow, Scenario::Down];
+    pub const ALL: [Scenario; 4] = [Scenario::Healthy, Scenario::FailSlow, Scenario::Down, Scenario::Rebuild];
 
     /// The name in arguments, rows and tables.
     pub fn name(self) -> &'static str {
@@ -40,6 +43,7 @@ impl Scenario {
             Scenario::Healthy => "healthy",
             Scenario::FailSlow => "fail-slow",
             Scenario::Down => "down",
+            Scenario::Rebuild => "rebuild",
         }
     }
 
@@ -102,6 +106,60 @@ impl FailSlowShape {
     }
 }
 
+/// A data directory to empty for `rebuild`, and the entries of it to keep (a lowtail node's
+/// `node.toml`, which its command line names).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wipe {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Names of its entries that stay.
+    pub keep: Vec<String>,
+}
+
+impl Wipe {
+    /// Removes every entry of the directory but the kept ones; how many it removed. Refuses a
+    /// relative path or one of fewer than two components (`/`, `/home`): a benchmark never
+    /// empties those.
+    pub fn run(&self) -> anyhow::Result<usize> {
+        let dir = &self.dir;
+        ensure!(
+            dir.is_absolute() && dir.components().count() > 2,
+            "refusing to empty {}: the victim's data directory must be an absolute path at least two levels deep",
+            dir.display()
+        );
+        ensure!(dir.is_dir(), "the victim's data directory {} is not a directory", dir.display());
+        let mut removed = 0;
+        for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+            let entry = entry?;
+            if self.keep.iter().any(|keep| entry.file_name() == keep.as_str()) {
+                continue;
+            }
+            let path = entry.path();
+            let result = match entry.file_type()?.is_dir() {
+                true => std::fs::remove_dir_all(&path),
+                false => std::fs::remove_file(&path),
+            };
+            result.with_context(|| format!("cannot remove {}", path.display()))?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+}
+
+/// What a scenario is applied to: the victim's pid, the duty cycle, the directory `rebuild`
+/// empties, and the log a process started again appends to when its own is unknown.
+#[derive(Clone, Debug)]
+pub struct ApplyTo {
+    /// The victim (none for `healthy`).
+    pub pid: Option<u32>,
+    /// `fail-slow`'s cycle.
+    pub shape: FailSlowShape,
+    /// `rebuild`'s directory.
+    pub wipe: Option<Wipe>,
+    /// Where a restarted process's output goes when its own log is unknown.
+    pub fallback_log: PathBuf,
+}
+
 /// A scenario in force on one process.
 #[derive(Debug)]
 pub enum Applied {
@@ -111,6 +169,9 @@ pub enum Applied {
     FailSlow(DutyCycle),
     /// The process was killed; the recipe starts it again.
     Down(Recipe),
+    /// The process was killed, its directory emptied and the process started again (the new one,
+    /// until the benchmark takes it).
+    Rebuild(Option<Child>),
 }
 
 /// What lifting a scenario left: the process started again in place of a killed one.
@@ -120,33 +181,49 @@ pub struct Lifted {
     pub restarted: Option<Child>,
 }
 
-/// Applies `scenario` to process `pid` (none for `healthy`).
-pub fn apply(scenario: Scenario, pid: Option<u32>, shape: FailSlowShape) -> anyhow::Result<Applied> {
+/// Applies `scenario` to the process of `to` (none for `healthy`).
+pub fn apply(scenario: Scenario, to: &ApplyTo) -> anyhow::Result<Applied> {
     if scenario == Scenario::Healthy {
         return Ok(Applied::Healthy);
     }
-    let Some(pid) = pid else { bail!("scenario {} needs a process to apply to", scenario.name()) };
+    let Some(pid) = to.pid else { bail!("scenario {} needs a process to apply to", scenario.name()) };
     match scenario {
         Scenario::Healthy => unreachable!("handled above"),
-        Scenario::FailSlow => Ok(Applied::FailSlow(DutyCycle::start(pid, shape)?)),
+        Scenario::FailSlow => Ok(Applied::FailSlow(DutyCycle::start(pid, to.shape)?)),
         Scenario::Down => {
             // The recipe is read before the kill: a dead process has none.
             let recipe = Recipe::read(pid)?;
             recipe.kill()?;
             Ok(Applied::Down(recipe))
         }
+        Scenario::Rebuild => {
+            let wipe = to.wipe.as_ref().context("scenario rebuild needs the victim's data directory to empty")?;
+            let recipe = Recipe::read(pid)?;
+            recipe.kill()?;
+            wipe.run()?;
+            Ok(Applied::Rebuild(Some(recipe.start_again(&to.fallback_log)?)))
+        }
     }
 }
 
 impl Applied {
+    /// The process started again when the scenario was applied (`rebuild`), once.
+    pub fn take_restarted(&mut self) -> Option<Child> {
+        match self {
+            Applied::Rebuild(child) => child.take(),
+            _ => None,
+        }
+    }
+
     /// Ends the scenario: the duty cycle stops with the process continued; a killed process is
     /// started again (its output appended to its own log, or to `fallback_log`) and listens again
-    /// when this returns.
+    /// when this returns; a rebuilt one runs on.
     pub fn lift(self, fallback_log: &Path) -> anyhow::Result<Lifted> {
         match self {
             Applied::Healthy => Ok(Lifted::default()),
             Applied::FailSlow(cycle) => cycle.finish().map(|()| Lifted::default()),
             Applied::Down(recipe) => Ok(Lifted { restarted: Some(recipe.start_again(fallback_log)?) }),
+            Applied::Rebuild(restarted) => Ok(Lifted { restarted }),
         }
     }
 }
@@ -224,13 +301,17 @@ mod tests {
     use std::process::Command;
     use std::time::Instant;
 
+    fn to(pid: Option<u32>) -> ApplyTo {
+        ApplyTo { pid, shape: FailSlowShape::default(), wipe: None, fallback_log: "/nonexistent".into() }
+    }
+
     #[test]
     fn scenarios_parse_by_name_and_refuse_others() {
         for scenario in Scenario::ALL {
             assert_eq!(Scenario::parse(scenario.name()).unwrap(), scenario);
         }
         let error = Scenario::parse("slow").unwrap_err().to_string();
-        assert!(error.contains("healthy, fail-slow, down"), "{error}");
+        assert!(error.contains("healthy, fail-slow, down, rebuild"), "{error}");
         assert!(!Scenario::Healthy.needs_victim() && Scenario::Down.needs_victim());
     }
 
@@ -264,7 +345,7 @@ mod tests {
     #[test]
     fn fail_slow_stops_the_process_most_of_the_time_and_leaves_it_running() {
         let (sleeper, pid) = sleeper();
-        let applied = apply(Scenario::FailSlow, Some(pid), FailSlowShape::default()).unwrap();
+        let applied = apply(Scenario::FailSlow, &to(Some(pid))).unwrap();
         // Sampled every 7 ms for 1 s: stopped in about 90 % of the samples (less precisely on a busy
         // machine, where the cycle's thread wakes late), and seen running at least once.
         let started = Instant::now();
@@ -297,9 +378,31 @@ mod tests {
 
     #[test]
     fn a_fault_needs_a_live_process() {
-        assert!(apply(Scenario::FailSlow, None, FailSlowShape::default()).is_err());
-        let error = apply(Scenario::FailSlow, Some(u32::MAX / 2), FailSlowShape::default()).unwrap_err();
+        assert!(apply(Scenario::FailSlow, &to(None)).is_err());
+        let error = apply(Scenario::FailSlow, &to(Some(u32::MAX / 2))).unwrap_err();
         assert!(error.to_string().contains("no process"), "{error}");
-        assert!(matches!(apply(Scenario::Healthy, None, FailSlowShape::default()), Ok(Applied::Healthy)));
+        assert!(matches!(apply(Scenario::Healthy, &to(None)), Ok(Applied::Healthy)));
+        let (sleeper, pid) = sleeper();
+        let error = apply(Scenario::Rebuild, &to(Some(pid))).unwrap_err().to_string();
+        assert!(error.contains("data directory"), "{error}");
+        assert_ne!(state(pid), 'Z', "refused before anything was done to the process");
+        end(sleeper);
+    }
+
+    #[test]
+    fn a_wipe_empties_the_directory_but_what_it_keeps_and_refuses_shallow_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("node.toml"), "node_id = 3").unwrap();
+        std::fs::create_dir_all(dir.path().join("units/ab")).unwrap();
+        std::fs::write(dir.path().join("units/ab/u1"), "unit").unwrap();
+        std::fs::write(dir.path().join("identity.json"), "{}").unwrap();
+        let wipe = Wipe { dir: dir.path().to_path_buf(), keep: vec!["node.toml".into()] };
+        assert_eq!(wipe.run().unwrap(), 2);
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("node.toml")]);
+        for shallow in ["/", "/tmp", "relative/dir/x"] {
+            let error = Wipe { dir: shallow.into(), keep: Vec::new() }.run().unwrap_err().to_string();
+            assert!(error.contains("refusing"), "{shallow}: {error}");
+        }
     }
 }

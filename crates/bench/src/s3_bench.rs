@@ -12,19 +12,19 @@
 
 use crate::byte_size::format_byte_size;
 use crate::host_cpu::{clock_ticks_per_s, cpu_model};
-use crate::s3_adversity::{FailSlowShape, Scenario};
+use crate::s3_adversity::{ApplyTo, FailSlowShape, Scenario};
 use crate::s3_client::{error_text, measurement_client};
 use crate::s3_compare::{HostFacts, align_right, compare, optional_figure, render_comparison};
 pub use crate::s3_phase::VERIFY_EVERY;
 use crate::s3_phase::{ClientTally, KEPT_ERRORS, PhasePlan, run_phase};
-pub use crate::s3_row::{PhaseLabel, S3Op, S3Row, row_from_histogram};
+pub use crate::s3_row::{PhaseLabel, RebuildRow, S3Op, S3Row, row_from_histogram};
 use crate::s3_target::{Target, TargetSource, TargetSpec};
 use anyhow::{Context, ensure};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Object sizes measured when none are named: a small object (one stripe, latency-bound) and a
 /// large one (bandwidth-bound).
@@ -119,6 +119,16 @@ impl S3BenchConfig {
             self.fail_slow.validate()?;
         }
         self.target.validate()?;
+        let rebuild_without_dir = self
+            .target_specs()
+            .find(|spec| spec.is_endpoint() && spec.victim_data_dir.is_none())
+            .filter(|_| self.scenarios.contains(&Scenario::Rebuild));
+        if let Some(spec) = rebuild_without_dir {
+            anyhow::bail!(
+                "{}: scenario rebuild empties the victim's data directory: name it (--victim-dir, --peer-victim-dir)",
+                spec.name
+            );
+        }
         if let Some(peer) = &self.peer {
             peer.validate()?;
             ensure!(matches!(peer.source, TargetSource::Endpoint(_)), "the peer must be an S3 endpoint");
@@ -179,6 +189,8 @@ pub struct TargetSummary {
 pub struct S3BenchReport {
     /// One row per phase, in the order they ran.
     pub rows: Vec<S3Row>,
+    /// One row per rebuild of the `rebuild` scenario that the target reported on.
+    pub rebuilds: Vec<RebuildRow>,
     /// The targets, the measured one first.
     pub targets: Vec<TargetSummary>,
     /// The bucket of the objects.
@@ -249,6 +261,7 @@ struct Cell {
 #[derive(Default)]
 struct Collected {
     rows: Vec<S3Row>,
+    rebuilds: Vec<RebuildRow>,
     first_errors: Vec<String>,
 }
 
@@ -276,6 +289,7 @@ async fn run_rounds(config: &S3BenchConfig, targets: &mut [Target]) -> anyhow::R
     collected.first_errors.truncate(KEPT_ERRORS);
     Ok(S3BenchReport {
         rows: collected.rows,
+        rebuilds: collected.rebuilds,
         targets: targets.iter().map(summary).collect(),
         bucket: config.bucket.clone(),
         phase_duration: config.phase_duration,
@@ -390,10 +404,21 @@ async fn run_under(
     healthy_written: &Arc<Vec<u64>>,
     progress: &mut Progress<'_>,
 ) -> anyhow::Result<()> {
-    let (victim, shape) = (target.victim_pid, config.fail_slow);
-    let applied = tokio::task::spawn_blocking(move || crate::s3_adversity::apply(scenario, victim, shape))
+    let fallback_log = std::env::temp_dir().join(format!("lowtail-bench-restarted-{}.log", std::process::id()));
+    let to = ApplyTo {
+        pid: target.victim_pid,
+        shape: config.fail_slow,
+        wipe: target.victim_wipe.clone(),
+        fallback_log: fallback_log.clone(),
+    };
+    let before = target.repair_progress().await?;
+    let mut applied = tokio::task::spawn_blocking(move || crate::s3_adversity::apply(scenario, &to))
         .await?
         .with_context(|| format!("{}: cannot apply {}", target.name, scenario.name()))?;
+    let (restarted_at, restarted_at_ms) = (Instant::now(), unix_now_ms());
+    if let Some(child) = applied.take_restarted() {
+        target.replace_victim(child);
+    }
     let scenario_prefix = format!("{}/{}", cell.prefix, scenario.name());
     let measured = async {
         let write_plan = phase_plan(config, target, s3, &scenario_prefix);
@@ -404,7 +429,6 @@ async fn run_under(
         anyhow::Ok(())
     }
     .await;
-    let fallback_log = std::env::temp_dir().join(format!("lowtail-bench-restarted-{}.log", std::process::id()));
     let lifted = tokio::task::spawn_blocking(move || applied.lift(&fallback_log))
         .await?
         .with_context(|| format!("{}: cannot lift {}", target.name, scenario.name()))?;
@@ -412,7 +436,25 @@ async fn run_under(
         target.replace_victim(child);
     }
     target.wait_ready().await?;
-    measured
+    measured?;
+    if scenario == Scenario::Rebuild
+        && let (Some(before), Some(whole)) = (before, target.wait_whole(restarted_at_ms).await?)
+    {
+        progress.collected.rebuilds.push(RebuildRow {
+            target: target.name.clone(),
+            round: cell.round,
+            object_bytes: cell.object_bytes,
+            concurrency: cell.concurrency,
+            seconds_to_whole: restarted_at.elapsed().as_secs_f64(),
+            bytes_rebuilt: whole.bytes_repaired.saturating_sub(before.bytes_repaired),
+        });
+    }
+    Ok(())
+}
+
+/// Now, in unix milliseconds.
+fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The order in which `targets` take their turns in `round` (from 1): as given in odd rounds,
@@ -512,6 +554,10 @@ pub fn render_table(report: &S3BenchReport) -> String {
         let lines = crate::s3_scenarios::against_healthy(&report.rows, &names);
         text.push_str("\n\n");
         text.push_str(&crate::s3_scenarios::render_scenarios(&lines, report.fail_slow, &victims));
+    }
+    if !report.rebuilds.is_empty() {
+        text.push_str("\n\n");
+        text.push_str(&crate::s3_scenarios::render_rebuilds(&report.rebuilds));
     }
     for error in &report.first_errors {
         text.push_str(&format!("\nfailure: {error}"));
@@ -661,6 +707,7 @@ mod tests {
             .collect();
         S3BenchReport {
             rows,
+            rebuilds: Vec::new(),
             targets: targets.iter().map(|name| target_summary(name)).collect(),
             bucket: DEFAULT_BUCKET.into(),
             phase_duration: Duration::from_secs(10),
@@ -806,5 +853,10 @@ mod tests {
         assert!(refusal(|c| c.peer = Some(fresh_peer)).contains("S3 endpoint"));
         let pids_on_lowtail = TargetSpec { server_pids: vec![1], ..config().target };
         assert!(refusal(|c| c.target = pids_on_lowtail).contains("manifest"));
+        let rebuild_without_dir =
+            |c: &mut S3BenchConfig| (c.scenarios, c.peer) = (vec![Scenario::Rebuild], Some(endpoint_spec("minio")));
+        assert!(refusal(rebuild_without_dir).contains("--peer-victim-dir"));
+        let dir_on_lowtail = TargetSpec { victim_data_dir: Some("/srv/node0".into()), ..config().target };
+        assert!(refusal(|c| c.target = dir_on_lowtail).contains("manifest"));
     }
 }

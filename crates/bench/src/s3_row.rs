@@ -152,6 +152,33 @@ pub fn row_from_histogram(
     }
 }
 
+/// One rebuild under `lowtail bench s3`'s `rebuild` scenario: the victim came back with an empty
+/// data directory, the scenario's phases ran while the store rebuilt it, and this is how long after
+/// the restart every stripe was whole again and what was rebuilt (lowtail only: other stores do not
+/// say).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RebuildRow {
+    /// The target.
+    pub target: String,
+    /// The round (from 1).
+    pub round: usize,
+    /// Bytes per object of the cell.
+    pub object_bytes: usize,
+    /// Requests in flight in the cell's phases.
+    pub concurrency: usize,
+    /// From the restart to the first census that found every stripe whole, s.
+    pub seconds_to_whole: f64,
+    /// Bytes of units rebuilt meanwhile.
+    pub bytes_rebuilt: u64,
+}
+
+impl RebuildRow {
+    /// Rebuilt bytes per second, in MB/s (1e6 bytes), over the whole rebuild.
+    pub fn mb_per_s(&self) -> f64 {
+        if self.seconds_to_whole <= 0.0 { 0.0 } else { self.bytes_rebuilt as f64 / 1e6 / self.seconds_to_whole }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use crate::s3_adversity::{FailSlowShape, Scenario};
 use crate::s3_compare::{
     CellKey, TargetMedians, align_right, cell_of, cells_in_order, medians_of, optional_figure, ratio, ratio_text,
 };
-use crate::s3_row::{S3Op, S3Row};
+use crate::s3_row::{RebuildRow, S3Op, S3Row};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 /// One target's cell under one scenario, beside its healthy cell.
@@ -152,13 +152,40 @@ pub fn render_scenarios(lines: &[ScenarioLine], fail_slow: FailSlowShape, victim
          Each scenario beside healthy: medians over {rounds} round(s) under the scenario, and × the same target's \
          healthy median of the same run (latency × above 1: slower; ops/s × below 1: fewer).\n\
          fail-slow: the victim stopped (SIGSTOP) {stopped} % of every {period} ms and continued (SIGCONT) for the \
-         rest; down: the victim killed (SIGKILL) before the scenario's phases and started again after them. Under \
+         rest; down: the victim killed (SIGKILL) before the scenario's phases and started again after them; \
+         rebuild: the victim killed, its data directory emptied (a new disk) and started again before the \
+         phases, which run while the store rebuilds it. Under \
          a scenario, PUT writes new keys, GET reads the objects the healthy PUT wrote (placed while every process \
          was well), DELETE deletes the scenario's own.\n\
          Victims: {victims}.",
         stopped = fail_slow.stopped_pct,
         period = fail_slow.period.as_millis(),
         victims = victims.join("; "),
+    )
+}
+
+/// The rebuilds of the `rebuild` scenario, one line each.
+pub fn render_rebuilds(rebuilds: &[RebuildRow]) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec!["target", "round", "object", "concurrency", "to whole s", "rebuilt MB", "MB/s"]);
+    for rebuild in rebuilds {
+        table.add_row(vec![
+            rebuild.target.clone(),
+            rebuild.round.to_string(),
+            format_byte_size(rebuild.object_bytes),
+            rebuild.concurrency.to_string(),
+            format!("{:.1}", rebuild.seconds_to_whole),
+            format!("{:.1}", rebuild.bytes_rebuilt as f64 / 1e6),
+            format!("{:.1}", rebuild.mb_per_s()),
+        ]);
+    }
+    align_right(&mut table, 1..7);
+    format!(
+        "{table}\n\
+         Rebuilds: from the victim's restart with an empty data directory to the first repair census that found \
+         every stripe whole, and the bytes of units rebuilt meanwhile (from the gateway's status; the scenario's \
+         phases ran during the first part of it, the rest was idle). Other stores do not report theirs."
     )
 }
 
@@ -221,6 +248,23 @@ mod tests {
             &[("lowtail".into(), "storage node 0 (pid 7)".into())],
         );
         for expected in ["fail-slow", "1.25×", "4.50×", "90 % of every 100 ms", "storage node 0 (pid 7)"] {
+            assert!(text.contains(expected), "{expected:?} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_rebuild_line_gives_its_rate() {
+        let rebuild = RebuildRow {
+            target: "lowtail".into(),
+            round: 1,
+            object_bytes: 1 << 20,
+            concurrency: 8,
+            seconds_to_whole: 20.0,
+            bytes_rebuilt: 100_000_000,
+        };
+        assert_eq!(rebuild.mb_per_s(), 5.0);
+        let text = render_rebuilds(&[rebuild]);
+        for expected in ["to whole s", "20.0", "100.0", "5.0", "1 MiB"] {
             assert!(text.contains(expected), "{expected:?} missing from\n{text}");
         }
     }

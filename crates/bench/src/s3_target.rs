@@ -9,6 +9,7 @@
 //! or signal a process it did not start, but its victim (which the scenarios signal).
 
 use crate::host_cpu::{is_readable, pids_named};
+use crate::s3_adversity::Wipe;
 use crate::s3_client::S3Endpoint;
 use anyhow::{Context, bail, ensure};
 use launcher::{Lifetime, Manifest, Supervised};
@@ -26,6 +27,10 @@ const FRESH_STOP_TIMEOUT: Duration = Duration::from_secs(60);
 const FRESH_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Longest a lowtail cluster may take to count every node Up again after a scenario.
 const NODES_UP_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest a rebuild may take before the benchmark gives up on it.
+const REBUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How often a rebuild's progress is asked.
+const REBUILD_POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// The storage node a lowtail target's scenarios fault when none is named.
 pub const DEFAULT_VICTIM_NODE: u32 = 0;
 
@@ -63,6 +68,9 @@ pub struct TargetSpec {
     pub server_process_names: Vec<String>,
     /// The process the scenarios fault (a lowtail cluster's default: node [`DEFAULT_VICTIM_NODE`]).
     pub victim: Option<VictimSpec>,
+    /// The victim's data directory, which `rebuild` empties (endpoints only: a lowtail node's comes
+    /// from the manifest).
+    pub victim_data_dir: Option<PathBuf>,
 }
 
 impl TargetSpec {
@@ -74,6 +82,7 @@ impl TargetSpec {
             server_pids: Vec::new(),
             server_process_names: Vec::new(),
             victim: None,
+            victim_data_dir: None,
         }
     }
 
@@ -89,6 +98,10 @@ impl TargetSpec {
             ensure!(
                 !matches!(self.victim, Some(VictimSpec::Pid(_))),
                 "{name}: a lowtail cluster's victim is a node (by id), not a pid"
+            );
+            ensure!(
+                self.victim_data_dir.is_none(),
+                "{name}: a lowtail node's data directory comes from the cluster's manifest"
             );
             return Ok(());
         };
@@ -109,6 +122,11 @@ impl TargetSpec {
         ensure!(!self.server_pids.contains(&0), "{name}: 0 is not a process id");
         ensure!(self.server_process_names.iter().all(|n| !n.is_empty()), "{name}: empty process name");
         Ok(())
+    }
+
+    /// Whether it is an S3 endpoint rather than a lowtail cluster.
+    pub fn is_endpoint(&self) -> bool {
+        self.endpoint().is_some()
     }
 
     fn endpoint(&self) -> Option<&S3Endpoint> {
@@ -138,6 +156,10 @@ pub struct Target {
     pub victim_pid: Option<u32>,
     /// The victim, in words, for the legend.
     pub victim_note: String,
+    /// What `rebuild` empties: the victim's data directory.
+    pub victim_wipe: Option<Wipe>,
+    /// A lowtail cluster's node data directories, as (id, directory).
+    node_dirs: Vec<(u32, PathBuf)>,
     /// A lowtail gateway's admin address (`http://host:port`), asked whether every node is Up.
     admin_base: Option<String>,
     /// A lowtail cluster's nodes on this host, as (id, pid).
@@ -196,6 +218,52 @@ impl Target {
     }
 }
 
+/// How far a lowtail cluster's repair is, from its gateway's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepairProgress {
+    /// Bytes of units rebuilt since the gateway started.
+    pub bytes_repaired: u64,
+    /// Stripes short of n units at the last census.
+    pub stripes_short: u64,
+    /// When that census was taken (unix ms).
+    pub counted_at_ms: u64,
+}
+
+impl Target {
+    /// A lowtail cluster's repair progress (`None` for other stores, which do not say).
+    pub async fn repair_progress(&self) -> anyhow::Result<Option<RepairProgress>> {
+        let Some(base) = self.admin_base.clone() else { return Ok(None) };
+        let status = tokio::task::spawn_blocking(move || launcher::admin::fetch_status(&base)).await??;
+        let repair = &status["repair"];
+        let census = &repair["census"];
+        Ok(Some(RepairProgress {
+            bytes_repaired: repair["bytes_repaired"].as_u64().unwrap_or(0),
+            stripes_short: census["stripes_under_redundant"].as_u64().unwrap_or(u64::MAX),
+            counted_at_ms: census["counted_at_ms"].as_u64().unwrap_or(0),
+        }))
+    }
+
+    /// Waits until a census taken after `after_ms` (unix ms) finds every stripe whole; the
+    /// progress then (`None` for other stores). Bounded by [`REBUILD_TIMEOUT`].
+    pub async fn wait_whole(&self, after_ms: u64) -> anyhow::Result<Option<RepairProgress>> {
+        let deadline = Instant::now() + REBUILD_TIMEOUT;
+        loop {
+            let Some(progress) = self.repair_progress().await? else { return Ok(None) };
+            if progress.counted_at_ms > after_ms && progress.stripes_short == 0 {
+                return Ok(Some(progress));
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{}: {} stripes still short of n units {} s after the rebuild began",
+                self.name,
+                progress.stripes_short,
+                REBUILD_TIMEOUT.as_secs()
+            );
+            tokio::time::sleep(REBUILD_POLL_INTERVAL).await;
+        }
+    }
+}
+
 /// The nodes the gateway at `base` does not count Up, as `id (state)`.
 fn nodes_not_up(base: &str) -> anyhow::Result<Vec<String>> {
     let status = launcher::admin::fetch_status(base)?;
@@ -222,7 +290,9 @@ pub async fn start(spec: &TargetSpec, taken_pids: &[u32], needs_victim: bool) ->
     if needs_victim {
         let resolved = resolve_victim(spec, &target);
         match resolved {
-            Ok((pid, note)) => (target.victim_pid, target.victim_note) = (Some(pid), note),
+            Ok((pid, note, wipe)) => {
+                (target.victim_pid, target.victim_note, target.victim_wipe) = (Some(pid), note, wipe)
+            }
             Err(error) => {
                 target.stop().await;
                 return Err(error);
@@ -234,7 +304,7 @@ pub async fn start(spec: &TargetSpec, taken_pids: &[u32], needs_victim: bool) ->
 
 /// The victim's pid and its description; refused when it is not a server process of the target
 /// running on this host.
-fn resolve_victim(spec: &TargetSpec, target: &Target) -> anyhow::Result<(u32, String)> {
+fn resolve_victim(spec: &TargetSpec, target: &Target) -> anyhow::Result<(u32, String, Option<Wipe>)> {
     let is_lowtail = spec.endpoint().is_none();
     let victim = match spec.victim {
         Some(victim) => victim,
@@ -245,7 +315,10 @@ fn resolve_victim(spec: &TargetSpec, target: &Target) -> anyhow::Result<(u32, St
         VictimSpec::Node(id) => {
             let pid = target.node_pids.iter().find(|(node, _)| *node == id).map(|(_, pid)| *pid);
             let pid = pid.with_context(|| format!("the cluster has no node {id} running on this host"))?;
-            Ok((pid, format!("storage node {id} (pid {pid})")))
+            let dir = target.node_dirs.iter().find(|(node, _)| *node == id).map(|(_, dir)| dir.clone());
+            // Emptied but for the configuration its command line names: a new disk, same node.
+            let wipe = dir.map(|dir| Wipe { dir, keep: vec!["node.toml".into()] });
+            Ok((pid, format!("storage node {id} (pid {pid})"), wipe))
         }
         VictimSpec::Pid(pid) => {
             ensure!(is_readable(pid), "no process {pid} runs on this host");
@@ -254,7 +327,7 @@ fn resolve_victim(spec: &TargetSpec, target: &Target) -> anyhow::Result<(u32, St
                 "process {pid} is not one of its server processes ({})",
                 join_pids(&target.server_pids)
             );
-            Ok((pid, format!("server process {pid}")))
+            Ok((pid, format!("server process {pid}"), target.victim_wipe.clone()))
         }
     }
 }
@@ -288,6 +361,8 @@ async fn start_without_victim(spec: &TargetSpec, taken_pids: &[u32]) -> anyhow::
                 gateway_pid: None,
                 victim_pid: None,
                 victim_note: String::new(),
+                victim_wipe: spec.victim_data_dir.clone().map(|dir| Wipe { dir, keep: Vec::new() }),
+                node_dirs: Vec::new(),
                 admin_base: None,
                 restarted: Vec::new(),
                 node_pids: Vec::new(),
@@ -319,6 +394,8 @@ fn lowtail_target(spec: &TargetSpec, manifest: &Manifest, description: &str) -> 
         cpu_note,
         victim_pid: None,
         victim_note: String::new(),
+        victim_wipe: None,
+        node_dirs: manifest.nodes.iter().map(|node| (node.id, node.data_dir.clone())).collect(),
         admin_base: launcher::admin::gateway_http(manifest),
         restarted: Vec::new(),
         fresh: None,

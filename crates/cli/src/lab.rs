@@ -588,8 +588,9 @@ pub(crate) struct S3Args {
     #[arg(long, value_name = "FILE")]
     json_out: Option<PathBuf>,
     /// Adversities to measure beside healthy, comma-separated: fail-slow (the victim stopped and
-    /// continued in a duty cycle), down (the victim killed, started again after). Healthy is
-    /// always measured.
+    /// continued in a duty cycle), down (the victim killed, started again after), rebuild (the
+    /// victim killed, its data directory emptied, started again before the phases, which run
+    /// while the store rebuilds it). Healthy is always measured.
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_scenario)]
     scenarios: Vec<bench::s3_adversity::Scenario>,
     /// The lowtail storage node the scenarios fault [default: 0] (with --cluster or a fresh cluster).
@@ -601,6 +602,12 @@ pub(crate) struct S3Args {
     /// The server process of --peer the scenarios fault (one of MinIO's, for example).
     #[arg(long, value_name = "PID", requires = "peer")]
     peer_victim_pid: Option<u32>,
+    /// rebuild: the data directory of --victim-pid, emptied (a lowtail node's comes from the manifest).
+    #[arg(long, value_name = "DIR", requires = "victim_pid")]
+    victim_dir: Option<PathBuf>,
+    /// rebuild: the data directory of --peer-victim-pid, emptied (a MinIO process's drive).
+    #[arg(long, value_name = "DIR", requires = "peer_victim_pid")]
+    peer_victim_dir: Option<PathBuf>,
     /// fail-slow: the share of every period the victim is stopped, in percent.
     #[arg(long, value_name = "PCT", default_value_t = 90)]
     fail_slow_stopped_pct: u32,
@@ -1148,14 +1155,21 @@ fn s3_bench_config(args: S3Args) -> anyhow::Result<S3BenchConfig> {
     let source = args.target.source()?;
     use bench::s3_target::VictimSpec;
     let victim = args.victim_node.map(VictimSpec::Node).or(args.victim_pid.map(VictimSpec::Pid));
-    let target =
-        TargetSpec { name: args.name, server_pids: args.pid, server_process_names: args.pid_of, source, victim };
+    let target = TargetSpec {
+        name: args.name,
+        server_pids: args.pid,
+        server_process_names: args.pid_of,
+        source,
+        victim,
+        victim_data_dir: args.victim_dir,
+    };
     let peer = args.peer.map(|url| TargetSpec {
         name: args.peer_name.unwrap_or_else(|| "peer".to_string()),
         source: TargetSource::Endpoint(s3_endpoint(url, args.peer_access_key, args.peer_secret_key, args.peer_region)),
         server_pids: args.peer_pid,
         server_process_names: args.peer_pid_of,
         victim: args.peer_victim_pid.map(VictimSpec::Pid),
+        victim_data_dir: args.peer_victim_dir,
     });
     let mut config = S3BenchConfig::new(target);
     config.peer = peer;
