@@ -131,8 +131,15 @@ impl S3BenchConfig {
         }
         if let Some(peer) = &self.peer {
             peer.validate()?;
-            ensure!(matches!(peer.source, TargetSource::Endpoint(_)), "the peer must be an S3 endpoint");
+            ensure!(
+                !matches!(peer.source, TargetSource::Fresh(_)),
+                "the peer must be an S3 endpoint or a running lowtail cluster (its manifest)"
+            );
             ensure!(peer.name != self.target.name, "the peer's name must differ from the target's ({})", peer.name);
+            if let (TargetSource::Manifest(mine), TargetSource::Manifest(theirs)) = (&self.target.source, &peer.source)
+            {
+                ensure!(mine != theirs, "the peer is the target's own cluster ({}): name another", theirs.display());
+            }
         }
         Ok(())
     }
@@ -850,7 +857,13 @@ mod tests {
         let no_cycle = FailSlowShape { stopped_pct: 100, ..FailSlowShape::default() };
         assert!(refusal(|c| (c.scenarios, c.fail_slow) = (vec![Scenario::FailSlow], no_cycle)).contains("99"));
         let fresh_peer = TargetSpec { name: "twin".into(), ..config().target };
-        assert!(refusal(|c| c.peer = Some(fresh_peer)).contains("S3 endpoint"));
+        assert!(refusal(|c| c.peer = Some(fresh_peer)).contains("S3 endpoint or a running lowtail cluster"));
+        let manifest = || TargetSource::Manifest("/srv/a/cluster.json".into());
+        let same_cluster = |c: &mut S3BenchConfig| {
+            c.target = TargetSpec::lowtail(manifest());
+            c.peer = Some(TargetSpec { name: "twin".into(), ..TargetSpec::lowtail(manifest()) });
+        };
+        assert!(refusal(same_cluster).contains("the target's own cluster"));
         let pids_on_lowtail = TargetSpec { server_pids: vec![1], ..config().target };
         assert!(refusal(|c| c.target = pids_on_lowtail).contains("manifest"));
         let rebuild_without_dir =

@@ -525,6 +525,7 @@ fn bench_backend(args: BackendArgs) -> anyhow::Result<()> {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("peer_store").args(["peer", "peer_cluster"])))]
 pub(crate) struct S3Args {
     #[command(flatten)]
     target: TargetArgs,
@@ -550,8 +551,15 @@ pub(crate) struct S3Args {
     /// Region for --peer [default: us-east-1].
     #[arg(long, value_name = "REGION", requires = "peer")]
     peer_region: Option<String>,
+    /// A second lowtail cluster measured as well, by its manifest (another build, other settings),
+    /// interleaved phase by phase as --peer is; its nodes are faulted like the target's.
+    #[arg(long, value_name = "FILE", conflicts_with = "peer")]
+    peer_cluster: Option<PathBuf>,
+    /// The storage node of --peer-cluster the scenarios fault [default: 0].
+    #[arg(long, value_name = "ID", requires = "peer_cluster")]
+    peer_victim_node: Option<u32>,
     /// The peer's name in the rows and tables [default: peer].
-    #[arg(long, value_name = "NAME", requires = "peer")]
+    #[arg(long, value_name = "NAME", requires = "peer_store")]
     peer_name: Option<String>,
     /// A server process of --peer on this host, whose CPU time is read (repeatable).
     #[arg(long, value_name = "PID", requires = "peer")]
@@ -1163,14 +1171,21 @@ fn s3_bench_config(args: S3Args) -> anyhow::Result<S3BenchConfig> {
         victim,
         victim_data_dir: args.victim_dir,
     };
-    let peer = args.peer.map(|url| TargetSpec {
-        name: args.peer_name.unwrap_or_else(|| "peer".to_string()),
+    let peer_name = args.peer_name.unwrap_or_else(|| "peer".to_string());
+    let peer_cluster = args.peer_cluster.map(|manifest| TargetSpec {
+        name: peer_name.clone(),
+        victim: args.peer_victim_node.map(VictimSpec::Node),
+        ..TargetSpec::lowtail(TargetSource::Manifest(manifest))
+    });
+    let peer_endpoint = args.peer.map(|url| TargetSpec {
+        name: peer_name,
         source: TargetSource::Endpoint(s3_endpoint(url, args.peer_access_key, args.peer_secret_key, args.peer_region)),
         server_pids: args.peer_pid,
         server_process_names: args.peer_pid_of,
         victim: args.peer_victim_pid.map(VictimSpec::Pid),
         victim_data_dir: args.peer_victim_dir,
     });
+    let peer = peer_cluster.or(peer_endpoint);
     let mut config = S3BenchConfig::new(target);
     config.peer = peer;
     config.bucket = args.bucket;

@@ -155,7 +155,7 @@ fn bench_s3_measures_fail_slow_down_and_rebuild_beside_healthy() {
 
 #[test]
 fn bench_s3_refuses_arguments_that_do_not_go_together() {
-    let refusals: [(&[&str], &str); 8] = [
+    let refusals: [(&[&str], &str); 10] = [
         (&["--scenarios", "slow"], "healthy, fail-slow, down"),
         (&["--scenarios", "fail-slow", "--fail-slow-stopped-pct", "100"], "1 to 99"),
         (&["--victim-pid", "1"], "--endpoint <URL>"),
@@ -166,6 +166,8 @@ fn bench_s3_refuses_arguments_that_do_not_go_together() {
         ),
         (&["--pid", "1"], "--endpoint <URL>"),
         (&["--peer", "http://127.0.0.1:1"], "--peer-access-key"),
+        (&["--peer-name", "old"], "--peer-cluster <FILE>"),
+        (&["--peer-victim-dir", "/srv/minio/d1"], "--peer-access-key <KEY>"),
         (&["--peer", "https://127.0.0.1:1", "--peer-access-key", "k", "--peer-secret-key", "s"], "plain HTTP"),
     ];
     for (args, expected) in refusals {
