@@ -3,7 +3,8 @@
 //! process stopped and continued in a duty cycle so that it answers, late; `down`, the process
 //! killed for the phases and started again after; `rebuild`, the process killed, its data directory
 //! emptied (a replaced disk) and the process started again at once, so the phases run while the
-//! store rebuilds it. `healthy` is the baseline every scenario is measured beside.
+//! store rebuilds it; `hot`, no fault but a GET workload whose most popular keys share one node.
+//! `healthy` is the baseline every scenario is measured beside.
 //!
 //! Owns: the scenarios' names and settings and their checks, the duty cycle's thread, and what
 //! applying and lifting each one does to the process (and, for `rebuild`, to its directory).
@@ -31,11 +32,14 @@ pub enum Scenario {
     Down,
     /// One process killed, its data directory emptied, and started again before the phases.
     Rebuild,
+    /// No fault: a GET phase whose keys are drawn Zipf-wise, the most popular sharing one node.
+    Hot,
 }
 
 impl Scenario {
     /// Every scenario, in the order a cell runs them.
-    pub const ALL: [Scenario; 4] = [Scenario::Healthy, Scenario::FailSlow, Scenario::Down, Scenario::Rebuild];
+    pub const ALL: [Scenario; 5] =
+        [Scenario::Healthy, Scenario::FailSlow, Scenario::Down, Scenario::Rebuild, Scenario::Hot];
 
     /// The name in arguments, rows and tables.
     pub fn name(self) -> &'static str {
@@ -44,6 +48,7 @@ impl Scenario {
             Scenario::FailSlow => "fail-slow",
             Scenario::Down => "down",
             Scenario::Rebuild => "rebuild",
+            Scenario::Hot => "hot",
         }
     }
 
@@ -57,7 +62,12 @@ impl Scenario {
 
     /// Whether it does something to a process (and so needs one).
     pub fn needs_victim(self) -> bool {
-        self != Scenario::Healthy
+        !matches!(self, Scenario::Healthy | Scenario::Hot)
+    }
+
+    /// Whether it only changes what the clients ask (and so runs a GET phase alone).
+    pub fn is_workload(self) -> bool {
+        self == Scenario::Hot
     }
 }
 
@@ -183,12 +193,12 @@ pub struct Lifted {
 
 /// Applies `scenario` to the process of `to` (none for `healthy`).
 pub fn apply(scenario: Scenario, to: &ApplyTo) -> anyhow::Result<Applied> {
-    if scenario == Scenario::Healthy {
+    if !scenario.needs_victim() {
         return Ok(Applied::Healthy);
     }
     let Some(pid) = to.pid else { bail!("scenario {} needs a process to apply to", scenario.name()) };
     match scenario {
-        Scenario::Healthy => unreachable!("handled above"),
+        Scenario::Healthy | Scenario::Hot => unreachable!("handled above"),
         Scenario::FailSlow => Ok(Applied::FailSlow(DutyCycle::start(pid, to.shape)?)),
         Scenario::Down => {
             // The recipe is read before the kill: a dead process has none.
@@ -311,7 +321,7 @@ mod tests {
             assert_eq!(Scenario::parse(scenario.name()).unwrap(), scenario);
         }
         let error = Scenario::parse("slow").unwrap_err().to_string();
-        assert!(error.contains("healthy, fail-slow, down, rebuild"), "{error}");
+        assert!(error.contains("healthy, fail-slow, down, rebuild, hot"), "{error}");
         assert!(!Scenario::Healthy.needs_victim() && Scenario::Down.needs_victim());
     }
 

@@ -44,6 +44,8 @@ pub const DEFAULT_BUCKET: &str = "lowtail-bench";
 pub const MAX_ROUNDS: usize = 1000;
 /// Time limit of one request: a hung request becomes an error instead of a hung benchmark.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// The Zipf exponent of the `hot` scenario's key popularity (EC-Store's and YCSB's skew, about 1).
+pub const HOT_ZIPF_EXPONENT: f64 = 1.0;
 
 /// What to measure and how.
 #[derive(Clone, Debug)]
@@ -314,7 +316,10 @@ fn summary(target: &Target) -> TargetSummary {
         endpoint: target.endpoint.url.clone(),
         description: target.description.clone(),
         cpu_note: target.cpu_note.clone(),
-        victim_note: target.victim_note.clone(),
+        victim_note: match target.hot_note.is_empty() {
+            true => target.victim_note.clone(),
+            false => format!("{} (hot: {})", target.victim_note, target.hot_note).trim_start().to_string(),
+        },
     }
 }
 
@@ -376,6 +381,7 @@ fn phase_plan<'a>(
         seed: config.seed,
         duration: config.phase_duration,
         max_requests: config.max_requests_per_phase,
+        zipf_exponent: None,
     }
 }
 
@@ -427,6 +433,9 @@ async fn run_under(
         target.replace_victim(child);
     }
     let scenario_prefix = format!("{}/{}", cell.prefix, scenario.name());
+    if scenario.is_workload() {
+        return run_hot(config, target, s3, cell, healthy_written, progress).await;
+    }
     let measured = async {
         let write_plan = phase_plan(config, target, s3, &scenario_prefix);
         let written = Arc::new(run_put(&write_plan, cell, scenario, progress).await?);
@@ -456,6 +465,28 @@ async fn run_under(
             bytes_rebuilt: whole.bytes_repaired.saturating_sub(before.bytes_repaired),
         });
     }
+    Ok(())
+}
+
+/// `hot` on `target`: one GET phase over the healthy PUT's objects, drawn Zipf-wise
+/// ([`HOT_ZIPF_EXPONENT`]) with the ones sharing the target's hot node the most popular.
+async fn run_hot(
+    config: &S3BenchConfig,
+    target: &mut Target,
+    s3: &aws_sdk_s3::Client,
+    cell: &Cell,
+    healthy_written: &Arc<Vec<u64>>,
+    progress: &mut Progress<'_>,
+) -> anyhow::Result<()> {
+    let keys: Vec<(u64, String)> = healthy_written
+        .iter()
+        .map(|&index| (index, crate::s3_phase::object_key(&cell.prefix, cell.object_bytes, index)))
+        .collect();
+    let (order, note) = target.hot_order(keys, &config.bucket).await?;
+    target.hot_note = note;
+    let mut plan = phase_plan(config, target, s3, &cell.prefix);
+    plan.zipf_exponent = Some(HOT_ZIPF_EXPONENT);
+    run_recorded(&plan, cell, Scenario::Hot, S3Op::Get, &Arc::new(order), progress).await?;
     Ok(())
 }
 

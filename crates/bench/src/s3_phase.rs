@@ -18,6 +18,7 @@ use futures_util::FutureExt;
 use hdrhistogram::Histogram;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Zipf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -48,6 +49,14 @@ pub struct PhasePlan<'a> {
     pub duration: Duration,
     /// A PUT or GET phase also ends after this many requests.
     pub max_requests: u64,
+    /// A GET phase's key choice: uniform over the written keys (`None`), or Zipf with this
+    /// exponent over them in the order given, the first the most popular.
+    pub zipf_exponent: Option<f64>,
+}
+
+/// The key of object `index` of a cell whose keys are under `prefix`.
+pub fn object_key(prefix: &str, object_bytes: usize, index: u64) -> String {
+    format!("{prefix}/{object_bytes}/{index:010}")
 }
 
 /// Runs the phase `label` names with the plan's target; `written` are the objects that target's
@@ -71,6 +80,7 @@ pub async fn run_phase(
         deadline: Instant::now() + duration,
         max_requests,
         issued: AtomicU64::new(0),
+        zipf_exponent: plan.zipf_exponent,
     });
     let clients = phase_clients(&phase, &label, written);
     let target = plan.target;
@@ -222,6 +232,7 @@ struct Phase {
     deadline: Instant,
     max_requests: u64,
     issued: AtomicU64,
+    zipf_exponent: Option<f64>,
 }
 
 impl Phase {
@@ -235,7 +246,7 @@ impl Phase {
     }
 
     fn key(&self, index: u64) -> String {
-        format!("{}/{}/{index:010}", self.prefix, self.object_bytes)
+        object_key(&self.prefix, self.object_bytes, index)
     }
 }
 
@@ -257,8 +268,14 @@ async fn put_client(phase: Arc<Phase>) -> ClientTally {
 async fn get_client(phase: Arc<Phase>, written: Arc<Vec<u64>>, client_seed: u64) -> ClientTally {
     let mut tally = ClientTally::new();
     let mut rng = ChaCha8Rng::seed_from_u64(client_seed);
+    let zipf = phase.zipf_exponent.and_then(|exponent| Zipf::new(written.len() as f64, exponent).ok());
     while let Some(sequence) = phase.next_request() {
-        let index = written[rng.random_range(0..written.len())];
+        // Zipf draws ranks 1..=n (as floats).
+        let at = match &zipf {
+            Some(zipf) => (zipf.sample(&mut rng) as usize).saturating_sub(1),
+            None => rng.random_range(0..written.len()),
+        };
+        let index = written[at.min(written.len() - 1)];
         let key = phase.key(index);
         let started = Instant::now();
         let outcome = get_and_check(&phase, &key, index, sequence).await;

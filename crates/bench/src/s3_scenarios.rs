@@ -154,7 +154,9 @@ pub fn render_scenarios(lines: &[ScenarioLine], fail_slow: FailSlowShape, victim
          fail-slow: the victim stopped (SIGSTOP) {stopped} % of every {period} ms and continued (SIGCONT) for the \
          rest; down: the victim killed (SIGKILL) before the scenario's phases and started again after them; \
          rebuild: the victim killed, its data directory emptied (a new disk) and started again before the \
-         phases, which run while the store rebuilds it. Under \
+         phases, which run while the store rebuilds it; hot: no fault, one GET phase over the healthy PUT's \
+         objects drawn Zipf-wise (exponent 1), the most popular those with a data unit on the victim node \
+         (lowtail, located through its /admin/locate; other stores' in the order written). Under \
          a scenario, PUT writes new keys, GET reads the objects the healthy PUT wrote (placed while every process \
          was well), DELETE deletes the scenario's own.\n\
          Victims: {victims}.",

@@ -12,6 +12,7 @@ use crate::host_cpu::{is_readable, pids_named};
 use crate::s3_adversity::Wipe;
 use crate::s3_client::S3Endpoint;
 use anyhow::{Context, bail, ensure};
+use launcher::gateway_admin::GatewayAdmin;
 use launcher::{Lifetime, Manifest, Supervised};
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -27,6 +28,8 @@ const FRESH_STOP_TIMEOUT: Duration = Duration::from_secs(60);
 const FRESH_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Longest a lowtail cluster may take to count every node Up again after a scenario.
 const NODES_UP_TIMEOUT: Duration = Duration::from_secs(120);
+/// Objects the `hot` scenario locates (one admin call each) to find those on its hot node.
+const HOT_LOCATED: usize = 512;
 /// Longest a rebuild may take before the benchmark gives up on it.
 const REBUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// How often a rebuild's progress is asked.
@@ -158,8 +161,13 @@ pub struct Target {
     pub victim_note: String,
     /// What `rebuild` empties: the victim's data directory.
     pub victim_wipe: Option<Wipe>,
+    /// How the `hot` scenario ordered the objects, for the legend (empty without it).
+    pub hot_note: String,
     /// A lowtail cluster's node data directories, as (id, directory).
     node_dirs: Vec<(u32, PathBuf)>,
+    /// A lowtail cluster's node the `hot` scenario's most popular objects share, and its gateway's
+    /// admin client (which locates objects).
+    hot: Option<(u32, GatewayAdmin)>,
     /// A lowtail gateway's admin address (`http://host:port`), asked whether every node is Up.
     admin_base: Option<String>,
     /// A lowtail cluster's nodes on this host, as (id, pid).
@@ -363,6 +371,8 @@ async fn start_without_victim(spec: &TargetSpec, taken_pids: &[u32]) -> anyhow::
                 victim_note: String::new(),
                 victim_wipe: spec.victim_data_dir.clone().map(|dir| Wipe { dir, keep: Vec::new() }),
                 node_dirs: Vec::new(),
+                hot: None,
+                hot_note: String::new(),
                 admin_base: None,
                 restarted: Vec::new(),
                 node_pids: Vec::new(),
@@ -396,9 +406,50 @@ fn lowtail_target(spec: &TargetSpec, manifest: &Manifest, description: &str) -> 
         victim_note: String::new(),
         victim_wipe: None,
         node_dirs: manifest.nodes.iter().map(|node| (node.id, node.data_dir.clone())).collect(),
+        hot: hot_of(spec, manifest),
+        hot_note: String::new(),
         admin_base: launcher::admin::gateway_http(manifest),
         restarted: Vec::new(),
         fresh: None,
+    }
+}
+
+/// The node the `hot` scenario concentrates on (the victim's, by default node
+/// [`DEFAULT_VICTIM_NODE`]) and the gateway's admin client, when the cluster's secret is readable.
+fn hot_of(spec: &TargetSpec, manifest: &Manifest) -> Option<(u32, GatewayAdmin)> {
+    let node = match spec.victim {
+        Some(VictimSpec::Node(id)) => id,
+        _ => DEFAULT_VICTIM_NODE,
+    };
+    let base = launcher::admin::gateway_http(manifest)?;
+    let secret = launcher::admin::cluster_secret_from_dir(&manifest.dir).ok()?;
+    Some((node, GatewayAdmin { base, secret }))
+}
+
+impl Target {
+    /// `keys` (index, key) reordered for the `hot` scenario's Zipf draw, the most popular first: for
+    /// a lowtail cluster the objects with a data unit on its hot node first (of the first
+    /// [`HOT_LOCATED`] located), in their order, then the rest; for other stores as given (MinIO
+    /// spreads every object over every drive of its set). The note says which node is hot.
+    pub async fn hot_order(&self, keys: Vec<(u64, String)>, bucket: &str) -> anyhow::Result<(Vec<u64>, String)> {
+        let Some((node, admin)) = self.hot.clone() else {
+            return Ok((keys.into_iter().map(|(index, _)| index).collect(), "as written".into()));
+        };
+        let bucket = bucket.to_string();
+        let located: Vec<(u64, bool)> = tokio::task::spawn_blocking(move || {
+            keys.iter()
+                .enumerate()
+                .map(|(at, (index, key))| match at < HOT_LOCATED {
+                    true => admin.locate(&bucket, key).map(|nodes| (*index, nodes.contains(&node))),
+                    false => Ok((*index, false)),
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+        .await??;
+        let hot_count = located.iter().filter(|(_, hot)| *hot).count();
+        let (hot, cold): (Vec<_>, Vec<_>) = located.into_iter().partition(|(_, hot)| *hot);
+        let order = hot.into_iter().chain(cold).map(|(index, _)| index).collect();
+        Ok((order, format!("{hot_count} objects with a data unit on node {node} first")))
     }
 }
 

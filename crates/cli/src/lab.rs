@@ -598,7 +598,8 @@ pub(crate) struct S3Args {
     /// Adversities to measure beside healthy, comma-separated: fail-slow (the victim stopped and
     /// continued in a duty cycle), down (the victim killed, started again after), rebuild (the
     /// victim killed, its data directory emptied, started again before the phases, which run
-    /// while the store rebuilds it). Healthy is always measured.
+    /// while the store rebuilds it), hot (a Zipf GET phase whose most popular objects share the
+    /// victim node). Healthy is always measured.
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_scenario)]
     scenarios: Vec<bench::s3_adversity::Scenario>,
     /// The lowtail storage node the scenarios fault [default: 0] (with --cluster or a fresh cluster).

@@ -244,6 +244,20 @@ enum AdminBucketCommand {
     /// Set the latency class of requests to BUCKET (1 is the best; a request runs in the worse of
     /// it and its access key's class), or `none` to clear it.
     Class(AdminBucketClassArgs),
+    /// Print the storage nodes holding the data units of KEY in BUCKET, in object order.
+    Locate(AdminBucketLocateArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdminBucketLocateArgs {
+    /// The bucket.
+    #[arg(value_name = "BUCKET")]
+    bucket: String,
+    /// The object's key.
+    #[arg(value_name = "KEY")]
+    key: String,
+    #[command(flatten)]
+    target: AdminPolicyTarget,
 }
 
 #[derive(Debug, Args)]
@@ -505,6 +519,13 @@ fn admin_bucket(command: AdminBucketCommand) -> anyhow::Result<()> {
             let base = policy_gateways(&args.target)?.remove(0);
             let bucket = GatewayAdmin { base, secret }.set_write_ack(&args.bucket, rule)?;
             println!("{}: write ack now {}", bucket.name, bucket.write_ack);
+        }
+        AdminBucketCommand::Locate(args) => {
+            let secret = target_secret(&args.target)?;
+            let base = policy_gateways(&args.target)?.remove(0);
+            let nodes = GatewayAdmin { base, secret }.locate(&args.bucket, &args.key)?;
+            let nodes: Vec<String> = nodes.iter().map(u32::to_string).collect();
+            println!("{}/{}: data units on nodes {}", args.bucket, args.key, nodes.join(", "));
         }
         AdminBucketCommand::Class(args) => {
             let class = class_argument(&args.class)?;

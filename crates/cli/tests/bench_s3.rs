@@ -99,7 +99,7 @@ fn bench_s3_beside_a_peer_interleaves_both_over_rounds_and_compares_them() {
 /// The scenarios on a fresh cluster: node 0 made fail-slow, then killed and started again; every
 /// phase's row in the documented order, none failed, and the table of each scenario beside healthy.
 #[test]
-fn bench_s3_measures_fail_slow_down_and_rebuild_beside_healthy() {
+fn bench_s3_measures_fail_slow_down_rebuild_and_hot_beside_healthy() {
     let _turn = CLUSTERS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let json_out = dir.path().join("rows.json");
@@ -111,7 +111,7 @@ fn bench_s3_measures_fail_slow_down_and_rebuild_beside_healthy() {
         "--concurrency",
         "2",
         "--scenarios",
-        "fail-slow,down,rebuild",
+        "fail-slow,down,rebuild,hot",
         "--json-out",
         json_out.to_str().unwrap(),
     ]);
@@ -132,6 +132,7 @@ fn bench_s3_measures_fail_slow_down_and_rebuild_beside_healthy() {
         ("rebuild", "put"),
         ("rebuild", "get"),
         ("rebuild", "delete"),
+        ("hot", "get"),
         ("healthy", "delete"),
     ];
     assert_eq!(order, expected);
@@ -140,7 +141,7 @@ fn bench_s3_measures_fail_slow_down_and_rebuild_beside_healthy() {
         assert!(row["p999_ms"].as_f64().unwrap() >= row["p99_ms"].as_f64().unwrap(), "{row}");
     }
     // The healthy DELETE removes what the healthy PUT wrote; each scenario's what its own wrote.
-    assert_eq!(rows[11]["requests"], rows[0]["requests"]);
+    assert_eq!(rows[12]["requests"], rows[0]["requests"]);
     for (delete, put) in [(4, 2), (7, 5), (10, 8)] {
         assert_eq!(rows[delete]["requests"], rows[put]["requests"], "{}", rows[delete]);
     }
@@ -148,7 +149,9 @@ fn bench_s3_measures_fail_slow_down_and_rebuild_beside_healthy() {
         assert!(stdout.contains(expected), "{expected:?} missing from\n{stdout}");
     }
     // The node came back empty and was rebuilt: the whole cluster again, and what it took.
-    for expected in ["to whole s", "rebuilt MB", "Rebuilds: from the victim's restart"] {
+    for expected in
+        ["to whole s", "rebuilt MB", "Rebuilds: from the victim's restart", "with a data unit on node 0 first"]
+    {
         assert!(stdout.contains(expected), "{expected:?} missing from\n{stdout}");
     }
 }

@@ -16,6 +16,7 @@ pub mod class_admin;
 pub mod classes;
 pub mod data;
 pub mod labels;
+pub mod locate_admin;
 pub mod meta_rebuild;
 pub mod meta_snapshot;
 pub mod process;

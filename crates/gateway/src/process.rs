@@ -475,6 +475,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
             .merge(ingress_routes(Arc::clone(data.data.io()), config.data.cluster_secret.clone()))
             .merge(mover_routes(data.mover.clone(), Arc::clone(&controller), config.data.cluster_secret.clone()))
             .merge(bucket_routes(Arc::clone(&meta), config.data.cluster_secret.clone()))
+            .merge(locate_routes(Arc::clone(&meta), config.data.cluster_secret.clone()))
             .merge(class_admin.routes());
         http_server = Some(tokio::spawn(async move {
             axum::serve(listener, app)
@@ -855,6 +856,23 @@ fn bucket_routes(meta: Arc<dyn MetaStore>, secret: String) -> axum::Router {
                 },
             ),
         )
+}
+
+/// `GET /admin/locate/{bucket}/{key}` (needs the cluster secret): the nodes of an object's data
+/// units ([`crate::locate_admin`]).
+fn locate_routes(meta: Arc<dyn MetaStore>, secret: String) -> axum::Router {
+    use axum::extract::Path;
+    axum::Router::new().route(
+        "/admin/locate/{bucket}/{*key}",
+        axum::routing::get(
+            move |Path((bucket, key)): Path<(String, String)>, headers: axum::http::HeaderMap| async move {
+                if !has_secret(&headers, &secret) {
+                    return refused();
+                }
+                crate::locate_admin::answer(meta.as_ref(), &bucket, &key).await
+            },
+        ),
+    )
 }
 
 /// Opens the metadata store, starts the gateway, serves until `shutdown` completes, then stops it.

@@ -4,7 +4,8 @@
 //! /admin/packed/seal` (seal the open packed stripes now), `PUT /admin/access` and `PUT
 //! /admin/mover` (EC-Store's batch access policy and mover), `POST /admin/batches/take` and
 //! `/admin/moves/take` (their records), and the latency classes (`GET /admin/classes`, `PUT
-//! /admin/buckets/NAME/class`, `PUT /admin/access-keys/KEY/class`), with the cluster secret.
+//! /admin/buckets/NAME/class`, `PUT /admin/access-keys/KEY/class`) and where an object is (`GET
+//! /admin/locate/BUCKET/KEY`), with the cluster secret.
 //!
 //! Owns: the HTTP calls, their time limits and their errors, which name the gateway and say when it
 //! lacks the controller (a 404). Must not: retry a call (a failure ends the experiment with its
@@ -40,6 +41,13 @@ pub struct Taken {
     pub dropped: u64,
     /// Probes the gateway's lazy refreshes sent since the last take (in no record).
     pub refresh_probes: u64,
+}
+
+/// `text` as URL path segments: '/' kept, everything but unreserved characters escaped.
+fn path_escaped(text: &str) -> String {
+    const ESCAPED: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'/').remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+    percent_encoding::utf8_percent_encode(text, ESCAPED).to_string()
 }
 
 fn agent() -> ureq::Agent {
@@ -105,6 +113,27 @@ impl GatewayAdmin {
             .with_context(|| format!("{what} at {}", self.base))?;
         let body = self.check(what, &mut response)?;
         serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer buckets: {body}", self.base))
+    }
+
+    /// The storage nodes holding `key`'s data units in `bucket`, in object order, distinct
+    /// (`GET /admin/locate/BUCKET/KEY`, with the secret).
+    pub fn locate(&self, bucket: &str, key: &str) -> anyhow::Result<Vec<u32>> {
+        let what = "GET /admin/locate/BUCKET/KEY";
+        let mut response = agent()
+            .get(format!("{}/admin/locate/{}/{}", self.base, path_escaped(bucket), path_escaped(key)))
+            .header(SECRET_HEADER, &self.secret)
+            .call()
+            .with_context(|| format!("{what} at {}", self.base))?;
+        if response.status().as_u16() == 404 {
+            let body = response.body_mut().read_to_string().unwrap_or_default();
+            bail!("{}: {}", self.base, if body.is_empty() { "no locate endpoint (404)".into() } else { body });
+        }
+        let body = self.check(what, &mut response)?;
+        let located: serde_json::Value =
+            serde_json::from_str(&body).with_context(|| format!("{what} at {} answered no JSON: {body}", self.base))?;
+        let nodes =
+            located["nodes"].as_array().with_context(|| format!("{what} at {} named no nodes: {body}", self.base))?;
+        Ok(nodes.iter().filter_map(serde_json::Value::as_u64).map(|node| node as u32).collect())
     }
 
     /// Sets when writes to `bucket` are acknowledged (`PUT /admin/buckets/NAME/write-ack`);

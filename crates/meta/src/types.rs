@@ -211,6 +211,22 @@ impl Layout {
             }
         }
     }
+
+    /// The data units holding the object's bytes, as (stripe, unit index), in object order: where
+    /// a plain read of the whole object goes.
+    pub fn data_units(&self) -> Vec<(StripeId, u16)> {
+        match self {
+            Layout::Packed { stripe, unit, .. } => vec![(*stripe, *unit)],
+            Layout::Striped { segments } => segments
+                .iter()
+                .flat_map(|segment| {
+                    let units = segment.length_bytes.div_ceil(segment.unit_bytes.max(1));
+                    (0..units).map(move |unit| (segment.stripe, unit as u16))
+                })
+                .collect(),
+            Layout::Composite { pieces } => pieces.iter().flat_map(|piece| piece.layout.data_units()).collect(),
+        }
+    }
 }
 
 /// An object's metadata.
@@ -609,5 +625,31 @@ impl ObjectListing {
     /// Keys plus common prefixes returned (S3's `KeyCount`).
     pub fn key_count(&self) -> usize {
         self.objects.len() + self.common_prefixes.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_data_units_of_a_layout_are_the_ones_holding_its_bytes_in_object_order() {
+        let packed =
+            Layout::Packed { stripe: StripeId(4), unit: 2, offset_bytes: 64, length_bytes: 10, replica_unit: None };
+        assert_eq!(packed.data_units(), vec![(StripeId(4), 2)]);
+        let segment = |stripe, object_offset_bytes, length_bytes| StripeSegment {
+            stripe: StripeId(stripe),
+            unit_bytes: 100,
+            object_offset_bytes,
+            length_bytes,
+        };
+        // 250 bytes fill units 0, 1 and part of 2; the next stripe holds 100, one unit.
+        let striped = Layout::Striped { segments: vec![segment(7, 0, 250), segment(8, 250, 100)] };
+        assert_eq!(striped.data_units(), vec![(StripeId(7), 0), (StripeId(7), 1), (StripeId(7), 2), (StripeId(8), 0)]);
+        let piece =
+            |object_offset_bytes, length_bytes, layout| CompositePiece { object_offset_bytes, length_bytes, layout };
+        let composite = Layout::Composite { pieces: vec![piece(0, 10, packed), piece(10, 350, striped)] };
+        assert_eq!(composite.data_units().len(), 5);
+        assert!(Layout::Striped { segments: Vec::new() }.data_units().is_empty());
     }
 }
