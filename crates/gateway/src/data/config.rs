@@ -134,7 +134,8 @@ pub struct PendingConfig {
     /// The late copy's allowance, as a share of the time from the write's start to all copies but
     /// one landing. Default 0.25.
     pub straggler_wait_share: f64,
-    /// The least allowance, ms. Default 5.
+    /// The least allowance, ms: a floor against the ordinary jitter between copies on a busy
+    /// machine. Default 10.
     pub straggler_wait_min_ms: u64,
 }
 
@@ -145,7 +146,7 @@ impl Default for PendingConfig {
             deadline_ms: 120_000,
             straggler: true,
             straggler_wait_share: 0.25,
-            straggler_wait_min_ms: 5,
+            straggler_wait_min_ms: 10,
         }
     }
 }
