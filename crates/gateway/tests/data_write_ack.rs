@@ -253,22 +253,30 @@ async fn one_slow_node_does_not_hold_a_write_under_the_straggler_rule() {
     cluster.shutdown().await;
 }
 
-/// With the straggler rule off every write waits for its slowest unit; the rule is refused
-/// beside a durability rule that demands every unit.
+/// With the straggler rule off every write waits for its slowest unit; set on, the rule is refused
+/// where the code has no copy to spare, and unset it is off there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_straggler_rule_can_be_turned_off_and_is_refused_beside_a_demand_for_every_unit() {
     let cluster = TestCluster::start(9, 9).await;
     let mut config = cluster.config("rs-6-3");
-    config.pending.straggler = false;
+    config.pending.straggler = Some(false);
     let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     slow_down(&cluster, &[8], 1000).await;
     let began = Instant::now();
     let written = write(&data, &pattern(600_000, 9), WriteAck::All).await;
     assert!(began.elapsed() >= Duration::from_millis(900), "the slow unit is waited for");
     assert_eq!(written.redundancy.state(), "full");
-    config.pending.straggler = true;
+    config.pending.straggler = Some(true);
     config.ack_min_failures_tolerated = 3;
     let refused = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap_err();
-    assert!(refused.to_string().contains("pending.straggler = false"), "{refused}");
+    assert!(refused.to_string().contains("unset pending.straggler"), "{refused}");
+    // Unset, it is off where the code has no copy to spare, and the data path starts.
+    let mut one_parity = cluster.config("rs-6-1");
+    one_parity.pending.straggler = None;
+    assert!(one_parity.straggler_wait().is_none());
+    assert!(cluster.config("rs-6-3").straggler_wait().is_some(), "on by default for RS(6,3)");
+    ErasureData::new(one_parity.clone(), Arc::clone(&cluster.meta)).await.unwrap();
+    one_parity.pending.straggler = Some(true);
+    assert!(ErasureData::new(one_parity, Arc::clone(&cluster.meta)).await.is_err(), "set on, refused");
     cluster.shutdown().await;
 }

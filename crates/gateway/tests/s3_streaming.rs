@@ -177,7 +177,7 @@ async fn bodies_stream_into_stripes_and_failed_ones_leave_nothing() {
 async fn a_put_says_how_many_failures_its_object_survives() {
     // Every unit awaited: under the straggler rule a unit late on this busy machine could make
     // the first answer pending (that answer is `data_write_ack`'s to test).
-    let mut gateway = start_configured(|config| config.pending.straggler = false).await;
+    let mut gateway = start_configured(|config| config.pending.straggler = Some(false)).await;
     let client = client_with(&gateway.endpoint, ACCESS_KEY, SECRET_KEY);
     client.create_bucket().bucket("redundancy").send().await.unwrap();
     let put = async |client: &aws_sdk_s3::Client, key: &str| {

@@ -127,10 +127,13 @@ pub struct PendingConfig {
     /// `straggler_wait_share` of the time the others took (at least `straggler_wait_min_ms`), the
     /// write is acknowledged pending (the copies survive one failure fewer than the code's, and the
     /// response says so) and the late copy lands in the background, so one slow node does not set
-    /// every write's latency. Never when a copy failed (that one is written elsewhere). Default on;
-    /// refused with `ack_min_failures_tolerated` equal to what the full code survives (a demand
-    /// for every copy). See docs/data-path.md, "Writes past a slow node".
-    pub straggler: bool,
+    /// every write's latency. Never when a copy failed (that one is written elsewhere). Unset (the
+    /// default): on wherever the code has a copy to spare, that is where all copies but one still
+    /// survive `ack_min_failures_tolerated` failures (RS(6,3): yes; a code of one parity, or a
+    /// durability rule demanding every copy: no, and the gateway says so at start). `true` where
+    /// it cannot apply is refused; `false` turns it off. See docs/data-path.md, "Writes past a slow
+    /// node".
+    pub straggler: Option<bool>,
     /// The late copy's allowance, as a share of the time from the write's start to all copies but
     /// one landing. Default 0.25.
     pub straggler_wait_share: f64,
@@ -144,21 +147,16 @@ impl Default for PendingConfig {
         Self {
             max_stripes: 1024,
             deadline_ms: 120_000,
-            straggler: true,
+            straggler: None,
             straggler_wait_share: 0.25,
             straggler_wait_min_ms: 10,
         }
     }
 }
 
-impl PendingConfig {
-    /// The straggler rule's wait, when the rule is on.
-    pub fn straggler_wait(&self) -> Option<execution::StragglerWait> {
-        self.straggler.then(|| execution::StragglerWait {
-            share_of_quorum_time: self.straggler_wait_share,
-            min_ns: self.straggler_wait_min_ms.saturating_mul(1_000_000),
-        })
-    }
+/// Whether all copies but one survive `ack_min` failures for a code whose full set survives `full`.
+fn straggler_possible(full: usize, ack_min: usize) -> bool {
+    full.checked_sub(1).is_some_and(|spared| spared >= ack_min)
 }
 
 /// The packed layout: objects up to `max_object_bytes` are appended into the data units of a
@@ -330,7 +328,7 @@ impl DataConfig {
             .ok_or_else(|| DataError::Internal("data config: the code does not decode its own stripe".into()))
     }
 
-    /// The straggler rule leaves one copy behind: it cannot serve a demand for every copy.
+    /// The straggler rule leaves one copy behind: set on, it must have one to spare.
     fn validate_straggler(&self, full: usize) -> Result<(), DataError> {
         let pending = &self.pending;
         if !pending.straggler_wait_share.is_finite() || pending.straggler_wait_share < 0.0 {
@@ -339,16 +337,27 @@ impl DataConfig {
                 pending.straggler_wait_share
             )));
         }
-        if pending.straggler && self.ack_min_failures_tolerated >= full {
+        if pending.straggler == Some(true) && !straggler_possible(full, self.ack_min_failures_tolerated) {
             return Err(DataError::Internal(format!(
                 "data config: pending.straggler acknowledges a write with all its copies but one durable, which \
-                 survives {} failures, but ack_min_failures_tolerated = {} demands every copy: set \
-                 pending.straggler = false to have every write wait for its slowest node",
+                 survives {} failures, but ack_min_failures_tolerated = {} demands more: unset pending.straggler \
+                 (or set it false) to have every write wait for its slowest node",
                 full.saturating_sub(1),
                 self.ack_min_failures_tolerated
             )));
         }
         Ok(())
+    }
+
+    /// The straggler rule's wait under this configuration (validated), or `None` when it is off:
+    /// set so, or by default where the code has no copy to spare.
+    pub fn straggler_wait(&self) -> Option<execution::StragglerWait> {
+        let full = self.full_failures_tolerated().ok()?;
+        let on = self.pending.straggler.unwrap_or(true) && straggler_possible(full, self.ack_min_failures_tolerated);
+        on.then(|| execution::StragglerWait {
+            share_of_quorum_time: self.pending.straggler_wait_share,
+            min_ns: self.pending.straggler_wait_min_ms.saturating_mul(1_000_000),
+        })
     }
 
     /// Checks the configuration; the data path never starts with one that fails.

@@ -155,14 +155,23 @@ impl ErasureData {
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name)?;
         let reads = Arc::new(Reads::new(Arc::clone(&io)));
-        let packer = Packer::new(Arc::clone(&io), Arc::clone(&reads), Arc::clone(&code), code_name.clone());
+        let straggler = io.config().straggler_wait();
+        if straggler.is_none() && io.config().pending.straggler.is_none() {
+            tracing::info!(
+                code = %code_name,
+                ack_min_failures_tolerated = io.config().ack_min_failures_tolerated,
+                "the straggler rule is off: all copies but one would survive fewer failures than the durability rule demands"
+            );
+        }
+        let packer =
+            Packer::new(Arc::clone(&io), Arc::clone(&reads), (Arc::clone(&code), code_name.clone()), straggler);
         let full_failures_tolerated = io.config().full_failures_tolerated()?;
         let holds = Arc::new(StripeHolds::default());
         if let Some(backend) = io.backend() {
             backend.check().await?;
             super::backend::register_slots(io.cluster().meta().as_ref(), code.total_units(), unix_now_ms()).await?;
         }
-        let pending = Arc::new(PendingWrites::new(Arc::clone(&io), &io.config().pending));
+        let pending = Arc::new(PendingWrites::new(Arc::clone(&io), &io.config().pending, straggler));
         let data = Self { io, reads, code, code_name, full_failures_tolerated, packer, holds, delayed, pending };
         data.count_existing_units().await?;
         Ok(data)
@@ -302,10 +311,8 @@ impl ErasureData {
                 return Err(DataError::Meta(error.to_string()));
             }
         };
-        let rule = WriteRule {
-            early_failures_tolerated: ack.early_failures_tolerated(),
-            straggler: self.io.config().pending.straggler_wait(),
-        };
+        let rule =
+            WriteRule { early_failures_tolerated: ack.early_failures_tolerated(), straggler: self.pending.straggler() };
         let quorum = (rule != WriteRule::default()).then(|| self.pending.try_reserve()).flatten();
         let writes = match quorum {
             None => write_units(&self.io, &nodes, &node_list, id, (&units, &descriptors), placement, &to_write).await,

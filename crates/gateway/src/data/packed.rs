@@ -211,6 +211,8 @@ pub struct Packer {
     reads: Arc<Reads>,
     code: Arc<dyn ErasureCode>,
     code_name: String,
+    /// The straggler rule's wait, when it is on.
+    straggler: Option<execution::StragglerWait>,
     state: Mutex<PackerState>,
     /// The last status read (answered when the state is busy past [`STATUS_WAIT`]).
     last_status: std::sync::Mutex<PackedStatus>,
@@ -224,13 +226,20 @@ impl std::fmt::Debug for Packer {
 }
 
 impl Packer {
-    /// A packer writing stripes of `code` through `io`, reading sealed ones through `reads`.
-    pub fn new(io: Arc<StripeIo>, reads: Arc<Reads>, code: Arc<dyn ErasureCode>, code_name: String) -> Arc<Self> {
+    /// A packer writing stripes of `code` (and its name) through `io`, reading sealed ones through
+    /// `reads`, acknowledging objects without one late replica under `straggler` when it is on.
+    pub fn new(
+        io: Arc<StripeIo>,
+        reads: Arc<Reads>,
+        (code, code_name): (Arc<dyn ErasureCode>, String),
+        straggler: Option<execution::StragglerWait>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             io,
             reads,
             code,
             code_name,
+            straggler,
             state: Mutex::new(PackerState {
                 open: None,
                 unsealed: Vec::new(),
@@ -368,7 +377,7 @@ impl Packer {
                 }))
             })
             .collect();
-        let rule = WriteRule { early_failures_tolerated: None, straggler: self.io.config().pending.straggler_wait() };
+        let rule = WriteRule { early_failures_tolerated: None, straggler: self.straggler };
         let clock = QuorumClock::start();
         let mut quorum = WriteQuorum::start(&vec![true; targets.len()], rule, Durability::Copies, 0);
         let mut failure = None;
@@ -948,7 +957,7 @@ mod tests {
         let code_name = config.code_spec().unwrap().to_string();
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name).unwrap();
-        let packer = Packer::new(Arc::clone(&io), Arc::new(Reads::new(Arc::clone(&io))), code, code_name);
+        let packer = Packer::new(Arc::clone(&io), Arc::new(Reads::new(Arc::clone(&io))), (code, code_name), None);
         let idle = packer.status().await;
         assert!(!idle.busy && idle.unsealed_stripes == 0, "{idle:?}");
         // Held as opening a stripe holds it across a metadata write.

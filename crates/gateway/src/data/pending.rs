@@ -63,6 +63,7 @@ pub struct PendingWrites {
     io: Arc<StripeIo>,
     permits: Arc<Semaphore>,
     deadline_ms: u64,
+    straggler: Option<execution::StragglerWait>,
     in_flight: std::sync::Mutex<BTreeMap<StripeId, InFlight>>,
     acked_early: AtomicU64,
     acked_past_straggler: AtomicU64,
@@ -72,12 +73,14 @@ pub struct PendingWrites {
 }
 
 impl PendingWrites {
-    /// Early acknowledgements over `io`, bounded by `config`.
-    pub fn new(io: Arc<StripeIo>, config: &PendingConfig) -> Self {
+    /// Early acknowledgements over `io`, bounded by `config`, with the straggler rule's wait
+    /// when it is on (`DataConfig::straggler_wait`).
+    pub fn new(io: Arc<StripeIo>, config: &PendingConfig, straggler: Option<execution::StragglerWait>) -> Self {
         Self {
             io,
             permits: Arc::new(Semaphore::new(config.max_stripes)),
             deadline_ms: config.deadline_ms,
+            straggler,
             in_flight: std::sync::Mutex::new(BTreeMap::new()),
             acked_early: AtomicU64::new(0),
             acked_past_straggler: AtomicU64::new(0),
@@ -96,6 +99,11 @@ impl PendingWrites {
             metrics::counter!("lowtail_gateway_pending_refused_total").increment(1);
         }
         permit
+    }
+
+    /// The straggler rule's wait, when it is on.
+    pub fn straggler(&self) -> Option<execution::StragglerWait> {
+        self.straggler
     }
 
     /// Counts a write acknowledged with copies landing, by the straggler rule or not.
