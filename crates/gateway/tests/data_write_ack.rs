@@ -196,7 +196,7 @@ async fn a_graceful_stop_lands_the_pending_units_first() {
     cluster.shutdown().await;
 }
 
-/// The straggler rule (on by default, under the default `all`): with one node slow, a write is
+/// The straggler rule (unset: on where the code has a copy to spare), under the default `all`: with one node slow, a write is
 /// acknowledged once the other eight units landed and the ninth is late, pending and short of one
 /// failure, and the writer lands the ninth after; with two slow, or with the rule off, the write
 /// waits for every unit. A packed object's replicas are acknowledged the same way, and the seal
@@ -204,7 +204,9 @@ async fn a_graceful_stop_lands_the_pending_units_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_slow_node_does_not_hold_a_write_under_the_straggler_rule() {
     let cluster = TestCluster::start(9, 9).await;
-    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let mut config = cluster.config("rs-6-3");
+    config.pending.straggler = None;
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
     slow_down(&cluster, &[8], 1500).await;
     let body = pattern(600_000, 7);
     let began = Instant::now();
@@ -259,7 +261,7 @@ async fn one_slow_node_does_not_hold_a_write_under_the_straggler_rule() {
 async fn the_straggler_rule_can_be_turned_off_and_is_refused_beside_a_demand_for_every_unit() {
     let cluster = TestCluster::start(9, 9).await;
     let mut config = cluster.config("rs-6-3");
-    config.pending.straggler = Some(false);
+    assert_eq!(config.pending.straggler, Some(false), "off by default");
     let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     slow_down(&cluster, &[8], 1000).await;
     let began = Instant::now();
@@ -274,7 +276,9 @@ async fn the_straggler_rule_can_be_turned_off_and_is_refused_beside_a_demand_for
     let mut one_parity = cluster.config("rs-6-1");
     one_parity.pending.straggler = None;
     assert!(one_parity.straggler_wait().is_none());
-    assert!(cluster.config("rs-6-3").straggler_wait().is_some(), "on by default for RS(6,3)");
+    let mut unset = cluster.config("rs-6-3");
+    unset.pending.straggler = None;
+    assert!(unset.straggler_wait().is_some(), "unset, on for RS(6,3)");
     ErasureData::new(one_parity.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     one_parity.pending.straggler = Some(true);
     assert!(ErasureData::new(one_parity, Arc::clone(&cluster.meta)).await.is_err(), "set on, refused");

@@ -127,12 +127,13 @@ pub struct PendingConfig {
     /// `straggler_wait_share` of the time the others took (at least `straggler_wait_min_ms`), the
     /// write is acknowledged pending (the copies survive one failure fewer than the code's, and the
     /// response says so) and the late copy lands in the background, so one slow node does not set
-    /// every write's latency. Never when a copy failed (that one is written elsewhere). Unset (the
-    /// default): on wherever the code has a copy to spare, that is where all copies but one still
-    /// survive `ack_min_failures_tolerated` failures (RS(6,3): yes; a code of one parity, or a
-    /// durability rule demanding every copy: no, and the gateway says so at start). `true` where
-    /// it cannot apply is refused; `false` turns it off. See docs/data-path.md, "Writes past a slow
-    /// node".
+    /// every write's latency. Never when a copy failed (that one is written elsewhere). Unset: on
+    /// wherever the code has a copy to spare, that is where all copies but one still survive
+    /// `ack_min_failures_tolerated` failures (RS(6,3): yes; a code of one parity, or a durability
+    /// rule demanding every copy: no, and the gateway says so at start); `true` where it cannot
+    /// apply is refused. Default `false`, off: the late copies still go to the slow node, whose
+    /// backlog then grows with the write rate and holds up reads of it (measured, see
+    /// docs/data-path.md, "Writes past a slow node"), until that backlog is bounded.
     pub straggler: Option<bool>,
     /// The late copy's allowance, as a share of the time from the write's start to all copies but
     /// one landing. Default 0.25.
@@ -147,7 +148,7 @@ impl Default for PendingConfig {
         Self {
             max_stripes: 1024,
             deadline_ms: 120_000,
-            straggler: None,
+            straggler: Some(false),
             straggler_wait_share: 0.25,
             straggler_wait_min_ms: 10,
         }

@@ -11,7 +11,7 @@
 //!    naming the data unit and offset, then the bytes) on the data unit's node and on every parity
 //!    node: m + 1 copies on distinct nodes for RS, so an acknowledged object survives any m
 //!    failures (n − k + 1 for LRC, which survives more than any pattern the code decodes). Under
-//!    the straggler rule (`pending.straggler`, on by default) the write is acknowledged once all
+//!    the straggler rule (`pending.straggler`, off by default) the write is acknowledged once all
 //!    replicas but one are durable and that one is late (the execution core's write quorum):
 //!    reported pending, one failure fewer survived until it lands or the stripe seals. The
 //!    gateway keeps the data units' bytes in memory. A read of an object in an open stripe reads
