@@ -9,6 +9,18 @@ use aws_sdk_s3::primitives::ByteStream;
 use std::path::Path;
 use std::time::Duration;
 
+/// The live runs share this machine; a test that judges an order of timings runs alone, the others
+/// together (a tie of two medians under the others' load failed CI once).
+static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared_machine() -> std::sync::RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn whole_machine() -> std::sync::RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn etcd_or_skip(test: &str) -> Option<std::path::PathBuf> {
     let found = launcher::find_etcd_binary();
     if found.is_none() {
@@ -117,6 +129,7 @@ async fn a_dropped_fleet_kills_its_processes() {
 /// the findings (a debug build on a shared machine measures its own CPU as much as the policies).
 #[test]
 fn the_quick_live_experiment_writes_the_results_folder() {
+    let _machine = shared_machine();
     let Some(_etcd) = etcd_or_skip("the_quick_live_experiment_writes_the_results_folder") else { return };
     let out = tempfile::tempdir().unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_lowtail"))
@@ -221,6 +234,7 @@ fn the_quick_live_experiment_writes_the_results_folder() {
 /// the simulator are too noisy in a 10-second run to judge in CI (the full run judges them).
 #[test]
 fn the_quick_fastcloud_live_experiment_writes_its_runs_and_findings() {
+    let _machine = shared_machine();
     let Some(_etcd) = etcd_or_skip("the_quick_fastcloud_live_experiment_writes_its_runs_and_findings") else {
         return;
     };
@@ -259,6 +273,7 @@ fn the_quick_fastcloud_live_experiment_writes_its_runs_and_findings() {
 /// latency orders are judged by the full run (a 12-second run's mover has moved a dozen units).
 #[test]
 fn the_quick_ecstore_live_experiment_reads_through_the_batch_surface() {
+    let _machine = shared_machine();
     let Some(_etcd) = etcd_or_skip("the_quick_ecstore_live_experiment_reads_through_the_batch_surface") else {
         return;
     };
@@ -312,6 +327,7 @@ fn read_json(dir: &Path, name: &str) -> serde_json::Value {
 /// links bind (their agreement with the simulator is reported by the findings, judged at full length).
 #[test]
 fn the_quick_apls_live_experiment_reads_lost_units_faster_segmented_and_by_apls() {
+    let _machine = whole_machine();
     let Some(_etcd) = etcd_or_skip("the_quick_apls_live_experiment_reads_lost_units_faster_segmented_and_by_apls")
     else {
         return;
@@ -341,6 +357,7 @@ fn the_quick_apls_live_experiment_reads_lost_units_faster_segmented_and_by_apls(
 /// its p99 is the second-slowest read), so here only that it is judged.
 #[test]
 fn the_quick_fastcloud_backend_experiment_round_trips_through_a_second_cluster() {
+    let _machine = shared_machine();
     let Some(_etcd) = etcd_or_skip("the_quick_fastcloud_backend_experiment_round_trips_through_a_second_cluster")
     else {
         return;
@@ -390,6 +407,7 @@ fn run_fastcloud_quick(mode: &str) -> (tempfile::TempDir, impl Fn(&str) -> serde
 /// scales, moves the ratio by about 10 %.
 #[test]
 fn the_quick_xiang_live_experiment_serves_the_classes_by_their_shares() {
+    let _machine = shared_machine();
     let Some(_etcd) = etcd_or_skip("the_quick_xiang_live_experiment_serves_the_classes_by_their_shares") else {
         return;
     };
