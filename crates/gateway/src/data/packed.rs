@@ -48,10 +48,10 @@ use super::membership::unix_now_ms;
 use super::read::Reads;
 use super::stripe_io::{NodeMap, StripeIo};
 use super::stripe_write::{
-    QuorumClock, encode_units, forget_placement, judge, move_off_unavailable, unit_checksums, write_units,
+    drive_quorum, encode_units, forget_placement, judge, move_off_unavailable, unit_checksums, write_units,
 };
 use super::{DataError, meta_error};
-use execution::{CopyState, Durability, WriteQuorum, WriteRule, WriteVerdict};
+use execution::{CopyState, Durability, WriteQuorum, WriteRule};
 
 /// Unit indexes at or above this are replica units of an open stripe, not stripe units.
 pub const REPLICA_UNIT_BASE: u16 = 0x8000;
@@ -378,25 +378,15 @@ impl Packer {
             })
             .collect();
         let rule = WriteRule { early_failures_tolerated: None, straggler: self.straggler };
-        let clock = QuorumClock::start();
         let mut quorum = WriteQuorum::start(&vec![true; targets.len()], rule, Durability::Copies, 0);
         let mut failure = None;
         let late = {
-            let mut ended: FuturesUnordered<_> =
-                running.iter_mut().enumerate().map(|(copy, handle)| async move { (copy, handle.await) }).collect();
-            loop {
-                let until_ns = match quorum.verdict(Durability::Copies, clock.now_ns()) {
-                    WriteVerdict::Ended => break false,
-                    WriteVerdict::Acknowledge { .. } => break true,
-                    WriteVerdict::Wait { until_ns } => until_ns,
-                };
-                let Some((copy, result)) = clock.next_before(&mut ended, until_ns).await else { continue };
-                let result = result.unwrap_or_else(|error| Err(format!("replica write task: {error}")));
-                if let Err(error) = &result {
-                    failure.get_or_insert_with(|| error.clone());
-                }
-                quorum.unit_ended(copy, result.is_ok(), Durability::Copies, clock.now_ns());
-            }
+            let ended = running.iter_mut().enumerate().map(|(copy, handle)| async move { (copy, handle.await) });
+            drive_quorum(&mut quorum, Durability::Copies, ended.collect(), |_, error| {
+                failure.get_or_insert_with(|| error.to_string());
+            })
+            .await
+            .is_some()
         };
         // A JoinHandle is awaited once: the copies whose end was not taken are still running.
         let still_running: Vec<_> = running

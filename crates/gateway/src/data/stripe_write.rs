@@ -262,34 +262,19 @@ pub(super) async fn write_units_early(
         return EarlyWrites::Ended(UnitWrites { placement, durable: vec![false; n] });
     }
     let durability = Durability::Code(code);
-    let clock = QuorumClock::start();
     let mut quorum = WriteQuorum::start(&started, rule, durability, 0);
     let straggler = {
-        let mut ended: FuturesUnordered<_> = running
+        let ended = running
             .iter_mut()
             .enumerate()
-            .filter_map(|(unit, handle)| handle.as_mut().map(|handle| async move { (unit, handle.await) }))
-            .collect();
-        loop {
-            let until_ns = match quorum.verdict(durability, clock.now_ns()) {
-                WriteVerdict::Ended => break None,
-                WriteVerdict::Acknowledge { straggler } => break Some(straggler),
-                WriteVerdict::Wait { until_ns } => until_ns,
-            };
-            let Some((unit, result)) = clock.next_before(&mut ended, until_ns).await else { continue };
-            let durable = match result {
-                Ok(Ok(())) => true,
-                Ok(Err(error)) => {
-                    tracing::info!(stripe = %id, unit, %error, "unit write failed");
-                    false
-                }
-                Err(error) => {
-                    tracing::warn!(stripe = %id, unit, %error, "unit write task ended abnormally");
-                    false
-                }
-            };
-            quorum.unit_ended(unit, durable, durability, clock.now_ns());
-        }
+            .filter_map(|(unit, handle)| handle.as_mut().map(|handle| async move { (unit, handle.await) }));
+        drive_quorum(
+            &mut quorum,
+            durability,
+            ended.collect(),
+            |unit, error| tracing::info!(stripe = %id, unit, %error, "unit write failed"),
+        )
+        .await
     };
     // A JoinHandle is awaited once: the ones whose result was not taken are still landing.
     let landing: Vec<Landing> = (0..n)
@@ -303,23 +288,51 @@ pub(super) async fn write_units_early(
     }
 }
 
+/// Feeds `quorum` the ends of the copy writes in `ended` (copy, task outcome; a failed task is a
+/// failed write, told to `on_failure`) until its verdict is no longer to wait: `Some(straggler)`
+/// when it acknowledges with copies still running, `None` when every write has ended.
+pub(super) async fn drive_quorum<F>(
+    quorum: &mut WriteQuorum,
+    durability: Durability<'_>,
+    mut ended: FuturesUnordered<F>,
+    mut on_failure: impl FnMut(usize, &str),
+) -> Option<bool>
+where
+    F: std::future::Future<Output = (usize, Result<Result<(), String>, tokio::task::JoinError>)>,
+{
+    let clock = QuorumClock::start();
+    loop {
+        let until_ns = match quorum.verdict(durability, clock.now_ns()) {
+            WriteVerdict::Ended => return None,
+            WriteVerdict::Acknowledge { straggler } => return Some(straggler),
+            WriteVerdict::Wait { until_ns } => until_ns,
+        };
+        let Some((copy, result)) = clock.next_before(&mut ended, until_ns).await else { continue };
+        let result = result.unwrap_or_else(|error| Err(format!("write task ended abnormally: {error}")));
+        if let Err(error) = &result {
+            on_failure(copy, error);
+        }
+        quorum.unit_ended(copy, result.is_ok(), durability, clock.now_ns());
+    }
+}
+
 /// The shell's clock for a [`WriteQuorum`]: nanoseconds since the write started, and waiting for
 /// the next write to end or a deadline, whichever comes first.
-pub(super) struct QuorumClock {
+struct QuorumClock {
     started: tokio::time::Instant,
 }
 
 impl QuorumClock {
-    pub(super) fn start() -> Self {
+    fn start() -> Self {
         Self { started: tokio::time::Instant::now() }
     }
 
-    pub(super) fn now_ns(&self) -> u64 {
+    fn now_ns(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// The next item of `ended`, or `None` once `until_ns` (if any) has come first.
-    pub(super) async fn next_before<S: futures_util::Stream + Unpin>(
+    async fn next_before<S: futures_util::Stream + Unpin>(
         &self,
         ended: &mut S,
         until_ns: Option<u64>,
