@@ -284,3 +284,42 @@ async fn the_straggler_rule_can_be_turned_off_and_is_refused_beside_a_demand_for
     assert!(ErasureData::new(one_parity, Arc::clone(&cluster.meta)).await.is_err(), "set on, refused");
     cluster.shutdown().await;
 }
+
+/// A slow node is given at most `pending.max_late_copies_per_node` late copies at once: the
+/// writes past it are acknowledged as fast, their late units dropped and recorded missing (left to
+/// repair, not pending on this gateway), so its backlog does not grow with the write rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_node_is_given_a_bounded_backlog_of_late_copies() {
+    let cluster = TestCluster::start(9, 9).await;
+    let mut config = cluster.config("rs-6-3");
+    config.pending.straggler = None;
+    config.pending.max_late_copies_per_node = 1;
+    let data = Arc::new(ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap());
+    slow_down(&cluster, &[8], 1500).await;
+    let bodies: Vec<Bytes> = (0..3).map(|seed| pattern(600_000, 20 + seed)).collect();
+    let began = Instant::now();
+    let writes = bodies.iter().map(|body| {
+        let data = Arc::clone(&data);
+        let body = body.clone();
+        tokio::spawn(async move { write(&data, &body, WriteAck::All).await })
+    });
+    let written: Vec<Written> = futures_util::future::join_all(writes).await.into_iter().map(Result::unwrap).collect();
+    let took = began.elapsed();
+    assert!(took < Duration::from_millis(1200), "no write held by the slow node: {took:?}");
+    let status = data.pending().status();
+    assert_eq!((status.late_copies_in_flight, status.late_copies_dropped), (1, 2), "{status:?}");
+    let mut states: Vec<&str> = written.iter().map(|w| w.redundancy.state()).collect();
+    states.sort_unstable();
+    assert_eq!(states, ["degraded", "degraded", "pending"], "one late unit landing, two dropped");
+    for (w, body) in written.iter().zip(&bodies) {
+        assert_eq!(w.redundancy.failures_tolerated, 2, "{:?}", w.redundancy);
+        let stripe = only_stripe(&cluster, &w.layout).await;
+        assert_eq!(stripe.missing_units.len(), 1, "{stripe:?}");
+        let dropped = w.redundancy.state() == "degraded";
+        assert_eq!(stripe.pending_until_ms.is_none(), dropped, "a dropped unit is repair's at once: {stripe:?}");
+        assert!(data.read(&w.layout, 0..body.len() as u64).await.unwrap() == *body, "readable at once");
+    }
+    assert!(data.pending().drain(Duration::from_secs(10)).await, "the admitted late unit lands");
+    assert_eq!(data.pending().status().late_copies_in_flight, 0);
+    cluster.shutdown().await;
+}

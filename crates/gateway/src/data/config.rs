@@ -141,6 +141,13 @@ pub struct PendingConfig {
     /// The least allowance, ms: a floor against the ordinary jitter between copies on a busy
     /// machine. Default 10.
     pub straggler_wait_min_ms: u64,
+    /// Most copies still landing after their write's acknowledgement (the straggler rule's late
+    /// copy, a bucket early rule's remaining units) that one node is given at once; past it a late
+    /// copy is dropped and left missing, for repair after `deadline_ms` (a striped unit) or the
+    /// seal (a packed replica), as a failed one is. It bounds the backlog a slow node collects,
+    /// which would otherwise grow with the write rate and hold up every read of that node.
+    /// Default 16; at least 1.
+    pub max_late_copies_per_node: usize,
 }
 
 impl Default for PendingConfig {
@@ -151,6 +158,7 @@ impl Default for PendingConfig {
             straggler: Some(false),
             straggler_wait_share: 0.25,
             straggler_wait_min_ms: 10,
+            max_late_copies_per_node: 16,
         }
     }
 }
@@ -427,6 +435,9 @@ impl DataConfig {
             return bad("backend mode stores every object striped: set packed.max_object_bytes = 0 (packing needs \
                  storage nodes to hold its replicas)"
                 .into());
+        }
+        if self.pending.max_late_copies_per_node == 0 {
+            return bad("pending.max_late_copies_per_node must be at least 1 (0 would drop every late copy)".into());
         }
         if self.pending.max_stripes == 0 || self.pending.deadline_ms <= self.node_rpc_timeout_ms {
             return bad(format!(

@@ -29,6 +29,7 @@ use super::controller::{Controller, ControllerConfig};
 use super::cut::{CutLimits, StripeCut, cut_stripes};
 use super::delayed::DelayedReleases;
 use super::holds::{ReadHold, StripeHolds, owned_stripes};
+use super::late_copies::{LateCopies, LateCopy};
 use super::membership::unix_now_ms;
 use super::membership::{BackgroundTask, Membership};
 use super::mover::MoverService;
@@ -163,15 +164,16 @@ impl ErasureData {
                 "the straggler rule is off: all copies but one would survive fewer failures than the durability rule demands"
             );
         }
-        let packer =
-            Packer::new(Arc::clone(&io), Arc::clone(&reads), (Arc::clone(&code), code_name.clone()), straggler);
+        let late_copies = LateCopies::new(io.config().pending.max_late_copies_per_node);
+        let late = (straggler, Arc::clone(&late_copies));
+        let packer = Packer::new(Arc::clone(&io), Arc::clone(&reads), (Arc::clone(&code), code_name.clone()), late);
         let full_failures_tolerated = io.config().full_failures_tolerated()?;
         let holds = Arc::new(StripeHolds::default());
         if let Some(backend) = io.backend() {
             backend.check().await?;
             super::backend::register_slots(io.cluster().meta().as_ref(), code.total_units(), unix_now_ms()).await?;
         }
-        let pending = Arc::new(PendingWrites::new(Arc::clone(&io), &io.config().pending, straggler));
+        let pending = Arc::new(PendingWrites::new(Arc::clone(&io), &io.config().pending, straggler, late_copies));
         let data = Self { io, reads, code, code_name, full_failures_tolerated, packer, holds, delayed, pending };
         data.count_existing_units().await?;
         Ok(data)
@@ -322,6 +324,7 @@ impl ErasureData {
                 match write_units_early(&self.io, &nodes, code, id, described, (placement, &to_write), rule).await {
                     EarlyWrites::Acked { writes, landing, straggler } => {
                         self.pending.count_acked(straggler);
+                        let landing = self.pending.admit(landing);
                         let checksums = unit_checksums(&units);
                         return self.record_early(nodes, (id, unit_bytes, checksums), writes, landing, permit).await;
                     }
@@ -427,18 +430,25 @@ impl ErasureData {
         nodes: NodeMap,
         (id, unit_bytes, unit_checksums): (StripeId, u64, Vec<u32>),
         writes: UnitWrites,
-        landing: Vec<Landing>,
+        landing: Vec<(Landing, LateCopy)>,
         permit: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<(StripeMeta, Redundancy), DataError> {
         let tolerated = self.code.failures_tolerated(&writes.durable).expect("acknowledged early only when decodable");
         let now_ms = unix_now_ms();
         let mut stripe = self.new_stripe_record(id, unit_bytes, writes.placement.clone(), unit_checksums);
         stripe.mark_missing(writes.missing(), now_ms);
-        stripe.pending_until_ms = Some(self.pending.pending_until_ms(now_ms));
-        stripe.pending_writer = Some(self.io.incarnation().to_string());
+        // With every late unit dropped nothing lands: the stripe is degraded, repair's at once.
+        if !landing.is_empty() {
+            stripe.pending_until_ms = Some(self.pending.pending_until_ms(now_ms));
+            stripe.pending_writer = Some(self.io.incarnation().to_string());
+        }
         // Pending, not degraded, when every unit short is one still landing.
         let pending = writes.missing().len() == landing.len();
         match self.io.cluster().meta().create_stripe(stripe).await {
+            Ok(stored) if landing.is_empty() => {
+                drop(permit);
+                Ok((stored, Redundancy { failures_tolerated: tolerated, full: self.full_failures_tolerated, pending }))
+            }
             Ok(stored) => {
                 self.pending.finish(nodes, stored.clone(), landing, permit);
                 Ok((stored, Redundancy { failures_tolerated: tolerated, full: self.full_failures_tolerated, pending }))
@@ -448,7 +458,7 @@ impl ErasureData {
                 forget_placement(&io, &writes.placement);
                 let mut written = writes.durable_units();
                 tokio::spawn(crate::classes::carried(async move {
-                    for (unit, node, handle) in landing {
+                    for ((unit, node, handle), _place) in landing {
                         if let Ok(Ok(())) = handle.await {
                             written.push((unit, node));
                         }

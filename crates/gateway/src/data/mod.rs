@@ -24,6 +24,7 @@ pub mod erasure;
 pub mod executor;
 pub mod foreground;
 pub mod holds;
+pub mod late_copies;
 pub mod lease;
 pub mod membership;
 pub mod memory;

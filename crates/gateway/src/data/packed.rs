@@ -44,6 +44,7 @@ use tokio::time::Instant;
 use super::controller::Unplanned;
 use super::descriptor::{FORMAT, Holds, PackedObject, UnitDescriptor};
 use super::erasure::UNIT_ALIGN_BYTES;
+use super::late_copies::LateCopies;
 use super::membership::unix_now_ms;
 use super::read::Reads;
 use super::stripe_io::{NodeMap, StripeIo};
@@ -213,6 +214,8 @@ pub struct Packer {
     code_name: String,
     /// The straggler rule's wait, when it is on.
     straggler: Option<execution::StragglerWait>,
+    /// The bound on late replicas per node (shared with the striped path's late units).
+    late_copies: Arc<LateCopies>,
     state: Mutex<PackerState>,
     /// The last status read (answered when the state is busy past [`STATUS_WAIT`]).
     last_status: std::sync::Mutex<PackedStatus>,
@@ -227,12 +230,13 @@ impl std::fmt::Debug for Packer {
 
 impl Packer {
     /// A packer writing stripes of `code` (and its name) through `io`, reading sealed ones through
-    /// `reads`, acknowledging objects without one late replica under `straggler` when it is on.
+    /// `reads`, acknowledging objects without one late replica under `straggler` when it is on,
+    /// a node given at most the bound of `late_copies` late replicas at once.
     pub fn new(
         io: Arc<StripeIo>,
         reads: Arc<Reads>,
         (code, code_name): (Arc<dyn ErasureCode>, String),
-        straggler: Option<execution::StragglerWait>,
+        (straggler, late_copies): (Option<execution::StragglerWait>, Arc<LateCopies>),
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             io,
@@ -240,6 +244,7 @@ impl Packer {
             code,
             code_name,
             straggler,
+            late_copies,
             state: Mutex::new(PackerState {
                 open: None,
                 unsealed: Vec::new(),
@@ -388,17 +393,26 @@ impl Packer {
             .await
             .is_some()
         };
-        // A JoinHandle is awaited once: the copies whose end was not taken are still running.
+        // A JoinHandle is awaited once: the copies whose end was not taken are still running;
+        // past its node's bound a late one is dropped (the seal writes the units whole).
         let still_running: Vec<_> = running
             .into_iter()
             .enumerate()
             .filter(|(copy, _)| quorum.copy_state(*copy) == CopyState::Running)
-            .map(|(copy, handle)| (targets[copy], handle))
+            .filter_map(|(copy, handle)| match self.late_copies.admit(targets[copy]) {
+                Some(place) => Some((targets[copy], handle, place)),
+                None => {
+                    handle.abort();
+                    None
+                }
+            })
             .collect();
         let id = stripe.id;
         tokio::spawn(async move {
-            for (node, handle) in still_running {
-                match handle.await {
+            for (node, handle, place) in still_running {
+                let outcome = handle.await;
+                drop(place);
+                match outcome {
                     Ok(Ok(())) => {}
                     // Its object keeps the other copies until the stripe is sealed (as units).
                     outcome => tracing::info!(stripe = %id, seq, %node, ?outcome, "late replica write failed"),
@@ -947,7 +961,12 @@ mod tests {
         let code_name = config.code_spec().unwrap().to_string();
         let io = Arc::new(StripeIo::new(cluster, config));
         let code = io.code(&code_name).unwrap();
-        let packer = Packer::new(Arc::clone(&io), Arc::new(Reads::new(Arc::clone(&io))), (code, code_name), None);
+        let packer = Packer::new(
+            Arc::clone(&io),
+            Arc::new(Reads::new(Arc::clone(&io))),
+            (code, code_name),
+            (None, LateCopies::new(16)),
+        );
         let idle = packer.status().await;
         assert!(!idle.busy && idle.unsealed_stripes == 0, "{idle:?}");
         // Held as opening a stripe holds it across a metadata write.

@@ -1,11 +1,13 @@
 //! Writes acknowledged early (a bucket's write ack rule `k+1` or `k`, FAST CLOUD's speculative
 //! write): the unit writes still running when a stripe was acknowledged are awaited here, in the
 //! background, and the units that land are taken out of the stripe's missing units by a
-//! compare-and-swap. What does not land (a failed write, a gateway that stopped) stays recorded
+//! compare-and-swap. What does not land (a failed write, a unit dropped because its node had its
+//! bound of late copies in flight, a gateway that stopped) stays recorded
 //! missing and, once the stripe's `pending_until_ms` has passed, repair rebuilds it: the
 //! acknowledgement never rests on this gateway's memory.
 //!
-//! Owns: the bound on stripes finished at once (`pending.max_stripes`), the record of each one in
+//! Owns: the bound on stripes finished at once (`pending.max_stripes`), the admission of each late
+//! unit to its node's bound (`late_copies`), the record of each stripe in
 //! flight (for status and metrics) and the compare-and-swap that ends it. Must not: acknowledge
 //! anything, retry a unit write (repair does, after the deadline), or touch object metadata.
 
@@ -18,6 +20,7 @@ use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::config::PendingConfig;
+use super::late_copies::{LateCopies, LateCopy};
 use super::lock;
 use super::membership::unix_now_ms;
 use super::stripe_io::{NodeMap, StripeIo};
@@ -48,6 +51,11 @@ pub struct PendingStatus {
     /// Writes that would have been acknowledged early but waited for every unit, because
     /// `pending.max_stripes` were in flight, since start.
     pub refused_full: u64,
+    /// Late copies (striped units and packed replicas) being written now, all nodes together.
+    pub late_copies_in_flight: u64,
+    /// Late copies dropped since start because their node had `pending.max_late_copies_per_node`
+    /// in flight: left missing for repair or the seal.
+    pub late_copies_dropped: u64,
 }
 
 /// One stripe in flight: acknowledged when, and how many bytes still landing.
@@ -64,6 +72,7 @@ pub struct PendingWrites {
     permits: Arc<Semaphore>,
     deadline_ms: u64,
     straggler: Option<execution::StragglerWait>,
+    late_copies: Arc<LateCopies>,
     in_flight: std::sync::Mutex<BTreeMap<StripeId, InFlight>>,
     acked_early: AtomicU64,
     acked_past_straggler: AtomicU64,
@@ -73,14 +82,21 @@ pub struct PendingWrites {
 }
 
 impl PendingWrites {
-    /// Early acknowledgements over `io`, bounded by `config`, with the straggler rule's wait
-    /// when it is on (`DataConfig::straggler_wait`).
-    pub fn new(io: Arc<StripeIo>, config: &PendingConfig, straggler: Option<execution::StragglerWait>) -> Self {
+    /// Early acknowledgements over `io`, bounded by `config` and `late_copies` (shared with the
+    /// packer's late replicas), with the straggler rule's wait when it is on
+    /// (`DataConfig::straggler_wait`).
+    pub fn new(
+        io: Arc<StripeIo>,
+        config: &PendingConfig,
+        straggler: Option<execution::StragglerWait>,
+        late_copies: Arc<LateCopies>,
+    ) -> Self {
         Self {
             io,
             permits: Arc::new(Semaphore::new(config.max_stripes)),
             deadline_ms: config.deadline_ms,
             straggler,
+            late_copies,
             in_flight: std::sync::Mutex::new(BTreeMap::new()),
             acked_early: AtomicU64::new(0),
             acked_past_straggler: AtomicU64::new(0),
@@ -114,6 +130,22 @@ impl PendingWrites {
         }
     }
 
+    /// The unit writes of `landing` their nodes have room for, each with its place; the others are
+    /// aborted (a dropped copy, left missing: see `late_copies`).
+    pub fn admit(&self, landing: Vec<Landing>) -> Vec<(Landing, LateCopy)> {
+        let mut admitted = Vec::with_capacity(landing.len());
+        for (unit, node, handle) in landing {
+            match self.late_copies.admit(node) {
+                Some(place) => admitted.push(((unit, node, handle), place)),
+                None => {
+                    tracing::debug!(unit, %node, "late unit dropped: its node has its bound of late copies");
+                    handle.abort();
+                }
+            }
+        }
+        admitted
+    }
+
     /// Until when a stripe acknowledged at `now_ms` is left to its writer.
     pub fn pending_until_ms(&self, now_ms: u64) -> u64 {
         now_ms.saturating_add(self.deadline_ms)
@@ -125,11 +157,11 @@ impl PendingWrites {
         self: &Arc<Self>,
         nodes: NodeMap,
         stripe: StripeMeta,
-        landing: Vec<Landing>,
+        landing: Vec<(Landing, LateCopy)>,
         permit: OwnedSemaphorePermit,
     ) {
         assert!(!landing.is_empty(), "an early acknowledgement leaves units landing");
-        assert!(landing.iter().all(|(unit, _, _)| stripe.is_missing(*unit)), "landing units are recorded missing");
+        assert!(landing.iter().all(|((unit, _, _), _)| stripe.is_missing(*unit)), "landing units are recorded missing");
         let bytes = stripe.unit_bytes * landing.len() as u64;
         lock(&self.in_flight).insert(stripe.id, InFlight { acked_ms: unix_now_ms(), bytes });
         self.acked_early.fetch_add(1, Ordering::Relaxed);
@@ -147,10 +179,12 @@ impl PendingWrites {
     }
 
     /// Awaits the unit writes and records the ones that landed.
-    async fn land(&self, nodes: &NodeMap, stripe: StripeMeta, landing: Vec<Landing>) {
+    async fn land(&self, nodes: &NodeMap, stripe: StripeMeta, landing: Vec<(Landing, LateCopy)>) {
         let mut landed: Vec<(usize, NodeId)> = Vec::new();
-        for (unit, node, handle) in landing {
-            match handle.await {
+        for ((unit, node, handle), place) in landing {
+            let outcome = handle.await;
+            drop(place);
+            match outcome {
                 Ok(Ok(())) => landed.push((unit, node)),
                 Ok(Err(error)) => {
                     tracing::info!(stripe = %stripe.id, unit, %error, "pending unit write failed; repair rebuilds it");
@@ -230,6 +264,8 @@ impl PendingWrites {
             units_landed: self.landed.load(Ordering::Relaxed),
             units_failed: self.failed.load(Ordering::Relaxed),
             refused_full: self.refused_full.load(Ordering::Relaxed),
+            late_copies_in_flight: self.late_copies.in_flight(),
+            late_copies_dropped: self.late_copies.dropped(),
         }
     }
 
