@@ -52,7 +52,7 @@ pub struct UpConfig {
     pub service_model: ServiceModel,
     /// Every node's scrubbing (default: a pass a week, at most 16 MiB/s).
     pub scrub: node::ScrubConfig,
-    /// The gateway's read controller: the policy reads follow (default `normal`) and its settings;
+    /// The gateway's read controller: the policy reads follow (default `hedged`) and its settings;
     /// see docs/controller.md. Switch a running cluster with `lowtail admin policy set`.
     pub controller: ControllerConfig,
     /// The gateway's latency classes and how the nodes serve them (default: one class, first come

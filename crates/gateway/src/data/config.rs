@@ -131,9 +131,9 @@ pub struct PendingConfig {
     /// wherever the code has a copy to spare, that is where all copies but one still survive
     /// `ack_min_failures_tolerated` failures (RS(6,3): yes; a code of one parity, or a durability
     /// rule demanding every copy: no, and the gateway says so at start); `true` where it cannot
-    /// apply is refused. Default `false`, off: the late copies still go to the slow node, whose
-    /// backlog then grows with the write rate and holds up reads of it (measured, see
-    /// docs/data-path.md, "Writes past a slow node"), until that backlog is bounded.
+    /// apply is refused; `false` turns it off. Default unset (on for RS(6,3)): a slow node's
+    /// late copies are bounded by `max_late_copies_per_node` (measured: docs/data-path.md,
+    /// "Writes past a slow node").
     pub straggler: Option<bool>,
     /// The late copy's allowance, as a share of the time from the write's start to all copies but
     /// one landing. Default 0.25.
@@ -155,7 +155,7 @@ impl Default for PendingConfig {
         Self {
             max_stripes: 1024,
             deadline_ms: 120_000,
-            straggler: Some(false),
+            straggler: None,
             straggler_wait_share: 0.25,
             straggler_wait_min_ms: 10,
             max_late_copies_per_node: 16,

@@ -70,7 +70,9 @@ const MAX_PROBE_TIMEOUT_MS: u64 = 60_000;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ControllerConfig {
-    /// The read policy at start. Default `normal` (degraded read after a timeout).
+    /// The read policy at start. Default `hedged`: a normal read hedged after about the healthy
+    /// tail, around nodes whose reads keep overrunning (docs/controller.md, "The hedged policy",
+    /// and docs/benchmarks.md for the measurement that made it the default).
     pub policy: PolicyKind,
     /// The policies' parameters (timeouts, lazy periods, Opt-Lazy objective).
     pub settings: PolicySettings,
@@ -114,7 +116,7 @@ pub struct ControllerConfig {
 impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
-            policy: PolicyKind::Normal,
+            policy: PolicyKind::Hedged,
             settings: PolicySettings::default(),
             frontend_id: 0,
             frontend_count: 1,
