@@ -140,7 +140,7 @@ async fn fec_policies_are_refused_where_they_cannot_run() {
     let lrc = Controller::new(&ControllerConfig::default(), "lrc-6-2-2").unwrap();
     let error = lrc.set_policy(PolicyKind::FecFixed, PolicySettings::default()).unwrap_err().to_string();
     assert!(error.contains("MDS"), "{error}");
-    assert_eq!(lrc.policy().policy, PolicyKind::Normal, "the running policy stays");
+    assert_eq!(lrc.policy().policy, ControllerConfig::default().policy, "the running policy stays");
     let unbounded = Controller::new(&ControllerConfig::default(), "rs-6-3").unwrap();
     let error = unbounded.set_policy(PolicyKind::FecBafec, PolicySettings::default()).unwrap_err().to_string();
     assert!(error.contains("slots"), "{error}");
