@@ -202,9 +202,11 @@ async fn repair_backs_off_to_its_floor_while_clients_keep_the_gateway_busy() {
         stripes.iter().filter(|s| s.placement.contains(&NodeId(0))).map(|s| s.unit_bytes * 6).collect();
     charges_bytes.sort_unstable();
     assert!(charges_bytes.len() >= 5, "too few stripes on node 0: {charges_bytes:?}");
-    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
-    // A client request in flight from before the pace's first window to the end of the scan.
+    // A client request in flight from before the pace's first window (which starts with the
+    // service) to the end of the scan: a window even a little idle would lift the rate far above
+    // the floor, the budget being 1 GiB/s.
     let busy = gateway::data::foreground::request_in_flight();
+    let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     repair.scan().await.unwrap();

@@ -277,3 +277,44 @@ async fn an_unanswering_replica_node_sends_the_object_to_the_striped_path() {
     assert_readable(&data, &first, "object of the broken stripe").await;
     cluster.shutdown().await;
 }
+
+/// With a node Down small objects stay packed: the stripe opens around it, the Down node on a data
+/// position that takes no appends, every object replicated on m + 1 Up nodes; sealed with that
+/// unit missing (no other node can take it, repair's to rebuild when it can).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_objects_stay_packed_around_a_down_node() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(config(&cluster, "rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    cluster.kill(4).await;
+    let objects = write_all(&data, 30, 61).await;
+    let stripes = packed_stripes(&objects);
+    for &id in &stripes {
+        let open = stripe(&cluster, id).await;
+        assert_eq!(open.placement[0].0, 4, "the Down node takes the first data position: {open:?}");
+    }
+    for (_, layout) in &objects {
+        let Layout::Packed { unit, .. } = layout else { unreachable!("checked packed") };
+        assert_ne!(*unit, 0, "no object goes to the Down node's data unit");
+    }
+    assert_readable(&data, &objects, "open around a Down node").await;
+    data.packer().flush(FLUSH).await.unwrap();
+    for &id in &stripes {
+        let sealed = stripe(&cluster, id).await;
+        assert_eq!(sealed.state, StripeState::Sealed, "stripe {id}");
+        assert_eq!(sealed.missing_units, vec![0], "sealed with the Down node's unit missing: {sealed:?}");
+    }
+    assert_readable(&data, &objects, "sealed around a Down node").await;
+    // A second node down: the next stripe opens around both (sealed without two units it still
+    // survives one more failure, the durability rule's minimum).
+    cluster.kill(5).await;
+    let more = write_all(&data, 5, 90).await;
+    let second = packed_stripes(&more);
+    assert!(second.is_disjoint(&stripes), "a new stripe");
+    for &id in &second {
+        let open = stripe(&cluster, id).await;
+        let around: BTreeSet<u32> = open.placement[..2].iter().map(|node| node.0).collect();
+        assert_eq!(around, BTreeSet::from([4, 5]), "{open:?}");
+    }
+    assert_readable(&data, &more, "open around two Down nodes").await;
+    cluster.shutdown().await;
+}

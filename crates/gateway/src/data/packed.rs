@@ -5,13 +5,16 @@
 //! Life of an open stripe:
 //! 1. **Open.** The packer places n nodes, records the stripe `Open` (with the full unit size as
 //!    its capacity) and lists it under this gateway's name in the metadata store, so a restart
-//!    finds it again.
+//!    finds it again. With a node Down it opens around it: the Down node takes a data position
+//!    that takes no appends (so every object still gets its m + 1 replicas on Up nodes), left to
+//!    the seal, when the stripe sealed without it still meets the durability rule; small objects
+//!    then stay packed (one unit read each) instead of being striped while a node is down.
 //! 2. **Append.** An object goes into the least-filled data unit it fits in. Before the write is
 //!    acknowledged its bytes are durable as a *replica unit* (unit index `0x8000 | seq`, a header
 //!    naming the data unit and offset, then the bytes) on the data unit's node and on every parity
 //!    node: m + 1 copies on distinct nodes for RS, so an acknowledged object survives any m
 //!    failures (n − k + 1 for LRC, which survives more than any pattern the code decodes). Under
-//!    the straggler rule (`pending.straggler`, off by default) the write is acknowledged once all
+//!    the straggler rule (`pending.straggler`, on by default) the write is acknowledged once all
 //!    replicas but one are durable and that one is late (the execution core's write quorum):
 //!    reported pending, one failure fewer survived until it lands or the stripe seals. The
 //!    gateway keeps the data units' bytes in memory. A read of an object in an open stripe reads
@@ -49,7 +52,8 @@ use super::membership::unix_now_ms;
 use super::read::Reads;
 use super::stripe_io::{NodeMap, StripeIo};
 use super::stripe_write::{
-    drive_quorum, encode_units, forget_placement, judge, move_off_unavailable, unit_checksums, write_units,
+    drive_quorum, encode_units, forget_placement, judge, move_off_unavailable, place_new_stripe, unit_checksums,
+    write_units,
 };
 use super::{DataError, meta_error};
 use execution::{CopyState, Durability, WriteQuorum, WriteRule};
@@ -118,6 +122,8 @@ fn replica_nodes(stripe: &StripeMeta, k: usize, unit: usize) -> Vec<NodeId> {
 struct OpenStripe {
     /// The record as stored (`Open`, capacity `unit_bytes`, its version for the seal's CAS).
     stripe: StripeMeta,
+    /// Which data units take appends: not those placed on a node that was Down at the opening.
+    usable: Vec<bool>,
     /// Bytes of each data unit so far (fill = length).
     units: Vec<BytesMut>,
     /// Replica units written or being written: seq → data unit.
@@ -135,7 +141,7 @@ impl OpenStripe {
     fn unit_for(&self, length: u64) -> Option<usize> {
         let capacity = self.stripe.unit_bytes;
         (0..self.units.len())
-            .filter(|&u| self.units[u].len() as u64 + length <= capacity)
+            .filter(|&u| self.usable[u] && self.units[u].len() as u64 + length <= capacity)
             .min_by_key(|&u| (self.units[u].len(), u))
     }
 }
@@ -431,16 +437,9 @@ impl Packer {
     /// are striped, which can write degraded).
     async fn open_stripe(&self, state: &mut PackerState) -> Result<OpenStripe, String> {
         let config = self.io.config();
-        let n = self.code.total_units();
         let k = self.code.data_units();
         let nodes = self.io.cluster().nodes().await.map_err(|e| e.to_string())?;
-        let up = nodes.iter().filter(|node| node.state == NodeState::Up).count();
-        if up < n {
-            return Err(format!("{up} storage nodes up; an open stripe needs {n}"));
-        }
-        // A packed stripe holds objects of every class: placed for the class of the write opening it.
-        let class = self.io.cluster().call_class().0;
-        let placement = self.io.placer().place_new(&nodes, n, class).map_err(|e| e.to_string())?;
+        let (placement, usable) = self.place_open(&nodes)?;
         let meta = self.io.cluster().meta();
         let created = async {
             let id = meta.allocate_stripe_id().await.map_err(meta_error)?;
@@ -470,9 +469,14 @@ impl Packer {
         match created {
             Ok(stripe) => {
                 metrics::counter!("lowtail_gateway_packed_stripes_opened_total").increment(1);
+                if usable.contains(&false) {
+                    metrics::counter!("lowtail_gateway_packed_stripes_opened_around_down_total").increment(1);
+                    tracing::info!(stripe = %stripe.id, placement = ?stripe.placement, "packed stripe opened around a Down node");
+                }
                 let unit_capacity = usize::try_from(config.unit_bytes).unwrap_or(usize::MAX);
                 Ok(OpenStripe {
                     stripe,
+                    usable,
                     units: (0..k).map(|_| BytesMut::with_capacity(unit_capacity.min(1 << 20))).collect(),
                     replicas: BTreeMap::new(),
                     objects: BTreeMap::new(),
@@ -485,6 +489,35 @@ impl Packer {
                 Err(error.to_string())
             }
         }
+    }
+
+    /// Places a new open stripe: n distinct nodes, the Up ones first. With fewer than n Up, Down
+    /// nodes take the first data positions, which take no appends (every object keeps its m + 1
+    /// replicas on Up nodes) and are the seal's to write (if the node is back) or leave missing,
+    /// as long as the stripe sealed without them still meets the durability rule. Returns the
+    /// placement and which data units take appends.
+    fn place_open(&self, nodes: &[NodeInfo]) -> Result<(Vec<NodeId>, Vec<bool>), String> {
+        let (n, k) = (self.code.total_units(), self.code.data_units());
+        let up = nodes.iter().filter(|node| node.state == NodeState::Up).count();
+        let around = n.saturating_sub(up);
+        if around > 0 {
+            let sealed_without: Vec<bool> = (0..n).map(|unit| unit >= around).collect();
+            let tolerated = self.code.failures_tolerated(&sealed_without);
+            let ack_min = self.io.config().ack_min_failures_tolerated;
+            if around >= k || tolerated.is_none_or(|tolerated| tolerated < ack_min) {
+                return Err(format!(
+                    "{up} storage nodes up; an open stripe needs {n}, or all but the data units its seal may leave missing"
+                ));
+            }
+        }
+        let (mut placement, _) = place_new_stripe(&self.io, nodes, n, k).map_err(|e| e.to_string())?;
+        // The Down nodes come last from the placer: they take the first data positions instead.
+        placement.rotate_right(around);
+        assert!(
+            placement[..around].iter().all(|id| nodes.iter().any(|n| n.id == *id && n.state != NodeState::Up)),
+            "the positions no append goes to are the nodes that are not Up"
+        );
+        Ok((placement, (0..k).map(|unit| unit >= around).collect()))
     }
 
     /// Starts sealing `stripe` in the background.
@@ -910,6 +943,8 @@ impl Packer {
         objects.retain(|seq, _| replicas.contains_key(seq));
         Ok(OpenStripe {
             stripe: stripe.clone(),
+            // Rebuilt only to be sealed: it takes no more appends.
+            usable: vec![false; k],
             units,
             replicas,
             objects,
