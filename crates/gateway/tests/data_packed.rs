@@ -13,9 +13,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
 use futures_util::future::join_all;
+use gateway::data::controller::{Controller, ControllerConfig};
 use gateway::data::packed::REPLICA_UNIT_BASE;
 use gateway::data::{DataConfig, ErasureData, ObjectData};
-use meta::{Layout, StripeId, StripeMeta, StripeState};
+use meta::{Layout, NodeId, StripeId, StripeMeta, StripeState};
+use node::ServiceModel;
+use policy::PolicyKind;
 
 const FLUSH: Duration = Duration::from_secs(30);
 
@@ -316,5 +319,38 @@ async fn small_objects_stay_packed_around_a_down_node() {
         assert_eq!(around, BTreeSet::from([4, 5]), "{open:?}");
     }
     assert_readable(&data, &more, "open around two Down nodes").await;
+    cluster.shutdown().await;
+}
+
+/// Under the hedged policy (the default) an open stripe's replica reads try a node the policy found
+/// slow last, and wait the policy's hedge delay for each copy instead of the read timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_stripe_reads_try_a_node_the_read_policy_found_slow_last() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(config(&cluster, "rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let controller = Arc::new(Controller::new(&ControllerConfig::default(), "rs-6-3").unwrap());
+    assert_eq!(controller.policy().policy, PolicyKind::Hedged, "the default policy");
+    data.reads().attach_controller(Arc::clone(&controller)).unwrap();
+    let sealed = write_all(&data, 60, 300).await;
+    data.packer().flush(FLUSH).await.unwrap();
+    // The hedge delay learned from the sealed objects' fast reads.
+    for _ in 0..3 {
+        assert_readable(&data, &sealed, "sealed, every node fast").await;
+    }
+    // One node slow: planned reads of its units hedge, and it is avoided.
+    let slow = stripe(&cluster, *packed_stripes(&sealed).first().unwrap()).await.placement[1];
+    let model = ServiceModel { enabled: true, overhead_us: 1_500_000, ..Default::default() };
+    cluster.client(slow.0 as usize).await.set_service_model(&model).await.unwrap();
+    assert_readable(&data, &sealed, "sealed, one node slow").await;
+    let mut order = vec![slow, NodeId((slow.0 + 1) % 9), NodeId((slow.0 + 2) % 9)];
+    let wait = controller.copy_read_order(&mut order, 4096);
+    assert_eq!(order[2], slow, "the slow node's copy is tried last: {order:?}");
+    assert!(wait < Duration::from_millis(200), "the hedge delay, not the read timeout: {wait:?}");
+    // An open stripe's objects, its replicas on the slow node among them: none waits for it.
+    let open = write_all(&data, 14, 400).await;
+    let began = Instant::now();
+    assert_readable(&data, &open, "open, one node slow").await;
+    assert!(began.elapsed() < Duration::from_millis(1400), "no read waited for the slow node: {:?}", began.elapsed());
+    cluster.client(slow.0 as usize).await.set_service_model(&ServiceModel::default()).await.unwrap();
     cluster.shutdown().await;
 }

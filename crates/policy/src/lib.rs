@@ -137,6 +137,21 @@ pub trait ReadPolicy {
         None
     }
 
+    /// For a read the policy does not plan, any one of whose copies serves (a small object's
+    /// replicas while its stripe is open): how long the executor waits for the copy it tried
+    /// before trying the next, for `length` bytes. `None`: the executor's own read timeout.
+    fn copy_wait_ns(&self, length: u64) -> Option<u64> {
+        let _ = length;
+        None
+    }
+
+    /// Whether such a read should try `node`'s copy only after the others' (the policy found the
+    /// node slow). Default: no node is.
+    fn tries_last(&self, node: NodeId) -> bool {
+        let _ = node;
+        false
+    }
+
     /// The racks (the view's rack numbers, best first) a new stripe of `latency_class` should be
     /// placed on, as the policy last solved it (JLWO's placement step for a file not placed yet);
     /// `None` for policies that do not place, whose executors place as they always do.

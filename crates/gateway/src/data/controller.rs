@@ -551,6 +551,20 @@ impl Controller {
         Duration::from_millis(self.lock().settings.normal_timeout_ms)
     }
 
+    /// For a read any copy of which serves (an open packed stripe's replicas): `copies` in the
+    /// order to try them, the ones the policy found slow last, and how long to wait for each before
+    /// the next (the policy's wait for `length` bytes, within the read timeout).
+    pub fn copy_read_order(&self, copies: &mut [StoreNodeId], length: u64) -> Duration {
+        let state = self.lock();
+        let tries_last = |node: &StoreNodeId| {
+            state.catalog.node_index.get(node).is_some_and(|&dense| state.policy.tries_last(dense))
+        };
+        // A stable sort: the others keep the caller's order (the data unit's node first).
+        copies.sort_by_key(tries_last);
+        let timeout = Duration::from_millis(state.settings.normal_timeout_ms);
+        state.policy.copy_wait_ns(length).map_or(timeout, |wait_ns| Duration::from_nanos(wait_ns).min(timeout))
+    }
+
     /// The counters.
     pub fn counters(&self) -> &ControllerCounters {
         &self.counters

@@ -696,7 +696,8 @@ impl Packer {
     }
 
     /// Bytes `range` of the object held in replica `seq` of data unit `unit` of open `stripe`, from
-    /// the first of its replica nodes that is Up and answers; else the last error.
+    /// the first of its replica nodes that is Up and answers in time (in the read policy's order
+    /// and wait: `Controller::copy_read_order`); else the last error.
     async fn read_replica(
         &self,
         stripe: &StripeMeta,
@@ -708,10 +709,14 @@ impl Packer {
     ) -> Result<Bytes, String> {
         let length = range.end - range.start;
         let stripe_id = stripe.id;
-        let targets: Vec<&NodeInfo> = replica_nodes(stripe, k, usize::from(unit))
-            .iter()
-            .filter_map(|node_id| nodes.get(node_id).filter(|node| node.state == NodeState::Up))
-            .collect();
+        let mut order = replica_nodes(stripe, k, usize::from(unit));
+        // The read policy's wait per copy and its slow nodes last (hedged); else the read timeout.
+        let wait = match self.reads.controller() {
+            Some(controller) => controller.copy_read_order(&mut order, length),
+            None => self.reads.read_timeout(),
+        };
+        let targets: Vec<&NodeInfo> =
+            order.iter().filter_map(|node_id| nodes.get(node_id).filter(|node| node.state == NodeState::Up)).collect();
         let mut last_error = String::from("no replica node is up");
         for (i, node) in targets.iter().enumerate() {
             let read = async {
@@ -722,12 +727,10 @@ impl Packer {
                     .map(|(bytes, _timing)| bytes)
                     .map_err(|e| e.to_string())
             };
-            // A slow replica is abandoned after the read timeout for the next one (the "Normal"
-            // policy), except the last, which gets the whole RPC timeout.
+            // A slow replica is abandoned after the wait for the next one, except the last, which
+            // gets the whole RPC timeout.
             let result = if i + 1 < targets.len() {
-                tokio::time::timeout(self.reads.read_timeout(), read)
-                    .await
-                    .unwrap_or_else(|_| Err("slower than the read timeout".into()))
+                tokio::time::timeout(wait, read).await.unwrap_or_else(|_| Err("slower than the read timeout".into()))
             } else {
                 read.await
             };

@@ -16,6 +16,8 @@
 //! - *Exploration.* An avoided node gets one hedged normal read at most every `explore_ms`, so
 //!   that its average follows it back when it recovers; a node the executor knows is unavailable
 //!   is avoided without exploring.
+//! - *Copies.* A read it does not plan, any copy of which serves (a small object's replicas while
+//!   its stripe is open), tries avoided nodes last and each copy for the hedge delay only.
 //!
 //! Must not: probe, read a clock (time comes as `now_ns`), or keep unbounded state (a fixed ring of
 //! latencies per size class, one average per node).
@@ -265,6 +267,14 @@ impl ReadPolicy for Hedged {
                 self.recompute(class);
             }
         }
+    }
+
+    fn copy_wait_ns(&self, length: u64) -> Option<u64> {
+        Some(self.delay_ns(length))
+    }
+
+    fn tries_last(&self, node: NodeId) -> bool {
+        self.is_slow(node)
     }
 
     fn gauges(&self) -> Vec<(&'static str, f64)> {

@@ -647,6 +647,28 @@ fn hedged_goes_around_a_node_that_keeps_overrunning_and_explores_it_now_and_then
 }
 
 #[test]
+fn hedged_tells_copy_reads_its_delay_and_its_slow_nodes() {
+    let view = FakeView::new(RS);
+    let slow = view.node_of_partition(3, 3);
+    let mut policy = hedged(HedgedSettings::default());
+    assert_eq!(policy.copy_wait_ns(4096), Some(1_000_000_000), "the longest until it has seen reads");
+    for i in 0..64u64 {
+        let (request, tasks) = hedged_record(NodeId(i as u32 % 9), 4096, 2_000_000, false);
+        policy.observe(&request, &tasks);
+    }
+    assert_eq!(policy.copy_wait_ns(4096), Some(policy.delay_ns(4096)));
+    assert!(policy.copy_wait_ns(4096).unwrap() < 10_000_000);
+    assert!(!policy.tries_last(slow));
+    for _ in 0..20 {
+        let (request, tasks) = hedged_record(slow, 4096, 50_000_000, true);
+        policy.observe(&request, &tasks);
+    }
+    assert!(policy.tries_last(slow));
+    let normal = build(PolicyKind::Normal, &PolicySettings::default());
+    assert_eq!((normal.copy_wait_ns(4096), normal.tries_last(slow)), (None, false), "normal keeps the executor's");
+}
+
+#[test]
 fn hedged_draws_no_recovery_set_through_an_avoided_node() {
     let mut view = FakeView::new(RS);
     let helper = view.node_of_partition(3, 6);
