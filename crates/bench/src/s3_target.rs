@@ -436,7 +436,8 @@ impl Target {
             return Ok((keys.into_iter().map(|(index, _)| index).collect(), "as written".into()));
         };
         let bucket = bucket.to_string();
-        let located: Vec<(u64, bool)> = tokio::task::spawn_blocking(move || {
+        let keys_in_order: Vec<u64> = keys.iter().map(|(index, _)| *index).collect();
+        let located = tokio::task::spawn_blocking(move || {
             keys.iter()
                 .enumerate()
                 .map(|(at, (index, key))| match at < HOT_LOCATED {
@@ -445,7 +446,17 @@ impl Target {
                 })
                 .collect::<anyhow::Result<Vec<_>>>()
         })
-        .await??;
+        .await?;
+        let located = match located {
+            Ok(located) => located,
+            // An older lowtail cannot say where an object is: its objects go as written, and the
+            // note says so.
+            Err(error) if error.downcast_ref::<launcher::gateway_admin::NoLocateEndpoint>().is_some() => {
+                let note = format!("as written (its gateway cannot locate objects: {error})");
+                return Ok((keys_in_order, note));
+            }
+            Err(error) => return Err(error),
+        };
         let hot_count = located.iter().filter(|(_, hot)| *hot).count();
         let (hot, cold): (Vec<_>, Vec<_>) = located.into_iter().partition(|(_, hot)| *hot);
         let order = hot.into_iter().chain(cold).map(|(index, _)| index).collect();

@@ -54,6 +54,21 @@ fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().timeout_global(Some(ADMIN_TIMEOUT)).http_status_as_error(false).build().into()
 }
 
+/// A gateway without `GET /admin/locate` (a lowtail older than it): it answered 404 with no body.
+#[derive(Debug)]
+pub struct NoLocateEndpoint {
+    /// The gateway's admin address.
+    pub base: String,
+}
+
+impl std::fmt::Display for NoLocateEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: no locate endpoint (404)", self.base)
+    }
+}
+
+impl std::error::Error for NoLocateEndpoint {}
+
 impl GatewayAdmin {
     fn check(&self, what: &str, response: &mut ureq::http::Response<ureq::Body>) -> anyhow::Result<String> {
         let status = response.status().as_u16();
@@ -126,7 +141,10 @@ impl GatewayAdmin {
             .with_context(|| format!("{what} at {}", self.base))?;
         if response.status().as_u16() == 404 {
             let body = response.body_mut().read_to_string().unwrap_or_default();
-            bail!("{}: {}", self.base, if body.is_empty() { "no locate endpoint (404)".into() } else { body });
+            if body.is_empty() {
+                return Err(NoLocateEndpoint { base: self.base.clone() }.into());
+            }
+            bail!("{}: {body}", self.base);
         }
         let body = self.check(what, &mut response)?;
         let located: serde_json::Value =
@@ -366,5 +384,33 @@ mod tests {
         let admin = GatewayAdmin { base: format!("http://{closed}"), secret: "s".into() };
         let error = format!("{:#}", admin.policy().unwrap_err());
         assert!(error.contains(&closed.to_string()), "{error}");
+    }
+
+    /// Answers each of `answers` (status line and body) to one request, in turn.
+    fn serve(answers: Vec<(&'static str, &'static str)>) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for (status, body) in answers {
+                let (mut stream, _) = listener.accept().unwrap();
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let head = format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+                stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body.as_bytes())).unwrap();
+            }
+        });
+        format!("http://{address}")
+    }
+
+    #[test]
+    fn a_gateway_without_the_locate_endpoint_is_told_apart_from_a_missing_object() {
+        let base = serve(vec![("404 Not Found", ""), ("404 Not Found", "no such key k in bucket b")]);
+        let admin = GatewayAdmin { base, secret: "s".into() };
+        let old = admin.locate("b", "k").unwrap_err();
+        assert!(old.downcast_ref::<NoLocateEndpoint>().is_some(), "{old:#}");
+        let missing = admin.locate("b", "k").unwrap_err();
+        assert!(missing.downcast_ref::<NoLocateEndpoint>().is_none(), "{missing:#}");
+        assert!(format!("{missing:#}").contains("no such key"), "{missing:#}");
     }
 }
