@@ -445,12 +445,10 @@ impl ErasureData {
         // Pending, not degraded, when every unit short is one still landing.
         let pending = writes.missing().len() == landing.len();
         match self.io.cluster().meta().create_stripe(stripe).await {
-            Ok(stored) if landing.is_empty() => {
-                drop(permit);
-                Ok((stored, Redundancy { failures_tolerated: tolerated, full: self.full_failures_tolerated, pending }))
-            }
             Ok(stored) => {
-                self.pending.finish(nodes, stored.clone(), landing, permit);
+                if !landing.is_empty() {
+                    self.pending.finish(nodes, stored.clone(), landing, permit);
+                }
                 Ok((stored, Redundancy { failures_tolerated: tolerated, full: self.full_failures_tolerated, pending }))
             }
             Err(error) => {

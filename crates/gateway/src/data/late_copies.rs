@@ -7,7 +7,7 @@
 //! stripe's buffer), both of which the durability contract already covers.
 //!
 //! Owns: the count of late copies in flight per node, the bound, and the count of copies dropped.
-//! Must not: do I/O, decide when a write is acknowledged (the execution core's `WriteQuorum`
+//! Must not: do I/O (it only aborts the task of a copy it drops), decide when a write is acknowledged (the execution core's `WriteQuorum`
 //! does), or record anything in metadata (the caller records a dropped copy missing).
 
 use std::collections::BTreeMap;
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use meta::NodeId;
+use tokio::task::JoinHandle;
 
 use super::lock;
 
@@ -54,6 +55,24 @@ impl LateCopies {
         }
         *count += 1;
         Some(LateCopy { copies: Arc::clone(self), node })
+    }
+
+    /// The late write `handle` to `node` with its place, or `None` when `node` has its bound in
+    /// flight: the write is then aborted (the gateway holds no more of it) and the caller leaves
+    /// the copy missing.
+    pub fn admit_or_abort<T>(
+        self: &Arc<Self>,
+        node: NodeId,
+        handle: JoinHandle<T>,
+    ) -> Option<(JoinHandle<T>, LateCopy)> {
+        match self.admit(node) {
+            Some(place) => Some((handle, place)),
+            None => {
+                tracing::debug!(%node, "late copy dropped: its node has its bound of late copies in flight");
+                handle.abort();
+                None
+            }
+        }
     }
 
     /// Late copies dropped at the bound since start.

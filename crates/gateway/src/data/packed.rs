@@ -405,12 +405,9 @@ impl Packer {
             .into_iter()
             .enumerate()
             .filter(|(copy, _)| quorum.copy_state(*copy) == CopyState::Running)
-            .filter_map(|(copy, handle)| match self.late_copies.admit(targets[copy]) {
-                Some(place) => Some((targets[copy], handle, place)),
-                None => {
-                    handle.abort();
-                    None
-                }
+            .filter_map(|(copy, handle)| {
+                let (handle, place) = self.late_copies.admit_or_abort(targets[copy], handle)?;
+                Some((targets[copy], handle, place))
             })
             .collect();
         let id = stripe.id;
@@ -730,7 +727,9 @@ impl Packer {
             // A slow replica is abandoned after the wait for the next one, except the last, which
             // gets the whole RPC timeout.
             let result = if i + 1 < targets.len() {
-                tokio::time::timeout(wait, read).await.unwrap_or_else(|_| Err("slower than the read timeout".into()))
+                tokio::time::timeout(wait, read)
+                    .await
+                    .unwrap_or_else(|_| Err(format!("slower than its wait ({wait:?})")))
             } else {
                 read.await
             };

@@ -133,17 +133,13 @@ impl PendingWrites {
     /// The unit writes of `landing` their nodes have room for, each with its place; the others are
     /// aborted (a dropped copy, left missing: see `late_copies`).
     pub fn admit(&self, landing: Vec<Landing>) -> Vec<(Landing, LateCopy)> {
-        let mut admitted = Vec::with_capacity(landing.len());
-        for (unit, node, handle) in landing {
-            match self.late_copies.admit(node) {
-                Some(place) => admitted.push(((unit, node, handle), place)),
-                None => {
-                    tracing::debug!(unit, %node, "late unit dropped: its node has its bound of late copies");
-                    handle.abort();
-                }
-            }
-        }
-        admitted
+        landing
+            .into_iter()
+            .filter_map(|(unit, node, handle)| {
+                let (handle, place) = self.late_copies.admit_or_abort(node, handle)?;
+                Some(((unit, node, handle), place))
+            })
+            .collect()
     }
 
     /// Until when a stripe acknowledged at `now_ms` is left to its writer.

@@ -4,7 +4,7 @@
 //! missing) and judging by the durability rule (`ack_min_failures_tolerated`) whether what landed
 //! may be acknowledged. The caller records the stripe, with its missing units, afterwards.
 //!
-//! Under an early write ack rule ([`meta::WriteAck`] `k+1` or `k`), or the straggler rule (off by
+//! Under an early write ack rule ([`meta::WriteAck`] `k+1` or `k`), or the straggler rule (on by
 //! default: one unit late past a share of the others' time is left behind), the first round's unit
 //! writes run as tasks of their own and [`write_units_early`] returns when the execution core's
 //! write quorum acknowledges, handing back the writes still running ([`Landing`]) for the caller
