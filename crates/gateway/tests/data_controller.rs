@@ -5,7 +5,8 @@
 //! served, and once its node is Down the policies plan around it without probing it; a read of an
 //! open packed stripe is recorded without tasks; records are taken once and switching policy takes
 //! effect; a probe of a hung node gives up after the probe timeout; the refresh task runs every
-//! period until stopped; reads through a bounded admission pool keep at most its slots in flight.
+//! period until stopped; reads through a bounded admission pool keep at most its slots in flight;
+//! `hedged` reads a row around a node it avoids or knows Down as one plan of k + 1 units.
 
 mod data_support;
 
@@ -430,5 +431,65 @@ async fn reads_through_two_admission_slots_keep_two_tasks_in_flight_and_are_all_
     let (records, _) = controller.take_records();
     assert_eq!(records.len(), 36, "six reads of six data units, each one plan");
     assert!(records.iter().all(|r| r.request.outcome == Outcome::Ok));
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedged_reads_a_row_around_a_node_it_avoids_as_one_plan_of_k_plus_one_units() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern(600_000, 7); // six data units of 100 kB
+    let layout = data.write(body.clone()).await.unwrap().layout;
+    let controller = with_controller(&data, "rs-6-3", PolicyKind::Hedged).await;
+    let hedged = policy::read::HedgedSettings { explore_ms: 600_000, ..Default::default() };
+    let settings = PolicySettings { normal_timeout_ms: 100, hedged, ..Default::default() };
+    controller.set_policy(PolicyKind::Hedged, settings).unwrap();
+    let slow = first_unit_node(&cluster, &layout).await;
+    let model = ServiceModel { enabled: true, overhead_us: 2_000_000, ..Default::default() };
+    cluster.client(slow).await.set_service_model(&model).await.unwrap();
+    // Reads of data unit 0 alone overrun the hedge delay until the node is avoided, then one
+    // explores it.
+    for _ in 0..5 {
+        assert!(data.read(&layout, 0..1000).await.unwrap() == body.slice(0..1000));
+    }
+    assert_eq!(controller.policy().gauges.get("hedged_nodes_avoided"), Some(&1.0));
+    controller.take_records();
+    assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body);
+    let (records, _) = controller.take_records();
+    assert_eq!(records.len(), 1, "the row is one plan: {records:?}");
+    let record = &records[0];
+    assert_eq!((record.request.outcome, record.request.degraded), (Outcome::Ok, true));
+    assert_eq!(record.tasks.len(), 7, "k + 1 units, not a recovery set per unit: {:?}", record.tasks);
+    assert!(record.tasks.iter().all(|task| task.unit != 0), "none of the avoided node's unit 0: {:?}", record.tasks);
+    let finished = record.tasks.iter().filter(|t| !t.cancelled && !t.failed && t.finish_ns != NEVER).count();
+    assert!(finished >= 6, "done at the first six: {:?}", record.tasks);
+    let row_units = record.tasks.iter().filter(|task| task.role == TaskRole::Normal).count();
+    assert_eq!(row_units, 5, "the row's five other data units are read for themselves");
+    // Two units of a row read no fewer as one plan: each its own.
+    assert!(data.read(&layout, 50_000..150_000).await.unwrap() == body.slice(50_000..150_000));
+    assert_eq!(controller.take_records().0.len(), 2);
+    cluster.client(slow).await.set_service_model(&ServiceModel::default()).await.unwrap();
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedged_goes_around_a_down_node_from_the_first_read() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern(600_000, 8);
+    let layout = data.write(body.clone()).await.unwrap().layout;
+    let controller = with_controller(&data, "rs-6-3", PolicyKind::Hedged).await;
+    let victim = first_unit_node(&cluster, &layout).await;
+    cluster.kill(victim).await;
+    assert!(data.read(&layout, 0..1000).await.unwrap() == body.slice(0..1000));
+    assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body);
+    let (records, _) = controller.take_records();
+    assert_eq!(records.len(), 2, "a unit read, then the row as one plan: {records:?}");
+    assert!(records[0].tasks.iter().all(|t| t.role == TaskRole::Degraded), "{:?}", records[0].tasks);
+    assert_eq!(records[1].tasks.len(), 7, "{:?}", records[1].tasks);
+    for record in &records {
+        assert!(record.request.degraded && record.request.outcome == Outcome::Ok);
+        assert!(record.tasks.iter().all(|t| t.unit != 0 && !t.failed), "no task on the Down node: {:?}", record.tasks);
+    }
     cluster.shutdown().await;
 }

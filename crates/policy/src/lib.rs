@@ -22,8 +22,9 @@ pub mod reconstruct;
 
 pub use read::{BuildError, FecSettings, FrontendSetup, MarginalLoad, PolicyKind, PolicySettings, build_read_policy};
 
-use model::{CodeLayout, NodeId, Placement, QueueState, ReadPlan, ReadRequest, RequestRecord, TaskRecord};
+use model::{CodeLayout, NodeId, Placement, QueueState, ReadPlan, ReadRequest, RequestRecord, StripeId, TaskRecord};
 use rand::RngCore;
+use std::ops::Range;
 
 /// What a policy may know about the cluster. Executors implement it: the
 /// simulator over its modelled nodes, the gateway over RPCs. Every
@@ -78,6 +79,31 @@ pub trait ReadPolicy {
         request: &ReadRequest,
         rng: &mut dyn RngCore,
     ) -> ReadPlan;
+
+    /// Whether the data units `units` of `stripe` (one read's row) are better read by one plan
+    /// ([`ReadPolicy::plan_row`]) than by a plan per unit. Policies that read whole rows anyway
+    /// (FAST CLOUD's, `jlwo`) are asked nothing: their executors plan rows by [`PolicyKind`].
+    /// Default: never.
+    fn wants_row(&self, view: &dyn ClusterView, now_ns: u64, stripe: StripeId, units: Range<u8>) -> bool {
+        let _ = (view, now_ns, stripe, units);
+        false
+    }
+
+    /// One plan serving every data unit of `units` (`request` names the first of them); the
+    /// executor decodes those the plan does not read. It probes what
+    /// [`ReadPolicy::probe_targets`] announced for `request`. Default: [`ReadPolicy::plan`],
+    /// which is a row plan for the policies that read rows.
+    fn plan_row(
+        &mut self,
+        view: &mut dyn ClusterView,
+        now_ns: u64,
+        request: &ReadRequest,
+        units: Range<u8>,
+        rng: &mut dyn RngCore,
+    ) -> ReadPlan {
+        let _ = units;
+        self.plan(view, now_ns, request, rng)
+    }
 
     /// The nodes [`ReadPolicy::plan`] will probe for `request`, in probe order, appended to
     /// `targets`. Executors that cannot answer a probe synchronously (the live gateway) call this

@@ -338,8 +338,8 @@ struct LiveView<'a> {
     unanswered: u32,
     /// The gateway's read task pool as it stood when the decision began.
     frontend: FrontendState,
-    /// Per dense node, whether it is known not to be Up (batch plans route around it); empty for
-    /// the single-read policies, which learn of a Down node through its probe.
+    /// Per dense node, whether it is known not to be Up (batch plans and `hedged` route around
+    /// it; the probing policies learn of a Down node through its probe).
     down: Vec<bool>,
 }
 
@@ -352,9 +352,14 @@ impl<'a> LiveView<'a> {
         frontend_count: u32,
         nodes: &NodeMap,
     ) -> LiveView<'a> {
-        let down = catalog.nodes.iter().map(|&id| !is_up(nodes, id)).collect();
+        let down = down_nodes(catalog, nodes);
         LiveView { catalog, answers, frontend_count, unanswered: 0, frontend: FrontendState::unbounded(), down }
     }
+}
+
+/// Per dense node, whether `nodes` has it not Up.
+fn down_nodes(catalog: &Catalog, nodes: &NodeMap) -> Vec<bool> {
+    catalog.nodes.iter().map(|&id| !is_up(nodes, id)).collect()
 }
 
 impl policy::ClusterView for LiveView<'_> {
@@ -684,7 +689,7 @@ impl Controller {
     /// k, the missing data units decoded from them), else each unit read on its own.
     pub async fn read_units(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<Vec<Bytes>, DataError> {
         assert!(range.unit == units.start && !units.is_empty(), "units {units:?} start at the range's unit");
-        if units.len() == 1 || self.reads_rows() {
+        if units.len() == 1 || self.reads_rows() || self.wants_row(&range, &units) {
             return self.read_row(range, units).await;
         }
         let each = units.map(|unit| async move {
@@ -694,7 +699,30 @@ impl Controller {
         futures_util::future::try_join_all(each).await
     }
 
-    /// One plan for `units` (one unit, or a row under a row-reading policy), recorded.
+    /// Whether the running policy reads `units` of the range's stripe better by one plan than by a
+    /// plan per unit (`hedged`, around a node it avoids). Reads the controller cannot plan, no.
+    pub fn wants_row(&self, range: &RangeRead<'_>, units: &Range<usize>) -> bool {
+        if !self.is_own_code(range.stripe) || units.end > range.code.data_units() || units.end > usize::from(u8::MAX) {
+            return false;
+        }
+        let now_ns = self.now_ns();
+        let frontend = range.admission.map_or_else(FrontendState::unbounded, TaskPool::frontend_state);
+        let mut state = self.lock();
+        let state = &mut *state;
+        let Ok(Some(dense)) = state.catalog.stripe(range.stripe) else { return false };
+        let view = LiveView {
+            catalog: &state.catalog,
+            answers: &[],
+            frontend_count: self.frontend_count,
+            unanswered: 0,
+            frontend,
+            down: down_nodes(&state.catalog, range.nodes),
+        };
+        state.policy.wants_row(&view, now_ns, dense, units.start as u8..units.end as u8)
+    }
+
+    /// One plan for `units` (one unit, or a row under a row-reading policy or one the policy
+    /// wants read as a row), recorded.
     async fn read_row(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<Vec<Bytes>, DataError> {
         let RangeRead { io, stripe, code, unit, length, .. } = range;
         let arrival_ns = self.now_ns();
@@ -706,7 +734,7 @@ impl Controller {
             && !(units.len() == 1 && (super::segmented::applies(range) || super::node_dataflow::applies(range)));
         let mut probes_sent = 0u32;
         let decision = if plannable {
-            let decided = self.decide(&range, arrival_ns, &mut probes_sent).await;
+            let decided = self.decide(&range, units.clone(), arrival_ns, &mut probes_sent).await;
             // Counted after the decision's clock stopped: the metric's look-up hashes its name under a lock.
             count(&self.counters.request_probes, "lowtail_controller_request_probes_total", u64::from(probes_sent));
             decided.unwrap_or_else(|error| {
@@ -856,13 +884,14 @@ impl Controller {
         stripe.code_spec().is_ok_and(|spec| spec == self.code)
     }
 
-    /// Plans a read: announced probes in one parallel round trip, then the policy's plan. `None`
-    /// when the catalog had to start afresh (the read is served unplanned). Adds the probes it sent
-    /// to `probes_sent`, whatever it returns.
+    /// Plans a read: announced probes in one parallel round trip, then the policy's plan (its row
+    /// plan for several `units`). `None` when the catalog had to start afresh (the read is served
+    /// unplanned). Adds the probes it sent to `probes_sent`, whatever it returns.
     #[allow(clippy::too_many_arguments)]
     async fn decide(
         &self,
         range: &RangeRead<'_>,
+        units: Range<usize>,
         arrival_ns: u64,
         probes_sent: &mut u32,
     ) -> Result<Option<Decision>, DataError> {
@@ -908,7 +937,7 @@ impl Controller {
                     frontend_count: self.frontend_count,
                     unanswered: 0,
                     frontend,
-                    down: Vec::new(),
+                    down: down_nodes(&state.catalog, nodes),
                 };
                 state.policy.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
                 targets.dedup();
@@ -939,9 +968,14 @@ impl Controller {
                 frontend_count: self.frontend_count,
                 unanswered: 0,
                 frontend,
-                down: Vec::new(),
+                down: down_nodes(&state.catalog, nodes),
             };
-            let plan = state.policy.plan(&mut view, self.now_ns(), &request, &mut request_rng);
+            let plan = if units.len() > 1 {
+                let row = units.start as u8..units.end as u8;
+                state.policy.plan_row(&mut view, self.now_ns(), &request, row, &mut request_rng)
+            } else {
+                state.policy.plan(&mut view, self.now_ns(), &request, &mut request_rng)
+            };
             debug_assert_eq!(view.unanswered, 0, "{} probed a node it did not announce", state.policy.name());
             debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
             let store_nodes = plan.tasks.iter().map(|t| state.catalog.nodes[t.node.index()]).collect();

@@ -111,8 +111,8 @@ fn row_groups(pieces: Vec<UnitPiece>) -> Vec<RowGroup> {
 
 impl ErasureData {
     /// The pieces of one stripe through one row read of the range that covers them all in every
-    /// unit (FAST CLOUD's request: the same range of n units, done at the first k), each piece
-    /// cut from its unit's bytes.
+    /// unit (FAST CLOUD's request: the same range of n units, done at the first k; `hedged`'s
+    /// around a node it avoids), each piece cut from its unit's bytes.
     async fn read_row_group(&self, nodes: &NodeMap, mut row: RowGroup) -> Result<Vec<Bytes>, DataError> {
         if row.len() == 1 {
             let piece = row.pop().expect("one piece");
@@ -132,6 +132,17 @@ impl ErasureData {
                 unit.slice(from..from + piece.length as usize)
             })
             .collect())
+    }
+
+    /// Whether the read policy wants `row`'s pieces (of one stripe, more than one) read as one row.
+    fn wants_row(&self, nodes: &NodeMap, row: &RowGroup) -> bool {
+        if row.len() < 2 {
+            return false;
+        }
+        let start = row.iter().map(|p| p.offset).min().expect("a group has pieces");
+        let end = row.iter().map(|p| p.offset + p.length).max().expect("a group has pieces");
+        let units = row[0].unit..row[row.len() - 1].unit + 1;
+        self.reads.wants_row(nodes, &row[0].stripe, row[0].code.as_ref(), units, start, end - start)
     }
 
     async fn read_piece(&self, nodes: &NodeMap, piece: UnitPiece) -> Result<Bytes, DataError> {
@@ -522,18 +533,23 @@ impl ErasureData {
             }
         }
         let nodes = &nodes;
-        let parts: Vec<Bytes> = if self.reads.reads_rows() {
-            let rows = stream::iter(row_groups(pieces).into_iter().map(|row| self.read_row_group(nodes, row)))
-                .buffered(self.io.config().max_parallel_unit_reads)
-                .try_collect::<Vec<Vec<Bytes>>>()
-                .await?;
-            rows.into_iter().flatten().collect()
-        } else {
-            stream::iter(pieces.into_iter().map(|piece| self.read_piece(nodes, piece)))
-                .buffered(self.io.config().max_parallel_unit_reads)
-                .try_collect()
-                .await?
-        };
+        // Each stripe's pieces as one row read where the policy reads rows or wants this one as
+        // a row (around a node it avoids), else piece by piece.
+        let mut reads: Vec<RowGroup> = Vec::new();
+        for row in row_groups(pieces) {
+            if self.reads.reads_rows() || self.wants_row(nodes, &row) {
+                reads.push(row);
+            } else {
+                reads.extend(row.into_iter().map(|piece| vec![piece]));
+            }
+        }
+        let parts: Vec<Bytes> = stream::iter(reads.into_iter().map(|row| self.read_row_group(nodes, row)))
+            .buffered(self.io.config().max_parallel_unit_reads)
+            .try_collect::<Vec<Vec<Bytes>>>()
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
         let read: usize = parts.iter().map(Bytes::len).sum();
         assert_eq!(read as u64, range.end - range.start, "the unit ranges cover the whole range");
         Ok(parts)

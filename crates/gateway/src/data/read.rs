@@ -71,6 +71,30 @@ impl Reads {
         self.controller.get().is_some_and(|controller| controller.reads_rows())
     }
 
+    /// Whether the attached controller's policy wants the same range of `units` of `stripe` read
+    /// as one row plan now (`hedged`, around a node it avoids; see [`Controller::read_units`]).
+    pub fn wants_row(
+        &self,
+        nodes: &NodeMap,
+        stripe: &StripeMeta,
+        code: &dyn ErasureCode,
+        units: std::ops::Range<usize>,
+        offset: u64,
+        length: u64,
+    ) -> bool {
+        let range = RangeRead {
+            io: &self.io,
+            nodes,
+            stripe,
+            code,
+            unit: units.start,
+            offset,
+            length,
+            admission: self.pool.as_ref(),
+        };
+        self.controller.get().is_some_and(|controller| controller.wants_row(&range, &units))
+    }
+
     /// Bytes `offset .. offset + length` of each data unit in `units` of sealed `stripe`: one
     /// plan for the row under a row-reading policy (see [`Controller::read_units`]), else each
     /// unit as [`Reads::read_range`] reads it.

@@ -24,12 +24,14 @@
 
 use super::cost::{normal_task, sampled_set, set_tasks};
 use crate::{ClusterView, ReadPolicy};
+use codec::CodeSpec;
 use model::{
-    DecodeAt, NEVER, NodeId, Outcome, Quorum, ReadPlan, ReadRequest, ReconstructionTopology, RecoverySet,
-    RequestRecord, TaskRecord, TaskRole,
+    DecodeAt, NEVER, NodeId, Outcome, PlannedTask, Quorum, ReadPlan, ReadRequest, ReconstructionTopology, RecoverySet,
+    RequestRecord, StripeId, TaskRecord, TaskRole,
 };
-use rand::RngCore;
+use rand::{Rng, RngCore};
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 
 /// Latencies kept per size class for the hedge delay.
 const LATENCY_RING: usize = 512;
@@ -189,18 +191,29 @@ impl Hedged {
         size.delay_ns = delay.clamp(min_ns.min(self.longest_ns), self.longest_ns);
     }
 
-    /// Whether a read of an avoided `node` should explore it now (and note that it did).
-    fn explore(&mut self, view: &dyn ClusterView, node: NodeId, now_ns: u64) -> bool {
+    /// Whether an avoided `node` is due a hedged normal read (never when the executor knows it
+    /// unavailable).
+    fn explore_due(&self, view: &dyn ClusterView, node: NodeId, now_ns: u64) -> bool {
         if view.node_unavailable(node) {
             return false;
         }
         let interval_ns = self.settings.explore_ms.saturating_mul(1_000_000);
-        let history = self.history(node);
-        let due = history.last_explore_ns.is_none_or(|last| now_ns.saturating_sub(last) >= interval_ns);
+        let last = self.nodes.get(node.0 as usize).and_then(|history| history.last_explore_ns);
+        last.is_none_or(|last| now_ns.saturating_sub(last) >= interval_ns)
+    }
+
+    /// Whether a read of an avoided `node` should explore it now (and note that it did).
+    fn explore(&mut self, view: &dyn ClusterView, node: NodeId, now_ns: u64) -> bool {
+        let due = self.explore_due(view, node, now_ns);
         if due {
-            history.last_explore_ns = Some(now_ns);
+            self.history(node).last_explore_ns = Some(now_ns);
         }
         due
+    }
+
+    /// Whether `node` is gone around now: avoided and not due an exploration.
+    fn goes_around(&self, view: &dyn ClusterView, node: NodeId, now_ns: u64) -> bool {
+        self.avoided(view, node) && !self.explore_due(view, node, now_ns)
     }
 
     /// The recovery set to read instead of (or after) the normal unit: the sampled one when it
@@ -252,8 +265,57 @@ impl ReadPolicy for Hedged {
         }
     }
 
+    fn wants_row(&self, view: &dyn ClusterView, now_ns: u64, stripe: StripeId, units: Range<u8>) -> bool {
+        // A row of two units reads no fewer units as one plan (k + 1) than unit by unit (1 + k).
+        let mds = matches!(view.layout().spec(), CodeSpec::Rs { .. });
+        let nodes = view.placement().stripe_nodes(stripe);
+        mds && units.len() > 2 && units.clone().any(|unit| self.goes_around(view, nodes[usize::from(unit)], now_ns))
+    }
+
+    /// The row's data units that are not gone around, then other units (data first, the parities
+    /// from a random one on, to spread them) to k, and one spare: done at the first k (any k
+    /// units of an RS stripe give every data unit). One plan reads k + 1 units where a plan per
+    /// unit reads the row's other units once more for each recovery set.
+    fn plan_row(
+        &mut self,
+        view: &mut dyn ClusterView,
+        now_ns: u64,
+        request: &ReadRequest,
+        units: Range<u8>,
+        rng: &mut dyn RngCore,
+    ) -> ReadPlan {
+        let (k, n) = (view.layout().data_units(), view.layout().total_units());
+        let placement = view.placement();
+        let location = placement.locate(request.partition);
+        assert_eq!(location.unit, units.start, "the request names the row's first unit");
+        let nodes = placement.stripe_nodes(location.stripe);
+        let first_parity = rng.random_range(k..n);
+        let rest = (0..k).chain(first_parity..n).chain(k..first_parity);
+        let order = units.clone().map(usize::from).chain(rest.filter(|unit| !units.contains(&(*unit as u8))));
+        let mut chosen: Vec<usize> = order.filter(|&unit| !self.goes_around(&*view, nodes[unit], now_ns)).collect();
+        chosen.truncate(k + 1);
+        let tasks: Vec<PlannedTask> = chosen
+            .iter()
+            .map(|&unit| PlannedTask {
+                node: nodes[unit],
+                unit: unit as u8,
+                offset: request.offset,
+                length: request.length,
+                role: if units.contains(&(unit as u8)) { TaskRole::Normal } else { TaskRole::Degraded },
+            })
+            .collect();
+        // Fewer than k units not gone around: all of them, and the executor's fallback for the rest.
+        let quorum = Quorum::FirstKOfN { k: k.min(tasks.len()) as u16 };
+        ReadPlan { tasks, quorum, decode: DecodeAt::Gateway, topology: ReconstructionTopology::Gateway }
+    }
+
     fn observe(&mut self, request: &RequestRecord, tasks: &[TaskRecord]) {
-        let Some(normal) = tasks.iter().find(|task| task.role == TaskRole::Normal) else { return };
+        let mut normals = tasks.iter().filter(|task| task.role == TaskRole::Normal);
+        let Some(normal) = normals.next() else { return };
+        if normals.next().is_some() {
+            // A row plan's: no one node's read stood for the request's latency.
+            return;
+        }
         let overran = request.timed_out || normal.failed || request.outcome != Outcome::Ok;
         let history = self.history(normal.node);
         history.overrun_share += OVERRUN_WEIGHT * (f64::from(u8::from(overran)) - history.overrun_share);

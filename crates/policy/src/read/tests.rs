@@ -685,6 +685,58 @@ fn hedged_draws_no_recovery_set_through_an_avoided_node() {
 }
 
 #[test]
+fn hedged_reads_a_row_around_an_avoided_node_as_one_plan_of_k_plus_one_units() {
+    let mut view = FakeView::new(RS);
+    let stripe = view.placement.locate(PartitionId(0)).stripe;
+    let slow = view.node_of_partition(0, 3);
+    let mut policy = hedged(HedgedSettings::default());
+    assert!(!policy.wants_row(&view, 0, stripe, 0..6), "no avoided node: a plan per unit");
+    for _ in 0..20 {
+        let (request, tasks) = hedged_record(slow, 4096, 50_000_000, true);
+        policy.observe(&request, &tasks);
+    }
+    assert!(!policy.wants_row(&view, 0, stripe, 0..6), "due an exploration, which the unit's own plan makes");
+    let explore = policy.plan(&mut view, 0, &request(3, 4096), &mut ChaCha8Rng::seed_from_u64(1));
+    assert_eq!(explore.tasks[0].node, slow);
+    let ms = 1_000_000;
+    assert!(policy.wants_row(&view, ms, stripe, 0..6));
+    assert!(!policy.wants_row(&view, ms, stripe, 2..4), "two units read no fewer as one plan");
+    assert!(!policy.wants_row(&view, ms, stripe, 4..6), "the avoided unit is outside the row");
+    let mut parities = std::collections::BTreeSet::<u8>::new();
+    for seed in 0..20 {
+        let plan = policy.plan_row(&mut view, ms, &request(0, 4096), 0..6, &mut ChaCha8Rng::seed_from_u64(seed));
+        plan.validate().unwrap();
+        assert_eq!(plan.quorum, Quorum::FirstKOfN { k: 6 });
+        let units: std::collections::BTreeSet<u8> = plan.tasks.iter().map(|task| task.unit).collect();
+        assert_eq!((plan.tasks.len(), units.len()), (7, 7), "k + 1 distinct units: {plan:?}");
+        assert!(plan.tasks.iter().all(|task| task.node != slow), "seed {seed}: {plan:?}");
+        for task in &plan.tasks {
+            let role = if task.unit < 6 { TaskRole::Normal } else { TaskRole::Degraded };
+            assert_eq!((task.role, task.offset, task.length), (role, 100, 4096), "{task:?}");
+        }
+        parities.extend(units.range(6..));
+    }
+    assert_eq!(parities.len(), 3, "the parities read are spread: {parities:?}");
+    // A row plan's record says nothing of one node: the avoided node stays avoided.
+    let (row_request, mut row_tasks) = hedged_record(slow, 4096, 2_000_000, false);
+    row_tasks.push(model::TaskRecord { node: view.node_of_partition(0, 0), ..row_tasks[0] });
+    for _ in 0..30 {
+        policy.observe(&row_request, &row_tasks);
+    }
+    assert!(policy.avoids(slow));
+    let lrc = FakeView::new(LRC);
+    let lrc_stripe = lrc.placement.locate(PartitionId(0)).stripe;
+    let lrc_slow = lrc.node_of_partition(0, 3);
+    let mut policy = hedged(HedgedSettings::default());
+    for _ in 0..20 {
+        let (request, tasks) = hedged_record(lrc_slow, 4096, 50_000_000, true);
+        policy.observe(&request, &tasks);
+    }
+    policy.plan(&mut FakeView::new(LRC), 0, &request(3, 4096), &mut ChaCha8Rng::seed_from_u64(1));
+    assert!(!policy.wants_row(&lrc, ms, lrc_stripe, 0..6), "an LRC's local sets are cheaper than a row");
+}
+
+#[test]
 fn hedged_settings_out_of_range_are_refused() {
     assert!(HedgedSettings::default().validate().is_ok());
     let refused = |settings: HedgedSettings| settings.validate().unwrap_err();
