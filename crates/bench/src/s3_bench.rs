@@ -463,6 +463,7 @@ async fn run_under(
             concurrency: cell.concurrency,
             seconds_to_whole: restarted_at.elapsed().as_secs_f64(),
             bytes_rebuilt: whole.bytes_repaired.saturating_sub(before.bytes_repaired),
+            data_units: target.data_units,
         });
     }
     Ok(())
@@ -595,7 +596,7 @@ pub fn render_table(report: &S3BenchReport) -> String {
     }
     if !report.rebuilds.is_empty() {
         text.push_str("\n\n");
-        text.push_str(&crate::s3_scenarios::render_rebuilds(&report.rebuilds));
+        text.push_str(&crate::s3_scenarios::render_rebuilds(&report.rebuilds, &report.rows));
     }
     for error in &report.first_errors {
         text.push_str(&format!("\nfailure: {error}"));

@@ -170,12 +170,24 @@ pub struct RebuildRow {
     pub seconds_to_whole: f64,
     /// Bytes of units rebuilt meanwhile.
     pub bytes_rebuilt: u64,
+    /// Data units per stripe of the target's code (k), when known: each rebuilt byte is decoded
+    /// from k read.
+    #[serde(default)]
+    pub data_units: Option<usize>,
 }
 
 impl RebuildRow {
     /// Rebuilt bytes per second, in MB/s (1e6 bytes), over the whole rebuild.
     pub fn mb_per_s(&self) -> f64 {
         if self.seconds_to_whole <= 0.0 { 0.0 } else { self.bytes_rebuilt as f64 / 1e6 / self.seconds_to_whole }
+    }
+
+    /// The rebuild's ideal time at idle, s: the k × rebuilt bytes it must read, at the rate the
+    /// healthy cluster served GETs (`healthy_get_mb_per_s`: every byte a client got was one unit
+    /// byte read from a node), as if nothing else ran. `None` without k or a rate.
+    pub fn ideal_seconds(&self, healthy_get_mb_per_s: f64) -> Option<f64> {
+        let k = self.data_units?;
+        (healthy_get_mb_per_s > 0.0).then(|| k as f64 * self.bytes_rebuilt as f64 / 1e6 / healthy_get_mb_per_s)
     }
 }
 

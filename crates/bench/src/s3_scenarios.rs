@@ -166,12 +166,19 @@ pub fn render_scenarios(lines: &[ScenarioLine], fail_slow: FailSlowShape, victim
     )
 }
 
-/// The rebuilds of the `rebuild` scenario, one line each.
-pub fn render_rebuilds(rebuilds: &[RebuildRow]) -> String {
+/// The rebuilds of the `rebuild` scenario, one line each, with the ideal time from the same
+/// round's fastest healthy GET cell of the target in `rows`.
+pub fn render_rebuilds(rebuilds: &[RebuildRow], rows: &[S3Row]) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(vec!["target", "round", "object", "concurrency", "to whole s", "rebuilt MB", "MB/s"]);
+    let header = ["target", "round", "object", "concurrency", "to whole s", "rebuilt MB", "MB/s", "ideal s", "× ideal"];
+    table.set_header(header.to_vec());
     for rebuild in rebuilds {
+        let ideal = rebuild.ideal_seconds(healthy_get_mb_per_s(rows, &rebuild.target, rebuild.round));
+        let (ideal_s, times_ideal) = match ideal {
+            Some(ideal) if ideal > 0.0 => (format!("{ideal:.1}"), format!("{:.1}×", rebuild.seconds_to_whole / ideal)),
+            _ => ("–".into(), "–".into()),
+        };
         table.add_row(vec![
             rebuild.target.clone(),
             rebuild.round.to_string(),
@@ -180,15 +187,28 @@ pub fn render_rebuilds(rebuilds: &[RebuildRow]) -> String {
             format!("{:.1}", rebuild.seconds_to_whole),
             format!("{:.1}", rebuild.bytes_rebuilt as f64 / 1e6),
             format!("{:.1}", rebuild.mb_per_s()),
+            ideal_s,
+            times_ideal,
         ]);
     }
-    align_right(&mut table, 1..7);
+    align_right(&mut table, 1..9);
     format!(
         "{table}\n\
          Rebuilds: from the victim's restart with an empty data directory to the first repair census that found \
          every stripe whole, and the bytes of units rebuilt meanwhile (from the gateway's status; the scenario's \
-         phases ran during the first part of it, the rest was idle). Other stores do not report theirs."
+         phases ran during the first part of it, the rest was idle). Ideal: the k × rebuilt bytes a rebuild reads, \
+         at the rate the healthy cluster served GETs in the same round (its fastest healthy GET cell: each byte a \
+         client got was a unit byte read from a node), as if the survivors did nothing else. Other stores do not \
+         report theirs."
     )
+}
+
+/// The fastest healthy GET rate of `target` in `round`, MB/s (0 without one).
+fn healthy_get_mb_per_s(rows: &[S3Row], target: &str, round: usize) -> f64 {
+    rows.iter()
+        .filter(|row| row.target == target && row.round == round && row.scenario == "healthy" && row.op == S3Op::Get)
+        .map(|row| row.mb_per_s)
+        .fold(0.0, f64::max)
 }
 
 #[cfg(test)]
@@ -263,12 +283,22 @@ mod tests {
             concurrency: 8,
             seconds_to_whole: 20.0,
             bytes_rebuilt: 100_000_000,
+            data_units: Some(6),
         };
         assert_eq!(rebuild.mb_per_s(), 5.0);
-        let text = render_rebuilds(&[rebuild]);
-        for expected in ["to whole s", "20.0", "100.0", "5.0", "1 MiB"] {
+        // 6 × 100 MB at the healthy GET rate of 150 MB/s (the round's faster cell): 4 s.
+        let mut healthy = vec![row("lowtail", "healthy", 1, 10.0), row("lowtail", "healthy", 1, 10.0)];
+        healthy[0].mb_per_s = 40.0;
+        healthy[1].mb_per_s = 150.0;
+        let mut other_round = row("lowtail", "healthy", 2, 10.0);
+        other_round.mb_per_s = 600.0;
+        healthy.push(other_round);
+        let text = render_rebuilds(std::slice::from_ref(&rebuild), &healthy);
+        for expected in ["to whole s", "20.0", "100.0", "5.0", "1 MiB", "4.0", "5.0×"] {
             assert!(text.contains(expected), "{expected:?} missing from\n{text}");
         }
+        let unknown = RebuildRow { data_units: None, ..rebuild };
+        assert!(render_rebuilds(&[unknown], &healthy).contains('–'), "no k: no ideal");
     }
 
     #[test]

@@ -161,6 +161,8 @@ pub struct Target {
     pub victim_note: String,
     /// What `rebuild` empties: the victim's data directory.
     pub victim_wipe: Option<Wipe>,
+    /// Data units per stripe of a lowtail cluster's code (k): a rebuilt byte is decoded from k.
+    pub data_units: Option<usize>,
     /// How the `hot` scenario ordered the objects, for the legend (empty without it).
     pub hot_note: String,
     /// A lowtail cluster's node data directories, as (id, directory).
@@ -370,6 +372,7 @@ async fn start_without_victim(spec: &TargetSpec, taken_pids: &[u32]) -> anyhow::
                 victim_pid: None,
                 victim_note: String::new(),
                 victim_wipe: spec.victim_data_dir.clone().map(|dir| Wipe { dir, keep: Vec::new() }),
+                data_units: None,
                 node_dirs: Vec::new(),
                 hot: None,
                 hot_note: String::new(),
@@ -405,6 +408,7 @@ fn lowtail_target(spec: &TargetSpec, manifest: &Manifest, description: &str) -> 
         victim_pid: None,
         victim_note: String::new(),
         victim_wipe: None,
+        data_units: manifest.code.parse::<codec::CodeSpec>().ok().map(|code| code.data_units()),
         node_dirs: manifest.nodes.iter().map(|node| (node.id, node.data_dir.clone())).collect(),
         hot: hot_of(spec, manifest),
         hot_note: String::new(),
