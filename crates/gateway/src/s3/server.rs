@@ -121,6 +121,42 @@ impl HttpBody for TrackedBody {
     }
 }
 
+/// An answer's body that holds `held` (the request's count in flight) until the body is sent: a
+/// GET's bytes go out after its headers, and repair's pacing must see the time a download takes.
+struct HeldUntilSent<G> {
+    inner: s3s::Body,
+    held: Option<G>,
+}
+
+impl<G: Unpin> HttpBody for HeldUntilSent<G> {
+    type Data = Bytes;
+    type Error = <s3s::Body as HttpBody>::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) || self.inner.is_end_stream() {
+            self.held = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// `response` with its body holding `held` until sent (an empty body: `held` is dropped now).
+fn hold_until_sent<G: Unpin + Send + Sync + 'static>(response: &mut HttpResponse, held: G) {
+    if !response.body().is_end_stream() {
+        let inner = std::mem::take(response.body_mut());
+        *response.body_mut() = s3s::Body::http_body(HeldUntilSent { inner, held: Some(held) });
+    }
+}
+
 /// Serves one request: assigns its id, runs the S3 service with the id in scope, and fixes up the
 /// HTTP framing of the answer.
 async fn handle(
@@ -128,8 +164,9 @@ async fn handle(
     ids: Arc<RequestIds>,
     request: hyper::Request<Incoming>,
 ) -> Result<HttpResponse, HttpError> {
-    // Background work (repair) paces itself by how busy clients keep the gateway.
-    let _busy = crate::data::foreground::request_in_flight();
+    // Background work (repair) paces itself by how busy clients keep the gateway: a request counts
+    // until its answer's body is sent.
+    let busy = crate::data::foreground::request_in_flight();
     let id = ids.next();
     let is_head = request.method() == Method::HEAD;
     let finished = Arc::new(AtomicBool::new(request.body().is_end_stream()));
@@ -160,6 +197,7 @@ async fn handle(
     if is_head && response.status() == StatusCode::OK && response.headers().contains_key(CONTENT_RANGE) {
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
     }
+    hold_until_sent(&mut response, busy);
     Ok(response)
 }
 
@@ -212,5 +250,35 @@ pub async fn serve(listener: TcpListener, service: S3Service, shutdown: impl Fut
     tokio::select! {
         () = graceful.shutdown() => tracing::info!("S3 server stopped"),
         () = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("S3 server stopped with connections still open"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    /// A token whose drop is seen through its Arc's count.
+    struct Token(#[allow(dead_code)] Arc<()>);
+
+    #[tokio::test]
+    async fn an_answer_holds_its_request_in_flight_until_its_body_is_sent() {
+        let token = Arc::new(());
+        let mut response = hyper::Response::new(s3s::Body::from(Bytes::from_static(b"the object's bytes")));
+        hold_until_sent(&mut response, Token(Arc::clone(&token)));
+        assert_eq!(Arc::strong_count(&token), 2, "held while the body waits to be sent");
+        assert_eq!(response.body().size_hint().exact(), Some(18), "framed by its length as before");
+        let mut body = response.into_body();
+        let frame = body.frame().await.unwrap().unwrap();
+        assert_eq!(frame.into_data().unwrap(), Bytes::from_static(b"the object's bytes"));
+        assert_eq!(Arc::strong_count(&token), 1, "let go once the last bytes are out");
+        // An empty answer lets go at once; a body dropped unsent (a client gone) lets go too.
+        let mut empty = hyper::Response::new(s3s::Body::empty());
+        hold_until_sent(&mut empty, Token(Arc::clone(&token)));
+        assert_eq!(Arc::strong_count(&token), 1);
+        let mut unsent = hyper::Response::new(s3s::Body::from(Bytes::from_static(b"x")));
+        hold_until_sent(&mut unsent, Token(Arc::clone(&token)));
+        drop(unsent);
+        assert_eq!(Arc::strong_count(&token), 1);
     }
 }
