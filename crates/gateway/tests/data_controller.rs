@@ -444,13 +444,15 @@ async fn hedged_reads_a_row_around_a_node_it_avoids_as_one_plan_of_k_plus_one_un
     let hedged = policy::read::HedgedSettings { explore_ms: 600_000, ..Default::default() };
     let settings = PolicySettings { normal_timeout_ms: 100, hedged, ..Default::default() };
     controller.set_policy(PolicyKind::Hedged, settings).unwrap();
-    let slow = first_unit_node(&cluster, &layout).await;
+    let Layout::Striped { segments } = &layout else { panic!("a 600 kB object is striped") };
+    // Data unit 2's node: not the row's first unit, whose read alone once decided "degraded".
+    let slow = cluster.meta.get_stripe(segments[0].stripe).await.unwrap().placement[2].0 as usize;
     let model = ServiceModel { enabled: true, overhead_us: 2_000_000, ..Default::default() };
     cluster.client(slow).await.set_service_model(&model).await.unwrap();
-    // Reads of data unit 0 alone overrun the hedge delay until the node is avoided, then one
+    // Reads of data unit 2 alone overrun the hedge delay until the node is avoided, then one
     // explores it.
     for _ in 0..5 {
-        assert!(data.read(&layout, 0..1000).await.unwrap() == body.slice(0..1000));
+        assert!(data.read(&layout, 200_000..201_000).await.unwrap() == body.slice(200_000..201_000));
     }
     assert_eq!(controller.policy().gauges.get("hedged_nodes_avoided"), Some(&1.0));
     controller.take_records();
@@ -460,13 +462,13 @@ async fn hedged_reads_a_row_around_a_node_it_avoids_as_one_plan_of_k_plus_one_un
     let record = &records[0];
     assert_eq!((record.request.outcome, record.request.degraded), (Outcome::Ok, true));
     assert_eq!(record.tasks.len(), 7, "k + 1 units, not a recovery set per unit: {:?}", record.tasks);
-    assert!(record.tasks.iter().all(|task| task.unit != 0), "none of the avoided node's unit 0: {:?}", record.tasks);
+    assert!(record.tasks.iter().all(|task| task.unit != 2), "none of the avoided node's unit 2: {:?}", record.tasks);
     let finished = record.tasks.iter().filter(|t| !t.cancelled && !t.failed && t.finish_ns != NEVER).count();
     assert!(finished >= 6, "done at the first six: {:?}", record.tasks);
     let row_units = record.tasks.iter().filter(|task| task.role == TaskRole::Normal).count();
     assert_eq!(row_units, 5, "the row's five other data units are read for themselves");
     // Two units of a row read no fewer as one plan: each its own.
-    assert!(data.read(&layout, 50_000..150_000).await.unwrap() == body.slice(50_000..150_000));
+    assert!(data.read(&layout, 150_000..250_000).await.unwrap() == body.slice(150_000..250_000));
     assert_eq!(controller.take_records().0.len(), 2);
     cluster.client(slow).await.set_service_model(&ServiceModel::default()).await.unwrap();
     cluster.shutdown().await;

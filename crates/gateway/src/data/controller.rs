@@ -1070,7 +1070,8 @@ impl Controller {
         let timed_out = driven.timed_out;
         let served = match &driven.completed {
             Some((_, decoded)) if units.len() > 1 => {
-                robust::served_units(*target, plan, units, &driven.bytes).map(|bytes| (bytes, *decoded))
+                let decoded = *decoded || robust::row_decoded(plan, units.clone(), &driven.bytes);
+                robust::served_units(*target, plan, units, &driven.bytes).map(|bytes| (bytes, decoded))
             }
             Some((tasks, decoded)) => {
                 robust::served_bytes(*target, plan, tasks, *decoded, &driven.bytes).map(|bytes| (vec![bytes], *decoded))

@@ -137,6 +137,14 @@ pub(super) fn served_bytes(
     decode(code, range.unit, &sources, &buffers)
 }
 
+/// Whether some unit of `units` had no task of `plan` deliver it (it was decoded): a row read is
+/// degraded if any of its units is, not only its first.
+pub(super) fn row_decoded(plan: &ReadPlan, units: std::ops::Range<usize>, bytes: &[Option<Bytes>]) -> bool {
+    units.into_iter().any(|unit| {
+        !plan.tasks.iter().zip(bytes).any(|(task, delivered)| usize::from(task.unit) == unit && delivered.is_some())
+    })
+}
+
 /// The range of every unit in `units` from a completed first-k-of-n `plan` over the row: each
 /// unit's own bytes where its task delivered, else decoded from the units that did (every task
 /// that delivered counts, so a row whose quorum was met holds k of an MDS code's units).
