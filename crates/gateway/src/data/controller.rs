@@ -352,8 +352,20 @@ impl<'a> LiveView<'a> {
         frontend_count: u32,
         nodes: &NodeMap,
     ) -> LiveView<'a> {
+        LiveView::of_read(catalog, answers, frontend_count, FrontendState::unbounded(), nodes)
+    }
+
+    /// The view of one read's decision: `frontend`, the read's pool as it stood, and the nodes
+    /// not Up in `nodes` known to be down (`hedged` goes around them).
+    fn of_read(
+        catalog: &'a Catalog,
+        answers: &'a [(PolicyNodeId, QueueState)],
+        frontend_count: u32,
+        frontend: FrontendState,
+        nodes: &NodeMap,
+    ) -> LiveView<'a> {
         let down = down_nodes(catalog, nodes);
-        LiveView { catalog, answers, frontend_count, unanswered: 0, frontend: FrontendState::unbounded(), down }
+        LiveView { catalog, answers, frontend_count, unanswered: 0, frontend, down }
     }
 }
 
@@ -710,14 +722,7 @@ impl Controller {
         let mut state = self.lock();
         let state = &mut *state;
         let Ok(Some(dense)) = state.catalog.stripe(range.stripe) else { return false };
-        let view = LiveView {
-            catalog: &state.catalog,
-            answers: &[],
-            frontend_count: self.frontend_count,
-            unanswered: 0,
-            frontend,
-            down: down_nodes(&state.catalog, range.nodes),
-        };
+        let view = LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, range.nodes);
         state.policy.wants_row(&view, now_ns, dense, units.start as u8..units.end as u8)
     }
 
@@ -931,14 +936,7 @@ impl Controller {
                 // between announcing probes and planning.
                 let request_rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
                 let mut targets = Vec::new();
-                let view = LiveView {
-                    catalog: &state.catalog,
-                    answers: &[],
-                    frontend_count: self.frontend_count,
-                    unanswered: 0,
-                    frontend,
-                    down: down_nodes(&state.catalog, nodes),
-                };
+                let view = LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, nodes);
                 state.policy.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
                 targets.dedup();
                 let store_targets: Vec<(PolicyNodeId, StoreNodeId)> =
@@ -962,14 +960,7 @@ impl Controller {
             }
             let state = &mut *state;
             let answers = record_rates(&mut state.catalog, &replies);
-            let mut view = LiveView {
-                catalog: &state.catalog,
-                answers: &answers,
-                frontend_count: self.frontend_count,
-                unanswered: 0,
-                frontend,
-                down: down_nodes(&state.catalog, nodes),
-            };
+            let mut view = LiveView::of_read(&state.catalog, &answers, self.frontend_count, frontend, nodes);
             let plan = if units.len() > 1 {
                 let row = units.start as u8..units.end as u8;
                 state.policy.plan_row(&mut view, self.now_ns(), &request, row, &mut request_rng)
@@ -1069,10 +1060,8 @@ impl Controller {
             executor::drive(plan, target.unit as u8, target.code, clock, admitted.as_ref(), run_task, None).await;
         let timed_out = driven.timed_out;
         let served = match &driven.completed {
-            Some((_, decoded)) if units.len() > 1 => {
-                let decoded = *decoded || robust::row_decoded(plan, units.clone(), &driven.bytes);
-                robust::served_units(*target, plan, units, &driven.bytes).map(|bytes| (bytes, decoded))
-            }
+            Some((_, decoded)) if units.len() > 1 => robust::served_units(*target, plan, units, &driven.bytes)
+                .map(|(bytes, row_decoded)| (bytes, *decoded || row_decoded)),
             Some((tasks, decoded)) => {
                 robust::served_bytes(*target, plan, tasks, *decoded, &driven.bytes).map(|bytes| (vec![bytes], *decoded))
             }

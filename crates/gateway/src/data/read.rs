@@ -71,6 +71,20 @@ impl Reads {
         self.controller.get().is_some_and(|controller| controller.reads_rows())
     }
 
+    /// Bytes `offset .. offset + length` of data unit `unit` of `stripe`, read through this
+    /// gateway's pool.
+    fn range_read<'a>(
+        &'a self,
+        nodes: &'a NodeMap,
+        stripe: &'a StripeMeta,
+        code: &'a dyn ErasureCode,
+        unit: usize,
+        offset: u64,
+        length: u64,
+    ) -> RangeRead<'a> {
+        RangeRead { io: &self.io, nodes, stripe, code, unit, offset, length, admission: self.pool.as_ref() }
+    }
+
     /// Whether the attached controller's policy wants the same range of `units` of `stripe` read
     /// as one row plan now (`hedged`, around a node it avoids; see [`Controller::read_units`]).
     pub fn wants_row(
@@ -82,16 +96,7 @@ impl Reads {
         offset: u64,
         length: u64,
     ) -> bool {
-        let range = RangeRead {
-            io: &self.io,
-            nodes,
-            stripe,
-            code,
-            unit: units.start,
-            offset,
-            length,
-            admission: self.pool.as_ref(),
-        };
+        let range = self.range_read(nodes, stripe, code, units.start, offset, length);
         self.controller.get().is_some_and(|controller| controller.wants_row(&range, &units))
     }
 
@@ -109,8 +114,7 @@ impl Reads {
         length: u64,
     ) -> Result<Vec<Bytes>, DataError> {
         let unit = units.start;
-        let range =
-            RangeRead { io: &self.io, nodes, stripe, code, unit, offset, length, admission: self.pool.as_ref() };
+        let range = self.range_read(nodes, stripe, code, unit, offset, length);
         match self.controller.get() {
             Some(controller) => controller.read_units(range, units).await,
             None => {
@@ -131,8 +135,7 @@ impl Reads {
         offset: u64,
         length: u64,
     ) -> Result<Bytes, DataError> {
-        let range =
-            RangeRead { io: &self.io, nodes, stripe, code, unit, offset, length, admission: self.pool.as_ref() };
+        let range = self.range_read(nodes, stripe, code, unit, offset, length);
         match self.controller.get() {
             Some(controller) => controller.read(range).await,
             None => robust::read(range, self.read_timeout().as_nanos() as u64).await.map(|(bytes, _)| bytes),

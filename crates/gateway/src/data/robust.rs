@@ -137,23 +137,16 @@ pub(super) fn served_bytes(
     decode(code, range.unit, &sources, &buffers)
 }
 
-/// Whether some unit of `units` had no task of `plan` deliver it (it was decoded): a row read is
-/// degraded if any of its units is, not only its first.
-pub(super) fn row_decoded(plan: &ReadPlan, units: std::ops::Range<usize>, bytes: &[Option<Bytes>]) -> bool {
-    units.into_iter().any(|unit| {
-        !plan.tasks.iter().zip(bytes).any(|(task, delivered)| usize::from(task.unit) == unit && delivered.is_some())
-    })
-}
-
 /// The range of every unit in `units` from a completed first-k-of-n `plan` over the row: each
 /// unit's own bytes where its task delivered, else decoded from the units that did (every task
-/// that delivered counts, so a row whose quorum was met holds k of an MDS code's units).
+/// that delivered counts, so a row whose quorum was met holds k of an MDS code's units); and
+/// whether any was decoded (a row read is degraded if any of its units is, not only its first).
 pub(super) fn served_units(
     range: RangeRead<'_>,
     plan: &ReadPlan,
     units: std::ops::Range<usize>,
     bytes: &[Option<Bytes>],
-) -> Result<Vec<Bytes>, DataError> {
+) -> Result<(Vec<Bytes>, bool), DataError> {
     let code = range.code;
     let mut answered: Vec<Option<&Bytes>> = vec![None; code.total_units()];
     for (task, delivered) in plan.tasks.iter().zip(bytes) {
@@ -162,7 +155,8 @@ pub(super) fn served_units(
         }
     }
     let present: Vec<bool> = answered.iter().map(Option::is_some).collect();
-    units
+    let decoded = units.clone().any(|unit| !present[unit]);
+    let served = units
         .map(|unit| match answered[unit] {
             Some(own) => Ok(own.clone()),
             None => {
@@ -172,7 +166,8 @@ pub(super) fn served_units(
                 decode(code, unit, &sources, &buffers)
             }
         })
-        .collect()
+        .collect::<Result<Vec<Bytes>, DataError>>()?;
+    Ok((served, decoded))
 }
 
 /// The plan of one round, `None` when nothing readable can give the range.

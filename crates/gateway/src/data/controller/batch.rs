@@ -600,7 +600,7 @@ impl<'a> BatchRun<'a, '_> {
                         let block = &blocks[run.index];
                         let range = whole_unit(io, nodes, block, admission);
                         let k = block.code.data_units();
-                        let served = robust::served_units(range, &run.plan, 0..k, &run.bytes);
+                        let served = robust::served_units(range, &run.plan, 0..k, &run.bytes).map(|(units, _)| units);
                         if decoded {
                             io.count_degraded();
                         }
