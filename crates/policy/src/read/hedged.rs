@@ -273,9 +273,12 @@ impl ReadPolicy for Hedged {
     }
 
     /// The row's data units that are not gone around, then other units (data first, the parities
-    /// from a random one on, to spread them) to k, and one spare: done at the first k (any k
-    /// units of an RS stripe give every data unit). One plan reads k + 1 units where a plan per
-    /// unit reads the row's other units once more for each recovery set.
+    /// from a random one on, to spread them) to k, and one spare when a node is gone around for
+    /// being slow: done at the first k (any k units of an RS stripe give every data unit). One
+    /// plan reads k (+ 1) units where a plan per unit reads the row's other units once more for
+    /// each recovery set. The spare hedges a judgement of slowness (what slowed one node, a
+    /// shared disk or switch, may slow its peers); a Down node says nothing of its peers, and a
+    /// spare read beside a healthy row costs every such read one more unit of work.
     fn plan_row(
         &mut self,
         view: &mut dyn ClusterView,
@@ -292,8 +295,12 @@ impl ReadPolicy for Hedged {
         let first_parity = rng.random_range(k..n);
         let rest = (0..k).chain(first_parity..n).chain(k..first_parity);
         let order = units.clone().map(usize::from).chain(rest.filter(|unit| !units.contains(&(*unit as u8))));
+        let around_slow = (0..n).any(|unit| {
+            let node = nodes[unit];
+            !view.node_unavailable(node) && self.goes_around(&*view, node, now_ns)
+        });
         let mut chosen: Vec<usize> = order.filter(|&unit| !self.goes_around(&*view, nodes[unit], now_ns)).collect();
-        chosen.truncate(k + 1);
+        chosen.truncate(k + usize::from(around_slow));
         let tasks: Vec<PlannedTask> = chosen
             .iter()
             .map(|&unit| PlannedTask {

@@ -28,6 +28,8 @@ struct FakeView {
     /// Service rate of each node.
     rates_bytes_per_s: Vec<f64>,
     probes: u32,
+    /// Nodes the executor knows unavailable.
+    down: Vec<bool>,
 }
 
 impl FakeView {
@@ -41,6 +43,7 @@ impl FakeView {
             overhead_ns: 0,
             rates_bytes_per_s: vec![1e6; 20],
             probes: 0,
+            down: vec![false; 20],
         }
     }
 
@@ -72,6 +75,9 @@ impl ClusterView for FakeView {
     fn probe(&mut self, node: NodeId) -> QueueState {
         self.probes += 1;
         QueueState { bytes: self.queues[node.index()], tasks: self.tasks[node.index()] }
+    }
+    fn node_unavailable(&self, node: NodeId) -> bool {
+        self.down[node.index()]
     }
 }
 
@@ -734,6 +740,34 @@ fn hedged_reads_a_row_around_an_avoided_node_as_one_plan_of_k_plus_one_units() {
     }
     policy.plan(&mut FakeView::new(LRC), 0, &request(3, 4096), &mut ChaCha8Rng::seed_from_u64(1));
     assert!(!policy.wants_row(&lrc, ms, lrc_stripe, 0..6), "an LRC's local sets are cheaper than a row");
+}
+
+#[test]
+fn hedged_reads_a_row_around_a_down_node_with_no_spare() {
+    let mut view = FakeView::new(RS);
+    let stripe = view.placement.locate(PartitionId(0)).stripe;
+    let down = view.node_of_partition(0, 2);
+    view.down[down.index()] = true;
+    let mut policy = hedged(HedgedSettings::default());
+    assert!(policy.wants_row(&view, 0, stripe, 0..6), "a Down node is gone around from the first read");
+    for seed in 0..20 {
+        let plan = policy.plan_row(&mut view, 0, &request(0, 4096), 0..6, &mut ChaCha8Rng::seed_from_u64(seed));
+        plan.validate().unwrap();
+        assert_eq!(plan.quorum, Quorum::FirstKOfN { k: 6 });
+        let units: std::collections::BTreeSet<u8> = plan.tasks.iter().map(|task| task.unit).collect();
+        assert_eq!((plan.tasks.len(), units.len()), (6, 6), "k distinct units, no spare: {plan:?}");
+        assert!(plan.tasks.iter().all(|task| task.node != down), "seed {seed}: {plan:?}");
+    }
+    // A slow node elsewhere in the stripe brings the spare back.
+    let slow = view.node_of_partition(0, 5);
+    for _ in 0..20 {
+        let (request, tasks) = hedged_record(slow, 4096, 50_000_000, true);
+        policy.observe(&request, &tasks);
+    }
+    policy.plan(&mut view, 0, &request(5, 4096), &mut ChaCha8Rng::seed_from_u64(1));
+    let plan = policy.plan_row(&mut view, 1_000_000, &request(0, 4096), 0..4, &mut ChaCha8Rng::seed_from_u64(1));
+    assert_eq!(plan.tasks.len(), 7, "{plan:?}");
+    assert!(plan.tasks.iter().all(|task| task.node != down && task.node != slow), "{plan:?}");
 }
 
 #[test]
