@@ -475,6 +475,28 @@ async fn hedged_reads_a_row_around_a_node_it_avoids_as_one_plan_of_k_plus_one_un
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedged_reads_a_row_around_a_unit_recorded_missing_as_around_a_down_node() {
+    let cluster = TestCluster::start(9, 9).await;
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();
+    let body = pattern(600_000, 11);
+    let layout = data.write(body.clone()).await.unwrap().layout;
+    let controller = with_controller(&data, "rs-6-3", PolicyKind::Hedged).await;
+    let Layout::Striped { segments } = &layout else { panic!("a 600 kB object is striped") };
+    // Unit 3 as a node back with an empty disk leaves it: recorded missing, until repair.
+    let mut stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
+    stripe.mark_missing([3], 1);
+    cluster.meta.update_stripe(stripe.id, stripe.version, stripe.clone()).await.unwrap();
+    assert!(data.read(&layout, 0..body.len() as u64).await.unwrap() == body);
+    let (records, _) = controller.take_records();
+    assert_eq!(records.len(), 1, "the row is one plan: {records:?}");
+    let tasks = &records[0].tasks;
+    assert!(records[0].request.degraded && records[0].request.outcome == Outcome::Ok);
+    assert_eq!(tasks.len(), 6, "k units, none a recovery set per unit: {tasks:?}");
+    assert!(tasks.iter().all(|t| t.unit != 3 && !t.failed), "the missing unit is not asked for: {tasks:?}");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hedged_goes_around_a_down_node_from_the_first_read() {
     let mut cluster = TestCluster::start(9, 9).await;
     let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&cluster.meta)).await.unwrap();

@@ -367,6 +367,19 @@ impl<'a> LiveView<'a> {
         let down = down_nodes(catalog, nodes);
         LiveView { catalog, answers, frontend_count, unanswered: 0, frontend, down }
     }
+
+    /// This view for a read of `stripe`: the nodes of the units it records missing are known not
+    /// to serve it (their tasks would fail at once), so `hedged` reads around them as around a
+    /// Down node (a node back with an empty disk, until repair rebuilds its units).
+    fn reading(mut self, stripe: &StripeMeta) -> LiveView<'a> {
+        for &unit in &stripe.missing_units {
+            let Some(node) = stripe.placement.get(usize::from(unit)) else { continue };
+            if let Some(dense) = self.catalog.nodes.iter().position(|id| id == node) {
+                self.down[dense] = true;
+            }
+        }
+        self
+    }
 }
 
 /// Per dense node, whether `nodes` has it not Up.
@@ -722,7 +735,8 @@ impl Controller {
         let mut state = self.lock();
         let state = &mut *state;
         let Ok(Some(dense)) = state.catalog.stripe(range.stripe) else { return false };
-        let view = LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, range.nodes);
+        let view =
+            LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, range.nodes).reading(range.stripe);
         state.policy.wants_row(&view, now_ns, dense, units.start as u8..units.end as u8)
     }
 
@@ -936,7 +950,7 @@ impl Controller {
                 // between announcing probes and planning.
                 let request_rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
                 let mut targets = Vec::new();
-                let view = LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, nodes);
+                let view = LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, nodes).reading(stripe);
                 state.policy.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
                 targets.dedup();
                 let store_targets: Vec<(PolicyNodeId, StoreNodeId)> =
@@ -960,7 +974,8 @@ impl Controller {
             }
             let state = &mut *state;
             let answers = record_rates(&mut state.catalog, &replies);
-            let mut view = LiveView::of_read(&state.catalog, &answers, self.frontend_count, frontend, nodes);
+            let mut view =
+                LiveView::of_read(&state.catalog, &answers, self.frontend_count, frontend, nodes).reading(stripe);
             let plan = if units.len() > 1 {
                 let row = units.start as u8..units.end as u8;
                 state.policy.plan_row(&mut view, self.now_ns(), &request, row, &mut request_rng)
