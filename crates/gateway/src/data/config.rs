@@ -203,14 +203,14 @@ pub struct RepairConfig {
     pub grace_ms: u64,
     /// Time between repair scans. Default 1 s.
     pub scan_interval_ms: u64,
-    /// Stripes rebuilt at once. Default 2.
+    /// Stripes rebuilt at once. Default 4.
     pub max_concurrent_stripes: usize,
     /// Bytes per second repair may read from nodes (sources of rebuilt units) while no client
-    /// request is in flight, so client reads keep most of the disks. Default 64 MiB/s.
+    /// request is in flight: what is idle goes to the rebuild. Default 256 MiB/s.
     pub max_read_bytes_per_s: u64,
     /// Bytes per second repair reads while clients keep the gateway busy throughout; in between,
     /// the floor plus the idle share of the rest (`data/repair_pace.rs`). A stripe one failure from
-    /// loss is read at the full budget however busy. Default 8 MiB/s.
+    /// loss is read at the full budget however busy. Default 1 MiB/s.
     pub min_read_bytes_per_s: u64,
 }
 
@@ -308,9 +308,9 @@ impl Default for RepairConfig {
         Self {
             grace_ms: 60_000,
             scan_interval_ms: 1000,
-            max_concurrent_stripes: 2,
-            max_read_bytes_per_s: 64 << 20,
-            min_read_bytes_per_s: 8 << 20,
+            max_concurrent_stripes: 4,
+            max_read_bytes_per_s: 256 << 20,
+            min_read_bytes_per_s: 1 << 20,
         }
     }
 }
