@@ -13,6 +13,7 @@
 pub mod classes;
 pub mod client;
 pub mod config;
+pub mod dir_sync;
 pub mod error;
 pub mod identity;
 pub mod link;

@@ -37,6 +37,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::dir_sync::DirSync;
 use crate::error::{NodeError, UnitId};
 
 /// Bytes covered by one checksum.
@@ -155,6 +156,8 @@ pub struct UnitStore {
     /// The units directory, open for the life of the store: every commit and delete fsyncs it,
     /// and opening it each time cost a path walk per unit written.
     units_dir_handle: File,
+    /// Concurrent commits and deletes share the directory's fsyncs.
+    dir_sync: DirSync,
     max_unit_bytes: u64,
     /// Every committed unit with its data length and generation; mirrors the directory. A commit's
     /// rename and a conditional delete's unlink happen under this lock, so a generation checked
@@ -289,6 +292,7 @@ impl UnitStore {
             _dir_lock: dir_lock,
             units_dir,
             units_dir_handle,
+            dir_sync: DirSync::default(),
             max_unit_bytes,
             index: Mutex::new(index),
             corrupt: Mutex::new(corrupt),
@@ -334,7 +338,7 @@ impl UnitStore {
 
     /// Makes a rename or unlink in the units directory durable.
     fn sync_dir(&self) -> Result<(), NodeError> {
-        self.units_dir_handle.sync_all().map_err(|e| NodeError::io(&self.units_dir, e))
+        self.dir_sync.sync(&self.units_dir_handle).map_err(|e| NodeError::io(&self.units_dir, e))
     }
 
     /// Starts a streaming write of `total_len` bytes: creates a temp file and writes the header.

@@ -15,7 +15,6 @@ use bytes::Bytes;
 use codec::ErasureCode;
 use codec::engine::{Coefficients, Mode};
 use futures_util::StreamExt;
-use futures_util::stream::FuturesUnordered;
 use meta::{MetaError, NodeId, NodeInfo, StripeId, StripeMeta};
 
 use super::DataError;
@@ -27,6 +26,10 @@ use super::placement::Placer;
 /// Most corrupt-unit reports kept for repair; later ones are dropped (the node's own list of corrupt
 /// units still has them, and repair polls it).
 pub const MAX_CORRUPT_REPORTS: usize = 10_000;
+/// Unit deletes one call keeps in flight. A sealed packed stripe deletes every replica of its
+/// objects (hundreds per parity node): all at once, they queued ahead of client reads on the
+/// nodes' connections and blocking pools and stalled them for hundreds of milliseconds.
+pub const MAX_CONCURRENT_DELETES: usize = 16;
 
 /// Node records keyed by id, as read once per operation.
 pub type NodeMap = HashMap<NodeId, NodeInfo>;
@@ -476,12 +479,13 @@ impl StripeIo {
         }
     }
 
-    /// Deletes units `(unit, node)` of `stripe` in parallel, best effort.
+    /// Deletes units `(unit, node)` of `stripe`, [`MAX_CONCURRENT_DELETES`] at a time, best effort.
     pub async fn delete_units_best_effort(&self, nodes: &NodeMap, stripe: StripeId, units: &[(usize, NodeId)]) {
-        let mut deletes: FuturesUnordered<_> = units
+        let deletes: Vec<_> = units
             .iter()
-            .filter_map(|(unit, node)| nodes.get(node).map(|info| self.delete_unit_best_effort(info, stripe, *unit)))
+            .filter_map(|&(unit, node)| nodes.get(&node).map(|info| self.delete_unit_best_effort(info, stripe, unit)))
             .collect();
+        let mut deletes = futures_util::stream::iter(deletes).buffer_unordered(MAX_CONCURRENT_DELETES);
         while deletes.next().await.is_some() {}
     }
 }
