@@ -372,11 +372,9 @@ impl<'a> LiveView<'a> {
     /// to serve it (their tasks would fail at once), so `hedged` reads around them as around a
     /// Down node (a node back with an empty disk, until repair rebuilds its units).
     fn reading(mut self, stripe: &StripeMeta) -> LiveView<'a> {
-        for &unit in &stripe.missing_units {
-            let Some(node) = stripe.placement.get(usize::from(unit)) else { continue };
-            if let Some(dense) = self.catalog.nodes.iter().position(|id| id == node) {
-                self.down[dense] = true;
-            }
+        let missing_on = stripe.missing_units.iter().filter_map(|&unit| stripe.placement.get(usize::from(unit)));
+        for dense in missing_on.filter_map(|node| self.catalog.node_index.get(node)) {
+            self.down[dense.index()] = true;
         }
         self
     }

@@ -295,11 +295,9 @@ impl ReadPolicy for Hedged {
         let first_parity = rng.random_range(k..n);
         let rest = (0..k).chain(first_parity..n).chain(k..first_parity);
         let order = units.clone().map(usize::from).chain(rest.filter(|unit| !units.contains(&(*unit as u8))));
-        let around_slow = (0..n).any(|unit| {
-            let node = nodes[unit];
-            !view.node_unavailable(node) && self.goes_around(&*view, node, now_ns)
-        });
-        let mut chosen: Vec<usize> = order.filter(|&unit| !self.goes_around(&*view, nodes[unit], now_ns)).collect();
+        let gone: Vec<bool> = nodes.iter().map(|&node| self.goes_around(&*view, node, now_ns)).collect();
+        let around_slow = (0..n).any(|unit| gone[unit] && !view.node_unavailable(nodes[unit]));
+        let mut chosen: Vec<usize> = order.filter(|&unit| !gone[unit]).collect();
         chosen.truncate(k + usize::from(around_slow));
         let tasks: Vec<PlannedTask> = chosen
             .iter()
