@@ -17,7 +17,7 @@ use crate::s3_client::{error_text, measurement_client};
 use crate::s3_compare::{HostFacts, align_right, compare, optional_figure, render_comparison};
 pub use crate::s3_phase::VERIFY_EVERY;
 use crate::s3_phase::{ClientTally, KEPT_ERRORS, PhasePlan, run_phase};
-pub use crate::s3_row::{PhaseLabel, RebuildRow, S3Op, S3Row, row_from_histogram};
+pub use crate::s3_row::{PhaseLabel, RebuildRow, S3Op, S3Row, SettleRow, row_from_histogram};
 use crate::s3_target::{Target, TargetSource, TargetSpec};
 use anyhow::{Context, ensure};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
@@ -200,6 +200,9 @@ pub struct S3BenchReport {
     pub rows: Vec<S3Row>,
     /// One row per rebuild of the `rebuild` scenario that the target reported on.
     pub rebuilds: Vec<RebuildRow>,
+    /// One row per scenario lifted on a target whose CPU time is measured: how long it took to
+    /// fall quiet before the next phase.
+    pub settles: Vec<SettleRow>,
     /// The targets, the measured one first.
     pub targets: Vec<TargetSummary>,
     /// The bucket of the objects.
@@ -271,6 +274,7 @@ struct Cell {
 struct Collected {
     rows: Vec<S3Row>,
     rebuilds: Vec<RebuildRow>,
+    settles: Vec<SettleRow>,
     first_errors: Vec<String>,
 }
 
@@ -299,6 +303,7 @@ async fn run_rounds(config: &S3BenchConfig, targets: &mut [Target]) -> anyhow::R
     Ok(S3BenchReport {
         rows: collected.rows,
         rebuilds: collected.rebuilds,
+        settles: collected.settles,
         targets: targets.iter().map(summary).collect(),
         bucket: config.bucket.clone(),
         phase_duration: config.phase_duration,
@@ -466,6 +471,18 @@ async fn run_under(
             data_units: target.data_units,
         });
     }
+    // Whatever the scenario left running (a peer healing a wiped drive, which says nothing of its
+    // progress) must not run under the next target's phases.
+    if let Some(settled) = target.wait_quiet().await {
+        progress.collected.settles.push(SettleRow {
+            target: target.name.clone(),
+            round: cell.round,
+            object_bytes: cell.object_bytes,
+            scenario: scenario.name().into(),
+            seconds: settled.waited.as_secs_f64(),
+            quiet: settled.quiet,
+        });
+    }
     Ok(())
 }
 
@@ -597,6 +614,10 @@ pub fn render_table(report: &S3BenchReport) -> String {
     if !report.rebuilds.is_empty() {
         text.push_str("\n\n");
         text.push_str(&crate::s3_scenarios::render_rebuilds(&report.rebuilds, &report.rows));
+    }
+    if !report.settles.is_empty() {
+        text.push_str("\n\n");
+        text.push_str(&crate::s3_scenarios::render_settles(&report.settles));
     }
     for error in &report.first_errors {
         text.push_str(&format!("\nfailure: {error}"));
@@ -747,6 +768,7 @@ mod tests {
         S3BenchReport {
             rows,
             rebuilds: Vec::new(),
+            settles: Vec::new(),
             targets: targets.iter().map(|name| target_summary(name)).collect(),
             bucket: DEFAULT_BUCKET.into(),
             phase_duration: Duration::from_secs(10),

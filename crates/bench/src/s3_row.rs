@@ -152,6 +152,26 @@ pub fn row_from_histogram(
     }
 }
 
+/// How long a target's server processes took to fall quiet after a scenario was lifted (the
+/// benchmark waits, so that one target's background work, such as a peer healing a wiped drive,
+/// does not run under the next target's phases).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SettleRow {
+    /// The target.
+    pub target: String,
+    /// The round (from 1).
+    pub round: usize,
+    /// Bytes per object of the cell.
+    pub object_bytes: usize,
+    /// The scenario lifted.
+    pub scenario: String,
+    /// From the scenario's end (lowtail: once whole again) until a window found the processes
+    /// quiet, s.
+    pub seconds: f64,
+    /// Whether they fell quiet before the wait's bound (false: the run went on regardless).
+    pub quiet: bool,
+}
+
 /// One rebuild under `lowtail bench s3`'s `rebuild` scenario: the victim came back with an empty
 /// data directory, the scenario's phases ran while the store rebuilt it, and this is how long after
 /// the restart every stripe was whole again and what was rebuilt (lowtail only: other stores do not

@@ -11,7 +11,7 @@ use crate::s3_adversity::{FailSlowShape, Scenario};
 use crate::s3_compare::{
     CellKey, TargetMedians, align_right, cell_of, cells_in_order, medians_of, optional_figure, ratio, ratio_text,
 };
-use crate::s3_row::{RebuildRow, S3Op, S3Row};
+use crate::s3_row::{RebuildRow, S3Op, S3Row, SettleRow};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 /// One target's cell under one scenario, beside its healthy cell.
@@ -203,6 +203,32 @@ pub fn render_rebuilds(rebuilds: &[RebuildRow], rows: &[S3Row]) -> String {
     )
 }
 
+/// How long each target took to fall quiet after each scenario, one line per lift.
+pub fn render_settles(settles: &[SettleRow]) -> String {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(vec!["target", "round", "object", "after", "quiet after s"]);
+    for settle in settles {
+        let waited = format!("{:.1}{}", settle.seconds, if settle.quiet { "" } else { " (not quiet)" });
+        table.add_row(vec![
+            settle.target.clone(),
+            settle.round.to_string(),
+            format_byte_size(settle.object_bytes),
+            settle.scenario.clone(),
+            waited,
+        ]);
+    }
+    align_right(&mut table, 1..5);
+    format!(
+        "{table}\n\
+         Settling: after each scenario was lifted (lowtail: once whole again), the benchmark waited until the \
+         target's server processes used under 5 % of one core over a second, so that what the scenario left \
+         running (a store healing a wiped drive in the background) did not run under the next phases; \
+         \"not quiet\": 10 minutes passed first and the run went on. For a store that does not report its \
+         repair, the time after `rebuild` is the nearest figure to its heal time."
+    )
+}
+
 /// The fastest healthy GET rate of `target` in `round`, MB/s (0 without one).
 fn healthy_get_mb_per_s(rows: &[S3Row], target: &str, round: usize) -> f64 {
     rows.iter()
@@ -299,6 +325,21 @@ mod tests {
         }
         let unknown = RebuildRow { data_units: None, ..rebuild };
         assert!(render_rebuilds(&[unknown], &healthy).contains('–'), "no k: no ideal");
+    }
+
+    #[test]
+    fn a_settle_line_says_when_the_wait_gave_up() {
+        let settle = |quiet| SettleRow {
+            target: "minio".into(),
+            round: 2,
+            object_bytes: 4096,
+            scenario: "rebuild".into(),
+            seconds: 41.25,
+            quiet,
+        };
+        let text = render_settles(&[settle(true)]);
+        assert!(text.contains("41.2") && text.contains("rebuild") && !text.contains("(not quiet)"), "{text}");
+        assert!(render_settles(&[settle(false)]).contains("41.2 (not quiet)"));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! Must not: send S3 requests (the phases do), charge one process to two targets or to the client,
 //! or signal a process it did not start, but its victim (which the scenarios signal).
 
-use crate::host_cpu::{is_readable, pids_named};
+use crate::host_cpu::{GroupCpu, is_readable, pids_named};
 use crate::s3_adversity::Wipe;
 use crate::s3_client::S3Endpoint;
 use anyhow::{Context, bail, ensure};
@@ -34,6 +34,13 @@ const HOT_LOCATED: usize = 512;
 const REBUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// How often a rebuild's progress is asked.
 const REBUILD_POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// CPU time a target's server processes may use, all together, and still count as quiet: 5 % of
+/// one core (idle, lowtail's 10 processes and MinIO's 9 use about 1 %; a rebuild or heal, tens).
+const QUIET_CPU_MS_PER_S: f64 = 50.0;
+/// The window over which a target's CPU time is judged quiet.
+const QUIET_WINDOW: Duration = Duration::from_secs(1);
+/// Longest the benchmark waits for a target to fall quiet before going on regardless.
+const QUIET_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// The storage node a lowtail target's scenarios fault when none is named.
 pub const DEFAULT_VICTIM_NODE: u32 = 0;
 
@@ -224,6 +231,39 @@ impl Target {
                 NODES_UP_TIMEOUT.as_secs()
             );
             tokio::time::sleep(FRESH_POLL_INTERVAL).await;
+        }
+    }
+}
+
+/// How a wait for a target's processes to fall quiet ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settled {
+    /// How long it waited.
+    pub waited: Duration,
+    /// Whether a window found them quiet (false: [`QUIET_TIMEOUT`] passed first).
+    pub quiet: bool,
+}
+
+impl Target {
+    /// Waits until the target's server processes use less than [`QUIET_CPU_MS_PER_S`] over a
+    /// [`QUIET_WINDOW`], at most [`QUIET_TIMEOUT`]; `None` when their CPU time is not measured
+    /// (no pids here, or a process gone), since nothing then says when they are quiet.
+    pub async fn wait_quiet(&self) -> Option<Settled> {
+        wait_quiet(&self.server_pids, QUIET_TIMEOUT).await
+    }
+}
+
+/// Waits until `pids` together use less than [`QUIET_CPU_MS_PER_S`] over a [`QUIET_WINDOW`], at
+/// most about `timeout`.
+async fn wait_quiet(pids: &[u32], timeout: Duration) -> Option<Settled> {
+    let started = Instant::now();
+    loop {
+        let before = GroupCpu::read(pids);
+        tokio::time::sleep(QUIET_WINDOW).await;
+        let used_ms = before.used_ms_until(&GroupCpu::read(pids))?;
+        let quiet = used_ms / QUIET_WINDOW.as_secs_f64() < QUIET_CPU_MS_PER_S;
+        if quiet || started.elapsed() >= timeout {
+            return Some(Settled { waited: started.elapsed(), quiet });
         }
     }
 }
@@ -575,6 +615,21 @@ mod tests {
 
     fn peer(url: &str) -> TargetSpec {
         TargetSpec { name: "peer".into(), ..TargetSpec::lowtail(endpoint(url)) }
+    }
+
+    #[tokio::test]
+    async fn a_busy_process_is_not_quiet_and_a_sleeping_one_is() {
+        let mut sleeping = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut busy = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let quiet = wait_quiet(&[sleeping.id()], Duration::from_secs(5)).await.unwrap();
+        let loud = wait_quiet(&[sleeping.id(), busy.id()], Duration::from_secs(2)).await.unwrap();
+        for child in [&mut sleeping, &mut busy] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        assert!(quiet.quiet && quiet.waited < Duration::from_secs(3), "{quiet:?}");
+        assert!(!loud.quiet && loud.waited >= Duration::from_secs(2), "{loud:?}");
+        assert!(wait_quiet(&[], Duration::from_secs(1)).await.is_none(), "no processes: nothing to judge");
     }
 
     #[test]
