@@ -52,6 +52,16 @@ pub trait Backend: Send + Sync + 'static {
         T: Send + 'static,
         F: Fn(&mut dyn Kv) -> TxnFuture<'_, T> + Send + Sync + 'static;
 
+    /// Runs `body`, a read of a few keys by `get` (no scan), against a consistent snapshot, as
+    /// [`Backend::read`] does. A backend whose reads complete at once from memory may run it where
+    /// it is called instead of on another thread: the hand-off costs more than such a read.
+    fn read_point<T, F>(&self, body: F) -> impl Future<Output = Result<T>> + Send
+    where
+        T: Send + 'static,
+        F: Fn(&mut dyn Kv) -> TxnFuture<'_, T> + Send + Sync + 'static,
+    {
+        self.read(body)
+    }
     /// A number never returned before by this call for `counter`, increasing.
     fn next_id(&self, counter: &'static str) -> impl Future<Output = Result<u64>> + Send;
 

@@ -158,7 +158,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
 
     async fn get_bucket(&self, name: &str) -> Result<BucketMeta> {
         let name = name.to_string();
-        txn!(self.backend, read, (name), |kv| require_bucket(kv, &name).await)
+        txn!(self.backend, read_point, (name), |kv| require_bucket(kv, &name).await)
     }
 
     async fn set_bucket_write_ack(&self, name: &str, write_ack: WriteAck) -> Result<BucketMeta> {
@@ -218,7 +218,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
     async fn get_object(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
         validate::object_key(key)?;
         let (bucket, key) = (bucket.to_string(), key.to_string());
-        txn!(self.backend, read, (bucket, key), |kv| {
+        txn!(self.backend, read_point, (bucket, key), |kv| {
             require_bucket(kv, &bucket).await?;
             get_record(kv, &format::object_key(&bucket, &key))
                 .await?
@@ -283,7 +283,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
     }
 
     async fn get_stripe(&self, id: StripeId) -> Result<StripeMeta> {
-        txn!(self.backend, read, (), |kv| require_stripe(kv, id).await)
+        txn!(self.backend, read_point, (), |kv| require_stripe(kv, id).await)
     }
 
     async fn update_stripe(&self, id: StripeId, expected_version: u64, stripe: StripeMeta) -> Result<StripeMeta> {
@@ -363,7 +363,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
     }
 
     async fn get_node(&self, id: NodeId) -> Result<NodeInfo> {
-        txn!(self.backend, read, (), |kv| require_node(kv, id).await)
+        txn!(self.backend, read_point, (), |kv| require_node(kv, id).await)
     }
 
     async fn list_nodes(&self) -> Result<Vec<NodeInfo>> {
@@ -429,7 +429,8 @@ impl<B: Backend> MetaStore for KvStore<B> {
     async fn get_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<UploadMeta> {
         validate::upload_id(upload_id)?;
         let (bucket, key, upload_id) = (bucket.to_string(), key.to_string(), upload_id.to_string());
-        txn!(self.backend, read, (bucket, key, upload_id), |kv| require_upload(kv, &bucket, &key, &upload_id).await)
+        txn!(self.backend, read_point, (bucket, key, upload_id), |kv| require_upload(kv, &bucket, &key, &upload_id)
+            .await)
     }
 
     async fn put_part(&self, bucket: &str, key: &str, upload_id: &str, part: PartMeta) -> Result<Option<PartMeta>> {
@@ -549,7 +550,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
     async fn get_access_key_class(&self, access_key: &str) -> Result<Option<u8>> {
         validate::access_key(access_key)?;
         let access_key = access_key.to_string();
-        txn!(self.backend, read, (access_key), |kv| {
+        txn!(self.backend, read_point, (access_key), |kv| {
             let entry: Option<AccessKeyClass> = get_record(kv, &format::access_key_key(&access_key)).await?;
             Ok(entry.map(|entry| entry.class))
         })
@@ -565,7 +566,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
     async fn get_config(&self, name: &str) -> Result<Option<String>> {
         validate::config_name(name)?;
         let name = name.to_string();
-        txn!(self.backend, read, (name), |kv| get_record(kv, &format::config_key(&name)).await)
+        txn!(self.backend, read_point, (name), |kv| get_record(kv, &format::config_key(&name)).await)
     }
 
     async fn put_config(&self, name: &str, value: &str) -> Result<()> {

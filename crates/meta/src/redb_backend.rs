@@ -6,7 +6,7 @@
 //! returns), so an acknowledged mutation survives a crash. redb is synchronous, so transactions run on
 //! tokio's blocking pool (`spawn_blocking`); the transaction body's futures never wait on anything there
 //! (every `Kv` call completes at once), so driving them with `Handle::block_on` on the blocking thread
-//! cannot stall. Writes are group-committed: each queues its body, and whoever holds the async writer
+//! cannot stall. Point reads (`read_point`: a few `get`s) run on the calling task instead, polled once. Writes are group-committed: each queues its body, and whoever holds the async writer
 //! lock runs every queued body (up to 64) in one transaction with one fsync, so queued writers wait as
 //! tasks, not as blocking threads on redb's writer lock, and concurrent writes share the fsync. A
 //! body that fails is dropped and the rest run again (bodies may run more than once), so each write
@@ -506,6 +506,23 @@ impl Backend for RedbBackend {
         task.await.map_err(|error| MetaError::backend("redb read task", error))?
     }
 
+    /// On the calling task: a point read is a few B-tree lookups in redb's page cache (a miss is a
+    /// read from the OS page cache), cheaper than the two thread switches of the blocking pool.
+    async fn read_point<T, F>(&self, body: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Fn(&mut dyn Kv) -> TxnFuture<'_, T> + Send + Sync + 'static,
+    {
+        let txn = self.db.begin_read().map_err(storage_error)?;
+        let mut kv = RedbKv { txn: Txn::Read(txn), integrity: Arc::clone(&self.integrity) };
+        let mut running = body(&mut kv);
+        match running.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+            std::task::Poll::Ready(result) => result,
+            // Every `Kv` call of this backend completes at once, so a body cannot be left waiting.
+            std::task::Poll::Pending => Err(MetaError::Backend("a redb point read waited on something".into())),
+        }
+    }
+
     fn integrity(&self) -> &Integrity {
         &self.integrity
     }
@@ -560,6 +577,33 @@ mod tests {
                 })
             })
             .await
+    }
+
+    #[tokio::test]
+    async fn a_point_read_runs_on_the_calling_thread_and_a_read_on_the_blocking_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(dir.path()).unwrap();
+        let backend = store.backend_ref();
+        let here = std::thread::current().id();
+        fn thread_of(kv: &mut dyn Kv) -> TxnFuture<'_, (std::thread::ThreadId, Option<Vec<u8>>)> {
+            Box::pin(async move { Ok((std::thread::current().id(), kv.get(b"absent").await?)) })
+        }
+        assert_eq!(backend.read_point(thread_of).await.unwrap(), (here, None));
+        assert_ne!(backend.read(thread_of).await.unwrap().0, here);
+    }
+
+    #[tokio::test]
+    async fn a_point_read_that_waits_is_refused_not_left_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(dir.path()).unwrap();
+        fn waits(_: &mut dyn Kv) -> TxnFuture<'_, ()> {
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                Ok(())
+            })
+        }
+        let error = store.backend_ref().read_point(waits).await.unwrap_err();
+        assert!(error.to_string().contains("waited"), "{error}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
