@@ -350,25 +350,40 @@ async fn run_cell(
     let order = turn_order(targets.len(), cell.round);
     let mut healthy_written: Vec<Arc<Vec<u64>>> = (0..targets.len()).map(|_| Arc::new(Vec::new())).collect();
     for &index in &order {
+        settle_others(targets, index).await;
         let plan = phase_plan(config, &targets[index], &clients[index], &cell.prefix);
         let written = run_put(&plan, cell, Scenario::Healthy, progress).await?;
         healthy_written[index] = Arc::new(written);
     }
     for &index in &order {
+        settle_others(targets, index).await;
         let plan = phase_plan(config, &targets[index], &clients[index], &cell.prefix);
         run_recorded(&plan, cell, Scenario::Healthy, S3Op::Get, &healthy_written[index], progress).await?;
     }
     for &scenario in &config.scenarios {
         for &index in &order {
+            settle_others(targets, index).await;
             let read = Arc::clone(&healthy_written[index]);
             run_under(config, &mut targets[index], &clients[index], cell, scenario, &read, progress).await?;
         }
     }
     for &index in &order {
+        settle_others(targets, index).await;
         let plan = phase_plan(config, &targets[index], &clients[index], &cell.prefix);
         run_recorded(&plan, cell, Scenario::Healthy, S3Op::Delete, &healthy_written[index], progress).await?;
     }
     Ok(())
+}
+
+/// Waits until every target but `index` has fallen quiet, so that what another target's last phase
+/// left running (sealing the stripes a PUT phase filled, deleting their replicas, healing) does not
+/// run under this one's phases and is charged to its tail (docs/benchmarks.md, "Settling").
+async fn settle_others(targets: &[Target], index: usize) {
+    for (other, target) in targets.iter().enumerate() {
+        if other != index {
+            target.wait_quiet().await;
+        }
+    }
 }
 
 /// What a phase of `target` in a cell whose keys are under `prefix` runs with.
@@ -681,7 +696,7 @@ fn legend(report: &S3BenchReport) -> String {
     format!(
         "{targets}\n\
          {rounds} round(s); in each, for every concurrency and object size, a PUT, a GET and a DELETE phase{scenarios}, the \
-         targets taking turns phase by phase (in the order given in odd rounds, reversed in even ones); PUT and GET phases {seconds:.1} s each, closed loop (each client sends \
+         targets taking turns phase by phase (in the order given in odd rounds, reversed in even ones; before each phase, the other targets' server processes were let fall quiet, under 5 % of one core over a second, so that one's background work does not run under the other's phases); PUT and GET phases {seconds:.1} s each, closed loop (each client sends \
          its next request when its last one ends), AWS SDK for Rust without retries, bucket {bucket}.\n\
          PUT writes new keys of random bytes; GET reads random keys of that target's PUT phase to the end, checks \
          every length and the bytes of every {VERIFY_EVERY}th; DELETE deletes every key that PUT phase wrote, once.\n\
