@@ -450,6 +450,20 @@ impl NodeClient {
         .await
     }
 
+    /// Deletes `units` of `stripe` together (at most [`crate::server::MAX_DELETE_UNITS`]); returns
+    /// how many existed.
+    pub async fn delete_units(&self, stripe: u64, units: &[u16]) -> Result<u32, ClientError> {
+        const OP: &str = "delete_units";
+        let mut inner = self.inner.clone();
+        let request = proto::DeleteUnitsRequest { stripe, units: units.iter().map(|&unit| u32::from(unit)).collect() };
+        self.timed(OP, async move {
+            let reply =
+                inner.delete_units(request).await.map_err(|status| ClientError::Status { operation: OP, status })?;
+            Ok(reply.into_inner().existed)
+        })
+        .await
+    }
+
     /// Deletes a unit only if it still has `generation` (from [`NodeClient::list_units`]): a unit
     /// written again since it was listed is kept.
     pub async fn delete_unit_if_generation(

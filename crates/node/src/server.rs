@@ -30,6 +30,8 @@ use crate::store::{ConditionalDelete, UnitWrite};
 pub const SECRET_METADATA_KEY: &str = "x-lowtail-secret";
 /// Largest page `ListUnits` returns.
 pub const MAX_LIST_UNITS: usize = 10_000;
+/// Most units one `DeleteUnits` request may name.
+pub const MAX_DELETE_UNITS: usize = 4096;
 /// Largest page of `ListUnits` with checksums or descriptors (each unit's file is read).
 pub const MAX_LIST_UNITS_WITH_CHECKSUMS: usize = 1_000;
 /// A page with descriptors ends once they pass this (under gRPC's 4 MiB message).
@@ -367,6 +369,17 @@ fn unit_id(stripe: u64, unit: u32) -> Result<UnitId, Status> {
     Ok(UnitId::new(stripe, unit))
 }
 
+/// The units of a `DeleteUnits` request, or why it is refused whole.
+fn units_of(stripe: u64, units: &[u32]) -> Result<Vec<UnitId>, Status> {
+    if units.is_empty() || units.len() > MAX_DELETE_UNITS {
+        return Err(Status::invalid_argument(format!(
+            "a delete of {} units; 1 to {MAX_DELETE_UNITS} per request",
+            units.len()
+        )));
+    }
+    units.iter().map(|&unit| unit_id(stripe, unit)).collect()
+}
+
 impl From<TaskTiming> for proto::TaskTiming {
     fn from(timing: TaskTiming) -> Self {
         let outcome = match timing.outcome {
@@ -493,6 +506,26 @@ impl node_server::Node for NodeService {
             Err(status) => Err(status),
         };
         self.observe("delete_unit", began, &result);
+        result.map(Response::new)
+    }
+
+    async fn delete_units(
+        &self,
+        request: Request<proto::DeleteUnitsRequest>,
+    ) -> Result<Response<proto::DeleteUnitsResponse>, Status> {
+        let began = Instant::now();
+        let request = request.into_inner();
+        let result = match units_of(request.stripe, &request.units) {
+            Ok(units) => {
+                let store = Arc::clone(self.scheduler.store());
+                blocking(move || store.delete_many(&units))
+                    .await
+                    .map(|existed| proto::DeleteUnitsResponse { existed: existed as u32 })
+                    .map_err(Status::from)
+            }
+            Err(status) => Err(status),
+        };
+        self.observe("delete_units", began, &result);
         result.map(Response::new)
     }
 

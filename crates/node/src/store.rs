@@ -569,6 +569,36 @@ impl UnitStore {
         Ok(existed)
     }
 
+    /// Deletes every unit of `ids` (those already gone count as deleted), with one directory sync
+    /// for all of them rather than one each; returns how many existed. On an I/O error the units
+    /// unlinked before it are still synced and forgotten, and the error is returned.
+    pub fn delete_many(&self, ids: &[UnitId]) -> Result<usize, NodeError> {
+        let mut unlinked = Vec::with_capacity(ids.len());
+        let mut failure = None;
+        for &id in ids {
+            let path = self.unit_path(id);
+            match fs::remove_file(&path) {
+                Ok(()) => unlinked.push((id, true)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => unlinked.push((id, false)),
+                Err(e) => {
+                    failure = Some(NodeError::io(&path, e));
+                    break;
+                }
+            }
+        }
+        let existed = unlinked.iter().filter(|(_, existed)| *existed).count();
+        if existed > 0 {
+            self.sync_dir()?;
+        }
+        for (id, _) in unlinked {
+            if let Some(removed) = self.index().remove(&id) {
+                self.stored_bytes.fetch_sub(removed.data_len, Ordering::Relaxed);
+            }
+            self.set_corrupt(id, false);
+        }
+        failure.map_or(Ok(existed), Err)
+    }
+
     /// Deletes a unit only if it still has `generation` (durably, as [`UnitStore::delete`]). A
     /// unit rewritten since it was listed is kept: whoever rewrote it may be about to reference it.
     pub fn delete_if_generation(&self, id: UnitId, generation: u64) -> Result<ConditionalDelete, NodeError> {
@@ -1104,6 +1134,26 @@ mod tests {
         assert!(!store.delete(id).unwrap());
         assert!(matches!(store.read_range(id, 0, 1), Err(NodeError::NotFound(_))));
         assert_eq!(store.unit_count(), 0);
+    }
+
+    #[test]
+    fn a_batch_delete_removes_every_unit_named_and_counts_those_that_existed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = UnitStore::open(dir.path(), 1 << 30).unwrap();
+        let kept = UnitId::new(8, 0);
+        for unit in [0, 1, 0x8000, 0x8001] {
+            write(&store, UnitId::new(7, unit), &pattern(100, 1), 1000);
+        }
+        write(&store, kept, &pattern(100, 2), 1000);
+        let named: Vec<UnitId> = [0, 1, 2, 0x8000, 0x8001].into_iter().map(|unit| UnitId::new(7, unit)).collect();
+        assert_eq!(store.delete_many(&named).unwrap(), 4, "unit 2 never existed");
+        assert_eq!(store.delete_many(&named).unwrap(), 0, "deleting again changes nothing");
+        for id in named {
+            assert!(matches!(store.read_range(id, 0, 1), Err(NodeError::NotFound(_))), "{id:?}");
+        }
+        assert_eq!(store.unit_count(), 1);
+        assert_eq!(store.read_range(kept, 0, 100).unwrap(), pattern(100, 2));
+        assert_eq!(std::fs::read_dir(dir.path().join("units")).unwrap().count(), 1);
     }
 
     #[test]

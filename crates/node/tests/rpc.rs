@@ -125,6 +125,21 @@ async fn ten_mib_round_trip_ranges_list_delete(transport: UnitTransport) {
     let current = client.list_units(None, 0).await.unwrap().units[0].generation;
     assert_eq!(client.delete_unit_if_generation(42, 4, current).await.unwrap(), ConditionalDelete::Deleted);
     assert_eq!(client.delete_unit_if_generation(42, 4, current).await.unwrap(), ConditionalDelete::Absent);
+    // A batch delete: every unit named goes, those already gone are counted out; a batch that is
+    // empty or too long is refused whole.
+    for unit in [5, 6, 0x8000] {
+        client.write_unit(43, unit, pattern(10)).await.unwrap();
+    }
+    assert_eq!(client.delete_units(43, &[5, 6, 7, 0x8000]).await.unwrap(), 3);
+    assert_eq!(client.delete_units(43, &[5]).await.unwrap(), 0);
+    assert!(client.list_units(None, 0).await.unwrap().units.is_empty());
+    client.write_unit(43, 5, pattern(10)).await.unwrap();
+    let too_many: Vec<u16> = (0..=node::server::MAX_DELETE_UNITS as u16).collect();
+    for refused in [&[][..], &too_many[..]] {
+        let err = client.delete_units(43, refused).await.unwrap_err();
+        assert_eq!(err.code(), Some(Code::InvalidArgument), "{err}");
+    }
+    assert_eq!(client.read_range(43, 5, 0, 10).await.unwrap().0, pattern(10), "a refused batch deleted nothing");
     node.shutdown().await;
 }
 

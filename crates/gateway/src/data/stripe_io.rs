@@ -479,14 +479,50 @@ impl StripeIo {
         }
     }
 
-    /// Deletes units `(unit, node)` of `stripe`, [`MAX_CONCURRENT_DELETES`] at a time, best effort.
+    /// Deletes units `(unit, node)` of `stripe`, best effort: one request per node for all of its
+    /// units (up to [`node::server::MAX_DELETE_UNITS`] each), [`MAX_CONCURRENT_DELETES`] requests
+    /// in flight.
     pub async fn delete_units_best_effort(&self, nodes: &NodeMap, stripe: StripeId, units: &[(usize, NodeId)]) {
-        let deletes: Vec<_> = units
+        if self.backend.is_some() {
+            let deletes: Vec<_> = units
+                .iter()
+                .filter_map(|&(unit, node)| {
+                    nodes.get(&node).map(|info| self.delete_unit_best_effort(info, stripe, unit))
+                })
+                .collect();
+            let mut deletes = futures_util::stream::iter(deletes).buffer_unordered(MAX_CONCURRENT_DELETES);
+            while deletes.next().await.is_some() {}
+            return;
+        }
+        let mut by_node: HashMap<NodeId, Vec<u16>> = HashMap::new();
+        for &(unit, node) in units {
+            if let Ok(unit) = u16::try_from(unit) {
+                by_node.entry(node).or_default().push(unit);
+            }
+        }
+        let batches: Vec<_> = by_node
             .iter()
-            .filter_map(|&(unit, node)| nodes.get(&node).map(|info| self.delete_unit_best_effort(info, stripe, unit)))
+            .filter_map(|(node, units)| nodes.get(node).map(|info| (info, units)))
+            .flat_map(|(info, units)| units.chunks(node::server::MAX_DELETE_UNITS).map(move |chunk| (info, chunk)))
+            .map(|(info, chunk)| self.delete_batch_best_effort(info, stripe, chunk))
             .collect();
-        let mut deletes = futures_util::stream::iter(deletes).buffer_unordered(MAX_CONCURRENT_DELETES);
-        while deletes.next().await.is_some() {}
+        let mut batches = futures_util::stream::iter(batches).buffer_unordered(MAX_CONCURRENT_DELETES);
+        while batches.next().await.is_some() {}
+    }
+
+    /// One `DeleteUnits` request to `node`, failures counted and logged (the orphan collector
+    /// deletes what is left).
+    async fn delete_batch_best_effort(&self, node: &NodeInfo, stripe: StripeId, units: &[u16]) {
+        let result = match self.cluster.client(node).await {
+            Ok(client) => client.delete_units(stripe.0, units).await.map(|_| ()),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = result {
+            // As for one unit: expected whenever a node is down (or of a build without the batch
+            // request, during an upgrade); the orphan collector deletes the copies later.
+            metrics::counter!("lowtail_gateway_unit_deletes_failed_total").increment(units.len() as u64);
+            tracing::debug!(%stripe, units = units.len(), node = %node.id, %error, "could not delete units; they are orphaned");
+        }
     }
 }
 
