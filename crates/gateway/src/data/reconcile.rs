@@ -31,6 +31,8 @@ pub const CLUSTER_ID_CONFIG: &str = "cluster-id";
 const STRIPE_PAGE: usize = 1000;
 /// Stripe records read at once during a check.
 const CONCURRENT_STRIPE_READS: usize = 16;
+/// Stripes whose lost units are recorded missing at once (each a compare-and-swap of its record).
+const CONCURRENT_MARKS: usize = 32;
 /// Most units a node listing may hold (a bound on the check's memory and pages).
 const MAX_LISTED_UNITS: u64 = 100_000_000;
 
@@ -193,14 +195,18 @@ pub async fn mark_lost_units(
         let (Some(first), Some(last)) = (short.first(), short.last()) else { continue };
         // One listing of the page's range, as the node holds it now.
         let relisted = list_range(client, (first.id, last.id), compare_checksums).await?;
-        for stripe in short {
-            let (_, lost) = lost_units(&stripe, node.id, &relisted, compare_checksums);
-            report.units_lost += lost.len() as u64;
-            if !lost.is_empty() {
-                let (marked, _) = mark_missing(meta, stripe.id, &lost, now_ms).await?;
-                report.units_marked_missing += marked as u64;
-            }
-        }
+        let lost: Vec<(StripeId, Vec<UnitOn>)> = short
+            .iter()
+            .map(|stripe| (stripe.id, lost_units(stripe, node.id, &relisted, compare_checksums).1))
+            .filter(|(_, lost)| !lost.is_empty())
+            .collect();
+        report.units_lost += lost.iter().map(|(_, units)| units.len() as u64).sum::<u64>();
+        // Several at once, so the metadata store's group commit shares one fsync among them
+        // rather than one each, one after another.
+        let marks: Vec<_> = lost.iter().map(|(id, units)| mark_missing(meta, *id, units, now_ms)).collect();
+        let marked: Vec<(usize, Vec<UnitOn>)> =
+            stream::iter(marks).buffer_unordered(CONCURRENT_MARKS).try_collect().await?;
+        report.units_marked_missing += marked.iter().map(|(count, _)| *count as u64).sum::<u64>();
     }
     Ok(report)
 }
