@@ -696,7 +696,7 @@ fn legend(report: &S3BenchReport) -> String {
     format!(
         "{targets}\n\
          {rounds} round(s); in each, for every concurrency and object size, a PUT, a GET and a DELETE phase{scenarios}, the \
-         targets taking turns phase by phase (in the order given in odd rounds, reversed in even ones; before each phase, the other targets' server processes were let fall quiet, under 5 % of one core over a second, so that one's background work does not run under the other's phases); PUT and GET phases {seconds:.1} s each, closed loop (each client sends \
+         targets taking turns phase by phase (in the order given in odd rounds, reversed in even ones; before each phase, the other targets' server processes were let fall quiet, under 5 % of one core over three seconds in a row, so that one's background work does not run under the other's phases); PUT and GET phases {seconds:.1} s each, closed loop (each client sends \
          its next request when its last one ends), AWS SDK for Rust without retries, bucket {bucket}.\n\
          PUT writes new keys of random bytes; GET reads random keys of that target's PUT phase to the end, checks \
          every length and the bytes of every {VERIFY_EVERY}th; DELETE deletes every key that PUT phase wrote, once.\n\

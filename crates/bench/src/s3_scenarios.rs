@@ -222,7 +222,7 @@ pub fn render_settles(settles: &[SettleRow]) -> String {
     format!(
         "{table}\n\
          Settling: after each scenario was lifted (lowtail: once whole again), the benchmark waited until the \
-         target's server processes used under 5 % of one core over a second, so that what the scenario left \
+         target's server processes used under 5 % of one core over three seconds in a row, so that what the scenario left \
          running (a store healing a wiped drive in the background) did not run under the next phases; \
          \"not quiet\": 10 minutes passed first and the run went on. For a store that does not report its \
          repair, the time after `rebuild` is the nearest figure to its heal time."

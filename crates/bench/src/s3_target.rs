@@ -39,6 +39,9 @@ const REBUILD_POLL_INTERVAL: Duration = Duration::from_millis(250);
 const QUIET_CPU_MS_PER_S: f64 = 50.0;
 /// The window over which a target's CPU time is judged quiet.
 const QUIET_WINDOW: Duration = Duration::from_secs(1);
+/// Quiet windows in a row that make a target quiet: a store healing in bursts (MinIO retrying a
+/// drive's heal) passes one quiet second between two.
+const QUIET_WINDOWS_IN_A_ROW: usize = 3;
 /// Longest the benchmark waits for a target to fall quiet before going on regardless.
 const QUIET_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// The storage node a lowtail target's scenarios fault when none is named.
@@ -245,23 +248,26 @@ pub struct Settled {
 }
 
 impl Target {
-    /// Waits until the target's server processes use less than [`QUIET_CPU_MS_PER_S`] over a
-    /// [`QUIET_WINDOW`], at most [`QUIET_TIMEOUT`]; `None` when their CPU time is not measured
+    /// Waits until the target's server processes use less than [`QUIET_CPU_MS_PER_S`] over
+    /// [`QUIET_WINDOWS_IN_A_ROW`] [`QUIET_WINDOW`]s in a row, at most [`QUIET_TIMEOUT`]; `None` when their CPU time is not measured
     /// (no pids here, or a process gone), since nothing then says when they are quiet.
     pub async fn wait_quiet(&self) -> Option<Settled> {
         wait_quiet(&self.server_pids, QUIET_TIMEOUT).await
     }
 }
 
-/// Waits until `pids` together use less than [`QUIET_CPU_MS_PER_S`] over a [`QUIET_WINDOW`], at
-/// most about `timeout`.
+/// Waits until `pids` together use less than [`QUIET_CPU_MS_PER_S`] over
+/// [`QUIET_WINDOWS_IN_A_ROW`] [`QUIET_WINDOW`]s in a row, at most about `timeout`.
 async fn wait_quiet(pids: &[u32], timeout: Duration) -> Option<Settled> {
     let started = Instant::now();
+    let mut quiet_windows = 0;
     loop {
         let before = GroupCpu::read(pids);
         tokio::time::sleep(QUIET_WINDOW).await;
         let used_ms = before.used_ms_until(&GroupCpu::read(pids))?;
-        let quiet = used_ms / QUIET_WINDOW.as_secs_f64() < QUIET_CPU_MS_PER_S;
+        let quiet_now = used_ms / QUIET_WINDOW.as_secs_f64() < QUIET_CPU_MS_PER_S;
+        quiet_windows = if quiet_now { quiet_windows + 1 } else { 0 };
+        let quiet = quiet_windows >= QUIET_WINDOWS_IN_A_ROW;
         if quiet || started.elapsed() >= timeout {
             return Some(Settled { waited: started.elapsed(), quiet });
         }
@@ -627,7 +633,7 @@ mod tests {
             child.kill().unwrap();
             child.wait().unwrap();
         }
-        assert!(quiet.quiet && quiet.waited < Duration::from_secs(3), "{quiet:?}");
+        assert!(quiet.quiet && quiet.waited < Duration::from_secs(5), "{quiet:?}");
         assert!(!loud.quiet && loud.waited >= Duration::from_secs(2), "{loud:?}");
         assert!(wait_quiet(&[], Duration::from_secs(1)).await.is_none(), "no processes: nothing to judge");
     }
