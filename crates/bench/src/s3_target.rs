@@ -259,6 +259,9 @@ impl Target {
 /// Waits until `pids` together use less than [`QUIET_CPU_MS_PER_S`] over
 /// [`QUIET_WINDOWS_IN_A_ROW`] [`QUIET_WINDOW`]s in a row, at most about `timeout`.
 async fn wait_quiet(pids: &[u32], timeout: Duration) -> Option<Settled> {
+    if pids.is_empty() {
+        return None;
+    }
     let started = Instant::now();
     let mut quiet_windows = 0;
     loop {

@@ -553,20 +553,17 @@ impl UnitStore {
 
     /// Deletes a unit (durably: the directory is fsynced). Returns whether it existed.
     pub fn delete(&self, id: UnitId) -> Result<bool, NodeError> {
+        self.delete_many(&[id]).map(|existed| existed == 1)
+    }
+
+    /// Unlinks unit `id`'s file (not yet durably); whether it existed.
+    fn unlink(&self, id: UnitId) -> Result<bool, NodeError> {
         let path = self.unit_path(id);
-        let existed = match fs::remove_file(&path) {
-            Ok(()) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(e) => return Err(NodeError::io(&path, e)),
-        };
-        if existed {
-            self.sync_dir()?;
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(NodeError::io(&path, e)),
         }
-        if let Some(removed) = self.index().remove(&id) {
-            self.stored_bytes.fetch_sub(removed.data_len, Ordering::Relaxed);
-        }
-        self.set_corrupt(id, false);
-        Ok(existed)
     }
 
     /// Deletes every unit of `ids` (those already gone count as deleted), with one directory sync
@@ -576,12 +573,10 @@ impl UnitStore {
         let mut unlinked = Vec::with_capacity(ids.len());
         let mut failure = None;
         for &id in ids {
-            let path = self.unit_path(id);
-            match fs::remove_file(&path) {
-                Ok(()) => unlinked.push((id, true)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => unlinked.push((id, false)),
-                Err(e) => {
-                    failure = Some(NodeError::io(&path, e));
+            match self.unlink(id) {
+                Ok(existed) => unlinked.push((id, existed)),
+                Err(error) => {
+                    failure = Some(error);
                     break;
                 }
             }
@@ -633,12 +628,7 @@ impl UnitStore {
             if let Some(kept) = keep(index.get(&id), corrupt) {
                 return Ok(kept);
             }
-            let path = self.unit_path(id);
-            match fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(NodeError::io(&path, e)),
-            }
+            self.unlink(id)?;
             if let Some(removed) = index.remove(&id) {
                 self.stored_bytes.fetch_sub(removed.data_len, Ordering::Relaxed);
             }

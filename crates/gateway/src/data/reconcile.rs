@@ -204,9 +204,10 @@ pub async fn mark_lost_units(
         // Several at once, so the metadata store's group commit shares one fsync among them
         // rather than one each, one after another.
         let marks: Vec<_> = lost.iter().map(|(id, units)| mark_missing(meta, *id, units, now_ms)).collect();
-        let marked: Vec<(usize, Vec<UnitOn>)> =
-            stream::iter(marks).buffer_unordered(CONCURRENT_MARKS).try_collect().await?;
-        report.units_marked_missing += marked.iter().map(|(count, _)| *count as u64).sum::<u64>();
+        report.units_marked_missing += stream::iter(marks)
+            .buffer_unordered(CONCURRENT_MARKS)
+            .try_fold(0, |sum, (marked, _)| async move { Ok(sum + marked as u64) })
+            .await?;
     }
     Ok(report)
 }
