@@ -106,8 +106,8 @@ impl ClassAdmin {
     }
 
     async fn set_bucket(&self, name: &str, headers: &HeaderMap, body: &str) -> Response {
-        if !crate::process::has_secret(headers, &self.secret) {
-            return crate::process::refused();
+        if !crate::admin_secret::has_secret(headers, &self.secret) {
+            return crate::admin_secret::refused();
         }
         let class = match parse_class(body, self.table.config().count()) {
             Ok(class) => class,
@@ -120,8 +120,8 @@ impl ClassAdmin {
     }
 
     async fn set_key(&self, access_key: &str, headers: &HeaderMap, body: &str) -> Response {
-        if !crate::process::has_secret(headers, &self.secret) {
-            return crate::process::refused();
+        if !crate::admin_secret::has_secret(headers, &self.secret) {
+            return crate::admin_secret::refused();
         }
         let class = match parse_class(body, self.table.config().count()) {
             Ok(class) => class,

@@ -43,7 +43,7 @@ use serde::Serialize;
 use crate::data::descriptor::{Holds, PackedObject, UnitDescriptor, labelled};
 use crate::data::erasure::ErasureData;
 use crate::data::membership::unix_now_ms;
-use crate::data::packed::{REPLICA_HEADER_BYTES, REPLICA_UNIT_BASE};
+use crate::data::replica::{REPLICA_HEADER_BYTES, REPLICA_UNIT_BASE};
 use crate::data::{DataConfig, DataError, ObjectData, meta_error};
 use crate::labels::{ObjectLabel, SnapshotLabel, WriteLabel};
 
@@ -427,7 +427,7 @@ async fn restore_snapshot(
     let mut newest_first: Vec<_> = snapshots.into_values().collect();
     newest_first.sort_by_key(|(label, _)| std::cmp::Reverse(label.taken_ms));
     for (label, layout) in newest_first {
-        let size_bytes = crate::data::erasure::layout_size(&layout);
+        let size_bytes = layout.size_bytes();
         let records = match data.read(&layout, 0..size_bytes).await {
             Ok(blob) => crate::meta_snapshot::decode_records(&blob).map_err(DataError::Internal),
             Err(error) => Err(error),

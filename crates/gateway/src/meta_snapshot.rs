@@ -155,7 +155,7 @@ impl MetaSnapshots {
         let blob = export_stream(Arc::clone(&self.meta), Arc::clone(&records));
         let write = self.data.write_stream(blob, meta::WriteAck::All);
         let written = crate::data::descriptor::labelled(WriteLabel::Snapshot(label.clone()).to_value(), write).await?;
-        let size_bytes = crate::data::erasure::layout_size(&written.layout);
+        let size_bytes = written.layout.size_bytes();
         let record = SnapshotRecord { label, size_bytes, layout: written.layout };
         let mut listed = recorded(self.meta.as_ref()).await.map_err(meta_error)?;
         listed.push(record.clone());

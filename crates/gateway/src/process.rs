@@ -7,6 +7,8 @@
 //! Must not: handle S3 requests or move data itself; it wires the layers that do and stops them in
 //! order (S3 first, so no request is cut off mid-write; then background services).
 
+pub use crate::admin_secret::SECRET_HEADER;
+use crate::admin_secret::{has_secret, refused};
 use crate::class_admin::ClassAdmin;
 use crate::classes::{ClassTable, ClassesConfig, ClassesReport};
 use crate::data::controller::{Controller, ControllerConfig, PolicyState};
@@ -524,8 +526,6 @@ fn write_address_file(
     std::fs::rename(&temp, path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
 }
 
-/// Header carrying the cluster secret on the admin calls that change or export state.
-pub const SECRET_HEADER: &str = "x-lowtail-secret";
 /// Header of `POST /admin/records/take` counting records dropped since the last take.
 pub const DROPPED_HEADER: &str = "x-lowtail-records-dropped";
 /// Header of `POST /admin/records/take` counting lazy-refresh probes since the last take.
@@ -551,11 +551,6 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
     let secret = Arc::new(secret);
-    let authorized = |headers: &HeaderMap, secret: &str| {
-        headers
-            .get(SECRET_HEADER)
-            .is_some_and(|v| bool::from(subtle::ConstantTimeEq::ct_eq(v.as_bytes(), secret.as_bytes())))
-    };
     let (get_controller, put_controller, take_controller) =
         (Arc::clone(&controller), Arc::clone(&controller), controller);
     let (put_secret, take_secret, seal_secret) = (Arc::clone(&secret), Arc::clone(&secret), secret);
@@ -564,7 +559,7 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
             "/admin/policy",
             axum::routing::get(move || std::future::ready(axum::Json(get_controller.policy()))).put(
                 move |headers: HeaderMap, body: bytes::Bytes| {
-                    let response = if !authorized(&headers, &put_secret) {
+                    let response = if !has_secret(&headers, &put_secret) {
                         refused()
                     } else {
                         match serde_json::from_slice::<PolicyChange>(&body) {
@@ -590,7 +585,7 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
         .route(
             "/admin/records/take",
             axum::routing::post(move |headers: HeaderMap| {
-                let response = if !authorized(&headers, &take_secret) {
+                let response = if !has_secret(&headers, &take_secret) {
                     refused()
                 } else {
                     let (records, dropped) = take_controller.take_records();
@@ -610,7 +605,7 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
         .route(
             "/admin/packed/seal",
             axum::routing::post(move |headers: HeaderMap| async move {
-                if !authorized(&headers, &seal_secret) {
+                if !has_secret(&headers, &seal_secret) {
                     return refused();
                 }
                 match packer.flush(SEAL_NOW_TIMEOUT).await {
@@ -728,12 +723,6 @@ fn access_routes(controller: Arc<Controller>, secret: String) -> axum::Router {
         )
 }
 
-/// The answer to an admin call that needs the cluster secret and came without it (or a wrong one).
-pub(crate) fn refused() -> axum::response::Response {
-    use axum::response::IntoResponse;
-    (axum::http::StatusCode::FORBIDDEN, format!("missing or wrong {SECRET_HEADER} header")).into_response()
-}
-
 /// Records as the take endpoints answer them: one JSON object per line.
 fn ndjson<T: serde::Serialize>(records: &[T]) -> axum::response::Response {
     use axum::response::IntoResponse;
@@ -808,13 +797,6 @@ fn mover_routes(
                 std::future::ready(response)
             }),
         )
-}
-
-/// Whether `headers` carry the cluster secret.
-pub(crate) fn has_secret(headers: &axum::http::HeaderMap, secret: &str) -> bool {
-    headers
-        .get(SECRET_HEADER)
-        .is_some_and(|v| bool::from(subtle::ConstantTimeEq::ct_eq(v.as_bytes(), secret.as_bytes())))
 }
 
 /// `GET /admin/buckets` (every bucket with its settings) and `PUT

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use data_support::{TestCluster, pattern};
 use futures_util::future::join_all;
 use gateway::data::controller::{Controller, ControllerConfig};
-use gateway::data::packed::REPLICA_UNIT_BASE;
+use gateway::data::replica::REPLICA_UNIT_BASE;
 use gateway::data::{DataConfig, ErasureData, ObjectData};
 use meta::{Layout, NodeId, StripeId, StripeMeta, StripeState};
 use node::ServiceModel;

@@ -188,6 +188,15 @@ pub struct CompositePiece {
 }
 
 impl Layout {
+    /// Size of the object stored at this layout.
+    pub fn size_bytes(&self) -> u64 {
+        match self {
+            Layout::Packed { length_bytes, .. } => *length_bytes,
+            Layout::Striped { segments } => segments.last().map_or(0, |s| s.object_offset_bytes + s.length_bytes),
+            Layout::Composite { pieces } => pieces.last().map_or(0, |p| p.object_offset_bytes + p.length_bytes),
+        }
+    }
+
     /// Every stripe the layout references, in order of first reference, without duplicates.
     pub fn stripes(&self) -> Vec<StripeId> {
         let mut found = Vec::new();

@@ -13,10 +13,8 @@
 //! Owns: the backend's client and configuration, the key of a unit, the slots' registration. Must
 //! not: decide which units to read or write (the data path does) or keep bytes after a request.
 
-use meta::{MetaStore, NodeId, NodeInfo, StripeId};
+use meta::StripeId;
 use serde::{Deserialize, Serialize};
-
-use super::DataError;
 
 /// The address a backend slot is registered with (never dialled).
 pub const SLOT_ADDRESS_PREFIX: &str = "backend-slot-";
@@ -139,7 +137,7 @@ impl S3Backend {
     }
 
     /// No bucket to check.
-    pub async fn check(&self) -> Result<(), DataError> {
+    pub async fn check(&self) -> Result<(), super::DataError> {
         match *self {}
     }
 
@@ -168,29 +166,4 @@ impl S3Backend {
     pub async fn list_units(&self, _continuation: Option<String>) -> Result<(Vec<ListedUnit>, Option<String>), String> {
         match *self {}
     }
-}
-
-/// Registers the `n` backend slots in `meta` (ids 0..n, Up), or checks they are there. A metadata
-/// store with other nodes belongs to a cluster of storage nodes, and is refused.
-pub async fn register_slots(meta: &dyn MetaStore, n: usize, now_ms: u64) -> Result<Vec<NodeInfo>, DataError> {
-    let existing = meta.list_nodes().await.map_err(super::meta_error)?;
-    if let Some(node) = existing.iter().find(|node| !node.address.starts_with(SLOT_ADDRESS_PREFIX)) {
-        return Err(DataError::Internal(format!(
-            "backend mode needs a metadata store of its own: this one has storage node {} at {}",
-            node.id, node.address
-        )));
-    }
-    let mut slots = Vec::with_capacity(n);
-    for slot in 0..n {
-        let id = NodeId(slot as u32);
-        match existing.iter().find(|node| node.id == id) {
-            Some(node) => slots.push(node.clone()),
-            None => {
-                let address = format!("{SLOT_ADDRESS_PREFIX}{slot}");
-                let rack = format!("slot-{slot}");
-                slots.push(super::membership::register_node(meta, id, &address, &rack, u64::MAX, now_ms).await?);
-            }
-        }
-    }
-    Ok(slots)
 }

@@ -13,7 +13,6 @@ use futures_util::{FutureExt, StreamExt};
 use meta::{Layout, StripeSegment};
 
 use super::controller::{BatchBlock, BlockResult, Controller};
-use super::erasure::layout_size;
 use super::read::Reads;
 use super::stripe_io::StripeIo;
 use super::{DataError, ObjectData};
@@ -31,7 +30,7 @@ const PARALLEL_LOOKUPS: usize = 32;
 /// Every object read whole on its own, [`PARALLEL_OBJECTS`] at a time.
 pub fn read_each<'a, D: ObjectData + ?Sized>(data: &'a D, layouts: &'a [Layout]) -> BatchStream<'a> {
     stream::iter(layouts.iter().enumerate())
-        .map(move |(index, layout)| async move { (index, data.read_parts(layout, 0..layout_size(layout)).await) })
+        .map(move |(index, layout)| async move { (index, data.read_parts(layout, 0..layout.size_bytes()).await) })
         .buffer_unordered(PARALLEL_OBJECTS)
         .boxed()
 }
@@ -54,7 +53,7 @@ pub fn read_planned<'a, D: ObjectData + ?Sized>(
                 .iter()
                 .map(|&index| {
                     let layout = &layouts[index];
-                    async move { (index, data.read_parts(layout, 0..layout_size(layout)).await) }
+                    async move { (index, data.read_parts(layout, 0..layout.size_bytes()).await) }
                 })
                 .collect();
             while let Some(item) = each.next().await {

@@ -45,13 +45,14 @@ use super::DataError;
 use super::admission::{TaskPool, admit_plan};
 use super::class_shares::{RackShares, SharesPublisher};
 use super::executor::{self, Clock, TaskEnd, TaskResult};
-use super::robust::{self, RangeRead};
+use super::range::RangeRead;
+use super::robust;
 use super::stripe_io::{NodeMap, StripeIo, is_up};
 use policy::fec::FrontendState;
 
 mod batch;
 mod movement;
-pub use super::mover::MoverConfig;
+pub use super::config::MoverConfig;
 pub use batch::{BatchBlock, BlockResult};
 pub use movement::StoreMove;
 

@@ -40,15 +40,12 @@ use super::read::Reads;
 use super::repair::{RepairService, RepairStatus};
 use super::stripe_io::{NodeMap, StripeIo};
 use super::stripe_write::{
-    EarlyWrites, Landing, UnitWrites, encode_units, forget_placement, judge, place_new_stripe, unit_checksums,
-    write_units, write_units_early,
+    EarlyWrites, Landing, UNIT_ALIGN_BYTES, UnitWrites, encode_units, forget_placement, judge, place_new_stripe,
+    unit_checksums, write_units, write_units_early,
 };
 use super::{BodyStream, DataError, ObjectData, Redundancy, Written};
 use crate::classes::{ClassId, ClassScheduling};
 use execution::WriteRule;
-
-/// Alignment of the unit size of an object's last stripe (the codec kernels' step).
-pub const UNIT_ALIGN_BYTES: u64 = 64;
 
 /// How often the packer checks its open stripe's age and retries failed seals.
 const PACKER_TICK: Duration = Duration::from_millis(200);
@@ -182,7 +179,7 @@ impl ErasureData {
         let holds = Arc::new(StripeHolds::default());
         if let Some(backend) = io.backend() {
             backend.check().await?;
-            super::backend::register_slots(io.cluster().meta().as_ref(), code.total_units(), unix_now_ms()).await?;
+            super::membership::register_slots(io.cluster().meta().as_ref(), code.total_units(), unix_now_ms()).await?;
         }
         let pending = Arc::new(PendingWrites::new(Arc::clone(&io), &io.config().pending, straggler, late_copies));
         let data = Self { io, reads, code, code_name, full_failures_tolerated, packer, holds, delayed, pending };
@@ -556,15 +553,6 @@ impl ErasureData {
     }
 }
 
-/// Size of the object stored at `layout`.
-pub fn layout_size(layout: &Layout) -> u64 {
-    match layout {
-        Layout::Packed { length_bytes, .. } => *length_bytes,
-        Layout::Striped { segments } => segments.last().map_or(0, |s| s.object_offset_bytes + s.length_bytes),
-        Layout::Composite { pieces } => pieces.last().map_or(0, |p| p.object_offset_bytes + p.length_bytes),
-    }
-}
-
 /// Runs the futures `source` yields, at most `limit` at once, and returns their outputs in the
 /// order they were yielded. `source` is pulled only while fewer than `limit` run, and the ones
 /// running are driven while it is awaited (a body arriving slowly does not stall the stripes already
@@ -788,7 +776,7 @@ impl ObjectData for ErasureData {
     }
 
     async fn read_parts(&self, layout: &Layout, range: Range<u64>) -> Result<Vec<Bytes>, DataError> {
-        let size = layout_size(layout);
+        let size = layout.size_bytes();
         if range.start > range.end || range.end > size {
             return Err(DataError::InvalidRange { start: range.start, end: range.end, size });
         }

@@ -18,6 +18,7 @@ use futures_util::stream::FuturesUnordered;
 use meta::{MetaStore, NodeId, NodeInfo, NodeState};
 
 use super::DataError;
+use super::backend::SLOT_ADDRESS_PREFIX;
 use super::class_shares::{NodeSchedulings, RackShares, read_published};
 use super::cluster::NodeConnections;
 use super::config::MembershipConfig;
@@ -644,6 +645,31 @@ impl Drop for BackgroundTask {
             handle.abort();
         }
     }
+}
+
+/// Registers the `n` backend slots in `meta` (ids 0..n, Up), or checks they are there. A metadata
+/// store with other nodes belongs to a cluster of storage nodes, and is refused.
+pub async fn register_slots(meta: &dyn MetaStore, n: usize, now_ms: u64) -> Result<Vec<NodeInfo>, DataError> {
+    let existing = meta.list_nodes().await.map_err(super::meta_error)?;
+    if let Some(node) = existing.iter().find(|node| !node.address.starts_with(SLOT_ADDRESS_PREFIX)) {
+        return Err(DataError::Internal(format!(
+            "backend mode needs a metadata store of its own: this one has storage node {} at {}",
+            node.id, node.address
+        )));
+    }
+    let mut slots = Vec::with_capacity(n);
+    for slot in 0..n {
+        let id = NodeId(slot as u32);
+        match existing.iter().find(|node| node.id == id) {
+            Some(node) => slots.push(node.clone()),
+            None => {
+                let address = format!("{SLOT_ADDRESS_PREFIX}{slot}");
+                let rack = format!("slot-{slot}");
+                slots.push(register_node(meta, id, &address, &rack, u64::MAX, now_ms).await?);
+            }
+        }
+    }
+    Ok(slots)
 }
 
 #[cfg(test)]

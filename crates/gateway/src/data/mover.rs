@@ -19,10 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use meta::{NodeId, NodeInfo, NodeState, StripeId, StripeMeta};
-use policy::ecstore::mover::MoverSettings;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::time::Instant;
 
+use super::config::MoverConfig;
 use super::controller::{Controller, StoreMove};
 use super::lease::LeaseClaims;
 use super::membership::{BackgroundTask, unix_now_ms};
@@ -38,48 +38,6 @@ const MIN_LEASE_TERM: Duration = Duration::from_secs(30);
 const MAX_WAITING_RELEASES: usize = 100_000;
 /// Old copies deleted per round of the loop.
 const RELEASES_PER_ROUND: usize = 64;
-
-/// The `[controller.mover]` section of a gateway's configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MoverConfig {
-    /// Whether the mover runs; switched at run time by `PUT /admin/mover`. Default false: moving
-    /// units is a deliberate choice (it trades background I/O for batch latency).
-    pub enabled: bool,
-    /// The policy's settings: the move-rate cap (default 1 a second, the paper's), the co-access
-    /// window, the candidates and the weights of Eq. 8.
-    pub settings: MoverSettings,
-    /// How often the nodes' loads (bytes served per second) are read from their stats. Default
-    /// 5 s (the paper's load reports came every 5–10 s).
-    pub load_period_ms: u64,
-    /// Bytes per second moves may copy, beside the moves-per-second cap. Default 64 MiB/s.
-    pub max_bytes_per_s: u64,
-}
-
-impl Default for MoverConfig {
-    fn default() -> Self {
-        MoverConfig {
-            enabled: false,
-            settings: MoverSettings::default(),
-            load_period_ms: 5_000,
-            max_bytes_per_s: 64 << 20,
-        }
-    }
-}
-
-impl MoverConfig {
-    /// Checks what can be checked before start.
-    pub fn validate(&self) -> Result<(), DataError> {
-        let bad = |why: String| Err(DataError::Internal(format!("controller config: mover: {why}")));
-        if let Err(why) = self.settings.validate() {
-            return bad(why);
-        }
-        if self.load_period_ms == 0 || self.max_bytes_per_s == 0 {
-            return bad("load_period_ms and max_bytes_per_s must be positive".into());
-        }
-        Ok(())
-    }
-}
 
 /// What the mover has done, for `GET /admin/mover`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

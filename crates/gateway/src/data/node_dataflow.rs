@@ -26,7 +26,7 @@ use policy::reconstruct::{ReconstructKind, ReconstructSettings};
 use rand::Rng;
 
 use super::DataError;
-use super::robust::RangeRead;
+use super::range::RangeRead;
 use super::stripe_io::{StripeIo, is_up};
 
 /// Longest a dataflow may take before the gateway gives up on it (and each node's session with it).

@@ -29,7 +29,7 @@ use serde::Serialize;
 use super::backend::S3Backend;
 use super::config::OrphanConfig;
 use super::membership::BackgroundTask;
-use super::packed::REPLICA_UNIT_BASE;
+use super::replica::REPLICA_UNIT_BASE;
 use super::stripe_io::StripeIo;
 use super::{DataError, lock};
 

@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use codec::ErasureCode;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use meta::{Layout, MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta, StripeState};
@@ -46,25 +46,18 @@ use tokio::time::Instant;
 
 use super::controller::Unplanned;
 use super::descriptor::{FORMAT, Holds, PackedObject, UnitDescriptor};
-use super::erasure::UNIT_ALIGN_BYTES;
 use super::late_copies::LateCopies;
 use super::membership::unix_now_ms;
 use super::read::Reads;
+use super::replica::{MAX_OBJECTS_PER_STRIPE, REPLICA_HEADER_BYTES, REPLICA_UNIT_BASE, ReplicaHeader};
 use super::stripe_io::{NodeMap, StripeIo};
 use super::stripe_write::{
-    drive_quorum, encode_units, forget_placement, judge, move_off_unavailable, place_new_stripe, unit_checksums,
-    write_units,
+    UNIT_ALIGN_BYTES, drive_quorum, encode_units, forget_placement, judge, move_off_unavailable, place_new_stripe,
+    unit_checksums, write_units,
 };
 use super::{DataError, meta_error};
 use execution::{CopyState, Durability, WriteQuorum, WriteRule};
 
-/// Unit indexes at or above this are replica units of an open stripe, not stripe units.
-pub const REPLICA_UNIT_BASE: u16 = 0x8000;
-/// Most objects (replica units) one open stripe takes.
-pub const MAX_OBJECTS_PER_STRIPE: u16 = 0x7fff;
-/// Bytes before the object in a replica unit: magic, data unit, offset within it, object length.
-pub const REPLICA_HEADER_BYTES: u64 = 24;
-const REPLICA_MAGIC: u32 = 0x4c54_5052; // "LTPR"
 /// Prefix of the metadata config entry listing a gateway's open stripes.
 const REGISTRY_PREFIX: &str = "packed-open/";
 /// Units listed per page when replicas are looked up on a node.
@@ -76,41 +69,6 @@ const UNRECOVERED_RETRY: Duration = Duration::from_secs(1);
 
 /// A replica unit as a node lists it: its seq, length and descriptor.
 type Listed = (u16, u64, Bytes);
-
-/// Where one acknowledged replica lives in the stripe's data units.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ReplicaHeader {
-    unit: u16,
-    offset: u64,
-    length: u64,
-}
-
-impl ReplicaHeader {
-    fn encode(&self, body: &[u8]) -> Bytes {
-        let mut out = BytesMut::with_capacity(REPLICA_HEADER_BYTES as usize + body.len());
-        out.put_u32_le(REPLICA_MAGIC);
-        out.put_u16_le(self.unit);
-        out.put_u16_le(0);
-        out.put_u64_le(self.offset);
-        out.put_u64_le(self.length);
-        out.extend_from_slice(body);
-        out.freeze()
-    }
-
-    fn decode(bytes: &[u8]) -> Option<(Self, &[u8])> {
-        if bytes.len() < REPLICA_HEADER_BYTES as usize {
-            return None;
-        }
-        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        if u32_at(0) != REPLICA_MAGIC {
-            return None;
-        }
-        let header = Self { unit: u16::from_le_bytes([bytes[4], bytes[5]]), offset: u64_at(8), length: u64_at(16) };
-        let body = &bytes[REPLICA_HEADER_BYTES as usize..];
-        (body.len() as u64 == header.length).then_some((header, body))
-    }
-}
 
 /// The nodes holding the replicas of an object appended to data unit `unit`: the unit's own node
 /// first (where a sealed read will go), then every parity node.

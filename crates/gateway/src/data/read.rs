@@ -17,7 +17,8 @@ use meta::StripeMeta;
 use super::DataError;
 use super::admission::TaskPool;
 use super::controller::Controller;
-use super::robust::{self, RangeRead};
+use super::range::RangeRead;
+use super::robust;
 use super::stripe_io::{NodeMap, StripeIo};
 
 /// Data-unit range reads over `io`, planned by the controller once one is attached.

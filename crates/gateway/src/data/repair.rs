@@ -41,9 +41,10 @@ use super::config::RepairConfig;
 use super::lease::LeaseClaims;
 use super::membership::{BackgroundTask, unix_now_ms};
 use super::missing::UnitOn;
-use super::packed::REPLICA_UNIT_BASE;
+use super::range::RangeRead;
 use super::repair_pace::RepairPace;
-use super::robust::{self, RangeRead};
+use super::replica::REPLICA_UNIT_BASE;
+use super::robust;
 use super::stripe_io::{NodeMap, StripeIo};
 use super::{DataError, lock, meta_error};
 

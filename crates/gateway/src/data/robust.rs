@@ -16,37 +16,16 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use codec::ErasureCode;
-use meta::{NodeState, StripeMeta};
+use meta::NodeState;
 use model::{DecodeAt, PlannedTask, Quorum, ReadPlan, ReconstructionTopology, TaskRole};
 use tokio::time::Instant;
 
 use super::DataError;
-use super::admission::{TaskPool, admit_plan};
+use super::admission::admit_plan;
 use super::executor::{self, Clock, TaskEnd, TaskResult};
 use super::plan::recovery_units;
-use super::stripe_io::{NodeMap, StripeIo, decode, undecodable};
-
-/// One unit range to read, with what reading it needs.
-#[derive(Clone, Copy)]
-pub struct RangeRead<'a> {
-    /// Unit I/O.
-    pub io: &'a StripeIo,
-    /// The nodes and their states.
-    pub nodes: &'a NodeMap,
-    /// The sealed stripe.
-    pub stripe: &'a StripeMeta,
-    /// Its code.
-    pub code: &'a dyn ErasureCode,
-    /// The unit read (the decode target).
-    pub unit: usize,
-    /// Byte offset within the unit.
-    pub offset: u64,
-    /// Bytes.
-    pub length: u64,
-    /// The task pool the read's plans are admitted by (`None`: not admitted, as repair's rebuilds).
-    pub admission: Option<&'a TaskPool>,
-}
+use super::range::RangeRead;
+use super::stripe_io::{decode, undecodable};
 
 /// Bytes of the range, read robustly; says whether they were decoded (a degraded read).
 pub async fn read(range: RangeRead<'_>, timeout_ns: u64) -> Result<(Bytes, bool), DataError> {

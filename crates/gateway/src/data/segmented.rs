@@ -21,7 +21,7 @@ use futures_util::future::try_join_all;
 use policy::reconstruct::{ReconstructKind, ReconstructSettings, Survivor};
 
 use super::DataError;
-use super::robust::RangeRead;
+use super::range::RangeRead;
 use super::stripe_io::{decode, is_up};
 
 /// Whether `range` must be rebuilt and the configuration asks for a segmented read (the controller

@@ -26,6 +26,9 @@ use tokio::task::JoinHandle;
 use super::DataError;
 use super::stripe_io::{NodeMap, StripeIo};
 
+/// Alignment of the unit size of an object's last stripe (the codec kernels' step).
+pub const UNIT_ALIGN_BYTES: u64 = 64;
+
 /// What became of a stripe's unit writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct UnitWrites {

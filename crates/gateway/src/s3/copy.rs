@@ -17,7 +17,7 @@ use s3s::{S3ErrorCode, S3Request, S3Response, S3Result};
 use super::checksum::{self, set_checksum};
 use super::conditions::{self, Conditions, Precondition};
 use super::errors::{from_data, from_meta, s3};
-use super::multipart::multipart_etag;
+use super::etag::multipart_etag;
 use super::names::check_key;
 use super::read_body;
 use super::service::LowtailS3;

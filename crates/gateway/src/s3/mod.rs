@@ -18,6 +18,7 @@ mod conditions;
 mod copy;
 mod delete;
 mod errors;
+mod etag;
 mod get;
 mod list;
 mod md5_engine;

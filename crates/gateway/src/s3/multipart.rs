@@ -3,7 +3,6 @@
 //! AbortMultipartUpload, ListMultipartUploads and ListParts. Owns these rules; must not keep the bytes
 //! of a part that is not recorded, nor release a part the completed object references.
 
-use md5::{Digest, Md5};
 use meta::{
     CompletedPart, CompositePiece, Layout, MetaError, MultipartCompletion, ObjectMeta, PartMeta, StoredChecksum,
     UploadMeta,
@@ -20,6 +19,7 @@ use super::abandoned_uploads;
 use super::checksum::{self, Completion, Declared, set_checksum};
 use super::copy;
 use super::errors::{from_meta, s3};
+use super::etag::multipart_etag;
 use super::list::{ListRequest, common_prefixes, max_keys, owner, page_uploads};
 use super::names::{check_key, part_number};
 use super::service::LowtailS3;
@@ -441,33 +441,4 @@ fn listed_part(part: &PartMeta) -> Part {
     };
     set_checksum!(listed, part.checksum.as_ref());
     listed
-}
-
-/// The ETag of a completed multipart upload: MD5 of the parts' binary MD5s, then `-` and the count.
-pub fn multipart_etag(part_etags: &[&str]) -> S3Result<String> {
-    let mut hasher = Md5::new();
-    for etag in part_etags {
-        let binary = hex::decode(etag).map_err(|_| s3(S3ErrorCode::InternalError, "a stored part ETag is not hex"))?;
-        hasher.update(binary);
-    }
-    Ok(format!("{}-{}", hex::encode(hasher.finalize()), part_etags.len()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn md5_hex(body: &[u8]) -> String {
-        hex::encode(Md5::digest(body))
-    }
-
-    #[test]
-    fn multipart_etag_is_md5_of_binary_md5s() {
-        let first = md5_hex(b"hello ");
-        let second = md5_hex(b"world");
-        let mut concatenated = hex::decode(&first).unwrap();
-        concatenated.extend(hex::decode(&second).unwrap());
-        let expected = format!("{}-2", md5_hex(&concatenated));
-        assert_eq!(multipart_etag(&[&first, &second]).unwrap(), expected);
-    }
 }

@@ -36,7 +36,8 @@ use rand_chacha::ChaCha8Rng;
 use super::super::DataError;
 use super::super::admission::{AdmittedPlan, TaskPool};
 use super::super::executor::TaskEnd;
-use super::super::robust::{self, RangeRead};
+use super::super::range::RangeRead;
+use super::super::robust;
 use super::super::stripe_io::{NodeMap, StripeIo};
 use super::{Controller, LiveView, ThreadCpu, count, is_up, record_rates, task_record};
 
