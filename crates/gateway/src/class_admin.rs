@@ -15,7 +15,7 @@ use meta::{MetaError, MetaStore, NodeId};
 use serde::{Deserialize, Serialize};
 
 use crate::classes::{ClassTable, ClassesReport};
-use crate::data::membership::Membership;
+use crate::data::cluster::membership::Membership;
 
 /// One access key's entitlement as `GET /admin/classes` lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

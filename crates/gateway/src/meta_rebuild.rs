@@ -36,14 +36,14 @@ use futures_util::{StreamExt, stream};
 use md5::{Digest, Md5};
 use meta::{
     BucketMeta, Entry, Layout, MetaError, MetaStore, NodeId, NodeInfo, ObjectMeta, PartMeta, StripeId, StripeMeta,
-    StripeSegment, StripeState, UploadMeta,
+    StripeSegment, UploadMeta,
 };
 use serde::Serialize;
 
-use crate::data::descriptor::{Holds, PackedObject, UnitDescriptor, labelled};
-use crate::data::erasure::ErasureData;
-use crate::data::membership::unix_now_ms;
-use crate::data::replica::{REPLICA_HEADER_BYTES, REPLICA_UNIT_BASE};
+use crate::data::cluster::membership::unix_now_ms;
+use crate::data::io::descriptor::{Holds, PackedObject, UnitDescriptor, labelled};
+use crate::data::io::replica::{REPLICA_HEADER_BYTES, REPLICA_UNIT_BASE};
+use crate::data::objects::erasure::ErasureData;
 use crate::data::{DataConfig, DataError, ObjectData, meta_error};
 use crate::labels::{ObjectLabel, SnapshotLabel, WriteLabel};
 
@@ -263,7 +263,10 @@ async fn record_nodes(
     }
     let cluster_id = survey.cluster_ids.iter().max_by_key(|(_, count)| **count).map(|(id, _)| id.clone());
     if let Some(id) = &cluster_id {
-        target.put_config_if_absent(crate::data::reconcile::CLUSTER_ID_CONFIG, id).await.map_err(meta_error)?;
+        target
+            .put_config_if_absent(crate::data::cluster::reconcile::CLUSTER_ID_CONFIG, id)
+            .await
+            .map_err(meta_error)?;
     }
     report.cluster_id = cluster_id;
     Ok(())
@@ -309,20 +312,7 @@ fn stripe_record(id: StripeId, found: &FoundStripe, data: &DataConfig, nodes: &[
     let placement: Vec<NodeId> =
         placement.into_iter().map(|slot| slot.or_else(|| spare.next())).collect::<Option<_>>()?;
     let packed_bytes = (!found.packed.is_empty()).then(|| found.packed.values().map(|o| o.length_bytes).sum());
-    let mut record = StripeMeta {
-        id,
-        code,
-        unit_bytes,
-        placement,
-        state: StripeState::Sealed,
-        unit_checksums: None,
-        packed_bytes,
-        missing_units: Vec::new(),
-        degraded_since_ms: None,
-        pending_until_ms: None,
-        pending_writer: None,
-        version: 0,
-    };
+    let mut record = StripeMeta { packed_bytes, ..StripeMeta::sealed(id, code, unit_bytes, placement) };
     record.mark_missing(missing, unix_now_ms());
     Some(record)
 }

@@ -18,9 +18,9 @@ use futures_util::StreamExt;
 use meta::{Entry, Layout, MetaError, MetaStore};
 use serde::{Deserialize, Serialize};
 
-use crate::data::erasure::ErasureData;
-use crate::data::lease::LeaseClaims;
-use crate::data::membership::{BackgroundTask, unix_now_ms};
+use crate::data::cluster::lease::LeaseClaims;
+use crate::data::cluster::membership::{BackgroundTask, unix_now_ms};
+use crate::data::objects::erasure::ErasureData;
 use crate::data::{DataError, ObjectData, meta_error};
 use crate::labels::{SnapshotLabel, WriteLabel};
 
@@ -147,14 +147,15 @@ impl MetaSnapshots {
     /// time), lists it and releases the snapshots past `keep`; what it listed.
     pub async fn take(&self) -> Result<SnapshotRecord, DataError> {
         let taken_ms = unix_now_ms();
-        let writes_since_ms = self
-            .sole_gateway
-            .then(|| crate::data::descriptor::oldest_in_flight_ms().map_or(taken_ms, |oldest| oldest.min(taken_ms)));
+        let writes_since_ms = self.sole_gateway.then(|| {
+            crate::data::io::descriptor::oldest_in_flight_ms().map_or(taken_ms, |oldest| oldest.min(taken_ms))
+        });
         let label = SnapshotLabel { taken_ms, writes_since_ms, snapshot_id: rand::random() };
         let records = Arc::new(AtomicU64::new(0));
         let blob = export_stream(Arc::clone(&self.meta), Arc::clone(&records));
         let write = self.data.write_stream(blob, meta::WriteAck::All);
-        let written = crate::data::descriptor::labelled(WriteLabel::Snapshot(label.clone()).to_value(), write).await?;
+        let written =
+            crate::data::io::descriptor::labelled(WriteLabel::Snapshot(label.clone()).to_value(), write).await?;
         let size_bytes = written.layout.size_bytes();
         let record = SnapshotRecord { label, size_bytes, layout: written.layout };
         let mut listed = recorded(self.meta.as_ref()).await.map_err(meta_error)?;

@@ -11,15 +11,15 @@ pub use crate::admin_secret::SECRET_HEADER;
 use crate::admin_secret::{has_secret, refused};
 use crate::class_admin::ClassAdmin;
 use crate::classes::{ClassTable, ClassesConfig, ClassesReport};
-use crate::data::controller::{Controller, ControllerConfig, PolicyState};
-use crate::data::delayed::{DelayedReleases, ReleaseStatus};
-use crate::data::erasure::DataClasses;
-use crate::data::erasure::{ErasureData, RunningData};
-use crate::data::membership::BackgroundTask;
-use crate::data::orphans::{OrphanCollector, OrphanStatus};
-use crate::data::packed::{PackedStatus, Packer};
-use crate::data::pending::{PendingStatus, PendingWrites};
-use crate::data::repair::{RepairService, RepairStatus};
+use crate::data::cluster::membership::BackgroundTask;
+use crate::data::objects::delayed::{DelayedReleases, ReleaseStatus};
+use crate::data::objects::erasure::DataClasses;
+use crate::data::objects::erasure::{ErasureData, RunningData};
+use crate::data::objects::packed::{PackedStatus, Packer};
+use crate::data::read::controller::{Controller, ControllerConfig, PolicyState};
+use crate::data::services::orphans::{OrphanCollector, OrphanStatus};
+use crate::data::services::repair::{RepairService, RepairStatus};
+use crate::data::write::pending::{PendingStatus, PendingWrites};
 use crate::data::{DataConfig, ObjectData};
 use crate::s3::abandoned_uploads::UploadExpiry;
 use crate::s3::{S3Options, build_service, serve};
@@ -278,7 +278,7 @@ pub struct ClusterStatus {
     /// The latency classes and what this gateway served in each.
     pub classes: ClassesReport,
     /// The nodes' data directories: checks under way, refusals, the last check of each node.
-    pub directories: crate::data::membership::DirectoryStatus,
+    pub directories: crate::data::cluster::membership::DirectoryStatus,
     /// Damaged metadata records found (on open and by reads since).
     pub meta_damage: meta::integrity::DamageReport,
     /// The metadata snapshots on the nodes, oldest first (`meta_snapshot`).
@@ -298,7 +298,7 @@ struct StatusSources {
     controller: Arc<Controller>,
     pending: Arc<PendingWrites>,
     classes: Arc<ClassTable>,
-    membership: Arc<crate::data::membership::Membership>,
+    membership: Arc<crate::data::cluster::membership::Membership>,
 }
 
 impl StatusSources {
@@ -547,7 +547,11 @@ pub const SEAL_NOW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// /admin/packed/seal` (seal this gateway's open packed stripes now, as a shutdown does), which
 /// need the cluster secret in [`SECRET_HEADER`] (the endpoint is plain HTTP: bind it to a private
 /// address).
-fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Packer>, secret: String) -> axum::Router {
+fn admin_routes(
+    controller: Arc<Controller>,
+    packer: Arc<crate::data::objects::packed::Packer>,
+    secret: String,
+) -> axum::Router {
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
     let secret = Arc::new(secret);
@@ -619,7 +623,7 @@ fn admin_routes(controller: Arc<Controller>, packer: Arc<crate::data::packed::Pa
 /// `GET /admin/reconstruct` (how units that must be rebuilt are rebuilt: `[data.reconstruct]`'s
 /// settings as switched) and `PUT /admin/reconstruct` (new settings, JSON; needs the cluster secret;
 /// bad ones, or a kind the gateway cannot run, are a 400 and change nothing).
-fn reconstruct_routes(io: Arc<crate::data::stripe_io::StripeIo>, secret: String) -> axum::Router {
+fn reconstruct_routes(io: Arc<crate::data::io::stripe_io::StripeIo>, secret: String) -> axum::Router {
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
     let get_io = Arc::clone(&io);
@@ -648,7 +652,7 @@ fn reconstruct_routes(io: Arc<crate::data::stripe_io::StripeIo>, secret: String)
 
 /// `GET /admin/ingress` (the gateway's emulated downlink, `[data.ingress]`) and `PUT /admin/ingress`
 /// (a new shape, JSON; needs the cluster secret; a bad one is a 400 and changes nothing).
-fn ingress_routes(io: Arc<crate::data::stripe_io::StripeIo>, secret: String) -> axum::Router {
+fn ingress_routes(io: Arc<crate::data::io::stripe_io::StripeIo>, secret: String) -> axum::Router {
     use axum::http::{HeaderMap, StatusCode};
     use axum::response::IntoResponse;
     let get_io = Arc::clone(&io);
@@ -747,7 +751,7 @@ struct MoverSwitch {
 /// records kept since the last take, one JSON object per line; needs the secret). Without a mover
 /// (a gateway over an S3 backend) the first two answer 404.
 fn mover_routes(
-    mover: Option<Arc<crate::data::mover::MoverService>>,
+    mover: Option<Arc<crate::data::services::mover::MoverService>>,
     controller: Arc<Controller>,
     secret: String,
 ) -> axum::Router {

@@ -59,10 +59,10 @@ use std::time::{Duration, Instant};
 use meta::{Layout, ListObjectsQuery, MetaError, MetaStore, ObjectMeta, StripeId, StripeState};
 use serde::Serialize;
 
-use crate::data::erasure::ErasureData;
-use crate::data::lease::LeaseClaims;
-use crate::data::membership::{BackgroundTask, unix_now_ms};
-use crate::data::repair::RepairService;
+use crate::data::cluster::lease::LeaseClaims;
+use crate::data::cluster::membership::{BackgroundTask, unix_now_ms};
+use crate::data::objects::erasure::ErasureData;
+use crate::data::services::repair::RepairService;
 use crate::data::{DataError, ObjectData, OrphanConfig, lock, meta_error};
 
 /// Stripe records read per page.

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use gateway::data::backend::BackendConfig;
-use gateway::data::controller::{Controller, ControllerConfig};
-use gateway::data::memory::MemoryData;
+use gateway::data::config::BackendConfig;
+use gateway::data::objects::memory::MemoryData;
+use gateway::data::read::controller::{Controller, ControllerConfig};
 use gateway::data::{BodyStream, DataConfig, DataError, ErasureData, ObjectData, ReadHold, Written};
 use gateway::s3::{S3Options, build_service, serve};
 use meta::{Layout, MetaStore, WriteAck};
@@ -168,9 +168,16 @@ async fn a_missing_bucket_and_a_node_clusters_metadata_are_refused() {
 
     let client = client_with(&endpoint, ACCESS_KEY, SECRET_KEY);
     client.create_bucket().bucket("units").send().await.unwrap();
-    gateway::data::membership::register_node(meta.as_ref(), meta::NodeId(0), "127.0.0.1:7000", "r", 1 << 40, 0)
-        .await
-        .unwrap();
+    gateway::data::cluster::membership::register_node(
+        meta.as_ref(),
+        meta::NodeId(0),
+        "127.0.0.1:7000",
+        "r",
+        1 << 40,
+        0,
+    )
+    .await
+    .unwrap();
     let error = ErasureData::new(backend_config(&endpoint, "units"), Arc::clone(&meta)).await.unwrap_err();
     assert!(error.to_string().contains("metadata store of its own"), "{error}");
 
@@ -215,7 +222,8 @@ async fn keys_no_stripe_records_are_collected_after_the_grace() {
     put("lowtail/not-a-unit").await;
     assert_eq!(unit_keys(&client).await, 6 + 3);
 
-    let collector = gateway::data::orphans::OrphanCollector::new(Arc::clone(data.io()), config.orphans.clone());
+    let collector =
+        gateway::data::services::orphans::OrphanCollector::new(Arc::clone(data.io()), config.orphans.clone());
     let now = Instant::now();
     let first = collector.scan_at(now).await.unwrap();
     assert_eq!((first.orphans, first.deleted), (2, 0), "judged, within the grace: {first:?}");

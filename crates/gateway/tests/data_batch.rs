@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
 use futures_util::StreamExt;
-use gateway::data::controller::{Controller, ControllerConfig};
+use gateway::data::read::controller::{Controller, ControllerConfig};
 use gateway::data::{ErasureData, ObjectData};
 use meta::Layout;
 use model::{Outcome, TaskRole};

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
-use gateway::data::membership::Membership;
-use gateway::data::repair::{Blocker, RepairService};
+use gateway::data::cluster::membership::Membership;
+use gateway::data::services::repair::{Blocker, RepairService};
 use gateway::data::{ErasureData, MembershipConfig, ObjectData, RepairConfig};
 use meta::{Layout, NodeId, StripeState};
 
@@ -258,7 +258,7 @@ fn copy_directory(from: &std::path::Path, to: &std::path::Path) {
 /// Runs probe rounds until no node's units are being checked and every node is admitted.
 async fn admit_all(membership: &Membership, cluster: &TestCluster) {
     for _round in 0..100 {
-        membership.probe_round(gateway::data::membership::unix_now_ms()).await.unwrap();
+        membership.probe_round(gateway::data::cluster::membership::unix_now_ms()).await.unwrap();
         let nodes = cluster.meta.list_nodes().await.unwrap();
         let settled = nodes.iter().all(|n| n.checking_since_ms.is_none() && n.directory.is_some());
         if settled && membership.directory_status().checking.is_empty() {
@@ -305,7 +305,7 @@ async fn a_node_returning_with_an_older_copy_of_its_directory_is_checked_before_
     cluster.stop(stale).await;
     copy_directory(aside.path(), cluster.dirs[stale].path());
     cluster.restart(stale).await;
-    membership.probe_round(gateway::data::membership::unix_now_ms()).await.unwrap();
+    membership.probe_round(gateway::data::cluster::membership::unix_now_ms()).await.unwrap();
     let checking = cluster.node_info(stale).await;
     // Either still checking (counted short) or done (what it lacks recorded): never whole unseen.
     let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
@@ -352,7 +352,7 @@ async fn a_node_with_another_clusters_directory_is_refused() {
     let cluster_id = cluster.meta.get_config("cluster-id").await.unwrap().unwrap();
     std::fs::write(&identity_path, text.replace(&cluster_id, "another-cluster")).unwrap();
     cluster.restart(4).await;
-    membership.probe_round(gateway::data::membership::unix_now_ms()).await.unwrap();
+    membership.probe_round(gateway::data::cluster::membership::unix_now_ms()).await.unwrap();
     let refused = membership.directory_status().refused;
     assert!(refused.iter().any(|(id, why)| *id == NodeId(4) && why.contains("another-cluster")), "{refused:?}");
     assert_eq!(cluster.node_info(4).await.state, meta::NodeState::Down);
@@ -432,7 +432,7 @@ async fn a_check_does_not_take_units_written_after_its_listing_for_lost() {
     config.packed.max_object_bytes = 0;
     let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
     let client = cluster.client(0).await;
-    let listed = gateway::data::reconcile::list_units(&client, true).await.unwrap();
+    let listed = gateway::data::cluster::reconcile::list_units(&client, true).await.unwrap();
     let body = pattern(1 << 20, 7);
     let layout = data.write(body.clone()).await.unwrap().layout;
     let Layout::Striped { segments } = &layout else { panic!("striped") };
@@ -440,7 +440,7 @@ async fn a_check_does_not_take_units_written_after_its_listing_for_lost() {
     let node = cluster.node_info(0).await;
     let check = |listed| {
         let (meta, client, node) = (Arc::clone(&cluster.meta), client.clone(), node.clone());
-        async move { gateway::data::reconcile::mark_lost_units(meta.as_ref(), &client, &node, &listed, true).await }
+        async move { gateway::data::cluster::reconcile::mark_lost_units(meta.as_ref(), &client, &node, &listed, true).await }
     };
     let report = check(listed.clone()).await.unwrap();
     assert_eq!((report.units_expected, report.units_lost, report.units_marked_missing), (1, 0, 0), "{report:?}");

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
-use gateway::data::membership::Membership;
-use gateway::data::orphans::OrphanCollector;
-use gateway::data::repair::RepairService;
+use gateway::data::cluster::membership::Membership;
+use gateway::data::services::orphans::OrphanCollector;
+use gateway::data::services::repair::RepairService;
 use gateway::data::{ErasureData, MembershipConfig, ObjectData, OrphanConfig, RepairConfig};
 use meta::{Layout, NodeId, NodeState};
 use node::ServiceModel;
@@ -205,7 +205,7 @@ async fn repair_backs_off_to_its_floor_while_clients_keep_the_gateway_busy() {
     // A client request in flight from before the pace's first window (which starts with the
     // service) to the end of the scan: a window even a little idle would lift the rate far above
     // the floor, the budget being 1 GiB/s.
-    let busy = gateway::data::foreground::request_in_flight();
+    let busy = gateway::data::services::foreground::request_in_flight();
     let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
@@ -300,7 +300,7 @@ async fn unannounced_dead_nodes_are_read_around_and_noticed_by_membership() {
     assert_eq!(cluster.node_info(1).await.state, NodeState::Down);
     // Heartbeats are written once they are HEARTBEAT_REFRESH_MS old, not every round.
     assert_eq!(cluster.node_info(2).await.last_heartbeat_ms, 0, "too soon for a heartbeat");
-    let refresh_ms = gateway::data::membership::HEARTBEAT_REFRESH_MS;
+    let refresh_ms = gateway::data::cluster::membership::HEARTBEAT_REFRESH_MS;
     membership.probe_round(refresh_ms).await.unwrap();
     assert_eq!(cluster.node_info(2).await.last_heartbeat_ms, refresh_ms, "answering nodes get heartbeats");
     membership.probe_round(refresh_ms + 5).await.unwrap();

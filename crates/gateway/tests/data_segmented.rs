@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
-use gateway::data::controller::{Controller, ControllerConfig};
+use gateway::data::read::controller::{Controller, ControllerConfig};
 use gateway::data::{DataConfig, ErasureData, ObjectData};
 use meta::Layout;
 use policy::reconstruct::{ReconstructKind, ReconstructSettings};

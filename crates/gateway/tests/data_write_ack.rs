@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
 use futures_util::StreamExt;
-use gateway::data::repair::RepairService;
+use gateway::data::services::repair::RepairService;
 use gateway::data::{DataConfig, ErasureData, ObjectData, Written};
 use meta::{Layout, StripeMeta, WriteAck};
 use node::ServiceModel;
@@ -139,7 +139,7 @@ async fn a_writer_that_dies_before_its_units_land_leaves_them_to_repair_after_th
 
     // ...then rebuilds what is still missing.
     let deadline = acked.pending_until_ms.unwrap();
-    let wait_ms = deadline.saturating_sub(gateway::data::membership::unix_now_ms()) + 100;
+    let wait_ms = deadline.saturating_sub(gateway::data::cluster::membership::unix_now_ms()) + 100;
     tokio::time::sleep(Duration::from_millis(wait_ms)).await;
     repair.scan().await.unwrap();
     let whole = only_stripe(&cluster, &written.layout).await;
@@ -175,7 +175,7 @@ async fn the_writer_restarted_repairs_its_dead_landings_at_once() {
     let data = ErasureData::new(config.clone(), Arc::clone(&cluster.meta)).await.unwrap();
     let repair = RepairService::new(Arc::clone(data.io()), config.repair.clone());
     repair.scan().await.unwrap();
-    assert!(gateway::data::membership::unix_now_ms() < acked.pending_until_ms.unwrap(), "before the deadline");
+    assert!(gateway::data::cluster::membership::unix_now_ms() < acked.pending_until_ms.unwrap(), "before the deadline");
     let whole = only_stripe(&cluster, &written.layout).await;
     assert!(whole.missing_units.is_empty() && whole.pending_writer.is_none(), "rebuilt at once: {whole:?}");
     whole_and_survives_three(cluster, &repair, &data, &written, 3).await;

@@ -6,8 +6,8 @@
 
 use bytes::Bytes;
 use execution::{Action, AdmissionMode, AdmissionSettings};
-use gateway::data::admission::TaskPool;
-use gateway::data::executor::{self, Clock, TaskEnd, TaskResult};
+use gateway::data::read::admission::TaskPool;
+use gateway::data::read::executor::{self, Clock, TaskEnd, TaskResult};
 use model::{NodeId, PlannedTask, Quorum, ReadPlan, TaskRole};
 use sim::Outage;
 use sim::scripted::Timeline;

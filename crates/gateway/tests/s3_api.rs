@@ -397,7 +397,7 @@ async fn multipart_uploads() {
 /// `abort_incomplete_uploads_after_s` are aborted in the background.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandoned_uploads_go_with_their_bucket_and_after_their_age() {
-    use gateway::data::membership::unix_now_ms;
+    use gateway::data::cluster::membership::unix_now_ms;
     use gateway::s3::abandoned_uploads::UploadExpiry;
 
     let server = start().await;

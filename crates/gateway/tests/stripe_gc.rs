@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
-use gateway::data::repair::RepairService;
+use gateway::data::services::repair::RepairService;
 use gateway::data::{DataError, ErasureData, ObjectData, OrphanConfig};
 use gateway::stripe_gc::StripeCollector;
 use meta::{BucketMeta, Layout, MetaError, MetaStore, ObjectMeta, PartMeta, StripeId, UploadMeta};

@@ -65,8 +65,8 @@ pub async fn add_node(
         Err(_) => bail!("node {id} at {address} did not answer within {ADD_NODE_PROBE_TIMEOUT:?}"),
     }
     let store = gateway::process::open_meta(&gateway.meta).await?;
-    let now = gateway::data::membership::unix_now_ms();
-    gateway::data::membership::register_node(&*store, meta::NodeId(id), address, rack, 0, now)
+    let now = gateway::data::cluster::membership::unix_now_ms();
+    gateway::data::cluster::membership::register_node(&*store, meta::NodeId(id), address, rack, 0, now)
         .await
         .with_context(|| format!("cannot register node {id}"))
 }

@@ -16,7 +16,7 @@ use crate::processes::{GatewayProcess, NodeProcess};
 use crate::state::{ClusterDir, NodeSlot, random_token};
 use anyhow::{Context, ensure};
 use gateway::data::DataConfig;
-use gateway::data::membership::{register_node, unix_now_ms};
+use gateway::data::cluster::membership::{register_node, unix_now_ms};
 use gateway::process::{Credential, GatewayConfig, MetaConfig};
 use meta::{MetaStore, NodeId};
 use node::{NodeClient, ServiceModel};
@@ -160,7 +160,7 @@ impl Fleet {
             controller.entry("max_records").or_insert(toml::Value::Integer(EXPERIMENT_MAX_RECORDS));
             // ... and a run's every stripe in the placement: a fresh start mid-run would reset the
             // policy's tables in the middle of a measurement.
-            let max_catalog_stripes = gateway::data::controller::MAX_CATALOG_STRIPES as i64;
+            let max_catalog_stripes = gateway::data::read::controller::MAX_CATALOG_STRIPES as i64;
             controller.entry("max_catalog_stripes").or_insert(toml::Value::Integer(max_catalog_stripes));
             let gateway = start_gateway(binary, &root.join(format!("gateway-{index}")), &gateway_config, &controller)
                 .await

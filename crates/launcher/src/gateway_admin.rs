@@ -12,7 +12,7 @@
 //! reason) or interpret records (the caller renames and summarises them).
 
 use anyhow::{Context, bail};
-use gateway::data::controller::PolicyState;
+use gateway::data::read::controller::PolicyState;
 use gateway::process::{DROPPED_HEADER, REFRESH_PROBES_HEADER, SECRET_HEADER};
 use model::{BatchRecord, MoveRecord, Record};
 use policy::ecstore::access::AccessSettings;

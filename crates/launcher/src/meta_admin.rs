@@ -90,7 +90,7 @@ fn move_aside(dir: &ClusterDir, replace: bool) -> anyhow::Result<()> {
             file.display()
         );
     }
-    let aside = file.with_extension(format!("redb.replaced-{}", gateway::data::membership::unix_now_ms()));
+    let aside = file.with_extension(format!("redb.replaced-{}", gateway::data::cluster::membership::unix_now_ms()));
     std::fs::rename(&file, &aside).with_context(|| format!("cannot move {} aside", file.display()))?;
     eprintln!("moved {} to {}", file.display(), aside.display());
     Ok(())
@@ -109,7 +109,7 @@ async fn rebuild_from(
             rack: node.slot.rack.clone(),
             capacity_bytes: 0,
             state: NodeState::Up,
-            last_heartbeat_ms: gateway::data::membership::unix_now_ms(),
+            last_heartbeat_ms: gateway::data::cluster::membership::unix_now_ms(),
             down_since_ms: None,
             directory: None,
             checking_since_ms: None,

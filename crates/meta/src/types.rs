@@ -365,6 +365,30 @@ pub struct StripeMeta {
 }
 
 impl StripeMeta {
+    /// A new sealed stripe of `code` whose units are all durable on `placement`: no checksums
+    /// known, no packed bytes, nothing missing or pending, version 0 (the store sets it).
+    pub fn sealed(id: StripeId, code: impl Into<String>, unit_bytes: u64, placement: Vec<NodeId>) -> StripeMeta {
+        StripeMeta {
+            id,
+            code: code.into(),
+            unit_bytes,
+            placement,
+            state: StripeState::Sealed,
+            unit_checksums: None,
+            packed_bytes: None,
+            missing_units: Vec::new(),
+            degraded_since_ms: None,
+            pending_until_ms: None,
+            pending_writer: None,
+            version: 0,
+        }
+    }
+
+    /// A new open (packed) stripe of `code` on `placement`, as [`StripeMeta::sealed`] otherwise.
+    pub fn open(id: StripeId, code: impl Into<String>, unit_bytes: u64, placement: Vec<NodeId>) -> StripeMeta {
+        StripeMeta { state: StripeState::Open, ..StripeMeta::sealed(id, code, unit_bytes, placement) }
+    }
+
     /// The parsed code spec.
     pub fn code_spec(&self) -> Result<codec::CodeSpec, codec::CodecError> {
         self.code.parse()

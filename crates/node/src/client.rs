@@ -16,7 +16,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio_stream::{Stream, StreamExt};
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
@@ -24,8 +23,8 @@ use tonic::{Code, Status};
 use crate::classes::{CLASS_METADATA_KEY, ClassId, ClassQueueState, ClassScheduling};
 use crate::error::UnitId;
 use crate::proto::{self, node_client, write_unit_request::Part};
+use crate::rpc::{AttachSecret, CONNECT_TIMEOUT, ClientError, MAX_MESSAGE_BYTES, UnitRange, protocol};
 use crate::scheduler::TaskTiming;
-use crate::server::SECRET_METADATA_KEY;
 use crate::service_model::ServiceModel;
 use crate::store::ConditionalDelete;
 use crate::unit_stream::UnitTransport;
@@ -33,109 +32,8 @@ use crate::unit_stream::client::StreamClient;
 
 /// Size of the chunks [`NodeClient::write_unit`] sends.
 pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
-/// Largest message either side accepts (chunks are at most 2 MiB).
-pub const MAX_MESSAGE_BYTES: usize = 8 << 20;
 /// Default limit on one whole call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Limit on establishing the connection.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A failed client call.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The address or secret cannot be used.
-    #[error("invalid client setting: {0}")]
-    Invalid(String),
-    /// No connection could be made.
-    #[error("cannot connect to {addr}: {source}")]
-    Connect {
-        /// The node's address.
-        addr: String,
-        /// Why.
-        source: tonic::transport::Error,
-    },
-    /// The call did not finish within the client's timeout.
-    #[error("{operation} timed out after {timeout:?}")]
-    Timeout {
-        /// The RPC.
-        operation: &'static str,
-        /// The limit.
-        timeout: Duration,
-    },
-    /// The node answered with an error status (see [`ClientError::code`]).
-    #[error("node refused {operation}: {status}")]
-    Status {
-        /// The RPC.
-        operation: &'static str,
-        /// The node's answer.
-        status: tonic::Status,
-    },
-    /// The unit stream's connection failed (refused, reset, closed mid-answer).
-    #[error("unit stream to {addr} failed in {operation}: {source}")]
-    Stream {
-        /// The call.
-        operation: &'static str,
-        /// The node's address.
-        addr: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The node's answer broke the protocol (wrong length, missing timing).
-    #[error("protocol violation in {operation}: {what}")]
-    Protocol {
-        /// The RPC.
-        operation: &'static str,
-        /// What was wrong.
-        what: String,
-    },
-}
-
-impl ClientError {
-    /// The gRPC code of a node error (`DataLoss` = corrupt unit, `NotFound`, `OutOfRange`,
-    /// `ResourceExhausted` = queue full, `Unauthenticated`, ...); `None` for local failures.
-    pub fn code(&self) -> Option<Code> {
-        match self {
-            Self::Status { status, .. } => Some(status.code()),
-            _ => None,
-        }
-    }
-
-    /// Whether the unit failed its checksum on the node (read it elsewhere, repair it).
-    pub fn is_corrupt(&self) -> bool {
-        self.code() == Some(Code::DataLoss)
-    }
-
-    /// Whether the node does not hold the unit asked for.
-    pub fn is_not_found(&self) -> bool {
-        self.code() == Some(Code::NotFound)
-    }
-}
-
-/// Adds the cluster secret to every request.
-#[derive(Clone)]
-pub struct AttachSecret {
-    value: AsciiMetadataValue,
-}
-
-impl std::fmt::Debug for AttachSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AttachSecret(..)")
-    }
-}
-
-impl AttachSecret {
-    /// Attaches `value` (the cluster secret, checked ASCII).
-    pub(crate) fn new(value: AsciiMetadataValue) -> AttachSecret {
-        AttachSecret { value }
-    }
-}
-
-impl Interceptor for AttachSecret {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        request.metadata_mut().insert(SECRET_METADATA_KEY, self.value.clone());
-        Ok(request)
-    }
-}
 
 /// Queue state a probe returns.
 #[derive(Clone, Debug, PartialEq)]
@@ -161,19 +59,6 @@ pub struct ProbeReply {
     /// Per latency class, every class that has had a task on the node, by class (the totals
     /// above include them all, and background load).
     pub classes: Vec<ClassQueueState>,
-}
-
-/// One range of one unit in a merged read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UnitRange {
-    /// Stripe of the unit.
-    pub stripe: u64,
-    /// Index of the unit within its stripe.
-    pub unit: u16,
-    /// First byte.
-    pub offset: u64,
-    /// Bytes asked for.
-    pub length: u64,
 }
 
 /// Typed client of one storage node. Cheap to clone (one shared HTTP/2 connection for the control
@@ -206,7 +91,7 @@ impl NodeClient {
         let units = Arc::new(StreamClient::new(&authority, secret)?);
         let channel =
             endpoint.connect().await.map_err(|source| ClientError::Connect { addr: addr.to_string(), source })?;
-        let inner = node_client::NodeClient::with_interceptor(channel, AttachSecret { value })
+        let inner = node_client::NodeClient::with_interceptor(channel, AttachSecret::new(value))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Ok(Self {
@@ -730,11 +615,6 @@ fn range_code(status: i32) -> Result<Code, ClientError> {
             Err(protocol(RangeAssembly::OP, format!("unknown range status {status}")))
         }
     }
-}
-
-/// A protocol violation in `operation` (shared with the unit stream's client).
-pub(crate) fn protocol(operation: &'static str, what: impl Into<String>) -> ClientError {
-    ClientError::Protocol { operation, what: what.into() }
 }
 
 /// `parts` as one buffer: the one part itself when there is one (a unit range up to the node's

@@ -118,7 +118,7 @@ impl Identity {
 
     /// The identity now.
     pub fn current(&self) -> DirectoryIdentity {
-        crate::scheduler::lock(&self.current).clone()
+        crate::lock(&self.current).clone()
     }
 
     /// Records `claim` durably and returns the identity now. Refused when the directory belongs to
@@ -130,7 +130,7 @@ impl Identity {
                 claim.node_id, self.configured_node_id
             )));
         }
-        let mut current = crate::scheduler::lock(&self.current);
+        let mut current = crate::lock(&self.current);
         if let Some(held) = &current.claim
             && held.cluster_id != claim.cluster_id
         {

@@ -20,6 +20,7 @@ pub mod link;
 pub mod metrics;
 pub mod pacer;
 pub mod queue;
+pub mod rpc;
 pub mod scheduler;
 pub mod scrub;
 pub mod server;
@@ -42,9 +43,10 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub use classes::{CLASS_METADATA_KEY, ClassId, ClassQueueState, ClassScheduling, MAX_CLASSES};
-pub use client::{ClientError, NodeClient, ProbeReply, UnitRange};
+pub use client::{NodeClient, ProbeReply};
 pub use config::NodeConfig;
 pub use error::{NodeError, UnitId};
+pub use rpc::{ClientError, UnitRange};
 pub use scheduler::{ClassCounters, MAX_MERGED_READ_BYTES, MAX_RANGES_PER_READ, Scheduler, TaskOutcome, TaskTiming};
 pub use scrub::{ScrubConfig, ScrubProgress, Scrubber};
 pub use service_model::ServiceModel;
@@ -54,6 +56,12 @@ pub use unit_stream::UnitTransport;
 use crate::queue::QueueLimits;
 use crate::server::NodeService;
 use crate::unit_stream::server::StreamServer;
+
+/// Locks `mutex`, recovering it from a thread that panicked while holding it: every structure the
+/// node guards stays consistent between statements, so its last state is usable.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Accepted gRPC connections waiting for tonic to take them.
 const ROUTED_BACKLOG: usize = 128;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::scheduler::lock;
+use crate::lock;
 use crate::service_model::{MAX_SERVICE_TIME, ServiceModel};
 
 /// The timer's resolution (tokio's): how late a sleeping sender may wake.

@@ -301,7 +301,7 @@ impl<W> TaskQueue<W> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<W>> {
-        crate::scheduler::lock(&self.state)
+        crate::lock(&self.state)
     }
 
     /// The admission limits.

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 use crate::classes::{ClassId, ClassQueueState, ClassScheduling, MAX_CLASSES};
 use crate::error::{NodeError, UnitId};
 use crate::link::{Direction, Link};
+use crate::lock;
 use crate::pacer::Pacer;
 use crate::queue::{LANES, Lane, QueueLimits, QueueSnapshot, QueuedTask, TaskId, TaskQueue};
 use crate::service_model::{ModelState, ServiceModel};
@@ -172,12 +173,6 @@ pub struct Scheduler {
     /// The emulated uplink and downlink (unshaped unless the model sets their rates).
     egress: Link,
     ingress: Link,
-}
-
-/// Locks `mutex`, recovering it from a thread that panicked while holding it: every structure the
-/// node guards stays consistent between statements, so its last state is usable.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Runs blocking store work off the async workers; a panic there becomes an error, not a dead worker.

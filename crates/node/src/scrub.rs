@@ -126,7 +126,7 @@ impl Scrubber {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ScrubProgress> {
-        crate::scheduler::lock(&self.progress)
+        crate::lock(&self.progress)
     }
 
     /// Scrubs pass after pass until the task is aborted; returns at once when scrubbing is off.

@@ -12,22 +12,19 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::Bytes;
-use subtle::ConstantTimeEq;
 use tokio_stream::Stream;
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::classes::{CLASS_METADATA_KEY, ClassId, ClassScheduling};
 use crate::error::{NodeError, UnitId};
 use crate::proto::{self, node_server, write_unit_request::Part};
+use crate::rpc::{SecretCheck, observe_rpc};
 use crate::scheduler::{RangeResults, Scheduler, TaskOutcome, TaskTiming, blocking};
 use crate::session::run::Peers;
 use crate::session::{self, SessionPlan, Sessions};
 use crate::store::{ConditionalDelete, UnitWrite};
 
-/// Metadata entry that carries the cluster secret.
-pub const SECRET_METADATA_KEY: &str = "x-lowtail-secret";
 /// Largest page `ListUnits` returns.
 pub const MAX_LIST_UNITS: usize = 10_000;
 /// Most units one `DeleteUnits` request may name.
@@ -36,42 +33,6 @@ pub const MAX_DELETE_UNITS: usize = 4096;
 pub const MAX_LIST_UNITS_WITH_CHECKSUMS: usize = 1_000;
 /// A page with descriptors ends once they pass this (under gRPC's 4 MiB message).
 const MAX_LIST_DESCRIPTOR_BYTES: usize = 2 << 20;
-
-/// Refuses requests that do not carry the cluster secret (compared in constant time).
-#[derive(Clone)]
-pub struct SecretCheck {
-    secret: Arc<[u8]>,
-}
-
-impl SecretCheck {
-    /// A check against `secret` (must not be empty).
-    pub fn new(secret: &str) -> Self {
-        assert!(!secret.is_empty(), "an empty cluster secret would let anyone in");
-        Self { secret: Arc::from(secret.as_bytes()) }
-    }
-
-    /// Whether `presented` is the cluster secret (compared in constant time).
-    pub fn accepts(&self, presented: &[u8]) -> bool {
-        bool::from(presented.ct_eq(&self.secret))
-    }
-}
-
-impl std::fmt::Debug for SecretCheck {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SecretCheck(..)")
-    }
-}
-
-impl Interceptor for SecretCheck {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        let presented = request.metadata().get(SECRET_METADATA_KEY).map(|value| value.as_bytes());
-        match presented {
-            Some(presented) if self.accepts(presented) => Ok(request),
-            Some(_) => Err(Status::unauthenticated("wrong cluster secret")),
-            None => Err(Status::unauthenticated(format!("missing {SECRET_METADATA_KEY}"))),
-        }
-    }
-}
 
 /// The gRPC `Node` service of one node.
 #[derive(Debug, Clone)]
@@ -153,8 +114,8 @@ impl NodeService {
     /// This service behind the secret check, ready to add to a tonic server.
     pub fn into_server(self, secret: &str) -> InterceptedService<node_server::NodeServer<Self>, SecretCheck> {
         let server = node_server::NodeServer::new(self)
-            .max_decoding_message_size(crate::client::MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(crate::client::MAX_MESSAGE_BYTES);
+            .max_decoding_message_size(crate::rpc::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(crate::rpc::MAX_MESSAGE_BYTES);
         InterceptedService::new(server, SecretCheck::new(secret))
     }
 
@@ -289,12 +250,6 @@ fn request_class<T>(request: &Request<T>) -> Result<ClassId, Status> {
         Status::invalid_argument(format!("{CLASS_METADATA_KEY} must be a decimal class number, not binary"))
     })?;
     Ok(ClassId::parse(text)?)
-}
-
-/// Records one request's duration (gRPC calls and unit-stream requests alike).
-pub(crate) fn observe_rpc(node: String, rpc: &'static str, began: Instant, code: String) {
-    metrics::histogram!("lowtail_node_rpc_duration_seconds", "node" => node, "rpc" => rpc, "code" => code)
-        .record(began.elapsed().as_secs_f64());
 }
 
 /// The scrubber's progress as the stats RPC reports it.

@@ -313,11 +313,11 @@ impl UnitStore {
     }
 
     fn index(&self) -> MutexGuard<'_, BTreeMap<UnitId, IndexEntry>> {
-        crate::scheduler::lock(&self.index)
+        crate::lock(&self.index)
     }
 
     fn corrupt_set(&self) -> MutexGuard<'_, BTreeSet<UnitId>> {
-        crate::scheduler::lock(&self.corrupt)
+        crate::lock(&self.corrupt)
     }
 
     /// Reports the number of corrupt units on `gauge` from now on (now included).

@@ -505,7 +505,7 @@ async fn read_units_over_grpc_refuses_a_unit_index_past_16_bits() {
         node::proto::UnitRange { stripe: 1, unit: 65_536, offset: 0, length: 1 },
     ];
     let mut request = tonic::Request::new(node::proto::ReadUnitsRequest { ranges });
-    request.metadata_mut().insert(node::server::SECRET_METADATA_KEY, SECRET.parse().unwrap());
+    request.metadata_mut().insert(node::rpc::SECRET_METADATA_KEY, SECRET.parse().unwrap());
     let status = raw.read_units(request).await.map(|_| ()).unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status}");
     let stats = client.stats().await.unwrap();

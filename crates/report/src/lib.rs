@@ -18,14 +18,16 @@ mod experiment;
 mod html;
 mod plot;
 mod records;
+mod results_folder;
 mod stats;
 mod summary;
 mod table;
 
-pub use experiment::{Experiment, Metric, MetricCurves, RunResult, SweepPoint, WrittenFiles, write_experiment};
+pub use experiment::{Experiment, Metric, MetricCurves, RunResult, SweepPoint, WrittenFiles};
 pub use html::escape as escape_html;
 pub use plot::{LinePanel, write_line_panels};
 pub use records::{RecordFiles, record_file_names, write_records_csv};
+pub use results_folder::write_experiment;
 pub use stats::{BoxStats, LatencyStats, Sample};
 pub use summary::{NodeLoad, RunInfo, Summary, SummaryRow, summarize};
 pub use table::{detail_markdown_table, detail_text_table, markdown_table, text_table};

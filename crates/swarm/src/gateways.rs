@@ -323,13 +323,13 @@ async fn start_nodes(
         nodes.push(node);
     }
     let store = gateway::process::open_meta(meta).await.context("connecting to the swarm's etcd")?;
-    let now_ms = gateway::data::membership::unix_now_ms();
+    let now_ms = gateway::data::cluster::membership::unix_now_ms();
     for (index, node) in nodes.iter_mut().enumerate() {
         node.wait_ready(secret).await?;
         node.pin_addresses()?;
         let bound = node.rpc_addr().context("a ready node has an address")?;
         let address = settings.registered.get(index).copied().unwrap_or(bound).to_string();
-        gateway::data::membership::register_node(
+        gateway::data::cluster::membership::register_node(
             &*store,
             meta::NodeId(node.slot.id),
             &address,

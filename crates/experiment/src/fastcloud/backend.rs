@@ -17,7 +17,7 @@ use super::live::LiveOptions;
 use crate::parallel::Progress;
 use anyhow::Context;
 use bench::s3_client::{S3Endpoint, measurement_client};
-use gateway::data::backend::BackendConfig;
+use gateway::data::config::BackendConfig;
 use gateway::process::{Credential, GatewayConfig, MetaConfig};
 use launcher::gateway_admin::GatewayAdmin;
 use launcher::{Fleet, FleetConfig};

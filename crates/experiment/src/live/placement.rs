@@ -247,20 +247,9 @@ mod tests {
             (7, [0, 4, 5, 1], StripeState::Sealed),
             (9, [0, 1, 2, 3], StripeState::Open),
         ] {
-            let stripe = StripeMeta {
-                id: StoreStripe(id),
-                code: spec.to_string(),
-                unit_bytes: 1 << 20,
-                placement: nodes.iter().map(|&n| meta::NodeId(n)).collect(),
-                state,
-                unit_checksums: None,
-                packed_bytes: None,
-                missing_units: Vec::new(),
-                degraded_since_ms: None,
-                pending_until_ms: None,
-                pending_writer: None,
-                version: 0,
-            };
+            let placement = nodes.iter().map(|&n| meta::NodeId(n)).collect();
+            let stripe =
+                StripeMeta { state, ..StripeMeta::sealed(StoreStripe(id), spec.to_string(), 1 << 20, placement) };
             store.create_stripe(stripe).await.unwrap();
         }
         store.put_object("bkt", "x", object(packed(40, 1, 100, 50), 50)).await.unwrap();

@@ -67,7 +67,7 @@ pub struct DataConfig {
     /// Backend mode: units are keys in a bucket of another S3-compatible service instead of files on
     /// storage nodes (see `data::backend`, docs/backend.md). Unset (default): storage nodes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub backend: Option<super::backend::BackendConfig>,
+    pub backend: Option<BackendConfig>,
     /// Writes acknowledged before every unit was durable (a bucket's write ack rule `k+1` or `k`).
     pub pending: PendingConfig,
     /// Place one unit per rack (fails when there are fewer Up racks than units). Default false:
@@ -210,7 +210,7 @@ pub struct RepairConfig {
     /// request is in flight: what is idle goes to the rebuild. Default 256 MiB/s.
     pub max_read_bytes_per_s: u64,
     /// Bytes per second repair reads while clients keep the gateway busy throughout; in between,
-    /// the floor plus the idle share of the rest (`data/repair_pace.rs`). A stripe one failure from
+    /// the floor plus the idle share of the rest (`data/services/repair_pace.rs`). A stripe one failure from
     /// loss is read at the full budget however busy. Default 1 MiB/s.
     pub min_read_bytes_per_s: u64,
 }
@@ -429,7 +429,7 @@ impl DataConfig {
                 longest_write_ms.saturating_mul(10)
             ));
         }
-        if let Some(problem) = self.backend.as_ref().and_then(super::backend::BackendConfig::problem) {
+        if let Some(problem) = self.backend.as_ref().and_then(BackendConfig::problem) {
             return bad(problem);
         }
         if self.backend.is_some() && self.packed.max_object_bytes > 0 {
@@ -548,6 +548,77 @@ impl MoverConfig {
             return bad("load_period_ms and max_bytes_per_s must be positive".into());
         }
         Ok(())
+    }
+}
+
+/// Where a backend-mode gateway keeps its units (`[data.backend]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BackendConfig {
+    /// URL of the S3-compatible service: `https://s3.eu-west-1.amazonaws.com`, or
+    /// `http://127.0.0.1:9000` for MinIO or another lowtail. Required.
+    pub endpoint: String,
+    /// The bucket the units go into; it must exist. Required.
+    pub bucket: String,
+    /// Region of the signatures. Default `us-east-1`.
+    pub region: String,
+    /// Access key id. Required.
+    pub access_key: String,
+    /// Secret key. Required.
+    pub secret_key: String,
+    /// Prefix of every unit key (`PREFIX` + `STRIPE/UNIT`, stripe in 16 hex digits). Default
+    /// `lowtail/`, so one bucket can hold other data beside.
+    pub prefix: String,
+    /// Path-style URLs (`endpoint/bucket/key`): MinIO, Ceph RGW and lowtail need them. Default
+    /// true; false for AWS's virtual-hosted style.
+    pub path_style: bool,
+    /// Time limit of one backend request; a GET past it counts as failed and the read goes on
+    /// without it. Default 30 s.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: String::new(),
+            bucket: String::new(),
+            region: "us-east-1".into(),
+            access_key: String::new(),
+            secret_key: String::new(),
+            prefix: "lowtail/".into(),
+            path_style: true,
+            request_timeout_ms: 30_000,
+        }
+    }
+}
+
+impl BackendConfig {
+    /// Why the configuration cannot work, if it cannot.
+    pub fn problem(&self) -> Option<String> {
+        if cfg!(not(feature = "s3-backend")) {
+            return Some(
+                "this lowtail was built without backend mode: build it with the cargo feature s3-backend \
+                 (on by default; `--no-default-features` leaves it out)"
+                    .into(),
+            );
+        }
+        let missing: Vec<&str> = [
+            ("endpoint", &self.endpoint),
+            ("bucket", &self.bucket),
+            ("access_key", &self.access_key),
+            ("secret_key", &self.secret_key),
+        ]
+        .into_iter()
+        .filter(|(_, value)| value.trim().is_empty())
+        .map(|(name, _)| name)
+        .collect();
+        if !missing.is_empty() {
+            return Some(format!("backend: {} must be set", missing.join(", ")));
+        }
+        if !(self.endpoint.starts_with("http://") || self.endpoint.starts_with("https://")) {
+            return Some(format!("backend.endpoint {:?} must be an http:// or https:// URL", self.endpoint));
+        }
+        (self.request_timeout_ms == 0).then(|| "backend.request_timeout_ms must be positive".into())
     }
 }
 

@@ -10,47 +10,22 @@ use bytes::Bytes;
 use meta::Layout;
 use std::ops::Range;
 
-pub mod admission;
-pub mod backend;
-pub mod batch;
-pub mod class_shares;
+// The data path, one folder per layer, each calling only the ones listed before it: `config`
+// (knobs), `io` (unit I/O on nodes or the backend), `cluster` (what the nodes are and are told),
+// `read` (a unit range read, planned by the controller), `write` (a stripe's units written),
+// `services` (repair, the mover, orphan collection), `objects` (objects as striped or packed
+// stripes: the `ObjectData` the S3 layer calls).
 pub mod cluster;
 pub mod config;
-pub mod controller;
-pub mod cut;
-pub mod delayed;
-pub mod descriptor;
-pub mod erasure;
-pub mod executor;
-pub mod foreground;
-pub mod holds;
-pub mod late_copies;
-pub mod lease;
-pub mod membership;
-pub mod memory;
-pub mod missing;
-pub mod mover;
-pub mod node_dataflow;
-pub mod node_loads;
-pub mod orphans;
-pub mod packed;
-pub mod pending;
-pub mod placement;
-pub mod plan;
-pub mod range;
+pub mod io;
+pub mod objects;
 pub mod read;
-pub mod reconcile;
-pub mod repair;
-pub mod repair_pace;
-pub mod replica;
-pub mod robust;
-pub mod segmented;
-pub mod stripe_io;
-pub mod stripe_write;
+pub mod services;
+pub mod write;
 
 pub use config::{DataConfig, MembershipConfig, OrphanConfig, PackedConfig, PendingConfig, RepairConfig};
-pub use erasure::ErasureData;
-pub use holds::ReadHold;
+pub use objects::erasure::ErasureData;
+pub use objects::holds::ReadHold;
 
 /// Locks `mutex`, taking the data over from a holder that panicked: the background services keep
 /// only counters and bookkeeping behind their locks, which stay usable.
@@ -205,8 +180,8 @@ pub trait ObjectData: Send + Sync {
     /// objects are read as [`read_parts`](Self::read_parts) reads them. The stream ends once every
     /// task the batch launched is resolved (late binding's extra reads after the last object) and
     /// the batch is recorded; dropped before then, it cancels what is still out and records nothing.
-    fn read_batch<'a>(&'a self, layouts: &'a [Layout]) -> batch::BatchStream<'a> {
-        batch::read_each(self, layouts)
+    fn read_batch<'a>(&'a self, layouts: &'a [Layout]) -> objects::batch::BatchStream<'a> {
+        objects::batch::read_each(self, layouts)
     }
 
     /// Examines the stored bytes of `layout` after a read of them failed an end-to-end check: every

@@ -15,7 +15,7 @@ use std::time::Duration;
 use meta::{MetaError, MetaStore};
 
 use crate::data::ObjectData;
-use crate::data::membership::{BackgroundTask, unix_now_ms};
+use crate::data::cluster::membership::{BackgroundTask, unix_now_ms};
 
 /// Default of `abort_incomplete_uploads_after_s`: 7 days, the age S3's documentation suggests.
 pub const DEFAULT_ABORT_AFTER_S: u64 = 7 * 24 * 3600;

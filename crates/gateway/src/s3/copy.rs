@@ -120,7 +120,7 @@ pub async fn copy_object(
     req: S3Request<CopyObjectInput>,
 ) -> S3Result<S3Response<CopyObjectOutput>> {
     refuse_unsupported(&req.headers)?;
-    let _in_flight = crate::data::descriptor::write_in_flight(now_ms());
+    let _in_flight = crate::data::io::descriptor::write_in_flight(now_ms());
     let input = req.input;
     check_key(&input.key)?;
     let directive = directive(input.metadata_directive.as_ref())?;
@@ -146,7 +146,7 @@ pub async fn copy_object(
         ),
     };
     let copied = copy_bytes(service, &source, plan, ack);
-    let (written, etag, copied_checksum) = crate::data::descriptor::labelled(label, copied).await?;
+    let (written, etag, copied_checksum) = crate::data::io::descriptor::labelled(label, copied).await?;
     let last_modified_ms = now_ms();
     let object = ObjectMeta {
         size_bytes: source.size_bytes,

@@ -17,6 +17,7 @@ mod coaccess;
 mod conditions;
 mod copy;
 mod delete;
+mod dispatch;
 mod errors;
 mod etag;
 mod get;
@@ -47,8 +48,9 @@ use crate::data::ObjectData;
 pub use auth::CredentialTable;
 pub use batch_get::{BATCH_GET_QUERY, MAX_BATCH_BYTES, MAX_BATCH_OBJECTS};
 pub use batch_hint::{BATCH_HINT_HEADER, BATCHED_HEADER};
+pub use dispatch::REQUEST_SECONDS_METRIC;
 pub use server::{DRAIN_TIMEOUT, serve};
-pub use service::{LowtailS3, REQUEST_SECONDS_METRIC};
+pub use service::LowtailS3;
 
 /// S3's smallest part size for every part of a multipart upload but the last.
 pub const S3_MIN_PART_BYTES: u64 = 5 << 20;

@@ -62,7 +62,7 @@ pub async fn upload_part(
     req: S3Request<UploadPartInput>,
 ) -> S3Result<S3Response<UploadPartOutput>> {
     let input = req.input;
-    let _in_flight = crate::data::descriptor::write_in_flight(now_ms());
+    let _in_flight = crate::data::io::descriptor::write_in_flight(now_ms());
     // Before reading the body, so a part for a missing upload writes no data.
     let upload_key = (input.bucket.as_str(), input.key.as_str(), input.upload_id.as_str());
     let (number, upload) = part_target(service, &req.headers, upload_key, input.part_number).await?;
@@ -83,7 +83,8 @@ pub async fn upload_part(
         (&upload.content_type, &upload.user_metadata, &upload.headers),
         claims.checksum.as_ref().map(super::checksum::Declared::algorithm),
     );
-    let body = crate::data::descriptor::labelled(label, write::write_body(service, input.body, claims, ack)).await?;
+    let body =
+        crate::data::io::descriptor::labelled(label, write::write_body(service, input.body, claims, ack)).await?;
     let part = PartMeta {
         part_number: number,
         size_bytes: body.size_bytes,
@@ -105,7 +106,7 @@ pub async fn upload_part_copy(
     req: S3Request<UploadPartCopyInput>,
 ) -> S3Result<S3Response<UploadPartCopyOutput>> {
     let input = req.input;
-    let _in_flight = crate::data::descriptor::write_in_flight(now_ms());
+    let _in_flight = crate::data::io::descriptor::write_in_flight(now_ms());
     // Before reading the source, so a part for a missing upload reads and writes nothing.
     let upload_key = (input.bucket.as_str(), input.key.as_str(), input.upload_id.as_str());
     let (number, upload) = part_target(service, &req.headers, upload_key, input.part_number).await?;
@@ -125,7 +126,7 @@ pub async fn upload_part_copy(
         algorithm,
     );
     let copied = copy::copy_range(service, &source.layout, range, &mut hasher, ack);
-    let (written, etag) = crate::data::descriptor::labelled(label, copied).await?;
+    let (written, etag) = crate::data::io::descriptor::labelled(label, copied).await?;
     let part_checksum = algorithm.zip(hasher).map(|(algorithm, hasher)| checksum::full(algorithm, &hasher.finalize()));
     let last_modified_ms = now_ms();
     let part = PartMeta {

@@ -15,12 +15,12 @@ use super::service::LowtailS3;
 use super::timestamps::now_ms;
 use super::unsupported::refuse_unsupported;
 use super::write::{self, BodyClaims, content_headers, settle_commit, user_metadata, with_redundancy};
-use crate::data::descriptor::labelled;
+use crate::data::io::descriptor::labelled;
 
 pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
     refuse_unsupported(&req.headers)?;
     // From the write's start to its commit: a metadata snapshot meanwhile knows it may miss it.
-    let _in_flight = crate::data::descriptor::write_in_flight(now_ms());
+    let _in_flight = crate::data::io::descriptor::write_in_flight(now_ms());
     let mut input = req.input;
     check_key(&input.key)?;
     let metadata = user_metadata(input.metadata.take())?;

@@ -166,7 +166,7 @@ async fn handle(
 ) -> Result<HttpResponse, HttpError> {
     // Background work (repair) paces itself by how busy clients keep the gateway: a request counts
     // until its answer's body is sent.
-    let busy = crate::data::foreground::request_in_flight();
+    let busy = crate::data::services::foreground::request_in_flight();
     let id = ids.next();
     let is_head = request.method() == Method::HEAD;
     let finished = Arc::new(AtomicBool::new(request.body().is_end_stream()));

@@ -47,7 +47,7 @@ impl TestCluster {
             configure(&mut config);
             let node = node::start(config).await.unwrap();
             let address = node.rpc_addr().to_string();
-            gateway::data::membership::register_node(
+            gateway::data::cluster::membership::register_node(
                 meta.as_ref(),
                 NodeId(i as u32),
                 &address,
@@ -86,7 +86,7 @@ impl TestCluster {
     /// Stops node `i` and marks it Down now, as membership would (repair's grace starts now).
     pub async fn kill(&mut self, i: usize) {
         self.stop(i).await;
-        let now_ms = gateway::data::membership::unix_now_ms();
+        let now_ms = gateway::data::cluster::membership::unix_now_ms();
         self.meta.set_node_state(NodeId(i as u32), NodeState::Down, now_ms).await.unwrap();
     }
 
@@ -103,9 +103,16 @@ impl TestCluster {
         let node = node::start(config).await.unwrap();
         let address = node.rpc_addr().to_string();
         let rack = self.node_info(i).await.rack;
-        gateway::data::membership::register_node(self.meta.as_ref(), NodeId(i as u32), &address, &rack, 1 << 40, 0)
-            .await
-            .unwrap();
+        gateway::data::cluster::membership::register_node(
+            self.meta.as_ref(),
+            NodeId(i as u32),
+            &address,
+            &rack,
+            1 << 40,
+            0,
+        )
+        .await
+        .unwrap();
         self.addresses[i] = address;
         self.nodes[i] = Some(node);
     }

@@ -12,7 +12,7 @@ use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use bytes::Bytes;
-use gateway::data::memory::MemoryData;
+use gateway::data::objects::memory::MemoryData;
 use gateway::s3::{S3Options, build_service, serve};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HyperClient;

@@ -79,20 +79,7 @@ pub fn object(size_bytes: u64, stripe: u64) -> ObjectMeta {
 }
 
 pub fn stripe(id: StripeId, nodes: [u32; 9]) -> StripeMeta {
-    StripeMeta {
-        id,
-        code: "rs-6-3".into(),
-        unit_bytes: 1 << 20,
-        placement: nodes.iter().map(|&n| NodeId(n)).collect(),
-        state: StripeState::Open,
-        unit_checksums: None,
-        packed_bytes: None,
-        missing_units: Vec::new(),
-        degraded_since_ms: None,
-        pending_until_ms: None,
-        pending_writer: None,
-        version: 0,
-    }
+    StripeMeta::open(id, "rs-6-3", 1 << 20, nodes.iter().map(|&n| NodeId(n)).collect())
 }
 
 fn node(id: u32) -> NodeInfo {

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::{MAX_SESSIONS, MIN_WINDOW_STEPS, OPEN_WAIT, SessionId, SessionPlan};
 use crate::error::NodeError;
-use crate::scheduler::lock;
+use crate::lock;
 
 /// The open sessions of one node.
 #[derive(Debug, Default)]

@@ -23,10 +23,11 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::{Inbox, SessionPlan, runs};
 use crate::classes::ClassId;
-use crate::client::{AttachSecret, CONNECT_TIMEOUT, MAX_MESSAGE_BYTES};
 use crate::error::{NodeError, UnitId};
+use crate::lock;
 use crate::proto::{self, node_client};
-use crate::scheduler::{Scheduler, blocking, lock};
+use crate::rpc::{AttachSecret, CONNECT_TIMEOUT, MAX_MESSAGE_BYTES};
+use crate::scheduler::{Scheduler, blocking};
 use crate::store::{StagedUnit, UnitWrite};
 
 /// Bytes of local packets read as one queued task (at least one packet).

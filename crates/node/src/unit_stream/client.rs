@@ -18,8 +18,8 @@ use tonic::{Code, Status};
 
 use super::wire::{self, Op, RangeHead, Request, ResponseHead};
 use crate::classes::ClassId;
-use crate::client::{CONNECT_TIMEOUT, ClientError, UnitRange, protocol};
 use crate::error::UnitId;
+use crate::rpc::{CONNECT_TIMEOUT, ClientError, UnitRange, protocol};
 use crate::scheduler::TaskTiming;
 
 /// Each range's bytes, or its own error, in request order.
@@ -266,7 +266,7 @@ impl StreamClient {
 
     async fn checkout(&self, op: &'static str) -> Result<Checkout, ClientError> {
         // Bounded by the pool's size: each pass removes one connection.
-        while let Some((stream, since)) = crate::scheduler::lock(&self.idle).pop() {
+        while let Some((stream, since)) = crate::lock(&self.idle).pop() {
             if since.elapsed() < MAX_IDLE_AGE && is_open(&stream) {
                 return Ok(Checkout { stream, reused: true });
             }
@@ -282,7 +282,7 @@ impl StreamClient {
     }
 
     fn checkin(&self, stream: TcpStream) {
-        let mut idle = crate::scheduler::lock(&self.idle);
+        let mut idle = crate::lock(&self.idle);
         if idle.len() < MAX_IDLE {
             idle.push((stream, Instant::now()));
         }

@@ -20,8 +20,8 @@ use tonic::Code;
 
 use super::wire::{self, Op, Request, ResponseHead};
 use crate::error::{NodeError, UnitId};
+use crate::rpc::SecretCheck;
 use crate::scheduler::{Scheduler, TaskTiming, blocking};
-use crate::server::SecretCheck;
 use crate::store::{UnitImage, UnitWrite};
 
 /// Most unit-stream connections a node keeps open; one more is refused with `ResourceExhausted`.
@@ -342,7 +342,7 @@ async fn send_head(
 /// Records the request's duration as the gRPC service does, so dashboards see one family.
 fn observe(scheduler: &Scheduler, rpc: &'static str, began: Instant, error: Option<&NodeError>) {
     let code = error.map_or_else(|| "ok".to_string(), |error| format!("{:?}", error.code()).to_lowercase());
-    crate::server::observe_rpc(scheduler.node_id().to_string(), rpc, began, code);
+    crate::rpc::observe_rpc(scheduler.node_id().to_string(), rpc, began, code);
 }
 
 /// Waits until `stream` has `buffer.len()` bytes to read and copies them without consuming them;

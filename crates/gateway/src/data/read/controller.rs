@@ -1,0 +1,763 @@
+//! The read controller: the live executor of the policy layer. Every data-unit read of a sealed
+//! stripe goes through it: it asks the configured [`policy::ReadPolicy`] for a plan (sending the
+//! probes the policy announces in one parallel round trip, counted), carries the plan out over the
+//! storage nodes (a normal read, a proactive degraded read decoded here, or a normal read with a
+//! degraded read after a timeout), cancels the tasks that are no longer needed, and keeps one
+//! [`model::Record`] per read in the shared schema: gateway-side timestamps, per-task timings from
+//! the nodes mapped onto the gateway's clock. A background task refreshes the lazy policies' tables
+//! (probing every node, then the policy's own refresh, which for Opt-Lazy solves problem (1)).
+//!
+//! The policy values are the simulator's: this module only translates the store's stripes and nodes
+//! into the policy's dense ids (a placement that grows as stripes are read) and answers its view.
+//! The two id families are named apart: `StoreNodeId` (the metadata store's) and `PolicyNodeId` /
+//! `PolicyStripeId` (the dense ids of the policy's placement).
+//!
+//! Must not: decide anything a policy decides, hold a lock across an await, or lose availability:
+//! when a planned read cannot be completed (a node is Down, a unit is corrupt or missing) the read
+//! falls back to the robust read (`robust`), which the record marks as degraded.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use bytes::Bytes;
+use execution::{AdmissionMode, AdmissionSettings};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use meta::{NodeId as StoreNodeId, StripeMeta};
+use model::{
+    BatchRecord, CodeLayout, MoveRecord, NodeId as PolicyNodeId, ObjectId, PartitionId, PlannedTask, ReadPlan,
+    ReadRequest, Record, RequestId, StripeId as PolicyStripeId,
+};
+use policy::ecstore::access::{AccessPolicy, AccessSettings};
+use policy::ecstore::mover::{Mover, MoverSettings};
+use policy::{FrontendSetup, PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::data::DataError;
+use crate::data::cluster::class_shares::RackShares;
+use crate::data::io::stripe_io::{NodeMap, StripeIo, is_up};
+use crate::data::read::admission::{TaskPool, admit_plan};
+use crate::data::read::executor::{self, Clock, TaskEnd, TaskResult};
+use crate::data::read::range::RangeRead;
+use crate::data::read::robust;
+use policy::fec::FrontendState;
+
+mod batch;
+mod catalog;
+mod config;
+mod counters;
+mod movement;
+mod records;
+mod refresh;
+pub use crate::data::config::MoverConfig;
+pub use batch::{BatchBlock, BlockResult};
+use catalog::{Catalog, LiveView, record_rates};
+pub use config::{ControllerConfig, MAX_CATALOG_STRIPES, PolicyState, validate_settings};
+pub use counters::ControllerCounters;
+use counters::count;
+pub use movement::StoreMove;
+pub use records::Unplanned;
+use records::{Served, ThreadCpu, task_record};
+pub use refresh::SHARES_VALID_MIN;
+
+/// Plans retried when the policy is switched between announcing probes and planning.
+const PLAN_ATTEMPTS: usize = 3;
+/// Everything behind the controller's one lock (held for microseconds, never across an await).
+struct State {
+    kind: PolicyKind,
+    settings: PolicySettings,
+    policy: Box<dyn ReadPolicy + Send>,
+    /// Bumped by every switch of policy and every catalog reset.
+    generation: u64,
+    catalog: Catalog,
+    rng: ChaCha8Rng,
+    next_request: u64,
+    /// The batch reads' access policy (EC-Store); its plans use the catalog's dense ids.
+    access: AccessPolicy,
+    /// Bumped with `generation` and by every switch of the access policy: a solve handed out under
+    /// another is dropped.
+    access_generation: u64,
+    next_batch: u64,
+    /// EC-Store's mover statistics (co-access of planned batches, node loads) and its proposals.
+    mover: Mover,
+}
+
+impl State {
+    /// A fresh request id and the partition of data unit `unit` of catalog stripe `dense`.
+    fn name_request(&mut self, dense: PolicyStripeId, unit: usize) -> (RequestId, PartitionId) {
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        let k = self.catalog.layout.data_units() as u32;
+        (id, PartitionId(dense.0 * k + unit as u32))
+    }
+}
+
+/// One decided read: the plan and what the record needs.
+struct Decision {
+    plan: ReadPlan,
+    request: ReadRequest,
+    decision_start_ns: u64,
+    decision_end_ns: u64,
+    probes: u32,
+    probe_wait_ns: u64,
+    /// CPU time of the deciding thread(s) over both phases.
+    decision_cpu_ns: u64,
+    /// Dense node → store node, for the plan's tasks.
+    store_nodes: Vec<StoreNodeId>,
+    /// The policy generation that planned it (it observes the outcome unless switched since).
+    generation: u64,
+}
+
+/// The live read controller; see the module documentation.
+pub struct Controller {
+    epoch: Instant,
+    frontend_id: u16,
+    frontend_count: u32,
+    max_records: usize,
+    probe_timeout: Duration,
+    cpu_sample_every: u64,
+    /// Decisions begun, to pick the ones whose CPU time is measured.
+    decisions_begun: AtomicU64,
+    /// The code of the stripes it plans; reads of other codes' stripes are served unplanned.
+    code: codec::CodeSpec,
+    /// The read task pool's settings (FAST CLOUD's policies choose n from its slots).
+    admission: AdmissionSettings,
+    state: Mutex<State>,
+    records: Mutex<VecDeque<Record>>,
+    /// Batch records kept until taken (`POST /admin/batches/take`), bounded by `max_records`.
+    batch_records: Mutex<VecDeque<BatchRecord>>,
+    /// Move records kept until taken, bounded by `max_records`.
+    move_records: Mutex<VecDeque<MoveRecord>>,
+    /// Wakes the access policy's background work (a solve queued, the first batch after a lull).
+    access_wake: tokio::sync::Notify,
+    /// When the last batch was planned (controller clock; 0: never): the access policy's load
+    /// probes run only while batches are being read.
+    last_batch_ns: AtomicU64,
+    counters: ControllerCounters,
+    switched: tokio::sync::Notify,
+    /// Whether policies that probe nodes may run (not over an S3 backend, which has none).
+    probing_allowed: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller").field("policy", &self.policy()).field("counters", &self.counters).finish()
+    }
+}
+
+impl Controller {
+    /// A controller for stripes of code `code_name`, its reads admitted without a bound.
+    pub fn new(config: &ControllerConfig, code_name: &str) -> Result<Controller, DataError> {
+        Controller::with_admission(config, code_name, AdmissionSettings::default())
+    }
+
+    /// A controller for stripes of code `code_name` whose reads are admitted by a pool of
+    /// `admission` (the `[data.admission]` of the data path it is attached to).
+    pub fn with_admission(
+        config: &ControllerConfig,
+        code_name: &str,
+        admission: AdmissionSettings,
+    ) -> Result<Controller, DataError> {
+        config.validate()?;
+        let catalog = Catalog::new(code_name, config.max_catalog_stripes)?;
+        let code = catalog.layout.spec();
+        let policy = build_policy(config.policy, &config.settings, &catalog.layout, admission)?;
+        let access = build_access(&config.access, &catalog.layout)?;
+        let seed = config.seed ^ (u64::from(config.frontend_id) << 48);
+        Ok(Controller {
+            epoch: Instant::now(),
+            frontend_id: config.frontend_id,
+            frontend_count: config.frontend_count,
+            max_records: config.max_records,
+            probe_timeout: Duration::from_millis(config.probe_timeout_ms),
+            cpu_sample_every: u64::from(config.cpu_sample_every),
+            decisions_begun: AtomicU64::new(0),
+            code,
+            admission,
+            state: Mutex::new(State {
+                kind: config.policy,
+                settings: config.settings.clone(),
+                policy,
+                generation: 0,
+                catalog,
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                next_request: 0,
+                access,
+                access_generation: 0,
+                next_batch: 0,
+                mover: build_mover(&config.mover.settings)?,
+            }),
+            move_records: Mutex::new(VecDeque::new()),
+            records: Mutex::new(VecDeque::new()),
+            batch_records: Mutex::new(VecDeque::new()),
+            access_wake: tokio::sync::Notify::new(),
+            last_batch_ns: AtomicU64::new(0),
+            counters: ControllerCounters::default(),
+            switched: tokio::sync::Notify::new(),
+            probing_allowed: std::sync::atomic::AtomicBool::new(true),
+        })
+    }
+
+    /// From now on refuses policies that probe nodes (a gateway over an S3 backend: its "nodes" are
+    /// slots of one service, with no queue to ask about); fails if the running one does.
+    pub fn forbid_probing(&self) -> Result<(), DataError> {
+        let kind = self.lock().kind;
+        check_probing(kind, false)?;
+        self.probing_allowed.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Nanoseconds on the controller's clock (records use it).
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The gateway's read timeout: the running policy's `normal_timeout_ms` (Normal's fallback, and
+    /// the robust read's).
+    pub fn read_timeout(&self) -> Duration {
+        Duration::from_millis(self.lock().settings.normal_timeout_ms)
+    }
+
+    /// For a read any copy of which serves (an open packed stripe's replicas): `copies` in the
+    /// order to try them, the ones the policy found slow last, and how long to wait for each before
+    /// the next (the policy's wait for `length` bytes, within the read timeout).
+    pub fn copy_read_order(&self, copies: &mut [StoreNodeId], length: u64) -> Duration {
+        let state = self.lock();
+        let tries_last = |node: &StoreNodeId| {
+            state.catalog.node_index.get(node).is_some_and(|&dense| state.policy.tries_last(dense))
+        };
+        // A stable sort: the others keep the caller's order (the data unit's node first).
+        copies.sort_by_key(tries_last);
+        let timeout = Duration::from_millis(state.settings.normal_timeout_ms);
+        state.policy.copy_wait_ns(length).map_or(timeout, |wait_ns| Duration::from_nanos(wait_ns).min(timeout))
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &ControllerCounters {
+        &self.counters
+    }
+
+    /// The policy running now.
+    pub fn policy(&self) -> PolicyState {
+        let state = self.lock();
+        let gauges = state.policy.gauges().into_iter().map(|(name, value)| (name.to_string(), value)).collect();
+        PolicyState { policy: state.kind, settings: state.settings.clone(), gauges }
+    }
+
+    /// The class shares the running policy solved for each rack's nodes, by rack name (empty when
+    /// it solves none: the configured shares apply).
+    pub fn node_class_shares(&self) -> RackShares {
+        let state = self.lock();
+        let Some(shares) = state.policy.node_class_shares() else { return RackShares::new() };
+        let names = &state.catalog.rack_names;
+        names
+            .iter()
+            .enumerate()
+            .filter_map(|(index, name)| Some((name.clone(), shares.rack(u16::try_from(index).ok()?)?.to_vec())))
+            .collect()
+    }
+
+    /// The racks the running policy places a new stripe of each latency class on, by rack name,
+    /// best first (empty when it places none: the placer balances as always).
+    pub fn new_stripe_racks(&self) -> HashMap<u8, Vec<String>> {
+        let state = self.lock();
+        let names = &state.catalog.rack_names;
+        (0..=u8::try_from(node::MAX_CLASSES - 1).unwrap_or(u8::MAX))
+            .filter_map(|class| {
+                let racks = state.policy.new_stripe_racks(class)?;
+                let named: Option<Vec<String>> =
+                    racks.iter().map(|&rack| names.get(usize::from(rack)).cloned()).collect();
+                Some((class, named?))
+            })
+            .collect()
+    }
+
+    /// Hands the running policy's new-stripe racks to the placer.
+    fn install_placement(&self, io: &StripeIo) {
+        let racks = self.new_stripe_racks();
+        io.placer().set_class_racks(racks);
+    }
+
+    /// Whether the running policy reads stripe rows (FAST CLOUD's: n units, first k), so that
+    /// one plan serves every data unit of a row ([`Controller::read_units`]).
+    pub fn reads_rows(&self) -> bool {
+        self.lock().kind.reads_rows()
+    }
+
+    /// Switches the policy (its tables start empty; lazy ones are refreshed at once). A policy
+    /// that cannot run here (FAST CLOUD on a non-MDS code, BAFEC without slots) is refused and
+    /// the running one stays.
+    pub fn set_policy(&self, kind: PolicyKind, settings: PolicySettings) -> Result<PolicyState, DataError> {
+        validate_settings(&settings)?;
+        check_probing(kind, self.probing_allowed.load(Ordering::Relaxed))?;
+        {
+            let mut state = self.lock();
+            let policy = build_policy(kind, &settings, &state.catalog.layout, self.admission)?;
+            state.kind = kind;
+            state.settings = settings;
+            state.policy = policy;
+            state.generation += 1;
+        }
+        tracing::info!(policy = %kind, "read policy switched");
+        self.switched.notify_one();
+        Ok(self.policy())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        crate::data::lock(&self.state)
+    }
+
+    /// Bytes `offset .. offset + length` of data unit `unit` of sealed `stripe`, as the policy
+    /// plans, with nodes that are not Up looking full to it. Reads the controller cannot plan (a
+    /// stripe of another code, the catalog starting afresh) take the robust read (`robust`). Every read is
+    /// recorded; one served without a plan has no tasks. Every plan run, planned or robust, is
+    /// admitted by `range.admission`'s pool first.
+    pub async fn read(&self, range: RangeRead<'_>) -> Result<Bytes, DataError> {
+        let unit = range.unit;
+        let mut bytes = self.read_row(range, unit..unit + 1).await?;
+        Ok(bytes.pop().expect("one unit asked for"))
+    }
+
+    /// The same range of every data unit in `units` (which starts at `range.unit`): one plan for
+    /// the whole row when the running policy reads rows (FAST CLOUD: n units, done at the first
+    /// k, the missing data units decoded from them), else each unit read on its own.
+    pub async fn read_units(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<Vec<Bytes>, DataError> {
+        assert!(range.unit == units.start && !units.is_empty(), "units {units:?} start at the range's unit");
+        if units.len() == 1 || self.reads_rows() || self.wants_row(&range, &units) {
+            return self.read_row(range, units).await;
+        }
+        let each = units.map(|unit| async move {
+            let mut bytes = self.read_row(RangeRead { unit, ..range }, unit..unit + 1).await?;
+            Ok::<_, DataError>(bytes.pop().expect("one unit asked for"))
+        });
+        futures_util::future::try_join_all(each).await
+    }
+
+    /// Whether the running policy reads `units` of the range's stripe better by one plan than by a
+    /// plan per unit (`hedged`, around a node it avoids). Reads the controller cannot plan, no.
+    pub fn wants_row(&self, range: &RangeRead<'_>, units: &Range<usize>) -> bool {
+        if !self.is_own_code(range.stripe) || units.end > range.code.data_units() || units.end > usize::from(u8::MAX) {
+            return false;
+        }
+        let now_ns = self.now_ns();
+        let frontend = range.admission.map_or_else(FrontendState::unbounded, TaskPool::frontend_state);
+        let mut state = self.lock();
+        let state = &mut *state;
+        let Ok(Some(dense)) = state.catalog.stripe(range.stripe) else { return false };
+        let view =
+            LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, range.nodes).reading(range.stripe);
+        state.policy.wants_row(&view, now_ns, dense, units.start as u8..units.end as u8)
+    }
+
+    /// One plan for `units` (one unit, or a row under a row-reading policy or one the policy
+    /// wants read as a row), recorded.
+    async fn read_row(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<Vec<Bytes>, DataError> {
+        let RangeRead { io, stripe, code, unit, length, .. } = range;
+        let arrival_ns = self.now_ns();
+        // A unit that must be rebuilt segmented or by the nodes is not planned (no probes spent):
+        // the robust read tries that first, and the read is recorded as served without a plan.
+        let plannable = self.is_own_code(stripe)
+            && units.end <= code.data_units()
+            && unit <= usize::from(u8::MAX)
+            && !(units.len() == 1
+                && (crate::data::read::segmented::applies(range) || crate::data::read::node_dataflow::applies(range)));
+        let mut probes_sent = 0u32;
+        let decision = if plannable {
+            let decided = self.decide(&range, units.clone(), arrival_ns, &mut probes_sent).await;
+            // Counted after the decision's clock stopped: the metric's look-up hashes its name under a lock.
+            count(&self.counters.request_probes, "lowtail_controller_request_probes_total", u64::from(probes_sent));
+            decided.unwrap_or_else(|error| {
+                tracing::warn!(%error, "read not planned");
+                None
+            })
+        } else {
+            None
+        };
+        let bytes_asked = length * units.len() as u64;
+        let Some(decision) = decision else {
+            count(&self.counters.bypassed, "lowtail_controller_reads_bypassed_total", 1);
+            let result = self.read_robust(range, units).await;
+            let read = Unplanned {
+                stripe,
+                unit,
+                length: bytes_asked,
+                arrival_ns,
+                degraded: result.as_ref().is_ok_and(|(_, degraded)| *degraded),
+                served: result.is_ok(),
+                latency_class: range.io.cluster().call_class().0,
+            };
+            self.record_unplanned(&read);
+            return result.map(|(bytes, _)| bytes);
+        };
+        count(&self.counters.planned_reads, "lowtail_controller_reads_planned_total", 1);
+        metrics::histogram!("lowtail_controller_decision_seconds")
+            .record((decision.decision_end_ns - decision.decision_start_ns) as f64 / 1e9);
+        let (executed, ends) = self.execute(&range, units.clone(), &decision).await;
+        let (result, degraded, timed_out) = match executed {
+            Executed::Done { bytes, degraded, timed_out } => {
+                if degraded {
+                    io.count_degraded();
+                }
+                (Ok(bytes), degraded, timed_out)
+            }
+            Executed::Failed { timed_out } => {
+                // Availability first: the robust read tries every decodable set and Down nodes.
+                count(&self.counters.fallbacks, "lowtail_controller_fallbacks_total", 1);
+                (self.read_robust(range, units).await.map(|(bytes, _)| bytes), true, timed_out)
+            }
+        };
+        let served = Served { bytes: bytes_asked, degraded, timed_out, ok: result.is_ok() };
+        self.record_planned(&decision, &ends, arrival_ns, served);
+        result
+    }
+
+    /// Each unit of `units` by the robust read, in parallel; whether any was decoded.
+    async fn read_robust(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<(Vec<Bytes>, bool), DataError> {
+        let timeout_ns = self.read_timeout().as_nanos() as u64;
+        let each = units.map(|unit| robust::read(RangeRead { unit, ..range }, timeout_ns));
+        let read = futures_util::future::try_join_all(each).await?;
+        let degraded = read.iter().any(|(_, degraded)| *degraded);
+        Ok((read.into_iter().map(|(bytes, _)| bytes).collect(), degraded))
+    }
+
+    /// Whether `stripe` is of the code this controller plans. A stripe of another code (written
+    /// before the cluster's code changed) has other recovery sets, so a plan for it would be wrong
+    /// even when its unit count matches.
+    fn is_own_code(&self, stripe: &StripeMeta) -> bool {
+        stripe.code_spec().is_ok_and(|spec| spec == self.code)
+    }
+
+    /// Plans a read: announced probes in one parallel round trip, then the policy's plan (its row
+    /// plan for several `units`). `None` when the catalog had to start afresh (the read is served
+    /// unplanned). Adds the probes it sent to `probes_sent`, whatever it returns.
+    #[allow(clippy::too_many_arguments)]
+    async fn decide(
+        &self,
+        range: &RangeRead<'_>,
+        units: Range<usize>,
+        arrival_ns: u64,
+        probes_sent: &mut u32,
+    ) -> Result<Option<Decision>, DataError> {
+        let RangeRead { io, nodes, stripe, unit, offset, length, admission, .. } = *range;
+        let frontend = admission.map_or_else(FrontendState::unbounded, TaskPool::frontend_state);
+        // A retried plan's decision spans every attempt, and its record counts every probe sent.
+        let decision_start_ns = self.now_ns();
+        let measure_cpu = self.decisions_begun.fetch_add(1, Ordering::Relaxed).is_multiple_of(self.cpu_sample_every);
+        let (mut probe_wait_ns, mut decision_cpu_ns) = (0u64, 0u64);
+        for _attempt in 0..PLAN_ATTEMPTS {
+            let attempt_start_ns = self.now_ns();
+            // Each phase runs without an await, so one thread's CPU clock covers it whole.
+            let phase_one_cpu = ThreadCpu::start(measure_cpu);
+            // Phase 1: the request in dense ids and the probes the policy will make.
+            let (request, mut request_rng, targets, generation) = {
+                let mut state = self.lock();
+                let state = &mut *state;
+                let Some(dense) = state.catalog.stripe(stripe)? else {
+                    self.reset_catalog(state)?;
+                    return Ok(None);
+                };
+                let (id, partition) = state.name_request(dense, unit);
+                let request = ReadRequest {
+                    id,
+                    // The controller reads unit ranges; the S3 key is the layer above's. The store's
+                    // stripe id names what was read.
+                    object: ObjectId(stripe.id.0),
+                    partition,
+                    offset,
+                    length,
+                    arrival_ns,
+                    class: 0,
+                    // The class the S3 layer resolved (carried in the task), else the background one.
+                    latency_class: io.cluster().call_class().0,
+                };
+                // One generator per request: concurrent decisions cannot shift each other's draws
+                // between announcing probes and planning.
+                let request_rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
+                let mut targets = Vec::new();
+                let view = LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, nodes).reading(stripe);
+                state.policy.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
+                targets.dedup();
+                let store_targets: Vec<(PolicyNodeId, StoreNodeId)> =
+                    targets.iter().map(|&t| (t, state.catalog.nodes[t.index()])).collect();
+                (request, request_rng, store_targets, state.generation)
+            };
+            decision_cpu_ns += phase_one_cpu.elapsed_ns();
+            // Phase 2: the probes, in parallel, outside the lock.
+            let probe_sent_ns = self.now_ns();
+            let (replies, sent) = self.probe_nodes(io, nodes, &targets).await;
+            if !targets.is_empty() {
+                probe_wait_ns += self.now_ns() - probe_sent_ns;
+            }
+            *probes_sent = probes_sent.saturating_add(sent as u32);
+            // Phase 3: the plan.
+            let phase_three_cpu = ThreadCpu::start(measure_cpu);
+            let mut state = self.lock();
+            if state.generation != generation {
+                decision_cpu_ns += phase_three_cpu.elapsed_ns();
+                continue;
+            }
+            let state = &mut *state;
+            let answers = record_rates(&mut state.catalog, &replies);
+            let mut view =
+                LiveView::of_read(&state.catalog, &answers, self.frontend_count, frontend, nodes).reading(stripe);
+            let plan = if units.len() > 1 {
+                let row = units.start as u8..units.end as u8;
+                state.policy.plan_row(&mut view, self.now_ns(), &request, row, &mut request_rng)
+            } else {
+                state.policy.plan(&mut view, self.now_ns(), &request, &mut request_rng)
+            };
+            debug_assert_eq!(view.unanswered, 0, "{} probed a node it did not announce", state.policy.name());
+            debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
+            let store_nodes = plan.tasks.iter().map(|t| state.catalog.nodes[t.node.index()]).collect();
+            decision_cpu_ns += phase_three_cpu.elapsed_ns();
+            return Ok(Some(Decision {
+                plan,
+                request,
+                decision_start_ns,
+                decision_end_ns: self.now_ns(),
+                probes: *probes_sent,
+                probe_wait_ns,
+                decision_cpu_ns,
+                store_nodes,
+                generation,
+            }));
+        }
+        Ok(None)
+    }
+
+    fn reset_catalog(&self, state: &mut State) -> Result<(), DataError> {
+        tracing::info!(stripes = state.catalog.max_stripes, "controller placement full; starting afresh");
+        state.catalog.forget_stripes()?;
+        state.policy = build_policy(state.kind, &state.settings, &state.catalog.layout, self.admission)?;
+        // The access policy's cache and solves, and the mover's statistics, name the forgotten
+        // dense ids.
+        state.access = build_access(state.access.settings(), &state.catalog.layout)?;
+        state.mover = build_mover(state.mover.settings())?;
+        state.access_generation += 1;
+        state.generation += 1;
+        Ok(())
+    }
+
+    /// Probes `targets` in parallel; a node that fails to answer reports [`QueueState::UNREACHABLE`].
+    /// A node that is not Up is answered for at once, unprobed (it looks full too). Returns the
+    /// replies and how many probes were sent.
+    async fn probe_nodes(
+        &self,
+        io: &StripeIo,
+        nodes: &NodeMap,
+        targets: &[(PolicyNodeId, StoreNodeId)],
+    ) -> (Vec<(PolicyNodeId, Option<node::ProbeReply>)>, usize) {
+        let (up, down): (Vec<_>, Vec<_>) = targets.iter().partition(|(_, id)| is_up(nodes, *id));
+        let mut replies: Vec<(PolicyNodeId, Option<node::ProbeReply>)> = Vec::with_capacity(targets.len());
+        replies.extend(down.iter().map(|&&(dense, _)| (dense, None)));
+        let sent = up.len();
+        let mut probes: FuturesUnordered<_> = up
+            .into_iter()
+            .map(|&(dense, id)| async move {
+                let probe = async {
+                    let info = nodes.get(&id)?;
+                    let client = io.cluster().client(info).await.ok()?;
+                    client.probe().await.ok()
+                };
+                // A hung node that is still marked Up must not hold the decision for the whole
+                // RPC timeout.
+                let reply = match tokio::time::timeout(self.probe_timeout, probe).await {
+                    Ok(reply) => reply,
+                    Err(_) => {
+                        count(&self.counters.probe_timeouts, "lowtail_controller_probe_timeouts_total", 1);
+                        None
+                    }
+                };
+                (dense, reply)
+            })
+            .collect();
+        while let Some(reply) = probes.next().await {
+            replies.push(reply);
+        }
+        (replies, sent)
+    }
+
+    /// Carries out `decision`'s plan for `units` through the execution core; says how each task
+    /// ended.
+    async fn execute(
+        &self,
+        target: &RangeRead<'_>,
+        units: Range<usize>,
+        decision: &Decision,
+    ) -> (Executed, Vec<TaskEnd>) {
+        let plan = &decision.plan;
+        let clock = Clock { epoch: self.epoch };
+        let run_task = |i: usize| self.run_task(target, &plan.tasks[i], decision.store_nodes[i]);
+        let admitted = match admit_plan(target.admission, plan).await {
+            Ok(admitted) => admitted,
+            Err(error) => {
+                tracing::warn!(%error, "planned read not admitted");
+                return (Executed::Failed { timed_out: false }, vec![TaskEnd::NotLaunched; plan.tasks.len()]);
+            }
+        };
+        let driven =
+            executor::drive(plan, target.unit as u8, target.code, clock, admitted.as_ref(), run_task, None).await;
+        let timed_out = driven.timed_out;
+        let served = match &driven.completed {
+            Some((_, decoded)) if units.len() > 1 => robust::served_units(*target, plan, units, &driven.bytes)
+                .map(|(bytes, row_decoded)| (bytes, *decoded || row_decoded)),
+            Some((tasks, decoded)) => {
+                robust::served_bytes(*target, plan, tasks, *decoded, &driven.bytes).map(|bytes| (vec![bytes], *decoded))
+            }
+            None => return (Executed::Failed { timed_out }, driven.ends),
+        };
+        let executed = match served {
+            Ok((bytes, degraded)) => Executed::Done { bytes, degraded, timed_out },
+            Err(error) => {
+                tracing::warn!(%error, "a completed degraded read did not decode");
+                Executed::Failed { timed_out }
+            }
+        };
+        (executed, driven.ends)
+    }
+
+    /// One task: its bytes (None when it failed) and how it ended.
+    async fn run_task(&self, target: &RangeRead<'_>, task: &PlannedTask, node: StoreNodeId) -> TaskResult {
+        let RangeRead { io, nodes, stripe, .. } = *target;
+        debug_assert_eq!(stripe.placement[usize::from(task.unit)], node, "plan and stripe agree on the node");
+        let sent_ns = self.now_ns();
+        if !is_up(nodes, node) || stripe.is_missing(usize::from(task.unit)) {
+            // A node that is not Up, or a unit recorded missing, fails its task at once (no RPC
+            // that could only time out or fail), so the plan's fallback or the robust read starts
+            // without waiting.
+            return (TaskEnd::Failed { sent_ns }, None);
+        }
+        match io.read_unit_timed(nodes, stripe, usize::from(task.unit), task.offset, task.length).await {
+            Ok((bytes, timing)) => (TaskEnd::Done { timing, sent_ns, received_ns: self.now_ns() }, Some(bytes)),
+            Err(_) => (TaskEnd::Failed { sent_ns }, None),
+        }
+    }
+}
+
+/// What executing a plan came to: the bytes of each unit asked for.
+enum Executed {
+    Done { bytes: Vec<Bytes>, degraded: bool, timed_out: bool },
+    Failed { timed_out: bool },
+}
+
+/// The policy `kind` for stripes of `layout` read through a pool of `admission`.
+fn build_policy(
+    kind: PolicyKind,
+    settings: &PolicySettings,
+    layout: &CodeLayout,
+    admission: AdmissionSettings,
+) -> Result<Box<dyn ReadPolicy + Send>, DataError> {
+    let blocking = admission.mode == AdmissionMode::Blocking;
+    build_read_policy(kind, settings, &FrontendSetup::new(layout, admission.slots, blocking))
+        .map_err(|error| DataError::Internal(format!("policy {kind}: {error}")))
+}
+
+/// The batch reads' access policy for stripes of `layout`.
+fn build_access(settings: &AccessSettings, layout: &CodeLayout) -> Result<AccessPolicy, DataError> {
+    AccessPolicy::new(settings.clone(), layout.data_units())
+        .map_err(|error| DataError::Internal(format!("access policy: {error}")))
+}
+
+/// The mover's statistics and proposals, empty.
+fn build_mover(settings: &MoverSettings) -> Result<Mover, DataError> {
+    Mover::new(settings.clone()).map_err(|error| DataError::Internal(format!("mover: {error}")))
+}
+
+/// Refuses a policy that probes nodes where probing is not allowed.
+fn check_probing(kind: PolicyKind, allowed: bool) -> Result<(), DataError> {
+    if kind.probes_nodes() && !allowed {
+        return Err(DataError::Internal(format!(
+            "policy {kind} probes storage nodes, and an S3 backend has none: use normal, fec-fixed, fec-greedy or fec-bafec"
+        )));
+    }
+    Ok(())
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::Outcome;
+
+    /// A sealed stripe of `code` on nodes 0 to 8.
+    fn stripe(id: u64, code: &str) -> meta::StripeMeta {
+        let placement = (0..9).map(StoreNodeId).collect();
+        meta::StripeMeta { version: 1, ..meta::StripeMeta::sealed(meta::StripeId(id), code, 4096, placement) }
+    }
+
+    #[test]
+    fn the_catalog_holds_at_most_its_bound_and_a_fresh_start_keeps_the_nodes_rates() {
+        let mut catalog = Catalog::new("rs-6-3", 2).unwrap();
+        assert_eq!(catalog.stripe(&stripe(10, "rs-6-3")).unwrap(), Some(PolicyStripeId(0)));
+        assert_eq!(catalog.stripe(&stripe(11, "rs-6-3")).unwrap(), Some(PolicyStripeId(1)));
+        assert_eq!(catalog.stripe(&stripe(10, "rs-6-3")).unwrap(), Some(PolicyStripeId(0)), "known: no growth");
+        assert_eq!(catalog.stripe(&stripe(12, "rs-6-3")).unwrap(), None, "full: the caller starts afresh");
+        let node = catalog.node(StoreNodeId(4));
+        catalog.rates[node.index()] = 3e6;
+        catalog.forget_stripes().unwrap();
+        assert_eq!(catalog.stripe_count(), 0);
+        assert_eq!(catalog.node(StoreNodeId(4)), node, "nodes keep their dense ids");
+        assert_eq!(catalog.rate(node), 3e6, "and their measured rates");
+        assert_eq!(catalog.stripe(&stripe(12, "rs-6-3")).unwrap(), Some(PolicyStripeId(0)));
+    }
+
+    #[test]
+    fn a_controller_reading_more_stripes_than_its_bound_starts_afresh_and_stays_bounded() {
+        let config = ControllerConfig { max_records: 100, max_catalog_stripes: 3, ..Default::default() };
+        let controller = Controller::new(&config, "rs-6-3").unwrap();
+        let generation = controller.lock().generation;
+        for id in 0..10 {
+            let read_stripe = stripe(id, "rs-6-3");
+            let read = Unplanned {
+                stripe: &read_stripe,
+                unit: 0,
+                length: 100,
+                arrival_ns: 5,
+                degraded: false,
+                served: true,
+                latency_class: 0,
+            };
+            controller.record_unplanned(&read);
+            assert!(controller.lock().catalog.stripe_count() <= 3, "stripe {id}: the catalog passed its bound");
+        }
+        assert_eq!(controller.lock().generation, generation + 3, "fresh starts at the 4th, 7th and 10th stripe");
+        assert_eq!(controller.take_records().0.len(), 10, "every read recorded across the fresh starts");
+        assert!(ControllerConfig { max_catalog_stripes: 0, ..Default::default() }.validate().is_err());
+        assert!(
+            ControllerConfig { max_catalog_stripes: MAX_CATALOG_STRIPES + 1, ..Default::default() }.validate().is_err()
+        );
+    }
+
+    #[test]
+    fn an_unplanned_read_is_recorded_only_for_a_stripe_of_the_controllers_code() {
+        let config = ControllerConfig { max_records: 100, ..Default::default() };
+        let controller = Controller::new(&config, "rs-6-3").unwrap();
+        // RS(7,2) has as many units as RS(6,3) but other recovery sets: not the controller's.
+        let (own, other) = (stripe(1, "rs-6-3"), stripe(2, "rs-7-2"));
+        assert!(controller.is_own_code(&own) && !controller.is_own_code(&other));
+        for read_stripe in [&own, &other] {
+            let read = Unplanned {
+                stripe: read_stripe,
+                unit: 2,
+                length: 100,
+                arrival_ns: 5,
+                degraded: true,
+                served: true,
+                latency_class: 1,
+            };
+            controller.record_unplanned(&read);
+        }
+        let (records, dropped) = controller.take_records();
+        assert_eq!((records.len(), dropped), (1, 0), "only the read of the own code's stripe is recorded");
+        let record = &records[0];
+        assert_eq!(record.request.object, ObjectId(1));
+        assert_eq!(record.request.partition, PartitionId(2), "stripe 0 of the catalog, unit 2");
+        assert!(record.tasks.is_empty() && record.request.degraded && record.request.probes == 0);
+        assert_eq!(record.request.outcome, Outcome::Ok);
+        assert_eq!(record.request.latency_class, 1, "the record keeps the read's latency class");
+    }
+}
