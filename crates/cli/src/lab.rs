@@ -165,21 +165,21 @@ pub(crate) enum ExperimentCommand {
     /// Fig. 5, and BAFEC and Greedy against every fixed (n,3) code with their code mix (Figs. 6, 7,
     /// 11), from the paper's 1 MB read fit. Writes findings.json (each claim beside the paper's
     /// number), summary.json, table-1.md, adaptive.md, plots and report.html. About 5 minutes on two
-    /// cores; --quick about 20 seconds (docs/fastcloud.md).
+    /// cores; --quick about 20 seconds (docs/lab/fastcloud.md).
     Fastcloud(FastcloudArgs),
     /// Abebe et al., EC-Store (access planning, late binding, chunk movement), in the simulator:
     /// R, EC, EC+LB, EC+C, EC+C+M, EC+C+M+LB and lowtail's data-units-first EC over YCSB-E-like
     /// scans (uniform, then Zipf), 10 KB and 1 MB blocks, 1-2 nodes down, Wikipedia-like pages, and
     /// a sweep over the parameters the paper does not publish. Writes findings.json (each claim
     /// beside the paper's number), findings-sweep.json, summary.json, tables.md, plots and
-    /// report.html (docs/ecstore.md).
+    /// report.html (docs/lab/ecstore.md).
     Ecstore(EcstoreArgs),
     /// Xie et al., APLS (degraded reads reconstructed by every survivor in parallel), in the
     /// simulator, one degraded read at a time: the normal read, lowtail's gateway decode,
     /// traditional, PPR, ECPipe, APLS and lowtail's segmented variant over the paper's grids
     /// (RS(10,4) 64 MB over packet size and helper bandwidth, 256 KB and 4 MB units, RS(6,6) with
     /// q = 6..11) and a per-packet-cost sweep. Writes findings.json, summary.json, tables.md, plots
-    /// and report.html (docs/apls.md). Seconds.
+    /// and report.html (docs/lab/apls.md). Seconds.
     Apls(AplsArgs),
     /// Xiang et al., differentiated latency classes (JLWO: placement, k-of-n scheduling and
     /// per-class bandwidth reservations), in the rack/class network simulator: JLWO's convergence
@@ -187,7 +187,7 @@ pub(crate) enum ExperimentCommand {
     /// access concentration against the oblivious baseline (Fig. 5), file size (Fig. 6) and
     /// arrival rate (Fig. 7), each beside Theorem 1's bound, under reserved and work-conserving
     /// links. Writes findings.json, runs.json, runs.csv, queues.csv, tables.md, plots, report.html
-    /// and timing.json (docs/xiang.md). About a minute on two cores; --quick about ten seconds.
+    /// and timing.json (docs/lab/xiang.md). About a minute on two cores; --quick about ten seconds.
     Xiang(XiangArgs),
 }
 
@@ -309,7 +309,7 @@ pub(crate) struct FastcloudArgs {
     /// Run on a loopback cluster of real processes instead (etcd, six storage nodes emulating the
     /// paper's 1 MB read delays, one gateway with 16 read task slots): the fit of live task
     /// records, (6,3) against (3,3) at low load, and BAFEC at three loads beside the calibrated
-    /// simulator. Needs the etcd binary; about 6 minutes, --quick about 1.5 (docs/fastcloud.md).
+    /// simulator. Needs the etcd binary; about 6 minutes, --quick about 1.5 (docs/lab/fastcloud.md).
     #[arg(long)]
     live: bool,
     /// Run FAST CLOUD in its own setting instead: a gateway in backend mode (RS(3,3), units as keys)
@@ -355,7 +355,7 @@ pub(crate) struct Hu2017Args {
     #[arg(long, value_name = "REQ_PER_S")]
     rate: Option<f64>,
     /// Zipf exponent of object popularity (default: the fitted one, see docs/simulator.md; with
-    /// --live, fitted together with the service scale, see docs/live-experiment.md).
+    /// --live, fitted together with the service scale, see docs/lab/hu2017-live.md).
     #[arg(long, value_name = "S")]
     zipf: Option<f64>,
     /// Skip the latency-vs-load sweep.
@@ -365,7 +365,7 @@ pub(crate) struct Hu2017Args {
     /// model, 3 gateways): Normal, LLF-PW2, LMLF-PW2, LMLF-Lazy and Opt-Lazy on RS(6,3) and
     /// LRC(6,2,2), a node made 10x slower during a run, and the simulator calibrated from the live
     /// records on the identical configuration (sim_vs_live.html). Needs the etcd binary; about 15
-    /// minutes, --quick about 3 (docs/live-experiment.md).
+    /// minutes, --quick about 3 (docs/lab/hu2017-live.md).
     #[arg(long)]
     live: bool,
     /// With --live: the nodes' service time as a multiple of 10 ms per task + bytes at 2 MB/s,

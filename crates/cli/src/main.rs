@@ -140,7 +140,7 @@ enum AdminCommand {
     #[command(subcommand)]
     Bucket(AdminBucketCommand),
     /// Show or set how batch reads choose units (EC-Store's access policy: cost, random or
-    /// data-first, late binding; docs/ecstore.md), with the plan cache's numbers.
+    /// data-first, late binding; docs/lab/ecstore.md), with the plan cache's numbers.
     #[command(subcommand)]
     Access(AdminAccessCommand),
     /// Show EC-Store's mover (moves, bytes, lease, paused for repair), or switch it on or off.

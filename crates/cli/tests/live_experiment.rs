@@ -403,7 +403,7 @@ fn run_fastcloud_quick(mode: &str) -> (tempfile::TempDir, impl Fn(&str) -> serde
 /// then the same under the `jlwo` policy, whose solved shares the nodes run. Judged here: the
 /// findings are written, class 2 is not starved (XL-3, XL-6) and every node of a solved rack runs
 /// its shares (XL-4). The ratio of service times (XL-1) and the latency order (XL-2, XL-5) are
-/// judged by the release run (docs/xiang.md): a debug build's own work per task, which no share
+/// judged by the release run (docs/lab/xiang.md): a debug build's own work per task, which no share
 /// scales, moves the ratio by about 10 %.
 #[test]
 fn the_quick_xiang_live_experiment_serves_the_classes_by_their_shares() {

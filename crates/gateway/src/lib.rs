@@ -12,6 +12,7 @@
 //! Must not: embed policy decisions in S3 handlers (handlers call the data path, which asks the
 //! policy), or hold object bytes anywhere but on storage nodes once a write is acknowledged.
 
+pub mod admin_routes;
 pub mod admin_secret;
 pub mod class_admin;
 pub mod classes;

@@ -150,7 +150,7 @@ async fn rs_6_3_every_loss_pattern_every_method_rebuilds_the_bytes() {
 
 /// 40 of RS(10,4)'s 1,470 loss patterns, sampled; all of them with `LOWTAIL_ALL_LOSS_PATTERNS=1`
 /// (`LOWTAIL_ALL_LOSS_PATTERNS=1 cargo test --release -p gateway --test data_dataflow rs_10_4`,
-/// docs/apls.md), too long for every CI run.
+/// docs/lab/apls.md), too long for every CI run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rs_10_4_sampled_loss_patterns_every_method_rebuild_the_bytes() {
     let all = std::env::var("LOWTAIL_ALL_LOSS_PATTERNS").is_ok_and(|v| v == "1");

@@ -3,7 +3,7 @@
 //! survivors; lowtail's segmented variant) — and from which survivors. The read policies decide
 //! *whether* a read is degraded; this decides *how*.
 //!
-//! `Auto` chooses per read with the closed forms the simulator is tested against (docs/apls.md):
+//! `Auto` chooses per read with the closed forms the simulator is tested against (docs/lab/apls.md):
 //! the gateway decode takes max(k·c/b_g, c/b_s), APLS max(k·c/(q·b_s), c/b_g) plus its chain's fill
 //! (k hops of latency, per-packet cost and one packet's transfer), so small ranges and fast nodes keep
 //! the gateway decode (the paper's crossover, A-5) and large ranges on bandwidth-bound nodes go to

@@ -1,6 +1,6 @@
 //! The reconstruction policy's `Auto` against the simulator: wherever the isolated simulator finds
 //! the gateway decode and APLS more than 10 % apart, `Auto` chose the faster, over range sizes and
-//! node bandwidths on both sides of the crossover (docs/apls.md).
+//! node bandwidths on both sides of the crossover (docs/lab/apls.md).
 
 use execution::reconstruct::Dataflow;
 use model::reconstruct::Method;

@@ -10,7 +10,7 @@
 //! records and replays the same sequence over the same placement; the results folder holds the
 //! live report, the simulator's report, and the sim-vs-live page.
 //!
-//! Owns: the experiment's sizing (see the constants and `docs/live-experiment.md`), its steps and
+//! Owns: the experiment's sizing (see the constants and `docs/lab/hu2017-live.md`), its steps and
 //! their order, tearing the fleets down on every exit (an error, Ctrl-C), and the judgement of the
 //! issue's claims. Must not: compute statistics (the `report` crate does, from records), change a
 //! policy or a model, or tune anything to make a finding hold. Unlike the simulated experiments it
@@ -76,7 +76,7 @@ pub const SLOW_AFTER_FRACTION: f64 = 0.2;
 /// Niceness of the storage node processes (`--node-nice`). The 30 nodes, 3 gateways and the
 /// client share two cores, where a real cluster gives its gateways machines of their own, so
 /// lower-priority nodes might leave the gateways' decisions uninterrupted. Measured, they did
-/// not: in four interleaved `--quick` runs (docs/live-experiment.md) the median of the ten
+/// not: in four interleaved `--quick` runs (docs/lab/hu2017-live.md) the median of the ten
 /// per-policy decision p99s was 195 and 240 µs at niceness 0, 442 and 337 µs at 10, and the
 /// nodes, waking late, missed their emulated service time by more (fit RMS 0.6–1.4 ms against
 /// 1.6–3.6 ms). On this host the decision's wall-clock tail is the hypervisor's (steal 10–49 %).
@@ -215,7 +215,7 @@ pub struct SlowNodeRow {
 
 /// Normal's timeouts the calibrated simulator also runs Normal at, ms. The paper does not publish
 /// the timeout, and LMLF-PW2's cut of Normal depends on it more than on anything else
-/// (docs/live-experiment.md, "Normal's timeout decides the cuts"), so the report shows how.
+/// (docs/lab/hu2017-live.md, "Normal's timeout decides the cuts"), so the report shows how.
 pub const TIMEOUT_SENSITIVITY_MS: [u64; 5] = [500, 1_000, 1_500, 2_000, 4_000];
 
 /// Normal at one timeout in the calibrated simulator, against the simulated LMLF-PW2 run (which

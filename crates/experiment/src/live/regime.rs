@@ -20,7 +20,7 @@
 //! stand-in packs units full and places them at random, while the gateways seal stripes a second
 //! after they open (units partly filled: 350–500 data units instead of 258 for seed 1) and place
 //! them as the writes arrive. Under a skewed popularity that decides how hot the hottest nodes run
-//! (docs/live-experiment.md). The second fit runs on the placement the runs and their simulation
+//! (docs/lab/hu2017-live.md). The second fit runs on the placement the runs and their simulation
 //! use.
 //!
 //! Owns: the grid of scales, the stand-in, the fit over any ground, `regime.json`'s content.
@@ -45,7 +45,7 @@ pub const BASE_RATE_BYTES_PER_S: f64 = 2_000_000.0;
 pub const SCALES: [f64; 17] =
     [1.0, 1.125, 1.25, 1.375, 1.5, 1.625, 1.75, 1.875, 2.0, 2.125, 2.25, 2.375, 2.5, 2.625, 2.75, 2.875, 3.0];
 /// One-way network latency of the stand-in, µs: what earlier live runs calibrated on loopback
-/// (0.32 to 0.38 ms; docs/live-experiment.md).
+/// (0.32 to 0.38 ms; docs/lab/hu2017-live.md).
 pub const LOOPBACK_NETWORK_US: u64 = 350;
 /// Probe round trip of the stand-in, µs (calibrated 1.0 to 1.6 ms; unused by Normal).
 pub const LOOPBACK_PROBE_RTT_US: u64 = 1_200;

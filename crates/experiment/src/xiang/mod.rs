@@ -11,7 +11,7 @@
 //! its own server, the paper's model, which the bound assumes) and `WeightedSharing` (work
 //! conserving, reported beside it, no bound claimed).
 //!
-//! The setting the paper does not publish (chosen once, never per verdict; docs/xiang.md):
+//! The setting the paper does not publish (chosen once, never per verdict; docs/lab/xiang.md):
 //! - topology: N = 10 racks, (7,4), two classes (the paper's); B = 40 Gbit/s, b = 9.6 Gbit/s, a
 //!   queue at most C = 1 Gbit/s (the switch's port rate, eq. 24). The published B = 96 Gbit/s with
 //!   b = 792 Mbit/s is infeasible under the corrected eq. (3) (equal weights alone reserve 19.2
@@ -78,7 +78,7 @@ pub const PAPER_RATES_PER_S: [f64; 5] = [0.25, 0.30, 0.35, 0.40, 0.45];
 pub const SIZES_MB: [f64; 5] = [50.0, 100.0, 150.0, 200.0, 250.0];
 /// Fig. 4's C_2 values (C_1 = 1). The paper's 0 is 0.01 here: `optimize::jlwo` solves C_2 = 0 (as
 /// 10⁻⁶ × C_1), but its class-2 queues then run at ρ ≈ 0.96 and a run's reads do not reach their
-/// steady state (docs/xiang.md has the measurement).
+/// steady state (docs/lab/xiang.md has the measurement).
 pub const CLASS_2_WEIGHTS: [f64; 7] = [0.01, 0.2, 0.4, 0.7, 1.0, 1.5, 2.0];
 /// The load sweep: Fig. 7 again with the paper's rates × [`RATE_SCALE`] × each of these.
 pub const LOAD_MULTIPLIERS: [f64; 2] = [0.25, 4.0];

@@ -93,13 +93,13 @@ pub struct DataConfig {
     /// How a unit range that must be rebuilt (its unit missing or its node not Up) is rebuilt
     /// (`[data.reconstruct]`, `policy::reconstruct::ReconstructSettings`): `kind = "gateway"` (the
     /// default: k survivors to the gateway, which decodes), `"segmented"` (every survivor serves
-    /// k/q of the range, decoded per segment; RS codes; docs/apls.md) or `"apls"` (the storage
+    /// k/q of the range, decoded per segment; RS codes; docs/lab/apls.md) or `"apls"` (the storage
     /// nodes rebuild it: APLS over every survivor of an RS stripe, a chain over an LRC stripe's
     /// recovery set) or `"auto"` (per read, APLS on the nodes when the closed forms over the probed
     /// node rates and this gateway's downlink say it is faster than the gateway decode; RS codes).
     pub reconstruct: policy::reconstruct::ReconstructSettings,
     /// Emulated downlink of this gateway (`[data.ingress]`: `bytes_per_s`, `per_packet_us`), for
-    /// loopback experiments where the gateway's link matters (APLS, docs/apls.md): every unit read's
+    /// loopback experiments where the gateway's link matters (APLS, docs/lab/apls.md): every unit read's
     /// answer and every rebuilt packet waits its turn on it. Unshaped by default; switched at run
     /// time by `PUT /admin/ingress`.
     pub ingress: node::link::LinkShape,

@@ -1,4 +1,4 @@
-//! Reconstruction sessions (issue 32, docs/apls.md): a node's part of a dataflow that rebuilds one
+//! Reconstruction sessions (issue 32, docs/lab/apls.md): a node's part of a dataflow that rebuilds one
 //! range of a lost unit among the storage nodes — APLS, ECPipe, PPR, the traditional read. The
 //! requestor (the gateway) builds the dataflow and sends each source node its [`SessionPlan`]: per
 //! step, in packet order, how many packets other nodes push into it, the coefficient this node's

@@ -35,7 +35,7 @@ pub const FILES_MAX: usize = 4096;
 /// Most racks the policy models.
 pub const RACKS_MAX: usize = 256;
 
-/// What JLWO needs that the view does not say (docs/xiang.md explains each).
+/// What JLWO needs that the view does not say (docs/lab/xiang.md explains each).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct JlwoReadSettings {

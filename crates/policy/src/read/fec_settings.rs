@@ -24,7 +24,7 @@ pub struct FecSettings {
     pub fixed_n: u16,
     /// The most units a read asks for; 0 (the default) is every unit of the code.
     pub n_max: u16,
-    /// What `fec-bafec` counts as backlog (the paper leaves it undefined; docs/fastcloud.md).
+    /// What `fec-bafec` counts as backlog (the paper leaves it undefined; docs/lab/fastcloud.md).
     pub backlog: BacklogMeasure,
     /// Δ of the starting delay model, ms. Default 61, the paper's 1 MB S3 read fit.
     pub delay_shift_ms: f64,

@@ -237,7 +237,7 @@ pub struct PolicySettings {
     pub marginal_load: MarginalLoad,
     /// The FAST CLOUD policies' parameters (`fec-fixed`, `fec-greedy`, `fec-bafec`).
     pub fec: FecSettings,
-    /// Xiang et al.'s `jlwo` policy's parameters (docs/xiang.md).
+    /// Xiang et al.'s `jlwo` policy's parameters (docs/lab/xiang.md).
     pub jlwo: crate::classes::scheduling::JlwoReadSettings,
     /// The `hedged` policy's parameters; its longest hedge delay is `normal_timeout_ms`.
     pub hedged: HedgedSettings,

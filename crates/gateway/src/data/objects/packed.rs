@@ -39,8 +39,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use codec::ErasureCode;
-use futures_util::stream::{FuturesUnordered, StreamExt};
-use meta::{Layout, MetaError, NodeId, NodeInfo, NodeState, StripeId, StripeMeta, StripeState};
+use meta::{Layout, NodeId, NodeInfo, NodeState, StripeId, StripeMeta, StripeState};
 use tokio::sync::{Mutex, OwnedRwLockReadGuard, RwLock};
 use tokio::time::Instant;
 
@@ -51,12 +50,12 @@ use crate::data::io::stripe_io::{NodeMap, StripeIo};
 use crate::data::read::Reads;
 use crate::data::read::controller::Unplanned;
 use crate::data::write::late_copies::LateCopies;
-use crate::data::write::stripe_write::{
-    UNIT_ALIGN_BYTES, drive_quorum, encode_units, forget_placement, judge, move_off_unavailable, place_new_stripe,
-    unit_checksums, write_units,
-};
+use crate::data::write::stripe_write::{drive_quorum, forget_placement, place_new_stripe};
 use crate::data::{DataError, meta_error};
 use execution::{CopyState, Durability, WriteQuorum, WriteRule};
+
+mod recover;
+mod seal;
 
 /// Prefix of the metadata config entry listing a gateway's open stripes.
 const REGISTRY_PREFIX: &str = "packed-open/";
@@ -66,9 +65,6 @@ const LIST_PAGE: u32 = 1024;
 const READ_ATTEMPTS: usize = 3;
 /// How often `tick` retries rebuilding stripes a previous run left open that could not be rebuilt.
 const UNRECOVERED_RETRY: Duration = Duration::from_secs(1);
-
-/// A replica unit as a node lists it: its seq, length and descriptor.
-type Listed = (u16, u64, Bytes);
 
 /// The nodes holding the replicas of an object appended to data unit `unit`: the unit's own node
 /// first (where a sealed read will go), then every parity node.
@@ -117,17 +113,6 @@ struct PackerState {
     unrecovered: Vec<StripeId>,
     /// When `tick` may try `unrecovered` again (each try reads every node of each stripe).
     retry_unrecovered_at: Option<Instant>,
-}
-
-/// Registered stripes of a previous run, sorted by what became of them.
-#[derive(Default)]
-struct Rebuilt {
-    /// Rebuilt from their replicas, ready to seal.
-    ready: Vec<OpenStripe>,
-    /// Their record is gone: nothing to seal.
-    gone: Vec<StripeId>,
-    /// Not readable now; tried again later.
-    waiting: Vec<StripeId>,
 }
 
 /// An object packed: where, and whether one of its replicas was still being written when it was
@@ -462,126 +447,6 @@ impl Packer {
         Ok((placement, (0..k).map(|unit| unit >= around).collect()))
     }
 
-    /// Starts sealing `stripe` in the background.
-    fn send_to_seal(&self, state: &mut PackerState, stripe: OpenStripe) {
-        let Some(me) = self.me.upgrade() else { return };
-        state.sealing += 1;
-        // In the class of the write that filled the stripe (the background's when the timer seals).
-        tokio::spawn(crate::classes::carried(async move {
-            let id = stripe.stripe.id;
-            let result = me.seal(&stripe).await;
-            let mut state = me.state.lock().await;
-            state.sealing -= 1;
-            match result {
-                Ok(()) => {
-                    state.registered.retain(|registered| *registered != id);
-                    let registered = state.registered.clone();
-                    if let Err(error) = me.save_registry(&registered).await {
-                        // Harmless: recovery finds the stripe sealed and only cleans up.
-                        tracing::warn!(stripe = %id, %error, "could not update the open-stripe registry");
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(stripe = %id, %error, "sealing failed; replicas keep the objects safe, retrying");
-                    state.unsealed.push(stripe);
-                }
-            }
-        }));
-    }
-
-    /// Encodes and writes the stripe's units, flips its record to Sealed and deletes the replicas.
-    async fn seal(&self, open: &OpenStripe) -> Result<(), DataError> {
-        // Appends still writing replicas finish first: their bytes are already in `units`.
-        let _no_appends = Arc::clone(&open.in_flight).write_owned().await;
-        let meta = self.io.cluster().meta();
-        let nodes = self.io.cluster().node_map().await?;
-        let id = open.stripe.id;
-        let current = match meta.get_stripe(id).await {
-            Ok(current) => current,
-            Err(MetaError::NoSuchStripe(_)) => return Ok(()),
-            Err(error) => return Err(meta_error(error)),
-        };
-        // Sealed already (a run killed after sealing, before its registry was saved): objects
-        // reference it, whatever replicas are left. Only leftovers go.
-        if current.state == StripeState::Sealed {
-            self.delete_replicas(&nodes, &current, open.replicas.iter().map(|(&seq, &unit)| (seq, unit))).await;
-            return Ok(());
-        }
-        // Open with no acknowledged replica on any parity node: no object references it.
-        if open.replicas.is_empty() {
-            match meta.delete_stripe(id).await {
-                Ok(_) | Err(MetaError::NoSuchStripe(_)) => {}
-                Err(error) => return Err(meta_error(error)),
-            }
-            forget_placement(&self.io, &open.stripe.placement);
-            return Ok(());
-        }
-        let fill = open.units.iter().map(|u| u.len() as u64).max().unwrap_or(0);
-        let unit_bytes = fill.div_ceil(UNIT_ALIGN_BYTES).max(1) * UNIT_ALIGN_BYTES;
-        let data: Vec<Bytes> = open.units.iter().map(|u| Bytes::copy_from_slice(u)).collect();
-        let units = encode_units(self.code.as_ref(), data, unit_bytes)?;
-        let objects = open.objects.values().cloned().collect();
-        let stripe_descriptor = self.describe(&StripeMeta { unit_bytes, ..current.clone() }, Holds::Packed { objects });
-        let k = self.code.data_units();
-        let descriptors: Vec<Bytes> = (0..units.len())
-            .map(|unit| {
-                UnitDescriptor::decode(&stripe_descriptor).expect("just encoded").of_packed_unit(unit, k).encode()
-            })
-            .collect();
-        let node_list: Vec<NodeInfo> = nodes.values().cloned().collect();
-        // Nodes that went down since opening are replaced before writing where another node can
-        // take their unit (counted by the placer); the others' units are left missing.
-        let mut placement = current.placement.clone();
-        let to_write = move_off_unavailable(&self.io, &nodes, &node_list, &mut placement);
-        let described = (units.as_slice(), descriptors.as_slice());
-        let writes = write_units(&self.io, &nodes, &node_list, id, described, placement, &to_write).await;
-        // The open record still holds its nodes: on failure the placer counts those again.
-        let undo_placement = || {
-            forget_placement(&self.io, &writes.placement);
-            let mut placer = self.io.placer();
-            current.placement.iter().for_each(|node| placer.adjust(*node, 1));
-        };
-        // The replicas keep the objects safe until a seal meets the durability rule.
-        if let Err(error) = judge(&self.io, &nodes, self.code.as_ref(), id, &writes).await {
-            undo_placement();
-            return Err(error);
-        }
-        let packed_bytes = open.units.iter().map(|u| u.len() as u64).sum();
-        let mut sealed = StripeMeta {
-            unit_bytes,
-            placement: writes.placement.clone(),
-            state: StripeState::Sealed,
-            unit_checksums: Some(unit_checksums(&units)),
-            packed_bytes: Some(packed_bytes),
-            ..current.clone()
-        };
-        if sealed.mark_missing(writes.missing(), unix_now_ms()) {
-            self.io.counters().degraded_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            metrics::counter!("lowtail_gateway_degraded_writes_total").increment(1);
-        }
-        if let Err(error) = meta.update_stripe(id, current.version, sealed).await {
-            // The units are not referenced by a sealed record; the replicas still are.
-            self.io.delete_units_best_effort(&nodes, id, &writes.durable_units()).await;
-            undo_placement();
-            return Err(meta_error(error));
-        }
-        metrics::counter!("lowtail_gateway_packed_stripes_sealed_total").increment(1);
-        tracing::debug!(stripe = %id, objects = open.replicas.len(), unit_bytes, "packed stripe sealed");
-        self.delete_replicas(&nodes, &current, open.replicas.iter().map(|(&seq, &unit)| (seq, unit))).await;
-        Ok(())
-    }
-
-    async fn delete_replicas(&self, nodes: &NodeMap, open: &StripeMeta, replicas: impl Iterator<Item = (u16, u16)>) {
-        let k = self.code.data_units();
-        let mut deletes: Vec<(usize, NodeId)> = Vec::new();
-        for (seq, unit) in replicas {
-            for node in replica_nodes(open, k, usize::from(unit)) {
-                deletes.push((usize::from(seq), node));
-            }
-        }
-        self.io.delete_units_best_effort(nodes, open.id, &deletes).await;
-    }
-
     /// Bytes `range` of a packed object in stripe `stripe_id`.
     pub async fn read(
         &self,
@@ -684,247 +549,6 @@ impl Packer {
             }
         }
         Err(last_error)
-    }
-
-    /// Seals the open stripe if it is older than `seal_after_ms`, and retries failed seals.
-    pub async fn tick(&self) {
-        let seal_after = Duration::from_millis(self.io.config().packed.seal_after_ms);
-        let mut state = self.state.lock().await;
-        if state.open.as_ref().is_some_and(|open| open.opened_at.elapsed() >= seal_after) {
-            let due = state.open.take().expect("checked");
-            self.send_to_seal(&mut state, due);
-        }
-        for stripe in std::mem::take(&mut state.unsealed) {
-            self.send_to_seal(&mut state, stripe);
-        }
-        let now = Instant::now();
-        if state.unrecovered.is_empty() || state.retry_unrecovered_at.is_some_and(|at| now < at) {
-            return;
-        }
-        state.retry_unrecovered_at = Some(now + UNRECOVERED_RETRY);
-        let ids = std::mem::take(&mut state.unrecovered);
-        // Rebuilding reads the nodes: appends must not wait on it.
-        drop(state);
-        let rebuilt = self.rebuild_registered(ids).await;
-        self.apply_rebuilt(&mut *self.state.lock().await, rebuilt);
-    }
-
-    /// Closes the open stripe for appends, seals it and every stripe whose seal failed before, and
-    /// waits (bounded) for the outcome: an error when a seal failed (the stripe stays open and
-    /// registered, safe in its replicas, for the next tick or start).
-    pub async fn flush(&self, timeout: Duration) -> Result<(), DataError> {
-        let deadline = Instant::now() + timeout;
-        {
-            let mut state = self.state.lock().await;
-            if let Some(open) = state.open.take() {
-                self.send_to_seal(&mut state, open);
-            }
-            for stripe in std::mem::take(&mut state.unsealed) {
-                self.send_to_seal(&mut state, stripe);
-            }
-        }
-        loop {
-            {
-                let state = self.state.lock().await;
-                if state.sealing == 0 {
-                    return match state.unsealed.len() {
-                        0 => Ok(()),
-                        left => Err(DataError::Unavailable(format!("{left} open stripes could not be sealed"))),
-                    };
-                }
-            }
-            if Instant::now() >= deadline {
-                return Err(DataError::Unavailable("open stripes could not be sealed in time".into()));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Finds the open stripes this gateway left behind (a crash or kill) and seals them from their
-    /// replicas. A stripe that cannot be rebuilt now (no parity node up) stays registered and is
-    /// retried by `tick`.
-    pub async fn recover(&self) -> Result<usize, DataError> {
-        let meta = self.io.cluster().meta();
-        let Some(value) = meta.get_config(&self.registry_key()).await.map_err(meta_error)? else { return Ok(0) };
-        let ids: Vec<u64> = serde_json::from_str(&value)
-            .map_err(|e| DataError::Internal(format!("open-stripe registry {:?}: {e}", self.registry_key())))?;
-        self.state.lock().await.registered = ids.iter().map(|&id| StripeId(id)).collect();
-        let rebuilt = self.rebuild_registered(ids.into_iter().map(StripeId).collect()).await;
-        let mut state = self.state.lock().await;
-        let recovered = self.apply_rebuilt(&mut state, rebuilt);
-        let registered = state.registered.clone();
-        self.save_registry(&registered).await?;
-        Ok(recovered)
-    }
-
-    /// Rebuilds registered stripes `ids` of a previous run from their replicas (node RPCs, so
-    /// without the state lock).
-    async fn rebuild_registered(&self, ids: Vec<StripeId>) -> Rebuilt {
-        let meta = self.io.cluster().meta();
-        let mut rebuilt = Rebuilt::default();
-        for id in ids {
-            let stripe = match meta.get_stripe(id).await {
-                Ok(stripe) => stripe,
-                Err(MetaError::NoSuchStripe(_)) => {
-                    rebuilt.gone.push(id);
-                    continue;
-                }
-                Err(error) => {
-                    tracing::warn!(stripe = %id, %error, "open stripe left by a previous run not read yet");
-                    rebuilt.waiting.push(id);
-                    continue;
-                }
-            };
-            match self.rebuild_open(&stripe).await {
-                Ok(open) => rebuilt.ready.push(open),
-                Err(error) => {
-                    tracing::warn!(stripe = %id, %error, "open stripe left by a previous run not rebuilt yet");
-                    rebuilt.waiting.push(id);
-                }
-            }
-        }
-        rebuilt
-    }
-
-    /// Sends the rebuilt stripes to be sealed, forgets the gone ones and keeps the others in
-    /// `unrecovered` for a later `tick`. Returns how many were sent.
-    fn apply_rebuilt(&self, state: &mut PackerState, rebuilt: Rebuilt) -> usize {
-        state.registered.retain(|id| !rebuilt.gone.contains(id));
-        state.unrecovered.extend(rebuilt.waiting);
-        let sent = rebuilt.ready.len();
-        for open in rebuilt.ready {
-            self.send_to_seal(state, open);
-        }
-        sent
-    }
-
-    /// An open stripe's data units, rebuilt from the replicas on its nodes (any replica found on
-    /// any node; acknowledged ones are on every parity node).
-    async fn rebuild_open(&self, stripe: &StripeMeta) -> Result<OpenStripe, DataError> {
-        let code = self.io.code(&stripe.code)?;
-        let k = code.data_units();
-        let nodes = self.io.cluster().node_map().await?;
-        let mut units: Vec<BytesMut> = (0..k).map(|_| BytesMut::new()).collect();
-        let mut replicas: BTreeMap<u16, u16> = BTreeMap::new();
-        let parity_up =
-            stripe.placement[k..].iter().any(|node| nodes.get(node).is_some_and(|n| n.state == NodeState::Up));
-        if !parity_up && stripe.state == StripeState::Open {
-            return Err(DataError::Unavailable(format!("no parity node of open stripe {} is up", stripe.id)));
-        }
-        let open = stripe.state == StripeState::Open;
-        let mut lookups: FuturesUnordered<_> = stripe
-            .placement
-            .iter()
-            .filter_map(|node| nodes.get(node).filter(|n| n.state == NodeState::Up))
-            .map(|node| async move { (node.id, self.replicas_on(node, stripe.id).await) })
-            .collect();
-        let mut found: BTreeMap<u16, Vec<(NodeInfo, u64)>> = BTreeMap::new();
-        let mut objects: BTreeMap<u16, PackedObject> = BTreeMap::new();
-        while let Some((node_id, result)) = lookups.next().await {
-            match result {
-                Ok((node, listed)) => {
-                    for (seq, len, descriptor) in listed {
-                        found.entry(seq).or_default().push((node.clone(), len));
-                        if let Some(UnitDescriptor { holds: Holds::Replica { object }, .. }) =
-                            UnitDescriptor::decode(&descriptor)
-                        {
-                            objects.insert(seq, object);
-                        }
-                    }
-                }
-                // Every acknowledged replica is on every parity node: an Up parity node that did
-                // not answer may hold replicas no other node listed, and sealing without them
-                // would drop acknowledged objects (an empty list deletes the stripe's record).
-                Err(error) if open && stripe.placement[k..].contains(&node_id) => {
-                    return Err(DataError::Unavailable(format!(
-                        "open stripe {}: parity node {node_id} did not list its replicas ({error})",
-                        stripe.id
-                    )));
-                }
-                Err(_) => {}
-            }
-        }
-        drop(lookups);
-        for (seq, holders) in found {
-            let mut body = None;
-            for (node, len) in holders {
-                let Ok(client) = self.io.cluster().client(&node).await else { continue };
-                if let Ok((bytes, _)) = client.read_range(stripe.id.0, seq, 0, len).await {
-                    body = Some(bytes);
-                    break;
-                }
-            }
-            let Some(bytes) = body else {
-                if open {
-                    return Err(DataError::Unavailable(format!(
-                        "open stripe {}: replica {seq} is listed but no node could read it",
-                        stripe.id
-                    )));
-                }
-                continue;
-            };
-            let Some((header, object)) = ReplicaHeader::decode(&bytes) else {
-                tracing::warn!(stripe = %stripe.id, seq, "replica unit with a bad header ignored");
-                continue;
-            };
-            let unit = usize::from(header.unit);
-            if unit >= k || header.offset + header.length > stripe.unit_bytes {
-                tracing::warn!(stripe = %stripe.id, seq, "replica unit outside the stripe ignored");
-                continue;
-            }
-            let end = (header.offset + header.length) as usize;
-            if units[unit].len() < end {
-                units[unit].resize(end, 0);
-            }
-            units[unit][header.offset as usize..end].copy_from_slice(object);
-            replicas.insert(seq, header.unit);
-            // A replica written without a descriptor still gets its place described, unlabelled.
-            let unlabelled = PackedObject {
-                label: serde_json::Value::Null,
-                unit: header.unit,
-                offset_bytes: header.offset,
-                length_bytes: header.length,
-            };
-            objects.entry(seq).or_insert(unlabelled);
-        }
-        objects.retain(|seq, _| replicas.contains_key(seq));
-        Ok(OpenStripe {
-            stripe: stripe.clone(),
-            // Rebuilt only to be sealed: it takes no more appends.
-            usable: vec![false; k],
-            units,
-            replicas,
-            objects,
-            in_flight: Arc::new(RwLock::new(())),
-            opened_at: Instant::now(),
-        })
-    }
-
-    /// The replica units of `stripe` on `node`, with their lengths and descriptors.
-    async fn replicas_on(&self, node: &NodeInfo, stripe: StripeId) -> Result<(NodeInfo, Vec<Listed>), DataError> {
-        let client = self.io.cluster().client(node).await.map_err(|e| DataError::Unavailable(e.to_string()))?;
-        let mut after = (stripe.0, REPLICA_UNIT_BASE - 1);
-        let mut seqs = Vec::new();
-        // At most MAX_OBJECTS_PER_STRIPE replicas, each page at least one, so the pages are bounded.
-        for _page in 0..=usize::from(MAX_OBJECTS_PER_STRIPE) {
-            let listing = client
-                .list_units_with_descriptors(Some(after), LIST_PAGE)
-                .await
-                .map_err(|e| DataError::Unavailable(e.to_string()))?;
-            for unit in &listing.units {
-                if unit.stripe != stripe.0 {
-                    return Ok((node.clone(), seqs));
-                }
-                let seq =
-                    u16::try_from(unit.unit).map_err(|_| DataError::Internal("unit index over 16 bits".into()))?;
-                seqs.push((seq, unit.len, unit.descriptor.clone()));
-                after = (stripe.0, seq);
-            }
-            if !listing.truncated || listing.units.is_empty() {
-                return Ok((node.clone(), seqs));
-            }
-        }
-        Ok((node.clone(), seqs))
     }
 }
 

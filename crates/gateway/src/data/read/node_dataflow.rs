@@ -1,5 +1,5 @@
 //! Degraded reads rebuilt by the storage nodes (APLS, ECPipe, PPR, traditional; issue 32,
-//! docs/apls.md): the gateway turns the execution core's [`Dataflow`] into one session plan per
+//! docs/lab/apls.md): the gateway turns the execution core's [`Dataflow`] into one session plan per
 //! source node — per packet it sends, what is pushed into it, the codec's repair coefficient for its
 //! own packet, and where the sum goes — opens every session, and adds up the packets that come back.
 //! With `[data.reconstruct] kind = "apls"` a unit range that must be rebuilt goes this way first

@@ -1,4 +1,4 @@
-//! Segmented degraded reads (APLS's lists without node changes; issue 32, docs/apls.md): when a
+//! Segmented degraded reads (APLS's lists without node changes; issue 32, docs/lab/apls.md): when a
 //! unit range must be rebuilt (its unit is recorded missing or its node is not Up) and
 //! `[data.reconstruct] kind = "segmented"`, the range is split into q contiguous segments over the
 //! q survivors on Up nodes; segment j is decoded at the gateway from the k survivors of APLS's list
