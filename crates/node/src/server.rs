@@ -6,6 +6,7 @@
 //! costs disk time goes through the scheduler's queue) nor decide policy (a request's class is the
 //! caller's to choose).
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -117,6 +118,19 @@ impl NodeService {
             .max_decoding_message_size(crate::rpc::MAX_MESSAGE_BYTES)
             .max_encoding_message_size(crate::rpc::MAX_MESSAGE_BYTES);
         InterceptedService::new(server, SecretCheck::new(secret))
+    }
+
+    /// Runs one RPC's `work`, records its duration and outcome (`observe`) and answers with it:
+    /// every handler's frame, so none can forget its metric.
+    async fn observed<T>(
+        &self,
+        rpc: &'static str,
+        work: impl Future<Output = Result<T, Status>>,
+    ) -> Result<Response<T>, Status> {
+        let began = Instant::now();
+        let result = work.await;
+        self.observe(rpc, began, &result);
+        result.map(Response::new)
     }
 
     fn observe<T>(&self, rpc: &'static str, began: Instant, result: &Result<T, Status>) {
@@ -388,13 +402,10 @@ impl node_server::Node for NodeService {
         &self,
         request: Request<Streaming<proto::WriteUnitRequest>>,
     ) -> Result<Response<proto::WriteUnitResponse>, Status> {
-        let began = Instant::now();
-        let result = match request_class(&request) {
-            Ok(class) => self.write_unit_inner(class, request.into_inner()).await,
-            Err(status) => Err(status),
-        };
-        self.observe("write_unit", began, &result);
-        result.map(Response::new)
+        self.observed("write_unit", async {
+            self.write_unit_inner(request_class(&request)?, request.into_inner()).await
+        })
+        .await
     }
 
     type ReadRangeStream = ReadStream;
@@ -405,13 +416,10 @@ impl node_server::Node for NodeService {
     ) -> Result<Response<Self::ReadRangeStream>, Status> {
         // The handler waits for the queued task before answering: if the client resets the
         // stream meanwhile, this future is dropped and the scheduler cancels the task.
-        let began = Instant::now();
-        let result = match request_class(&request) {
-            Ok(class) => self.read_range_inner(class, request.into_inner()).await,
-            Err(status) => Err(status),
-        };
-        self.observe("read_range", began, &result);
-        result.map(Response::new)
+        self.observed("read_range", async {
+            self.read_range_inner(request_class(&request)?, request.into_inner()).await
+        })
+        .await
     }
 
     type ReadUnitsStream = ReadUnitsStream;
@@ -422,117 +430,97 @@ impl node_server::Node for NodeService {
     ) -> Result<Response<Self::ReadUnitsStream>, Status> {
         // As for read_range: the handler waits for the task, so a reset stream drops this future
         // and the scheduler cancels the task.
-        let began = Instant::now();
-        let result = match request_class(&request) {
-            Ok(class) => self.read_units_inner(class, request.into_inner()).await,
-            Err(status) => Err(status),
-        };
-        self.observe("read_units", began, &result);
-        result.map(Response::new)
+        self.observed("read_units", async {
+            self.read_units_inner(request_class(&request)?, request.into_inner()).await
+        })
+        .await
     }
 
     async fn delete_unit(
         &self,
         request: Request<proto::DeleteUnitRequest>,
     ) -> Result<Response<proto::DeleteUnitResponse>, Status> {
-        let began = Instant::now();
-        let request = request.into_inner();
-        let result = match unit_id(request.stripe, request.unit) {
-            Ok(unit) => {
-                let store = Arc::clone(self.scheduler.store());
-                let (generation, only_if_corrupt) = (request.if_generation, request.only_if_corrupt);
-                let answer = |outcome: ConditionalDelete| proto::DeleteUnitResponse {
-                    existed: outcome != ConditionalDelete::Absent,
-                    changed: outcome == ConditionalDelete::Changed,
-                };
-                blocking(move || match (generation, only_if_corrupt) {
-                    (0, false) => {
-                        store.delete(unit).map(|existed| proto::DeleteUnitResponse { existed, changed: false })
-                    }
-                    (0, true) => store.delete_if_corrupt(unit).map(answer),
-                    (generation, false) => store.delete_if_generation(unit, generation).map(answer),
-                    (_, true) => {
-                        Err(NodeError::InvalidArgument("if_generation and only_if_corrupt cannot be combined".into()))
-                    }
-                })
-                .await
-                .map_err(Status::from)
-            }
-            Err(status) => Err(status),
-        };
-        self.observe("delete_unit", began, &result);
-        result.map(Response::new)
+        self.observed("delete_unit", async {
+            let request = request.into_inner();
+            let unit = unit_id(request.stripe, request.unit)?;
+            let store = Arc::clone(self.scheduler.store());
+            let (generation, only_if_corrupt) = (request.if_generation, request.only_if_corrupt);
+            let answer = |outcome: ConditionalDelete| proto::DeleteUnitResponse {
+                existed: outcome != ConditionalDelete::Absent,
+                changed: outcome == ConditionalDelete::Changed,
+            };
+            blocking(move || match (generation, only_if_corrupt) {
+                (0, false) => store.delete(unit).map(|existed| proto::DeleteUnitResponse { existed, changed: false }),
+                (0, true) => store.delete_if_corrupt(unit).map(answer),
+                (generation, false) => store.delete_if_generation(unit, generation).map(answer),
+                (_, true) => {
+                    Err(NodeError::InvalidArgument("if_generation and only_if_corrupt cannot be combined".into()))
+                }
+            })
+            .await
+            .map_err(Status::from)
+        })
+        .await
     }
 
     async fn delete_units(
         &self,
         request: Request<proto::DeleteUnitsRequest>,
     ) -> Result<Response<proto::DeleteUnitsResponse>, Status> {
-        let began = Instant::now();
-        let request = request.into_inner();
-        let result = match units_of(request.stripe, &request.units) {
-            Ok(units) => {
-                let store = Arc::clone(self.scheduler.store());
-                blocking(move || store.delete_many(&units))
-                    .await
-                    .map(|existed| proto::DeleteUnitsResponse { existed: existed as u32 })
-                    .map_err(Status::from)
-            }
-            Err(status) => Err(status),
-        };
-        self.observe("delete_units", began, &result);
-        result.map(Response::new)
+        self.observed("delete_units", async {
+            let request = request.into_inner();
+            let units = units_of(request.stripe, &request.units)?;
+            let store = Arc::clone(self.scheduler.store());
+            blocking(move || store.delete_many(&units))
+                .await
+                .map(|existed| proto::DeleteUnitsResponse { existed: existed as u32 })
+                .map_err(Status::from)
+        })
+        .await
     }
 
     async fn probe(&self, _request: Request<proto::ProbeRequest>) -> Result<Response<proto::ProbeResponse>, Status> {
-        let began = Instant::now();
-        let queue = self.scheduler.queue_snapshot();
-        let (service_rate_bytes_per_s, overhead_us) = self.scheduler.estimated_rate();
-        let result = Ok(proto::ProbeResponse {
-            node_id: self.scheduler.node_id(),
-            queued_bytes: queue.queued_bytes,
-            queued_tasks: queue.queued_tasks,
-            in_service_bytes: queue.in_service_bytes,
-            in_service_tasks: queue.in_service_tasks,
-            service_rate_bytes_per_s,
-            overhead_us,
-            now_ns: self.scheduler.now_ns(),
-            egress_bytes_per_s: self.scheduler.egress().shape().bytes_per_s,
-            classes: self.scheduler.class_queues().into_iter().map(proto::ClassQueue::from).collect(),
-        });
-        self.observe("probe", began, &result);
-        result.map(Response::new)
+        self.observed("probe", async {
+            let queue = self.scheduler.queue_snapshot();
+            let (service_rate_bytes_per_s, overhead_us) = self.scheduler.estimated_rate();
+            Ok(proto::ProbeResponse {
+                node_id: self.scheduler.node_id(),
+                queued_bytes: queue.queued_bytes,
+                queued_tasks: queue.queued_tasks,
+                in_service_bytes: queue.in_service_bytes,
+                in_service_tasks: queue.in_service_tasks,
+                service_rate_bytes_per_s,
+                overhead_us,
+                now_ns: self.scheduler.now_ns(),
+                egress_bytes_per_s: self.scheduler.egress().shape().bytes_per_s,
+                classes: self.scheduler.class_queues().into_iter().map(proto::ClassQueue::from).collect(),
+            })
+        })
+        .await
     }
 
     async fn stats(&self, _request: Request<proto::StatsRequest>) -> Result<Response<proto::StatsResponse>, Status> {
-        let began = Instant::now();
-        let result = Ok(self.stats_inner());
-        self.observe("stats", began, &result);
-        result.map(Response::new)
+        self.observed("stats", async { Ok(self.stats_inner()) }).await
     }
 
     async fn list_units(
         &self,
         request: Request<proto::ListUnitsRequest>,
     ) -> Result<Response<proto::ListUnitsResponse>, Status> {
-        let began = Instant::now();
-        let request = request.into_inner();
-        let result = match request.after.map(|after| unit_id(after.stripe, after.unit)).transpose() {
-            Ok(after) => {
-                let store = Arc::clone(self.scheduler.store());
-                let reads_files = request.with_checksums || request.with_descriptors;
-                let page = list_page(&store, after, request.limit, (request.with_checksums, request.with_descriptors));
-                if reads_files {
-                    // Reads each unit's checksum table: off the runtime's threads.
-                    tokio::task::spawn_blocking(page).await.map_err(|e| Status::internal(e.to_string()))
-                } else {
-                    Ok(page())
-                }
+        self.observed("list_units", async {
+            let request = request.into_inner();
+            let after = request.after.map(|after| unit_id(after.stripe, after.unit)).transpose()?;
+            let store = Arc::clone(self.scheduler.store());
+            let reads_files = request.with_checksums || request.with_descriptors;
+            let page = list_page(&store, after, request.limit, (request.with_checksums, request.with_descriptors));
+            if reads_files {
+                // Reads each unit's checksum table: off the runtime's threads.
+                tokio::task::spawn_blocking(page).await.map_err(|e| Status::internal(e.to_string()))
+            } else {
+                Ok(page())
             }
-            Err(status) => Err(status),
-        };
-        self.observe("list_units", began, &result);
-        result.map(Response::new)
+        })
+        .await
     }
 
     type ReconstructStream = SessionStream;
@@ -541,78 +529,62 @@ impl node_server::Node for NodeService {
         &self,
         request: Request<proto::ReconstructRequest>,
     ) -> Result<Response<Self::ReconstructStream>, Status> {
-        let began = Instant::now();
-        let result = request_class(&request).and_then(|class| self.open_session(class, request.into_inner()));
-        self.observe("reconstruct", began, &result);
-        result.map(Response::new)
+        self.observed("reconstruct", async { self.open_session(request_class(&request)?, request.into_inner()) }).await
     }
 
     async fn push(&self, request: Request<proto::PushRequest>) -> Result<Response<proto::PushResponse>, Status> {
-        let began = Instant::now();
-        let result = self.push_inner(request.into_inner()).await;
-        self.observe("push", began, &result);
-        result.map(Response::new)
+        self.observed("push", self.push_inner(request.into_inner())).await
     }
 
     async fn set_service_model(
         &self,
         request: Request<proto::SetServiceModelRequest>,
     ) -> Result<Response<proto::SetServiceModelResponse>, Status> {
-        let began = Instant::now();
-        let result = match request.into_inner().model {
-            None => Err(Status::invalid_argument("model is required")),
-            Some(model) => self
-                .scheduler
-                .set_service_model(model.into())
-                .map(|model| proto::SetServiceModelResponse { model: Some(proto::ServiceModel::from(&model)) })
-                .map_err(Status::from),
-        };
-        self.observe("set_service_model", began, &result);
-        result.map(Response::new)
+        self.observed("set_service_model", async {
+            let model = request.into_inner().model.ok_or_else(|| Status::invalid_argument("model is required"))?;
+            let model = self.scheduler.set_service_model(model.into())?;
+            Ok(proto::SetServiceModelResponse { model: Some(proto::ServiceModel::from(&model)) })
+        })
+        .await
     }
 
     async fn set_class_scheduling(
         &self,
         request: Request<proto::SetClassSchedulingRequest>,
     ) -> Result<Response<proto::SetClassSchedulingResponse>, Status> {
-        let began = Instant::now();
-        let result = match request.into_inner().scheduling {
-            None => Err(Status::invalid_argument("scheduling is required")),
-            Some(scheduling) => ClassScheduling::try_from(scheduling)
-                .and_then(|scheduling| self.scheduler.set_class_scheduling(scheduling))
-                .map(|scheduling| proto::SetClassSchedulingResponse {
-                    scheduling: Some(proto::ClassScheduling::from(&scheduling)),
-                })
-                .map_err(Status::from),
-        };
-        self.observe("set_class_scheduling", began, &result);
-        result.map(Response::new)
+        self.observed("set_class_scheduling", async {
+            let scheduling =
+                request.into_inner().scheduling.ok_or_else(|| Status::invalid_argument("scheduling is required"))?;
+            let scheduling = self.scheduler.set_class_scheduling(ClassScheduling::try_from(scheduling)?)?;
+            Ok(proto::SetClassSchedulingResponse { scheduling: Some(proto::ClassScheduling::from(&scheduling)) })
+        })
+        .await
     }
 
     async fn identity(
         &self,
         request: Request<proto::IdentityRequest>,
     ) -> Result<Response<proto::IdentityResponse>, Status> {
-        let began = Instant::now();
-        let identity = Arc::clone(&self.identity);
-        let result = match request.into_inner().claim {
-            None => Ok(identity.current()),
-            Some(claim) => {
-                let claim = crate::identity::Claim {
-                    cluster_id: claim.cluster_id,
-                    node_id: claim.node_id,
-                    generation: claim.generation,
-                };
-                // A durable write (fsyncs): off the runtime's threads.
-                tokio::task::spawn_blocking(move || identity.claim(claim))
-                    .await
-                    .map_err(|e| Status::internal(e.to_string()))
-                    .and_then(|claimed| claimed.map_err(|e| Status::failed_precondition(e.to_string())))
-            }
-        }
-        .map(|current| identity_response(current, self.scheduler.node_id()));
-        self.observe("identity", began, &result);
-        result.map(Response::new)
+        self.observed("identity", async {
+            let identity = Arc::clone(&self.identity);
+            let current = match request.into_inner().claim {
+                None => identity.current(),
+                Some(claim) => {
+                    let claim = crate::identity::Claim {
+                        cluster_id: claim.cluster_id,
+                        node_id: claim.node_id,
+                        generation: claim.generation,
+                    };
+                    // A durable write (fsyncs): off the runtime's threads.
+                    tokio::task::spawn_blocking(move || identity.claim(claim))
+                        .await
+                        .map_err(|e| Status::internal(e.to_string()))?
+                        .map_err(|e| Status::failed_precondition(e.to_string()))?
+                }
+            };
+            Ok(identity_response(current, self.scheduler.node_id()))
+        })
+        .await
     }
 }
 

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use bytes::Bytes;
+use codec::ErasureCode;
 use meta::NodeState;
 use model::{DecodeAt, PlannedTask, Quorum, ReadPlan, ReconstructionTopology, TaskRole};
 use tokio::time::Instant;
@@ -109,11 +110,17 @@ pub(crate) fn served_bytes(
     for &task in tasks {
         answered[usize::from(plan.tasks[task].unit)] = bytes[task].as_ref();
     }
+    decoded_from(code, &answered, range.unit)
+}
+
+/// Unit `unit` decoded from the units `answered` holds, through the recovery set the code picks
+/// among them.
+fn decoded_from(code: &dyn ErasureCode, answered: &[Option<&Bytes>], unit: usize) -> Result<Bytes, DataError> {
     let present: Vec<bool> = answered.iter().map(Option::is_some).collect();
-    let sources = recovery_units(code, &present, range.unit)
-        .ok_or_else(|| DataError::Internal(format!("units {present:?} do not give unit {}", range.unit)))?;
+    let sources = recovery_units(code, &present, unit)
+        .ok_or_else(|| DataError::Internal(format!("units {present:?} do not give unit {unit}")))?;
     let buffers: Vec<Bytes> = sources.iter().map(|&s| answered[s].cloned().unwrap_or_default()).collect();
-    decode(code, range.unit, &sources, &buffers)
+    decode(code, unit, &sources, &buffers)
 }
 
 /// The range of every unit in `units` from a completed first-k-of-n `plan` over the row: each
@@ -133,17 +140,11 @@ pub(crate) fn served_units(
             answered[usize::from(task.unit)] = Some(delivered);
         }
     }
-    let present: Vec<bool> = answered.iter().map(Option::is_some).collect();
-    let decoded = units.clone().any(|unit| !present[unit]);
+    let decoded = units.clone().any(|unit| answered[unit].is_none());
     let served = units
         .map(|unit| match answered[unit] {
             Some(own) => Ok(own.clone()),
-            None => {
-                let sources = recovery_units(code, &present, unit)
-                    .ok_or_else(|| DataError::Internal(format!("units {present:?} do not give unit {unit}")))?;
-                let buffers: Vec<Bytes> = sources.iter().map(|&s| answered[s].cloned().unwrap_or_default()).collect();
-                decode(code, unit, &sources, &buffers)
-            }
+            None => decoded_from(code, &answered, unit),
         })
         .collect::<Result<Vec<Bytes>, DataError>>()?;
     Ok((served, decoded))
