@@ -1,7 +1,8 @@
 //! Segmented degraded reads on real storage nodes (`[data.reconstruct] kind = "segmented"`): with a
 //! node down, every object of RS(4,2) and RS(6,3) reads back identical, whole and ranged, with and
 //! without a controller; every survivor of a lost unit serves a part of it (the gateway decode
-//! would read k of them); LRC and admission pools keep the gateway decode.
+//! would read k of them), with or without an admission pool (each survivor's task then holds a slot);
+//! LRC keeps the gateway decode; a rebuild on the nodes beside an admission pool is refused.
 
 mod data_support;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use data_support::{TestCluster, pattern};
+use execution::AdmissionSettings;
 use gateway::data::read::controller::{Controller, ControllerConfig};
 use gateway::data::{DataConfig, ErasureData, ObjectData};
 use meta::Layout;
@@ -50,9 +52,10 @@ async fn reads_per_node(cluster: &TestCluster, nodes: usize, down: usize) -> BTr
     reads
 }
 
-async fn every_object_reads_back_with_a_node_down(code: &str, nodes: usize, k: usize) {
+async fn every_object_reads_back_with_a_node_down(code: &str, nodes: usize, k: usize, slots: Option<usize>) {
     let mut cluster = TestCluster::start(nodes, nodes).await;
-    let data = ErasureData::new(segmented(cluster.config(code)), Arc::clone(&cluster.meta)).await.unwrap();
+    let config = DataConfig { admission: AdmissionSettings { slots, ..Default::default() }, ..cluster.config(code) };
+    let data = ErasureData::new(segmented(config), Arc::clone(&cluster.meta)).await.unwrap();
     let sizes = [0, 1_000, 100_000, 250_001, 4 << 20, (5 << 20) + 12_345];
     let objects = write_objects(&data, &sizes).await;
     // The node of the 4 MiB object's first data unit dies: its unit must be rebuilt.
@@ -72,6 +75,11 @@ async fn every_object_reads_back_with_a_node_down(code: &str, nodes: usize, k: u
     }
     let degraded = data.io().counters().degraded_reads.load(Ordering::Relaxed);
     assert!(degraded > 0);
+    let rebuilt = data.io().counters().rebuilt_reads.load(Ordering::Relaxed);
+    assert!(rebuilt > 0, "{code}: the lost range was read segmented (slots {slots:?})");
+    if let Some(pool) = data.reads().pool() {
+        assert_eq!(pool.occupancy(), (0, 0, 0), "{code}: every slot the segmented read took was given back");
+    }
     assert_readable(&data, &objects, code).await;
     // Through a controller too: a lost unit is rebuilt segmented before any plan.
     let controller = Arc::new(Controller::new(&ControllerConfig::default(), code).unwrap());
@@ -82,12 +90,40 @@ async fn every_object_reads_back_with_a_node_down(code: &str, nodes: usize, k: u
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rs_4_2_objects_read_back_from_every_survivor() {
-    every_object_reads_back_with_a_node_down("rs-4-2", 7, 4).await;
+    every_object_reads_back_with_a_node_down("rs-4-2", 7, 4, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rs_6_3_objects_read_back_from_every_survivor() {
-    every_object_reads_back_with_a_node_down("rs-6-3", 9, 6).await;
+    every_object_reads_back_with_a_node_down("rs-6-3", 9, 6, None).await;
+}
+
+/// Three slots for eight survivors' tasks: they take turns, and the read is still segmented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rs_6_3_reads_segmented_through_an_admission_pool() {
+    every_object_reads_back_with_a_node_down("rs-6-3", 9, 6, Some(3)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rebuild_on_the_nodes_beside_an_admission_pool_is_refused_with_the_reason() {
+    let cluster = TestCluster::start(9, 9).await;
+    let bounded = AdmissionSettings { slots: Some(8), ..Default::default() };
+    for kind in [ReconstructKind::Apls, ReconstructKind::Auto] {
+        let config = DataConfig {
+            admission: bounded,
+            reconstruct: ReconstructSettings { kind, ..Default::default() },
+            ..cluster.config("rs-6-3")
+        };
+        let error = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap_err().to_string();
+        assert!(error.contains("admission"), "{kind:?} beside a pool refused, saying why: {error}");
+    }
+    // Started with a pool and the gateway decode, a switch to APLS is refused and changes nothing.
+    let config = DataConfig { admission: bounded, ..cluster.config("rs-6-3") };
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let apls = ReconstructSettings { kind: ReconstructKind::Apls, ..Default::default() };
+    assert!(data.io().set_reconstruct(apls).is_err());
+    assert_eq!(data.io().reconstruct().kind, ReconstructKind::Gateway);
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

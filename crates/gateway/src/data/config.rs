@@ -386,7 +386,7 @@ impl DataConfig {
         if self.cluster_secret.is_empty() {
             return bad("cluster_secret must be set".into());
         }
-        validate_reconstruct(&self.reconstruct)?;
+        validate_reconstruct(&self.reconstruct, self)?;
         self.ingress.validate().map_err(|why| DataError::Internal(format!("data config: ingress: {why}")))?;
         if self.admission.slots == Some(0) {
             return bad("admission.slots must be at least 1 (leave it out for no bound)".into());
@@ -504,9 +504,30 @@ impl DataConfig {
     }
 }
 
-/// Checks reconstruction settings the gateway can run.
-pub fn validate_reconstruct(settings: &ReconstructSettings) -> Result<(), DataError> {
-    settings.validate().map_err(|why| DataError::Internal(format!("data config: reconstruct: {why}")))
+/// Checks reconstruction settings the gateway can run beside the rest of `config`: a rebuild on the
+/// storage nodes needs nodes (not backend mode) and, for now, reads outside an admission pool (a
+/// dataflow's sessions need their slots all at once, which the pool does not grant yet), so such a
+/// combination is refused with the reason rather than switched off at read time.
+pub fn validate_reconstruct(settings: &ReconstructSettings, config: &DataConfig) -> Result<(), DataError> {
+    let bad = |why: String| Err(DataError::Internal(format!("data config: reconstruct: {why}")));
+    if let Err(why) = settings.validate() {
+        return bad(why);
+    }
+    if settings.kind != policy::reconstruct::ReconstructKind::Gateway && config.backend.is_some() {
+        return bad(format!(
+            "kind = {:?} rebuilds units on the storage nodes or reads them in segments from them, and backend \
+             mode has no storage nodes: use kind = \"gateway\"",
+            settings.kind
+        ));
+    }
+    if settings.kind.rebuilds_on_nodes() && config.admission.slots.is_some() {
+        return bad(format!(
+            "kind = {:?} rebuilds on the storage nodes, whose sessions an admission pool ([data.admission] slots) \
+             cannot admit yet: leave admission unbounded, or use kind = \"segmented\" or \"gateway\"",
+            settings.kind
+        ));
+    }
+    Ok(())
 }
 
 /// The `[controller.mover]` section of a gateway's configuration.
@@ -703,6 +724,42 @@ mod tests {
         }
         for good in [1, MAX_PARALLEL_STRIPE_WRITES] {
             assert!(DataConfig { max_parallel_stripe_writes: good, ..valid() }.validate().is_ok());
+        }
+    }
+
+    #[test]
+    fn a_reconstruction_the_gateway_cannot_run_beside_the_rest_is_refused() {
+        use policy::reconstruct::ReconstructKind;
+        let with = |kind, slots| DataConfig {
+            reconstruct: ReconstructSettings { kind, ..Default::default() },
+            admission: execution::AdmissionSettings { slots, ..Default::default() },
+            ..valid()
+        };
+        for kind in [ReconstructKind::Gateway, ReconstructKind::Segmented, ReconstructKind::Apls, ReconstructKind::Auto]
+        {
+            assert!(with(kind, None).validate().is_ok(), "{kind:?} without a pool");
+        }
+        assert!(with(ReconstructKind::Segmented, Some(4)).validate().is_ok(), "segmented reads take slots");
+        for kind in [ReconstructKind::Apls, ReconstructKind::Auto] {
+            let error = with(kind, Some(4)).validate().unwrap_err().to_string();
+            assert!(error.contains("admission pool"), "{kind:?} beside a pool: {error}");
+        }
+        let backend = BackendConfig {
+            endpoint: "http://127.0.0.1:9000".into(),
+            bucket: "b".into(),
+            access_key: "a".into(),
+            secret_key: "s".into(),
+            ..Default::default()
+        };
+        let in_backend_mode = |kind| DataConfig {
+            backend: Some(backend.clone()),
+            packed: PackedConfig { max_object_bytes: 0, ..Default::default() },
+            reconstruct: ReconstructSettings { kind, ..Default::default() },
+            ..valid()
+        };
+        for kind in [ReconstructKind::Segmented, ReconstructKind::Apls] {
+            let error = in_backend_mode(kind).validate().unwrap_err().to_string();
+            assert!(error.contains("backend"), "{kind:?} in backend mode: {error}");
         }
     }
 }

@@ -117,7 +117,7 @@ impl StripeIo {
     /// Switches how units that must be rebuilt are rebuilt (reads already under way keep theirs);
     /// bad settings change nothing.
     pub fn set_reconstruct(&self, settings: ReconstructSettings) -> Result<ReconstructSettings, DataError> {
-        crate::data::config::validate_reconstruct(&settings)?;
+        crate::data::config::validate_reconstruct(&settings, &self.config)?;
         tracing::info!(kind = ?settings.kind, "reconstruction switched");
         *crate::data::lock(&self.reconstruct) = settings.clone();
         Ok(settings)

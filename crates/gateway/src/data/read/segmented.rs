@@ -8,8 +8,8 @@
 //!
 //! Any failure (a survivor does not answer, a range is corrupt) gives up the segmented read and the
 //! caller reads as before (the robust read tries every decodable set). Only MDS codes (RS): an LRC
-//! unit's recovery sets are not any k of the others. Not with an admission pool (`[data.admission]`):
-//! its q merged tasks are not admitted one by one, so the pool's bound holds by reading as before.
+//! unit's recovery sets are not any k of the others. With an admission pool (`[data.admission]`)
+//! the read is one request of q tasks, each merged task holding a slot while it runs.
 //!
 //! Must not: decide whether a read is degraded (the read policy's and membership's), or read a
 //! unit that is recorded missing or on a node that is not Up.
@@ -38,13 +38,10 @@ fn applies_under(range: RangeRead<'_>, settings: &ReconstructSettings) -> bool {
 }
 
 /// Whether `range` must be rebuilt (its unit recorded missing or its node not Up) on nodes (not a
-/// backend), outside an admission pool: its several tasks are not admitted one by one, so with a
-/// pool the plan's read runs.
+/// backend, whose configuration refuses any other kind than the gateway decode).
 pub(crate) fn must_be_rebuilt(range: RangeRead<'_>) -> bool {
     let RangeRead { io, nodes, stripe, unit, .. } = range;
-    io.backend().is_none()
-        && range.admission.is_none()
-        && (stripe.is_missing(unit) || !is_up(nodes, stripe.placement[unit]))
+    io.backend().is_none() && (stripe.is_missing(unit) || !is_up(nodes, stripe.placement[unit]))
 }
 
 /// Whether an RS stripe has a survivor to spare for `range` (more than k usable): with no more than
@@ -163,8 +160,14 @@ impl SourceRead {
 
 async fn read(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<Bytes, DataError> {
     let (sources, flow) = plan(range, settings)?;
+    // One request of the read's pool, one task per source, each holding a slot while it reads.
+    let admitted = match range.admission {
+        Some(pool) => Some(pool.admit(sources.len()).await?),
+        None => None,
+    };
+    let admitted = admitted.as_ref();
     // One merged task per source: its runs of packets, as byte ranges of its unit.
-    let reads = sources.iter().zip(flow.local_reads()).map(|(&unit, packets)| {
+    let reads = sources.iter().zip(flow.local_reads()).enumerate().map(|(task, (&unit, packets))| {
         let runs = node::session::runs(&packets);
         let ranges: Vec<(u64, u64)> = runs
             .iter()
@@ -175,6 +178,10 @@ async fn read(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<By
             })
             .collect();
         async move {
+            let _slot = match admitted {
+                Some(plan) => Some(plan.slot(task).await?),
+                None => None,
+            };
             let unit = usize::from(unit);
             let bytes = range.io.read_unit_ranges(range.nodes, range.stripe, unit, &ranges).await?;
             Ok::<_, DataError>(SourceRead { unit, runs, bytes })
