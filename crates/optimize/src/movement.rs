@@ -132,15 +132,16 @@ impl MovementState {
 }
 
 /// Algorithm 1: over `candidates`, each block's chunks from the most loaded site down, every
-/// destination that holds no chunk of the block and that `open` admits (a site that is up); the
-/// move of the largest Δ if any is positive. Anytime: at most `max_evaluations` moves are scored
-/// (the best so far is returned).
+/// destination that holds no chunk of the block and that `allowed(block, from, to)` admits (a site
+/// that is up, where the caller's placement rules let the chunk go); the move of the largest Δ if
+/// any is positive. Anytime: at most `max_evaluations` moves are scored (the best so far is
+/// returned).
 pub fn select_move(
     state: &MovementState,
     candidates: &[usize],
     weights: MoveWeights,
     max_evaluations: usize,
-    open: &dyn Fn(usize) -> bool,
+    allowed: &dyn Fn(usize, usize, usize) -> bool,
 ) -> Option<Move> {
     let mut best: Option<Move> = None;
     let mut left = max_evaluations;
@@ -148,9 +149,9 @@ pub fn select_move(
         let sites = &state.blocks[block].sites;
         let mut sources = sites.clone();
         sources.sort_by(|&a, &b| state.loads[b].total_cmp(&state.loads[a]).then(a.cmp(&b)));
-        let destinations: Vec<usize> = (0..state.sites.len()).filter(|&d| !sites.contains(&d) && open(d)).collect();
+        let destinations: Vec<usize> = (0..state.sites.len()).filter(|&d| !sites.contains(&d)).collect();
         for &from in &sources {
-            for &to in &destinations {
+            for &to in destinations.iter().filter(|&&to| allowed(block, from, to)) {
                 if left == 0 {
                     return best;
                 }
@@ -189,7 +190,7 @@ mod tests {
         };
         assert!((state.access_gain(0, 0, 3) - 0.5).abs() < 1e-12);
         assert_eq!(state.access_gain(0, 0, 4), state.access_gain(0, 0, 3), "any of block 1's sites saves one");
-        let best = select_move(&state, &[0], MoveWeights::paper(1.0), 1000, &|_| true).expect("a positive move");
+        let best = select_move(&state, &[0], MoveWeights::paper(1.0), 1000, &|_, _, _| true).expect("a positive move");
         assert!(best.to >= 3 && (best.gain - 0.5).abs() < 1e-12, "{best:?}");
     }
 
@@ -201,9 +202,9 @@ mod tests {
         // Average 1.5: Ω(0) = 1, Ω(3) = 1/3; after the move ω = 2 and 2: Ω = 1/3 both.
         assert!((state.balance_gain(1.0, 0, 3) - (1.0 - 1.0 / 3.0)).abs() < 1e-12);
         assert!(state.balance_gain(1.0, 3, 0) < 0.0, "the other way unbalances");
-        let best = select_move(&state, &[0], MoveWeights { access: 1.0, balance: 1.0 }, 1000, &|_| true).unwrap();
+        let best = select_move(&state, &[0], MoveWeights { access: 1.0, balance: 1.0 }, 1000, &|_, _, _| true).unwrap();
         assert_eq!((best.from, best.to), (0, 3), "the most loaded chunk to the only free site");
-        let closed = select_move(&state, &[0], MoveWeights { access: 1.0, balance: 1.0 }, 1000, &|site| site != 3);
+        let closed = select_move(&state, &[0], MoveWeights { access: 1.0, balance: 1.0 }, 1000, &|_, _, to| to != 3);
         assert_eq!(closed, None, "no move to a site that is not open");
     }
 
@@ -214,13 +215,16 @@ mod tests {
             loads: vec![1.0; 5],
             blocks: vec![block(vec![0, 1, 2], Vec::new())],
         };
-        assert_eq!(select_move(&state, &[0], MoveWeights::paper(1.0), 1000, &|_| true), None);
+        assert_eq!(select_move(&state, &[0], MoveWeights::paper(1.0), 1000, &|_, _, _| true), None);
         let mut skewed = state.clone();
         skewed.loads = vec![5.0, 1.0, 1.0, 1.0, 1.0];
         skewed.blocks[0].chunk_load = 1.0;
-        assert!(select_move(&skewed, &[0], MoveWeights::paper(1.0), 0, &|_| true).is_none(), "no evaluation, no move");
         assert!(
-            select_move(&skewed, &[0], MoveWeights::paper(1.0), 1, &|_| true).is_some(),
+            select_move(&skewed, &[0], MoveWeights::paper(1.0), 0, &|_, _, _| true).is_none(),
+            "no evaluation, no move"
+        );
+        assert!(
+            select_move(&skewed, &[0], MoveWeights::paper(1.0), 1, &|_, _, _| true).is_some(),
             "the first is the hot chunk"
         );
     }

@@ -20,6 +20,37 @@ use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
+/// Where a moved unit may go among racks, so a move keeps what placement promised: the executor
+/// derives it from its placement (the mover's statistics know nothing of racks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RackRule {
+    /// Any node (placement made no promise about racks).
+    Free,
+    /// Never more of a stripe's units in one rack than before the move (rack-aware placement: one
+    /// unit per rack stays one unit per rack).
+    Spread,
+    /// Only within the unit's own rack (a placement that chose each stripe's racks, as JLWO's
+    /// matching does, whose per-rack read shares then still apply).
+    Stay,
+}
+
+impl RackRule {
+    /// Whether moving the unit on `from` of a stripe on `nodes` to `to` keeps the rule.
+    pub fn allows(self, view: &dyn ClusterView, nodes: &[NodeId], from: NodeId, to: NodeId) -> bool {
+        let rack = |node: NodeId| view.node_rack(node);
+        match self {
+            RackRule::Free => true,
+            RackRule::Stay => rack(to) == rack(from),
+            RackRule::Spread => {
+                let in_rack =
+                    |r: u16, skip: Option<NodeId>| nodes.iter().filter(|&&n| Some(n) != skip && rack(n) == r).count();
+                let most_before = nodes.iter().map(|&n| in_rack(rack(n), None)).max().unwrap_or(0);
+                in_rack(rack(to), Some(from)) < most_before
+            }
+        }
+    }
+}
+
 /// The mover's settings (a field left out of a config takes its default).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -155,13 +186,14 @@ impl Mover {
     /// Algorithm 1 over candidates drawn from the window: the move of the largest positive Δ, if
     /// any. `sites` are the cost table by node (o_j in ns, m_j in ns per byte); `unit_bytes` gives
     /// a stripe's unit size; blocks with a unit on a node the view knows is down are left to repair,
-    /// and no unit moves to such a node.
+    /// no unit moves to such a node, and none breaks `racks`.
     pub fn propose(
         &self,
         view: &dyn ClusterView,
         sites: &[SiteCost],
         unit_bytes: &dyn Fn(StripeId) -> u64,
         now_ns: u64,
+        racks: RackRule,
         rng: &mut dyn RngCore,
     ) -> Option<ProposedMove> {
         let node_count = view.placement().node_count() as usize;
@@ -185,8 +217,12 @@ impl Mover {
             access: self.settings.access_weight,
             balance: self.settings.balance_weight_per_overhead * average_overhead,
         };
-        let open = |site: usize| !view.node_unavailable(NodeId(site as u32));
-        let chosen = movement::select_move(&state, &indices, weights, self.settings.max_evaluations, &open)?;
+        let allowed = |block: usize, from: usize, to: usize| {
+            let (from, to) = (NodeId(from as u32), NodeId(to as u32));
+            let stripe = candidates[indices.iter().position(|&i| i == block).expect("only candidates are scored")];
+            !view.node_unavailable(to) && racks.allows(view, view.placement().stripe_nodes(stripe), from, to)
+        };
+        let chosen = movement::select_move(&state, &indices, weights, self.settings.max_evaluations, &allowed)?;
         let stripe = candidates[indices.iter().position(|&i| i == chosen.block).expect("a candidate")];
         let nodes = view.placement().stripe_nodes(stripe);
         let unit = nodes.iter().position(|n| n.index() == chosen.from).expect("the source holds a unit") as u8;

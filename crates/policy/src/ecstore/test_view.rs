@@ -14,6 +14,8 @@ pub(super) struct TestView {
     pub layout: CodeLayout,
     pub queues: Vec<u64>,
     pub down: Vec<bool>,
+    /// Each node's rack (all 0 unless a test says otherwise).
+    pub racks: Vec<u16>,
     pub probes: u32,
     rate_bytes_per_s: f64,
     overhead_ns: u64,
@@ -29,6 +31,7 @@ impl TestView {
             layout: CodeLayout::new(RS22).unwrap(),
             queues: vec![0; node_count as usize],
             down: vec![false; node_count as usize],
+            racks: vec![0; node_count as usize],
             probes: 0,
             rate_bytes_per_s,
             overhead_ns,
@@ -39,6 +42,9 @@ impl TestView {
 impl ClusterView for TestView {
     fn placement(&self) -> &Placement {
         &self.placement
+    }
+    fn node_rack(&self, node: NodeId) -> u16 {
+        self.racks[node.index()]
     }
     fn layout(&self) -> &CodeLayout {
         &self.layout

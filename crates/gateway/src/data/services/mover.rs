@@ -183,7 +183,7 @@ impl MoverService {
             return None;
         }
         let nodes = self.io.cluster().node_map().await.ok()?;
-        let moved = self.controller.propose_move(&nodes)?;
+        let moved = self.controller.propose_move(&nodes, self.io.config().rack_aware)?;
         match self.copy(&moved).await {
             Ok(copied) => match self.switch(copied).await {
                 Ok(()) => Some(moved.unit_bytes),

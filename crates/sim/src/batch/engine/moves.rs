@@ -34,7 +34,9 @@ impl BatchEngine<'_> {
         let view = View::new(&self.placement, &self.layout, self.setup, &self.nodes, self.now_ns);
         let unit_bytes = |stripe: model::StripeId| self.setup.unit_bytes[stripe.index()];
         let sites = self.policy.site_costs();
-        let Some(proposal) = mover.propose(&view, sites, &unit_bytes, self.now_ns, &mut self.mover_rng) else {
+        // The batch simulator's nodes have no racks.
+        let racks = policy::ecstore::mover::RackRule::Free;
+        let Some(proposal) = mover.propose(&view, sites, &unit_bytes, self.now_ns, racks, &mut self.mover_rng) else {
             return;
         };
         self.active_move = Some((proposal, self.now_ns));

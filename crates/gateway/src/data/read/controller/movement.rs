@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 
 use meta::{NodeId as StoreNodeId, StripeId as StoreStripeId};
 use model::{MoveRecord, NEVER, NodeId as PolicyNodeId, StripeId as PolicyStripeId};
+use policy::ecstore::mover::RackRule;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -57,16 +58,25 @@ impl Controller {
 
     /// Algorithm 1's move over the statistics gathered so far, if one gains anything; `None` also
     /// before any batch was planned (no cost table, no co-access). Nodes not Up in `nodes` are
-    /// neither left nor chosen.
-    pub fn propose_move(&self, nodes: &NodeMap) -> Option<StoreMove> {
+    /// neither left nor chosen, and the move keeps racks as placement promised: within its rack
+    /// when the running policy places stripes on racks of its choosing (JLWO), one unit per rack
+    /// when `rack_aware`, anywhere otherwise.
+    pub fn propose_move(&self, nodes: &NodeMap, rack_aware: bool) -> Option<StoreMove> {
         let now_ns = self.now_ns();
         let mut state = self.lock();
         let state = &mut *state;
+        let policy_places_racks =
+            (0..node::MAX_CLASSES as u8).any(|class| state.policy.new_stripe_racks(class).is_some());
+        let racks = match (policy_places_racks, rack_aware) {
+            (true, _) => RackRule::Stay,
+            (false, true) => RackRule::Spread,
+            (false, false) => RackRule::Free,
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(rand::RngCore::next_u64(&mut state.rng));
         let view = LiveView::of_batches(&state.catalog, &[], self.frontend_count, nodes);
         let by_dense = &state.catalog.by_dense;
         let unit_bytes = |stripe: PolicyStripeId| by_dense.get(stripe.index()).map_or(0, |&(_, bytes)| bytes);
-        let proposal = state.mover.propose(&view, state.access.site_costs(), &unit_bytes, now_ns, &mut rng)?;
+        let proposal = state.mover.propose(&view, state.access.site_costs(), &unit_bytes, now_ns, racks, &mut rng)?;
         let (store_stripe, bytes) = *by_dense.get(proposal.stripe.index())?;
         Some(StoreMove {
             stripe: StoreStripeId(store_stripe),
