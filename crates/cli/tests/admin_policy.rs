@@ -39,7 +39,7 @@ fn take_records(gateway_http: &str, secret: &str) -> (u16, Vec<model::Record>) {
         .config()
         .http_status_as_error(false)
         .build()
-        .header(gateway::process::SECRET_HEADER, secret)
+        .header(gateway::admin_secret::SECRET_HEADER, secret)
         .send_empty()
         .unwrap();
     let status = response.status().as_u16();

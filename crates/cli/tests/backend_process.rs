@@ -133,7 +133,7 @@ prefix = "front/"
         .config()
         .http_status_as_error(false)
         .build()
-        .header(gateway::process::SECRET_HEADER, "no-nodes-here")
+        .header(gateway::admin_secret::SECRET_HEADER, "no-nodes-here")
         .send(r#"{"policy": "lmlf-pw2"}"#)
         .unwrap();
     assert_eq!(refused.status().as_u16(), 400, "a probing policy is refused over a backend");

@@ -7,11 +7,9 @@
 //! Must not: handle S3 requests or move data itself; it wires the layers that do and stops them in
 //! order (S3 first, so no request is cut off mid-write; then background services).
 
-pub use crate::admin_routes::{DROPPED_HEADER, REFRESH_PROBES_HEADER, SEAL_NOW_TIMEOUT};
 use crate::admin_routes::{
     access_routes, admin_routes, bucket_routes, ingress_routes, locate_routes, mover_routes, reconstruct_routes,
 };
-pub use crate::admin_secret::SECRET_HEADER;
 use crate::class_admin::ClassAdmin;
 use crate::classes::{ClassTable, ClassesConfig, ClassesReport};
 use crate::data::cluster::membership::BackgroundTask;

@@ -12,8 +12,9 @@ use std::time::Duration;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use data_support::{SECRET, TestCluster};
+use gateway::admin_secret::SECRET_HEADER;
 use gateway::classes::{ClassSpec, ClassesConfig, Scheduling};
-use gateway::process::{Credential, GatewayConfig, RunningGateway, SECRET_HEADER};
+use gateway::process::{Credential, GatewayConfig, RunningGateway};
 use s3_common::{client_with, failure, pattern, raw_request};
 
 type Client = aws_sdk_s3::Client;

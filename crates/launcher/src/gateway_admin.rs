@@ -12,8 +12,9 @@
 //! reason) or interpret records (the caller renames and summarises them).
 
 use anyhow::{Context, bail};
+use gateway::admin_routes::{DROPPED_HEADER, REFRESH_PROBES_HEADER};
+use gateway::admin_secret::SECRET_HEADER;
 use gateway::data::read::controller::PolicyState;
-use gateway::process::{DROPPED_HEADER, REFRESH_PROBES_HEADER, SECRET_HEADER};
 use model::{BatchRecord, MoveRecord, Record};
 use policy::ecstore::access::AccessSettings;
 use policy::{PolicyKind, PolicySettings};

@@ -217,13 +217,14 @@ impl Mover {
             access: self.settings.access_weight,
             balance: self.settings.balance_weight_per_overhead * average_overhead,
         };
+        // The candidate stripe of a block of the movement state (only candidates are scored).
+        let stripe_of = |block: usize| candidates[indices.iter().position(|&i| i == block).expect("a candidate")];
         let allowed = |block: usize, from: usize, to: usize| {
             let (from, to) = (NodeId(from as u32), NodeId(to as u32));
-            let stripe = candidates[indices.iter().position(|&i| i == block).expect("only candidates are scored")];
-            !view.node_unavailable(to) && racks.allows(view, view.placement().stripe_nodes(stripe), from, to)
+            !view.node_unavailable(to) && racks.allows(view, view.placement().stripe_nodes(stripe_of(block)), from, to)
         };
         let chosen = movement::select_move(&state, &indices, weights, self.settings.max_evaluations, &allowed)?;
-        let stripe = candidates[indices.iter().position(|&i| i == chosen.block).expect("a candidate")];
+        let stripe = stripe_of(chosen.block);
         let nodes = view.placement().stripe_nodes(stripe);
         let unit = nodes.iter().position(|n| n.index() == chosen.from).expect("the source holds a unit") as u8;
         Some(ProposedMove {
