@@ -17,9 +17,11 @@ pub mod ecstore;
 pub mod fec;
 pub mod load_window;
 pub mod placement;
+pub mod profile;
 pub mod read;
 pub mod reconstruct;
 
+pub use profile::{Profile, build_planner};
 pub use read::{BuildError, FecSettings, FrontendSetup, MarginalLoad, PolicyKind, PolicySettings, build_read_policy};
 
 use model::{CodeLayout, NodeId, Placement, QueueState, ReadPlan, ReadRequest, RequestRecord, StripeId, TaskRecord};

@@ -17,7 +17,7 @@ use model::{NodeId, ReconstructionTopology};
 use serde::{Deserialize, Serialize};
 
 /// Which reconstruction to use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReconstructKind {
     /// k sources to the gateway, which decodes (lowtail's degraded read).

@@ -45,17 +45,33 @@ impl Drop for Up {
     }
 }
 
-/// Starts `lowtail up --dir DIR` with `args` in front, output discarded (the nodes log under DIR).
+/// Where `lowtail up --dir DIR` writes its own stderr in these tests: beside DIR, not in it (the
+/// nodes log under DIR), so that a start that fails says why.
+pub fn up_stderr_path(dir: &Path) -> std::path::PathBuf {
+    let name = dir.file_name().map_or_else(|| "cluster".into(), |name| name.to_string_lossy().into_owned());
+    dir.with_file_name(format!("{name}.up-stderr.log"))
+}
+
+/// Starts `lowtail up --dir DIR` with `args` in front, stdout discarded, stderr kept at
+/// [`up_stderr_path`].
 pub fn start_up_with(dir: &Path, args: &[&str]) -> Up {
+    let stderr = std::fs::File::create(up_stderr_path(dir)).expect("the up log is writable");
     Up(Command::new(env!("CARGO_BIN_EXE_lowtail"))
         .arg("up")
         .args(args)
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("lowtail runs"))
+}
+
+/// The last lines of what `lowtail up --dir DIR` wrote to stderr, for a failure message.
+pub fn up_stderr_tail(dir: &Path) -> String {
+    let text = std::fs::read_to_string(up_stderr_path(dir)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 /// `lowtail up` with 9 nodes, RS(6,3), S3 on a free loopback port.
@@ -67,7 +83,9 @@ pub fn start_up(dir: &Path) -> Up {
 pub fn wait_for_manifest(dir: &Path, up: &mut Child) -> Manifest {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        assert!(up.try_wait().unwrap().is_none(), "lowtail up exited while starting");
+        if let Some(status) = up.try_wait().unwrap() {
+            panic!("lowtail up exited while starting ({status}); its stderr ends:\n{}", up_stderr_tail(dir));
+        }
         if let Some(manifest) = Manifest::read_served_by(&dir.join("cluster.json"), up.id()) {
             return manifest;
         }

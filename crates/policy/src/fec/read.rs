@@ -23,9 +23,22 @@ pub enum AckAt {
     /// k: decodable, no loss survived yet.
     K,
     /// k + 1 (at most n): one loss survived.
+    #[serde(alias = "k+1")]
     KPlusOne,
     /// All n.
+    #[serde(alias = "all")]
     AllN,
+}
+
+impl AckAt {
+    /// The rule's name as a bucket's write acknowledgement spells it: `k`, `k+1` or `all`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AckAt::K => "k",
+            AckAt::KPlusOne => "k+1",
+            AckAt::AllN => "all",
+        }
+    }
 }
 
 /// What a write's units not needed for its acknowledgement do.

@@ -84,7 +84,7 @@ impl FecSettings {
     }
 
     /// The one-class read policy `kind` for `frontend`.
-    pub(super) fn build(&self, kind: PolicyKind, frontend: &FrontendSetup<'_>) -> Result<FecRead, BuildError> {
+    pub(crate) fn build(&self, kind: PolicyKind, frontend: &FrontendSetup<'_>) -> Result<FecRead, BuildError> {
         self.validate()?;
         let spec = frontend.layout.spec();
         if !matches!(spec, CodeSpec::Rs { .. }) {

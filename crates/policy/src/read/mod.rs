@@ -311,6 +311,9 @@ pub enum BuildError {
     /// The `hedged` policy's settings are out of range.
     #[error("hedged settings: {0}")]
     Hedged(String),
+    /// Layers of a profile that do not compose (the profile's check says why, before building).
+    #[error("profile: {0}")]
+    Composition(String),
     /// The code-length policy refused its classes.
     #[error(transparent)]
     CodeLength(#[from] CodeLengthError),
@@ -353,4 +356,4 @@ pub fn build_read_policy(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

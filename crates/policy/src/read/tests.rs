@@ -17,23 +17,23 @@ fn build(kind: PolicyKind, settings: &PolicySettings) -> Box<dyn ReadPolicy + Se
     build_read_policy(kind, settings, &frontend).unwrap()
 }
 
-struct FakeView {
-    placement: Placement,
+pub(crate) struct FakeView {
+    pub(crate) placement: Placement,
     layout: CodeLayout,
-    queues: Vec<u64>,
+    pub(crate) queues: Vec<u64>,
     /// Tasks behind each node's queued bytes.
     tasks: Vec<u32>,
     /// Per-task overhead of every node.
     overhead_ns: u64,
     /// Service rate of each node.
     rates_bytes_per_s: Vec<f64>,
-    probes: u32,
+    pub(crate) probes: u32,
     /// Nodes the executor knows unavailable.
     down: Vec<bool>,
 }
 
 impl FakeView {
-    fn new(spec: CodeSpec) -> FakeView {
+    pub(crate) fn new(spec: CodeSpec) -> FakeView {
         let placement = placement::balanced_random(spec, 20, 4, &mut ChaCha8Rng::seed_from_u64(1)).unwrap();
         FakeView {
             placement,
@@ -47,7 +47,7 @@ impl FakeView {
         }
     }
 
-    fn node_of_partition(&self, partition: u32, unit: u8) -> NodeId {
+    pub(crate) fn node_of_partition(&self, partition: u32, unit: u8) -> NodeId {
         let location = self.placement.locate(PartitionId(partition));
         self.placement.node_of(location.stripe, unit)
     }
@@ -81,7 +81,7 @@ impl ClusterView for FakeView {
     }
 }
 
-fn request(partition: u32, length: u64) -> ReadRequest {
+pub(crate) fn request(partition: u32, length: u64) -> ReadRequest {
     ReadRequest {
         id: RequestId(1),
         object: ObjectId(9),
@@ -103,8 +103,8 @@ fn reads_degraded(kind: PolicyKind, settings: &PolicySettings, view: &mut FakeVi
     policy.plan(view, 0, &request(0, 1000), &mut rng).is_proactive_degraded()
 }
 
-const RS: CodeSpec = CodeSpec::Rs { k: 6, m: 3 };
-const LRC: CodeSpec = CodeSpec::Lrc { k: 6, l: 2, r: 2 };
+pub(crate) const RS: CodeSpec = CodeSpec::Rs { k: 6, m: 3 };
+pub(crate) const LRC: CodeSpec = CodeSpec::Lrc { k: 6, l: 2, r: 2 };
 
 #[test]
 fn names_round_trip() {
@@ -487,9 +487,9 @@ fn opt_lazy_demand_is_a_rate_so_the_table_does_not_depend_on_the_period() {
 }
 
 /// A view that records which nodes are probed, in order.
-struct RecordingView {
-    inner: FakeView,
-    probed: Vec<NodeId>,
+pub(crate) struct RecordingView {
+    pub(crate) inner: FakeView,
+    pub(crate) probed: Vec<NodeId>,
 }
 
 impl ClusterView for RecordingView {
