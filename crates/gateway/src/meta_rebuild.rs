@@ -641,6 +641,7 @@ async fn ensure_bucket(target: &dyn MetaStore, name: &str, created_ms: u64) -> R
         owner: None,
         write_ack: Default::default(),
         class: None,
+        profile: None,
     };
     match target.create_bucket(bucket).await {
         Ok(()) | Err(MetaError::BucketAlreadyExists(_)) => Ok(()),

@@ -47,6 +47,7 @@ async fn create_bucket(meta: &dyn MetaStore) {
         owner: None,
         write_ack: meta::WriteAck::All,
         class: None,
+        profile: None,
     };
     meta.create_bucket(bucket).await.unwrap();
 }

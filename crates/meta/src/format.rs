@@ -19,6 +19,7 @@
 //! | `part/<bucket>/<upload id>/<part: 5 digits>` | `PartMeta` |
 //! | `config/<name>` | config value (JSON string) |
 //! | `access-key/<access key>` | `AccessKeyClass` |
+//! | `profile/<name>` | `StoredProfile` |
 //! | `counter/<name>` | last id handed out (redb only; etcd uses its revision) |
 //!
 //! Bucket names cannot contain `/`, so `object/<bucket>/` is a prefix of exactly that bucket's objects, and
@@ -180,6 +181,16 @@ pub fn access_key_key(access_key: &str) -> Vec<u8> {
 /// Prefix of every access key's class entitlement.
 pub fn access_key_prefix() -> Vec<u8> {
     b"access-key/".to_vec()
+}
+
+/// Key of a named profile.
+pub fn profile_key(name: &str) -> Vec<u8> {
+    format!("profile/{name}").into_bytes()
+}
+
+/// Prefix of every named profile.
+pub fn profile_prefix() -> Vec<u8> {
+    b"profile/".to_vec()
 }
 
 /// Key of a config entry.

@@ -15,7 +15,7 @@ use crate::listing;
 use crate::store::MetaStore;
 use crate::types::{
     AccessKeyClass, BucketMeta, CompletedPart, Layout, Lease, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo,
-    NodeState, ObjectListing, ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta, WriteAck,
+    NodeState, ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId, StripeMeta, UploadMeta, WriteAck,
 };
 use crate::validate;
 
@@ -177,6 +177,22 @@ impl<B: Backend> MetaStore for KvStore<B> {
         txn!(self.backend, write, (name, class), |kv| {
             let mut bucket = require_bucket(kv, &name).await?;
             bucket.class = class;
+            put_record(kv, format::bucket_key(&name), &bucket)?;
+            Ok(bucket)
+        })
+    }
+
+    async fn set_bucket_profile(&self, name: &str, profile: Option<&str>) -> Result<BucketMeta> {
+        profile.map_or(Ok(()), validate::profile_name)?;
+        let (name, profile) = (name.to_string(), profile.map(str::to_string));
+        txn!(self.backend, write, (name, profile), |kv| {
+            let mut bucket = require_bucket(kv, &name).await?;
+            if let Some(profile) = &profile
+                && get_record::<StoredProfile>(kv, &format::profile_key(profile)).await?.is_none()
+            {
+                return Err(MetaError::InvalidArgument(format!("no profile {profile:?}: set it first")));
+            }
+            bucket.profile = profile.clone();
             put_record(kv, format::bucket_key(&name), &bucket)?;
             Ok(bucket)
         })
@@ -560,6 +576,34 @@ impl<B: Backend> MetaStore for KvStore<B> {
         txn!(self.backend, read, (), |kv| {
             let (start, end) = range_of(&format::access_key_prefix());
             scan_all(kv, start, &end).await
+        })
+    }
+
+    async fn put_profile(&self, profile: StoredProfile) -> Result<()> {
+        validate::profile_name(&profile.name)?;
+        txn!(self.backend, write, (profile), |kv| put_record(kv, format::profile_key(&profile.name), &profile))
+    }
+
+    async fn list_profiles(&self) -> Result<Vec<StoredProfile>> {
+        txn!(self.backend, read, (), |kv| {
+            let (start, end) = range_of(&format::profile_prefix());
+            scan_all(kv, start, &end).await
+        })
+    }
+
+    async fn delete_profile(&self, name: &str) -> Result<()> {
+        validate::profile_name(name)?;
+        let name = name.to_string();
+        txn!(self.backend, write, (name), |kv| {
+            let (start, end) = range_of(&format::bucket_prefix());
+            let buckets: Vec<BucketMeta> = scan_all(kv, start, &end).await?;
+            if let Some(bucket) = buckets.iter().find(|bucket| bucket.profile.as_deref() == Some(name.as_str())) {
+                return Err(MetaError::InvalidArgument(format!(
+                    "profile {name:?} serves bucket {:?}: name another profile there first",
+                    bucket.name
+                )));
+            }
+            kv.delete(format::profile_key(&name))
         })
     }
 

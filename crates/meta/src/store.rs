@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::types::{
     AccessKeyClass, BucketMeta, CompletedPart, Layout, Lease, MultipartCompletion, NodeId, NodeInfo, NodeState,
-    ObjectListing, ObjectMeta, PartMeta, StripeId, StripeMeta, UploadMeta, WriteAck,
+    ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId, StripeMeta, UploadMeta, WriteAck,
 };
 
 /// Cluster metadata. Every mutating call is one atomic, durable transaction: it either happens entirely
@@ -28,6 +28,10 @@ pub trait MetaStore: Send + Sync {
     /// returns the bucket as stored; `NoSuchBucket` if absent, `InvalidArgument` for a class outside
     /// `1..=validate::MAX_CLASS`.
     async fn set_bucket_class(&self, name: &str, class: Option<u8>) -> Result<BucketMeta>;
+    /// Names the profile that serves bucket `name`'s requests, or clears it (`None`: the cluster's
+    /// default), and returns the bucket as stored; `NoSuchBucket` if absent, `InvalidArgument` for
+    /// a profile not stored (checked atomically with the change).
+    async fn set_bucket_profile(&self, name: &str, profile: Option<&str>) -> Result<BucketMeta>;
     /// All buckets, sorted by name.
     async fn list_buckets(&self) -> Result<Vec<BucketMeta>>;
     /// Deletes a bucket; `BucketNotEmpty` if it holds any object or multipart upload (checked atomically
@@ -132,6 +136,16 @@ pub trait MetaStore: Send + Sync {
     async fn get_access_key_class(&self, access_key: &str) -> Result<Option<u8>>;
     /// Every stored class entitlement, sorted by access key.
     async fn list_access_key_classes(&self) -> Result<Vec<AccessKeyClass>>;
+
+    // ---- profiles ----
+
+    /// Stores a named profile, replacing one of that name.
+    async fn put_profile(&self, profile: StoredProfile) -> Result<()>;
+    /// Every stored profile, sorted by name.
+    async fn list_profiles(&self) -> Result<Vec<StoredProfile>>;
+    /// Deletes a named profile; `InvalidArgument` while a bucket names it (checked atomically), and
+    /// nothing changes for one not stored.
+    async fn delete_profile(&self, name: &str) -> Result<()>;
 
     // ---- config ----
 

@@ -49,6 +49,21 @@ pub struct BucketMeta {
     /// not lower its requests' class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<u8>,
+    /// The profile (a [`StoredProfile`]'s name) whose layers serve the bucket's requests, set with
+    /// `lowtail admin bucket profile`; `None`: the cluster's default profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+}
+
+/// A named profile as the metadata store keeps it (`lowtail admin profile set`): one policy per
+/// layer of the request path, as JSON the gateway parses and checks before storing it (the
+/// metadata store does not know the layers; it keeps every gateway serving a bucket alike).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredProfile {
+    /// The profile's name.
+    pub name: String,
+    /// Its layers, a JSON object.
+    pub layers: String,
 }
 
 /// An access key's latency class entitlement as the metadata store keeps it (`lowtail admin class

@@ -31,6 +31,20 @@ pub fn class(class: u8) -> Result<()> {
     Ok(())
 }
 
+/// The longest profile name.
+pub const MAX_PROFILE_NAME_BYTES: usize = 63;
+
+/// Checks a profile name: 1 to `MAX_PROFILE_NAME_BYTES` of lowercase letters, digits, `-` and `_`.
+pub fn profile_name(name: &str) -> Result<()> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_';
+    if name.is_empty() || name.len() > MAX_PROFILE_NAME_BYTES || !name.chars().all(allowed) {
+        return Err(MetaError::InvalidArgument(format!(
+            "profile name {name:?} must be 1 to {MAX_PROFILE_NAME_BYTES} lowercase letters, digits, '-' or '_'"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks an access key: 1 to `MAX_ACCESS_KEY_BYTES` visible ASCII characters (no spaces, no
 /// controls), as S3 access key ids are.
 pub fn access_key(access_key: &str) -> Result<()> {

@@ -239,6 +239,7 @@ mod tests {
                 owner: None,
                 write_ack: meta::WriteAck::All,
                 class: None,
+                profile: None,
             })
             .await
             .unwrap();

@@ -86,6 +86,7 @@ pub async fn create_bucket(
         owner: requester.clone(),
         write_ack: meta::WriteAck::All,
         class: None,
+        profile: None,
     };
     match service.meta.create_bucket(bucket).await {
         Ok(()) => {}

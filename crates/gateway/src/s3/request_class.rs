@@ -135,6 +135,7 @@ mod tests {
             owner: None,
             write_ack: meta::WriteAck::All,
             class,
+            profile: None,
         };
         meta.create_bucket(bucket("plain", None)).await.unwrap();
         meta.create_bucket(bucket("slow", Some(2))).await.unwrap();

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use meta::{
     AccessKeyClass, BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, Lease, ListObjectsQuery,
-    MetaError, MetaStore, NodeId, NodeInfo, NodeState, ObjectMeta, PartMeta, StripeId, StripeMeta, StripeSegment,
-    StripeState, UploadMeta, WriteAck,
+    MetaError, MetaStore, NodeId, NodeInfo, NodeState, ObjectMeta, PartMeta, StoredProfile, StripeId, StripeMeta,
+    StripeSegment, StripeState, UploadMeta, WriteAck,
 };
 
 /// A conformance case: runs against a fresh store and panics on a violation.
@@ -38,6 +38,7 @@ cases!(
     config,
     leases,
     bucket_classes,
+    bucket_profiles,
     access_key_classes,
     node_directories,
     records_export_and_import,
@@ -51,6 +52,7 @@ pub fn bucket(name: &str) -> BucketMeta {
         owner: None,
         write_ack: WriteAck::All,
         class: None,
+        profile: None,
     }
 }
 
@@ -859,6 +861,31 @@ async fn bucket_classes(store: Arc<dyn MetaStore>) {
     assert_eq!(cleared, BucketMeta { write_ack: WriteAck::K, ..bucket("gold-one") });
     let names: Vec<Option<u8>> = store.list_buckets().await.unwrap().into_iter().map(|b| b.class).collect();
     assert_eq!(names, [None, None]);
+}
+
+async fn bucket_profiles(store: Arc<dyn MetaStore>) {
+    let fast = StoredProfile { name: "fast".into(), layers: r#"{"selection":"lmlf-pw2"}"#.into() };
+    store.create_bucket(bucket("tuned-one")).await.unwrap();
+    assert!(is_invalid(store.set_bucket_profile("tuned-one", Some("fast")).await), "a profile not stored");
+    assert_eq!(store.get_bucket("tuned-one").await.unwrap().profile, None, "a refused profile changes nothing");
+    assert!(is_invalid(store.put_profile(StoredProfile { name: "Bad Name".into(), ..fast.clone() }).await));
+    store.put_profile(fast.clone()).await.unwrap();
+    store.put_profile(StoredProfile { name: "alpha".into(), layers: "{}".into() }).await.unwrap();
+    let names: Vec<String> = store.list_profiles().await.unwrap().into_iter().map(|p| p.name).collect();
+    assert_eq!(names, ["alpha", "fast"]);
+    let tuned = store.set_bucket_profile("tuned-one", Some("fast")).await.unwrap();
+    assert_eq!(tuned, BucketMeta { profile: Some("fast".into()), ..bucket("tuned-one") });
+    assert_eq!(store.get_bucket("tuned-one").await.unwrap(), tuned);
+    assert!(is_invalid(store.delete_profile("fast").await), "a profile in use stays");
+    assert_eq!(store.list_profiles().await.unwrap().len(), 2);
+    let replaced = StoredProfile { layers: r#"{"selection":"llf"}"#.into(), ..fast };
+    store.put_profile(replaced.clone()).await.unwrap();
+    assert_eq!(store.list_profiles().await.unwrap()[1], replaced);
+    assert_eq!(store.set_bucket_profile("tuned-one", None).await.unwrap().profile, None);
+    store.delete_profile("fast").await.unwrap();
+    store.delete_profile("never-set").await.unwrap();
+    let names: Vec<String> = store.list_profiles().await.unwrap().into_iter().map(|p| p.name).collect();
+    assert_eq!(names, ["alpha"]);
 }
 
 async fn access_key_classes(store: Arc<dyn MetaStore>) {
