@@ -22,5 +22,7 @@ pub mod locate_admin;
 pub mod meta_rebuild;
 pub mod meta_snapshot;
 pub mod process;
+pub mod profile_admin;
+pub mod profiles;
 pub mod s3;
 pub mod stripe_gc;

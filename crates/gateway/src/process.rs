@@ -22,6 +22,8 @@ use crate::data::services::orphans::{OrphanCollector, OrphanStatus};
 use crate::data::services::repair::{RepairService, RepairStatus};
 use crate::data::write::pending::{PendingStatus, PendingWrites};
 use crate::data::{DataConfig, ObjectData};
+use crate::profile_admin::ProfileAdmin;
+use crate::profiles::{GatewayTarget, ProfileDirectory};
 use crate::s3::abandoned_uploads::UploadExpiry;
 use crate::s3::{S3Options, build_service, serve};
 use crate::stripe_gc::{StripeCollector, StripeGcStatus};
@@ -127,6 +129,10 @@ pub struct GatewayConfig {
     /// Copies of the metadata store written to the storage nodes (docs/durability.md). Default:
     /// one every 5 minutes, the newest 2 kept.
     pub meta_snapshots: crate::meta_snapshot::MetaSnapshotConfig,
+    /// Named profiles (`[profiles.NAME]`, docs/profiles.md): stored in the metadata store at start,
+    /// each replacing a stored one of its name, once checked against this gateway. Buckets name
+    /// them with `lowtail admin bucket profile`. Default: none.
+    pub profiles: std::collections::BTreeMap<String, policy::Profile>,
 }
 
 impl Default for GatewayConfig {
@@ -147,6 +153,7 @@ impl Default for GatewayConfig {
             controller: ControllerConfig::default(),
             classes: ClassesConfig::default(),
             meta_snapshots: crate::meta_snapshot::MetaSnapshotConfig::default(),
+            profiles: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -198,6 +205,26 @@ impl GatewayConfig {
             }
         }
         Ok(())
+    }
+
+    /// What this gateway checks a profile against: its code, admission slots, nodes and classes.
+    pub fn profile_target(&self) -> anyhow::Result<GatewayTarget> {
+        let code = self.data.code_spec().map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(GatewayTarget {
+            layout: model::CodeLayout::new(code).map_err(|e| anyhow::anyhow!("gateway config: code: {e}"))?,
+            slots: self.data.admission.slots.map(|slots| u32::try_from(slots).unwrap_or(u32::MAX)),
+            has_nodes: self.data.backend.is_none(),
+            classes: self.classes.count(),
+        })
+    }
+
+    /// The cluster's default profile: the `[controller] policy` preset with `[data.reconstruct]`'s
+    /// kind.
+    pub fn default_profile(&self) -> policy::Profile {
+        policy::Profile {
+            reconstruction: self.data.reconstruct.kind,
+            ..policy::Profile::preset(self.controller.policy)
+        }
     }
 
     /// The run-time table of the configured classes, with the credentials' entitlements.
@@ -332,6 +359,8 @@ pub struct RunningGateway {
     /// Checks what references the stripes repair finds unreadable.
     unreadable_task: BackgroundTask,
     snapshot_task: Option<BackgroundTask>,
+    /// Rereads the profiles and the buckets' choices.
+    profile_task: BackgroundTask,
     upload_expiry_task: Option<BackgroundTask>,
     stop_s3: oneshot::Sender<()>,
     s3_server: JoinHandle<()>,
@@ -372,12 +401,34 @@ impl RunningGateway {
         if let Some(server) = self.http_server {
             let _ = server.await;
         }
-        let tasks = [self.stripe_gc_task, self.upload_expiry_task, self.snapshot_task, Some(self.unreadable_task)];
+        let tasks = [
+            self.stripe_gc_task,
+            self.upload_expiry_task,
+            self.snapshot_task,
+            Some(self.unreadable_task),
+            Some(self.profile_task),
+        ];
         for task in tasks.into_iter().flatten() {
             task.shutdown().await;
         }
         self.data.shutdown().await;
     }
+}
+
+/// The profile directory of a gateway starting with `config`: its `[profiles.NAME]` checked and
+/// stored, then everything stored read once, so the first request is served by its bucket's profile.
+async fn start_profiles(config: &GatewayConfig, meta: &Arc<dyn MetaStore>) -> anyhow::Result<Arc<ProfileDirectory>> {
+    let directory =
+        Arc::new(ProfileDirectory::new(Arc::clone(meta), config.profile_target()?, config.default_profile()));
+    for (name, profile) in &config.profiles {
+        directory.check(profile).map_err(|why| anyhow::anyhow!("gateway config: [profiles.{name}]: {why}"))?;
+        let layers = serde_json::to_string(profile).expect("a profile serializes");
+        meta.put_profile(meta::StoredProfile { name: name.clone(), layers })
+            .await
+            .map_err(|e| anyhow::anyhow!("gateway config: [profiles.{name}]: {e}"))?;
+    }
+    directory.refresh().await.map_err(|e| anyhow::anyhow!("cannot read the profiles: {e}"))?;
+    Ok(directory)
 }
 
 /// Starts a gateway over an open metadata store: data path (with membership and repair), S3
@@ -414,6 +465,11 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         classes: Arc::clone(&classes),
         membership: Arc::clone(&data.membership),
     };
+    let profiles = start_profiles(&config, &meta).await?;
+    let profile_task = {
+        let directory = Arc::clone(&profiles);
+        BackgroundTask::spawn("profiles", move |stop| directory.run_refresh(stop))
+    };
     let object_data: Arc<dyn ObjectData> = Arc::new(data.data.clone());
     let credentials = config.credentials.iter().map(|c| (c.access_key.clone(), c.secret_key.clone())).collect();
     let class_admin = ClassAdmin {
@@ -429,6 +485,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         batch_window: std::time::Duration::from_millis(config.batch_window_ms),
         coaccess_gap: (config.coaccess_gap_ms > 0).then(|| std::time::Duration::from_millis(config.coaccess_gap_ms)),
         classes,
+        profiles: Some(Arc::clone(&profiles)),
         ..S3Options::default()
     };
     let upload_expiry_task =
@@ -479,7 +536,15 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
             .merge(mover_routes(data.mover.clone(), Arc::clone(&controller), config.data.cluster_secret.clone()))
             .merge(bucket_routes(Arc::clone(&meta), config.data.cluster_secret.clone()))
             .merge(locate_routes(Arc::clone(&meta), config.data.cluster_secret.clone()))
-            .merge(class_admin.routes());
+            .merge(class_admin.routes())
+            .merge(
+                ProfileAdmin {
+                    meta: Arc::clone(&meta),
+                    directory: Arc::clone(&profiles),
+                    secret: config.data.cluster_secret.clone(),
+                }
+                .routes(),
+            );
         http_server = Some(tokio::spawn(async move {
             axum::serve(listener, app)
                 .with_graceful_shutdown(async {
@@ -502,6 +567,7 @@ pub async fn start(config: GatewayConfig, meta: Arc<dyn MetaStore>) -> anyhow::R
         stripe_gc_task,
         unreadable_task,
         snapshot_task,
+        profile_task,
         upload_expiry_task,
         stop_s3,
         s3_server,

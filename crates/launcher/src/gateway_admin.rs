@@ -371,6 +371,7 @@ mod tests {
                 start_ns: 5,
                 finish_ns: 8,
             }],
+            layers: None,
         };
         let line = serde_json::to_string(&record).unwrap();
         let records = parse_records(&format!("{line}\n\n{line}\n")).unwrap();

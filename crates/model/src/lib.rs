@@ -23,7 +23,7 @@ pub use layout::{CodeLayout, LayoutError, Placement, RecoverySet, UnitLocation};
 pub use plan::{
     AckRule, DecodeAt, PlannedTask, Quorum, ReadPlan, ReconstructionTopology, TaskRole, UnitWrite, WritePlan,
 };
-pub use record::{Outcome, Record, RecordLog, RecordRef, RequestRecord, TaskRecord};
+pub use record::{LayerDecisions, Outcome, Record, RecordLog, RecordRef, RequestRecord, TaskRecord};
 pub use request::ReadRequest;
 pub use view::QueueState;
 

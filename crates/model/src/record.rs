@@ -185,6 +185,31 @@ pub struct Record {
     pub request: RequestRecord,
     /// Its tasks, in plan order.
     pub tasks: Vec<TaskRecord>,
+    /// What each layer of the request path decided, where the executor records it (the live
+    /// gateway); absent in the simulator's records and in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<LayerDecisions>,
+}
+
+/// What each layer of a profile decided for one read (docs/profiles.md). The latency class is the
+/// request's own field, and node scheduling follows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerDecisions {
+    /// The profile that served it: a bucket's profile name, or `default` for the cluster's.
+    pub profile: String,
+    /// Selection and redundancy: the planner's name (a preset's, `lmlf-pw2`, or the composition,
+    /// `lmlf-pw2+bafec`); empty for a read served without a plan.
+    pub planner: String,
+    /// Redundancy: the units the plan asked for up front (0 for a read served without a plan).
+    pub units_asked: u8,
+    /// The units the read was done at (the plan's quorum; 0 without a plan).
+    pub units_needed: u8,
+    /// Reconstruction: how bytes not read were rebuilt: `none` (nothing was), `gateway` (decoded
+    /// at the gateway), `segmented` (segments of every survivor, decoded at the gateway) or
+    /// `nodes` (a dataflow among the storage nodes, APLS).
+    pub reconstruction: String,
+    /// Admission: the task slots of the pool that admitted it (0: unbounded).
+    pub admission_slots: u32,
 }
 
 /// A borrowed record out of a [`RecordLog`].
@@ -199,7 +224,7 @@ pub struct RecordRef<'a> {
 impl RecordRef<'_> {
     /// An owned copy.
     pub fn to_record(&self) -> Record {
-        Record { request: *self.request, tasks: self.tasks.to_vec() }
+        Record { request: *self.request, tasks: self.tasks.to_vec(), layers: None }
     }
 }
 
@@ -370,7 +395,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_through_json() {
-        let record = Record { request: request(5), tasks: vec![task(1, false), task(2, true)] };
+        let record = Record { request: request(5), tasks: vec![task(1, false), task(2, true)], layers: None };
         let text = serde_json::to_string(&record).unwrap();
         assert!(text.contains("\"arrival_ns\":10"), "{text}");
         let back: Record = serde_json::from_str(&text).unwrap();

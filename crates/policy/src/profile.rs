@@ -296,6 +296,17 @@ impl Profile {
                 kebab(self.reconstruction)
             ));
         }
+        let sessions = target.layout.total_units() - 1;
+        if let (true, Some(slots)) = (self.reconstruction.rebuilds_on_nodes(), target.slots)
+            && (slots as usize) < sessions
+        {
+            return refuse(format!(
+                "reconstruction = \"{}\" holds one admission slot per survivor's session at once ({sessions} for \
+                 {code}), and the gateway's {slots} slots could never admit it: raise [data.admission] slots or use \
+                 \"segmented\"",
+                kebab(self.reconstruction)
+            ));
+        }
         if let Some(class) = self.class
             && !(1..=target.classes).contains(&class)
         {

@@ -209,6 +209,7 @@ mod tests {
                 start_ns: enqueue + wait,
                 finish_ns: finish,
             }],
+            layers: None,
         }
     }
 

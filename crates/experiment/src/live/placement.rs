@@ -307,6 +307,7 @@ mod tests {
                 start_ns: 2,
                 finish_ns: 3,
             }],
+            layers: None,
         };
         let renamed = live.rename(&record).unwrap();
         assert_eq!(renamed.request.partition, PartitionId(3));

@@ -25,14 +25,15 @@ pub fn current() -> Option<ClassId> {
 
 /// `future` in the class current now, for a task spawned on a request's behalf (a streamed body,
 /// the rest of a write): spawned tasks start without the spawner's task-locals.
+/// The request's profile is carried too (`profiles::carried`).
 pub fn carried<F: Future>(future: F) -> impl Future<Output = F::Output> {
     let class = current();
-    async move {
+    crate::profiles::carried(async move {
         match class {
             Some(class) => scope(class, future).await,
             None => future.await,
         }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -520,12 +520,19 @@ pub fn validate_reconstruct(settings: &ReconstructSettings, config: &DataConfig)
             settings.kind
         ));
     }
-    if settings.kind.rebuilds_on_nodes() && config.admission.slots.is_some() {
-        return bad(format!(
-            "kind = {:?} rebuilds on the storage nodes, whose sessions an admission pool ([data.admission] slots) \
-             cannot admit yet: leave admission unbounded, or use kind = \"segmented\" or \"gateway\"",
-            settings.kind
-        ));
+    if let (true, Some(slots)) = (settings.kind.rebuilds_on_nodes(), config.admission.slots) {
+        // A dataflow holds one slot per survivor's session, all at once (a chain cannot start
+        // with a link missing), so a pool smaller than q would never admit it.
+        let survivors = config.code_spec().map_or(0, |spec| spec.total_units().saturating_sub(1));
+        let sessions = settings.max_sources.map_or(survivors, |q| survivors.min(usize::from(q)));
+        if slots < sessions {
+            return bad(format!(
+                "kind = {:?} holds one admission slot per survivor's session at once ({sessions} for {}), and \
+                 [data.admission] slots = {slots} could never admit it: raise slots, set max_sources, or use kind \
+                 = \"segmented\" or \"gateway\"",
+                settings.kind, config.code
+            ));
+        }
     }
     Ok(())
 }
@@ -742,7 +749,9 @@ mod tests {
         assert!(with(ReconstructKind::Segmented, Some(4)).validate().is_ok(), "segmented reads take slots");
         for kind in [ReconstructKind::Apls, ReconstructKind::Auto] {
             let error = with(kind, Some(4)).validate().unwrap_err().to_string();
-            assert!(error.contains("admission pool"), "{kind:?} beside a pool: {error}");
+            assert!(error.contains("could never admit"), "{kind:?} beside a pool too small: {error}");
+            let sessions = valid().code_spec().unwrap().total_units() - 1;
+            assert!(with(kind, Some(sessions)).validate().is_ok(), "{kind:?} beside a pool of {sessions}");
         }
         let backend = BackendConfig {
             endpoint: "http://127.0.0.1:9000".into(),

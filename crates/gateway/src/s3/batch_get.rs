@@ -114,7 +114,11 @@ impl BatchGet {
     pub async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
         let bucket = bucket_of(&req.uri, &req.headers, self.options.virtual_host_domain.as_deref())?;
         let class = ClassRequest::of(&req, &[bucket.as_str()]);
-        let resolver = ClassResolver { meta: Arc::clone(&self.meta), table: Arc::clone(&self.options.classes) };
+        let resolver = ClassResolver {
+            meta: Arc::clone(&self.meta),
+            table: Arc::clone(&self.options.classes),
+            profiles: self.options.profiles.clone(),
+        };
         resolver.run(&class, batch_bytes, self.serve(req, bucket)).await
     }
 

@@ -80,6 +80,8 @@ pub struct S3Options {
     pub coaccess_gap: Option<std::time::Duration>,
     /// The latency classes requests run in (`[classes]`; one class by default) and their counters.
     pub classes: Arc<crate::classes::ClassTable>,
+    /// Which profile serves which bucket (docs/profiles.md); `None`: the cluster's default for all.
+    pub profiles: Option<Arc<crate::profiles::ProfileDirectory>>,
 }
 
 impl Default for S3Options {
@@ -93,6 +95,7 @@ impl Default for S3Options {
             batch_window: std::time::Duration::from_millis(DEFAULT_BATCH_WINDOW_MS),
             coaccess_gap: Some(std::time::Duration::from_millis(DEFAULT_COACCESS_GAP_MS)),
             classes: Arc::new(crate::classes::ClassTable::default()),
+            profiles: None,
         }
     }
 }

@@ -16,6 +16,7 @@ use s3s::{S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::errors::{from_meta, s3};
 use crate::classes::{self, CLASS_HEADER, ClassInputs, ClassNumber, ClassRefusal, ClassTable};
+use crate::profiles::{ActiveProfile, ProfileDirectory};
 
 /// The access key a detour route verified, carried to the unauthenticated service it calls in
 /// the request's extensions (which no client can set): the request arrives there unsigned.
@@ -45,13 +46,16 @@ impl ClassRequest {
     }
 }
 
-/// Resolves classes against one gateway's table and the metadata store.
+/// Resolves classes against one gateway's table and the metadata store, and the profile a request
+/// runs under (its first bucket's: a copy's destination's).
 #[derive(Clone)]
 pub struct ClassResolver {
     /// Where the key's and the buckets' classes are read.
     pub meta: Arc<dyn MetaStore>,
     /// The classes this gateway runs.
     pub table: Arc<ClassTable>,
+    /// Which profile serves which bucket; `None`: every bucket the cluster's default.
+    pub profiles: Option<Arc<ProfileDirectory>>,
 }
 
 impl ClassResolver {
@@ -81,8 +85,9 @@ impl ClassResolver {
         work: impl Future<Output = S3Result<S3Response<T>>>,
     ) -> S3Result<S3Response<T>> {
         let class = self.resolve(request).await?;
+        let profile = self.profile(request);
         let started = Instant::now();
-        let result = classes::scope(class.id(), work).await;
+        let result = classes::scope(class.id(), crate::profiles::scope(profile, work)).await;
         let bytes = result.as_ref().map_or(0, moved);
         self.table.record(class, bytes, started.elapsed());
         result
@@ -99,10 +104,17 @@ impl ClassResolver {
         }
     }
 
-    /// The worst class set on `buckets` (NoSuchBucket for a missing one).
+    /// The profile `request` runs under: its first bucket's, `None` for the cluster's default.
+    fn profile(&self, request: &ClassRequest) -> Option<Arc<ActiveProfile>> {
+        self.profiles.as_ref()?.for_bucket(request.buckets.first()?)
+    }
+
+    /// The worst class set on `buckets` (NoSuchBucket for a missing one): a bucket's own class, else
+    /// its profile's.
     async fn bucket_class(&self, buckets: &[String]) -> S3Result<Option<u8>> {
         let read = try_join_all(buckets.iter().map(|bucket| self.meta.get_bucket(bucket))).await.map_err(from_meta)?;
-        Ok(read.into_iter().filter_map(|bucket| bucket.class).max())
+        let profile_class = |bucket: &str| self.profiles.as_ref()?.for_bucket(bucket)?.profile.class;
+        Ok(read.into_iter().filter_map(|bucket| bucket.class.or_else(|| profile_class(&bucket.name))).max())
     }
 
     /// The S3 error of `refusal`, counted.
@@ -143,7 +155,7 @@ mod tests {
         let class = |name: &str| ClassSpec { name: name.into(), weight: 1.0, share: None };
         let config = ClassesConfig { classes: vec![class("gold"), class("silver")], ..ClassesConfig::default() };
         let table = Arc::new(ClassTable::new(config, [("CONFIGURED".to_string(), 2)]));
-        ClassResolver { meta, table }
+        ClassResolver { meta, table, profiles: None }
     }
 
     fn request(key: &str, header: Option<&str>, buckets: &[&str]) -> ClassRequest {

@@ -35,7 +35,11 @@ impl LowtailS3 {
     pub fn new(meta: Arc<dyn MetaStore>, data: Arc<dyn ObjectData>, options: S3Options) -> Self {
         let hints = Arc::new(super::batch_hint::HintWindows::new(options.batch_window));
         let sessions = options.coaccess_gap.map(|gap| Arc::new(super::coaccess::Sessions::new(gap)));
-        let classes = ClassResolver { meta: Arc::clone(&meta), table: Arc::clone(&options.classes) };
+        let classes = ClassResolver {
+            meta: Arc::clone(&meta),
+            table: Arc::clone(&options.classes),
+            profiles: options.profiles.clone(),
+        };
         LowtailS3 { meta, data, options, hints, sessions, classes }
     }
 }

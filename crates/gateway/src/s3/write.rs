@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use meta::{Layout, MetaError, StoredChecksum, WriteAck};
+use policy::fec::AckAt;
 use s3s::dto::{Metadata, StreamingBlob};
 use s3s::{S3ErrorCode, S3Response, S3Result, TrailingHeaders};
 
@@ -142,8 +143,15 @@ pub fn object_label(
 
 /// When writes to `bucket` are acknowledged; NoSuchBucket if it does not exist (asked before a
 /// body is read, so a request into a missing bucket writes nothing).
+/// A rule set on the bucket (`lowtail admin bucket ack`) comes first, then its profile's.
 pub async fn bucket_write_ack(service: &LowtailS3, bucket: &str) -> S3Result<WriteAck> {
-    Ok(service.meta.get_bucket(bucket).await.map_err(from_meta)?.write_ack)
+    let stored = service.meta.get_bucket(bucket).await.map_err(from_meta)?.write_ack;
+    let profile = service.options.profiles.as_ref().and_then(|profiles| profiles.for_bucket(bucket));
+    Ok(match (stored, profile.and_then(|active| active.profile.write_ack)) {
+        (WriteAck::All, Some(AckAt::K)) => WriteAck::K,
+        (WriteAck::All, Some(AckAt::KPlusOne)) => WriteAck::KPlusOne,
+        (stored, _) => stored,
+    })
 }
 
 /// Adds the redundancy headers of a write's acknowledgement to its response.

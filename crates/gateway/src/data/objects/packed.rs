@@ -48,7 +48,8 @@ use crate::data::io::descriptor::{FORMAT, Holds, PackedObject, UnitDescriptor};
 use crate::data::io::replica::{MAX_OBJECTS_PER_STRIPE, REPLICA_HEADER_BYTES, REPLICA_UNIT_BASE, ReplicaHeader};
 use crate::data::io::stripe_io::{NodeMap, StripeIo};
 use crate::data::read::Reads;
-use crate::data::read::controller::Unplanned;
+use crate::data::read::controller::{Unplanned, layer_decisions};
+use crate::data::read::robust::Rebuilt;
 use crate::data::write::late_copies::LateCopies;
 use crate::data::write::stripe_write::{drive_quorum, forget_placement, place_new_stripe};
 use crate::data::{DataError, meta_error};
@@ -486,9 +487,10 @@ impl Packer {
                     unit: usize::from(unit),
                     length,
                     arrival_ns,
-                    degraded: false,
+                    rebuilt: Rebuilt::No,
                     served: result.is_ok(),
                     latency_class: self.io.cluster().call_class().0,
+                    layers: layer_decisions(crate::profiles::active().as_deref(), "", None, Rebuilt::No, 0),
                 };
                 controller.record_unplanned(&read);
             }

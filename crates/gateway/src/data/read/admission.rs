@@ -86,6 +86,12 @@ impl TaskPool {
         Ok(AdmittedPlan { pool: self, request })
     }
 
+    /// The pool's slots (L), 0 when unbounded.
+    pub fn slot_count(&self) -> u32 {
+        let state = crate::data::lock(&self.state);
+        state.pool.slots().map_or(0, |slots| u32::try_from(slots).unwrap_or(u32::MAX))
+    }
+
     /// Slots busy, requests waiting and tasks waiting, for status and tests.
     pub fn occupancy(&self) -> (usize, usize, usize) {
         let state = crate::data::lock(&self.state);

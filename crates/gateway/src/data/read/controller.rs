@@ -19,7 +19,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -35,7 +35,7 @@ use model::{
 };
 use policy::ecstore::access::{AccessPolicy, AccessSettings};
 use policy::ecstore::mover::{Mover, MoverSettings};
-use policy::{FrontendSetup, PolicyKind, PolicySettings, ReadPolicy, build_read_policy};
+use policy::{FrontendSetup, PolicyKind, PolicySettings, Profile, ReadPolicy, build_read_policy};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -45,7 +45,8 @@ use crate::data::io::stripe_io::{NodeMap, StripeIo, is_up};
 use crate::data::read::admission::{TaskPool, admit_plan};
 use crate::data::read::executor::{self, Clock, TaskEnd, TaskResult};
 use crate::data::read::range::RangeRead;
-use crate::data::read::robust;
+use crate::data::read::robust::{self, Rebuilt};
+use crate::profiles::ActiveProfile;
 use policy::fec::FrontendState;
 
 mod batch;
@@ -62,7 +63,9 @@ pub use config::{ControllerConfig, MAX_CATALOG_STRIPES, PolicyState, validate_se
 pub use counters::ControllerCounters;
 use counters::count;
 pub use movement::StoreMove;
+pub use records::DEFAULT_PROFILE;
 pub use records::Unplanned;
+pub use records::layer_decisions;
 use records::{Served, ThreadCpu, task_record};
 pub use refresh::SHARES_VALID_MIN;
 
@@ -72,7 +75,13 @@ const PLAN_ATTEMPTS: usize = 3;
 struct State {
     kind: PolicyKind,
     settings: PolicySettings,
+    /// The cluster's default profile's planner.
     policy: Box<dyn ReadPolicy + Send>,
+    /// The planners of the buckets' profiles in use, by profile name, each built on its first read
+    /// and again when its profile changed.
+    profiles: HashMap<String, ProfilePlanner>,
+    /// When the default planner's next periodic refresh is due (controller clock).
+    default_next_refresh_ns: u64,
     /// Bumped by every switch of policy and every catalog reset.
     generation: u64,
     catalog: Catalog,
@@ -88,7 +97,77 @@ struct State {
     mover: Mover,
 }
 
+/// A bucket profile's planner.
+struct ProfilePlanner {
+    /// The profile it was built for.
+    profile: Profile,
+    policy: Box<dyn ReadPolicy + Send>,
+    /// When its next periodic refresh is due (controller clock).
+    next_refresh_ns: u64,
+}
+
 impl State {
+    /// The planner of `active` (the default's for `None`); [`State::ensure_planner`] built it.
+    fn planner(&mut self, active: Option<&ActiveProfile>) -> &mut (dyn ReadPolicy + Send) {
+        self.planner_named(active.map(|active| active.name.as_str())).expect("ensure_planner built it")
+    }
+
+    /// The planner of the profile named `name` (the default's for `None`), if it has one now.
+    fn planner_named(&mut self, name: Option<&str>) -> Option<&mut (dyn ReadPolicy + Send)> {
+        match name {
+            None => Some(&mut *self.policy),
+            Some(name) => self.profiles.get_mut(name).map(|planner| &mut *planner.policy as _),
+        }
+    }
+
+    /// The planners whose periodic refresh is due at `now_ns` (`None`: the default's), their next
+    /// refresh set a period on. A refresh woken by another planner's may come up to a quarter of
+    /// the period early, never late.
+    fn due_for_refresh(&mut self, now_ns: u64) -> Vec<Option<String>> {
+        let mut due = Vec::new();
+        let mut take = |name: Option<&String>, period: Option<u64>, next_ns: &mut u64| {
+            if let Some(period_ns) = period
+                && now_ns.saturating_add(period_ns / 4) >= *next_ns
+            {
+                *next_ns = now_ns.saturating_add(period_ns);
+                due.push(name.cloned());
+            }
+        };
+        take(None, self.policy.refresh_period_ns(), &mut self.default_next_refresh_ns);
+        for (name, planner) in &mut self.profiles {
+            take(Some(name), planner.policy.refresh_period_ns(), &mut planner.next_refresh_ns);
+        }
+        due
+    }
+
+    /// The shortest refresh period of any planner: how often the refresh loop wakes.
+    fn refresh_period_ns(&self) -> Option<u64> {
+        let profiles = self.profiles.values().filter_map(|planner| planner.policy.refresh_period_ns());
+        self.policy.refresh_period_ns().into_iter().chain(profiles).min()
+    }
+
+    /// Builds `active`'s planner if it has none or its profile changed (a change bumps the
+    /// generation, so a decision begun under the old planner plans again). A profile this gateway
+    /// cannot run fails the read with the reason.
+    fn ensure_planner(
+        &mut self,
+        active: Option<&ActiveProfile>,
+        admission: AdmissionSettings,
+    ) -> Result<(), DataError> {
+        let Some(active) = active else { return Ok(()) };
+        if let Some(why) = &active.refusal {
+            return Err(DataError::Internal(format!("bucket profile {:?} cannot run here: {why}", active.name)));
+        }
+        if self.profiles.get(&active.name).is_some_and(|planner| planner.profile == active.profile) {
+            return Ok(());
+        }
+        let policy = build_planner(&active.profile, &self.settings, &self.catalog.layout, admission)?;
+        let planner = ProfilePlanner { profile: active.profile.clone(), policy, next_refresh_ns: 0 };
+        self.profiles.insert(active.name.clone(), planner);
+        self.generation += 1;
+        Ok(())
+    }
+
     /// A fresh request id and the partition of data unit `unit` of catalog stripe `dense`.
     fn name_request(&mut self, dense: PolicyStripeId, unit: usize) -> (RequestId, PartitionId) {
         let id = RequestId(self.next_request);
@@ -112,6 +191,10 @@ struct Decision {
     store_nodes: Vec<StoreNodeId>,
     /// The policy generation that planned it (it observes the outcome unless switched since).
     generation: u64,
+    /// The bucket profile whose planner planned it (`None`: the cluster's default).
+    profile: Option<Arc<ActiveProfile>>,
+    /// The planner's name, for the record.
+    planner: &'static str,
 }
 
 /// The live read controller; see the module documentation.
@@ -184,6 +267,8 @@ impl Controller {
                 kind: config.policy,
                 settings: config.settings.clone(),
                 policy,
+                profiles: HashMap::new(),
+                default_next_refresh_ns: 0,
                 generation: 0,
                 catalog,
                 rng: ChaCha8Rng::seed_from_u64(seed),
@@ -284,10 +369,13 @@ impl Controller {
         io.placer().set_class_racks(racks);
     }
 
-    /// Whether the running policy reads stripe rows (FAST CLOUD's: n units, first k), so that
-    /// one plan serves every data unit of a row ([`Controller::read_units`]).
+    /// Whether the current request's profile reads stripe rows (FAST CLOUD's: n units, first k),
+    /// so that one plan serves every data unit of a row ([`Controller::read_units`]).
     pub fn reads_rows(&self) -> bool {
-        self.lock().kind.reads_rows()
+        match crate::profiles::active() {
+            Some(active) => active.profile.reads_rows(),
+            None => self.lock().kind.reads_rows(),
+        }
     }
 
     /// Switches the policy (its tables start empty; lazy ones are refreshed at once). A policy
@@ -350,9 +438,17 @@ impl Controller {
         let mut state = self.lock();
         let state = &mut *state;
         let Ok(Some(dense)) = state.catalog.stripe(range.stripe) else { return false };
+        let active = crate::profiles::active();
+        if state.ensure_planner(active.as_deref(), self.admission).is_err() {
+            return false;
+        }
         let view =
             LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, range.nodes).reading(range.stripe);
-        state.policy.wants_row(&view, now_ns, dense, units.start as u8..units.end as u8)
+        let planner = match active.as_deref() {
+            None => &*state.policy,
+            Some(active) => &*state.profiles[&active.name].policy,
+        };
+        planner.wants_row(&view, now_ns, dense, units.start as u8..units.end as u8)
     }
 
     /// One plan for `units` (one unit, or a row under a row-reading policy or one the policy
@@ -380,17 +476,21 @@ impl Controller {
             None
         };
         let bytes_asked = length * units.len() as u64;
+        let active = crate::profiles::active();
+        let slots = range.admission.map_or(0, TaskPool::slot_count);
         let Some(decision) = decision else {
             count(&self.counters.bypassed, "lowtail_controller_reads_bypassed_total", 1);
             let result = self.read_robust(range, units).await;
+            let rebuilt = result.as_ref().map_or(Rebuilt::No, |(_, rebuilt)| *rebuilt);
             let read = Unplanned {
                 stripe,
                 unit,
                 length: bytes_asked,
                 arrival_ns,
-                degraded: result.as_ref().is_ok_and(|(_, degraded)| *degraded),
+                rebuilt,
                 served: result.is_ok(),
                 latency_class: range.io.cluster().call_class().0,
+                layers: layer_decisions(active.as_deref(), "", None, rebuilt, slots),
             };
             self.record_unplanned(&read);
             return result.map(|(bytes, _)| bytes);
@@ -399,31 +499,37 @@ impl Controller {
         metrics::histogram!("lowtail_controller_decision_seconds")
             .record((decision.decision_end_ns - decision.decision_start_ns) as f64 / 1e9);
         let (executed, ends) = self.execute(&range, units.clone(), &decision).await;
-        let (result, degraded, timed_out) = match executed {
+        // A planned read that failed and fell back to the robust read is marked degraded (the
+        // record says the plan did not serve it), whatever the fallback found.
+        let (result, rebuilt, degraded, timed_out) = match executed {
             Executed::Done { bytes, degraded, timed_out } => {
                 if degraded {
                     io.count_degraded();
                 }
-                (Ok(bytes), degraded, timed_out)
+                (Ok(bytes), if degraded { Rebuilt::Gateway } else { Rebuilt::No }, degraded, timed_out)
             }
             Executed::Failed { timed_out } => {
                 // Availability first: the robust read tries every decodable set and Down nodes.
                 count(&self.counters.fallbacks, "lowtail_controller_fallbacks_total", 1);
-                (self.read_robust(range, units).await.map(|(bytes, _)| bytes), true, timed_out)
+                let read = self.read_robust(range, units).await;
+                let rebuilt = read.as_ref().map_or(Rebuilt::Gateway, |(_, rebuilt)| *rebuilt);
+                (read.map(|(bytes, _)| bytes), rebuilt, true, timed_out)
             }
         };
-        let served = Served { bytes: bytes_asked, degraded, timed_out, ok: result.is_ok() };
+        let layers = layer_decisions(active.as_deref(), decision.planner, Some(&decision.plan), rebuilt, slots);
+        let served = Served { bytes: bytes_asked, degraded, timed_out, ok: result.is_ok(), layers };
         self.record_planned(&decision, &ends, arrival_ns, served);
         result
     }
 
-    /// Each unit of `units` by the robust read, in parallel; whether any was decoded.
-    async fn read_robust(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<(Vec<Bytes>, bool), DataError> {
+    /// Each unit of `units` by the robust read, in parallel, and how the row came (a unit rebuilt
+    /// makes the row rebuilt, the first such unit's way).
+    async fn read_robust(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<(Vec<Bytes>, Rebuilt), DataError> {
         let timeout_ns = self.read_timeout().as_nanos() as u64;
         let each = units.map(|unit| robust::read(RangeRead { unit, ..range }, timeout_ns));
         let read = futures_util::future::try_join_all(each).await?;
-        let degraded = read.iter().any(|(_, degraded)| *degraded);
-        Ok((read.into_iter().map(|(bytes, _)| bytes).collect(), degraded))
+        let rebuilt = read.iter().map(|(_, rebuilt)| *rebuilt).find(|rebuilt| rebuilt.is_degraded());
+        Ok((read.into_iter().map(|(bytes, _)| bytes).collect(), rebuilt.unwrap_or(Rebuilt::No)))
     }
 
     /// Whether `stripe` is of the code this controller plans. A stripe of another code (written
@@ -446,6 +552,7 @@ impl Controller {
     ) -> Result<Option<Decision>, DataError> {
         let RangeRead { io, nodes, stripe, unit, offset, length, admission, .. } = *range;
         let frontend = admission.map_or_else(FrontendState::unbounded, TaskPool::frontend_state);
+        let active = crate::profiles::active();
         // A retried plan's decision spans every attempt, and its record counts every probe sent.
         let decision_start_ns = self.now_ns();
         let measure_cpu = self.decisions_begun.fetch_add(1, Ordering::Relaxed).is_multiple_of(self.cpu_sample_every);
@@ -458,6 +565,7 @@ impl Controller {
             let (request, mut request_rng, targets, generation) = {
                 let mut state = self.lock();
                 let state = &mut *state;
+                state.ensure_planner(active.as_deref(), self.admission)?;
                 let Some(dense) = state.catalog.stripe(stripe)? else {
                     self.reset_catalog(state)?;
                     return Ok(None);
@@ -481,7 +589,11 @@ impl Controller {
                 let request_rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
                 let mut targets = Vec::new();
                 let view = LiveView::of_read(&state.catalog, &[], self.frontend_count, frontend, nodes).reading(stripe);
-                state.policy.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
+                let planner = match active.as_deref() {
+                    None => &mut *state.policy,
+                    Some(active) => &mut *state.profiles.get_mut(&active.name).expect("ensured").policy,
+                };
+                planner.probe_targets(&view, attempt_start_ns, &request, &mut request_rng.clone(), &mut targets);
                 targets.dedup();
                 let store_targets: Vec<(PolicyNodeId, StoreNodeId)> =
                     targets.iter().map(|&t| (t, state.catalog.nodes[t.index()])).collect();
@@ -506,13 +618,17 @@ impl Controller {
             let answers = record_rates(&mut state.catalog, &replies);
             let mut view =
                 LiveView::of_read(&state.catalog, &answers, self.frontend_count, frontend, nodes).reading(stripe);
+            let planner = match active.as_deref() {
+                None => &mut *state.policy,
+                Some(active) => &mut *state.profiles.get_mut(&active.name).expect("same generation").policy,
+            };
             let plan = if units.len() > 1 {
                 let row = units.start as u8..units.end as u8;
-                state.policy.plan_row(&mut view, self.now_ns(), &request, row, &mut request_rng)
+                planner.plan_row(&mut view, self.now_ns(), &request, row, &mut request_rng)
             } else {
-                state.policy.plan(&mut view, self.now_ns(), &request, &mut request_rng)
+                planner.plan(&mut view, self.now_ns(), &request, &mut request_rng)
             };
-            debug_assert_eq!(view.unanswered, 0, "{} probed a node it did not announce", state.policy.name());
+            debug_assert_eq!(view.unanswered, 0, "{} probed a node it did not announce", planner.name());
             debug_assert!(plan.validate().is_ok(), "{:?}", plan.validate());
             let store_nodes = plan.tasks.iter().map(|t| state.catalog.nodes[t.node.index()]).collect();
             decision_cpu_ns += phase_three_cpu.elapsed_ns();
@@ -526,6 +642,8 @@ impl Controller {
                 decision_cpu_ns,
                 store_nodes,
                 generation,
+                planner: planner.name(),
+                profile: active,
             }));
         }
         Ok(None)
@@ -535,6 +653,8 @@ impl Controller {
         tracing::info!(stripes = state.catalog.max_stripes, "controller placement full; starting afresh");
         state.catalog.forget_stripes()?;
         state.policy = build_policy(state.kind, &state.settings, &state.catalog.layout, self.admission)?;
+        // The profiles' planners' tables name forgotten dense ids too: rebuilt on their next read.
+        state.profiles.clear();
         // The access policy's cache and solves, and the mover's statistics, name the forgotten
         // dense ids.
         state.access = build_access(state.access.settings(), &state.catalog.layout)?;
@@ -646,6 +766,18 @@ enum Executed {
     Failed { timed_out: bool },
 }
 
+/// The planner of `profile` for stripes of `layout` read through a pool of `admission`.
+fn build_planner(
+    profile: &Profile,
+    settings: &PolicySettings,
+    layout: &CodeLayout,
+    admission: AdmissionSettings,
+) -> Result<Box<dyn ReadPolicy + Send>, DataError> {
+    let blocking = admission.mode == AdmissionMode::Blocking;
+    policy::build_planner(profile, settings, &FrontendSetup::new(layout, admission.slots, blocking))
+        .map_err(|error| DataError::Internal(format!("profile {}: {error}", profile.read_name())))
+}
+
 /// The policy `kind` for stripes of `layout` read through a pool of `admission`.
 fn build_policy(
     kind: PolicyKind,
@@ -717,9 +849,10 @@ mod tests {
                 unit: 0,
                 length: 100,
                 arrival_ns: 5,
-                degraded: false,
+                rebuilt: Rebuilt::No,
                 served: true,
                 latency_class: 0,
+                layers: layer_decisions(None, "", None, Rebuilt::No, 0),
             };
             controller.record_unplanned(&read);
             assert!(controller.lock().catalog.stripe_count() <= 3, "stripe {id}: the catalog passed its bound");
@@ -745,9 +878,10 @@ mod tests {
                 unit: 2,
                 length: 100,
                 arrival_ns: 5,
-                degraded: true,
+                rebuilt: Rebuilt::Gateway,
                 served: true,
                 latency_class: 1,
+                layers: layer_decisions(None, "", None, Rebuilt::Gateway, 0),
             };
             controller.record_unplanned(&read);
         }

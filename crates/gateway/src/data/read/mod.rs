@@ -147,7 +147,7 @@ impl Reads {
         let range = self.range_read(nodes, stripe, code, unit, offset, length);
         match self.controller.get() {
             Some(controller) => controller.read(range).await,
-            None => robust::read(range, self.read_timeout().as_nanos() as u64).await.map(|(bytes, _)| bytes),
+            None => robust::read(range, self.read_timeout().as_nanos() as u64).await.map(|(bytes, _rebuilt)| bytes),
         }
     }
 }

@@ -302,7 +302,7 @@ impl<'a> Assembly<'a> {
 /// Whether `range` must be rebuilt and the configuration has the nodes rebuild it (the controller
 /// then leaves it to the robust read, which tries this first).
 pub fn applies(range: RangeRead<'_>) -> bool {
-    applies_under(range, &range.io.reconstruct())
+    applies_under(range, &crate::profiles::reconstruct_settings(range.io.reconstruct()))
 }
 
 /// Repair's rebuild of `range` (a whole unit) straight into `home`, its new node, when
@@ -342,18 +342,30 @@ fn applies_under(range: RangeRead<'_>, settings: &ReconstructSettings) -> bool {
 /// The range rebuilt by the nodes, or `None` when that does not apply or did not succeed (the
 /// caller reads as before).
 pub async fn read_lost(range: RangeRead<'_>) -> Option<Bytes> {
-    let settings = range.io.reconstruct();
+    let settings = crate::profiles::reconstruct_settings(range.io.reconstruct());
     if !applies_under(range, &settings) || range.length == 0 {
         return None;
     }
     let outcome = match plan(range, &settings) {
-        Ok((flow, sources)) => {
-            let RangeRead { io, code, stripe, unit, offset, .. } = range;
-            run(io, Rebuild { code, stripe: stripe.id, target: unit, offset, flow: &flow, sources: &sources }).await
-        }
+        Ok((flow, sources)) => admitted_run(range, &flow, &sources).await,
         Err(error) => Err(error),
     };
     crate::data::read::segmented::served(range, "nodes", outcome)
+}
+
+/// Runs `range`'s dataflow as one request of the read's admission pool, its sessions its tasks: a
+/// chain needs every session open at once, so it starts once it holds a slot for each.
+async fn admitted_run(range: RangeRead<'_>, flow: &Dataflow, sources: &[Source]) -> Result<Bytes, DataError> {
+    let admitted = match range.admission {
+        Some(pool) => Some(pool.admit(sources.len()).await?),
+        None => None,
+    };
+    let _slots = match &admitted {
+        Some(plan) => try_join_all((0..sources.len()).map(|task| plan.slot(task))).await?,
+        None => Vec::new(),
+    };
+    let RangeRead { io, code, stripe, unit, offset, .. } = range;
+    run(io, Rebuild { code, stripe: stripe.id, target: unit, offset, flow, sources }).await
 }
 
 /// The dataflow of `range` and its sources: APLS over the usable survivors of an RS stripe, ECPipe

@@ -28,16 +28,47 @@ use crate::data::read::executor::{self, Clock, TaskEnd, TaskResult};
 use crate::data::read::plan::recovery_units;
 use crate::data::read::range::RangeRead;
 
-/// Bytes of the range, read robustly; says whether they were decoded (a degraded read).
-pub async fn read(range: RangeRead<'_>, timeout_ns: u64) -> Result<(Bytes, bool), DataError> {
+/// How a read's bytes came: read as they are, or rebuilt from other units and where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rebuilt {
+    /// Read as they are.
+    No,
+    /// Decoded at the gateway from whole ranges of other units.
+    Gateway,
+    /// Decoded at the gateway from segments of every survivor.
+    Segmented,
+    /// Rebuilt by a dataflow among the storage nodes (APLS).
+    Nodes,
+}
+
+impl Rebuilt {
+    /// The reconstruction layer's decision as records name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rebuilt::No => "none",
+            Rebuilt::Gateway => "gateway",
+            Rebuilt::Segmented => "segmented",
+            Rebuilt::Nodes => "nodes",
+        }
+    }
+
+    /// Whether the bytes were decoded (a degraded read).
+    pub fn is_degraded(self) -> bool {
+        self != Rebuilt::No
+    }
+}
+
+/// Bytes of the range, read robustly, and how they came.
+pub async fn read(range: RangeRead<'_>, timeout_ns: u64) -> Result<(Bytes, Rebuilt), DataError> {
     if let Some(bytes) = crate::data::read::segmented::read_lost(range).await {
-        return Ok((bytes, true));
+        return Ok((bytes, Rebuilt::Segmented));
     }
     if let Some(bytes) = crate::data::read::node_dataflow::read_lost(range).await {
-        return Ok((bytes, true));
+        return Ok((bytes, Rebuilt::Nodes));
     }
     let failed = range.stripe.missing_units.iter().map(|&unit| usize::from(unit)).collect();
-    rounds(range, failed, true, timeout_ns).await
+    let (bytes, decoded) = rounds(range, failed, true, timeout_ns).await?;
+    Ok((bytes, if decoded { Rebuilt::Gateway } else { Rebuilt::No }))
 }
 
 /// The range rebuilt from other units, never reading the target or a unit in `failed`.

@@ -27,7 +27,7 @@ use crate::data::read::range::RangeRead;
 /// Whether `range` must be rebuilt and the configuration asks for a segmented read (the controller
 /// then leaves it to the robust read, which tries it first).
 pub fn applies(range: RangeRead<'_>) -> bool {
-    applies_under(range, &range.io.reconstruct())
+    applies_under(range, &crate::profiles::reconstruct_settings(range.io.reconstruct()))
 }
 
 fn applies_under(range: RangeRead<'_>, settings: &ReconstructSettings) -> bool {
@@ -76,7 +76,7 @@ pub(crate) fn served(range: RangeRead<'_>, how: &'static str, outcome: Result<By
 /// The range rebuilt from every survivor in segments, or `None` when a segmented read does not
 /// apply or did not succeed (the caller reads as before).
 pub async fn read_lost(range: RangeRead<'_>) -> Option<Bytes> {
-    let settings = range.io.reconstruct();
+    let settings = crate::profiles::reconstruct_settings(range.io.reconstruct());
     if !applies_under(range, &settings) || range.length == 0 {
         return None;
     }

@@ -33,13 +33,17 @@ use policy::ecstore::access::AccessSettings;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{Controller, LiveView, ThreadCpu, count, is_up, record_rates, task_record};
+use super::{Controller, LiveView, ThreadCpu, count, is_up, layer_decisions, record_rates, task_record};
 use crate::data::DataError;
 use crate::data::io::stripe_io::{NodeMap, StripeIo};
 use crate::data::read::admission::{AdmittedPlan, TaskPool};
 use crate::data::read::executor::TaskEnd;
 use crate::data::read::range::RangeRead;
 use crate::data::read::robust;
+use crate::data::read::robust::Rebuilt;
+
+/// The planner batch records name: EC-Store's access plans.
+const ACCESS_PLANNER: &str = "ecstore-access";
 
 /// Most blocks one batch reads (the S3 batch read's limit is lower).
 pub const MAX_BATCH_BLOCKS: usize = 4_096;
@@ -309,6 +313,7 @@ impl Controller {
         if self.max_records == 0 {
             return;
         }
+        let active = crate::profiles::active();
         for run in runs {
             let position = decision.planned[run.index].expect("a run is of a planned block");
             let (completion_ns, ok) = delivered[run.index].unwrap_or((self.now_ns(), false));
@@ -339,7 +344,11 @@ impl Controller {
                 class: 0,
                 latency_class: 0,
             };
-            self.keep(Record { request, tasks });
+            // EC-Store's access plans choose the batch's units (selection), as many as each block
+            // needs (redundancy k); a block read degraded is decoded here.
+            let rebuilt = if run.degraded { Rebuilt::Gateway } else { Rebuilt::No };
+            let layers = layer_decisions(active.as_deref(), ACCESS_PLANNER, Some(&run.plan), rebuilt, 0);
+            self.keep(Record { request, tasks, layers: Some(layers) });
         }
         let all_ok = delivered.iter().all(|d| d.is_some_and(|(_, ok)| ok));
         let last_ns = delivered.iter().flatten().map(|(at, _)| *at).max().unwrap_or(arrival_ns);

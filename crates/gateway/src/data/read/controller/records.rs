@@ -8,11 +8,16 @@ use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 
 use meta::StripeMeta;
-use model::{FrontendId, NEVER, ObjectId, Outcome, PlannedTask, Record, RequestRecord, TaskRecord};
+use model::{
+    FrontendId, LayerDecisions, NEVER, ObjectId, Outcome, PlannedTask, Quorum, ReadPlan, Record, RequestRecord,
+    TaskRecord,
+};
 
 use super::counters::count;
 use super::{Controller, Decision};
 use crate::data::read::executor::TaskEnd;
+use crate::data::read::robust::Rebuilt;
+use crate::profiles::ActiveProfile;
 
 /// A read served without a plan, as [`Controller::record_unplanned`] records it.
 pub struct Unplanned<'a> {
@@ -24,22 +29,56 @@ pub struct Unplanned<'a> {
     pub length: u64,
     /// When the read arrived, on the controller's clock ([`Controller::now_ns`]).
     pub arrival_ns: u64,
-    /// Whether the bytes were decoded from other units.
-    pub degraded: bool,
+    /// Whether and how the bytes were rebuilt from other units.
+    pub rebuilt: Rebuilt,
     /// Whether the bytes were returned.
     pub served: bool,
     /// The latency class it was read in ([`crate::data::io::connections::NodeConnections::call_class`]).
     pub latency_class: u8,
+    /// What each layer decided.
+    pub layers: LayerDecisions,
 }
 
 /// How a planned read was served, for its record.
-#[derive(Clone, Copy)]
 pub(super) struct Served {
     pub(super) bytes: u64,
     pub(super) degraded: bool,
     pub(super) timed_out: bool,
     pub(super) ok: bool,
+    pub(super) layers: LayerDecisions,
 }
+
+/// What each layer decided for a read: `profile`'s (`None`: the cluster default), planned by
+/// `planner` as `plan` (`None`: served without a plan), its bytes rebuilt as `rebuilt`, admitted by
+/// a pool of `admission_slots` (0: unbounded).
+pub fn layer_decisions(
+    profile: Option<&ActiveProfile>,
+    planner: &str,
+    plan: Option<&ReadPlan>,
+    rebuilt: Rebuilt,
+    admission_slots: u32,
+) -> LayerDecisions {
+    let (units_asked, units_needed) = plan.map_or((0, 0), |plan| {
+        let asked = plan.upfront_tasks();
+        let needed = match plan.quorum {
+            Quorum::All => asked,
+            Quorum::AnyK { k } | Quorum::FirstKOfN { k } => usize::from(k),
+            Quorum::NormalThenFallback { .. } => 1,
+        };
+        (u8::try_from(asked).unwrap_or(u8::MAX), u8::try_from(needed).unwrap_or(u8::MAX))
+    });
+    LayerDecisions {
+        profile: profile.map_or_else(|| DEFAULT_PROFILE.to_string(), |profile| profile.name.clone()),
+        planner: planner.to_string(),
+        units_asked,
+        units_needed,
+        reconstruction: rebuilt.name().to_string(),
+        admission_slots,
+    }
+}
+
+/// The name records give the cluster's default profile.
+pub const DEFAULT_PROFILE: &str = "default";
 
 /// The calling thread's CPU clock at a start: what a stretch of synchronous code cost in CPU,
 /// without the time the thread waited for a lock or for a core.
@@ -166,10 +205,10 @@ impl Controller {
         {
             let mut state = self.lock();
             if state.generation == decision.generation {
-                state.policy.observe(&request, &tasks);
+                state.planner(decision.profile.as_deref()).observe(&request, &tasks);
             }
         }
-        self.keep(Record { request, tasks });
+        self.keep(Record { request, tasks, layers: Some(served.layers) });
     }
 
     /// Records a read served without a plan (no tasks, no decision time), completed now. A stripe
@@ -210,13 +249,14 @@ impl Controller {
                 probes: 0,
                 probe_wait_ns: 0,
                 decision_cpu_ns: 0,
-                degraded: read.degraded,
+                degraded: read.rebuilt.is_degraded(),
                 timed_out: false,
                 outcome: if read.served { Outcome::Ok } else { Outcome::Failed },
                 class: 0,
                 latency_class: read.latency_class,
             },
             tasks: Vec::new(),
+            layers: Some(read.layers.clone()),
         });
     }
 }

@@ -43,7 +43,7 @@ impl Controller {
         // Whether what a lazy policy solved (shares, new-stripe racks) is withdrawn since it ran.
         let mut withdrawn = true;
         loop {
-            let period = self.lock().policy.refresh_period_ns();
+            let period = self.lock().refresh_period_ns();
             if let Some(period_ns) = period {
                 // Refreshes start every T, however long the probes and the solve take (one that
                 // takes longer than T is followed by the next at once, never by a backlog).
@@ -104,24 +104,34 @@ impl Controller {
         refreshed
     }
 
+    /// Refreshes every planner whose refresh is due (the default's and the bucket profiles'),
+    /// over one probe round when any of them reads queues.
     pub(super) async fn refresh_policy(&self, io: &StripeIo) -> Result<(), DataError> {
-        let (probes, generation, kind) = {
-            let state = self.lock();
-            (state.policy.refresh_probes_nodes(), state.generation, state.kind)
+        let (due, probes, generation, kind) = {
+            let mut state = self.lock();
+            let due = state.due_for_refresh(self.now_ns());
+            let probes =
+                due.iter().any(|name| state.planner_named(name.as_deref()).is_some_and(|p| p.refresh_probes_nodes()));
+            (due, probes, state.generation, state.kind)
         };
         if kind == PolicyKind::Jlwo {
             // JLWO's solve needs each node's rack (reads do not): the node records once a refresh.
             let nodes = io.cluster().node_map().await?;
             self.lock().catalog.note_racks(&nodes);
         }
-        if !probes {
-            // FAST CLOUD's refit and JLWO's solve: nothing to ask the nodes.
-            return self.refresh_with(generation, &[]).await;
+        // FAST CLOUD's refit and JLWO's solve ask the nodes nothing.
+        let replies = if probes {
+            let (_, replies, sent) = self.probe_every_node(io).await?;
+            count(&self.counters.refresh_probes, "lowtail_controller_refresh_probes_total", sent as u64);
+            self.counters.refresh_probes_untaken.fetch_add(sent as u64, Ordering::Relaxed);
+            replies
+        } else {
+            Vec::new()
+        };
+        for name in &due {
+            self.refresh_planner(name.as_deref(), generation, &replies).await?;
         }
-        let (_, replies, sent) = self.probe_every_node(io).await?;
-        count(&self.counters.refresh_probes, "lowtail_controller_refresh_probes_total", sent as u64);
-        self.counters.refresh_probes_untaken.fetch_add(sent as u64, Ordering::Relaxed);
-        self.refresh_with(generation, &replies).await
+        Ok(())
     }
 
     /// Probes every node of the cluster in parallel (registering new ones in the catalog): the
@@ -141,9 +151,11 @@ impl Controller {
         Ok((nodes, replies, sent))
     }
 
-    /// The policy's refresh over probe `replies` taken while `generation` was running.
-    pub(super) async fn refresh_with(
+    /// The refresh of the planner of profile `name` (`None`: the default's) over probe `replies`
+    /// taken while `generation` was running.
+    pub(super) async fn refresh_planner(
         &self,
+        name: Option<&str>,
         generation: u64,
         replies: &[(PolicyNodeId, Option<node::ProbeReply>)],
     ) -> Result<(), DataError> {
@@ -166,7 +178,14 @@ impl Controller {
                 down: Vec::new(),
             };
             let mut rng = ChaCha8Rng::seed_from_u64(state.rng.next_u64());
-            state.policy.begin_refresh(&mut view, self.now_ns(), &mut rng)
+            let now_ns = self.now_ns();
+            match name {
+                None => state.policy.begin_refresh(&mut view, now_ns, &mut rng),
+                Some(name) => match state.profiles.get_mut(name) {
+                    Some(planner) => planner.policy.begin_refresh(&mut view, now_ns, &mut rng),
+                    None => return Ok(()),
+                },
+            }
         };
         let mut locked = started.elapsed();
         if let Some(work) = work {
@@ -178,16 +197,20 @@ impl Controller {
             let installing = Instant::now();
             let mut state = self.lock();
             // A policy switched meanwhile did not hand out this work.
-            if state.generation == generation {
-                state.policy.finish_refresh(result);
-                if let Some(why) = state.policy.refresh_failure() {
-                    tracing::warn!(%why, "the policy's refresh installed nothing; keeping the old tables");
+            if state.generation == generation
+                && let Some(planner) = state.planner_named(name)
+            {
+                planner.finish_refresh(result);
+                if let Some(why) = planner.refresh_failure() {
+                    tracing::warn!(%why, profile = ?name, "the policy's refresh installed nothing; keeping the old tables");
                 }
             }
             locked += installing.elapsed();
         }
-        for (name, value) in self.lock().policy.gauges() {
-            metrics::gauge!("lowtail_controller_policy_state", "name" => name).set(value);
+        if name.is_none() {
+            for (name, value) in self.lock().policy.gauges() {
+                metrics::gauge!("lowtail_controller_policy_state", "name" => name).set(value);
+            }
         }
         metrics::histogram!("lowtail_controller_refresh_seconds").record(started.elapsed().as_secs_f64());
         metrics::histogram!("lowtail_controller_refresh_locked_seconds").record(locked.as_secs_f64());
@@ -265,7 +288,7 @@ mod tests {
         };
         let refreshing = tokio::spawn({
             let controller = controller.clone();
-            async move { controller.refresh_with(generation, &[]).await }
+            async move { controller.refresh_planner(None, generation, &[]).await }
         });
         tokio::task::spawn_blocking(move || started_rx.recv_timeout(Duration::from_secs(30)))
             .await
