@@ -6,6 +6,7 @@
 
 use anyhow::Context;
 
+mod admin_profile;
 mod allocator;
 #[cfg(feature = "lab")]
 mod lab;
@@ -150,6 +151,11 @@ enum AdminCommand {
     /// class an access key's requests may run in (docs/classes.md).
     #[command(subcommand)]
     Class(AdminClassCommand),
+    /// Show, set or delete profiles: one policy per layer of the request path (selection,
+    /// redundancy, reconstruction, class, write ack) that a bucket names with `lowtail admin
+    /// bucket profile` (docs/profiles.md).
+    #[command(subcommand)]
+    Profile(admin_profile::AdminProfileCommand),
     /// Check the embedded metadata store of a stopped `lowtail up` cluster, or rebuild it from the
     /// storage nodes (docs/durability.md).
     #[command(subcommand)]
@@ -246,6 +252,9 @@ enum AdminBucketCommand {
     Class(AdminBucketClassArgs),
     /// Print the storage nodes holding the data units of KEY in BUCKET, in object order.
     Locate(AdminBucketLocateArgs),
+    /// Name the profile whose layers serve BUCKET's requests (`lowtail admin profile set` stores
+    /// it), or `none` for the cluster's default.
+    Profile(admin_profile::AdminBucketProfileArgs),
 }
 
 #[derive(Debug, Args)]
@@ -425,6 +434,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Admin(AdminCommand::Access(command)) => admin_access(command),
         Command::Admin(AdminCommand::Mover(command)) => admin_mover(command),
         Command::Admin(AdminCommand::Class(command)) => admin_class(command),
+        Command::Admin(AdminCommand::Profile(command)) => admin_profile::run(command),
         Command::Admin(AdminCommand::Meta(command)) => admin_meta(command),
         #[cfg(feature = "lab")]
         Command::Sim(args) => lab::run_sim(args),
@@ -527,6 +537,7 @@ fn admin_bucket(command: AdminBucketCommand) -> anyhow::Result<()> {
             let nodes: Vec<String> = nodes.iter().map(u32::to_string).collect();
             println!("{}/{}: data units on nodes {}", args.bucket, args.key, nodes.join(", "));
         }
+        AdminBucketCommand::Profile(args) => admin_profile::set_bucket(args)?,
         AdminBucketCommand::Class(args) => {
             let class = class_argument(&args.class)?;
             let secret = target_secret(&args.target)?;

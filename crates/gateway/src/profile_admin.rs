@@ -134,7 +134,7 @@ impl ProfileAdmin {
             return refused();
         }
         match self.meta.delete_profile(name).await {
-            Ok(()) => self.refreshed(StatusCode::NO_CONTENT.into_response()).await,
+            Ok(()) => self.refreshed(format!("profile {name:?} deleted").into_response()).await,
             Err(error) => (meta_status(&error), error.to_string()).into_response(),
         }
     }

@@ -199,6 +199,53 @@ impl GatewayAdmin {
         serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer classes: {body}", self.base))
     }
 
+    /// The cluster's default profile and every stored one with the buckets naming it
+    /// (`GET /admin/profiles`).
+    pub fn profiles(&self) -> anyhow::Result<gateway::profile_admin::ProfilesView> {
+        let what = "GET /admin/profiles";
+        let value = self.get_json(what, "/admin/profiles")?;
+        serde_json::from_value(value).with_context(|| format!("{what} at {} did not answer profiles", self.base))
+    }
+
+    /// Stores profile `name` (`PUT /admin/profiles/NAME`); the gateway refuses one that cannot run,
+    /// with the reason. Returns the profile as stored, every layer spelled out.
+    pub fn set_profile(&self, name: &str, profile: &policy::Profile) -> anyhow::Result<policy::Profile> {
+        let what = "PUT /admin/profiles/NAME";
+        let body = serde_json::to_value(profile).expect("a profile serializes");
+        let answer = self.put_json(what, &format!("/admin/profiles/{name}"), &body)?;
+        serde_json::from_str(&answer)
+            .with_context(|| format!("{what} at {} did not answer a profile: {answer}", self.base))
+    }
+
+    /// Deletes profile `name` (`DELETE /admin/profiles/NAME`); refused while a bucket names it.
+    pub fn delete_profile(&self, name: &str) -> anyhow::Result<()> {
+        let what = "DELETE /admin/profiles/NAME";
+        let mut response = agent()
+            .delete(format!("{}/admin/profiles/{name}", self.base))
+            .header(SECRET_HEADER, &self.secret)
+            .call()
+            .with_context(|| format!("{what} at {}", self.base))?;
+        self.check(what, &mut response).map(|_| ())
+    }
+
+    /// Names the profile serving `bucket`, or the cluster's default (`None`), through `PUT
+    /// /admin/buckets/NAME/profile`.
+    pub fn set_bucket_profile(&self, bucket: &str, profile: Option<&str>) -> anyhow::Result<meta::BucketMeta> {
+        let what = "PUT /admin/buckets/NAME/profile";
+        let mut response = agent()
+            .put(format!("{}/admin/buckets/{bucket}/profile", self.base))
+            .header(SECRET_HEADER, &self.secret)
+            .content_type("text/plain")
+            .send(profile.unwrap_or("none"))
+            .with_context(|| format!("{what} at {}", self.base))?;
+        if response.status().as_u16() == 404 {
+            let body = response.body_mut().read_to_string().unwrap_or_default();
+            bail!("{}: {}", self.base, if body.is_empty() { "no profile endpoint (404)".into() } else { body });
+        }
+        let body = self.check(what, &mut response)?;
+        serde_json::from_str(&body).with_context(|| format!("{what} at {} did not answer a bucket: {body}", self.base))
+    }
+
     /// A `PUT` of a class (`N` or `none`) to `path` with the cluster secret; the answer's body. A
     /// 404 is the bucket's absence, not a missing endpoint.
     fn put_class(&self, what: &str, path: &str, class: Option<u8>) -> anyhow::Result<String> {

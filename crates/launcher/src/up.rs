@@ -61,6 +61,9 @@ pub struct UpConfig {
     /// Copies of the metadata store written to the nodes, from which `lowtail admin meta rebuild`
     /// restores it (default: every 5 minutes, the newest 2 kept); see docs/durability.md.
     pub meta_snapshots: gateway::meta_snapshot::MetaSnapshotConfig,
+    /// Named profiles, one policy per layer of the request path, that buckets name with `lowtail
+    /// admin bucket profile` (`[profiles.NAME]`, default none); see docs/profiles.md.
+    pub profiles: std::collections::BTreeMap<String, policy::Profile>,
     /// A test facility (the fault swarm's network faults): node i is registered in the metadata
     /// store, so reached by the gateway and by the other nodes, at the i-th of these addresses
     /// instead of the one it bound, e.g. a proxy in front of it that forwards to the address in
@@ -85,6 +88,7 @@ impl Default for UpConfig {
             scrub: node::ScrubConfig::default(),
             controller: ControllerConfig::default(),
             classes: gateway::classes::ClassesConfig::default(),
+            profiles: std::collections::BTreeMap::new(),
             meta_snapshots: gateway::meta_snapshot::MetaSnapshotConfig::default(),
             registered_node_addresses: Vec::new(),
         }
@@ -207,6 +211,7 @@ async fn start_gateway(
         controller: config.controller.clone(),
         classes: config.classes.clone(),
         meta_snapshots: config.meta_snapshots.clone(),
+        profiles: config.profiles.clone(),
         ..GatewayConfig::default()
     };
     let gateway = gateway::process::start(gateway_config, meta).await?;

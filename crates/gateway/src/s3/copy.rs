@@ -170,7 +170,7 @@ pub async fn copy_object(
     };
     set_checksum!(result, Some(&copied_checksum), with_type);
     let output = CopyObjectOutput { copy_object_result: Some(result), ..Default::default() };
-    Ok(with_redundancy(S3Response::new(output), written.redundancy))
+    Ok(with_redundancy(S3Response::new(output), written.redundancy, ack))
 }
 
 /// What S3 refuses of a CopyObject once its source is known: a copy that would change nothing, and

@@ -36,7 +36,7 @@ mod unsupported;
 mod unusable_range;
 mod verify;
 mod write;
-pub use write::{FAILURES_TOLERATED_HEADER, REDUNDANCY_HEADER};
+pub use write::{FAILURES_TOLERATED_HEADER, REDUNDANCY_HEADER, WRITE_ACK_HEADER};
 
 use std::sync::Arc;
 

@@ -96,7 +96,7 @@ pub async fn upload_part(
     record_part(service, upload_key, part).await?;
     let mut output = UploadPartOutput { e_tag: Some(ETag::Strong(body.etag)), ..Default::default() };
     set_checksum!(output, body.checksum.as_ref());
-    Ok(with_redundancy(S3Response::new(output), body.written.redundancy))
+    Ok(with_redundancy(S3Response::new(output), body.written.redundancy, ack))
 }
 
 /// A part copied from (a range of) an existing object, read and written as `copy_object` does;
@@ -145,7 +145,7 @@ pub async fn upload_part_copy(
     };
     set_checksum!(result, part_checksum.as_ref());
     let output = UploadPartCopyOutput { copy_part_result: Some(result), ..Default::default() };
-    Ok(with_redundancy(S3Response::new(output), written.redundancy))
+    Ok(with_redundancy(S3Response::new(output), written.redundancy, ack))
 }
 
 /// The part number of an UploadPart or UploadPartCopy and the upload (`bucket`, `key`,

@@ -64,7 +64,7 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
         ..Default::default()
     };
     set_checksum!(output, body.checksum.as_ref(), with_type);
-    Ok(with_redundancy(S3Response::new(output), body.written.redundancy))
+    Ok(with_redundancy(S3Response::new(output), body.written.redundancy, ack))
 }
 
 /// A conditional write's `If-Match` / `If-None-Match` against the object the key holds now

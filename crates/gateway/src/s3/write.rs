@@ -154,8 +154,13 @@ pub async fn bucket_write_ack(service: &LowtailS3, bucket: &str) -> S3Result<Wri
     })
 }
 
-/// Adds the redundancy headers of a write's acknowledgement to its response.
-pub fn with_redundancy<T>(mut response: S3Response<T>, redundancy: Redundancy) -> S3Response<T> {
+/// The header naming the write ack rule a write was acknowledged under (its bucket's own rule, else
+/// its profile's): `all`, `k+1` or `k`.
+pub const WRITE_ACK_HEADER: &str = "x-lowtail-write-ack";
+
+/// Adds the redundancy headers of a write's acknowledgement under `ack` to its response.
+pub fn with_redundancy<T>(mut response: S3Response<T>, redundancy: Redundancy, ack: WriteAck) -> S3Response<T> {
+    response.headers.insert(WRITE_ACK_HEADER, hyper::header::HeaderValue::from_static(ack.name()));
     let state = redundancy.state();
     response.headers.insert(FAILURES_TOLERATED_HEADER, hyper::header::HeaderValue::from(redundancy.failures_tolerated));
     response.headers.insert(REDUNDANCY_HEADER, hyper::header::HeaderValue::from_static(state));

@@ -193,8 +193,8 @@ struct Decision {
     generation: u64,
     /// The bucket profile whose planner planned it (`None`: the cluster's default).
     profile: Option<Arc<ActiveProfile>>,
-    /// The planner's name, for the record.
-    planner: &'static str,
+    /// The planner's name, for the record: the profile's read layers'.
+    planner: String,
 }
 
 /// The live read controller; see the module documentation.
@@ -417,7 +417,16 @@ impl Controller {
     /// k, the missing data units decoded from them), else each unit read on its own.
     pub async fn read_units(&self, range: RangeRead<'_>, units: Range<usize>) -> Result<Vec<Bytes>, DataError> {
         assert!(range.unit == units.start && !units.is_empty(), "units {units:?} start at the range's unit");
-        if units.len() == 1 || self.reads_rows() || self.wants_row(&range, &units) {
+        if units.len() > 1 && (self.reads_rows() || self.wants_row(&range, &units)) {
+            // The reconstruction layer rebuilds a lost unit of the row its way (segmented, or by the
+            // nodes); the row's other units are read as planned, in runs around it.
+            let lost: Vec<usize> = units.clone().filter(|&unit| rebuilt_apart(RangeRead { unit, ..range })).collect();
+            if lost.is_empty() {
+                return self.read_row(range, units).await;
+            }
+            return self.read_around(range, units, &lost).await;
+        }
+        if units.len() == 1 {
             return self.read_row(range, units).await;
         }
         let each = units.map(|unit| async move {
@@ -425,6 +434,26 @@ impl Controller {
             Ok::<_, DataError>(bytes.pop().expect("one unit asked for"))
         });
         futures_util::future::try_join_all(each).await
+    }
+
+    /// `units` of the range's row with the `lost` ones rebuilt apart (each its own read, which the
+    /// reconstruction layer serves) and every run of the others read as one row plan.
+    async fn read_around(
+        &self,
+        range: RangeRead<'_>,
+        units: Range<usize>,
+        lost: &[usize],
+    ) -> Result<Vec<Bytes>, DataError> {
+        let mut pieces: Vec<Range<usize>> = Vec::new();
+        for unit in units {
+            match pieces.last_mut() {
+                Some(run) if run.end == unit && !lost.contains(&unit) && !lost.contains(&run.start) => run.end += 1,
+                _ => pieces.push(unit..unit + 1),
+            }
+        }
+        let reads = pieces.into_iter().map(|piece| self.read_row(RangeRead { unit: piece.start, ..range }, piece));
+        let read = futures_util::future::try_join_all(reads).await?;
+        Ok(read.into_iter().flatten().collect())
     }
 
     /// Whether the running policy reads `units` of the range's stripe better by one plan than by a
@@ -461,8 +490,7 @@ impl Controller {
         let plannable = self.is_own_code(stripe)
             && units.end <= code.data_units()
             && unit <= usize::from(u8::MAX)
-            && !(units.len() == 1
-                && (crate::data::read::segmented::applies(range) || crate::data::read::node_dataflow::applies(range)));
+            && !(units.len() == 1 && rebuilt_apart(range));
         let mut probes_sent = 0u32;
         let decision = if plannable {
             let decided = self.decide(&range, units.clone(), arrival_ns, &mut probes_sent).await;
@@ -516,7 +544,7 @@ impl Controller {
                 (read.map(|(bytes, _)| bytes), rebuilt, true, timed_out)
             }
         };
-        let layers = layer_decisions(active.as_deref(), decision.planner, Some(&decision.plan), rebuilt, slots);
+        let layers = layer_decisions(active.as_deref(), &decision.planner, Some(&decision.plan), rebuilt, slots);
         let served = Served { bytes: bytes_asked, degraded, timed_out, ok: result.is_ok(), layers };
         self.record_planned(&decision, &ends, arrival_ns, served);
         result
@@ -642,7 +670,7 @@ impl Controller {
                 decision_cpu_ns,
                 store_nodes,
                 generation,
-                planner: planner.name(),
+                planner: active.as_ref().map_or_else(|| planner.name().to_string(), |a| a.profile.read_name()),
                 profile: active,
             }));
         }
@@ -758,6 +786,12 @@ impl Controller {
             Err(_) => (TaskEnd::Failed { sent_ns }, None),
         }
     }
+}
+
+/// Whether `range`'s unit must be rebuilt and the reconstruction layer rebuilds it apart from a
+/// plan (segmented, or by the nodes).
+fn rebuilt_apart(range: RangeRead<'_>) -> bool {
+    crate::data::read::segmented::applies(range) || crate::data::read::node_dataflow::applies(range)
 }
 
 /// What executing a plan came to: the bytes of each unit asked for.
