@@ -2,7 +2,8 @@
 //! node down, every object of RS(4,2) and RS(6,3) reads back identical, whole and ranged, with and
 //! without a controller; every survivor of a lost unit serves a part of it (the gateway decode
 //! would read k of them), with or without an admission pool (each survivor's task then holds a slot);
-//! LRC keeps the gateway decode; a rebuild on the nodes beside an admission pool is refused.
+//! LRC keeps the gateway decode; a rebuild on the nodes takes one admission slot per survivor's session,
+//! and beside a pool too small for that it is refused.
 
 mod data_support;
 
@@ -104,25 +105,41 @@ async fn rs_6_3_reads_segmented_through_an_admission_pool() {
     every_object_reads_back_with_a_node_down("rs-6-3", 9, 6, Some(3)).await;
 }
 
+/// A rebuild on the nodes holds one slot per survivor's session at once: beside a pool smaller than
+/// the survivors it is refused with the reason (in the config and when switched to), and beside one
+/// large enough a lost unit is rebuilt by the nodes through the pool, every slot given back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_rebuild_on_the_nodes_beside_an_admission_pool_is_refused_with_the_reason() {
-    let cluster = TestCluster::start(9, 9).await;
-    let bounded = AdmissionSettings { slots: Some(8), ..Default::default() };
+async fn a_rebuild_on_the_nodes_takes_a_slot_per_survivor_from_the_admission_pool() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let apls = ReconstructSettings { kind: ReconstructKind::Apls, ..Default::default() };
+    let too_few = AdmissionSettings { slots: Some(7), ..Default::default() };
     for kind in [ReconstructKind::Apls, ReconstructKind::Auto] {
         let config = DataConfig {
-            admission: bounded,
+            admission: too_few,
             reconstruct: ReconstructSettings { kind, ..Default::default() },
             ..cluster.config("rs-6-3")
         };
         let error = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap_err().to_string();
-        assert!(error.contains("admission"), "{kind:?} beside a pool refused, saying why: {error}");
+        assert!(error.contains("could never admit"), "{kind:?} beside 7 slots refused, saying why: {error}");
     }
-    // Started with a pool and the gateway decode, a switch to APLS is refused and changes nothing.
-    let config = DataConfig { admission: bounded, ..cluster.config("rs-6-3") };
+    // Started with 7 slots and the gateway decode, a switch to APLS is refused and changes nothing.
+    let config = DataConfig { admission: too_few, ..cluster.config("rs-6-3") };
     let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
-    let apls = ReconstructSettings { kind: ReconstructKind::Apls, ..Default::default() };
-    assert!(data.io().set_reconstruct(apls).is_err());
+    assert!(data.io().set_reconstruct(apls.clone()).is_err());
     assert_eq!(data.io().reconstruct().kind, ReconstructKind::Gateway);
+    // Eight slots, one per survivor of RS(6,3) with a node down.
+    let enough = AdmissionSettings { slots: Some(8), ..Default::default() };
+    let config = DataConfig { admission: enough, reconstruct: apls, ..cluster.config("rs-6-3") };
+    let data = ErasureData::new(config, Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data, &[300_000, 4 << 20]).await;
+    let Layout::Striped { segments } = &objects[1].1 else { panic!("a 4 MiB object is striped") };
+    let down = cluster.meta.get_stripe(segments[0].stripe).await.unwrap().placement[0].0 as usize;
+    cluster.kill(down).await;
+    assert_readable(&data, &objects, "apls through a pool").await;
+    let rebuilt = data.io().counters().rebuilt_reads.load(Ordering::Relaxed);
+    assert!(rebuilt > 0, "the lost ranges were rebuilt by the nodes");
+    let pool = data.reads().pool().expect("a bounded pool");
+    assert_eq!(pool.occupancy(), (0, 0, 0), "every slot the dataflows took was given back");
     cluster.shutdown().await;
 }
 

@@ -390,6 +390,8 @@ impl Controller {
             state.kind = kind;
             state.settings = settings;
             state.policy = policy;
+            // Its tables start empty: its first refresh is due at once.
+            state.default_next_refresh_ns = 0;
             state.generation += 1;
         }
         tracing::info!(policy = %kind, "read policy switched");
@@ -681,6 +683,7 @@ impl Controller {
         tracing::info!(stripes = state.catalog.max_stripes, "controller placement full; starting afresh");
         state.catalog.forget_stripes()?;
         state.policy = build_policy(state.kind, &state.settings, &state.catalog.layout, self.admission)?;
+        state.default_next_refresh_ns = 0;
         // The profiles' planners' tables name forgotten dense ids too: rebuilt on their next read.
         state.profiles.clear();
         // The access policy's cache and solves, and the mover's statistics, name the forgotten
