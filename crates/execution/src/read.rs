@@ -138,6 +138,9 @@ pub struct ReadExecution {
     phase: Phase,
     fallback_launched: bool,
     timed_out: bool,
+    /// Under [`Quorum::FirstCopy`]: when the armed timer fires (the next copy's launch is a wait
+    /// after it).
+    timer_at_ns: u64,
     actions: VecDeque<Action>,
 }
 
@@ -154,6 +157,7 @@ impl ReadExecution {
             phase: Phase::Running,
             fallback_launched: false,
             timed_out: false,
+            timer_at_ns: 0,
             actions: VecDeque::with_capacity(plan.tasks.len() + 2),
         };
         execution.restart(plan, target, now_ns);
@@ -180,9 +184,18 @@ impl ReadExecution {
                 self.launch(task);
             }
         }
-        if let Quorum::NormalThenFallback { timeout_ns } = plan.quorum {
-            self.actions.push_back(Action::ArmTimer { at_ns: now_ns.saturating_add(timeout_ns) });
+        match plan.quorum {
+            Quorum::NormalThenFallback { timeout_ns } => {
+                self.actions.push_back(Action::ArmTimer { at_ns: now_ns.saturating_add(timeout_ns) });
+            }
+            Quorum::FirstCopy { wait_ns } if self.tasks.len() > 1 => self.arm_timer(now_ns.saturating_add(wait_ns)),
+            _ => {}
         }
+    }
+
+    fn arm_timer(&mut self, at_ns: u64) {
+        self.timer_at_ns = at_ns;
+        self.actions.push_back(Action::ArmTimer { at_ns });
     }
 
     /// The tasks whose bytes serve the completed read, in the order they finished (empty before
@@ -278,6 +291,10 @@ impl ReadExecution {
                     self.after_a_task_left(code);
                 }
             }
+            Quorum::FirstCopy { .. } => {
+                self.served_by.push(task);
+                self.complete(false);
+            }
             Quorum::NormalThenFallback { .. } => {
                 if self.tasks[task].role == TaskRole::Normal {
                     self.served_by.push(task);
@@ -301,7 +318,7 @@ impl ReadExecution {
         }
         match self.quorum {
             Quorum::All => self.fail(FailReason::TooManyFailed),
-            Quorum::AnyK { .. } | Quorum::FirstKOfN { .. } => self.after_a_task_left(code),
+            Quorum::AnyK { .. } | Quorum::FirstKOfN { .. } | Quorum::FirstCopy { .. } => self.after_a_task_left(code),
             Quorum::NormalThenFallback { .. } => {
                 if self.tasks[task].role == TaskRole::Normal {
                     if self.fallback_launched {
@@ -336,6 +353,12 @@ impl ReadExecution {
                     });
                 }
             }
+            Quorum::FirstCopy { .. } => {
+                // Nothing out: the next copy now rather than at its timer; none left fails.
+                if !self.tasks.iter().any(|t| t.state == TaskState::Running) && !self.launch_next_copy() {
+                    self.fail(FailReason::TooManyFailed);
+                }
+            }
             Quorum::NormalThenFallback { .. } => {
                 let normal_out = self.tasks[0].state == TaskState::Running;
                 let fallback_out = self.tasks[1..].iter().any(|t| t.state == TaskState::Running);
@@ -359,7 +382,23 @@ impl ReadExecution {
         self.fail(reason);
     }
 
+    /// Launches the first copy not launched yet; false when none is left.
+    fn launch_next_copy(&mut self) -> bool {
+        let Some(next) = self.tasks.iter().position(|t| t.state == TaskState::Dormant) else { return false };
+        self.launch(next);
+        true
+    }
+
     fn timer_fired(&mut self) {
+        if let Quorum::FirstCopy { wait_ns } = self.quorum {
+            if self.phase == Phase::Running && self.launch_next_copy() {
+                self.timed_out = true;
+                if self.tasks.iter().any(|t| t.state == TaskState::Dormant) {
+                    self.arm_timer(self.timer_at_ns.saturating_add(wait_ns));
+                }
+            }
+            return;
+        }
         let Quorum::NormalThenFallback { .. } = self.quorum else { return };
         if self.phase != Phase::Running || self.fallback_launched || self.tasks[0].state != TaskState::Running {
             return;

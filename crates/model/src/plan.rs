@@ -63,6 +63,14 @@ pub enum Quorum {
         /// Time from dispatch to launching the fallback.
         timeout_ns: u64,
     },
+    /// Every task reads the same bytes (copies of one range: a small object's replicas). The first
+    /// (`Normal`) task runs; every `wait_ns` without an answer, and at once when every task out has
+    /// failed, the next (`Fallback`) copy is launched too, the earlier ones still running. Done at
+    /// the first copy that finishes; the rest are cancelled.
+    FirstCopy {
+        /// Time between one copy's launch and the next's.
+        wait_ns: u64,
+    },
 }
 
 /// Where decoding happens.
@@ -158,6 +166,13 @@ impl ReadPlan {
             Quorum::AnyK { k } | Quorum::FirstKOfN { k } => {
                 if k == 0 || k as usize > n {
                     return Err(format!("quorum of {k} among {n} tasks"));
+                }
+            }
+            Quorum::FirstCopy { .. } => {
+                if self.tasks[0].role != TaskRole::Normal
+                    || self.tasks[1..].iter().any(|t| t.role != TaskRole::Fallback)
+                {
+                    return Err("first_copy: the first copy is the normal task, every later one a fallback".into());
                 }
             }
             Quorum::NormalThenFallback { .. } => {

@@ -265,3 +265,52 @@ fn a_whole_stripe_read_with_late_binding_completes_from_the_first_k_and_decodes_
     read.handle(Event::Finished { task: 1 }, code.as_ref());
     assert!(read.is_settled() && drain(&mut read).is_empty());
 }
+
+/// Three copies of one range (a small object's replicas), a wait of 100 ns between launches.
+fn three_copies() -> ReadPlan {
+    let tasks = vec![task(6, TaskRole::Normal), task(7, TaskRole::Fallback), task(8, TaskRole::Fallback)];
+    plan(tasks, Quorum::FirstCopy { wait_ns: 100 })
+}
+
+#[test]
+fn copies_are_launched_a_wait_apart_raced_and_the_first_to_finish_serves() {
+    let code = rs63();
+    let mut read = ReadExecution::start(&three_copies(), 6, 1_000);
+    assert_eq!(drain(&mut read), vec![Action::Start { task: 0 }, Action::ArmTimer { at_ns: 1_100 }]);
+    read.handle(Event::TimerFired, code.as_ref());
+    assert_eq!(drain(&mut read), vec![Action::Start { task: 1 }, Action::ArmTimer { at_ns: 1_200 }]);
+    assert!(read.timed_out(), "a copy went out because the first was slow");
+    // The first copy, still out, answers first: it serves, the second is cancelled.
+    read.handle(Event::Finished { task: 0 }, code.as_ref());
+    assert_eq!(drain(&mut read), vec![Action::Complete { decoded: false }, Action::Cancel { task: 1 }]);
+    assert_eq!(read.served_by().to_vec(), vec![0]);
+    read.handle(Event::TimerFired, code.as_ref());
+    assert!(drain(&mut read).is_empty(), "the third copy is never launched once served");
+    read.handle(Event::Cancelled { task: 1 }, code.as_ref());
+    assert!(read.is_settled() && read.task_state(2) == TaskState::Dormant);
+}
+
+#[test]
+fn a_failed_copy_launches_the_next_at_once_and_no_copy_left_fails_the_read() {
+    let code = rs63();
+    let mut read = ReadExecution::start(&three_copies(), 6, 0);
+    drain(&mut read);
+    read.handle(Event::Failed { task: 0 }, code.as_ref());
+    assert_eq!(drain(&mut read), vec![Action::Start { task: 1 }], "no wait when nothing is out");
+    read.handle(Event::TimerFired, code.as_ref());
+    assert_eq!(drain(&mut read), vec![Action::Start { task: 2 }], "the last copy: no timer left to arm");
+    read.handle(Event::Failed { task: 2 }, code.as_ref());
+    assert!(drain(&mut read).is_empty(), "copy 1 is still out");
+    read.handle(Event::Failed { task: 1 }, code.as_ref());
+    assert_eq!(drain(&mut read), vec![Action::Fail { reason: FailReason::TooManyFailed }]);
+    assert!(read.is_settled());
+    // One copy alone arms no timer, and its answer serves.
+    let single = plan(vec![task(6, TaskRole::Normal)], Quorum::FirstCopy { wait_ns: 100 });
+    single.validate().unwrap();
+    let mut read = ReadExecution::start(&single, 6, 0);
+    assert_eq!(drain(&mut read), vec![Action::Start { task: 0 }]);
+    read.handle(Event::Finished { task: 0 }, code.as_ref());
+    assert_eq!(drain(&mut read), vec![Action::Complete { decoded: false }]);
+    let misordered = plan(vec![task(6, TaskRole::Fallback)], Quorum::FirstCopy { wait_ns: 100 });
+    assert!(misordered.validate().is_err());
+}

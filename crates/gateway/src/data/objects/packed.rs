@@ -55,6 +55,7 @@ use crate::data::write::stripe_write::{drive_quorum, forget_placement, place_new
 use crate::data::{DataError, meta_error};
 use execution::{CopyState, Durability, WriteQuorum, WriteRule};
 
+mod copies;
 mod recover;
 mod seal;
 
@@ -477,7 +478,7 @@ impl Packer {
             }
             let seq = replica_unit
                 .ok_or_else(|| DataError::Internal(format!("object in open stripe {stripe_id} has no replica unit")))?;
-            let result = self.read_replica(&stripe, &nodes, code.data_units(), unit, seq, &range).await;
+            let result = self.read_replica(&stripe, &nodes, code.as_ref(), unit, seq, &range).await;
             let last = attempt + 1 == READ_ATTEMPTS;
             if let Some(controller) = controller
                 && (result.is_ok() || last)
@@ -504,21 +505,20 @@ impl Packer {
         Err(DataError::Unavailable(format!("object in open stripe {stripe_id}: no replica could be read")))
     }
 
-    /// Bytes `range` of the object held in replica `seq` of data unit `unit` of open `stripe`, from
-    /// the first of its replica nodes that is Up and answers in time (in the read policy's order
-    /// and wait: `Controller::copy_read_order`); else the last error.
+    /// Bytes `range` of the object held in replica `seq` of data unit `unit` of open `stripe`: its
+    /// copies raced a wait apart by the execution core (`copies::read_first_copy`), in the read
+    /// policy's order and wait (`Controller::copy_read_order`); else the last error.
     async fn read_replica(
         &self,
         stripe: &StripeMeta,
         nodes: &NodeMap,
-        k: usize,
+        code: &dyn ErasureCode,
         unit: u16,
         seq: u16,
         range: &std::ops::Range<u64>,
     ) -> Result<Bytes, String> {
         let length = range.end - range.start;
-        let stripe_id = stripe.id;
-        let mut order = replica_nodes(stripe, k, usize::from(unit));
+        let mut order = replica_nodes(stripe, code.data_units(), usize::from(unit));
         // The read policy's wait per copy and its slow nodes last (hedged); else the read timeout.
         let wait = match self.reads.controller() {
             Some(controller) => controller.copy_read_order(&mut order, length),
@@ -526,31 +526,9 @@ impl Packer {
         };
         let targets: Vec<&NodeInfo> =
             order.iter().filter_map(|node_id| nodes.get(node_id).filter(|node| node.state == NodeState::Up)).collect();
-        let mut last_error = String::from("no replica node is up");
-        for (i, node) in targets.iter().enumerate() {
-            let read = async {
-                let client = self.io.cluster().client(node).await.map_err(|e| e.to_string())?;
-                client
-                    .read_range(stripe_id.0, seq, REPLICA_HEADER_BYTES + range.start, length)
-                    .await
-                    .map(|(bytes, _timing)| bytes)
-                    .map_err(|e| e.to_string())
-            };
-            // A slow replica is abandoned after the wait for the next one, except the last, which
-            // gets the whole RPC timeout.
-            let result = if i + 1 < targets.len() {
-                tokio::time::timeout(wait, read)
-                    .await
-                    .unwrap_or_else(|_| Err(format!("slower than its wait ({wait:?})")))
-            } else {
-                read.await
-            };
-            match result {
-                Ok(bytes) => return Ok(bytes),
-                Err(error) => last_error = format!("replica {seq} on node {}: {error}", node.id),
-            }
-        }
-        Err(last_error)
+        let copy =
+            copies::CopyRange { stripe: stripe.id, unit, seq, offset: REPLICA_HEADER_BYTES + range.start, length };
+        copies::read_first_copy(&self.io, code, &copy, &targets, wait).await
     }
 }
 

@@ -63,7 +63,7 @@ pub fn layer_decisions(
         let needed = match plan.quorum {
             Quorum::All => asked,
             Quorum::AnyK { k } | Quorum::FirstKOfN { k } => usize::from(k),
-            Quorum::NormalThenFallback { .. } => 1,
+            Quorum::NormalThenFallback { .. } | Quorum::FirstCopy { .. } => 1,
         };
         (u8::try_from(asked).unwrap_or(u8::MAX), u8::try_from(needed).unwrap_or(u8::MAX))
     });
