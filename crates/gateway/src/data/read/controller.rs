@@ -147,25 +147,25 @@ impl State {
     }
 
     /// Builds `active`'s planner if it has none or its profile changed (a change bumps the
-    /// generation, so a decision begun under the old planner plans again). A profile this gateway
-    /// cannot run fails the read with the reason.
+    /// generation, so a decision begun under the old planner plans again); says whether it built
+    /// one. A profile this gateway cannot run fails the read with the reason.
     fn ensure_planner(
         &mut self,
         active: Option<&ActiveProfile>,
         admission: AdmissionSettings,
-    ) -> Result<(), DataError> {
-        let Some(active) = active else { return Ok(()) };
+    ) -> Result<bool, DataError> {
+        let Some(active) = active else { return Ok(false) };
         if let Some(why) = &active.refusal {
             return Err(DataError::Internal(format!("bucket profile {:?} cannot run here: {why}", active.name)));
         }
         if self.profiles.get(&active.name).is_some_and(|planner| planner.profile == active.profile) {
-            return Ok(());
+            return Ok(false);
         }
         let policy = build_planner(&active.profile, &self.settings, &self.catalog.layout, admission)?;
         let planner = ProfilePlanner { profile: active.profile.clone(), policy, next_refresh_ns: 0 };
         self.profiles.insert(active.name.clone(), planner);
         self.generation += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// A fresh request id and the partition of data unit `unit` of catalog stripe `dense`.
@@ -595,7 +595,10 @@ impl Controller {
             let (request, mut request_rng, targets, generation) = {
                 let mut state = self.lock();
                 let state = &mut *state;
-                state.ensure_planner(active.as_deref(), self.admission)?;
+                if state.ensure_planner(active.as_deref(), self.admission)? {
+                    // A new planner may be due for a refresh before the loop's next wake.
+                    self.switched.notify_one();
+                }
                 let Some(dense) = state.catalog.stripe(stripe)? else {
                     self.reset_catalog(state)?;
                     return Ok(None);

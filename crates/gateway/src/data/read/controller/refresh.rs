@@ -308,6 +308,41 @@ mod tests {
         assert_eq!(installed.load(Ordering::SeqCst), 42, "the work's result is installed");
     }
 
+    /// A bucket profile's planner with a period of its own (LMLF-Lazy's 1 s) is refreshed when due,
+    /// beside a default that refreshes nothing, and the loop wakes at its period.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bucket_profiles_planner_is_refreshed_on_its_own_period() {
+        use crate::profiles::ActiveProfile;
+        use policy::Profile;
+        use policy::profile::Selection;
+        let controller = Arc::new(Controller::new(&ControllerConfig::default(), "rs-6-3").unwrap());
+        let lazy = ActiveProfile {
+            name: "lazy".into(),
+            profile: Profile { selection: Selection::LmlfLazy, ..Profile::default() },
+            refusal: None,
+        };
+        let period_ns = 1_000_000_000;
+        let generation = {
+            let mut state = controller.lock();
+            assert_eq!(state.refresh_period_ns(), None, "the default (hedged) refreshes nothing");
+            assert!(state.ensure_planner(Some(&lazy), controller.admission).unwrap(), "built on first use");
+            assert!(!state.ensure_planner(Some(&lazy), controller.admission).unwrap(), "and kept");
+            assert_eq!(state.refresh_period_ns(), Some(period_ns));
+            assert_eq!(state.due_for_refresh(5), vec![Some("lazy".to_string())]);
+            assert!(state.due_for_refresh(period_ns / 2).is_empty(), "not again before its period");
+            assert_eq!(state.due_for_refresh(5 + period_ns), vec![Some("lazy".to_string())]);
+            state.generation
+        };
+        controller.refresh_planner(Some("lazy"), generation, &[]).await.unwrap();
+        controller.refresh_planner(Some("gone"), generation, &[]).await.unwrap();
+        // A changed profile is rebuilt, and the old planner's decisions are from another generation.
+        let changed = ActiveProfile { profile: Profile { selection: Selection::Lmlf, ..lazy.profile.clone() }, ..lazy };
+        let mut state = controller.lock();
+        assert!(state.ensure_planner(Some(&changed), controller.admission).unwrap());
+        assert!(state.generation > generation);
+        assert_eq!(state.refresh_period_ns(), None, "LMLF refreshes nothing");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn refresh_work_of_a_switched_policy_is_dropped() {
         let (controller, refreshing, release, installed) = gated_refresh_under_way().await;
