@@ -138,6 +138,13 @@ pub trait ReadPolicy {
         true
     }
 
+    /// Whether the refresh needs each node's rack in the view ([`ClusterView::node_rack`]): an
+    /// executor that learns racks from its node records reads them before such a refresh (JLWO's
+    /// solve is per rack). Default: no.
+    fn refresh_reads_racks(&self) -> bool {
+        false
+    }
+
     /// What the executor recorded of a request this policy planned, once every task of it is
     /// resolved (the same record both executors write). Policies that learn from outcomes (FAST
     /// CLOUD's online delay fit) keep what they need, bounded; the rest ignore it.

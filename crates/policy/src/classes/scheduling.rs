@@ -326,6 +326,10 @@ impl ReadPolicy for JlwoRead {
         Some(self.settings.refresh_period_ns)
     }
 
+    fn refresh_reads_racks(&self) -> bool {
+        true
+    }
+
     fn refresh_probes_nodes(&self) -> bool {
         false
     }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use meta::NodeId as StoreNodeId;
 use model::NodeId as PolicyNodeId;
-use policy::PolicyKind;
+use policy::ReadPolicy;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -107,15 +107,17 @@ impl Controller {
     /// Refreshes every planner whose refresh is due (the default's and the bucket profiles'),
     /// over one probe round when any of them reads queues.
     pub(super) async fn refresh_policy(&self, io: &StripeIo) -> Result<(), DataError> {
-        let (due, probes, generation, kind) = {
+        let (due, probes, racks, generation) = {
             let mut state = self.lock();
             let due = state.due_for_refresh(self.now_ns());
-            let probes =
-                due.iter().any(|name| state.planner_named(name.as_deref()).is_some_and(|p| p.refresh_probes_nodes()));
-            (due, probes, state.generation, state.kind)
+            let mut asks = |ask: fn(&dyn ReadPolicy) -> bool| {
+                due.iter().any(|name| state.planner_named(name.as_deref()).is_some_and(|p| ask(&*p)))
+            };
+            let (probes, racks) = (asks(|p| p.refresh_probes_nodes()), asks(|p| p.refresh_reads_racks()));
+            (due, probes, racks, state.generation)
         };
-        if kind == PolicyKind::Jlwo {
-            // JLWO's solve needs each node's rack (reads do not): the node records once a refresh.
+        if racks {
+            // A solve per rack (JLWO's) needs each node's rack (reads do not): the node records once.
             let nodes = io.cluster().node_map().await?;
             self.lock().catalog.note_racks(&nodes);
         }
@@ -222,7 +224,7 @@ impl Controller {
 mod tests {
     use super::*;
     use crate::data::read::controller::ControllerConfig;
-    use policy::{PolicySettings, ReadPolicy};
+    use policy::{PolicyKind, PolicySettings, ReadPolicy};
     use std::sync::atomic::AtomicU64;
 
     /// A lazy policy whose refresh work waits until the test lets it finish.
