@@ -113,12 +113,58 @@ pub struct RunOutput {
 
 /// Runs `policy` on `cluster` over `workload` with the models of `config`.
 pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: &Workload) -> RunOutput {
+    let frontends = config.frontends_for(policy);
+    let planners = (0..frontends)
+        .map(|_| {
+            let built = build_read_policy(policy, &config.policy, &config.frontend_setup(&cluster.layout));
+            built.expect("SimConfig::validate builds every policy once") as Box<dyn policy::ReadPolicy>
+        })
+        .collect();
+    let output = run_planners(config, cluster, planners, workload);
+    RunOutput {
+        policy,
+        code: cluster.spec.to_string(),
+        frontends,
+        records: output.records,
+        node_busy_ns: output.node_busy_ns,
+        refresh_probes: output.refresh_probes,
+        events: output.events,
+    }
+}
+
+/// Runs the read layers of `profile` (selection and redundancy, composed by
+/// [`policy::build_planner`] as the live gateway composes them; this engine models no other layer)
+/// on `cluster` over `workload` with `frontends` frontends and the models of `config`. A preset's
+/// profile gives exactly its policy's run.
+pub fn run_profile(
+    config: &SimConfig,
+    cluster: &Cluster,
+    profile: &policy::Profile,
+    frontends: u16,
+    workload: &Workload,
+) -> Result<engine::EngineOutput, policy::BuildError> {
+    let planners = (0..frontends)
+        .map(|_| {
+            policy::build_planner(profile, &config.policy, &config.frontend_setup(&cluster.layout))
+                .map(|planner| planner as Box<dyn policy::ReadPolicy>)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(run_planners(config, cluster, planners, workload))
+}
+
+/// Runs one planner per frontend on `cluster` over `workload` with the models of `config`.
+fn run_planners(
+    config: &SimConfig,
+    cluster: &Cluster,
+    planners: Vec<Box<dyn policy::ReadPolicy>>,
+    workload: &Workload,
+) -> engine::EngineOutput {
     assert_eq!(
         workload.partitions,
         cluster.placement.partition_count(),
         "workload and placement disagree on partitions"
     );
-    let frontends = config.frontends_for(policy);
+    let frontends = u16::try_from(planners.len()).expect("at most u16::MAX frontends");
     let setup = EngineSetup {
         placement: &cluster.placement,
         layout: &cluster.layout,
@@ -159,22 +205,7 @@ pub fn run(config: &SimConfig, cluster: &Cluster, policy: PolicyKind, workload: 
         // The same engine streams for every policy: common random numbers.
         seed: config.seed,
     };
-    let policies = (0..frontends)
-        .map(|_| {
-            let built = build_read_policy(policy, &config.policy, &config.frontend_setup(&cluster.layout));
-            built.expect("SimConfig::validate builds every policy once") as Box<dyn policy::ReadPolicy>
-        })
-        .collect();
-    let output = Engine::new(setup, policies).run(&workload.requests);
-    RunOutput {
-        policy,
-        code: cluster.spec.to_string(),
-        frontends,
-        records: output.records,
-        node_busy_ns: output.node_busy_ns,
-        refresh_probes: output.refresh_probes,
-        events: output.events,
-    }
+    Engine::new(setup, planners).run(&workload.requests)
 }
 
 /// Builds the workload and cluster of `config` and runs each of its policies.

@@ -397,3 +397,31 @@ fn hedged_reads_around_a_slowed_node_where_normal_waits_for_it() {
         .count();
     assert!(normal_on_slowed <= 60, "{normal_on_slowed} normal reads on the slowed node in 10 s");
 }
+
+/// The simulator takes the gateway's profiles: a preset's profile runs exactly its policy, and a
+/// composed one (LMLF-PW2 choosing FAST CLOUD's fixed n = 7 units) asks every request for 7 units
+/// of its row, done at the first 6, each with a record; a profile that cannot be built is an error.
+#[test]
+fn profiles_run_in_the_simulator_as_in_the_gateway() {
+    use policy::Profile;
+    use policy::profile::{Redundancy, Selection};
+    let mut config = small(4);
+    config.policy.fec.fixed_n = 7;
+    let workload = config.workload.build(config.seed).unwrap();
+    let cluster = Cluster::build(&config, workload.partitions).unwrap();
+    for policy in [PolicyKind::Normal, PolicyKind::LmlfPw2, PolicyKind::LmlfLazy] {
+        let preset = sim::run(&config, &cluster, policy, &workload);
+        let profiled =
+            sim::run_profile(&config, &cluster, &Profile::preset(policy), preset.frontends, &workload).unwrap();
+        assert_eq!(preset.records, profiled.records, "{policy}");
+    }
+    let composed = Profile { selection: Selection::LmlfPw2, redundancy: Redundancy::Fixed, ..Profile::default() };
+    let output = sim::run_profile(&config, &cluster, &composed, 1, &workload).unwrap();
+    assert_eq!(output.records.len(), workload.requests.len());
+    for record in output.records.iter() {
+        assert_eq!(record.tasks.len(), 7, "n = 7 units asked");
+        assert!(record.request.probes >= 7, "LMLF-PW2 probes the row's data units and a sampled set");
+    }
+    let bafec = Profile { redundancy: Redundancy::Bafec, ..composed };
+    assert!(sim::run_profile(&config, &cluster, &bafec, 1, &workload).is_err(), "BAFEC needs admission slots");
+}

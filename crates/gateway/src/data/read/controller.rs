@@ -392,6 +392,8 @@ impl Controller {
             state.policy = policy;
             // Its tables start empty: its first refresh is due at once.
             state.default_next_refresh_ns = 0;
+            // The buckets' planners are rebuilt with the new settings at their next read.
+            state.profiles.clear();
             state.generation += 1;
         }
         tracing::info!(policy = %kind, "read policy switched");
