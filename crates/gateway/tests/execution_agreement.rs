@@ -155,3 +155,21 @@ async fn a_fallback_waiting_for_the_only_slot_agrees() {
     let actions = assert_agree(&timeline).await;
     assert!(actions.contains(&(300 * MS, Action::Complete { decoded: false })), "{actions:?}");
 }
+
+/// A small object's copies (`Quorum::FirstCopy`, 40 ms apart): the first copy's node is down, so the
+/// second goes out at once; it is slow, so the third goes out at its wait and wins; the second is
+/// cancelled. Both shells launch and cancel alike.
+#[tokio::test(start_paused = true)]
+async fn copies_a_wait_apart_agree() {
+    // Copies of data unit 0 on nodes 6, 7 and 8.
+    let copy = |node: u32, role| PlannedTask { node: NodeId(node), ..task(0, role) };
+    let tasks = vec![copy(6, TaskRole::Normal), copy(7, TaskRole::Fallback), copy(8, TaskRole::Fallback)];
+    let copies = plan(tasks, Quorum::FirstCopy { wait_ns: 40 * MS });
+    let down = Outage { node: 6, from_ns: 0, until_ns: 1000 * MS };
+    let service = [10, 10, 10, 10, 10, 10, 10, 300, 20];
+    let actions = assert_agree(&timeline(copies, service, vec![down])).await;
+    assert!(actions.contains(&(0, Action::Start { task: 1 })), "a failed copy's successor at once: {actions:?}");
+    assert!(actions.contains(&(40 * MS, Action::Start { task: 2 })), "the next a wait later: {actions:?}");
+    assert!(actions.contains(&(60 * MS, Action::Complete { decoded: false })), "{actions:?}");
+    assert!(actions.contains(&(60 * MS, Action::Cancel { task: 1 })), "the slow copy cancelled: {actions:?}");
+}
