@@ -8,25 +8,12 @@
 mod common;
 
 use aws_sdk_s3::primitives::ByteStream;
-use common::{client, get, interrupt, pseudo_random, start_up_with, wait_for_manifest};
+use common::{client, get, interrupt, lowtail_admin_of, pseudo_random, start_up_with, wait_for_manifest};
 use std::path::Path;
 use std::process::Command;
 
 fn lowtail_admin(dir: &Path, args: &[&str]) -> (bool, String) {
     lowtail_admin_of(dir, "policy", args)
-}
-
-/// `lowtail admin GROUP ARGS --dir DIR`: whether it succeeded, and what it printed.
-fn lowtail_admin_of(dir: &Path, group: &str, args: &[&str]) -> (bool, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
-        .args(["admin", group])
-        .args(args)
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .expect("lowtail runs");
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    (output.status.success(), text)
 }
 
 fn lowtail_admin_bucket(dir: &Path, args: &[&str]) -> (bool, String) {

@@ -8,25 +8,14 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use aws_sdk_s3::presigning::PresigningConfig;
-use common::{admin_status, client, kill_and_wait, poll, pseudo_random, start_up_with, wait_for_manifest};
+use common::{
+    admin_status, client, kill_and_wait, lowtail_admin_of as admin, poll, pseudo_random, start_up_with,
+    wait_for_manifest,
+};
 use model::Record;
-
-/// `lowtail admin GROUP ARGS --dir DIR`: whether it succeeded, and what it printed.
-fn admin(dir: &Path, group: &str, args: &[&str]) -> (bool, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
-        .args(["admin", group])
-        .args(args)
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .expect("lowtail runs");
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    (output.status.success(), text)
-}
 
 /// Every record the gateway kept since the last take.
 fn take_records(dir: &Path) -> Vec<Record> {

@@ -282,7 +282,7 @@ impl Profile {
                 return refuse(format!(
                     "reconstruction = \"{}\" reads from or rebuilds on the storage nodes, and an S3 backend has \
                      none: use \"gateway\"",
-                    kebab(self.reconstruction)
+                    self.reconstruction.name()
                 ));
             }
         }
@@ -293,7 +293,7 @@ impl Profile {
             return refuse(format!(
                 "reconstruction = \"{}\" splits a lost unit's rebuild among more than k survivors, and {code} has \
                  only k left after one loss: use \"gateway\" or \"segmented\"",
-                kebab(self.reconstruction)
+                self.reconstruction.name()
             ));
         }
         let sessions = target.layout.total_units() - 1;
@@ -304,7 +304,7 @@ impl Profile {
                 "reconstruction = \"{}\" holds one admission slot per survivor's session at once ({sessions} for \
                  {code}), and the gateway's {slots} slots could never admit it: raise [data.admission] slots or use \
                  \"segmented\"",
-                kebab(self.reconstruction)
+                self.reconstruction.name()
             ));
         }
         if let Some(class) = self.class
@@ -316,16 +316,6 @@ impl Profile {
     }
 }
 
-/// A reconstruction's name as configs spell it.
-fn kebab(kind: ReconstructKind) -> &'static str {
-    match kind {
-        ReconstructKind::Gateway => "gateway",
-        ReconstructKind::Apls => "apls",
-        ReconstructKind::Segmented => "segmented",
-        ReconstructKind::Auto => "auto",
-    }
-}
-
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -333,7 +323,7 @@ impl fmt::Display for Profile {
             "selection {}, redundancy {}, reconstruction {}",
             self.selection.name(),
             self.redundancy.name(),
-            kebab(self.reconstruction)
+            self.reconstruction.name()
         )?;
         if let Some(class) = self.class {
             write!(f, ", class {class}")?;

@@ -32,6 +32,16 @@ pub enum ReconstructKind {
 }
 
 impl ReconstructKind {
+    /// The kind's name as configs spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReconstructKind::Gateway => "gateway",
+            ReconstructKind::Apls => "apls",
+            ReconstructKind::Segmented => "segmented",
+            ReconstructKind::Auto => "auto",
+        }
+    }
+
     /// Whether this kind may have the storage nodes rebuild a unit (a dataflow among them).
     pub fn rebuilds_on_nodes(self) -> bool {
         matches!(self, ReconstructKind::Apls | ReconstructKind::Auto)

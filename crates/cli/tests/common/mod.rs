@@ -94,6 +94,19 @@ pub fn wait_for_manifest(dir: &Path, up: &mut Child) -> Manifest {
     }
 }
 
+/// `lowtail admin GROUP ARGS --dir DIR`: whether it succeeded, and what it printed.
+pub fn lowtail_admin_of(dir: &Path, group: &str, args: &[&str]) -> (bool, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_lowtail"))
+        .args(["admin", group])
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .expect("lowtail runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
+}
+
 pub fn signal(pid: u32, signal: libc::c_int) {
     // SAFETY: kill(2) with a pid this test started and a valid signal.
     assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0);

@@ -11,7 +11,7 @@
 //! wrapped policy's and scratch buffers.
 
 use crate::fec::FecRead;
-use crate::read::cost::{queued_load, sampled_set, task_latency, task_overhead_bytes};
+use crate::read::cost::{queued_load, sampled_set, task_overhead_bytes};
 use crate::read::{Criterion, Probing};
 use crate::{ClusterView, ReadPolicy, RefreshResult, RefreshWork};
 use model::{NodeId, ReadPlan, ReadRequest, RequestRecord, TaskRecord, TaskRole};
@@ -61,14 +61,6 @@ impl RankedRow {
             }
         }
     }
-
-    /// One more task of `bytes` on a node with `queue` bytes, `rate` and per-task `overhead`.
-    fn task_cost(&self, bytes: f64, queue: f64, rate: f64, overhead: f64) -> f64 {
-        match self.criterion {
-            Criterion::Latency => task_latency(bytes + overhead, queue, rate),
-            Criterion::MarginalLoad(metric) => metric.of(bytes + overhead, queue, rate),
-        }
-    }
 }
 
 impl ReadPolicy for RankedRow {
@@ -116,7 +108,8 @@ impl ReadPolicy for RankedRow {
             let overhead = task_overhead_bytes(view, node, self.count_task_overhead);
             let queue = queued_load(view.probe(node), overhead);
             let rate = view.node_rate_bytes_per_s(node);
-            self.cost_by_unit[usize::from(unit)] = self.task_cost(request.length as f64, queue, rate, overhead);
+            self.cost_by_unit[usize::from(unit)] =
+                self.criterion.task_cost(request.length as f64 + overhead, queue, rate);
         }
         self.probed_units = units;
         let mut ranked: Vec<u8> = (0..view.layout().total_units() as u8).collect();

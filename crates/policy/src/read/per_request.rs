@@ -25,6 +25,17 @@ pub enum Criterion {
     MarginalLoad(MarginalLoad),
 }
 
+impl Criterion {
+    /// What one more task of `bytes` (its per-task overhead included) costs on a node with
+    /// `queue_bytes` queued and `rate`: its latency, or its marginal load.
+    pub fn task_cost(self, bytes: f64, queue_bytes: f64, rate: f64) -> f64 {
+        match self {
+            Criterion::Latency => task_latency(bytes, queue_bytes, rate),
+            Criterion::MarginalLoad(metric) => metric.of(bytes, queue_bytes, rate),
+        }
+    }
+}
+
 /// Which options a per-request decision probes and compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Probing {
@@ -68,10 +79,7 @@ impl PerRequest {
     fn task_cost(&self, unit: u8, bytes: f64) -> f64 {
         let unit = unit as usize;
         let (q, s, o) = (self.queue_by_unit[unit], self.rate_by_unit[unit], self.overhead_by_unit[unit]);
-        match self.criterion {
-            Criterion::Latency => task_latency(bytes + o, q, s),
-            Criterion::MarginalLoad(metric) => metric.of(bytes + o, q, s),
-        }
+        self.criterion.task_cost(bytes + o, q, s)
     }
 
     /// The recovery sets this request compares (all, or one sampled: the only random draw) and
