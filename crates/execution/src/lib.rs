@@ -10,7 +10,8 @@
 //! - [`reconstruct`]: the packet dataflows of degraded reads (gateway decode, traditional, PPR,
 //!   ECPipe, APLS, segmented).
 //! - [`recovery`]: which units determine a target unit (the code's answer, shared by both shells).
-//! - [`write`]: when a write's copies may be acknowledged (all, early, or without one straggler).
+//! - [`write`]: one write's execution: its copies, retries elsewhere, when it is acknowledged (all,
+//!   early, or without one straggler), what is left pending, and whether it met the durability rule.
 //!
 //! Must not: read a clock, sleep, spawn, do I/O or draw randomness; time is an argument and every
 //! effect is an action for the shell to carry out.
@@ -23,4 +24,6 @@ pub mod write;
 
 pub use admission::{Admission, AdmissionMode, AdmissionSettings, Admitted};
 pub use read::{Action, Event, FailReason, ReadExecution, TaskState, WHOLE_STRIPE};
-pub use write::{CopyState, Durability, StragglerWait, WriteQuorum, WriteRule, WriteVerdict};
+pub use write::{
+    CopyState, Durability, StragglerWait, WriteAction, WriteEvent, WriteExecution, WriteRule, WriteSettings,
+};

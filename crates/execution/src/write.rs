@@ -1,8 +1,14 @@
-//! When a write's unit copies may be acknowledged: the write quorum both the striped path (the n
-//! units of a stripe) and the packed path (an object's m + 1 replicas) run. The shell starts the
-//! copies it writes now, feeds in each one's end ([`WriteQuorum::unit_ended`]) and asks for the
-//! verdict ([`WriteQuorum::verdict`]): wait (until a time, or for the next end), acknowledge with
-//! copies still landing, or every write has ended (the shell judges and retries what failed).
+//! One write's execution as a state machine, run by both executors (the simulator's
+//! `sim::write` and the gateway's striped and packed writes): which
+//! copies are written where, when a failed copy is placed elsewhere and written again, when the
+//! write may be acknowledged with copies still landing (what is left pending), and whether what
+//! ended durable meets the durability rule. The shell starts it, feeds in what happened
+//! ([`WriteEvent`]: a copy's write ended, the node it placed a copy on, the timer) and carries out
+//! the [`WriteAction`]s it returns. A copy is a stripe's unit (n of them) or an object's replica.
+//!
+//! A copy whose write fails is placed on another node (the shell's placer chooses it, away from
+//! every node a copy of this write failed on) and written again at once, at most
+//! [`WriteSettings::retries`] times; one no node can take, or out of retries, stays missing.
 //!
 //! Two rules acknowledge with copies still landing, and both are reported to the client as
 //! pending (the durability contract's weaker guarantee, the copies brought back in the background
@@ -12,9 +18,15 @@
 //! - **straggler**: the durable copies survive all but one of what the full set survives (all but
 //!   one copy landed, for RS and replicas) and the rest are late by more than a share of the time
 //!   those took (`StragglerWait`): one slow node does not hold the write, however late it answers.
-//!   Never when a write failed: a failure is retried elsewhere, as before.
+//!   Never once a write failed: a failure is retried elsewhere and awaited.
+//!
+//! Once every write has ended the write completes if the durable copies survive
+//! [`WriteSettings::min_failures_tolerated`] further failures, and fails otherwise (the shell
+//! deletes what landed).
 //!
 //! Must not: read a clock, do I/O, or know which executor drives it; time is an argument.
+
+use std::collections::VecDeque;
 
 use codec::ErasureCode;
 
@@ -64,93 +76,176 @@ pub struct WriteRule {
     pub straggler: Option<StragglerWait>,
 }
 
+/// How one write runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WriteSettings {
+    /// When it may be acknowledged with copies still landing.
+    pub rule: WriteRule,
+    /// How many times one copy whose write failed is placed elsewhere and written again.
+    pub retries: u32,
+    /// What the durable copies must survive, once every write has ended, for the write to succeed.
+    pub min_failures_tolerated: usize,
+}
+
 /// What became of one copy's write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CopyState {
-    /// Not written now (its node is down).
+    /// Not written (its node is down).
     Skipped,
     /// Being written.
     Running,
+    /// Its write failed; the shell is placing it elsewhere.
+    Placing,
     /// Durable on its node.
     Durable,
-    /// Its write failed.
+    /// Its write failed for good (no node could take it, or out of retries).
     Failed,
 }
 
-/// What the shell does next.
+/// Something that happened to the write, fed in by the shell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WriteVerdict {
-    /// Wait for the next end of a copy's write, or until `until_ns`, whichever comes first.
-    Wait {
-        /// When to ask again if nothing ends before.
-        until_ns: Option<u64>,
+pub enum WriteEvent {
+    /// Copy `copy`'s write (the last one started) ended, durable or failed.
+    Ended {
+        /// The copy.
+        copy: usize,
+        /// Whether it is durable on its node.
+        durable: bool,
     },
-    /// Acknowledge now; the copies still running land in the background.
+    /// The shell's answer to [`WriteAction::Place`]: the node the copy goes to, or none.
+    Placed {
+        /// The copy.
+        copy: usize,
+        /// Its new node; `None` when no node can take it.
+        node: Option<u32>,
+    },
+    /// The timer armed by [`WriteAction::ArmTimer`] expired (a stale one does nothing).
+    TimerFired,
+}
+
+/// Something the shell must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteAction {
+    /// Write copy `copy` to node `node`.
+    Start {
+        /// The copy.
+        copy: usize,
+        /// Its node.
+        node: u32,
+        /// Whether this is a retry on another node.
+        retry: bool,
+    },
+    /// Choose another node for copy `copy`: none of `avoid` (the nodes a write of this write
+    /// failed on) and none holding another copy; answer [`WriteEvent::Placed`] before any other
+    /// event.
+    Place {
+        /// The copy.
+        copy: usize,
+        /// Nodes not to choose.
+        avoid: Vec<u32>,
+    },
+    /// Feed [`WriteEvent::TimerFired`] at `at_ns` (the shell's clock).
+    ArmTimer {
+        /// When.
+        at_ns: u64,
+    },
+    /// Acknowledge now: the copies still running ([`WriteExecution::landing`]) are pending, to
+    /// land in the background (their failures are repair's, not retried here).
     Acknowledge {
         /// Whether the straggler rule (not the early one) allowed it.
         straggler: bool,
     },
-    /// Every write has ended: judge what is durable (and retry what failed).
-    Ended,
+    /// Every write ended and the durable copies meet the durability rule.
+    Complete {
+        /// Further failures they survive.
+        failures_tolerated: usize,
+    },
+    /// Every write ended and the durable copies do not meet the durability rule.
+    Fail {
+        /// Further failures they survive (`None`: the bytes cannot be given back).
+        failures_tolerated: Option<usize>,
+    },
 }
 
-/// One write's copies and the rule they are acknowledged by; see the module documentation.
+/// One write's copies, where they go, and the rule they are acknowledged by; see the module
+/// documentation.
 #[derive(Clone, Debug)]
-pub struct WriteQuorum {
-    rule: WriteRule,
+pub struct WriteExecution {
+    settings: WriteSettings,
     copies: Vec<CopyState>,
+    placement: Vec<u32>,
+    retries_used: Vec<u32>,
+    /// Every node a copy's write failed on, in order.
+    failed_nodes: Vec<u32>,
     started_ns: u64,
     /// When the durable copies first survived all but one of the full set's failures.
     straggler_quorum_ns: Option<u64>,
-    /// What the full set survives, and what the straggler rule needs of the durable copies.
+    /// What the straggler rule needs of the durable copies (all but one copy's worth).
     straggler_needs: Option<usize>,
+    armed_ns: Option<u64>,
+    actions: VecDeque<WriteAction>,
+    finished: bool,
 }
 
-impl WriteQuorum {
-    /// Starts a write of the copies flagged in `to_write` (the others are skipped) at `now_ns`.
-    pub fn start(to_write: &[bool], rule: WriteRule, durability: Durability<'_>, now_ns: u64) -> WriteQuorum {
+impl WriteExecution {
+    /// Starts a write of the copies flagged in `to_write` to their nodes in `placement` (the
+    /// others are skipped, left missing) at `now_ns`.
+    pub fn start(
+        placement: Vec<u32>,
+        to_write: &[bool],
+        settings: WriteSettings,
+        durability: Durability<'_>,
+        now_ns: u64,
+    ) -> WriteExecution {
+        assert_eq!(placement.len(), to_write.len(), "one node per copy");
         assert!(to_write.contains(&true), "a write writes at least one copy");
         let full = durability.failures_tolerated(&vec![true; to_write.len()]);
-        let copies = to_write.iter().map(|&w| if w { CopyState::Running } else { CopyState::Skipped }).collect();
-        // All but one copy's worth of tolerance; a set that survives nothing has no straggler to spare.
-        let straggler_needs = rule.straggler.and(full).and_then(|full| full.checked_sub(1));
-        WriteQuorum { rule, copies, started_ns: now_ns, straggler_quorum_ns: None, straggler_needs }
+        // A set that survives nothing has no straggler to spare.
+        let straggler_needs = settings.rule.straggler.and(full).and_then(|full| full.checked_sub(1));
+        let copies: Vec<CopyState> =
+            to_write.iter().map(|&w| if w { CopyState::Running } else { CopyState::Skipped }).collect();
+        let actions = (0..copies.len())
+            .filter(|&copy| to_write[copy])
+            .map(|copy| WriteAction::Start { copy, node: placement[copy], retry: false })
+            .collect();
+        let mut execution = WriteExecution {
+            settings,
+            retries_used: vec![0; copies.len()],
+            copies,
+            placement,
+            failed_nodes: Vec::new(),
+            started_ns: now_ns,
+            straggler_quorum_ns: None,
+            straggler_needs,
+            armed_ns: None,
+            actions,
+            finished: false,
+        };
+        execution.decide(durability, now_ns);
+        execution
     }
 
-    /// Copy `copy`'s write ended at `now_ns`, durable or failed.
-    pub fn unit_ended(&mut self, copy: usize, durable: bool, durability: Durability<'_>, now_ns: u64) {
-        assert_eq!(self.copies[copy], CopyState::Running, "a copy's write ends once, after it started");
-        self.copies[copy] = if durable { CopyState::Durable } else { CopyState::Failed };
-        if self.straggler_quorum_ns.is_none() {
-            let tolerated = durability.failures_tolerated(&self.durable());
-            if self.straggler_needs.is_some_and(|needs| tolerated.is_some_and(|t| t >= needs)) {
-                self.straggler_quorum_ns = Some(now_ns.max(self.started_ns));
-            }
+    /// Feeds `event` in at `now_ns`.
+    pub fn handle(&mut self, event: WriteEvent, durability: Durability<'_>, now_ns: u64) {
+        if self.finished {
+            return;
         }
+        match event {
+            WriteEvent::Ended { copy, durable } => self.ended(copy, durable, durability, now_ns),
+            WriteEvent::Placed { copy, node } => self.placed(copy, node),
+            WriteEvent::TimerFired => {}
+        }
+        self.decide(durability, now_ns);
     }
 
-    /// What to do at `now_ns`.
-    pub fn verdict(&self, durability: Durability<'_>, now_ns: u64) -> WriteVerdict {
-        if !self.copies.contains(&CopyState::Running) {
-            return WriteVerdict::Ended;
-        }
-        let tolerated = durability.failures_tolerated(&self.durable());
-        if let Some(early) = self.rule.early_failures_tolerated
-            && tolerated.is_some_and(|t| t >= early)
-        {
-            return WriteVerdict::Acknowledge { straggler: false };
-        }
-        match (self.rule.straggler, self.straggler_quorum_ns) {
-            (Some(wait), Some(quorum_ns)) if !self.copies.contains(&CopyState::Failed) => {
-                let deadline_ns = quorum_ns.saturating_add(wait.wait_ns(quorum_ns - self.started_ns));
-                if now_ns >= deadline_ns {
-                    WriteVerdict::Acknowledge { straggler: true }
-                } else {
-                    WriteVerdict::Wait { until_ns: Some(deadline_ns) }
-                }
-            }
-            _ => WriteVerdict::Wait { until_ns: None },
-        }
+    /// The next action for the shell, if any.
+    pub fn poll_action(&mut self) -> Option<WriteAction> {
+        self.actions.pop_front()
+    }
+
+    /// Whether it acknowledged, completed or failed (nothing more will be decided).
+    pub fn is_finished(&self) -> bool {
+        self.finished
     }
 
     /// Which copies are durable.
@@ -158,103 +253,95 @@ impl WriteQuorum {
         self.copies.iter().map(|state| *state == CopyState::Durable).collect()
     }
 
+    /// Where each copy is (a copy that failed for good stays on the node it failed on).
+    pub fn placement(&self) -> &[u32] {
+        &self.placement
+    }
+
+    /// The copies still being written (after an acknowledgement: the pending ones).
+    pub fn landing(&self) -> Vec<usize> {
+        (0..self.copies.len()).filter(|&copy| self.copies[copy] == CopyState::Running).collect()
+    }
+
     /// What became of copy `copy`.
     pub fn copy_state(&self, copy: usize) -> CopyState {
         self.copies[copy]
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use codec::CodeSpec;
-
-    const MS: u64 = 1_000_000;
-
-    fn straggler() -> WriteRule {
-        WriteRule {
-            early_failures_tolerated: None,
-            straggler: Some(StragglerWait { share_of_quorum_time: 0.5, min_ns: 2 * MS }),
+    fn ended(&mut self, copy: usize, durable: bool, durability: Durability<'_>, now_ns: u64) {
+        assert_eq!(self.copies[copy], CopyState::Running, "a copy's write ends once, after it started");
+        if durable {
+            self.copies[copy] = CopyState::Durable;
+            if self.straggler_quorum_ns.is_none()
+                && let Some(needs) = self.straggler_needs
+                && durability.failures_tolerated(&self.durable()).is_some_and(|t| t >= needs)
+            {
+                self.straggler_quorum_ns = Some(now_ns.max(self.started_ns));
+            }
+            return;
+        }
+        self.failed_nodes.push(self.placement[copy]);
+        if self.retries_used[copy] < self.settings.retries {
+            self.copies[copy] = CopyState::Placing;
+            self.actions.push_back(WriteAction::Place { copy, avoid: self.failed_nodes.clone() });
+        } else {
+            self.copies[copy] = CopyState::Failed;
         }
     }
 
-    /// RS(6,3): all nine copies written, the first `landed` of them land at `at_ns`.
-    fn rs63_with(rule: WriteRule, landed: usize, at_ns: u64) -> (Box<dyn ErasureCode>, WriteQuorum) {
-        let code = CodeSpec::Rs { k: 6, m: 3 }.build().expect("a code");
-        let mut quorum = WriteQuorum::start(&[true; 9], rule, Durability::Code(code.as_ref()), 0);
-        (0..landed).for_each(|unit| quorum.unit_ended(unit, true, Durability::Code(code.as_ref()), at_ns));
-        (code, quorum)
+    fn placed(&mut self, copy: usize, node: Option<u32>) {
+        assert_eq!(self.copies[copy], CopyState::Placing, "a copy is placed once it was asked for");
+        let Some(node) = node else {
+            self.copies[copy] = CopyState::Failed;
+            return;
+        };
+        assert!(!self.placement.contains(&node), "a copy goes to a node holding no other copy");
+        self.placement[copy] = node;
+        self.retries_used[copy] += 1;
+        self.copies[copy] = CopyState::Running;
+        self.actions.push_back(WriteAction::Start { copy, node, retry: true });
     }
 
-    #[test]
-    fn without_a_rule_the_write_waits_for_every_copy() {
-        let (code, mut quorum) = rs63_with(WriteRule::default(), 8, 10 * MS);
-        let durability = Durability::Code(code.as_ref());
-        assert_eq!(quorum.verdict(durability, 10_000 * MS), WriteVerdict::Wait { until_ns: None });
-        quorum.unit_ended(8, true, durability, 10_001 * MS);
-        assert_eq!(quorum.verdict(durability, 10_001 * MS), WriteVerdict::Ended);
+    fn had_failure(&self) -> bool {
+        !self.failed_nodes.is_empty()
     }
 
-    #[test]
-    fn the_straggler_rule_acknowledges_without_the_last_copy_past_its_share_of_the_quorum_time() {
-        let (code, quorum) = rs63_with(straggler(), 8, 40 * MS);
-        let durability = Durability::Code(code.as_ref());
-        // Eight of nine landed at 40 ms: the ninth may run 20 ms later.
-        assert_eq!(quorum.verdict(durability, 40 * MS), WriteVerdict::Wait { until_ns: Some(60 * MS) });
-        assert_eq!(quorum.verdict(durability, 59 * MS), WriteVerdict::Wait { until_ns: Some(60 * MS) });
-        assert_eq!(quorum.verdict(durability, 60 * MS), WriteVerdict::Acknowledge { straggler: true });
-        assert_eq!(quorum.durable().iter().filter(|d| **d).count(), 8);
+    /// What follows from the copies' states at `now_ns`.
+    fn decide(&mut self, durability: Durability<'_>, now_ns: u64) {
+        if self.copies.contains(&CopyState::Placing) {
+            return;
+        }
+        let tolerated = durability.failures_tolerated(&self.durable());
+        if !self.copies.contains(&CopyState::Running) {
+            let met = tolerated.filter(|&t| t >= self.settings.min_failures_tolerated);
+            self.finish(match met {
+                Some(failures_tolerated) => WriteAction::Complete { failures_tolerated },
+                None => WriteAction::Fail { failures_tolerated: tolerated },
+            });
+            return;
+        }
+        if self.settings.rule.early_failures_tolerated.is_some_and(|early| tolerated.is_some_and(|t| t >= early)) {
+            self.finish(WriteAction::Acknowledge { straggler: false });
+            return;
+        }
+        let (Some(wait), Some(quorum_ns)) = (self.settings.rule.straggler, self.straggler_quorum_ns) else { return };
+        if self.had_failure() {
+            return;
+        }
+        let deadline_ns = quorum_ns.saturating_add(wait.wait_ns(quorum_ns - self.started_ns));
+        if now_ns >= deadline_ns {
+            self.finish(WriteAction::Acknowledge { straggler: true });
+        } else if self.armed_ns != Some(deadline_ns) {
+            self.armed_ns = Some(deadline_ns);
+            self.actions.push_back(WriteAction::ArmTimer { at_ns: deadline_ns });
+        }
     }
 
-    #[test]
-    fn the_straggler_wait_has_a_floor_and_needs_all_but_one_copy() {
-        let (code, quorum) = rs63_with(straggler(), 8, MS);
-        let durability = Durability::Code(code.as_ref());
-        assert_eq!(quorum.verdict(durability, MS), WriteVerdict::Wait { until_ns: Some(3 * MS) });
-        let (code, quorum) = rs63_with(straggler(), 7, MS);
-        assert_eq!(quorum.verdict(Durability::Code(code.as_ref()), 1_000 * MS), WriteVerdict::Wait { until_ns: None });
-    }
-
-    #[test]
-    fn a_failed_copy_is_retried_not_left_to_the_straggler_rule() {
-        let (code, mut quorum) = rs63_with(straggler(), 7, 10 * MS);
-        let durability = Durability::Code(code.as_ref());
-        quorum.unit_ended(7, false, durability, 10 * MS);
-        assert_eq!(quorum.verdict(durability, 1_000 * MS), WriteVerdict::Wait { until_ns: None });
-        quorum.unit_ended(8, true, durability, 1_000 * MS);
-        assert_eq!(quorum.verdict(durability, 1_000 * MS), WriteVerdict::Ended);
-    }
-
-    #[test]
-    fn the_early_rule_acknowledges_as_soon_as_its_failures_are_survived() {
-        let rule = WriteRule { early_failures_tolerated: Some(1), straggler: None };
-        let (code, quorum) = rs63_with(rule, 6, MS);
-        assert_eq!(quorum.verdict(Durability::Code(code.as_ref()), MS), WriteVerdict::Wait { until_ns: None });
-        let (code, quorum) = rs63_with(rule, 7, MS);
-        assert_eq!(quorum.verdict(Durability::Code(code.as_ref()), MS), WriteVerdict::Acknowledge { straggler: false });
-    }
-
-    #[test]
-    fn replicas_leave_one_late_copy_behind_but_never_the_only_one() {
-        let mut quorum = WriteQuorum::start(&[true; 4], straggler(), Durability::Copies, 0);
-        (0..3).for_each(|copy| quorum.unit_ended(copy, true, Durability::Copies, 4 * MS));
-        assert_eq!(quorum.verdict(Durability::Copies, 6 * MS), WriteVerdict::Acknowledge { straggler: true });
-        assert_eq!(quorum.copy_state(3), CopyState::Running);
-        let mut single = WriteQuorum::start(&[true], straggler(), Durability::Copies, 0);
-        assert_eq!(single.verdict(Durability::Copies, 100 * MS), WriteVerdict::Wait { until_ns: None });
-        single.unit_ended(0, true, Durability::Copies, 100 * MS);
-        assert_eq!(single.verdict(Durability::Copies, 100 * MS), WriteVerdict::Ended);
-    }
-
-    #[test]
-    fn skipped_copies_count_as_not_durable() {
-        let code = CodeSpec::Rs { k: 6, m: 3 }.build().expect("a code");
-        let durability = Durability::Code(code.as_ref());
-        let mut to_write = [true; 9];
-        to_write[8] = false;
-        let mut quorum = WriteQuorum::start(&to_write, straggler(), durability, 0);
-        (0..7).for_each(|unit| quorum.unit_ended(unit, true, durability, 10 * MS));
-        // Seven durable and one down: not all but one; the eighth is awaited.
-        assert_eq!(quorum.verdict(durability, 1_000 * MS), WriteVerdict::Wait { until_ns: None });
+    fn finish(&mut self, action: WriteAction) {
+        self.finished = true;
+        self.actions.push_back(action);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,16 +1,21 @@
 //! Agreement by construction: the simulator's engine and the gateway's executor shell drive the
 //! same execution core, so one scripted timeline (service times, a node down, a timeout) gives the
-//! same actions at the same times in both. The gateway side runs on tokio's paused clock with each
+//! same actions at the same times in both; reads (`sim::scripted` against the read executor) and
+//! writes (`sim::write` against the write shell: retries elsewhere, ack rules, the durability rule). The gateway side runs on tokio's paused clock with each
 //! task's I/O replaced by a sleep and an answer; the simulator side is `sim::scripted`. Both
 //! admit the plan's tasks through the core's admission pool (unbounded, or a few slots).
 
 use bytes::Bytes;
-use execution::{Action, AdmissionMode, AdmissionSettings};
+use execution::{
+    Action, AdmissionMode, AdmissionSettings, Durability, StragglerWait, WriteAction, WriteRule, WriteSettings,
+};
 use gateway::data::read::admission::TaskPool;
 use gateway::data::read::executor::{self, Clock, TaskEnd, TaskResult};
+use gateway::data::write::execute::{CopyTask, CopyWriter, drive_write};
 use model::{NodeId, PlannedTask, Quorum, ReadPlan, TaskRole};
 use sim::Outage;
 use sim::scripted::Timeline;
+use sim::write::WriteTimeline;
 use std::time::Duration;
 
 const MS: u64 = 1_000_000;
@@ -172,4 +177,107 @@ async fn copies_a_wait_apart_agree() {
     assert!(actions.contains(&(40 * MS, Action::Start { task: 2 })), "the next a wait later: {actions:?}");
     assert!(actions.contains(&(60 * MS, Action::Complete { decoded: false })), "{actions:?}");
     assert!(actions.contains(&(60 * MS, Action::Cancel { task: 1 })), "the slow copy cancelled: {actions:?}");
+}
+
+/// The write timeline in the gateway's write shell: copy writes sleep until `sim::write::copy_end`
+/// says they end, and a failed copy is placed by the simulator's rule (`first_free_node`).
+struct ScriptedWriter {
+    timeline: WriteTimeline,
+    epoch: tokio::time::Instant,
+}
+
+impl CopyWriter for ScriptedWriter {
+    fn start(&mut self, _copy: usize, node: u32, _retry: bool) -> CopyTask {
+        let sent_ns = self.epoch.elapsed().as_nanos() as u64;
+        let (end_ns, durable) = sim::write::copy_end(&self.timeline, node, sent_ns);
+        let at = self.epoch + Duration::from_nanos(end_ns);
+        tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            if durable { Ok(()) } else { Err(format!("node {node} is down")) }
+        })
+    }
+
+    fn place(&mut self, _copy: usize, avoid: &[u32], placement: &[u32]) -> Option<u32> {
+        let nodes = self.timeline.service_ns.len() as u32;
+        let now_ns = self.epoch.elapsed().as_nanos() as u64;
+        sim::write::first_free_node(nodes, avoid, placement, &self.timeline.outages, now_ns)
+    }
+}
+
+async fn assert_writes_agree(timeline: &WriteTimeline) -> Vec<(u64, WriteAction)> {
+    let simulated = sim::write::run(timeline).actions;
+    let code = timeline.code.map(|spec| spec.build().unwrap());
+    let durability = code.as_ref().map_or(Durability::Copies, |code| Durability::Code(code.as_ref()));
+    let mut writer = ScriptedWriter { timeline: timeline.clone(), epoch: tokio::time::Instant::now() };
+    let mut live = Vec::new();
+    let planned = (timeline.placement.clone(), timeline.to_write.as_slice());
+    drive_write(planned, timeline.settings, durability, &mut writer, Some(&mut live)).await;
+    assert_eq!(live, simulated, "the two write shells disagree on {timeline:?}");
+    simulated
+}
+
+/// RS(6,3) over `nodes` nodes (unit u on node u), every unit written, node u serving in
+/// `service_ms[u]`.
+fn write_timeline(service_ms: &[u64], outages: Vec<Outage>, settings: WriteSettings) -> WriteTimeline {
+    WriteTimeline {
+        code: Some(codec::CodeSpec::Rs { k: 6, m: 3 }),
+        placement: (0..9).collect(),
+        to_write: vec![true; 9],
+        service_ns: service_ms.iter().map(|ms| ms * MS).collect(),
+        outages,
+        latency_ns: 0,
+        settings,
+    }
+}
+
+fn write_settings(early_failures_tolerated: Option<usize>, straggler: bool, retries: u32) -> WriteSettings {
+    let straggler = straggler.then_some(StragglerWait { share_of_quorum_time: 0.5, min_ns: 2 * MS });
+    WriteSettings { rule: WriteRule { early_failures_tolerated, straggler }, retries, min_failures_tolerated: 1 }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_straggler_left_pending_agrees() {
+    let service = [10, 12, 14, 16, 18, 20, 22, 24, 100];
+    let actions = assert_writes_agree(&write_timeline(&service, vec![], write_settings(None, true, 3))).await;
+    // Eight landed by 24 ms; the ninth may run half as long again.
+    assert_eq!(actions.last(), Some(&(36 * MS, WriteAction::Acknowledge { straggler: true })), "{actions:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_unit_written_elsewhere_under_ack_k_plus_one_agrees() {
+    // Node 2 is down from the start and node 5 goes down under its write: each is placed on the
+    // lowest free node up (9, then 10) and written again; k + 1 = 7 durable acknowledge.
+    let service = [10, 12, 14, 16, 18, 30, 22, 24, 26, 35, 41, 50];
+    let down = |node, from_ms| Outage { node, from_ns: from_ms * MS, until_ns: 1_000 * MS };
+    let timeline = write_timeline(&service, vec![down(2, 0), down(5, 25)], write_settings(Some(1), true, 3));
+    let actions = assert_writes_agree(&timeline).await;
+    assert!(actions.contains(&(0, WriteAction::Start { copy: 2, node: 9, retry: true })), "{actions:?}");
+    assert!(actions.contains(&(25 * MS, WriteAction::Start { copy: 5, node: 10, retry: true })), "{actions:?}");
+    // Seven durable at 26 ms (units 0, 1, 3, 4, 6, 7, 8), the retried units still landing.
+    assert_eq!(actions.last(), Some(&(26 * MS, WriteAction::Acknowledge { straggler: false })), "{actions:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn units_out_of_retries_judged_by_the_durability_rule_agree() {
+    // No retries: nodes 7 and 8 go down under their writes; seven durable survive one more failure.
+    let service = [10, 12, 14, 16, 18, 20, 22, 24, 26];
+    let down = |node, from_ms| Outage { node, from_ns: from_ms * MS, until_ns: 1_000 * MS };
+    let timeline = write_timeline(&service, vec![down(7, 15), down(8, 23)], write_settings(None, true, 0));
+    let actions = assert_writes_agree(&timeline).await;
+    assert_eq!(actions.last(), Some(&(23 * MS, WriteAction::Complete { failures_tolerated: 1 })), "{actions:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_replica_fails_the_write_in_both_shells() {
+    let timeline = WriteTimeline {
+        code: None,
+        placement: vec![6, 7, 8],
+        to_write: vec![true; 3],
+        service_ns: [10, 10, 10, 10, 10, 10, 10, 15, 20].map(|ms| ms * MS).to_vec(),
+        outages: vec![Outage { node: 6, from_ns: 0, until_ns: 1_000 * MS }],
+        latency_ns: 0,
+        settings: WriteSettings { retries: 0, min_failures_tolerated: 2, ..write_settings(None, true, 0) },
+    };
+    let actions = assert_writes_agree(&timeline).await;
+    assert_eq!(actions.last(), Some(&(20 * MS, WriteAction::Fail { failures_tolerated: Some(1) })), "{actions:?}");
 }

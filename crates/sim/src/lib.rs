@@ -42,6 +42,7 @@ pub mod network;
 pub mod reconstruct;
 pub mod scripted;
 pub mod topology;
+pub mod write;
 
 pub use config::{ClusterConfig, ConfigError, FrontendConfig, OutageConfig, SimConfig, SlowNodeConfig};
 pub use engine::{ClassDelay, Engine, EngineOutput, EngineSetup, FrontendModel, NodeModel, Outage, Slowdown};

@@ -50,10 +50,11 @@ use crate::data::io::stripe_io::{NodeMap, StripeIo};
 use crate::data::read::Reads;
 use crate::data::read::controller::{Unplanned, layer_decisions};
 use crate::data::read::robust::Rebuilt;
+use crate::data::write::execute::{CopyTask, CopyWriter, WriteEnd, drive_write};
 use crate::data::write::late_copies::LateCopies;
-use crate::data::write::stripe_write::{drive_quorum, forget_placement, place_new_stripe};
+use crate::data::write::stripe_write::{forget_placement, place_new_stripe};
 use crate::data::{DataError, meta_error};
-use execution::{CopyState, Durability, WriteQuorum, WriteRule};
+use execution::{Durability, WriteRule, WriteSettings};
 
 mod copies;
 mod recover;
@@ -319,40 +320,26 @@ impl Packer {
     ) -> Result<bool, DataError> {
         let nodes = self.io.cluster().node_map().await?;
         let targets = replica_nodes(stripe, self.code.data_units(), unit);
-        let mut running: Vec<tokio::task::JoinHandle<Result<(), String>>> = targets
-            .iter()
-            .map(|node_id| {
-                let (io, replica, id) = (Arc::clone(&self.io), replica.clone(), stripe.id);
-                let node = nodes.get(node_id).filter(|node| node.state == NodeState::Up).cloned();
-                let node_id = *node_id;
-                tokio::spawn(crate::classes::carried(async move {
-                    match node {
-                        Some(node) => io.write_unit(&node, id, usize::from(seq), replica).await,
-                        None => Err(format!("node {node_id} is not up")),
-                    }
-                }))
-            })
-            .collect();
-        let rule = WriteRule { early_failures_tolerated: None, straggler: self.straggler };
-        let mut quorum = WriteQuorum::start(&vec![true; targets.len()], rule, Durability::Copies, 0);
-        let mut failure = None;
-        let late = {
-            let ended = running.iter_mut().enumerate().map(|(copy, handle)| async move { (copy, handle.await) });
-            drive_quorum(&mut quorum, Durability::Copies, ended.collect(), |_, error| {
-                failure.get_or_insert_with(|| error.to_string());
-            })
-            .await
-            .is_some()
+        let mut writer = ReplicaWriter { io: &self.io, nodes: &nodes, id: stripe.id, seq, replica };
+        // Every replica, or all but one late one: a failed one fails the write (no other node
+        // holds the stripe's replica unit).
+        let settings = WriteSettings {
+            rule: WriteRule { early_failures_tolerated: None, straggler: self.straggler },
+            retries: 0,
+            min_failures_tolerated: targets.len() - 1,
         };
+        let placement = targets.iter().map(|node| node.0).collect();
+        let to_write = vec![true; targets.len()];
+        let run = drive_write((placement, &to_write), settings, Durability::Copies, &mut writer, None).await;
+        let late = matches!(run.end, WriteEnd::Acknowledged { .. });
         // A JoinHandle is awaited once: the copies whose end was not taken are still running;
         // past its node's bound a late one is dropped (the seal writes the units whole).
-        let still_running: Vec<_> = running
+        let still_running: Vec<_> = run
+            .landing
             .into_iter()
-            .enumerate()
-            .filter(|(copy, _)| quorum.copy_state(*copy) == CopyState::Running)
-            .filter_map(|(copy, handle)| {
-                let (handle, place) = self.late_copies.admit_or_abort(targets[copy], handle)?;
-                Some((targets[copy], handle, place))
+            .filter_map(|(_, node, handle)| {
+                let (handle, place) = self.late_copies.admit_or_abort(NodeId(node), handle)?;
+                Some((NodeId(node), handle, place))
             })
             .collect();
         let id = stripe.id;
@@ -369,9 +356,14 @@ impl Packer {
             // The seal waits for this: every replica write has ended before the stripe seals.
             drop(guard);
         });
-        match failure {
-            Some(error) => Err(DataError::Unavailable(format!("replica of stripe {id}: {error}"))),
-            None => Ok(late),
+        match (run.end, run.errors.first()) {
+            (WriteEnd::Failed { .. }, Some((_, error))) => {
+                Err(DataError::Unavailable(format!("replica of stripe {id}: {error}")))
+            }
+            (WriteEnd::Failed { .. }, None) => {
+                Err(DataError::Unavailable(format!("replica of stripe {id} not stored")))
+            }
+            _ => Ok(late),
         }
     }
 
@@ -529,6 +521,34 @@ impl Packer {
         let copy =
             copies::CopyRange { stripe: stripe.id, unit, seq, offset: REPLICA_HEADER_BYTES + range.start, length };
         copies::read_first_copy(&self.io, code, &copy, &targets, wait).await
+    }
+}
+
+/// An object's replicas written to the nodes of its stripe's replica unit; never placed elsewhere.
+struct ReplicaWriter<'a> {
+    io: &'a Arc<StripeIo>,
+    nodes: &'a NodeMap,
+    id: StripeId,
+    seq: u16,
+    replica: (Bytes, Bytes),
+}
+
+impl CopyWriter for ReplicaWriter<'_> {
+    fn start(&mut self, _copy: usize, node: u32, _retry: bool) -> CopyTask {
+        let (io, replica, id, seq) = (Arc::clone(self.io), self.replica.clone(), self.id, usize::from(self.seq));
+        let node_id = NodeId(node);
+        let node = self.nodes.get(&node_id).filter(|node| node.state == NodeState::Up).cloned();
+        // In the writing request's latency class: a spawned task starts without it.
+        tokio::spawn(crate::classes::carried(async move {
+            match node {
+                Some(node) => io.write_unit(&node, id, seq, replica).await,
+                None => Err(format!("node {node_id} is not up")),
+            }
+        }))
+    }
+
+    fn place(&mut self, _copy: usize, _avoid: &[u32], _placement: &[u32]) -> Option<u32> {
+        None
     }
 }
 

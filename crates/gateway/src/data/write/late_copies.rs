@@ -7,7 +7,7 @@
 //! stripe's buffer), both of which the durability contract already covers.
 //!
 //! Owns: the count of late copies in flight per node, the bound, and the count of copies dropped.
-//! Must not: do I/O (it only aborts the task of a copy it drops), decide when a write is acknowledged (the execution core's `WriteQuorum`
+//! Must not: do I/O (it only aborts the task of a copy it drops), decide when a write is acknowledged (the execution core's `WriteExecution`
 //! does), or record anything in metadata (the caller records a dropped copy missing).
 
 use std::collections::BTreeMap;

@@ -3,6 +3,7 @@
 //! `late_copies`). Calls `io`, `cluster`; must not know objects' layouts or the S3 layer.
 
 pub mod cut;
+pub mod execute;
 pub mod late_copies;
 pub mod pending;
 pub mod stripe_write;

@@ -9,10 +9,11 @@ use crate::data::cluster::membership::unix_now_ms;
 use crate::data::io::stripe_io::NodeMap;
 use crate::data::objects::packed::{PackRefused, Packed};
 use crate::data::write::cut::{CutLimits, StripeCut, cut_stripes};
+use crate::data::write::execute::WriteEnd;
 use crate::data::write::late_copies::LateCopy;
 use crate::data::write::stripe_write::{
-    EarlyWrites, Landing, UNIT_ALIGN_BYTES, UnitWrites, encode_units, forget_placement, judge, place_new_stripe,
-    unit_checksums, write_units, write_units_early,
+    Landing, UNIT_ALIGN_BYTES, UnitWrites, encode_units, forget_placement, judge, place_new_stripe, unit_checksums,
+    write_units,
 };
 use crate::data::{DataError, Redundancy, Written};
 use bytes::Bytes;
@@ -139,32 +140,27 @@ impl ErasureData {
         };
         let rule =
             WriteRule { early_failures_tolerated: ack.early_failures_tolerated(), straggler: self.pending.straggler() };
-        let quorum = (rule != WriteRule::default()).then(|| self.pending.try_reserve()).flatten();
-        let writes = match quorum {
-            None => write_units(&self.io, &nodes, &node_list, id, (&units, &descriptors), placement, &to_write).await,
-            Some(permit) => {
-                let code = self.code.as_ref();
-                let described = (units.as_slice(), descriptors.as_slice());
-                match write_units_early(&self.io, &nodes, code, id, described, (placement, &to_write), rule).await {
-                    EarlyWrites::Acked { writes, landing, straggler } => {
-                        self.pending.count_acked(straggler);
-                        let landing = self.pending.admit(landing);
-                        let checksums = unit_checksums(&units);
-                        return self.record_early(nodes, (id, unit_bytes, checksums), writes, landing, permit).await;
-                    }
-                    EarlyWrites::Ended(writes) => {
-                        self.retry_failed(&nodes, &node_list, id, (&units, &descriptors), writes, &to_write).await
-                    }
-                }
-            }
-        };
-        let tolerated = match judge(&self.io, &nodes, self.code.as_ref(), id, &writes).await {
+        // Acknowledging with units still landing needs room among the pending writes.
+        let permit = (rule != WriteRule::default()).then(|| self.pending.try_reserve()).flatten();
+        let rule = if permit.is_some() { rule } else { WriteRule::default() };
+        let described = (units.as_slice(), descriptors.as_slice());
+        let code = self.code.as_ref();
+        let run = write_units(&self.io, (&nodes, &node_list), code, id, described, (placement, &to_write), rule).await;
+        if let WriteEnd::Acknowledged { straggler } = run.end {
+            let permit = permit.expect("the core acknowledges early only under a rule, which has a permit");
+            self.pending.count_acked(straggler);
+            let landing = self.pending.admit(run.landing);
+            let checksums = unit_checksums(&units);
+            return self.record_early(nodes, (id, unit_bytes, checksums), run.writes, landing, permit).await;
+        }
+        let tolerated = match judge(&self.io, &nodes, id, &run).await {
             Ok(tolerated) => tolerated,
             Err(error) => {
-                forget_placement(&self.io, &writes.placement);
+                forget_placement(&self.io, &run.writes.placement);
                 return Err(error);
             }
         };
+        let writes = run.writes;
         let mut stripe = self.new_stripe_record(id, unit_bytes, writes.placement.clone(), unit_checksums(&units));
         if stripe.mark_missing(writes.missing(), unix_now_ms()) {
             self.io.counters().degraded_writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -212,26 +208,6 @@ impl ErasureData {
     ) -> StripeMeta {
         let unit_checksums = Some(unit_checksums);
         StripeMeta { unit_checksums, ..StripeMeta::sealed(id, self.code_name.as_str(), unit_bytes, placement) }
-    }
-
-    /// After a first round that ended before an early rule was met: the failed units written
-    /// again as under `all` ([`write_units`]: elsewhere after a retry), merged with what landed.
-    pub(super) async fn retry_failed(
-        &self,
-        nodes: &NodeMap,
-        node_list: &[meta::NodeInfo],
-        id: StripeId,
-        described: (&[Bytes], &[Bytes]),
-        first: UnitWrites,
-        to_write: &[bool],
-    ) -> UnitWrites {
-        let failed: Vec<bool> = (0..described.0.len()).map(|unit| to_write[unit] && !first.durable[unit]).collect();
-        if !failed.contains(&true) {
-            return first;
-        }
-        let retried = write_units(&self.io, nodes, node_list, id, described, first.placement, &failed).await;
-        let durable = (0..described.0.len()).map(|unit| first.durable[unit] || retried.durable[unit]).collect();
-        UnitWrites { placement: retried.placement, durable }
     }
 
     /// Records a stripe acknowledged early, its `landing` units (and any never written) missing and

@@ -12,6 +12,7 @@ use crate::data::write::stripe_write::{
 };
 use crate::data::{DataError, meta_error};
 use bytes::Bytes;
+use execution::WriteRule;
 use meta::{MetaError, NodeId, NodeInfo, StripeMeta, StripeState};
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,7 +91,18 @@ impl Packer {
         let mut placement = current.placement.clone();
         let to_write = move_off_unavailable(&self.io, &nodes, &node_list, &mut placement);
         let described = (units.as_slice(), descriptors.as_slice());
-        let writes = write_units(&self.io, &nodes, &node_list, id, described, placement, &to_write).await;
+        let code = self.code.as_ref();
+        let run = write_units(
+            &self.io,
+            (&nodes, &node_list),
+            code,
+            id,
+            described,
+            (placement, &to_write),
+            WriteRule::default(),
+        )
+        .await;
+        let writes = &run.writes;
         // The open record still holds its nodes: on failure the placer counts those again.
         let undo_placement = || {
             forget_placement(&self.io, &writes.placement);
@@ -98,7 +110,7 @@ impl Packer {
             current.placement.iter().for_each(|node| placer.adjust(*node, 1));
         };
         // The replicas keep the objects safe until a seal meets the durability rule.
-        if let Err(error) = judge(&self.io, &nodes, self.code.as_ref(), id, &writes).await {
+        if let Err(error) = judge(&self.io, &nodes, id, &run).await {
             undo_placement();
             return Err(error);
         }
