@@ -21,6 +21,8 @@
 //! Must not: choose a method, the sources or a packet size (the reconstruction policy's), or know
 //! about time, links or disks (the executor's).
 
+pub mod watch;
+
 pub use model::reconstruct::{Assignment, Inner, Method};
 use serde::{Deserialize, Serialize};
 

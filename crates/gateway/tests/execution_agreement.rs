@@ -1,19 +1,25 @@
 //! Agreement by construction: the simulator's engine and the gateway's executor shell drive the
 //! same execution core, so one scripted timeline (service times, a node down, a timeout) gives the
 //! same actions at the same times in both; reads (`sim::scripted` against the read executor) and
-//! writes (`sim::write` against the write shell: retries elsewhere, ack rules, the durability rule). The gateway side runs on tokio's paused clock with each
+//! writes (`sim::write` against the write shell: retries elsewhere, ack rules, the durability rule)
+//! and a dataflow's messages at its requestor (`sim::reconstruct::scripted` against the node
+//! dataflow shell: completion, a stall, the whole run's limit, a broken session). The gateway side runs on tokio's paused clock with each
 //! task's I/O replaced by a sleep and an answer; the simulator side is `sim::scripted`. Both
 //! admit the plan's tasks through the core's admission pool (unbounded, or a few slots).
 
 use bytes::Bytes;
+use execution::reconstruct::watch::{DataflowLimits, DataflowWatch, WatchFailure, WatchOutcome};
+use execution::reconstruct::{Dataflow, Method};
 use execution::{
     Action, AdmissionMode, AdmissionSettings, Durability, StragglerWait, WriteAction, WriteRule, WriteSettings,
 };
 use gateway::data::read::admission::TaskPool;
 use gateway::data::read::executor::{self, Clock, TaskEnd, TaskResult};
+use gateway::data::read::node_dataflow;
 use gateway::data::write::execute::{CopyTask, CopyWriter, drive_write};
 use model::{NodeId, PlannedTask, Quorum, ReadPlan, TaskRole};
 use sim::Outage;
+use sim::reconstruct::scripted::{DataflowScript, Message};
 use sim::scripted::Timeline;
 use sim::write::WriteTimeline;
 use std::time::Duration;
@@ -280,4 +286,88 @@ async fn a_failed_replica_fails_the_write_in_both_shells() {
     };
     let actions = assert_writes_agree(&timeline).await;
     assert_eq!(actions.last(), Some(&(20 * MS, WriteAction::Fail { failures_tolerated: Some(1) })), "{actions:?}");
+}
+
+/// A dataflow script played through the gateway's dataflow shell: the messages as one stream
+/// (the merged sessions), each arriving at its time, then the end of the streams or silence.
+async fn live_dataflow(script: &DataflowScript) -> (u64, WatchOutcome) {
+    let epoch = tokio::time::Instant::now();
+    let mut messages = script.messages.clone().into_iter();
+    let streams_end_ns = script.streams_end_ns;
+    let stream = futures_util::stream::unfold((), move |()| {
+        let next = messages.next();
+        async move {
+            let Some((at_ns, session, message)) = next else {
+                match streams_end_ns {
+                    Some(at_ns) => tokio::time::sleep_until(epoch + Duration::from_nanos(at_ns)).await,
+                    None => std::future::pending::<()>().await,
+                }
+                return None;
+            };
+            tokio::time::sleep_until(epoch + Duration::from_nanos(at_ns)).await;
+            let response = |packet, done| node::proto::ReconstructResponse { packet, data: Bytes::new(), done };
+            let item = match message {
+                Message::Packet(packet) => Ok(response(packet, None)),
+                Message::Done => Ok(response(0, Some(node::proto::SessionDone::default()))),
+                Message::Error => Err("the session broke".to_string()),
+            };
+            Some(((session, item), ()))
+        }
+    });
+    let mut watch = DataflowWatch::start(&script.flow, true, &script.sessions, script.limits, 0);
+    let mut errors = Vec::new();
+    node_dataflow::watch_streams(Box::pin(stream), &mut watch, epoch, |_, _| Ok(()), &mut errors).await
+}
+
+async fn assert_dataflows_agree(script: &DataflowScript) -> (u64, WatchOutcome) {
+    let simulated = sim::reconstruct::scripted::run(script);
+    let live = live_dataflow(script).await;
+    assert_eq!(live, simulated, "the two dataflow shells disagree on {script:?}");
+    simulated
+}
+
+/// The gateway decode of k = 2 over two packets, sources 0 and 1 each sending both, under the
+/// gateway's limits scaled down (a stall of 5 ms, 30 ms in all).
+fn dataflow_script(messages: Vec<(u64, usize, Message)>, streams_end_ms: Option<u64>) -> DataflowScript {
+    DataflowScript {
+        flow: Dataflow::build(Method::GatewayDecode, 2, 8192, 4096).unwrap(),
+        sessions: vec![0, 1],
+        messages: messages.into_iter().map(|(ms, session, message)| (ms * MS, session, message)).collect(),
+        streams_end_ns: streams_end_ms.map(|ms| ms * MS),
+        limits: DataflowLimits { stall_ns: 5 * MS, total_ns: 30 * MS },
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dataflow_completed_stalled_or_broken_agrees() {
+    use Message::{Done, Error, Packet};
+    let whole =
+        vec![(1, 0, Packet(0)), (2, 1, Packet(0)), (3, 0, Packet(1)), (4, 1, Packet(1)), (5, 0, Done), (6, 1, Done)];
+    assert_eq!(
+        assert_dataflows_agree(&dataflow_script(whole.clone(), Some(7))).await,
+        (6 * MS, WatchOutcome::Complete)
+    );
+    // Source 1 goes silent after its first packet without closing its stream: 5 ms after the last
+    // progress (source 0's done at 5 ms) the core's timer gives up.
+    let silent = vec![(1, 0, Packet(0)), (2, 1, Packet(0)), (3, 0, Packet(1)), (5, 0, Done)];
+    let stalled = assert_dataflows_agree(&dataflow_script(silent.clone(), None)).await;
+    assert_eq!(stalled, (10 * MS, WatchOutcome::Fail(WatchFailure::Stalled)));
+    // A packet every 4 ms never stalls, but the whole run is limited to 30 ms.
+    let slow = vec![
+        (4, 0, Packet(0)),
+        (8, 1, Packet(0)),
+        (12, 0, Packet(1)),
+        (16, 1, Packet(1)),
+        (20, 0, Done),
+        (24, 1, Done),
+    ];
+    let mut limited = dataflow_script(slow, Some(40));
+    limited.limits.total_ns = 22 * MS;
+    assert_eq!(assert_dataflows_agree(&limited).await, (22 * MS, WatchOutcome::Fail(WatchFailure::TooLong)));
+    // A broken session, and streams that end short.
+    let broken = vec![(1, 0, Packet(0)), (2, 1, Error)];
+    let failed = assert_dataflows_agree(&dataflow_script(broken, None)).await;
+    assert_eq!(failed, (2 * MS, WatchOutcome::Fail(WatchFailure::SessionFailed { session: 1 })));
+    let short = assert_dataflows_agree(&dataflow_script(silent, Some(6))).await;
+    assert_eq!(short, (6 * MS, WatchOutcome::Fail(WatchFailure::Incomplete)));
 }

@@ -16,6 +16,7 @@
 //! clock or draw randomness (the run is a function of its setup).
 
 use crate::network::{Network, SitePorts};
+use execution::reconstruct::watch::{DataflowLimits, DataflowWatch, WatchEvent, WatchOutcome};
 use execution::reconstruct::{Dataflow, Site, Transfer};
 use model::NEVER;
 use serde::{Deserialize, Serialize};
@@ -167,8 +168,9 @@ struct Run<'a> {
     disk_free_ns: Vec<u64>,
     sent_ns: Vec<u64>,
     arrived_ns: Vec<u64>,
-    /// Per read: packets still to reach the gateway, and when the last did.
-    left: Vec<usize>,
+    /// Per read: the execution core's watch of its packets reaching the gateway (no limits: the
+    /// model has no faults), and when the last did.
+    watches: Vec<DataflowWatch>,
     completion_ns: Vec<u64>,
     /// Bytes each node read from disk.
     disk_bytes: Vec<u64>,
@@ -193,8 +195,10 @@ impl<'a> Run<'a> {
             }
         }
         let total = read_of.len();
-        let left =
-            reads.iter().map(|read| read.flow.transfers.iter().filter(|t| t.to == Site::Requestor).count()).collect();
+        let watches = reads
+            .iter()
+            .map(|read| DataflowWatch::start(&read.flow, true, &[], DataflowLimits::NONE, read.arrival_ns))
+            .collect();
         Run {
             reads,
             net,
@@ -214,7 +218,7 @@ impl<'a> Run<'a> {
             disk_free_ns: vec![0; gateway + 1],
             sent_ns: vec![NEVER; total],
             arrived_ns: vec![NEVER; total],
-            left,
+            watches,
             completion_ns: vec![NEVER; reads.len()],
             disk_bytes: vec![0; gateway],
         }
@@ -245,7 +249,8 @@ impl<'a> Run<'a> {
         let limit = 5 * self.read_of.len() + self.reads.len() + 8;
         for _ in 0..limit {
             let Some(Reverse((now, _, event))) = self.events.pop() else {
-                assert!(self.left.iter().all(|&l| l == 0), "every packet reached the gateway");
+                let complete = Some(WatchOutcome::Complete);
+                assert!(self.watches.iter().all(|w| w.outcome() == complete), "every packet reached the gateway");
                 return;
             };
             self.handle(now, event);
@@ -352,9 +357,10 @@ impl<'a> Run<'a> {
     fn delivered(&mut self, now: u64, t: u32) {
         self.arrived_ns[t as usize] = now;
         let read = self.read_of[t as usize] as usize;
-        if self.transfer(t).to == Site::Requestor {
-            self.left[read] -= 1;
-            if self.left[read] == 0 {
+        if let (Site::Source(source), Site::Requestor) = (self.transfer(t).from, self.transfer(t).to) {
+            let packet = self.transfer(t).packet;
+            self.watches[read].handle(WatchEvent::Packet { source, packet }, now);
+            if self.watches[read].outcome() == Some(WatchOutcome::Complete) {
                 self.completion_ns[read] = now;
             }
         }
@@ -395,6 +401,8 @@ impl<'a> Run<'a> {
         pairs
     }
 }
+
+pub mod scripted;
 
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use codec::{CodeSpec, ErasureCode};
+use execution::reconstruct::watch::{DataflowLimits, DataflowWatch, WatchEvent, WatchFailure, WatchOutcome};
 use execution::reconstruct::{Dataflow, Method, Site};
 use futures_util::StreamExt;
 use futures_util::future::try_join_all;
@@ -24,6 +25,7 @@ use meta::{NodeInfo, StripeId};
 use node::proto;
 use policy::reconstruct::{ReconstructKind, ReconstructSettings};
 use rand::Rng;
+use tokio::time::Instant;
 
 use crate::data::DataError;
 use crate::data::io::stripe_io::{StripeIo, is_up};
@@ -68,7 +70,7 @@ pub async fn run(io: &StripeIo, rebuild: Rebuild<'_>) -> Result<Bytes, DataError
     let Rebuild { stripe, target, flow, sources, .. } = rebuild;
     let session: [u8; 16] = rand::rng().random();
     let requests = plans(rebuild, session)?;
-    let mut assembly = Assembly::new(flow, sources.len());
+    let mut assembly = Assembly::new(flow);
     // A source with no transfer (fewer packets than lists) opens no session.
     let sessions: Vec<(usize, &NodeInfo, proto::ReconstructRequest)> = requests
         .into_iter()
@@ -76,19 +78,18 @@ pub async fn run(io: &StripeIo, rebuild: Rebuild<'_>) -> Result<Bytes, DataError
         .filter(|(_, request)| !request.steps.is_empty())
         .map(|(i, request)| (i, &sources[i].node, request))
         .collect();
-    sessions.iter().for_each(|&(i, _, _)| assembly.done[i] = false);
     // Each packet takes its turn on the emulated downlink as it comes; the range is whole when the
     // last has crossed.
     let mut crossed = None;
-    execute(io, stripe, target, sessions, |i, message| {
+    execute(io, (stripe, target), (flow, true), sessions, |_, message| {
         crossed = io.ingress().reserve_now(message.data.len() as u64).max(crossed);
-        assembly.take(i, message)
+        assembly.take(message)
     })
     .await?;
     if let Some(crossed) = crossed {
         tokio::time::sleep_until(crossed).await;
     }
-    assembly.finish().map_err(|why| DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: {why}")))
+    Ok(Bytes::from(assembly.out))
 }
 
 /// Rebuilds the whole unit of `rebuild` (offset 0, the unit's length) straight into `home`, its new
@@ -131,7 +132,7 @@ pub async fn rebuild_into(io: &StripeIo, rebuild: Rebuild<'_>, home: &NodeInfo) 
     };
     sessions.push((sources.len(), home, store));
     let mut stored = false;
-    execute(io, stripe, target, sessions, |i, message| match message.done {
+    execute(io, (stripe, target), (flow, false), sessions, |i, message| match message.done {
         Some(done) if i == sources.len() => {
             stored = done.stored_bytes == flow.range_bytes;
             Ok(())
@@ -146,42 +147,108 @@ pub async fn rebuild_into(io: &StripeIo, rebuild: Rebuild<'_>, home: &NodeInfo) 
     Ok(())
 }
 
-/// Opens every session (`(index, node, plan)`) and hands each message to `take` until every stream
-/// ends; any failure of a session, of `take`, a silence of [`STALL_TIMEOUT`] or [`DATAFLOW_TIMEOUT`]
-/// in all gives up (every stream dropped, which cancels the sessions).
+/// How long the gateway waits on a dataflow: the execution core's timer ([`DataflowWatch`]).
+pub const LIMITS: DataflowLimits =
+    DataflowLimits { stall_ns: STALL_TIMEOUT.as_nanos() as u64, total_ns: DATAFLOW_TIMEOUT.as_nanos() as u64 };
+
+/// Opens every session (`(index, node, plan)`) of `flow` and hands each message to `take` while the
+/// execution core's [`DataflowWatch`] waits for every packet the requestor is sent (when
+/// `packets_here`) and every session's last message; a failed session, a refused message, a
+/// silence of [`STALL_TIMEOUT`] or [`DATAFLOW_TIMEOUT`] in all gives up (every stream dropped,
+/// which cancels the sessions).
 async fn execute(
     io: &StripeIo,
-    stripe: StripeId,
-    target: usize,
+    (stripe, target): (StripeId, usize),
+    (flow, packets_here): (&Dataflow, bool),
     sessions: Vec<(usize, &NodeInfo, proto::ReconstructRequest)>,
-    mut take: impl FnMut(usize, proto::ReconstructResponse) -> Result<(), String>,
+    take: impl FnMut(usize, proto::ReconstructResponse) -> Result<(), String>,
 ) -> Result<(), DataError> {
-    let failed = |node: meta::NodeId, why: String| {
-        DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: node {node}: {why}"))
-    };
+    let unavailable = |why: String| DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: {why}"));
     let nodes: HashMap<usize, meta::NodeId> = sessions.iter().map(|&(i, node, _)| (i, node.id)).collect();
+    let awaited: Vec<usize> = sessions.iter().map(|&(i, _, _)| i).collect();
+    let mut watch = DataflowWatch::start(flow, packets_here, &awaited, LIMITS, 0);
+    let epoch = Instant::now();
     let opened = sessions.into_iter().map(|(i, node, request)| async move {
-        let client = io.cluster().client(node).await.map_err(|e| failed(node.id, e.to_string()))?;
+        let failed = |why: String| (i, why);
+        let client = io.cluster().client(node).await.map_err(|e| failed(e.to_string()))?;
         let local_packets = request.steps.iter().filter(|step| step.reads_local).count() as u64;
         io.cluster().loads().record_request(node.id, local_packets * u64::from(request.packet_bytes));
-        let stream = client.reconstruct(request).await.map_err(|e| failed(node.id, e.to_string()))?;
-        Ok::<_, DataError>(stream.map(move |message| (i, message)))
+        let stream = client.reconstruct(request).await.map_err(|e| failed(e.to_string()))?;
+        Ok::<_, (usize, String)>(stream.map(move |message| (i, message.map_err(|status| status.message().to_string()))))
     });
-    let collect = async {
-        let streams = try_join_all(opened).await?;
-        let mut merged = futures_util::stream::select_all(streams);
-        // Bounded: each session sends its packets and one last message, then its stream ends.
-        while let Some((i, message)) = tokio::time::timeout(STALL_TIMEOUT, merged.next()).await.map_err(|_| {
-            DataError::Unavailable(format!("dataflow of unit {stripe}/{target}: no packet for {STALL_TIMEOUT:?}"))
-        })? {
-            let message = message.map_err(|status| failed(nodes[&i], status.message().to_string()))?;
-            take(i, message).map_err(|why| failed(nodes[&i], why))?;
+    let deadline = epoch + Duration::from_nanos(watch.deadline_ns());
+    let mut errors = Vec::new();
+    let (_, outcome) = match tokio::time::timeout_at(deadline, try_join_all(opened)).await {
+        Ok(Ok(streams)) => {
+            watch_streams(futures_util::stream::select_all(streams), &mut watch, epoch, take, &mut errors).await
         }
-        Ok(())
+        Ok(Err(failed)) => {
+            errors.push(failed);
+            (0, WatchOutcome::Fail(WatchFailure::SessionFailed { session: errors[0].0 }))
+        }
+        Err(_) => (0, WatchOutcome::Fail(WatchFailure::Stalled)),
     };
-    tokio::time::timeout(DATAFLOW_TIMEOUT, collect).await.map_err(|_| {
-        DataError::Unavailable(format!("dataflow of unit {stripe}/{target} took more than {DATAFLOW_TIMEOUT:?}"))
-    })?
+    match outcome {
+        WatchOutcome::Complete => Ok(()),
+        WatchOutcome::Fail(WatchFailure::SessionFailed { session }) => {
+            let why = errors.into_iter().find(|(i, _)| *i == session).map_or_else(String::new, |(_, why)| why);
+            Err(unavailable(format!("node {}: {why}", nodes.get(&session).copied().unwrap_or(meta::NodeId(0)))))
+        }
+        WatchOutcome::Fail(WatchFailure::Stalled) => Err(unavailable(format!("no packet for {STALL_TIMEOUT:?}"))),
+        WatchOutcome::Fail(WatchFailure::TooLong) => Err(unavailable(format!("took more than {DATAFLOW_TIMEOUT:?}"))),
+        WatchOutcome::Fail(WatchFailure::Unexpected { source, packet }) => {
+            Err(unavailable(format!("source {source} sent packet {packet}, which it was not to send, or twice")))
+        }
+        WatchOutcome::Fail(WatchFailure::Incomplete) => {
+            Err(unavailable("a session ended without its packets or its last message".into()))
+        }
+    }
+}
+
+/// Feeds `watch` the messages of `streams` (session, message), each handed to `take` first (a
+/// refused one or an error fails its session, its reason in `errors`), and the core's timer, until the watch
+/// decides; returns when (ns since `epoch`) and what. The gateway's dataflow shell, and the
+/// agreement test's.
+pub async fn watch_streams<S>(
+    mut streams: S,
+    watch: &mut DataflowWatch,
+    epoch: Instant,
+    mut take: impl FnMut(usize, proto::ReconstructResponse) -> Result<(), String>,
+    errors: &mut Vec<(usize, String)>,
+) -> (u64, WatchOutcome)
+where
+    S: futures_util::Stream<Item = (usize, Result<proto::ReconstructResponse, String>)> + Unpin,
+{
+    let now_ns = || u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    // Bounded: an event that does not decide is progress (a packet or a session's end it awaits).
+    loop {
+        if let Some(outcome) = watch.outcome() {
+            return (now_ns(), outcome);
+        }
+        let deadline = epoch + Duration::from_nanos(watch.deadline_ns());
+        let event = match tokio::time::timeout_at(deadline, streams.next()).await {
+            Err(_) => WatchEvent::TimerFired,
+            Ok(None) => WatchEvent::StreamsEnded,
+            Ok(Some((session, Err(why)))) => {
+                errors.push((session, why));
+                WatchEvent::SessionFailed { session }
+            }
+            Ok(Some((session, Ok(message)))) => {
+                let event = match message.done {
+                    Some(_) => WatchEvent::SessionDone { session },
+                    None => WatchEvent::Packet { source: session as u16, packet: message.packet },
+                };
+                match take(session, message) {
+                    Ok(()) => event,
+                    Err(why) => {
+                        errors.push((session, why));
+                        WatchEvent::SessionFailed { session }
+                    }
+                }
+            }
+        };
+        watch.handle(event, now_ns());
+    }
 }
 
 /// Every source's session plan: its transfers as steps, each local packet's coefficient from the
@@ -241,61 +308,34 @@ fn plans(rebuild: Rebuild<'_>, session: [u8; 16]) -> Result<Vec<proto::Reconstru
         .collect())
 }
 
-/// The range as its packets come back: each packet the sum of what the requestor is sent of it.
+/// The range as its packets come back: each packet the sum of what the requestor is sent of it
+/// (which packets are due, and from whom, the execution core's watch checks).
 struct Assembly<'a> {
     flow: &'a Dataflow,
     out: Vec<u8>,
-    /// Per packet: which sources send it to the requestor, and whether each has.
-    expected: Vec<Vec<(u16, bool)>>,
-    /// Per source: whether its session ended well (true from the start for one without a session).
-    done: Vec<bool>,
 }
 
 impl<'a> Assembly<'a> {
-    fn new(flow: &'a Dataflow, sources: usize) -> Self {
-        let mut expected = vec![Vec::new(); flow.packets() as usize];
-        for transfer in flow.transfers.iter().filter(|t| t.to == Site::Requestor) {
-            if let Site::Source(from) = transfer.from {
-                expected[transfer.packet as usize].push((from, false));
-            }
-        }
-        Assembly { flow, out: vec![0; flow.range_bytes as usize], expected, done: vec![true; sources] }
+    fn new(flow: &'a Dataflow) -> Self {
+        Assembly { flow, out: vec![0; flow.range_bytes as usize] }
     }
 
-    /// Adds one message of source `i`; refuses a packet it was not to send, or sent twice.
-    fn take(&mut self, i: usize, message: proto::ReconstructResponse) -> Result<(), String> {
+    /// Adds one message; refuses a packet outside the range or of the wrong length.
+    fn take(&mut self, message: proto::ReconstructResponse) -> Result<(), String> {
         if message.done.is_some() {
-            self.done[i] = true;
             return Ok(());
         }
         let packet = message.packet;
-        let slot = self
-            .expected
-            .get_mut(packet as usize)
-            .and_then(|senders| senders.iter_mut().find(|(from, _)| usize::from(*from) == i))
-            .ok_or_else(|| format!("sent packet {packet}, which it was not to send"))?;
+        if packet >= self.flow.packets() {
+            return Err(format!("sent packet {packet} of a range of {}", self.flow.packets()));
+        }
         let start = self.flow.packet_offset(packet) as usize;
         let end = (start + self.flow.packet_bytes as usize).min(self.out.len());
-        if slot.1 || message.data.len() != end - start {
-            return Err(format!(
-                "packet {packet}: {} bytes (expected {}), or sent twice",
-                message.data.len(),
-                end - start
-            ));
+        if message.data.len() != end - start {
+            return Err(format!("packet {packet}: {} bytes (expected {})", message.data.len(), end - start));
         }
-        slot.1 = true;
         codec::engine::best().mul_add_slice(1, &message.data, &mut self.out[start..end]);
         Ok(())
-    }
-
-    fn finish(self) -> Result<Bytes, String> {
-        if let Some(i) = self.done.iter().position(|done| !done) {
-            return Err(format!("source {i}'s session ended without its last message"));
-        }
-        if let Some(packet) = self.expected.iter().position(|senders| senders.iter().any(|(_, got)| !got)) {
-            return Err(format!("packet {packet} never came back"));
-        }
-        Ok(Bytes::from(self.out))
     }
 }
 
