@@ -3,7 +3,8 @@
 //! without a controller; every survivor of a lost unit serves a part of it (the gateway decode
 //! would read k of them), with or without an admission pool (each survivor's task then holds a slot);
 //! LRC keeps the gateway decode; a rebuild on the nodes takes one admission slot per survivor's session,
-//! and beside a pool too small for that it is refused.
+//! and beside a pool too small for that it is refused; a survivor that fails its task gives the
+//! segmented plan up and the robust read serves the bytes.
 
 mod data_support;
 
@@ -152,5 +153,29 @@ async fn lrc_keeps_the_gateway_decode() {
     let down = cluster.meta.get_stripe(segments[0].stripe).await.unwrap().placement[0].0 as usize;
     cluster.kill(down).await;
     assert_readable(&data, &objects, "lrc").await;
+    cluster.shutdown().await;
+}
+
+/// A survivor whose unit is corrupt fails its merged task: the segmented plan (all of q, run by the
+/// execution core) gives up at once, the robust read serves the bytes from another recovery set,
+/// and every slot the plan took is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_survivor_gives_the_segmented_plan_up_and_the_robust_read_serves_it() {
+    let mut cluster = TestCluster::start(9, 9).await;
+    let admission = AdmissionSettings { slots: Some(4), ..Default::default() };
+    let config = DataConfig { admission, ..cluster.config("rs-6-3") };
+    let data = ErasureData::new(segmented(config), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data, &[4 << 20]).await;
+    let Layout::Striped { segments } = &objects[0].1 else { panic!("a 4 MiB object is striped") };
+    let stripe = cluster.meta.get_stripe(segments[0].stripe).await.unwrap();
+    cluster.kill(stripe.placement[0].0 as usize).await;
+    cluster.corrupt_unit(stripe.placement[1].0 as usize, stripe.id.0, 1);
+    let length = segments[0].length_bytes;
+    let read = data.read(&objects[0].1, 0..length).await.unwrap();
+    assert!(read == objects[0].0.slice(..length as usize), "the first stripe's bytes");
+    let counters = data.io().counters();
+    assert!(counters.rebuild_fallbacks.load(Ordering::Relaxed) > 0, "the segmented plan gave up");
+    assert_eq!(counters.rebuilt_reads.load(Ordering::Relaxed), 0, "nothing was served segmented");
+    assert_eq!(data.reads().pool().unwrap().occupancy(), (0, 0, 0), "every slot given back");
     cluster.shutdown().await;
 }

@@ -305,15 +305,16 @@ impl StripeIo {
     }
 
     /// Byte ranges `(offset, length)` of one `unit` of `stripe`, as ONE merged task on its node (one
-    /// per-task overhead): every range's bytes, or the first failure (a gone unit is reported as
-    /// [`StripeIo::read_unit`] reports it). Not in backend mode, which has no nodes.
+    /// per-task overhead): every range's bytes and the node's timing of the task, or the first
+    /// failure (a gone unit is reported as [`StripeIo::read_unit`] reports it). Not in backend
+    /// mode, which has no nodes.
     pub async fn read_unit_ranges(
         &self,
         nodes: &NodeMap,
         stripe: &StripeMeta,
         unit: usize,
         ranges: &[(u64, u64)],
-    ) -> Result<Vec<Bytes>, DataError> {
+    ) -> Result<(Vec<Bytes>, node::TaskTiming), DataError> {
         let node_id = stripe.placement[unit];
         let failed =
             |why: String| DataError::Unavailable(format!("unit {}/{unit} on node {node_id}: {why}", stripe.id));
@@ -328,9 +329,9 @@ impl StripeIo {
         let info = nodes.get(&node_id).ok_or_else(|| failed("not registered".into()))?;
         let client = self.cluster.client(info).await.map_err(|e| failed(e.to_string()))?;
         self.cluster.loads().record_request(node_id, ranges.iter().map(|&(_, length)| length).sum());
-        let (answers, _timing) = client.read_units(&wire).await.map_err(|e| failed(e.to_string()))?;
+        let (answers, timing) = client.read_units(&wire).await.map_err(|e| failed(e.to_string()))?;
         self.ingress.transmit(answered_bytes(&answers)).await;
-        answers
+        let bytes = answers
             .into_iter()
             .map(|answer| {
                 answer.map_err(|error| {
@@ -338,7 +339,8 @@ impl StripeIo {
                     failed(error.to_string())
                 })
             })
-            .collect()
+            .collect::<Result<Vec<Bytes>, DataError>>()?;
+        Ok((bytes, timing))
     }
 
     /// A unit's range from the backend, timed as a task that was in service from the request to

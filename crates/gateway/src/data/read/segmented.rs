@@ -8,8 +8,9 @@
 //!
 //! Any failure (a survivor does not answer, a range is corrupt) gives up the segmented read and the
 //! caller reads as before (the robust read tries every decodable set). Only MDS codes (RS): an LRC
-//! unit's recovery sets are not any k of the others. With an admission pool (`[data.admission]`)
-//! the read is one request of q tasks, each merged task holding a slot while it runs.
+//! unit's recovery sets are not any k of the others. The q merged tasks are one plan of the
+//! execution core (`Quorum::All`, run by `executor::drive`); with an admission pool
+//! (`[data.admission]`) the read is one request of q tasks, each holding a slot while it runs.
 //!
 //! Must not: decide whether a read is degraded (the read policy's and membership's), or read a
 //! unit that is recorded missing or on a node that is not Up.
@@ -17,11 +18,14 @@
 use bytes::Bytes;
 use codec::CodeSpec;
 use execution::reconstruct::{Dataflow, Method};
-use futures_util::future::try_join_all;
+use model::{DecodeAt, PlannedTask, Quorum, ReadPlan, ReconstructionTopology, TaskRole};
 use policy::reconstruct::{ReconstructKind, ReconstructSettings, Survivor};
+use tokio::time::Instant;
 
 use crate::data::DataError;
 use crate::data::io::stripe_io::{decode, is_up};
+use crate::data::read::admission::admit_plan;
+use crate::data::read::executor::{self, Clock, TaskEnd, TaskResult};
 use crate::data::read::range::RangeRead;
 
 /// Whether `range` must be rebuilt and the configuration asks for a segmented read (the controller
@@ -136,65 +140,115 @@ pub(crate) fn chosen_dataflow(
     }
 }
 
-/// What one source read: its runs of packets and one buffer per run.
-struct SourceRead {
+/// One source's merged task: its unit, its runs of packets and their byte ranges of the unit.
+struct SourceTask {
     unit: usize,
     runs: Vec<(u32, u32)>,
-    bytes: Vec<Bytes>,
+    ranges: Vec<(u64, u64)>,
 }
 
-impl SourceRead {
-    /// Packet `packet`'s bytes (the source reads it: it is in one of its runs).
-    fn packet(&self, flow: &Dataflow, packet: u32) -> Bytes {
-        let (run, &(first, _)) = self
-            .runs
-            .iter()
-            .enumerate()
-            .find(|(_, (first, count))| (*first..first + count).contains(&packet))
-            .expect("a member reads its packet");
-        let start = (flow.packet_offset(packet) - flow.packet_offset(first)) as usize;
-        let end = (flow.packet_offset(packet + 1).min(flow.range_bytes) - flow.packet_offset(first)) as usize;
-        self.bytes[run].slice(start..end)
+impl SourceTask {
+    /// Packet `packet`'s bytes in `read`, the task's runs one after another (the source reads
+    /// it: it is in one of its runs).
+    fn packet(&self, read: &Bytes, flow: &Dataflow, packet: u32) -> Bytes {
+        let mut start = 0usize;
+        for (&(first, count), &(_, length)) in self.runs.iter().zip(&self.ranges) {
+            if (first..first + count).contains(&packet) {
+                let from = start + (flow.packet_offset(packet) - flow.packet_offset(first)) as usize;
+                let to =
+                    start + (flow.packet_offset(packet + 1).min(flow.range_bytes) - flow.packet_offset(first)) as usize;
+                return read.slice(from..to);
+            }
+            start += length as usize;
+        }
+        unreachable!("a member reads its packet")
     }
 }
 
+/// The segmented read of `range` as one plan of the execution core: a merged task per source,
+/// every one needed (`Quorum::All`: the first failure gives up and drops the others), admitted by
+/// the read's pool like any plan's tasks; then each packet decoded from its list's members.
 async fn read(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<Bytes, DataError> {
     let (sources, flow) = plan(range, settings)?;
-    // One request of the read's pool, one task per source, each holding a slot while it reads.
-    let admitted = match range.admission {
-        Some(pool) => Some(pool.admit(sources.len()).await?),
-        None => None,
+    let tasks: Vec<SourceTask> = sources
+        .iter()
+        .zip(flow.local_reads())
+        .map(|(&unit, packets)| {
+            let runs = node::session::runs(&packets);
+            let ranges = runs
+                .iter()
+                .map(|&(first, count)| {
+                    let start = flow.packet_offset(first);
+                    let end = flow.packet_offset(first + count).min(flow.range_bytes);
+                    (range.offset + start, end - start)
+                })
+                .collect();
+            SourceTask { unit: usize::from(unit), runs, ranges }
+        })
+        .collect();
+    let plan = ReadPlan {
+        tasks: tasks.iter().map(|task| planned_task(range, task)).collect(),
+        quorum: Quorum::All,
+        decode: DecodeAt::Gateway,
+        topology: ReconstructionTopology::Gateway,
     };
-    let admitted = admitted.as_ref();
-    // One merged task per source: its runs of packets, as byte ranges of its unit.
-    let reads = sources.iter().zip(flow.local_reads()).enumerate().map(|(task, (&unit, packets))| {
-        let runs = node::session::runs(&packets);
-        let ranges: Vec<(u64, u64)> = runs
-            .iter()
-            .map(|&(first, count)| {
-                let start = flow.packet_offset(first);
-                let end = flow.packet_offset(first + count).min(flow.range_bytes);
-                (range.offset + start, end - start)
-            })
+    let admitted = admit_plan(range.admission, &plan).await?;
+    let clock = Clock { epoch: Instant::now() };
+    let run_task = |i: usize| read_source(range, &tasks[i], clock);
+    let target = range.unit as u8;
+    let driven = executor::drive(&plan, target, range.code, clock, admitted.as_ref(), run_task, None).await;
+    if let Some(reason) = driven.failure {
+        let failed: Vec<usize> = (0..tasks.len())
+            .filter(|&i| matches!(driven.ends[i], TaskEnd::Failed { .. }))
+            .map(|i| tasks[i].unit)
             .collect();
-        async move {
-            let _slot = match admitted {
-                Some(plan) => Some(plan.slot(task).await?),
-                None => None,
-            };
-            let unit = usize::from(unit);
-            let bytes = range.io.read_unit_ranges(range.nodes, range.stripe, unit, &ranges).await?;
-            Ok::<_, DataError>(SourceRead { unit, runs, bytes })
-        }
-    });
-    let answers = try_join_all(reads).await?;
+        return Err(DataError::Unavailable(format!(
+            "segmented read of unit {}/{}: {reason:?} (units {failed:?} failed)",
+            range.stripe.id, range.unit
+        )));
+    }
     let mut out = Vec::with_capacity(range.length as usize);
     for packet in 0..flow.packets() {
         let members = flow.members(packet);
-        let units: Vec<usize> = members.iter().map(|&m| answers[usize::from(m)].unit).collect();
-        let buffers: Vec<Bytes> = members.iter().map(|&m| answers[usize::from(m)].packet(&flow, packet)).collect();
+        let units: Vec<usize> = members.iter().map(|&m| tasks[usize::from(m)].unit).collect();
+        let buffers: Vec<Bytes> = members
+            .iter()
+            .map(|&m| {
+                let read = driven.bytes[usize::from(m)].as_ref().expect("every task of a completed plan delivered");
+                tasks[usize::from(m)].packet(read, &flow, packet)
+            })
+            .collect();
         out.extend_from_slice(&decode(range.code, range.unit, &units, &buffers)?);
     }
     debug_assert_eq!(out.len() as u64, range.length);
     Ok(Bytes::from(out))
+}
+
+/// A source's merged task as a planned task (its first byte and its total length, for records).
+fn planned_task(range: RangeRead<'_>, task: &SourceTask) -> PlannedTask {
+    PlannedTask {
+        node: model::NodeId(range.stripe.placement[task.unit].0),
+        unit: task.unit as u8,
+        offset: task.ranges.first().map_or(range.offset, |&(offset, _)| offset),
+        length: task.ranges.iter().map(|&(_, length)| length).sum(),
+        role: TaskRole::Degraded,
+    }
+}
+
+/// A source's merged task: its runs' bytes one after another.
+async fn read_source(range: RangeRead<'_>, task: &SourceTask, clock: Clock) -> TaskResult {
+    let sent_ns = clock.now_ns();
+    match range.io.read_unit_ranges(range.nodes, range.stripe, task.unit, &task.ranges).await {
+        Ok((runs, timing)) => {
+            let bytes = match <[Bytes; 1]>::try_from(runs) {
+                Ok([one]) => one,
+                Err(runs) => Bytes::from(runs.concat()),
+            };
+            (TaskEnd::Done { timing, sent_ns, received_ns: clock.now_ns() }, Some(bytes))
+        }
+        Err(error) => {
+            tracing::debug!(%error, unit = task.unit, "segmented read task failed");
+            (TaskEnd::Failed { sent_ns }, None)
+        }
+    }
 }
