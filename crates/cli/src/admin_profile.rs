@@ -39,6 +39,10 @@ pub(crate) struct AdminProfileSetArgs {
     /// Reconstruction: gateway, segmented, apls or auto.
     #[arg(long, value_name = "KIND")]
     reconstruction: Option<String>,
+    /// Access: per-range, or ecstore (a GET's whole stripes planned together by EC-Store's
+    /// access planner).
+    #[arg(long, value_name = "KIND")]
+    access: Option<String>,
     /// The latency class of the bucket's requests, 1 the best.
     #[arg(long, value_name = "N")]
     class: Option<u8>,
@@ -128,6 +132,7 @@ fn profile_of(args: &AdminProfileSetArgs) -> anyhow::Result<policy::Profile> {
         ("selection", &args.selection),
         ("redundancy", &args.redundancy),
         ("reconstruction", &args.reconstruction),
+        ("access", &args.access),
         ("write_ack", &args.write_ack),
     ];
     for (field, value) in flags {

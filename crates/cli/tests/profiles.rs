@@ -3,7 +3,8 @@
 //! and ack at k+1, with the admission pool on; bucket `plain` keeps the cluster's default. Every
 //! read's record shows each layer's decision; `tuned`'s reads of a dead node's units are rebuilt
 //! by the nodes while `plain`'s are decoded at the gateway as before. Profiles that cannot run are
-//! refused when set, with the reason, and change nothing.
+//! refused when set, with the reason, and change nothing. A third bucket, `batched`, names
+//! `access = "ecstore"`: its GETs' whole stripes are planned by EC-Store's access planner.
 
 mod common;
 
@@ -87,12 +88,13 @@ async fn two_buckets_compose_their_request_paths_from_their_profiles() {
     let mut up = start_up_with(&dir, &["--config", up_toml.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
     let manifest = wait_for_manifest(&dir, &mut up);
     let s3 = client(&manifest);
-    for bucket in ["tuned", "plain"] {
+    for bucket in ["tuned", "plain", "batched"] {
         s3.create_bucket().bucket(bucket).send().await.unwrap();
     }
 
     // Refused when set, with the reason; nothing is stored.
-    let refusals: [(&[&str], &str); 4] = [
+    let refusals: [(&[&str], &str); 5] = [
+        (&["--access", "ecstore", "--redundancy", "fixed"], "EC-Store's own late binding"),
         (&["--selection", "opt-lazy", "--redundancy", "bafec"], "cannot rank the n units"),
         (&["--selection", "jlwo"], "can only be the cluster's default profile"),
         (&["--class", "3"], "the gateway runs classes 1 to 2"),
@@ -130,6 +132,11 @@ async fn two_buckets_compose_their_request_paths_from_their_profiles() {
     let described = "fast: selection lmlf-pw2, redundancy bafec, reconstruction apls, class 2, write ack k+1";
     assert!(ok && text.contains(&format!("{described}  (buckets: tuned)")), "{text}");
 
+    let (ok, text) = admin(&dir, "profile", &["set", "grouped", "--access", "ecstore"]);
+    assert!(ok, "{text}");
+    let (ok, text) = admin(&dir, "bucket", &["profile", "batched", "grouped"]);
+    assert!(ok, "{text}");
+
     // Writes: each bucket's ack rule, reported in the answer. Striped objects (above the packing
     // limit), so every read is planned.
     let objects: Vec<(String, Vec<u8>)> =
@@ -137,6 +144,17 @@ async fn two_buckets_compose_their_request_paths_from_their_profiles() {
     for (key, bytes) in &objects {
         assert_eq!(put_ack(&s3, "tuned", key, bytes.clone()).await, "k+1", "{key}");
         assert_eq!(put_ack(&s3, "plain", key, bytes.clone()).await, "all", "{key}");
+    }
+    let (key, bytes) = &objects[0];
+    assert_eq!(put_ack(&s3, "batched", key, bytes.clone()).await, "all");
+    let _ = take_records(&dir);
+    let object = s3.get_object().bucket("batched").key(key).send().await.unwrap();
+    assert!(object.body.collect().await.unwrap().into_bytes() == bytes[..], "batched/{key}");
+    let records = take_records(&dir);
+    let batched = records_of(&records, "grouped");
+    assert!(!batched.is_empty(), "{records:?}");
+    for record in batched {
+        assert_eq!(record.layers.as_ref().unwrap().planner, "ecstore-access", "a whole stripe planned as a block");
     }
     let read_all = async |s3: &aws_sdk_s3::Client| {
         for bucket in ["tuned", "plain"] {

@@ -150,3 +150,46 @@ async fn a_batch_reads_around_a_killed_node() {
     assert!(batches.iter().all(|b| b.outcome == Outcome::Ok), "{batches:?}");
     cluster.shutdown().await;
 }
+
+/// A GET under a profile with `access = "ecstore"`: the stripes its range covers whole are one
+/// EC-Store batch (recorded as one, each block with k + δ reads and the profile's name), the
+/// stripes it covers in part go per range, and every byte reads back, with a node killed too.
+/// Outside the profile, a GET makes no batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_get_under_an_ecstore_profile_reads_its_whole_stripes_as_one_batch() {
+    let mut cluster = TestCluster::start(8, 8).await;
+    let data = ErasureData::new(cluster.config(CODE), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data, &[5 << 20]).await;
+    let (body, layout) = &objects[0];
+    let Layout::Striped { segments } = layout else { panic!("a 5 MiB object is striped") };
+    assert!(segments.len() >= 3, "{} stripes", segments.len());
+    let controller = with_controller(&data).await;
+    controller.set_access(access(AccessKind::Cost, 1, false)).unwrap();
+    let profile = policy::Profile { access: policy::profile::Access::Ecstore, ..Default::default() };
+    let active = Arc::new(gateway::profiles::ActiveProfile { name: "batched".into(), profile, refusal: None });
+    let get =
+        |range: std::ops::Range<u64>| gateway::profiles::scope(Some(Arc::clone(&active)), data.read(layout, range));
+    let size = body.len() as u64;
+    assert!(get(0..size).await.unwrap() == *body, "the whole object");
+    let batches = controller.take_batch_records();
+    assert_eq!(batches.len(), 1, "one batch for the GET");
+    assert_eq!(batches[0].blocks as usize, segments.len(), "every stripe whole");
+    let (records, _) = controller.take_records();
+    assert_eq!(records.len(), segments.len(), "one record per block");
+    for record in &records {
+        let layers = record.layers.as_ref().expect("the layers' decisions");
+        assert_eq!((layers.profile.as_str(), layers.planner.as_str()), ("batched", "ecstore-access"));
+        assert_eq!(record.tasks.len(), 3, "k + δ reads");
+    }
+    // From inside the first stripe to inside the last: the middle ones as a batch.
+    let (from, to) = (segments[0].length_bytes / 2, size - segments.last().unwrap().length_bytes / 2);
+    assert!(get(from..to).await.unwrap() == body.slice(from as usize..to as usize), "a ranged GET");
+    assert_eq!(controller.take_batch_records()[0].blocks as usize, segments.len() - 2, "the stripes covered whole");
+    // Outside the profile: per range.
+    assert!(data.read(layout, 0..size).await.unwrap() == *body);
+    assert!(controller.take_batch_records().is_empty(), "no batch outside the profile");
+    cluster.kill(0).await;
+    assert!(get(0..size).await.unwrap() == *body, "with a node killed");
+    assert_eq!(controller.take_batch_records().len(), 1);
+    cluster.shutdown().await;
+}

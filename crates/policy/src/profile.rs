@@ -150,6 +150,33 @@ impl Redundancy {
     }
 }
 
+/// How a GET's stripes are planned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Each unit range the GET needs, planned on its own by the selection and redundancy layers.
+    #[default]
+    PerRange,
+    /// EC-Store: the stripes a GET reads whole are one batch of blocks, planned together by the
+    /// access planner (cost plans over every block's units, late binding k + δ) as the batch route
+    /// plans them; a stripe read in part goes per range.
+    Ecstore,
+}
+
+impl Access {
+    /// Canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::PerRange => "per-range",
+            Access::Ecstore => "ecstore",
+        }
+    }
+
+    fn is_per_range(&self) -> bool {
+        *self == Access::PerRange
+    }
+}
+
 /// One policy per layer a bucket chooses. A field left out takes the default, which is the
 /// cluster's behaviour without profiles.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -161,6 +188,9 @@ pub struct Profile {
     pub redundancy: Redundancy,
     /// Who rebuilds a lost unit's range: the gateway, or the nodes (APLS), or segmented reads.
     pub reconstruction: ReconstructKind,
+    /// Whether a GET's whole stripes are planned together (EC-Store) or each range on its own.
+    #[serde(skip_serializing_if = "Access::is_per_range")]
+    pub access: Access,
     /// The latency class of the requests, 1-based (1 is the best); `None`: the request's own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub class: Option<u8>,
@@ -271,7 +301,21 @@ impl Profile {
                 self.selection.name()
             ));
         }
+        if self.access == Access::Ecstore && self.redundancy != Redundancy::K {
+            return refuse(format!(
+                "access = \"ecstore\" reads a GET's whole stripes with EC-Store's own late binding (k + δ units \
+                 per block), so it cannot also take redundancy = \"{}\": use redundancy = \"k\"",
+                self.redundancy.name()
+            ));
+        }
         if !target.has_nodes {
+            if self.access == Access::Ecstore {
+                return refuse(
+                    "access = \"ecstore\" plans from the storage nodes' probed queues, and an S3 backend has none: \
+                     use \"per-range\""
+                        .into(),
+                );
+            }
             if self.selection.probes_nodes() {
                 return refuse(format!(
                     "selection = \"{}\" probes storage nodes, and an S3 backend has none: use normal or hedged",
@@ -327,6 +371,9 @@ impl fmt::Display for Profile {
         )?;
         if let Some(class) = self.class {
             write!(f, ", class {class}")?;
+        }
+        if self.access != Access::PerRange {
+            write!(f, ", access {}", self.access.name())?;
         }
         if let Some(ack) = self.write_ack {
             write!(f, ", write ack {}", ack.name())?;

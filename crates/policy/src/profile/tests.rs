@@ -141,6 +141,11 @@ fn impossible_profiles_are_refused_with_the_reason() {
     refused(apls.clone(), backend, "backend");
     refused(apls.clone(), target(&rs_one_parity), "only k left");
     refused(Profile { class: Some(3), ..Profile::default() }, target(&rs), "classes 1 to 2");
+    let ecstore = Profile { access: Access::Ecstore, ..Profile::default() };
+    refused(Profile { redundancy: Redundancy::Bafec, ..ecstore.clone() }, target(&rs), "late binding");
+    refused(ecstore.clone(), backend, "probed queues");
+    ecstore.check(&target(&rs)).unwrap();
+    Profile { selection: Selection::LmlfPw2, ..ecstore }.check(&target(&lrc)).unwrap();
     // And what can run, does.
     apls.check(&target(&rs)).unwrap();
     apls.check(&target(&lrc)).unwrap();
@@ -157,6 +162,9 @@ fn profiles_read_from_toml_with_defaults_and_refuse_unknown_fields() {
     assert_eq!(profile.write_ack, Some(AckAt::KPlusOne));
     assert_eq!(profile.read_name(), "lmlf-pw2+bafec");
     assert_eq!(toml_like::<Profile>("{}"), Profile::default());
+    assert_eq!(toml_like::<Profile>(r#"{"access": "ecstore"}"#).access, Access::Ecstore);
+    // A per-range profile is stored as before (the field left out).
+    assert!(!serde_json::to_string(&profile).unwrap().contains("access"));
     assert!(serde_json::from_str::<Profile>(r#"{"selecton": "llf"}"#).is_err());
 }
 

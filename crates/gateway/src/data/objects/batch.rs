@@ -174,7 +174,7 @@ fn segment_of(layouts: &[Layout], object: usize, segment: usize) -> &StripeSegme
 }
 
 /// The first `length` bytes of `units` laid end to end, without copying.
-fn segment_bytes(units: Vec<Bytes>, length: u64) -> Vec<Bytes> {
+pub(crate) fn segment_bytes(units: Vec<Bytes>, length: u64) -> Vec<Bytes> {
     let mut left = length as usize;
     let mut out = Vec::with_capacity(units.len());
     for unit in units {

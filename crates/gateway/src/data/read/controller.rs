@@ -57,7 +57,7 @@ mod movement;
 mod records;
 mod refresh;
 pub use crate::data::config::MoverConfig;
-pub use batch::{BatchBlock, BlockResult};
+pub use batch::{BatchBlock, BlockResult, MAX_BATCH_BLOCKS};
 use catalog::{Catalog, LiveView, record_rates};
 pub use config::{ControllerConfig, MAX_CATALOG_STRIPES, PolicyState, validate_settings};
 pub use counters::ControllerCounters;
