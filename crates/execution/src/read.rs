@@ -77,6 +77,8 @@ pub enum FailReason {
     NotDecodable,
     /// The shell aborted it.
     Aborted,
+    /// The plan's deadline passed before it completed.
+    DeadlinePassed,
 }
 
 /// Something the shell must do.
@@ -141,6 +143,8 @@ pub struct ReadExecution {
     /// Under [`Quorum::FirstCopy`]: when the armed timer fires (the next copy's launch is a wait
     /// after it).
     timer_at_ns: u64,
+    /// Whether the armed timer is the plan's deadline (a plan with one arms no other timer).
+    deadline_armed: bool,
     actions: VecDeque<Action>,
 }
 
@@ -158,6 +162,7 @@ impl ReadExecution {
             fallback_launched: false,
             timed_out: false,
             timer_at_ns: 0,
+            deadline_armed: false,
             actions: VecDeque::with_capacity(plan.tasks.len() + 2),
         };
         execution.restart(plan, target, now_ns);
@@ -178,6 +183,7 @@ impl ReadExecution {
         self.phase = Phase::Running;
         self.fallback_launched = false;
         self.timed_out = false;
+        self.deadline_armed = false;
         self.actions.clear();
         for task in 0..self.tasks.len() {
             if self.tasks[task].role != TaskRole::Fallback {
@@ -190,6 +196,10 @@ impl ReadExecution {
             }
             Quorum::FirstCopy { wait_ns } if self.tasks.len() > 1 => self.arm_timer(now_ns.saturating_add(wait_ns)),
             _ => {}
+        }
+        if let Some(deadline_ns) = plan.deadline_ns {
+            self.deadline_armed = true;
+            self.arm_timer(now_ns.saturating_add(deadline_ns));
         }
     }
 
@@ -253,7 +263,8 @@ impl ReadExecution {
         self.phase != Phase::Running && !self.tasks.iter().any(|t| t.state.is_unresolved())
     }
 
-    /// Whether the fallback launched because the timer fired while the normal task was out.
+    /// Whether the fallback launched because the timer fired while the normal task was out, or
+    /// the plan's deadline passed.
     #[inline]
     pub fn timed_out(&self) -> bool {
         self.timed_out
@@ -390,6 +401,13 @@ impl ReadExecution {
     }
 
     fn timer_fired(&mut self) {
+        if self.deadline_armed {
+            if self.phase == Phase::Running {
+                self.timed_out = true;
+                self.fail(FailReason::DeadlinePassed);
+            }
+            return;
+        }
         if let Quorum::FirstCopy { wait_ns } = self.quorum {
             if self.phase == Phase::Running && self.launch_next_copy() {
                 self.timed_out = true;

@@ -193,3 +193,29 @@ async fn a_get_under_an_ecstore_profile_reads_its_whole_stripes_as_one_batch() {
     assert_eq!(controller.take_batch_records().len(), 1);
     cluster.shutdown().await;
 }
+
+/// A block's plan carries its deadline (the access settings' `block_deadline_ns`), run by the
+/// execution core: past it the block's reads are cancelled and the robust read serves it, so a
+/// deadline no read can meet still reads back every byte, each block counted as a fallback and
+/// recorded timed out (and served degraded, by the robust read); the default deadline is never
+/// reached on a healthy cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_block_past_its_plans_deadline_is_read_robustly() {
+    let cluster = TestCluster::start(8, 8).await;
+    let data = ErasureData::new(cluster.config(CODE), Arc::clone(&cluster.meta)).await.unwrap();
+    let objects = write_objects(&data, &[100_000, 250_000, 5 << 20]).await;
+    let controller = with_controller(&data).await;
+    let fallbacks = || controller.counters().fallbacks.load(std::sync::atomic::Ordering::Relaxed);
+    controller.set_access(AccessSettings { block_deadline_ns: 1_000, ..access(AccessKind::Cost, 0, false) }).unwrap();
+    let before = fallbacks();
+    read_back(&data, &objects).await;
+    let (records, _) = controller.take_records();
+    let blocks = records.iter().filter(|r| r.layers.as_ref().is_some_and(|l| l.planner == "ecstore-access")).count();
+    assert!(blocks > 0 && fallbacks() - before == blocks as u64, "every block fell back: {blocks}");
+    assert!(records.iter().all(|r| r.request.timed_out && r.request.degraded), "recorded timed out");
+    controller.set_access(access(AccessKind::Cost, 0, false)).unwrap();
+    let before = fallbacks();
+    read_back(&data, &objects).await;
+    assert_eq!(fallbacks(), before, "the default deadline is not reached");
+    cluster.shutdown().await;
+}

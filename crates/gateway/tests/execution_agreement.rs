@@ -31,7 +31,7 @@ fn task(unit: u8, role: TaskRole) -> PlannedTask {
 }
 
 fn plan(tasks: Vec<PlannedTask>, quorum: Quorum) -> ReadPlan {
-    ReadPlan { tasks, quorum, decode: model::DecodeAt::Gateway, topology: model::ReconstructionTopology::Gateway }
+    ReadPlan::new(tasks, quorum, model::DecodeAt::Gateway)
 }
 
 /// Unit 0 from node 0, units 1..=6 after 100 ms.

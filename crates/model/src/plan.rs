@@ -112,9 +112,20 @@ pub struct ReadPlan {
     pub decode: DecodeAt,
     /// How recovery-set units reach the decoder.
     pub topology: ReconstructionTopology,
+    /// Time from the start after which a read not complete gives up: its tasks are cancelled and
+    /// the shell's fallback takes over (a batch block's robust read). `None`: no limit. Only with a
+    /// quorum that arms no timer of its own (all, any k, first k of n).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ns: Option<u64>,
 }
 
 impl ReadPlan {
+    /// A plan of `tasks` done by `quorum`, its units reaching the gateway (decoded there per
+    /// `decode`), without a deadline.
+    pub fn new(tasks: Vec<PlannedTask>, quorum: Quorum, decode: DecodeAt) -> ReadPlan {
+        ReadPlan { tasks, quorum, decode, topology: ReconstructionTopology::Gateway, deadline_ns: None }
+    }
+
     /// A normal read of one task.
     pub fn normal(task: PlannedTask) -> ReadPlan {
         debug_assert_eq!(task.role, TaskRole::Normal);
@@ -123,6 +134,7 @@ impl ReadPlan {
             quorum: Quorum::All,
             decode: DecodeAt::None,
             topology: ReconstructionTopology::Gateway,
+            deadline_ns: None,
         }
     }
 
@@ -130,7 +142,13 @@ impl ReadPlan {
     /// frontend.
     pub fn degraded(tasks: Vec<PlannedTask>) -> ReadPlan {
         debug_assert!(tasks.iter().all(|t| t.role == TaskRole::Degraded));
-        ReadPlan { tasks, quorum: Quorum::All, decode: DecodeAt::Gateway, topology: ReconstructionTopology::Gateway }
+        ReadPlan {
+            tasks,
+            quorum: Quorum::All,
+            decode: DecodeAt::Gateway,
+            topology: ReconstructionTopology::Gateway,
+            deadline_ns: None,
+        }
     }
 
     /// Whether the plan reads a recovery set up front.
@@ -157,6 +175,11 @@ impl ReadPlan {
             return Err("plan has no task".into());
         }
         let n = self.tasks.len();
+        if self.deadline_ns.is_some()
+            && matches!(self.quorum, Quorum::NormalThenFallback { .. } | Quorum::FirstCopy { .. })
+        {
+            return Err("a deadline needs a quorum without a timer of its own (all, any k, first k of n)".into());
+        }
         match self.quorum {
             Quorum::All => {
                 if self.tasks.iter().any(|t| t.role == TaskRole::Fallback) {

@@ -20,6 +20,7 @@ fn normal_then_fallback() -> ReadPlan {
         quorum: Quorum::NormalThenFallback { timeout_ns: 100 * MS },
         decode: model::DecodeAt::Gateway,
         topology: model::ReconstructionTopology::Gateway,
+        deadline_ns: None,
     }
 }
 

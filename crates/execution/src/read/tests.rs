@@ -14,7 +14,7 @@ fn task(unit: u8, role: TaskRole) -> PlannedTask {
 }
 
 fn plan(tasks: Vec<PlannedTask>, quorum: Quorum) -> ReadPlan {
-    ReadPlan { tasks, quorum, decode: model::DecodeAt::Gateway, topology: model::ReconstructionTopology::Gateway }
+    ReadPlan::new(tasks, quorum, model::DecodeAt::Gateway)
 }
 
 /// Unit 0 read normally, units 1..=6 as its fallback.
@@ -313,4 +313,31 @@ fn a_failed_copy_launches_the_next_at_once_and_no_copy_left_fails_the_read() {
     assert_eq!(drain(&mut read), vec![Action::Complete { decoded: false }]);
     let misordered = plan(vec![task(6, TaskRole::Fallback)], Quorum::FirstCopy { wait_ns: 100 });
     assert!(misordered.validate().is_err());
+}
+
+#[test]
+fn a_plan_past_its_deadline_fails_and_cancels_what_is_out_and_one_within_it_completes() {
+    let code = rs63();
+    let tasks: Vec<PlannedTask> = (0..6).map(|u| task(u, TaskRole::Normal)).collect();
+    let timed = ReadPlan { deadline_ns: Some(500), ..plan(tasks, Quorum::All) };
+    let mut read = ReadExecution::start(&timed, WHOLE_STRIPE, 100);
+    let mut expected = starts(0..=5);
+    expected.push(Action::ArmTimer { at_ns: 600 });
+    assert_eq!(drain(&mut read), expected);
+    (0..4).for_each(|t| read.handle(Event::Finished { task: t }, code.as_ref()));
+    read.handle(Event::TimerFired, code.as_ref());
+    let reason = FailReason::DeadlinePassed;
+    assert_eq!(drain(&mut read), vec![Action::Fail { reason }, Action::Cancel { task: 4 }, Action::Cancel { task: 5 }]);
+    assert!(read.timed_out() && read.failure() == Some(reason));
+    // Within it: the timer firing after completion changes nothing.
+    let mut read = ReadExecution::start(&timed, WHOLE_STRIPE, 100);
+    drain(&mut read);
+    (0..6).for_each(|t| read.handle(Event::Finished { task: t }, code.as_ref()));
+    assert_eq!(drain(&mut read), vec![Action::Complete { decoded: false }]);
+    read.handle(Event::TimerFired, code.as_ref());
+    assert!(drain(&mut read).is_empty() && read.is_complete() && !read.timed_out());
+    // A quorum with a timer of its own takes no deadline.
+    let mut fallback = normal_then_fallback();
+    fallback.deadline_ns = Some(1);
+    assert!(fallback.validate().is_err());
 }

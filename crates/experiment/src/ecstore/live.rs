@@ -140,9 +140,15 @@ fn node_model(seed: u64, id: u32) -> ServiceModel {
 }
 
 /// `config`'s access settings on the live store: the simulator's, with the gateway's own estimate
-/// of a loopback round trip (the default) instead of the model's network.
+/// of a loopback round trip and its block deadline (the defaults) instead of the model's network
+/// and the paper's none.
 fn live_access(config: Config) -> AccessSettings {
-    AccessSettings { round_trip_ns: AccessSettings::default().round_trip_ns, ..config.access() }
+    let defaults = AccessSettings::default();
+    AccessSettings {
+        round_trip_ns: defaults.round_trip_ns,
+        block_deadline_ns: defaults.block_deadline_ns,
+        ..config.access()
+    }
 }
 
 /// Block `index`'s object: a seeded permutation of the objects, written in object order, so

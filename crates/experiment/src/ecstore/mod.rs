@@ -100,7 +100,9 @@ impl Config {
             Config::HuLlf => (AccessKind::Llf, 0),
             Config::HuLmlf => (AccessKind::Lmlf, 0),
         };
-        AccessSettings { kind, extra_reads, round_trip_ns: 2 * NETWORK_LATENCY_NS, ..AccessSettings::default() }
+        // The paper's reads have no deadline.
+        let round_trip_ns = 2 * NETWORK_LATENCY_NS;
+        AccessSettings { kind, extra_reads, round_trip_ns, block_deadline_ns: 0, ..AccessSettings::default() }
     }
 
     fn moves(self) -> bool {

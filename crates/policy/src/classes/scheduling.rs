@@ -319,6 +319,7 @@ impl ReadPolicy for JlwoRead {
             quorum: Quorum::FirstKOfN { k: k as u16 },
             decode: DecodeAt::Gateway,
             topology: ReconstructionTopology::Gateway,
+            deadline_ns: None,
         }
     }
 

@@ -92,6 +92,10 @@ pub struct AccessSettings {
     pub round_trip_ns: u64,
     /// Branch-and-bound nodes one solve may visit.
     pub node_budget: usize,
+    /// Each block's plan gives up this long after it starts if it has not completed (the
+    /// execution core's deadline: its reads are cancelled and the shell reads the block another
+    /// way, the gateway by its robust read); 0: no deadline (the paper's model).
+    pub block_deadline_ns: u64,
 }
 
 impl Default for AccessSettings {
@@ -108,6 +112,9 @@ impl Default for AccessSettings {
             load_average_ns: 5_000_000_000,
             round_trip_ns: 500_000,
             node_budget: 20_000,
+            // The gateway's read timeout (`normal_timeout_ms`'s default), which bounded a batch's
+            // node tasks before the deadline was the plan's.
+            block_deadline_ns: 1_000_000_000,
         }
     }
 }
@@ -414,7 +421,8 @@ impl AccessPolicy {
             Quorum::AnyK { k: k as u16 }
         };
         let decode = if tasks.iter().any(|t| usize::from(t.unit) >= k) { DecodeAt::Gateway } else { DecodeAt::None };
-        ReadPlan { tasks, quorum, decode, topology: ReconstructionTopology::Gateway }
+        let deadline_ns = (self.settings.block_deadline_ns > 0).then_some(self.settings.block_deadline_ns);
+        ReadPlan { tasks, quorum, decode, topology: ReconstructionTopology::Gateway, deadline_ns }
     }
 
     fn plan_by_cost(&mut self, view: &mut dyn ClusterView, blocks: &[BlockRead], rng: &mut dyn RngCore) -> BatchPlan {

@@ -233,6 +233,6 @@ impl ReadPolicy for FecRead {
                 (quorum, DecodeAt::None)
             }
         };
-        ReadPlan { tasks, quorum, decode, topology: ReconstructionTopology::Gateway }
+        ReadPlan { tasks, quorum, decode, topology: ReconstructionTopology::Gateway, deadline_ns: None }
     }
 }

@@ -262,6 +262,7 @@ impl ReadPolicy for Hedged {
             quorum: Quorum::NormalThenFallback { timeout_ns: self.delay_ns(request.length) },
             decode: DecodeAt::Gateway,
             topology: ReconstructionTopology::Gateway,
+            deadline_ns: None,
         }
     }
 
@@ -311,7 +312,13 @@ impl ReadPolicy for Hedged {
             .collect();
         // Fewer than k units not gone around: all of them, and the executor's fallback for the rest.
         let quorum = Quorum::FirstKOfN { k: k.min(tasks.len()) as u16 };
-        ReadPlan { tasks, quorum, decode: DecodeAt::Gateway, topology: ReconstructionTopology::Gateway }
+        ReadPlan {
+            tasks,
+            quorum,
+            decode: DecodeAt::Gateway,
+            topology: ReconstructionTopology::Gateway,
+            deadline_ns: None,
+        }
     }
 
     fn observe(&mut self, request: &RequestRecord, tasks: &[TaskRecord]) {

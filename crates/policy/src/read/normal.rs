@@ -47,6 +47,7 @@ impl ReadPolicy for Normal {
             quorum: Quorum::NormalThenFallback { timeout_ns: self.timeout_ns },
             decode: DecodeAt::Gateway,
             topology: ReconstructionTopology::Gateway,
+            deadline_ns: None,
         }
     }
 }

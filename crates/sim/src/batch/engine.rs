@@ -41,6 +41,8 @@ enum Event {
     CancelArrive { task: u32 },
     /// A block finished decoding (or needed none).
     BlockDone { batch: u64, block: u32 },
+    /// A block's plan reached its deadline (stale when the block is done or its batch closed).
+    BlockDeadline { batch: u64, block: u32 },
     /// The background solver finished its solve.
     SolveDone,
     /// The cost table's periodic refresh.
@@ -344,6 +346,7 @@ impl<'a> BatchEngine<'a> {
             Event::Answer { task } => self.answer(task),
             Event::CancelArrive { task } => self.cancel_arrive(task),
             Event::BlockDone { batch, block } => self.block_done(batch, block),
+            Event::BlockDeadline { batch, block } => self.block_deadline(batch, block),
             Event::SolveDone => self.solve_done(),
             Event::Refresh => self.refresh(),
             Event::MoverTick => self.mover_tick(),
@@ -456,6 +459,7 @@ impl<'a> BatchEngine<'a> {
     /// setup batches sites.
     fn dispatch(&mut self, id: u64) {
         let mut starts: Vec<(u32, u32, u16)> = Vec::new();
+        let mut deadlines: Vec<(u64, u32)> = Vec::new();
         let batch = self.batches.get_mut(&id).expect("a dispatched batch is open");
         for (index, block) in batch.blocks.iter_mut().enumerate() {
             while let Some(action) = block.execution.poll_action() {
@@ -463,9 +467,13 @@ impl<'a> BatchEngine<'a> {
                     Action::Start { task } => {
                         starts.push((block.plan.tasks[task].node.0, index as u32, task as u16));
                     }
-                    other => panic!("a fresh whole-stripe read only starts tasks, not {other:?}"),
+                    Action::ArmTimer { at_ns } => deadlines.push((at_ns, index as u32)),
+                    other => panic!("a fresh whole-stripe read only starts tasks and its deadline, not {other:?}"),
                 }
             }
+        }
+        for (at_ns, block) in deadlines {
+            self.schedule(at_ns, Event::BlockDeadline { batch: id, block });
         }
         if self.setup.site_batching {
             starts.sort_by_key(|&(node, block, task)| (node, block, task));
@@ -675,6 +683,18 @@ impl<'a> BatchEngine<'a> {
         }
     }
 
+    /// A block's deadline: its execution fails it unless it completed (the batch engine does not
+    /// model the gateway's robust read of such a block: it is recorded failed).
+    fn block_deadline(&mut self, id: u64, block: u32) {
+        let Some(batch) = self.batches.get_mut(&id) else { return };
+        let b = &mut batch.blocks[block as usize];
+        if b.done {
+            return;
+        }
+        b.execution.handle(ExecEvent::TimerFired, self.code.as_ref());
+        self.drain_block(id, block);
+    }
+
     fn block_done(&mut self, id: u64, block: u32) {
         let now = self.now_ns;
         let batch = self.batches.get_mut(&id).expect("open");
@@ -737,7 +757,7 @@ impl<'a> BatchEngine<'a> {
                 probe_wait_ns: batch.probe_wait_ns,
                 decision_cpu_ns: record.decision_cpu_ns,
                 degraded: block.decoded,
-                timed_out: false,
+                timed_out: block.execution.timed_out(),
                 outcome: if block.failed { Outcome::Failed } else { Outcome::Ok },
                 class: 0,
                 latency_class: 0,

@@ -305,3 +305,24 @@ fn the_mover_co_locates_co_read_blocks_below_its_rate_cap_and_batches_touch_fewe
     let client_bytes: u64 = moved.batches.iter().map(|b| b.bytes).sum();
     assert!((mover_bytes as f64) < 0.01 * client_bytes as f64, "{mover_bytes} moved vs {client_bytes} read");
 }
+
+#[test]
+fn a_block_past_its_plans_deadline_fails_at_the_deadline() {
+    let mut setup = setup("rs-2-2", 8, &[&[0, 1, 2, 3], &[4, 5, 6, 7]], 1);
+    setup.end_ns = 1_000_000;
+    let run = |block_deadline_ns| {
+        let settings = AccessSettings { kind: AccessKind::DataFirst, block_deadline_ns, ..AccessSettings::default() };
+        let policy = AccessPolicy::new(settings, 2).unwrap();
+        run_batches(&setup, policy, None, &generator(&[&[0, 1]], 2)).batches[0]
+    };
+    let unbounded = run(0);
+    assert_eq!(unbounded.outcome, Outcome::Ok);
+    // Half a task's service: every block gives up at its deadline, its reads cancelled.
+    let deadline_ns = service_ns(UNIT) / 2;
+    let bounded = run(deadline_ns);
+    assert_eq!(bounded.outcome, Outcome::Failed);
+    assert_eq!(bounded.completion_ns, bounded.decision_end_ns + deadline_ns, "{bounded:?}");
+    assert!(bounded.completion_ns < unbounded.completion_ns);
+    // A deadline the reads meet changes nothing.
+    assert_eq!(run(1_000_000_000), unbounded);
+}

@@ -209,6 +209,7 @@ fn robust_plan(
             quorum: Quorum::NormalThenFallback { timeout_ns },
             decode: DecodeAt::Gateway,
             topology: ReconstructionTopology::Gateway,
+            deadline_ns: None,
         });
     }
     match recovery_units(code, &readable, unit).or_else(|| recovery_units(code, &not_failed, unit)) {

@@ -191,6 +191,7 @@ async fn read(range: RangeRead<'_>, settings: &ReconstructSettings) -> Result<By
         quorum: Quorum::All,
         decode: DecodeAt::Gateway,
         topology: ReconstructionTopology::Gateway,
+        deadline_ns: None,
     };
     let admitted = admit_plan(range.admission, &plan).await?;
     let clock = Clock { epoch: Instant::now() };

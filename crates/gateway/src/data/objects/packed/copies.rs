@@ -57,6 +57,7 @@ pub(super) async fn read_first_copy(
         quorum: Quorum::FirstCopy { wait_ns },
         decode: DecodeAt::None,
         topology: ReconstructionTopology::Gateway,
+        deadline_ns: None,
     };
     let clock = Clock { epoch: Instant::now() };
     let errors: Mutex<Vec<String>> = Mutex::new(Vec::new());

@@ -339,7 +339,7 @@ impl Controller {
                 probe_wait_ns: decision.probe_wait_ns,
                 decision_cpu_ns: 0,
                 degraded: run.degraded || !run.ok,
-                timed_out: false,
+                timed_out: run.execution.timed_out(),
                 outcome: if ok { Outcome::Ok } else { Outcome::Failed },
                 class: 0,
                 latency_class: 0,
@@ -695,8 +695,7 @@ impl<'a> BatchRun<'a, '_> {
             let (abort, registration) = AbortHandle::new_pair();
             let wanted = reads.len();
             node_tasks.push(NodeTask { reads, sent_ns, abort, wanted });
-            let (io, nodes, timeout) = (self.io, self.nodes, self.controller.read_timeout());
-            let read = read_merged(io, nodes, node, ranges, timeout, admitted, id);
+            let read = read_merged(self.io, self.nodes, node, ranges, admitted, id);
             running.push(Box::pin(async move { (id, Abortable::new(read, registration).await.ok()) }));
         }
     }
@@ -769,13 +768,13 @@ fn whole_unit<'b>(
 
 /// One merged read on `node`: each (stripe, unit, length) whole, as one task of the node's queue.
 /// A node that is not Up, or a unit recorded missing, fails that read at once; a corrupt or lost
-/// unit is reported for repair. The whole task fails after `timeout` (the robust read takes over).
+/// unit is reported for repair. How long a block waits for it is its plan's deadline (the execution
+/// core's timer; past it the block's reads are cancelled and the robust read takes over).
 async fn read_merged(
     io: &StripeIo,
     nodes: &NodeMap,
     node: StoreNodeId,
     ranges: Vec<(Arc<StripeMeta>, u16, u64)>,
-    timeout: Duration,
     admitted: Option<&AdmittedPlan<'_>>,
     slot: usize,
 ) -> NodeAnswer {
@@ -788,14 +787,9 @@ async fn read_merged(
     }
     let wholes: Vec<(&StripeMeta, u16, u64)> =
         ranges.iter().map(|(stripe, unit, length)| (&**stripe, *unit, *length)).collect();
-    match tokio::time::timeout(timeout, io.read_whole_units_timed(nodes, node, &wholes)).await {
-        Ok(Ok(answered)) => Ok(answered),
-        Ok(Err(error)) => {
-            tracing::debug!(%error, node = %node, "merged read failed");
-            Err(())
-        }
-        Err(_) => Err(()),
-    }
+    io.read_whole_units_timed(nodes, node, &wholes).await.map_err(|error| {
+        tracing::debug!(%error, node = %node, "merged read failed");
+    })
 }
 
 /// Sleeps until `at_ns` on the controller's clock, or forever without one.
