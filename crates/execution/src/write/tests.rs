@@ -1,3 +1,6 @@
+//! The write execution through its events: every copy started, retries elsewhere, the early and
+//! straggler acknowledgements with what is left pending, and the durability rule's verdict.
+
 use super::*;
 use codec::CodeSpec;
 

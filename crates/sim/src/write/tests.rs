@@ -1,3 +1,6 @@
+//! The simulator's write shell: acknowledgement times against the order statistics of exponential
+//! service, a copy written elsewhere, determinism by seed.
+
 use super::*;
 use execution::{StragglerWait, WriteRule};
 

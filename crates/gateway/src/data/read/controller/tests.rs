@@ -1,3 +1,5 @@
+//! The controller's catalog bound and its records of unplanned reads.
+
 use super::*;
 use model::ObjectId;
 use model::Outcome;
