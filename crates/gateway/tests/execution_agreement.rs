@@ -43,7 +43,7 @@ fn normal_then_fallback() -> ReadPlan {
 
 /// Whether node `node` is down at `at_ns`, and when it goes down after `at_ns`.
 fn outage_of(outages: &[Outage], node: u32, at_ns: u64) -> (bool, Option<u64>) {
-    let down = outages.iter().any(|o| o.node == node && (o.from_ns..o.until_ns).contains(&at_ns));
+    let down = outages.iter().any(|o| o.takes_down(node, at_ns));
     let next = outages.iter().filter(|o| o.node == node && o.from_ns > at_ns).map(|o| o.from_ns).min();
     (down, next)
 }

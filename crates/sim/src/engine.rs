@@ -89,6 +89,13 @@ pub struct Outage {
     pub until_ns: u64,
 }
 
+impl Outage {
+    /// Whether it has `node` down at `at_ns`.
+    pub fn takes_down(&self, node: u32, at_ns: u64) -> bool {
+        self.node == node && (self.from_ns..self.until_ns).contains(&at_ns)
+    }
+}
+
 /// One node made `factor` times slower (overhead × factor, rate ÷ factor) for every task that
 /// starts at or after `from_ns`: the live experiment's slow-node knob. The view reports the slowed
 /// rate and overhead from `from_ns` on, as a live node's probe does.
@@ -105,7 +112,7 @@ pub struct Slowdown {
 impl NodeModel {
     /// Whether `node` is down at `now_ns`.
     pub fn is_down(&self, node: u32, now_ns: u64) -> bool {
-        self.outages.iter().any(|o| o.node == node && (o.from_ns..o.until_ns).contains(&now_ns))
+        self.outages.iter().any(|o| o.takes_down(node, now_ns))
     }
 
     /// Per-task overhead (ns) and rate (bytes/s) of `node` for a task starting at `now_ns`.

@@ -69,7 +69,7 @@ pub fn first_free_node(nodes: u32, avoid: &[u32], placement: &[u32], outages: &[
 }
 
 fn is_down(outages: &[Outage], node: u32, at_ns: u64) -> bool {
-    outages.iter().any(|o| o.node == node && (o.from_ns..o.until_ns).contains(&at_ns))
+    outages.iter().any(|o| o.takes_down(node, at_ns))
 }
 
 /// When a copy's write sent to `node` at `sent_ns` ends, and whether durable.

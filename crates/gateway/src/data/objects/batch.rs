@@ -107,7 +107,7 @@ async fn read_striped(
 }
 
 /// A segment's stripe record and code, checked against the layout.
-async fn lookup(io: &StripeIo, segment: StripeSegment) -> Result<BatchBlock, DataError> {
+pub(crate) async fn lookup(io: &StripeIo, segment: StripeSegment) -> Result<BatchBlock, DataError> {
     let stripe = io.stripe(segment.stripe).await?;
     if stripe.unit_bytes != segment.unit_bytes {
         return Err(DataError::Internal(format!("stripe {} unit size disagrees with the layout", stripe.id)));

@@ -6,8 +6,8 @@
 use super::ErasureData;
 use crate::data::DataError;
 use crate::data::io::stripe_io::NodeMap;
-use crate::data::objects::batch::segment_bytes;
-use crate::data::read::controller::{BatchBlock, BlockResult, Controller, MAX_BATCH_BLOCKS};
+use crate::data::objects::batch::{lookup, segment_bytes};
+use crate::data::read::controller::{BlockResult, Controller, MAX_BATCH_BLOCKS};
 use bytes::Bytes;
 use codec::ErasureCode;
 use futures_util::{StreamExt, TryStreamExt, stream};
@@ -123,15 +123,7 @@ impl ErasureData {
         for chunk in segments.chunks(MAX_BATCH_BLOCKS) {
             let mut blocks = Vec::with_capacity(chunk.len());
             for segment in chunk {
-                let stripe = self.io.stripe(segment.stripe).await?;
-                if stripe.unit_bytes != segment.unit_bytes {
-                    return Err(DataError::Internal(format!(
-                        "stripe {} unit size disagrees with the layout",
-                        stripe.id
-                    )));
-                }
-                let code = self.io.code(&stripe.code)?;
-                blocks.push(BatchBlock { stripe: Arc::new(stripe), code });
+                blocks.push(lookup(&self.io, (*segment).clone()).await?);
             }
             let mut results: Vec<Option<BlockResult>> = vec![None; blocks.len()];
             controller
