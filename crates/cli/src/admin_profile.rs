@@ -70,6 +70,10 @@ pub(crate) struct AdminBucketProfileArgs {
     /// The profile's name, or none for the cluster's default.
     #[arg(value_name = "NAME|none")]
     profile: String,
+    /// Name it for this latency class's requests to the bucket only (1-based); `none` then falls
+    /// back to the bucket's profile for that class.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..))]
+    class: Option<u8>,
     #[command(flatten)]
     target: AdminPolicyTarget,
 }
@@ -84,7 +88,9 @@ pub(crate) fn run(command: AdminProfileCommand) -> anyhow::Result<()> {
             println!("default: {}", view.default);
             for entry in view.profiles {
                 let layers = entry.profile.map_or_else(|| "unreadable".to_string(), |p| p.to_string());
-                let buckets = if entry.buckets.is_empty() { "no bucket".into() } else { entry.buckets.join(", ") };
+                let classes = entry.classes.iter().map(|used| format!("{} class {}", used.bucket, used.class));
+                let named: Vec<String> = entry.buckets.iter().cloned().chain(classes).collect();
+                let buckets = if named.is_empty() { "no bucket".into() } else { named.join(", ") };
                 println!("{}: {layers}  (buckets: {buckets})", entry.name);
                 if let Some(why) = entry.refusal {
                     println!("  cannot run here: {why}");
@@ -112,8 +118,12 @@ pub(crate) fn run(command: AdminProfileCommand) -> anyhow::Result<()> {
 pub(crate) fn set_bucket(args: AdminBucketProfileArgs) -> anyhow::Result<()> {
     let profile = (!args.profile.eq_ignore_ascii_case("none")).then_some(args.profile.as_str());
     let admin = GatewayAdmin { base: policy_gateways(&args.target)?.remove(0), secret: target_secret(&args.target)? };
-    let bucket = admin.set_bucket_profile(&args.bucket, profile)?;
-    println!("{}: profile now {}", bucket.name, bucket.profile.as_deref().unwrap_or("the cluster's default"));
+    let bucket = admin.set_bucket_profile(&args.bucket, args.class, profile)?;
+    let serving = match args.class {
+        Some(class) => (format!(" class {class}"), bucket.profile_for(class)),
+        None => (String::new(), bucket.profile.as_deref()),
+    };
+    println!("{}{}: profile now {}", bucket.name, serving.0, serving.1.unwrap_or("the cluster's default"));
     Ok(())
 }
 

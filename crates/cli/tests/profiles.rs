@@ -4,7 +4,8 @@
 //! read's record shows each layer's decision; `tuned`'s reads of a dead node's units are rebuilt
 //! by the nodes while `plain`'s are decoded at the gateway as before. Profiles that cannot run are
 //! refused when set, with the reason, and change nothing. A third bucket, `batched`, names
-//! `access = "ecstore"`: its GETs' whole stripes are planned by EC-Store's access planner.
+//! `access = "ecstore"`: its GETs' whole stripes are planned by EC-Store's access planner. Within
+//! `plain`, class 2 names a profile of its own.
 
 mod common;
 
@@ -186,6 +187,38 @@ async fn two_buckets_compose_their_request_paths_from_their_profiles() {
         assert_eq!((layers.planner.as_str(), layers.units_asked, layers.units_needed), ("normal", 1, 1), "{layers:?}");
         assert_eq!((record.request.latency_class, record.request.probes), (0, 0), "{record:?}");
     }
+
+    // Within a bucket, a class names its own profile: `plain`'s class-2 requests run under
+    // `silver`, its class-1 requests keep the default; a profile naming another class is refused.
+    let (ok, text) = admin(&dir, "bucket", &["profile", "plain", "fast", "--class", "1"]);
+    assert!(!ok && text.contains("class = 2 in a profile for class 1"), "{text}");
+    let (ok, text) = admin(&dir, "profile", &["set", "silver", "--selection", "lmlf"]);
+    assert!(ok, "{text}");
+    let (ok, text) = admin(&dir, "bucket", &["profile", "plain", "silver", "--class", "2"]);
+    assert!(ok && text.contains("plain class 2: profile now silver"), "{text}");
+    let (ok, text) = admin(&dir, "profile", &["set", "silver", "--selection", "lmlf", "--class", "1"]);
+    assert!(!ok && text.contains("bucket \"plain\" names it for class 2"), "a change breaking a use: {text}");
+    let (ok, text) = admin(&dir, "profile", &["show"]);
+    assert!(
+        ok && text.contains("silver: selection lmlf, redundancy k, reconstruction gateway  (buckets: plain class 2)"),
+        "{text}"
+    );
+    let _ = take_records(&dir);
+    for class in ["1", "2"] {
+        let (key, bytes) = &objects[1];
+        let request = s3.get_object().bucket("plain").key(key).customize().mutate_request(move |request| {
+            request.headers_mut().insert("x-lowtail-class", class);
+        });
+        let object = request.send().await.unwrap();
+        assert!(object.body.collect().await.unwrap().into_bytes() == bytes[..], "class {class}");
+    }
+    let records = take_records(&dir);
+    let (silver, plain) = (records_of(&records, "silver"), records_of(&records, "default"));
+    assert!(!silver.is_empty() && !plain.is_empty() && silver.len() + plain.len() == records.len(), "{records:?}");
+    assert!(silver.iter().all(|r| r.request.latency_class == 1 && r.layers.as_ref().unwrap().planner == "lmlf"));
+    assert!(plain.iter().all(|r| r.request.latency_class == 0), "{plain:?}");
+    let (ok, text) = admin(&dir, "bucket", &["profile", "plain", "none", "--class", "2"]);
+    assert!(ok && text.contains("plain class 2: profile now the cluster's default"), "{text}");
 
     // A node dies: the tuned bucket's lost units are rebuilt by the nodes (APLS, admitted by the
     // pool), the plain bucket's decoded at the gateway, and every byte reads back.

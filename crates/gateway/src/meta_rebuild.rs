@@ -642,6 +642,7 @@ async fn ensure_bucket(target: &dyn MetaStore, name: &str, created_ms: u64) -> R
         write_ack: Default::default(),
         class: None,
         profile: None,
+        class_profiles: Default::default(),
     };
     match target.create_bucket(bucket).await {
         Ok(()) | Err(MetaError::BucketAlreadyExists(_)) => Ok(()),

@@ -1,7 +1,8 @@
 //! The admin routes of profiles (docs/profiles.md): `GET /admin/profiles` (the cluster's default
 //! profile, every stored profile, which bucket names which), `PUT /admin/profiles/{name}` (body: a
-//! profile as JSON), `DELETE /admin/profiles/{name}` and `PUT /admin/buckets/{name}/profile` (body:
-//! a profile name, or `none`); the changes need the cluster secret. Owns the routes, their input
+//! profile as JSON), `DELETE /admin/profiles/{name}`, `PUT /admin/buckets/{name}/profile` and
+//! `PUT /admin/buckets/{name}/classes/{class}/profile` (body: a profile name, or `none`); the
+//! changes need the cluster secret. Owns the routes, their input
 //! checks and their answers; must not keep state of its own (profiles live in the metadata store,
 //! so every gateway serves a bucket alike). A profile that cannot run is refused with the reason
 //! (400) and nothing changes.
@@ -29,8 +30,20 @@ pub struct ProfileEntry {
     /// Why this gateway cannot run it, if it cannot (its buckets' reads fail with this reason).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
-    /// The buckets that name it.
+    /// The buckets that name it for all their requests.
     pub buckets: Vec<String>,
+    /// The buckets that name it for one latency class's requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassUse>,
+}
+
+/// A bucket naming a profile for one latency class's requests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassUse {
+    /// The bucket.
+    pub bucket: String,
+    /// The class, 1-based.
+    pub class: u8,
 }
 
 /// `GET /admin/profiles`.
@@ -62,10 +75,16 @@ fn meta_status(error: &MetaError) -> StatusCode {
     }
 }
 
+/// The answer of a metadata error.
+fn meta_answer(error: &MetaError) -> Response {
+    (meta_status(error), error.to_string()).into_response()
+}
+
 impl ProfileAdmin {
-    /// The four routes.
+    /// The five routes.
     pub fn routes(self) -> axum::Router {
-        let (view, put, delete, bucket) = (self.clone(), self.clone(), self.clone(), self);
+        let (view, put, delete, bucket) = (self.clone(), self.clone(), self.clone(), self.clone());
+        let class = self;
         axum::Router::new()
             .route("/admin/profiles", axum::routing::get(move || async move { view.view().await }))
             .route(
@@ -80,8 +99,20 @@ impl ProfileAdmin {
             .route(
                 "/admin/buckets/{name}/profile",
                 axum::routing::put(move |Path(name): Path<String>, headers: HeaderMap, body: String| async move {
-                    bucket.set_bucket(&name, &headers, &body).await
+                    bucket.set_bucket(&name, None, &headers, &body).await
                 }),
+            )
+            .route(
+                "/admin/buckets/{name}/classes/{class}/profile",
+                axum::routing::put(
+                    move |Path((name, number)): Path<(String, String)>, headers: HeaderMap, body: String| async move {
+                        match number.parse::<u8>() {
+                            Ok(number) => class.set_bucket(&name, Some(number), &headers, &body).await,
+                            Err(_) => (StatusCode::BAD_REQUEST, format!("class {number:?} is not a number 1 to 255"))
+                                .into_response(),
+                        }
+                    },
+                ),
             )
     }
 
@@ -105,6 +136,7 @@ impl ProfileAdmin {
                     profile: parsed.ok(),
                     refusal,
                     buckets: named.map(|bucket| bucket.name.clone()).collect(),
+                    classes: class_uses(&buckets, &entry.name),
                 }
             })
             .collect();
@@ -119,8 +151,8 @@ impl ProfileAdmin {
             Ok(profile) => profile,
             Err(error) => return (StatusCode::BAD_REQUEST, format!("profile {name:?}: {error}")).into_response(),
         };
-        if let Err(why) = self.directory.check(&profile) {
-            return (StatusCode::BAD_REQUEST, format!("profile {name:?} refused: {why}")).into_response();
+        if let Err(why) = self.check_uses(name, &profile).await {
+            return why;
         }
         let layers = serde_json::to_string(&profile).expect("a profile serializes");
         if let Err(error) = self.meta.put_profile(StoredProfile { name: name.to_string(), layers }).await {
@@ -135,11 +167,11 @@ impl ProfileAdmin {
         }
         match self.meta.delete_profile(name).await {
             Ok(()) => self.refreshed(format!("profile {name:?} deleted").into_response()).await,
-            Err(error) => (meta_status(&error), error.to_string()).into_response(),
+            Err(error) => meta_answer(&error),
         }
     }
 
-    async fn set_bucket(&self, bucket: &str, headers: &HeaderMap, body: &str) -> Response {
+    async fn set_bucket(&self, bucket: &str, class: Option<u8>, headers: &HeaderMap, body: &str) -> Response {
         if !has_secret(headers, &self.secret) {
             return refused();
         }
@@ -147,10 +179,42 @@ impl ProfileAdmin {
             "none" => None,
             name => Some(name),
         };
-        match self.meta.set_bucket_profile(bucket, profile).await {
-            Ok(stored) => self.refreshed(axum::Json(stored).into_response()).await,
-            Err(error) => (meta_status(&error), error.to_string()).into_response(),
+        if let (Some(class), Some(name)) = (class, profile)
+            && let Err(why) = self.check_class_use(name, class).await
+        {
+            return why;
         }
+        match self.meta.set_bucket_profile(bucket, class, profile).await {
+            Ok(stored) => self.refreshed(axum::Json(stored).into_response()).await,
+            Err(error) => meta_answer(&error),
+        }
+    }
+
+    /// Checks `profile`, about to be stored as `name`, for buckets and for each class that names
+    /// it already; the refusal's answer if it cannot serve one of them.
+    async fn check_uses(&self, name: &str, profile: &Profile) -> Result<(), Response> {
+        let refusal = |why: &dyn std::fmt::Display| {
+            (StatusCode::BAD_REQUEST, format!("profile {name:?} refused: {why}")).into_response()
+        };
+        self.directory.check(profile).map_err(|why| refusal(&why))?;
+        let buckets = self.meta.list_buckets().await.map_err(|error| meta_answer(&error))?;
+        for used in class_uses(&buckets, name) {
+            let checked = self.directory.check_for_class(profile, used.class);
+            let class = used.class;
+            checked.map_err(|why| refusal(&format!("bucket {:?} names it for class {class}: {why}", used.bucket)))?;
+        }
+        Ok(())
+    }
+
+    /// Checks stored profile `name` as the one serving class `class`'s requests; the refusal's
+    /// answer if it cannot (a profile not stored is the metadata store's refusal).
+    async fn check_class_use(&self, name: &str, class: u8) -> Result<(), Response> {
+        let stored = self.meta.list_profiles().await.map_err(|error| meta_answer(&error))?;
+        let Some(entry) = stored.iter().find(|entry| entry.name == name) else { return Ok(()) };
+        let profile = parse(entry).map_err(|why| (StatusCode::BAD_REQUEST, why).into_response())?;
+        self.directory.check_for_class(&profile, class).map_err(|why| {
+            (StatusCode::BAD_REQUEST, format!("profile {name:?} refused for class {class}: {why}")).into_response()
+        })
     }
 
     /// `answer`, once this gateway's directory has the change (other gateways read it within
@@ -161,4 +225,13 @@ impl ProfileAdmin {
         }
         answer
     }
+}
+
+/// The buckets of `buckets` that name profile `name` for one class's requests.
+fn class_uses(buckets: &[meta::BucketMeta], name: &str) -> Vec<ClassUse> {
+    let uses = buckets.iter().flat_map(|bucket| {
+        let named = bucket.class_profiles.iter().filter(|(_, named)| named.as_str() == name);
+        named.map(|(&class, _)| ClassUse { bucket: bucket.name.clone(), class })
+    });
+    uses.collect()
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use meta::{MetaError, MetaStore, StoredProfile};
+use meta::{BucketMeta, MetaError, MetaStore, StoredProfile};
 use model::CodeLayout;
 use policy::Profile;
 use policy::profile::{ProfileRefusal, ProfileTarget};
@@ -69,8 +69,8 @@ pub fn parse(stored: &StoredProfile) -> Result<Profile, String> {
 #[derive(Debug, Default)]
 struct Snapshot {
     profiles: HashMap<String, Arc<ActiveProfile>>,
-    /// Bucket name → profile name.
-    buckets: HashMap<String, String>,
+    /// The buckets that name a profile (for all their requests or for a class's), by name.
+    buckets: HashMap<String, BucketMeta>,
 }
 
 /// Which profile serves which bucket, from the metadata store.
@@ -114,10 +114,24 @@ impl ProfileDirectory {
         profile.check(&self.target.target(false))
     }
 
-    /// The profile serving `bucket`, or `None` for the cluster's default.
+    /// Checks `profile` as the one serving class `class`'s requests to a bucket of this gateway.
+    pub fn check_for_class(&self, profile: &Profile, class: u8) -> Result<(), ProfileRefusal> {
+        profile.check_for_class(class, &self.target.target(false))
+    }
+
+    /// The profile serving `bucket` as a whole (the one its class comes from), or `None` for the
+    /// cluster's default.
     pub fn for_bucket(&self, bucket: &str) -> Option<Arc<ActiveProfile>> {
         let snapshot = self.snapshot.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let name = snapshot.buckets.get(bucket)?;
+        let name = snapshot.buckets.get(bucket)?.profile.as_ref()?;
+        snapshot.profiles.get(name).cloned()
+    }
+
+    /// The profile serving a request of `class` (1-based) to `bucket`: the class's own, else the
+    /// bucket's, `None` for the cluster's default.
+    pub fn for_request(&self, bucket: &str, class: u8) -> Option<Arc<ActiveProfile>> {
+        let snapshot = self.snapshot.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let name = snapshot.buckets.get(bucket)?.profile_for(class)?;
         snapshot.profiles.get(name).cloned()
     }
 
@@ -140,7 +154,8 @@ impl ProfileDirectory {
             };
             profiles.insert(entry.name.clone(), Arc::new(active));
         }
-        let buckets = buckets.into_iter().filter_map(|bucket| Some((bucket.name, bucket.profile?))).collect();
+        let named = |bucket: &BucketMeta| bucket.profile.is_some() || !bucket.class_profiles.is_empty();
+        let buckets = buckets.into_iter().filter(named).map(|bucket| (bucket.name.clone(), bucket)).collect();
         *self.snapshot.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Snapshot { profiles, buckets };
         Ok(())
     }

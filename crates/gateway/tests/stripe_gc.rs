@@ -48,6 +48,7 @@ async fn create_bucket(meta: &dyn MetaStore) {
         write_ack: meta::WriteAck::All,
         class: None,
         profile: None,
+        class_profiles: Default::default(),
     };
     meta.create_bucket(bucket).await.unwrap();
 }

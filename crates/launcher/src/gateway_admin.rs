@@ -228,12 +228,22 @@ impl GatewayAdmin {
         self.check(what, &mut response).map(|_| ())
     }
 
-    /// Names the profile serving `bucket`, or the cluster's default (`None`), through `PUT
-    /// /admin/buckets/NAME/profile`.
-    pub fn set_bucket_profile(&self, bucket: &str, profile: Option<&str>) -> anyhow::Result<meta::BucketMeta> {
+    /// Names the profile serving `bucket` (or, with `class`, that class's requests to it), or the
+    /// fallback (`None`: the cluster's default, or the bucket's for a class), through `PUT
+    /// /admin/buckets/NAME/profile` or `PUT /admin/buckets/NAME/classes/N/profile`.
+    pub fn set_bucket_profile(
+        &self,
+        bucket: &str,
+        class: Option<u8>,
+        profile: Option<&str>,
+    ) -> anyhow::Result<meta::BucketMeta> {
         let what = "PUT /admin/buckets/NAME/profile";
+        let path = match class {
+            Some(class) => format!("/admin/buckets/{bucket}/classes/{class}/profile"),
+            None => format!("/admin/buckets/{bucket}/profile"),
+        };
         let mut response = agent()
-            .put(format!("{}/admin/buckets/{bucket}/profile", self.base))
+            .put(format!("{}{path}", self.base))
             .header(SECRET_HEADER, &self.secret)
             .content_type("text/plain")
             .send(profile.unwrap_or("none"))

@@ -182,17 +182,26 @@ impl<B: Backend> MetaStore for KvStore<B> {
         })
     }
 
-    async fn set_bucket_profile(&self, name: &str, profile: Option<&str>) -> Result<BucketMeta> {
+    async fn set_bucket_profile(&self, name: &str, class: Option<u8>, profile: Option<&str>) -> Result<BucketMeta> {
         profile.map_or(Ok(()), validate::profile_name)?;
+        class.map_or(Ok(()), validate::class)?;
         let (name, profile) = (name.to_string(), profile.map(str::to_string));
-        txn!(self.backend, write, (name, profile), |kv| {
+        txn!(self.backend, write, (name, class, profile), |kv| {
             let mut bucket = require_bucket(kv, &name).await?;
             if let Some(profile) = &profile
                 && get_record::<StoredProfile>(kv, &format::profile_key(profile)).await?.is_none()
             {
                 return Err(MetaError::InvalidArgument(format!("no profile {profile:?}: set it first")));
             }
-            bucket.profile = profile.clone();
+            match (class, profile.clone()) {
+                (None, profile) => bucket.profile = profile,
+                (Some(class), Some(profile)) => {
+                    bucket.class_profiles.insert(class, profile);
+                }
+                (Some(class), None) => {
+                    bucket.class_profiles.remove(&class);
+                }
+            }
             put_record(kv, format::bucket_key(&name), &bucket)?;
             Ok(bucket)
         })
@@ -597,7 +606,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
         txn!(self.backend, write, (name), |kv| {
             let (start, end) = range_of(&format::bucket_prefix());
             let buckets: Vec<BucketMeta> = scan_all(kv, start, &end).await?;
-            if let Some(bucket) = buckets.iter().find(|bucket| bucket.profile.as_deref() == Some(name.as_str())) {
+            if let Some(bucket) = buckets.iter().find(|bucket| bucket.names_profile(&name)) {
                 return Err(MetaError::InvalidArgument(format!(
                     "profile {name:?} serves bucket {:?}: name another profile there first",
                     bucket.name

@@ -28,10 +28,12 @@ pub trait MetaStore: Send + Sync {
     /// returns the bucket as stored; `NoSuchBucket` if absent, `InvalidArgument` for a class outside
     /// `1..=validate::MAX_CLASS`.
     async fn set_bucket_class(&self, name: &str, class: Option<u8>) -> Result<BucketMeta>;
-    /// Names the profile that serves bucket `name`'s requests, or clears it (`None`: the cluster's
-    /// default), and returns the bucket as stored; `NoSuchBucket` if absent, `InvalidArgument` for
-    /// a profile not stored (checked atomically with the change).
-    async fn set_bucket_profile(&self, name: &str, profile: Option<&str>) -> Result<BucketMeta>;
+    /// Names the profile that serves bucket `name`'s requests (`class` `None`) or one latency
+    /// class's requests to it (`Some(class)`, 1-based), or clears it (`profile` `None`: the
+    /// bucket's profile for a class, the cluster's default for the bucket), and returns the bucket
+    /// as stored; `NoSuchBucket` if absent, `InvalidArgument` for a profile not stored (checked
+    /// atomically with the change) or a class outside `1..=validate::MAX_CLASS`.
+    async fn set_bucket_profile(&self, name: &str, class: Option<u8>, profile: Option<&str>) -> Result<BucketMeta>;
     /// All buckets, sorted by name.
     async fn list_buckets(&self) -> Result<Vec<BucketMeta>>;
     /// Deletes a bucket; `BucketNotEmpty` if it holds any object or multipart upload (checked atomically

@@ -53,6 +53,23 @@ pub struct BucketMeta {
     /// `lowtail admin bucket profile`; `None`: the cluster's default profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The profiles serving one latency class's requests to the bucket, by class (1-based), set
+    /// with `lowtail admin bucket profile --class`; a class not here is served by `profile`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub class_profiles: BTreeMap<u8, String>,
+}
+
+impl BucketMeta {
+    /// The profile name serving requests of `class` to the bucket: the class's own, else the
+    /// bucket's, `None` for the cluster's default.
+    pub fn profile_for(&self, class: u8) -> Option<&str> {
+        self.class_profiles.get(&class).or(self.profile.as_ref()).map(String::as_str)
+    }
+
+    /// Whether the bucket names profile `name`, for all its requests or for one class's.
+    pub fn names_profile(&self, name: &str) -> bool {
+        self.profile.as_deref() == Some(name) || self.class_profiles.values().any(|named| named == name)
+    }
 }
 
 /// A named profile as the metadata store keeps it (`lowtail admin profile set`): one policy per

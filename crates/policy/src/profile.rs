@@ -358,6 +358,26 @@ impl Profile {
         }
         Ok(())
     }
+
+    /// Checks the profile as the one serving latency class `class`'s requests to a bucket: the
+    /// checks of [`Profile::check`], a class the gateway runs, and no class layer naming another
+    /// class (a request's class is resolved before its class's profile is chosen, so that layer
+    /// could never move it).
+    pub fn check_for_class(&self, class: u8, target: &ProfileTarget) -> Result<(), ProfileRefusal> {
+        let refuse = |why: String| Err(ProfileRefusal(why));
+        if !(1..=target.classes).contains(&class) {
+            return refuse(format!("class {class}: the gateway runs classes 1 to {}", target.classes));
+        }
+        if let Some(named) = self.class
+            && named != class
+        {
+            return refuse(format!(
+                "class = {named} in a profile for class {class}'s requests: its requests are in class {class} \
+                 already; leave the class layer out or set it to {class}"
+            ));
+        }
+        self.check(target)
+    }
 }
 
 impl fmt::Display for Profile {

@@ -240,6 +240,7 @@ mod tests {
                 write_ack: meta::WriteAck::All,
                 class: None,
                 profile: None,
+                class_profiles: Default::default(),
             })
             .await
             .unwrap();

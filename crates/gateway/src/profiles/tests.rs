@@ -19,6 +19,7 @@ fn bucket(name: &str) -> BucketMeta {
         write_ack: meta::WriteAck::All,
         class: None,
         profile: None,
+        class_profiles: Default::default(),
     }
 }
 
@@ -41,7 +42,7 @@ async fn buckets_are_served_by_the_profile_they_name_and_one_that_cannot_run_say
     for name in ["a-bucket", "b-bucket", "c-bucket"] {
         meta.create_bucket(bucket(name)).await.unwrap();
     }
-    meta.set_bucket_profile("a-bucket", Some("fast")).await.unwrap();
+    meta.set_bucket_profile("a-bucket", None, Some("fast")).await.unwrap();
     // A gateway with 8 slots could run it; one without a pool cannot (BAFEC needs L).
     let bounded = ProfileDirectory::new(Arc::clone(&meta), target(Some(8)), Profile::default());
     let unbounded = ProfileDirectory::new(Arc::clone(&meta), target(None), Profile::default());
@@ -54,9 +55,30 @@ async fn buckets_are_served_by_the_profile_they_name_and_one_that_cannot_run_say
     let refused = unbounded.for_bucket("a-bucket").unwrap();
     assert!(refused.refusal.as_deref().is_some_and(|why| why.contains("slots")), "{refused:?}");
     // A change reaches the directory at its next refresh.
-    meta.set_bucket_profile("a-bucket", None).await.unwrap();
+    meta.set_bucket_profile("a-bucket", None, None).await.unwrap();
     bounded.refresh().await.unwrap();
     assert_eq!(bounded.for_bucket("a-bucket"), None);
+}
+
+#[tokio::test]
+async fn a_class_names_its_own_profile_within_a_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta: Arc<dyn MetaStore> = Arc::new(meta::RedbStore::open(dir.path()).unwrap());
+    let (fast, slow) = (Profile { selection: Selection::Lmlf, ..Profile::default() }, Profile::default());
+    meta.put_profile(stored("fast", &fast)).await.unwrap();
+    meta.put_profile(stored("slow", &slow)).await.unwrap();
+    meta.create_bucket(bucket("mixed")).await.unwrap();
+    meta.set_bucket_profile("mixed", Some(2), Some("slow")).await.unwrap();
+    let directory = ProfileDirectory::new(Arc::clone(&meta), target(Some(8)), Profile::default());
+    directory.refresh().await.unwrap();
+    let name = |class| directory.for_request("mixed", class).map(|active| active.name.clone());
+    assert_eq!((name(1), name(2)), (None, Some("slow".into())), "class 1 keeps the cluster's default");
+    assert_eq!(directory.for_bucket("mixed"), None, "a class's profile is not the bucket's");
+    meta.set_bucket_profile("mixed", None, Some("fast")).await.unwrap();
+    directory.refresh().await.unwrap();
+    assert_eq!((name(1), name(2)), (Some("fast".into()), Some("slow".into())));
+    let refusal = directory.check_for_class(&Profile { class: Some(1), ..slow }, 2).unwrap_err();
+    assert!(refusal.0.contains("class = 1 in a profile for class 2"), "{refusal}");
 }
 
 #[tokio::test]

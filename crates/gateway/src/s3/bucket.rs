@@ -87,6 +87,7 @@ pub async fn create_bucket(
         write_ack: meta::WriteAck::All,
         class: None,
         profile: None,
+        class_profiles: Default::default(),
     };
     match service.meta.create_bucket(bucket).await {
         Ok(()) => {}

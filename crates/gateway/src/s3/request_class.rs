@@ -85,7 +85,7 @@ impl ClassResolver {
         work: impl Future<Output = S3Result<S3Response<T>>>,
     ) -> S3Result<S3Response<T>> {
         let class = self.resolve(request).await?;
-        let profile = self.profile(request);
+        let profile = self.profile(request, class);
         let started = Instant::now();
         let result = classes::scope(class.id(), crate::profiles::scope(profile, work)).await;
         let bytes = result.as_ref().map_or(0, moved);
@@ -104,9 +104,10 @@ impl ClassResolver {
         }
     }
 
-    /// The profile `request` runs under: its first bucket's, `None` for the cluster's default.
-    fn profile(&self, request: &ClassRequest) -> Option<Arc<ActiveProfile>> {
-        self.profiles.as_ref()?.for_bucket(request.buckets.first()?)
+    /// The profile `request` runs under in `class`: its first bucket's for that class, `None` for
+    /// the cluster's default.
+    fn profile(&self, request: &ClassRequest, class: ClassNumber) -> Option<Arc<ActiveProfile>> {
+        self.profiles.as_ref()?.for_request(request.buckets.first()?, class.get())
     }
 
     /// The worst class set on `buckets` (NoSuchBucket for a missing one): a bucket's own class, else
@@ -148,6 +149,7 @@ mod tests {
             write_ack: meta::WriteAck::All,
             class,
             profile: None,
+            class_profiles: Default::default(),
         };
         meta.create_bucket(bucket("plain", None)).await.unwrap();
         meta.create_bucket(bucket("slow", Some(2))).await.unwrap();
@@ -202,5 +204,26 @@ mod tests {
         let slow = request("ANYONE", None, &["slow"]);
         let answer = resolver.run(&slow, |_| 0, async { Ok(S3Response::new(classes::current())) }).await.unwrap();
         assert_eq!(answer.output, Some(crate::classes::ClassId(1)), "the work ran in the bucket's class");
+    }
+
+    #[tokio::test]
+    async fn the_profile_is_chosen_for_the_class_the_request_resolves_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut resolver = resolver(dir.path()).await;
+        let layers = serde_json::to_string(&policy::Profile::default()).unwrap();
+        resolver.meta.put_profile(meta::StoredProfile { name: "silver".into(), layers }).await.unwrap();
+        resolver.meta.set_bucket_profile("plain", Some(2), Some("silver")).await.unwrap();
+        let layout = model::CodeLayout::new("rs-6-3".parse().unwrap()).unwrap();
+        let target = crate::profiles::GatewayTarget { layout, slots: None, has_nodes: true, classes: 2 };
+        let directory = ProfileDirectory::new(Arc::clone(&resolver.meta), target, policy::Profile::default());
+        directory.refresh().await.unwrap();
+        resolver.profiles = Some(Arc::new(directory));
+        let served = |header| {
+            let (resolver, request) = (resolver.clone(), request("ANYONE", header, &["plain"]));
+            let work = async { Ok(S3Response::new(crate::profiles::active().map(|active| active.name.clone()))) };
+            async move { resolver.run(&request, |_| 0, work).await.unwrap().output }
+        };
+        assert_eq!(served(Some("2")).await, Some("silver".into()), "class 2 runs under its own profile");
+        assert_eq!(served(None).await, None, "class 1 keeps the cluster's default");
     }
 }

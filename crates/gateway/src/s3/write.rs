@@ -146,7 +146,10 @@ pub fn object_label(
 /// A rule set on the bucket (`lowtail admin bucket ack`) comes first, then its profile's.
 pub async fn bucket_write_ack(service: &LowtailS3, bucket: &str) -> S3Result<WriteAck> {
     let stored = service.meta.get_bucket(bucket).await.map_err(from_meta)?.write_ack;
-    let profile = service.options.profiles.as_ref().and_then(|profiles| profiles.for_bucket(bucket));
+    // The request's profile (its class's, within the class scope every write runs in), else the
+    // bucket's.
+    let profile = crate::profiles::active()
+        .or_else(|| service.options.profiles.as_ref().and_then(|profiles| profiles.for_bucket(bucket)));
     Ok(match (stored, profile.and_then(|active| active.profile.write_ack)) {
         (WriteAck::All, Some(AckAt::K)) => WriteAck::K,
         (WriteAck::All, Some(AckAt::KPlusOne)) => WriteAck::KPlusOne,

@@ -53,6 +53,7 @@ pub fn bucket(name: &str) -> BucketMeta {
         write_ack: WriteAck::All,
         class: None,
         profile: None,
+        class_profiles: Default::default(),
     }
 }
 
@@ -866,14 +867,14 @@ async fn bucket_classes(store: Arc<dyn MetaStore>) {
 async fn bucket_profiles(store: Arc<dyn MetaStore>) {
     let fast = StoredProfile { name: "fast".into(), layers: r#"{"selection":"lmlf-pw2"}"#.into() };
     store.create_bucket(bucket("tuned-one")).await.unwrap();
-    assert!(is_invalid(store.set_bucket_profile("tuned-one", Some("fast")).await), "a profile not stored");
+    assert!(is_invalid(store.set_bucket_profile("tuned-one", None, Some("fast")).await), "a profile not stored");
     assert_eq!(store.get_bucket("tuned-one").await.unwrap().profile, None, "a refused profile changes nothing");
     assert!(is_invalid(store.put_profile(StoredProfile { name: "Bad Name".into(), ..fast.clone() }).await));
     store.put_profile(fast.clone()).await.unwrap();
     store.put_profile(StoredProfile { name: "alpha".into(), layers: "{}".into() }).await.unwrap();
     let names: Vec<String> = store.list_profiles().await.unwrap().into_iter().map(|p| p.name).collect();
     assert_eq!(names, ["alpha", "fast"]);
-    let tuned = store.set_bucket_profile("tuned-one", Some("fast")).await.unwrap();
+    let tuned = store.set_bucket_profile("tuned-one", None, Some("fast")).await.unwrap();
     assert_eq!(tuned, BucketMeta { profile: Some("fast".into()), ..bucket("tuned-one") });
     assert_eq!(store.get_bucket("tuned-one").await.unwrap(), tuned);
     assert!(is_invalid(store.delete_profile("fast").await), "a profile in use stays");
@@ -881,7 +882,22 @@ async fn bucket_profiles(store: Arc<dyn MetaStore>) {
     let replaced = StoredProfile { layers: r#"{"selection":"llf"}"#.into(), ..fast };
     store.put_profile(replaced.clone()).await.unwrap();
     assert_eq!(store.list_profiles().await.unwrap()[1], replaced);
-    assert_eq!(store.set_bucket_profile("tuned-one", None).await.unwrap().profile, None);
+    assert_eq!(store.set_bucket_profile("tuned-one", None, None).await.unwrap().profile, None);
+    // A class's own profile: set, refused outside the classes, kept through a delete, cleared.
+    let classed = store.set_bucket_profile("tuned-one", Some(2), Some("fast")).await.unwrap();
+    assert_eq!(classed.class_profiles, [(2, "fast".to_string())].into());
+    assert_eq!((classed.profile_for(2), classed.profile_for(1)), (Some("fast"), None));
+    for bad in [0, meta::validate::MAX_CLASS + 1] {
+        assert!(is_invalid(store.set_bucket_profile("tuned-one", Some(bad), Some("alpha")).await), "class {bad}");
+    }
+    assert!(is_invalid(store.set_bucket_profile("tuned-one", Some(3), Some("never-set")).await));
+    assert_eq!(store.get_bucket("tuned-one").await.unwrap(), classed, "a refused change changes nothing");
+    assert!(is_invalid(store.delete_profile("fast").await), "a class's profile stays");
+    let both = store.set_bucket_profile("tuned-one", None, Some("alpha")).await.unwrap();
+    assert_eq!((both.profile_for(2), both.profile_for(1)), (Some("fast"), Some("alpha")));
+    let cleared = store.set_bucket_profile("tuned-one", Some(2), None).await.unwrap();
+    assert_eq!(cleared, BucketMeta { profile: Some("alpha".into()), ..bucket("tuned-one") });
+    assert_eq!(store.set_bucket_profile("tuned-one", None, None).await.unwrap(), bucket("tuned-one"));
     store.delete_profile("fast").await.unwrap();
     store.delete_profile("never-set").await.unwrap();
     let names: Vec<String> = store.list_profiles().await.unwrap().into_iter().map(|p| p.name).collect();

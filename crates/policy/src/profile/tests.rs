@@ -154,6 +154,20 @@ fn impossible_profiles_are_refused_with_the_reason() {
 }
 
 #[test]
+fn a_class_profile_keeps_to_its_class() {
+    let rs = CodeLayout::new(RS).unwrap();
+    let for_class = |profile: &Profile, class| profile.check_for_class(class, &target(&rs)).map_err(|why| why.0);
+    let silver = Profile { class: Some(2), ..Profile::default() };
+    assert!(for_class(&silver, 1).is_err_and(|why| why.contains("class = 2 in a profile for class 1")));
+    assert!(for_class(&Profile::default(), 3).is_err_and(|why| why.contains("classes 1 to 2")));
+    let apls = Profile { reconstruction: ReconstructKind::Apls, ..Profile::default() };
+    let one_parity = CodeLayout::new(codec::CodeSpec::Rs { k: 4, m: 1 }).unwrap();
+    assert!(apls.check_for_class(1, &target(&one_parity)).is_err(), "the profile's own checks run too");
+    assert_eq!(for_class(&silver, 2), Ok(()));
+    assert_eq!(for_class(&Profile::default(), 1), Ok(()));
+}
+
+#[test]
 fn profiles_read_from_toml_with_defaults_and_refuse_unknown_fields() {
     let profile: Profile = toml_like(
         r#"{"selection": "lmlf-pw2", "redundancy": "bafec", "reconstruction": "apls", "class": 2, "write_ack": "k+1"}"#,
