@@ -392,3 +392,26 @@ def test_object_default_content_type():
     client.put_object(Bucket=bucket_name, Key="plain", Body=b"x")
     assert client.head_object(Bucket=bucket_name, Key="plain")["ContentType"] == "binary/octet-stream"
     assert client.get_object(Bucket=bucket_name, Key="plain")["ContentType"] == "binary/octet-stream"
+
+
+@pytest.mark.lowtail
+def test_object_version_id_names_null_or_nothing():
+    # Buckets are not versioned, so every object is its "null" version. Before, any versionId was
+    # ignored: DELETE ?versionId=x deleted the live object.
+    bucket_name = get_new_bucket()
+    client = get_client()
+    client.put_object(Bucket=bucket_name, Key="kept", Body=b"bytes")
+    other = "3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY"
+    for call in (client.get_object, client.head_object):
+        e = assert_raises(ClientError, call, Bucket=bucket_name, Key="kept", VersionId=other)
+        assert _get_status_and_error_code(e.response)[0] == 404
+    e = assert_raises(ClientError, client.get_object, Bucket=bucket_name, Key="kept", VersionId=other)
+    assert _get_status_and_error_code(e.response) == (404, "NoSuchVersion")
+    assert _get_body(client.get_object(Bucket=bucket_name, Key="kept", VersionId="null")) == "bytes"
+    client.delete_object(Bucket=bucket_name, Key="kept", VersionId=other)
+    answer = client.delete_objects(Bucket=bucket_name, Delete={"Objects": [{"Key": "kept", "VersionId": other}]})
+    assert answer["Deleted"] == [{"Key": "kept", "VersionId": other}]
+    assert _get_body(client.get_object(Bucket=bucket_name, Key="kept")) == "bytes", "another version's delete"
+    client.delete_object(Bucket=bucket_name, Key="kept", VersionId="null")
+    e = assert_raises(ClientError, client.head_object, Bucket=bucket_name, Key="kept")
+    assert _get_status_and_error_code(e.response)[0] == 404

@@ -1,6 +1,6 @@
-# Features lowtail does not have (ACL grants, object lock and legal hold, server-side encryption, tags) are
-# refused with the error AWS gives a bucket without them, and nothing is stored; what lowtail does do
-# (an owner-only canned ACL) passes. All cases are lowtail's own.
+# Features lowtail does not have (ACL grants, object lock and legal hold, server-side encryption, tags,
+# storage classes other than STANDARD) are refused with the error AWS gives a bucket without them, and
+# nothing is stored; what lowtail does do (an owner-only canned ACL) passes. All cases are lowtail's own.
 
 import datetime
 
@@ -19,6 +19,7 @@ REFUSED_PUTS = [
     ({"ACL": "public-read"}, 400, "AccessControlListNotSupported"),
     ({"GrantRead": 'uri="http://acs.amazonaws.com/groups/global/AllUsers"'}, 400, "AccessControlListNotSupported"),
     ({"Tagging": "project=alpha"}, 501, "NotImplemented"),
+    ({"StorageClass": "GLACIER"}, 400, "InvalidStorageClass"),
 ]
 
 

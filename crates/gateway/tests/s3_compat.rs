@@ -51,6 +51,16 @@ fn find_python() -> Result<String, String> {
     Err(tried.join("; "))
 }
 
+/// Whether pytest `args` name test files or folders: an argument that is neither an option nor the
+/// value of one (`-k EXPR`, `-m EXPR`).
+fn names_test_files(args: &[String]) -> bool {
+    let mut after_option_with_value = false;
+    args.iter().any(|arg| {
+        let is_value = std::mem::replace(&mut after_option_with_value, matches!(arg.as_str(), "-k" | "-m"));
+        !is_value && !arg.starts_with('-')
+    })
+}
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
 }
@@ -88,8 +98,9 @@ async fn ceph_s3_tests_core_passes() {
     let extra: Vec<String> = std::env::var("LOWTAIL_S3COMPAT_ARGS")
         .map(|args| args.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default();
-    // Arguments naming tests replace the default of the whole folder.
-    let whole_suite = extra.iter().all(|arg| arg.starts_with('-'));
+    // Arguments naming test files replace the default of the whole folder (a `-k` or `-m`
+    // expression selects within it).
+    let whole_suite = !names_test_files(&extra);
     let outcome = tokio::task::spawn_blocking(move || {
         let mut child = Command::new(&python)
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])

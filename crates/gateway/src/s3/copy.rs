@@ -44,15 +44,7 @@ pub enum Directive {
 pub fn source_object(source: &CopySource) -> S3Result<(&str, &str)> {
     match source {
         CopySource::Bucket { bucket, key, version_id } => {
-            match version_id.as_deref() {
-                // Every object of an unversioned bucket is its "null" version.
-                None | Some("null") => {}
-                Some("") => return Err(s3(S3ErrorCode::InvalidArgument, "the version id must not be empty")),
-                // No bucket is ever versioned, so no other version exists.
-                Some(other) => {
-                    return Err(s3(S3ErrorCode::NoSuchVersion, format!("no version {other:?} of the source object")));
-                }
-            }
+            super::versions::require_current(version_id.as_deref(), "the source object")?;
             Ok((bucket, key))
         }
         // Access points and Outposts are AWS features with no counterpart here.

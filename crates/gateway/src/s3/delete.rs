@@ -1,7 +1,8 @@
 //! Deleting objects: DeleteObject, and DeleteObjects (at most 1000 keys, each deleted or failed on
-//! its own, its body's Content-MD5 and checksum checked first). Owns these answers; a removed
-//! version's bytes are released once its record is gone. Must not delete anything when the request
-//! as a whole is refused.
+//! its own, its body's Content-MD5 and checksum checked first); a version id names the object or a
+//! version that does not exist (`versions`), never deleting the object for another version's id.
+//! Owns these answers; a removed version's bytes are released once its record is gone. Must not
+//! delete anything when the request as a whole is refused.
 
 use md5::{Digest, Md5};
 use s3s::dto::{DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, Error};
@@ -12,6 +13,7 @@ use super::checksum::{self, Declared};
 use super::errors::{from_meta, s3};
 use super::names::check_key;
 use super::service::LowtailS3;
+use super::versions;
 use super::write::release;
 
 /// Most keys one DeleteObjects request may name (S3's limit).
@@ -21,12 +23,25 @@ pub async fn delete_object(
     service: &LowtailS3,
     req: S3Request<DeleteObjectInput>,
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
-    check_key(&req.input.key)?;
-    let removed = service.meta.delete_object(&req.input.bucket, &req.input.key).await.map_err(from_meta)?;
-    if let Some(removed) = removed {
+    let input = &req.input;
+    check_key(&input.key)?;
+    delete_one(service, &input.bucket, &input.key, input.version_id.as_deref()).await?;
+    Ok(S3Response::new(DeleteObjectOutput { version_id: input.version_id.clone(), ..Default::default() }))
+}
+
+/// Deletes `bucket/key` if `version_id` names what it holds (`versions`: a version that does not
+/// exist is not there to delete, which succeeds as S3's deletes of absent keys do), releasing the
+/// removed version's bytes.
+async fn delete_one(service: &LowtailS3, bucket: &str, key: &str, version_id: Option<&str>) -> S3Result<()> {
+    if versions::named(version_id)? == versions::Named::Missing {
+        // The bucket must still exist for the delete to succeed.
+        service.meta.get_bucket(bucket).await.map_err(from_meta)?;
+        return Ok(());
+    }
+    if let Some(removed) = service.meta.delete_object(bucket, key).await.map_err(from_meta)? {
         release(service, &removed.layout).await;
     }
-    Ok(S3Response::new(DeleteObjectOutput::default()))
+    Ok(())
 }
 
 pub async fn delete_objects(
@@ -43,14 +58,11 @@ pub async fn delete_objects(
     let (mut deleted, mut errors) = (Vec::new(), Vec::new());
     for identifier in input.delete.objects {
         let outcome = match check_key(&identifier.key) {
-            Ok(()) => service.meta.delete_object(&input.bucket, &identifier.key).await.map_err(from_meta),
+            Ok(()) => delete_one(service, &input.bucket, &identifier.key, identifier.version_id.as_deref()).await,
             Err(error) => Err(error),
         };
         match outcome {
-            Ok(removed) => {
-                if let Some(removed) = removed {
-                    release(service, &removed.layout).await;
-                }
+            Ok(()) => {
                 if !quiet {
                     deleted.push(DeletedObject {
                         key: Some(identifier.key),

@@ -37,6 +37,7 @@ macro_rules! read_target {
             if_modified_since: input.if_modified_since.as_ref(),
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         };
+        super::versions::require_current(input.version_id.as_deref(), "the object")?;
         let object = object_for_read($service, &input.bucket, &input.key, &conditions).await?;
         let (range, content_range, parts_count) = match input.part_number {
             None => {
@@ -185,6 +186,7 @@ pub async fn get_object_tagging(
     req: S3Request<GetObjectTaggingInput>,
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     check_key(&req.input.key)?;
+    super::versions::require_current(req.input.version_id.as_deref(), "the object")?;
     service.meta.get_object(&req.input.bucket, &req.input.key).await.map_err(from_meta)?;
     Ok(S3Response::new(GetObjectTaggingOutput { tag_set: Vec::new(), version_id: None }))
 }

@@ -35,6 +35,7 @@ mod timestamps;
 mod unsupported;
 mod unusable_range;
 mod verify;
+mod versions;
 mod write;
 pub use write::{FAILURES_TOLERATED_HEADER, REDUNDANCY_HEADER, WRITE_ACK_HEADER};
 

@@ -1,5 +1,5 @@
 //! Request headers asking for features lowtail does not have: ACL grants, object lock and legal hold,
-//! server-side encryption, object tags. Accepting them and storing the object anyway would break the promise they
+//! server-side encryption, object tags, storage classes other than STANDARD. Accepting them and storing the object anyway would break the promise they
 //! ask for (an object "locked" in COMPLIANCE mode that a DELETE then removes), so a write carrying one
 //! is refused with the error AWS gives a bucket without the feature, before anything is stored.
 //!
@@ -43,6 +43,14 @@ pub fn refuse_unsupported(headers: &hyper::HeaderMap) -> S3Result<()> {
         } else if name == "x-amz-tagging" && !value.is_empty() {
             // Tags would be dropped: GetObjectTagging answers an empty set for every object.
             return Err(s3(S3ErrorCode::NotImplemented, "object tagging is not supported (x-amz-tagging)"));
+        } else if name == "x-amz-storage-class" && value.as_bytes() != b"STANDARD" {
+            // Every object is stored one way, by the cluster's code: another class would be served
+            // as STANDARD, without the cost or the retrieval rules it asks for.
+            let class = String::from_utf8_lossy(value.as_bytes());
+            return Err(s3(
+                S3ErrorCode::InvalidStorageClass,
+                format!("the storage class {class:?} is not offered: every object is STANDARD"),
+            ));
         } else if name.starts_with("x-amz-server-side-encryption")
             || name.starts_with("x-amz-copy-source-server-side-encryption")
         {
@@ -80,5 +88,8 @@ mod tests {
         assert_eq!(refused("x-amz-meta-acl", "public-read"), None, "user metadata is not an ACL");
         assert_eq!(refused("x-amz-tagging", "project=a"), Some(S3ErrorCode::NotImplemented));
         assert_eq!(refused("x-amz-tagging", ""), None, "no tags asks for nothing");
+        assert_eq!(refused("x-amz-storage-class", "STANDARD"), None);
+        assert_eq!(refused("x-amz-storage-class", "GLACIER"), Some(S3ErrorCode::InvalidStorageClass));
+        assert_eq!(refused("x-amz-storage-class", "standard"), Some(S3ErrorCode::InvalidStorageClass));
     }
 }
