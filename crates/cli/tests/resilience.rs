@@ -455,7 +455,8 @@ fn free_addr() -> std::net::SocketAddr {
 
 /// Two `lowtail gateway` processes share one cluster (eight `lowtail node` processes, RS(4,2)) through
 /// a real etcd; nodes are registered with `lowtail admin add-node`. Objects written through one
-/// gateway are read, listed and deleted through the other, byte for byte. Then a node dies: the
+/// gateway are read, listed and deleted through the other, byte for byte; of 16 conditional PUTs
+/// racing through both, exactly one wins. Then a node dies: the
 /// gateway holding the repair lease repairs it while the other names that gateway and leaves the node
 /// alone, and afterwards every stripe has all its units on live nodes, so
 /// m = 2 more nodes can die and every object still reads back.
@@ -624,6 +625,32 @@ packed.seal_after_ms = 300
         let bytes = try_get(&a, "shared", &format!("from-a/{i}")).await.unwrap();
         assert!(bytes == pseudo_random(sizes[i], 500 + i as u32), "from-a/{i} differs after the delete");
     }
+
+    // 16 writers race an `If-None-Match: *` PUT of one key through both gateways: the etcd
+    // transaction that commits decides, so exactly one wins and the rest get 412.
+    let racers: Vec<_> = (0..16u32)
+        .map(|i| {
+            let client = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(async move {
+                let body = ByteStream::from(pseudo_random(1 << 20, 3000 + i));
+                let put = client.put_object().bucket("shared").key("lock").if_none_match("*").body(body);
+                match put.send().await {
+                    Ok(_) => Ok(i),
+                    Err(error) => Err(error.raw_response().map(|response| response.status().as_u16())),
+                }
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for racer in racers {
+        outcomes.push(racer.await.unwrap());
+    }
+    let winners: Vec<u32> = outcomes.iter().filter_map(|outcome| outcome.as_ref().ok().copied()).collect();
+    assert_eq!(winners.len(), 1, "{outcomes:?}");
+    assert!(outcomes.iter().filter(|o| o.is_err()).all(|o| *o == Err(Some(412))), "{outcomes:?}");
+    let lock = try_get(&b, "shared", "lock").await.unwrap();
+    assert!(lock == pseudo_random(1 << 20, 3000 + winners[0]), "the lock holds the winner's bytes");
+    a.delete_object().bucket("shared").key("lock").send().await.unwrap();
 
     // More stripes, written through both gateways, so repair has work.
     let mut objects: BTreeMap<String, Expected> = BTreeMap::new();

@@ -47,6 +47,10 @@ pub enum MetaError {
     /// transaction kept losing races and gave up after its bounded number of attempts.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A conditional write's or delete's condition did not hold when it would have committed;
+    /// nothing was changed.
+    #[error("precondition failed: {0}")]
+    PreconditionFailed(String),
     /// A bad input (bucket name, key length, part number, ...); nothing was changed.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

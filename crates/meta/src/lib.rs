@@ -10,6 +10,7 @@
 //!
 //! The storage format (keys and versioned JSON values) is described in `format`.
 
+mod condition;
 mod error;
 mod etcd_backend;
 pub mod format;
@@ -22,6 +23,7 @@ mod store;
 mod types;
 pub mod validate;
 
+pub use condition::{EtagCondition, WriteCondition};
 pub use error::{MetaError, Result};
 pub use etcd_backend::{EtcdBackend, EtcdStore};
 pub use kv::{Backend, Entry, Kv, TxnFuture};

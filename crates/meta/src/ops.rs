@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::condition::WriteCondition;
 use crate::error::{MetaError, Result};
 use crate::format::{self, prefix_end};
 use crate::kv::{Backend, Kv, TxnFuture};
@@ -228,13 +229,20 @@ impl<B: Backend> MetaStore for KvStore<B> {
         })
     }
 
-    async fn put_object(&self, bucket: &str, key: &str, meta: ObjectMeta) -> Result<Option<ObjectMeta>> {
+    async fn put_object_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+        condition: &WriteCondition,
+    ) -> Result<Option<ObjectMeta>> {
         validate::object_key(key)?;
-        let (bucket, key) = (bucket.to_string(), key.to_string());
-        txn!(self.backend, write, (bucket, key, meta), |kv| {
+        let (bucket, key, condition) = (bucket.to_string(), key.to_string(), condition.clone());
+        txn!(self.backend, write, (bucket, key, meta, condition), |kv| {
             require_bucket(kv, &bucket).await?;
             let object_key = format::object_key(&bucket, &key);
             let previous = get_record(kv, &object_key).await?;
+            condition.check(&bucket, &key, previous.as_ref())?;
             put_record(kv, object_key, &meta)?;
             Ok(previous)
         })
@@ -251,13 +259,19 @@ impl<B: Backend> MetaStore for KvStore<B> {
         })
     }
 
-    async fn delete_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>> {
+    async fn delete_object_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        condition: &WriteCondition,
+    ) -> Result<Option<ObjectMeta>> {
         validate::object_key(key)?;
-        let (bucket, key) = (bucket.to_string(), key.to_string());
-        txn!(self.backend, write, (bucket, key), |kv| {
+        let (bucket, key, condition) = (bucket.to_string(), key.to_string(), condition.clone());
+        txn!(self.backend, write, (bucket, key, condition), |kv| {
             require_bucket(kv, &bucket).await?;
             let object_key = format::object_key(&bucket, &key);
             let previous: Option<ObjectMeta> = get_record(kv, &object_key).await?;
+            condition.check(&bucket, &key, previous.as_ref())?;
             if previous.is_some() {
                 kv.delete(object_key)?;
             }
@@ -499,6 +513,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
         upload_id: &str,
         parts: &[CompletedPart],
         object: ObjectMeta,
+        condition: &WriteCondition,
     ) -> Result<MultipartCompletion> {
         validate::upload_id(upload_id)?;
         if parts.is_empty() {
@@ -510,9 +525,9 @@ impl<B: Backend> MetaStore for KvStore<B> {
         if parts.windows(2).any(|pair| pair[0].part_number >= pair[1].part_number) {
             return Err(MetaError::InvalidPartOrder);
         }
-        let (bucket, key, upload_id, named) =
-            (bucket.to_string(), key.to_string(), upload_id.to_string(), parts.to_vec());
-        txn!(self.backend, write, (bucket, key, upload_id, named, object), |kv| {
+        let (bucket, key, upload_id, named, condition) =
+            (bucket.to_string(), key.to_string(), upload_id.to_string(), parts.to_vec(), condition.clone());
+        txn!(self.backend, write, (bucket, key, upload_id, named, object, condition), |kv| {
             require_upload(kv, &bucket, &key, &upload_id).await?;
             let stored = upload_parts(kv, &bucket, &upload_id).await?;
             let by_number: BTreeMap<u16, &PartMeta> = stored.iter().map(|part| (part.part_number, part)).collect();
@@ -538,6 +553,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
             }
             let object_key = format::object_key(&bucket, &key);
             let previous = get_record(kv, &object_key).await?;
+            condition.check(&bucket, &key, previous.as_ref())?;
             put_record(kv, object_key, &object)?;
             kv.delete(format::upload_key(&bucket, &upload_id))?;
             let (start, end) = range_of(&format::part_prefix(&bucket, &upload_id));

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 
+use crate::condition::WriteCondition;
 use crate::error::Result;
 use crate::types::{
     AccessKeyClass, BucketMeta, CompletedPart, Layout, Lease, MultipartCompletion, NodeId, NodeInfo, NodeState,
@@ -44,12 +45,30 @@ pub trait MetaStore: Send + Sync {
 
     /// Writes an object's metadata, replacing any previous version, and returns the replaced version (its
     /// layout is garbage the caller collects).
-    async fn put_object(&self, bucket: &str, key: &str, meta: ObjectMeta) -> Result<Option<ObjectMeta>>;
+    async fn put_object(&self, bucket: &str, key: &str, meta: ObjectMeta) -> Result<Option<ObjectMeta>> {
+        self.put_object_if(bucket, key, meta, &WriteCondition::default()).await
+    }
+    /// [`MetaStore::put_object`] if `condition` holds for the object the key holds, checked in the
+    /// transaction that writes (`PreconditionFailed`, or `NoSuchKey` for a condition that needs an
+    /// object); nothing is written otherwise.
+    async fn put_object_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+        condition: &WriteCondition,
+    ) -> Result<Option<ObjectMeta>>;
     /// An object's metadata; `NoSuchKey` if absent.
     async fn get_object(&self, bucket: &str, key: &str) -> Result<ObjectMeta>;
     /// Deletes an object and returns what was removed (`None` if there was nothing: S3 deletes of absent
     /// keys succeed).
-    async fn delete_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>>;
+    async fn delete_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>> {
+        self.delete_object_if(bucket, key, &WriteCondition::default()).await
+    }
+    /// [`MetaStore::delete_object`] if `condition` holds, checked in the transaction that deletes
+    /// (as [`MetaStore::put_object_if`]).
+    async fn delete_object_if(&self, bucket: &str, key: &str, condition: &WriteCondition)
+    -> Result<Option<ObjectMeta>>;
     /// Moves an object's bytes: replaces its layout with `layout` only if its record is still exactly
     /// `expected` (compaction, which must never undo a write that came after it read the record).
     /// Everything else (size, ETag, times, metadata) is kept. Returns the record written; `Conflict`
@@ -115,8 +134,9 @@ pub trait MetaStore: Send + Sync {
     /// The bucket's uploads whose key starts with `prefix`, sorted by key, then initiation, then id.
     async fn list_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<UploadMeta>>;
     /// Atomically checks that every named part exists with the given ETag (`InvalidPart`) in ascending
-    /// order (`InvalidPartOrder`), writes `object` (whose layout the caller built from the parts), and
-    /// removes the upload and all its parts.
+    /// order (`InvalidPartOrder`) and that `condition` holds for the object the key holds (as
+    /// [`MetaStore::put_object_if`]), writes `object` (whose layout the caller built from the
+    /// parts), and removes the upload and all its parts.
     async fn complete_multipart(
         &self,
         bucket: &str,
@@ -124,6 +144,7 @@ pub trait MetaStore: Send + Sync {
         upload_id: &str,
         parts: &[CompletedPart],
         object: ObjectMeta,
+        condition: &WriteCondition,
     ) -> Result<MultipartCompletion>;
     /// Removes the upload and its parts; returns the parts (garbage).
     async fn abort_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<Vec<PartMeta>>;

@@ -1,5 +1,6 @@
 //! Conditional requests (`If-Match`, `If-None-Match`, `If-Modified-Since`, `If-Unmodified-Since`)
-//! evaluated as S3 and RFC 9110 do. Owns the decision only; it must not read or write objects.
+//! evaluated as S3 and RFC 9110 do, and a write's conditions in the form the metadata store checks
+//! them at the commit. Owns the decision only; it must not read or write objects.
 
 use s3s::dto::{ETagCondition, Timestamp};
 
@@ -60,6 +61,27 @@ pub fn etag_matches(condition: &ETagCondition, etag: &str) -> bool {
     match condition {
         ETagCondition::Any => true,
         ETagCondition::ETag(tag) => tag.value() == etag,
+    }
+}
+
+/// A write's or delete's `If-Match` / `If-None-Match` (and a delete's size and last-modified
+/// conditions) as the metadata store checks them in the transaction that commits.
+pub fn write_condition(
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_size_bytes: Option<i64>,
+    if_last_modified: Option<&Timestamp>,
+) -> meta::WriteCondition {
+    let etags = |condition: &ETagCondition| match condition {
+        ETagCondition::Any => meta::EtagCondition::Any,
+        ETagCondition::ETag(tag) => meta::EtagCondition::Etags(vec![tag.value().to_string()]),
+    };
+    meta::WriteCondition {
+        if_match: if_match.map(etags),
+        if_none_match: if_none_match.map(etags),
+        // A negative size names no object.
+        if_size_bytes: if_size_bytes.map(|size| u64::try_from(size).unwrap_or(u64::MAX)),
+        if_last_modified_secs: if_last_modified.map(unix_secs),
     }
 }
 

@@ -5,11 +5,14 @@
 //! delete anything when the request as a whole is refused.
 
 use md5::{Digest, Md5};
-use s3s::dto::{DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, Error};
+use s3s::dto::{
+    DeleteObjectInput, DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, ETagCondition, Error,
+};
 use s3s::{S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::body::DeclaredBody;
 use super::checksum::{self, Declared};
+use super::conditions;
 use super::errors::{from_meta, s3};
 use super::names::check_key;
 use super::service::LowtailS3;
@@ -25,20 +28,34 @@ pub async fn delete_object(
 ) -> S3Result<S3Response<DeleteObjectOutput>> {
     let input = &req.input;
     check_key(&input.key)?;
-    delete_one(service, &input.bucket, &input.key, input.version_id.as_deref()).await?;
+    let condition = conditions::write_condition(
+        input.if_match.as_ref(),
+        None,
+        input.if_match_size,
+        input.if_match_last_modified_time.as_ref(),
+    );
+    delete_one(service, (&input.bucket, &input.key), input.version_id.as_deref(), &condition).await?;
     Ok(S3Response::new(DeleteObjectOutput { version_id: input.version_id.clone(), ..Default::default() }))
 }
 
 /// Deletes `bucket/key` if `version_id` names what it holds (`versions`: a version that does not
-/// exist is not there to delete, which succeeds as S3's deletes of absent keys do), releasing the
-/// removed version's bytes.
-async fn delete_one(service: &LowtailS3, bucket: &str, key: &str, version_id: Option<&str>) -> S3Result<()> {
+/// exist is not there to delete, which succeeds as S3's deletes of absent keys do) and `condition`
+/// holds when the delete commits, releasing the removed version's bytes.
+async fn delete_one(
+    service: &LowtailS3,
+    (bucket, key): (&str, &str),
+    version_id: Option<&str>,
+    condition: &meta::WriteCondition,
+) -> S3Result<()> {
     if versions::named(version_id)? == versions::Named::Missing {
-        // The bucket must still exist for the delete to succeed.
+        // The bucket must still exist for the delete to succeed; a condition names no such version.
         service.meta.get_bucket(bucket).await.map_err(from_meta)?;
+        if !condition.is_none() {
+            return Err(s3(S3ErrorCode::PreconditionFailed, "no such version to check the condition against"));
+        }
         return Ok(());
     }
-    if let Some(removed) = service.meta.delete_object(bucket, key).await.map_err(from_meta)? {
+    if let Some(removed) = service.meta.delete_object_if(bucket, key, condition).await.map_err(from_meta)? {
         release(service, &removed.layout).await;
     }
     Ok(())
@@ -58,7 +75,13 @@ pub async fn delete_objects(
     let (mut deleted, mut errors) = (Vec::new(), Vec::new());
     for identifier in input.delete.objects {
         let outcome = match check_key(&identifier.key) {
-            Ok(()) => delete_one(service, &input.bucket, &identifier.key, identifier.version_id.as_deref()).await,
+            Ok(()) => {
+                let if_match = identifier.e_tag.clone().map(ETagCondition::ETag);
+                let modified = identifier.last_modified_time.as_ref();
+                let condition = conditions::write_condition(if_match.as_ref(), None, identifier.size, modified);
+                let version_id = identifier.version_id.as_deref();
+                delete_one(service, (&input.bucket, &identifier.key), version_id, &condition).await
+            }
             Err(error) => Err(error),
         };
         match outcome {

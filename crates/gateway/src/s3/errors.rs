@@ -18,6 +18,7 @@ pub fn from_meta(error: MetaError) -> S3Error {
         MetaError::InvalidPart { .. } => S3ErrorCode::InvalidPart,
         MetaError::InvalidPartOrder => S3ErrorCode::InvalidPartOrder,
         MetaError::InvalidArgument(_) => S3ErrorCode::InvalidArgument,
+        MetaError::PreconditionFailed(_) => S3ErrorCode::PreconditionFailed,
         // A transaction that kept losing races: the client should back off and retry.
         MetaError::Conflict(_) => S3ErrorCode::SlowDown,
         MetaError::NoSuchStripe(_) | MetaError::NoSuchNode(_) | MetaError::Backend(_) => {

@@ -216,9 +216,11 @@ pub async fn complete_multipart_upload(
         checksum: object_checksum.clone(),
         layout: Layout::Composite { pieces },
     };
+    let condition =
+        super::conditions::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref(), None, None);
     let completion = service
         .meta
-        .complete_multipart(&input.bucket, &input.key, &input.upload_id, &requested, object)
+        .complete_multipart(&input.bucket, &input.key, &input.upload_id, &requested, object, &condition)
         .await
         .map_err(from_meta)?;
     release_unreferenced(service, completion, &used).await;

@@ -1,6 +1,6 @@
 //! PutObject: a conditional write's `If-Match` / `If-None-Match` checked, the body streamed into the
-//! data path (`write::write_body`), then the object committed, replacing (and releasing) the version
-//! it overwrites. Owns PutObject's rules only; must not commit anything before the body is known to
+//! data path (`write::write_body`), then the object committed (its conditions checked again in the
+//! commit's transaction), replacing (and releasing) the version it overwrites. Owns PutObject's rules only; must not commit anything before the body is known to
 //! be whole and right, nor keep its bytes when the commit fails.
 
 use meta::{MetaError, ObjectMeta};
@@ -55,7 +55,9 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
         checksum: body.checksum.clone(),
         layout: body.written.layout.clone(),
     };
-    let committed = service.meta.put_object(&input.bucket, &input.key, object).await;
+    // Checked again where it commits: of writers racing on the key, only those it holds for win.
+    let condition = conditions::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref(), None, None);
+    let committed = service.meta.put_object_if(&input.bucket, &input.key, object, &condition).await;
     settle_commit(service, committed.map(|replaced| replaced.map(|version| version.layout)), &body.written.layout)
         .await?;
     let mut output = PutObjectOutput {
@@ -68,11 +70,10 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
 }
 
 /// A conditional write's `If-Match` / `If-None-Match` against the object the key holds now
-/// (PreconditionFailed, or NoSuchKey for `If-Match` on no object): checked before the write, not
-/// atomically with the commit.
+/// (PreconditionFailed, or NoSuchKey for `If-Match` on no object), so a write that would fail writes
+/// no bytes; the commit checks them again in its transaction.
 async fn check_conditions(service: &LowtailS3, input: &PutObjectInput) -> S3Result<()> {
     if input.if_match.is_some() || input.if_none_match.is_some() {
-        // Conditional writes: checked before the write, not atomically with the commit.
         let existing = match service.meta.get_object(&input.bucket, &input.key).await {
             Ok(object) => Some(object),
             Err(MetaError::NoSuchKey { .. }) => None,

@@ -7,10 +7,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use meta::{
-    AccessKeyClass, BucketMeta, CompletedPart, CompositePiece, ContentHeaders, Layout, Lease, ListObjectsQuery,
-    MetaError, MetaStore, NodeId, NodeInfo, NodeState, ObjectMeta, PartMeta, StoredProfile, StripeId, StripeMeta,
-    StripeSegment, StripeState, UploadMeta, WriteAck,
+    AccessKeyClass, BucketMeta, CompletedPart, CompositePiece, ContentHeaders, EtagCondition, Layout, Lease,
+    ListObjectsQuery, MetaError, MetaStore, NodeId, NodeInfo, NodeState, ObjectMeta, PartMeta, StoredProfile, StripeId,
+    StripeMeta, StripeSegment, StripeState, UploadMeta, WriteAck, WriteCondition,
 };
+
+/// No condition.
+const NONE: WriteCondition =
+    WriteCondition { if_match: None, if_none_match: None, if_size_bytes: None, if_last_modified_secs: None };
 
 /// A conformance case: runs against a fresh store and panics on a violation.
 pub type Case = fn(Arc<dyn MetaStore>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -27,6 +31,8 @@ cases!(
     bucket_not_empty_is_atomic,
     objects,
     object_moves_are_conditional,
+    conditional_writes,
+    conditional_writes_race,
     listing_examples,
     listing_matches_model,
     stripe_ids_are_unique,
@@ -97,6 +103,85 @@ fn node(id: u32) -> NodeInfo {
         directory: None,
         checking_since_ms: None,
     }
+}
+
+fn is_precondition_failed<T: std::fmt::Debug>(result: Result<T, MetaError>) -> bool {
+    matches!(result, Err(MetaError::PreconditionFailed(_)))
+}
+
+fn if_absent() -> WriteCondition {
+    WriteCondition { if_none_match: Some(EtagCondition::Any), ..NONE }
+}
+
+fn if_etag(etag: &str) -> WriteCondition {
+    WriteCondition { if_match: Some(EtagCondition::Etags(vec![etag.to_string()])), ..NONE }
+}
+
+async fn conditional_writes(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("cond")).await.unwrap();
+    let (first, second) = (object(10, 1), object(20, 2));
+    let missing = store.put_object_if("cond", "k", first.clone(), &if_etag(&first.etag)).await;
+    assert!(matches!(missing, Err(MetaError::NoSuchKey { .. })), "If-Match on no object: {missing:?}");
+    assert_eq!(store.put_object_if("cond", "k", first.clone(), &if_absent()).await, Ok(None));
+    assert!(is_precondition_failed(store.put_object_if("cond", "k", second.clone(), &if_absent()).await));
+    assert!(is_precondition_failed(store.put_object_if("cond", "k", second.clone(), &if_etag("other")).await));
+    assert_eq!(store.get_object("cond", "k").await.unwrap(), first, "a failed condition changes nothing");
+    let replaced = store.put_object_if("cond", "k", second.clone(), &if_etag(&first.etag)).await.unwrap();
+    assert_eq!(replaced, Some(first.clone()));
+    // Deletes: by ETag, by size and last-modified second.
+    assert!(is_precondition_failed(store.delete_object_if("cond", "k", &if_etag(&first.etag)).await));
+    let wrong_size = WriteCondition { if_size_bytes: Some(21), ..NONE };
+    assert!(is_precondition_failed(store.delete_object_if("cond", "k", &wrong_size).await));
+    let modified_secs = (second.last_modified_ms / 1000) as i64;
+    let exact = WriteCondition { if_size_bytes: Some(20), if_last_modified_secs: Some(modified_secs), ..NONE };
+    assert_eq!(store.delete_object_if("cond", "k", &exact).await, Ok(Some(second.clone())));
+    assert!(matches!(store.delete_object_if("cond", "k", &exact).await, Err(MetaError::NoSuchKey { .. })));
+    // A completion whose condition fails leaves the upload and its parts as they were.
+    store.put_object("cond", "k", first.clone()).await.unwrap();
+    let id = store.create_multipart(upload("cond", "k")).await.unwrap().upload_id;
+    store.put_part("cond", "k", &id, part(1, "e1")).await.unwrap();
+    let named = [CompletedPart { part_number: 1, etag: "e1".into() }];
+    let refused = store.complete_multipart("cond", "k", &id, &named, second.clone(), &if_absent()).await;
+    assert!(matches!(refused, Err(MetaError::PreconditionFailed(_))), "{refused:?}");
+    assert_eq!(store.list_parts("cond", "k", &id).await.unwrap().len(), 1);
+    let on_first = if_etag(&first.etag);
+    let done = store.complete_multipart("cond", "k", &id, &named, second.clone(), &on_first).await.unwrap();
+    assert_eq!(done.previous, Some(first));
+}
+
+async fn conditional_writes_race(store: Arc<dyn MetaStore>) {
+    // 16 writers race an `If-None-Match: *` write of one key: exactly one wins; then 16 race an
+    // `If-Match` on the winner's ETag: exactly one replaces it.
+    const WRITERS: u64 = 16;
+    store.create_bucket(bucket("race")).await.unwrap();
+    let race = |condition: fn(&str) -> WriteCondition, offset: u64, expected: String| {
+        let store = Arc::clone(&store);
+        async move {
+            let writes: Vec<_> = (0..WRITERS)
+                .map(|i| {
+                    let (store, expected) = (Arc::clone(&store), expected.clone());
+                    tokio::spawn(async move {
+                        let written = object(offset + i, offset + i);
+                        store
+                            .put_object_if("race", "lock", written.clone(), &condition(&expected))
+                            .await
+                            .map(|_| written)
+                    })
+                })
+                .collect();
+            let mut results = Vec::with_capacity(writes.len());
+            for write in writes {
+                results.push(write.await.unwrap());
+            }
+            let winners: Vec<ObjectMeta> = results.iter().filter_map(|result| result.clone().ok()).collect();
+            assert_eq!(winners.len(), 1, "{results:?}");
+            assert!(results.iter().filter(|r| r.is_err()).all(|r| is_precondition_failed(r.clone())), "{results:?}");
+            assert_eq!(store.get_object("race", "lock").await.unwrap(), winners[0]);
+            winners[0].etag.clone()
+        }
+    };
+    let winner = race(|_| if_absent(), 100, String::new()).await;
+    race(if_etag, 200, winner).await;
 }
 
 fn is_invalid<T: std::fmt::Debug>(result: Result<T, MetaError>) -> bool {
@@ -728,25 +813,39 @@ async fn multipart(store: Arc<dyn MetaStore>) {
     // Failed completions change nothing.
     let final_object = ObjectMeta { size_bytes: 10 << 20, etag: "combined-2".into(), ..object(10 << 20, 0) };
     let result = store
-        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "e1"), (2, "wrong")]), final_object.clone())
+        .complete_multipart(
+            "mpu",
+            "video.mp4",
+            &id,
+            &completed(&[(1, "e1"), (2, "wrong")]),
+            final_object.clone(),
+            &NONE,
+        )
         .await;
     assert!(matches!(result, Err(MetaError::InvalidPart { part_number: 2, .. })), "{result:?}");
     let result = store
-        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "e1"), (4, "e4")]), final_object.clone())
+        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "e1"), (4, "e4")]), final_object.clone(), &NONE)
         .await;
     assert!(matches!(result, Err(MetaError::InvalidPart { part_number: 4, .. })), "{result:?}");
     let result = store
-        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(2, "e2"), (1, "e1")]), final_object.clone())
+        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(2, "e2"), (1, "e1")]), final_object.clone(), &NONE)
         .await;
     assert_eq!(result, Err(MetaError::InvalidPartOrder));
-    assert!(is_invalid(store.complete_multipart("mpu", "video.mp4", &id, &[], final_object.clone()).await));
+    assert!(is_invalid(store.complete_multipart("mpu", "video.mp4", &id, &[], final_object.clone(), &NONE).await));
     assert_eq!(store.list_parts("mpu", "video.mp4", &id).await.unwrap().len(), 3);
     assert!(matches!(store.get_object("mpu", "video.mp4").await, Err(MetaError::NoSuchKey { .. })));
 
     // An existing object is replaced and returned; unused part 3 comes back for collection.
     store.put_object("mpu", "video.mp4", object(1, 1)).await.unwrap();
     let done = store
-        .complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "\"e1\""), (2, "e2")]), final_object.clone())
+        .complete_multipart(
+            "mpu",
+            "video.mp4",
+            &id,
+            &completed(&[(1, "\"e1\""), (2, "e2")]),
+            final_object.clone(),
+            &NONE,
+        )
         .await
         .unwrap();
     assert_eq!(done.previous, Some(object(1, 1)));
@@ -754,7 +853,7 @@ async fn multipart(store: Arc<dyn MetaStore>) {
     assert_eq!(store.get_object("mpu", "video.mp4").await.unwrap(), final_object);
     assert!(matches!(store.list_parts("mpu", "video.mp4", &id).await, Err(MetaError::NoSuchUpload(_))));
     assert!(matches!(
-        store.complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "e1")]), final_object.clone()).await,
+        store.complete_multipart("mpu", "video.mp4", &id, &completed(&[(1, "e1")]), final_object.clone(), &NONE).await,
         Err(MetaError::NoSuchUpload(_))
     ));
     assert!(matches!(store.put_part("mpu", "video.mp4", &id, part(5, "late")).await, Err(MetaError::NoSuchUpload(_))));
