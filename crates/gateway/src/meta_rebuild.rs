@@ -619,6 +619,7 @@ async fn record_object(target: &dyn MetaStore, data: &ErasureData, write: FoundW
     ensure_bucket(target, &label.bucket, label.started_ms).await?;
     let (etag, checksum) = digests(data, &write.layout, write.size_bytes, label.checksum).await?;
     let object = ObjectMeta {
+        tags: Default::default(),
         size_bytes: write.size_bytes,
         etag,
         content_type: label.content_type.clone(),
@@ -635,6 +636,7 @@ async fn record_object(target: &dyn MetaStore, data: &ErasureData, write: FoundW
 
 async fn ensure_bucket(target: &dyn MetaStore, name: &str, created_ms: u64) -> Result<(), DataError> {
     let bucket = BucketMeta {
+        tags: Default::default(),
         name: name.to_string(),
         created_ms,
         region: None,
@@ -661,6 +663,7 @@ async fn record_part(
     ensure_bucket(target, &label.bucket, label.started_ms).await?;
     if let Err(MetaError::NoSuchUpload(_)) = target.get_multipart(&label.bucket, &label.key, &part.upload_id).await {
         let upload = UploadMeta {
+            tags: Default::default(),
             upload_id: part.upload_id.clone(),
             bucket: label.bucket.clone(),
             key: label.key.clone(),

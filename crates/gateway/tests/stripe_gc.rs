@@ -23,6 +23,7 @@ const BUCKET: &str = "stripe-gc";
 
 fn object(body: &Bytes, layout: &Layout) -> ObjectMeta {
     ObjectMeta {
+        tags: Default::default(),
         size_bytes: body.len() as u64,
         etag: format!("{:x}", body.len()),
         content_type: None,
@@ -41,6 +42,7 @@ async fn commit(meta: &dyn MetaStore, key: &str, body: &Bytes, layout: &Layout) 
 
 async fn create_bucket(meta: &dyn MetaStore) {
     let bucket = BucketMeta {
+        tags: Default::default(),
         name: BUCKET.into(),
         created_ms: 1,
         region: None,
@@ -107,6 +109,7 @@ async fn unreferenced_stripes_are_deleted_after_the_grace_and_nothing_referenced
     // Referenced: a part of an upload in progress.
     let upload = meta
         .create_multipart(UploadMeta {
+            tags: Default::default(),
             upload_id: String::new(),
             bucket: BUCKET.into(),
             key: "multi".into(),

@@ -83,6 +83,7 @@ mod tests {
 
     fn object(etag: &str) -> ObjectMeta {
         ObjectMeta {
+            tags: Default::default(),
             size_bytes: 5,
             etag: etag.into(),
             content_type: None,

@@ -208,6 +208,17 @@ impl<B: Backend> MetaStore for KvStore<B> {
         })
     }
 
+    async fn set_bucket_tags(&self, name: &str, tags: BTreeMap<String, String>) -> Result<BucketMeta> {
+        validate::tags(&tags)?;
+        let name = name.to_string();
+        txn!(self.backend, write, (name, tags), |kv| {
+            let mut bucket = require_bucket(kv, &name).await?;
+            bucket.tags = tags;
+            put_record(kv, format::bucket_key(&name), &bucket)?;
+            Ok(bucket)
+        })
+    }
+
     async fn list_buckets(&self) -> Result<Vec<BucketMeta>> {
         txn!(self.backend, read, (), |kv| {
             let (start, end) = range_of(&format::bucket_prefix());
@@ -237,6 +248,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
         condition: &WriteCondition,
     ) -> Result<Option<ObjectMeta>> {
         validate::object_key(key)?;
+        validate::tags(&meta.tags)?;
         let (bucket, key, condition) = (bucket.to_string(), key.to_string(), condition.clone());
         txn!(self.backend, write, (bucket, key, meta, condition), |kv| {
             require_bucket(kv, &bucket).await?;
@@ -276,6 +288,22 @@ impl<B: Backend> MetaStore for KvStore<B> {
                 kv.delete(object_key)?;
             }
             Ok(previous)
+        })
+    }
+
+    async fn set_object_tags(&self, bucket: &str, key: &str, tags: BTreeMap<String, String>) -> Result<ObjectMeta> {
+        validate::object_key(key)?;
+        validate::tags(&tags)?;
+        let (bucket, key) = (bucket.to_string(), key.to_string());
+        txn!(self.backend, write, (bucket, key, tags), |kv| {
+            require_bucket(kv, &bucket).await?;
+            let object_key = format::object_key(&bucket, &key);
+            let mut object: ObjectMeta = get_record(kv, &object_key)
+                .await?
+                .ok_or_else(|| MetaError::NoSuchKey { bucket: bucket.clone(), key: key.clone() })?;
+            object.tags = tags;
+            put_record(kv, object_key, &object)?;
+            Ok(object)
         })
     }
 
@@ -456,6 +484,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
 
     async fn create_multipart(&self, upload: UploadMeta) -> Result<UploadMeta> {
         validate::object_key(&upload.key)?;
+        validate::tags(&upload.tags)?;
         // Allocated outside the transaction: a failed creation only leaves a gap in the numbering.
         let upload = UploadMeta { upload_id: format::upload_id(self.backend.next_id("upload").await?), ..upload };
         txn!(self.backend, write, (upload), |kv| {

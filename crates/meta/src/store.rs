@@ -4,6 +4,8 @@
 
 use async_trait::async_trait;
 
+use std::collections::BTreeMap;
+
 use crate::condition::WriteCondition;
 use crate::error::Result;
 use crate::types::{
@@ -35,6 +37,9 @@ pub trait MetaStore: Send + Sync {
     /// as stored; `NoSuchBucket` if absent, `InvalidArgument` for a profile not stored (checked
     /// atomically with the change) or a class outside `1..=validate::MAX_CLASS`.
     async fn set_bucket_profile(&self, name: &str, class: Option<u8>, profile: Option<&str>) -> Result<BucketMeta>;
+    /// Replaces bucket `name`'s tags (empty: removes them) and returns the bucket as stored;
+    /// `NoSuchBucket` if absent.
+    async fn set_bucket_tags(&self, name: &str, tags: BTreeMap<String, String>) -> Result<BucketMeta>;
     /// All buckets, sorted by name.
     async fn list_buckets(&self) -> Result<Vec<BucketMeta>>;
     /// Deletes a bucket; `BucketNotEmpty` if it holds any object or multipart upload (checked atomically
@@ -69,6 +74,9 @@ pub trait MetaStore: Send + Sync {
     /// (as [`MetaStore::put_object_if`]).
     async fn delete_object_if(&self, bucket: &str, key: &str, condition: &WriteCondition)
     -> Result<Option<ObjectMeta>>;
+    /// Replaces the tags of the object `bucket/key` holds (empty: removes them), keeping everything
+    /// else, and returns the record written; `NoSuchKey` if absent.
+    async fn set_object_tags(&self, bucket: &str, key: &str, tags: BTreeMap<String, String>) -> Result<ObjectMeta>;
     /// Moves an object's bytes: replaces its layout with `layout` only if its record is still exactly
     /// `expected` (compaction, which must never undo a write that came after it read the record).
     /// Everything else (size, ETag, times, metadata) is kept. Returns the record written; `Conflict`

@@ -57,6 +57,9 @@ pub struct BucketMeta {
     /// with `lowtail admin bucket profile --class`; a class not here is served by `profile`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub class_profiles: BTreeMap<u8, String>,
+    /// The bucket's tags (PutBucketTagging), by key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 impl BucketMeta {
@@ -295,6 +298,9 @@ pub struct ObjectMeta {
     /// records written before checksums were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<StoredChecksum>,
+    /// The object's tags (`x-amz-tagging`, PutObjectTagging), by key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
     /// Where the bytes live.
     pub layout: Layout,
 }
@@ -567,6 +573,9 @@ pub struct UploadMeta {
     /// The checksum the upload was created with, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<UploadChecksum>,
+    /// Tags for the final object (`x-amz-tagging` on CreateMultipartUpload).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 /// The standard headers S3 keeps with an object and returns on GET and HEAD. Records written before

@@ -1,5 +1,5 @@
-//! Input validation shared by every backend: bucket names, object keys, part numbers, upload ids, stripes
-//! and nodes. Pure checks that return `InvalidArgument` (or the S3-mandated not-found error); they must not
+//! Input validation shared by every backend: bucket names, object keys, part numbers, upload ids, stripes,
+//! nodes and tags. Pure checks that return `InvalidArgument` (or the S3-mandated not-found error); they must not
 //! read or change stored state.
 
 use std::collections::BTreeSet;
@@ -21,6 +21,29 @@ pub const MAX_STRIPE_UNITS: usize = 63;
 pub const MAX_CLASS: u8 = 8;
 /// Longest access key kept in the class table, in bytes (AWS allows 128).
 pub const MAX_ACCESS_KEY_BYTES: usize = 128;
+
+/// Most tags a record keeps (S3 allows 10 on an object, 50 on a bucket).
+pub const MAX_TAGS: usize = 50;
+/// Longest tag key, in characters (S3's limit).
+pub const MAX_TAG_KEY_CHARS: usize = 128;
+/// Longest tag value, in characters (S3's limit).
+pub const MAX_TAG_VALUE_CHARS: usize = 256;
+
+/// Checks a tag set against the bounds every record keeps to; the S3 layer checks S3's finer
+/// rules (an object's 10 tags, the characters allowed) before it stores one.
+pub fn tags(tags: &std::collections::BTreeMap<String, String>) -> Result<()> {
+    if tags.len() > MAX_TAGS {
+        return Err(MetaError::InvalidArgument(format!("{} tags: at most {MAX_TAGS}", tags.len())));
+    }
+    for (key, value) in tags {
+        if key.is_empty() || key.chars().count() > MAX_TAG_KEY_CHARS || value.chars().count() > MAX_TAG_VALUE_CHARS {
+            return Err(MetaError::InvalidArgument(format!(
+                "tag {key:?}: keys are 1 to {MAX_TAG_KEY_CHARS} characters, values at most {MAX_TAG_VALUE_CHARS}"
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Checks a latency class number: `1..=MAX_CLASS`. Whether a gateway runs that many classes is the
 /// gateway's check; the store only refuses numbers no gateway could run.

@@ -206,6 +206,7 @@ mod tests {
 
     fn object(layout: Layout, size: u64) -> ObjectMeta {
         ObjectMeta {
+            tags: Default::default(),
             size_bytes: size,
             etag: "e".into(),
             content_type: None,
@@ -233,6 +234,7 @@ mod tests {
         let store = RedbStore::open(dir.path()).unwrap();
         store
             .create_bucket(BucketMeta {
+                tags: Default::default(),
                 name: "bkt".into(),
                 created_ms: 0,
                 region: None,

@@ -141,6 +141,7 @@ pub async fn copy_object(
     let (written, etag, copied_checksum) = crate::data::io::descriptor::labelled(label, copied).await?;
     let last_modified_ms = now_ms();
     let object = ObjectMeta {
+        tags: Default::default(),
         size_bytes: source.size_bytes,
         etag: etag.clone(),
         content_type,

@@ -365,6 +365,7 @@ mod tests {
 
     fn upload(key: &str, id: &str) -> UploadMeta {
         UploadMeta {
+            tags: Default::default(),
             upload_id: id.into(),
             bucket: "b".into(),
             key: key.into(),

@@ -45,6 +45,7 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
     );
     let body = labelled(label, write::write_body(service, body, claims, ack)).await?;
     let object = ObjectMeta {
+        tags: Default::default(),
         size_bytes: body.size_bytes,
         etag: body.etag.clone(),
         content_type,

@@ -33,6 +33,7 @@ cases!(
     object_moves_are_conditional,
     conditional_writes,
     conditional_writes_race,
+    tags,
     listing_examples,
     listing_matches_model,
     stripe_ids_are_unique,
@@ -52,6 +53,7 @@ cases!(
 
 pub fn bucket(name: &str) -> BucketMeta {
     BucketMeta {
+        tags: Default::default(),
         name: name.into(),
         created_ms: 1_700_000_000_000,
         region: Some("us-east-1".into()),
@@ -65,6 +67,7 @@ pub fn bucket(name: &str) -> BucketMeta {
 
 pub fn object(size_bytes: u64, stripe: u64) -> ObjectMeta {
     ObjectMeta {
+        tags: Default::default(),
         size_bytes,
         etag: format!("etag-{size_bytes}-{stripe}"),
         content_type: Some("application/octet-stream".into()),
@@ -182,6 +185,32 @@ async fn conditional_writes_race(store: Arc<dyn MetaStore>) {
     };
     let winner = race(|_| if_absent(), 100, String::new()).await;
     race(if_etag, 200, winner).await;
+}
+
+async fn tags(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("tagged")).await.unwrap();
+    let tags = BTreeMap::from([("project".to_string(), "alpha".to_string()), ("tier".to_string(), String::new())]);
+    let tagged = store.set_bucket_tags("tagged", tags.clone()).await.unwrap();
+    assert_eq!(tagged, BucketMeta { tags: tags.clone(), ..bucket("tagged") });
+    assert_eq!(store.get_bucket("tagged").await.unwrap().tags, tags);
+    assert_eq!(
+        store.set_bucket_tags("nope-nope", tags.clone()).await,
+        Err(MetaError::NoSuchBucket("nope-nope".into()))
+    );
+    let missing = store.set_object_tags("tagged", "k", tags.clone()).await;
+    assert!(matches!(missing, Err(MetaError::NoSuchKey { .. })), "{missing:?}");
+    store.put_object("tagged", "k", object(10, 1)).await.unwrap();
+    let written = store.set_object_tags("tagged", "k", tags.clone()).await.unwrap();
+    assert_eq!(written, ObjectMeta { tags: tags.clone(), ..object(10, 1) }, "only the tags change");
+    assert_eq!(store.get_object("tagged", "k").await.unwrap(), written);
+    let too_many: BTreeMap<String, String> = (0..=50).map(|i| (format!("k{i}"), String::new())).collect();
+    assert!(is_invalid(store.set_object_tags("tagged", "k", too_many.clone()).await));
+    assert!(is_invalid(store.set_bucket_tags("tagged", too_many).await));
+    let long_key = BTreeMap::from([("k".repeat(129), String::new())]);
+    assert!(is_invalid(store.set_object_tags("tagged", "k", long_key).await));
+    assert_eq!(store.get_object("tagged", "k").await.unwrap(), written, "a refused tag set changes nothing");
+    assert!(store.set_object_tags("tagged", "k", BTreeMap::new()).await.unwrap().tags.is_empty());
+    assert!(store.set_bucket_tags("tagged", BTreeMap::new()).await.unwrap().tags.is_empty());
 }
 
 fn is_invalid<T: std::fmt::Debug>(result: Result<T, MetaError>) -> bool {
@@ -738,6 +767,7 @@ async fn nodes(store: Arc<dyn MetaStore>) {
 
 pub fn upload(bucket: &str, key: &str) -> UploadMeta {
     UploadMeta {
+        tags: Default::default(),
         upload_id: "ignored".into(),
         bucket: bucket.into(),
         key: key.into(),
