@@ -1,4 +1,4 @@
-# Features lowtail does not have (ACL grants, object lock and legal hold, server-side encryption, tags,
+# Features lowtail does not have (ACL grants, object lock and legal hold, server-side encryption,
 # storage classes other than STANDARD) are refused with the error AWS gives a bucket without them, and
 # nothing is stored; what lowtail does do (an owner-only canned ACL) passes. All cases are lowtail's own.
 
@@ -18,7 +18,6 @@ REFUSED_PUTS = [
     ({"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "key"}, 501, "NotImplemented"),
     ({"ACL": "public-read"}, 400, "AccessControlListNotSupported"),
     ({"GrantRead": 'uri="http://acs.amazonaws.com/groups/global/AllUsers"'}, 400, "AccessControlListNotSupported"),
-    ({"Tagging": "project=alpha"}, 501, "NotImplemented"),
     ({"StorageClass": "GLACIER"}, 400, "InvalidStorageClass"),
 ]
 

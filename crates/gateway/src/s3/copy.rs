@@ -11,7 +11,9 @@ use std::ops::Range;
 use futures_util::StreamExt;
 use md5::{Digest, Md5};
 use meta::{CompositePiece, Layout, ObjectMeta, StoredChecksum, UploadChecksum, WriteAck};
-use s3s::dto::{CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource, ETag, MetadataDirective};
+use s3s::dto::{
+    CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource, ETag, MetadataDirective, TaggingDirective,
+};
 use s3s::{S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::checksum::{self, set_checksum};
@@ -122,6 +124,11 @@ pub async fn copy_object(
     let (source_bucket, source_key, source) = copy_source(service, &input.copy_source, &conditions).await?;
     check_copy(&input, (source_bucket, source_key), &source, directive)?;
     let plan = checksum::for_copy(source.checksum.as_ref(), input.checksum_algorithm.as_ref())?;
+    let tags = match input.tagging_directive.as_ref().map(TaggingDirective::as_str) {
+        None | Some(TaggingDirective::COPY) => source.tags.clone(),
+        Some(TaggingDirective::REPLACE) => super::tagging::from_header(input.tagging.as_deref())?,
+        Some(other) => return Err(s3(S3ErrorCode::InvalidArgument, format!("unknown tagging directive {other:?}"))),
+    };
     let (content_type, user_metadata, headers) = match directive {
         Directive::Copy => (source.content_type.clone(), source.user_metadata.clone(), source.headers.clone()),
         Directive::Replace => (input.content_type, user_metadata(input.metadata)?, content_headers!(input)),
@@ -141,7 +148,7 @@ pub async fn copy_object(
     let (written, etag, copied_checksum) = crate::data::io::descriptor::labelled(label, copied).await?;
     let last_modified_ms = now_ms();
     let object = ObjectMeta {
-        tags: Default::default(),
+        tags,
         size_bytes: source.size_bytes,
         etag: etag.clone(),
         content_type,

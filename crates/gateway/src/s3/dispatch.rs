@@ -2,7 +2,7 @@
 //! object bytes ([`crate::data::ObjectData`]). Owns the per-operation latency metric and the
 //! dispatch: each operation runs inside [`observe`], the ones that move object bytes in their
 //! latency class (`request_class`), and is handed to the module of its family (`bucket`, `get`,
-//! `put`, `copy`, `delete`, `list`, `multipart`), which owns its S3 semantics.
+//! `put`, `copy`, `delete`, `list`, `multipart`, `tagging`), which owns its S3 semantics.
 //!
 //! Must not: hold an operation's logic (its family module does). The operations as a whole must
 //! not touch storage nodes or stripes directly (only through `ObjectData`), decide placement or any
@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 use super::request_class::{ClassRequest, content_length};
 use super::service::LowtailS3;
-use super::{bucket, copy, delete, get, list, multipart, put};
+use super::{bucket, copy, delete, get, list, multipart, put, tagging};
 
 /// Name of the request latency histogram (seconds), labelled by `operation` and `outcome`.
 pub const REQUEST_SECONDS_METRIC: &str = "lowtail_s3_request_seconds";
@@ -120,7 +120,42 @@ impl S3 for LowtailS3 {
         &self,
         req: S3Request<GetObjectTaggingInput>,
     ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
-        observe("GetObjectTagging", get::get_object_tagging(self, req)).await
+        observe("GetObjectTagging", tagging::get_object_tagging(self, req)).await
+    }
+
+    async fn put_object_tagging(
+        &self,
+        req: S3Request<PutObjectTaggingInput>,
+    ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        observe("PutObjectTagging", tagging::put_object_tagging(self, req)).await
+    }
+
+    async fn delete_object_tagging(
+        &self,
+        req: S3Request<DeleteObjectTaggingInput>,
+    ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        observe("DeleteObjectTagging", tagging::delete_object_tagging(self, req)).await
+    }
+
+    async fn get_bucket_tagging(
+        &self,
+        req: S3Request<GetBucketTaggingInput>,
+    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        observe("GetBucketTagging", tagging::get_bucket_tagging(self, req)).await
+    }
+
+    async fn put_bucket_tagging(
+        &self,
+        req: S3Request<PutBucketTaggingInput>,
+    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        observe("PutBucketTagging", tagging::put_bucket_tagging(self, req)).await
+    }
+
+    async fn delete_bucket_tagging(
+        &self,
+        req: S3Request<DeleteBucketTaggingInput>,
+    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        observe("DeleteBucketTagging", tagging::delete_bucket_tagging(self, req)).await
     }
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {

@@ -8,10 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use meta::validate::MAX_PART_NUMBER;
 use meta::{Layout, ObjectMeta};
-use s3s::dto::{
-    ChecksumMode, ETag, GetObjectInput, GetObjectOutput, GetObjectTaggingInput, GetObjectTaggingOutput,
-    HeadObjectInput, HeadObjectOutput, Metadata,
-};
+use s3s::dto::{ChecksumMode, ETag, GetObjectInput, GetObjectOutput, HeadObjectInput, HeadObjectOutput, Metadata};
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::batch_hint::{BATCH_HINT_HEADER, BATCHED_HEADER, Hint, MAX_HINTED_OBJECT_BYTES};
@@ -115,8 +112,11 @@ pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> 
     } else {
         read_body::streamed(Arc::clone(&service.data), (object.layout.clone(), hold), first, rest, expected)
     };
-    let mut output =
-        object_answer!(GetObjectOutput, object, length, content_range, { body: Some(body), parts_count: parts_count });
+    let mut output = object_answer!(GetObjectOutput, object, length, content_range, {
+        body: Some(body),
+        parts_count: parts_count,
+        tag_count: tag_count(&object),
+    });
     if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
         set_checksum!(output, object.checksum.as_ref(), with_type);
     }
@@ -154,7 +154,11 @@ async fn get_hinted(
         return Err(from_data(crate::data::DataError::Internal("the batch read the wrong length".into())));
     }
     let body = read_body::body_of(if parts.is_empty() { vec![Bytes::new()] } else { parts });
-    let mut output = object_answer!(GetObjectOutput, object, length, None, { body: Some(body), parts_count: None });
+    let mut output = object_answer!(GetObjectOutput, object, length, None, {
+        body: Some(body),
+        parts_count: None,
+        tag_count: tag_count(&object),
+    });
     if checksum_asked(checksum_mode, length, &object) {
         set_checksum!(output, object.checksum.as_ref(), with_type);
     }
@@ -175,20 +179,20 @@ pub async fn head_object(
     if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
         set_checksum!(output, object.checksum.as_ref(), with_type);
     }
-    Ok(S3Response::new(output))
+    let mut answer = S3Response::new(output);
+    // s3s 0.14's HeadObjectOutput has no tag count; S3 answers it as GET does.
+    if let Some(count) = tag_count(&object) {
+        answer.headers.insert(TAG_COUNT_HEADER, count.into());
+    }
+    Ok(answer)
 }
 
-/// Objects never have tags (tagging is not supported): S3's answer for an object without tags,
-/// an empty tag set, rather than NotImplemented, because aws-cli asks it before every multipart
-/// server-side copy (`aws s3 cp` / `mv` between S3 locations above its 8 MiB threshold).
-pub async fn get_object_tagging(
-    service: &LowtailS3,
-    req: S3Request<GetObjectTaggingInput>,
-) -> S3Result<S3Response<GetObjectTaggingOutput>> {
-    check_key(&req.input.key)?;
-    super::versions::require_current(req.input.version_id.as_deref(), "the object")?;
-    service.meta.get_object(&req.input.bucket, &req.input.key).await.map_err(from_meta)?;
-    Ok(S3Response::new(GetObjectTaggingOutput { tag_set: Vec::new(), version_id: None }))
+/// The header of an object's number of tags.
+const TAG_COUNT_HEADER: &str = "x-amz-tagging-count";
+
+/// How many tags `object` has, when it has any (S3 leaves the header out otherwise).
+fn tag_count(object: &ObjectMeta) -> Option<i32> {
+    (!object.tags.is_empty()).then(|| i32::try_from(object.tags.len()).unwrap_or(i32::MAX))
 }
 
 /// The object's metadata, with conditional headers checked (412 / 304).

@@ -31,6 +31,7 @@ mod request_class;
 mod routes;
 mod server;
 mod service;
+mod tagging;
 mod timestamps;
 mod unsupported;
 mod unusable_range;

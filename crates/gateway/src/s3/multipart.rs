@@ -36,7 +36,7 @@ pub async fn create_multipart_upload(
     check_key(&input.key)?;
     let upload_checksum = checksum::for_upload(input.checksum_algorithm.as_ref(), input.checksum_type.as_ref())?;
     let upload = UploadMeta {
-        tags: Default::default(),
+        tags: super::tagging::from_header(input.tagging.as_deref())?,
         upload_id: String::new(),
         bucket: input.bucket.clone(),
         key: input.key.clone(),
@@ -207,7 +207,7 @@ pub async fn complete_multipart_upload(
     let object_checksum = checksum::for_completion(upload.checksum.as_ref(), &completion)?;
     let etag = multipart_etag(&used.iter().map(|part| part.etag.as_str()).collect::<Vec<_>>())?;
     let object = ObjectMeta {
-        tags: Default::default(),
+        tags: upload.tags,
         size_bytes: offset_bytes,
         etag: etag.clone(),
         content_type: upload.content_type,

@@ -24,6 +24,7 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
     let mut input = req.input;
     check_key(&input.key)?;
     let metadata = user_metadata(input.metadata.take())?;
+    let tags = super::tagging::from_header(input.tagging.as_deref())?;
     // Before reading the body, so a request into a missing bucket writes no data.
     let ack = write::bucket_write_ack(service, &input.bucket).await?;
     check_conditions(service, &input).await?;
@@ -45,7 +46,7 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
     );
     let body = labelled(label, write::write_body(service, body, claims, ack)).await?;
     let object = ObjectMeta {
-        tags: Default::default(),
+        tags,
         size_bytes: body.size_bytes,
         etag: body.etag.clone(),
         content_type,

@@ -1,7 +1,8 @@
 //! Request headers asking for features lowtail does not have: ACL grants, object lock and legal hold,
-//! server-side encryption, object tags, storage classes other than STANDARD. Accepting them and storing the object anyway would break the promise they
-//! ask for (an object "locked" in COMPLIANCE mode that a DELETE then removes), so a write carrying one
-//! is refused with the error AWS gives a bucket without the feature, before anything is stored.
+//! server-side encryption, storage classes other than STANDARD. Accepting them and storing the
+//! object anyway would break the promise they ask for (an object "locked" in COMPLIANCE mode that a
+//! DELETE then removes), so a write carrying one is refused with the error AWS gives a bucket
+//! without the feature, before anything is stored.
 //!
 //! Owns: the list of such headers and their errors. Must not: refuse what lowtail does do (`x-amz-acl:
 //! private` and `bucket-owner-full-control` both mean "the owner alone", which every object here is).
@@ -40,9 +41,6 @@ pub fn refuse_unsupported(headers: &hyper::HeaderMap) -> S3Result<()> {
             ));
         } else if name == "x-amz-bucket-object-lock-enabled" && !value.as_bytes().eq_ignore_ascii_case(b"false") {
             return Err(s3(S3ErrorCode::NotImplemented, "object lock is not supported"));
-        } else if name == "x-amz-tagging" && !value.is_empty() {
-            // Tags would be dropped: GetObjectTagging answers an empty set for every object.
-            return Err(s3(S3ErrorCode::NotImplemented, "object tagging is not supported (x-amz-tagging)"));
         } else if name == "x-amz-storage-class" && value.as_bytes() != b"STANDARD" {
             // Every object is stored one way, by the cluster's code: another class would be served
             // as STANDARD, without the cost or the retrieval rules it asks for.
@@ -86,8 +84,7 @@ mod tests {
             Some(S3ErrorCode::NotImplemented)
         );
         assert_eq!(refused("x-amz-meta-acl", "public-read"), None, "user metadata is not an ACL");
-        assert_eq!(refused("x-amz-tagging", "project=a"), Some(S3ErrorCode::NotImplemented));
-        assert_eq!(refused("x-amz-tagging", ""), None, "no tags asks for nothing");
+        assert_eq!(refused("x-amz-tagging", "project=a"), None, "tags are kept (`tagging`)");
         assert_eq!(refused("x-amz-storage-class", "STANDARD"), None);
         assert_eq!(refused("x-amz-storage-class", "GLACIER"), Some(S3ErrorCode::InvalidStorageClass));
         assert_eq!(refused("x-amz-storage-class", "standard"), Some(S3ErrorCode::InvalidStorageClass));
