@@ -267,10 +267,10 @@ async fn bucket_versioning_is_never_enabled() {
     assert_eq!(failure(&missing), (404, "NoSuchBucket".into()));
 }
 
-/// GetObjectTagging answers an empty tag set (objects never have tags), not NotImplemented: aws-cli
-/// asks it before every multipart server-side copy and gives up on NotImplemented.
+/// GetObjectTagging of an object written without tags answers an empty tag set: aws-cli asks it
+/// before every multipart server-side copy. (Tags themselves: tests/s3compat/test_tagging.py.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn object_tagging_is_always_empty() {
+async fn an_untagged_object_answers_an_empty_tag_set() {
     let server = start().await;
     let client = client(&server);
     client.create_bucket().bucket("tags").send().await.expect("create");

@@ -220,6 +220,10 @@ pub struct CompositePiece {
     pub length_bytes: u64,
     /// Where the piece's bytes live (`Packed` or `Striped`).
     pub layout: Layout,
+    /// The S3 checksum of the part the piece was uploaded as, if it had one (GetObjectAttributes
+    /// answers it). Absent for copied pieces and records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<StoredChecksum>,
 }
 
 impl Layout {
@@ -720,8 +724,12 @@ mod tests {
         // 250 bytes fill units 0, 1 and part of 2; the next stripe holds 100, one unit.
         let striped = Layout::Striped { segments: vec![segment(7, 0, 250), segment(8, 250, 100)] };
         assert_eq!(striped.data_units(), vec![(StripeId(7), 0), (StripeId(7), 1), (StripeId(7), 2), (StripeId(8), 0)]);
-        let piece =
-            |object_offset_bytes, length_bytes, layout| CompositePiece { object_offset_bytes, length_bytes, layout };
+        let piece = |object_offset_bytes, length_bytes, layout| CompositePiece {
+            object_offset_bytes,
+            length_bytes,
+            layout,
+            checksum: None,
+        };
         let composite = Layout::Composite { pieces: vec![piece(0, 10, packed), piece(10, 350, striped)] };
         assert_eq!(composite.data_units().len(), 5);
         assert!(Layout::Striped { segments: Vec::new() }.data_units().is_empty());

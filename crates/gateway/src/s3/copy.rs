@@ -279,14 +279,17 @@ async fn copy_parts(
         let hasher = if plan.composite { &mut part } else { &mut whole };
         match copy_range(service, &source.layout, range, hasher, ack).await {
             Ok((written, etag)) => {
+                // A COMPOSITE copy's parts each have a checksum of their own, as the source's did.
+                let digest = part.map(checksum::Hasher::finalize);
                 copied.push(CompositePiece {
+                    checksum: digest.as_ref().map(|digest| checksum::full(plan.algorithm, digest)),
                     object_offset_bytes: piece.object_offset_bytes,
                     length_bytes: piece.length_bytes,
                     layout: written.layout,
                 });
                 redundancy = Some(redundancy.map_or(written.redundancy, |r| r.min(written.redundancy)));
                 etags.push(etag);
-                part_digests.extend(part.map(checksum::Hasher::finalize));
+                part_digests.extend(digest);
             }
             Err(error) => {
                 release(service, &Layout::Composite { pieces: copied }).await;

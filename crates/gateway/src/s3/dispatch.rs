@@ -2,7 +2,8 @@
 //! object bytes ([`crate::data::ObjectData`]). Owns the per-operation latency metric and the
 //! dispatch: each operation runs inside [`observe`], the ones that move object bytes in their
 //! latency class (`request_class`), and is handed to the module of its family (`bucket`, `get`,
-//! `put`, `copy`, `delete`, `list`, `multipart`, `tagging`), which owns its S3 semantics.
+//! `put`, `copy`, `delete`, `list`, `multipart`, `tagging`, `attributes`), which owns its S3
+//! semantics.
 //!
 //! Must not: hold an operation's logic (its family module does). The operations as a whole must
 //! not touch storage nodes or stripes directly (only through `ObjectData`), decide placement or any
@@ -18,7 +19,7 @@ use tracing::Instrument;
 
 use super::request_class::{ClassRequest, content_length};
 use super::service::LowtailS3;
-use super::{bucket, copy, delete, get, list, multipart, put, tagging};
+use super::{attributes, bucket, copy, delete, get, list, multipart, put, tagging};
 
 /// Name of the request latency histogram (seconds), labelled by `operation` and `outcome`.
 pub const REQUEST_SECONDS_METRIC: &str = "lowtail_s3_request_seconds";
@@ -121,6 +122,13 @@ impl S3 for LowtailS3 {
         req: S3Request<GetObjectTaggingInput>,
     ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
         observe("GetObjectTagging", tagging::get_object_tagging(self, req)).await
+    }
+
+    async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        observe("GetObjectAttributes", attributes::get_object_attributes(self, req)).await
     }
 
     async fn put_object_tagging(

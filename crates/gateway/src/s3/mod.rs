@@ -7,6 +7,7 @@
 //! limits and error codes.
 
 pub mod abandoned_uploads;
+mod attributes;
 mod auth;
 mod batch_get;
 mod batch_hint;

@@ -274,6 +274,7 @@ fn assemble<'a>(
             ));
         }
         pieces.push(CompositePiece {
+            checksum: part.checksum.clone(),
             object_offset_bytes: offset_bytes,
             length_bytes: part.size_bytes,
             layout: part.layout.clone(),

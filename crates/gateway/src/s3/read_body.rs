@@ -177,8 +177,18 @@ mod tests {
         // Parts of a multipart object: their own stripes and their ends are boundaries.
         let composite = Layout::Composite {
             pieces: vec![
-                CompositePiece { object_offset_bytes: 0, length_bytes: 50, layout: striped(0, &[20, 30]) },
-                CompositePiece { object_offset_bytes: 50, length_bytes: 45, layout: striped(0, &[45]) },
+                CompositePiece {
+                    checksum: Default::default(),
+                    object_offset_bytes: 0,
+                    length_bytes: 50,
+                    layout: striped(0, &[20, 30]),
+                },
+                CompositePiece {
+                    checksum: Default::default(),
+                    object_offset_bytes: 50,
+                    length_bytes: 45,
+                    layout: striped(0, &[45]),
+                },
             ],
         };
         assert_eq!(read_pieces(&composite, 0..95, 10), vec![0..20, 20..50, 50..95]);

@@ -1,8 +1,8 @@
 //! The HTTP/1.1 server in front of the S3 service: accepts connections until told to stop, then lets
 //! requests in flight finish (up to `DRAIN_TIMEOUT`). Owns connections and the HTTP framing around
 //! each exchange: a request id per request (the `x-amz-request-id` header, and the id error documents
-//! carry), `Connection: close` when an answer leaves part of the request body unread, and the 206
-//! status of a ranged HEAD. It must not parse S3 requests or write S3 XML (that is `s3s`'s) nor decide
+//! carry), `Connection: close` when an answer leaves part of the request body unread, the 206
+//! status of a ranged HEAD, and GetObjectAttributes' unquoted ETag. It must not parse S3 requests or write S3 XML (that is `s3s`'s) nor decide
 //! an operation's outcome (that is the service's).
 
 use std::future::Future;
@@ -169,6 +169,7 @@ async fn handle(
     let busy = crate::data::services::foreground::request_in_flight();
     let id = ids.next();
     let is_head = request.method() == Method::HEAD;
+    let is_attributes = super::attributes::is_attributes_request(&request);
     let finished = Arc::new(AtomicBool::new(request.body().is_end_stream()));
     let (request, whole_body) = if is_multi_delete(&request) {
         let (request, md5) = buffer_multi_delete(request).await;
@@ -197,8 +198,20 @@ async fn handle(
     if is_head && response.status() == StatusCode::OK && response.headers().contains_key(CONTENT_RANGE) {
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
     }
+    if is_attributes && response.status() == StatusCode::OK {
+        unquote_attributes_etag(&mut response);
+    }
     hold_until_sent(&mut response, busy);
     Ok(response)
+}
+
+/// S3 answers GetObjectAttributes' ETag unquoted, unlike every other ETag (which `s3s` quotes).
+fn unquote_attributes_etag(response: &mut HttpResponse) {
+    let Some(document) = response.body().bytes() else { return };
+    if let Some(unquoted) = super::attributes::unquote_etag(&document) {
+        response.headers_mut().remove(hyper::header::CONTENT_LENGTH);
+        *response.body_mut() = s3s::Body::from(Bytes::from(unquoted));
+    }
 }
 
 /// Adds the request id (and a message `s3s` left out) to an error document `s3s` wrote before any

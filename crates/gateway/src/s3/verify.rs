@@ -225,6 +225,7 @@ mod tests {
         let parts: Vec<u8> = [&bytes[..4], &bytes[4..]].iter().flat_map(|part| Md5::digest(part).to_vec()).collect();
         let etag = format!("{}-2", hex::encode(Md5::digest(&parts)));
         let piece = |offset: u64, length: u64| CompositePiece {
+            checksum: Default::default(),
             object_offset_bytes: offset,
             length_bytes: length,
             layout: striped(length),

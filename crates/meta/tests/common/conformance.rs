@@ -320,8 +320,18 @@ async fn objects(store: Arc<dyn MetaStore>) {
         checksum: None,
         layout: Layout::Composite {
             pieces: vec![
-                CompositePiece { object_offset_bytes: 0, length_bytes: 605, layout: object(605, 3).layout },
-                CompositePiece { object_offset_bytes: 605, length_bytes: 5, layout: object(5, 4).layout },
+                CompositePiece {
+                    checksum: Default::default(),
+                    object_offset_bytes: 0,
+                    length_bytes: 605,
+                    layout: object(605, 3).layout,
+                },
+                CompositePiece {
+                    checksum: Default::default(),
+                    object_offset_bytes: 605,
+                    length_bytes: 5,
+                    layout: object(5, 4).layout,
+                },
             ],
         },
         ..object(610, 0)

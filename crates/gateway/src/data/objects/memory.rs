@@ -289,8 +289,18 @@ mod tests {
             let second = data.write(Bytes::from_static(b"fgh")).await.unwrap().layout;
             let composite = Layout::Composite {
                 pieces: vec![
-                    CompositePiece { object_offset_bytes: 0, length_bytes: 5, layout: first },
-                    CompositePiece { object_offset_bytes: 5, length_bytes: 3, layout: second },
+                    CompositePiece {
+                        checksum: Default::default(),
+                        object_offset_bytes: 0,
+                        length_bytes: 5,
+                        layout: first,
+                    },
+                    CompositePiece {
+                        checksum: Default::default(),
+                        object_offset_bytes: 5,
+                        length_bytes: 3,
+                        layout: second,
+                    },
                 ],
             };
             assert_eq!(data.read(&composite, 2..7).await.unwrap(), Bytes::from_static(b"cdefg"));
