@@ -415,3 +415,27 @@ def test_object_version_id_names_null_or_nothing():
     client.delete_object(Bucket=bucket_name, Key="kept", VersionId="null")
     e = assert_raises(ClientError, client.head_object, Bucket=bucket_name, Key="kept")
     assert _get_status_and_error_code(e.response)[0] == 404
+
+
+def test_object_raw_response_headers():
+    # Upstream sets up the object with ACLs (`_setup_bucket_object_acl('private', 'private')`), which
+    # is what lowtail's objects are anyway: a plain put. Before, the response-* parameters were ignored.
+    bucket_name = get_new_bucket()
+    client = get_client()
+    client.put_object(Bucket=bucket_name, Key="foo", Body="bar")
+    response = client.get_object(
+        Bucket=bucket_name,
+        Key="foo",
+        ResponseCacheControl="no-cache",
+        ResponseContentDisposition="bla",
+        ResponseContentEncoding="aaa",
+        ResponseContentLanguage="esperanto",
+        ResponseContentType="foo/bar",
+        ResponseExpires="123",
+    )
+    assert response["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert response["ResponseMetadata"]["HTTPHeaders"]["content-type"] == "foo/bar"
+    assert response["ResponseMetadata"]["HTTPHeaders"]["content-disposition"] == "bla"
+    assert response["ResponseMetadata"]["HTTPHeaders"]["content-language"] == "esperanto"
+    assert response["ResponseMetadata"]["HTTPHeaders"]["content-encoding"] == "aaa"
+    assert response["ResponseMetadata"]["HTTPHeaders"]["cache-control"] == "no-cache"

@@ -87,7 +87,8 @@ pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> 
         let whole = req.input.range.is_none() && req.input.part_number.is_none();
         if whole && object.size_bytes <= MAX_HINTED_OBJECT_BYTES {
             let owner = req.credentials.as_ref().map_or("", |c| c.access_key.as_str());
-            return get_hinted(service, hint, owner, object, req.input.checksum_mode.as_ref()).await;
+            let answer = get_hinted(service, hint, owner, object, req.input.checksum_mode.as_ref()).await;
+            return answer.map(|answer| answer.map_output(|output| with_overrides(output, &req.input)));
         }
     }
     // Read piece by piece: the first before answering, the rest as the client takes them,
@@ -120,7 +121,7 @@ pub async fn get_object(service: &LowtailS3, req: S3Request<GetObjectInput>) -> 
     if checksum_asked(req.input.checksum_mode.as_ref(), length, &object) {
         set_checksum!(output, object.checksum.as_ref(), with_type);
     }
-    let mut answer = S3Response::new(output);
+    let mut answer = S3Response::new(with_overrides(output, &req.input));
     if hint.is_some() {
         // A ranged, part or large GET is not grouped: it says it was read alone.
         answer.headers.insert(BATCHED_HEADER, 1.into());
@@ -185,6 +186,25 @@ pub async fn head_object(
         answer.headers.insert(TAG_COUNT_HEADER, count.into());
     }
     Ok(answer)
+}
+
+/// `output` with the headers a GET's `response-*` parameters ask for in place of the object's
+/// (a presigned link that downloads under another name or type).
+fn with_overrides(mut output: GetObjectOutput, input: &GetObjectInput) -> GetObjectOutput {
+    let replace = |field: &mut Option<String>, wanted: &Option<String>| {
+        if wanted.is_some() {
+            field.clone_from(wanted);
+        }
+    };
+    replace(&mut output.cache_control, &input.response_cache_control);
+    replace(&mut output.content_disposition, &input.response_content_disposition);
+    replace(&mut output.content_encoding, &input.response_content_encoding);
+    replace(&mut output.content_language, &input.response_content_language);
+    replace(&mut output.content_type, &input.response_content_type);
+    if input.response_expires.is_some() {
+        output.expires.clone_from(&input.response_expires);
+    }
+    output
 }
 
 /// The header of an object's number of tags.

@@ -1,5 +1,5 @@
 //! Request headers asking for features lowtail does not have: ACL grants, object lock and legal hold,
-//! server-side encryption, storage classes other than STANDARD. Accepting them and storing the
+//! server-side encryption, storage classes other than STANDARD, website redirects. Accepting them and storing the
 //! object anyway would break the promise they ask for (an object "locked" in COMPLIANCE mode that a
 //! DELETE then removes), so a write carrying one is refused with the error AWS gives a bucket
 //! without the feature, before anything is stored.
@@ -49,6 +49,10 @@ pub fn refuse_unsupported(headers: &hyper::HeaderMap) -> S3Result<()> {
                 S3ErrorCode::InvalidStorageClass,
                 format!("the storage class {class:?} is not offered: every object is STANDARD"),
             ));
+        } else if name == "x-amz-website-redirect-location" {
+            // There is no website endpoint to redirect from, and a stored redirect nothing honours
+            // would be a promise silently broken.
+            return Err(s3(S3ErrorCode::NotImplemented, "website redirects are not supported"));
         } else if name.starts_with("x-amz-server-side-encryption")
             || name.starts_with("x-amz-copy-source-server-side-encryption")
         {
@@ -85,6 +89,7 @@ mod tests {
         );
         assert_eq!(refused("x-amz-meta-acl", "public-read"), None, "user metadata is not an ACL");
         assert_eq!(refused("x-amz-tagging", "project=a"), None, "tags are kept (`tagging`)");
+        assert_eq!(refused("x-amz-website-redirect-location", "/x"), Some(S3ErrorCode::NotImplemented));
         assert_eq!(refused("x-amz-storage-class", "STANDARD"), None);
         assert_eq!(refused("x-amz-storage-class", "GLACIER"), Some(S3ErrorCode::InvalidStorageClass));
         assert_eq!(refused("x-amz-storage-class", "standard"), Some(S3ErrorCode::InvalidStorageClass));
