@@ -1,8 +1,8 @@
 //! Request headers asking for features lowtail does not have: ACL grants, object lock and legal hold,
-//! server-side encryption, storage classes other than STANDARD, website redirects. Accepting them and storing the
-//! object anyway would break the promise they ask for (an object "locked" in COMPLIANCE mode that a
-//! DELETE then removes), so a write carrying one is refused with the error AWS gives a bucket
-//! without the feature, before anything is stored.
+//! server-side encryption, storage classes other than STANDARD, website redirects. Accepting them
+//! and storing the object anyway would break the promise they ask for (an object "locked" in
+//! COMPLIANCE mode that a DELETE then removes), so a write carrying one is refused with the error
+//! AWS gives a bucket without the feature, before anything is stored.
 //!
 //! Owns: the list of such headers and their errors. Must not: refuse what lowtail does do (`x-amz-acl:
 //! private` and `bucket-owner-full-control` both mean "the owner alone", which every object here is).
