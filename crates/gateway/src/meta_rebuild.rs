@@ -619,6 +619,7 @@ async fn record_object(target: &dyn MetaStore, data: &ErasureData, write: FoundW
     ensure_bucket(target, &label.bucket, label.started_ms).await?;
     let (etag, checksum) = digests(data, &write.layout, write.size_bytes, label.checksum).await?;
     let object = ObjectMeta {
+        version: Default::default(),
         tags: Default::default(),
         size_bytes: write.size_bytes,
         etag,
@@ -636,6 +637,7 @@ async fn record_object(target: &dyn MetaStore, data: &ErasureData, write: FoundW
 
 async fn ensure_bucket(target: &dyn MetaStore, name: &str, created_ms: u64) -> Result<(), DataError> {
     let bucket = BucketMeta {
+        versioning: Default::default(),
         tags: Default::default(),
         name: name.to_string(),
         created_ms,

@@ -23,6 +23,7 @@ const BUCKET: &str = "stripe-gc";
 
 fn object(body: &Bytes, layout: &Layout) -> ObjectMeta {
     ObjectMeta {
+        version: Default::default(),
         tags: Default::default(),
         size_bytes: body.len() as u64,
         etag: format!("{:x}", body.len()),
@@ -42,6 +43,7 @@ async fn commit(meta: &dyn MetaStore, key: &str, body: &Bytes, layout: &Layout) 
 
 async fn create_bucket(meta: &dyn MetaStore) {
     let bucket = BucketMeta {
+        versioning: Default::default(),
         tags: Default::default(),
         name: BUCKET.into(),
         created_ms: 1,

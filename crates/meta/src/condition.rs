@@ -83,6 +83,7 @@ mod tests {
 
     fn object(etag: &str) -> ObjectMeta {
         ObjectMeta {
+            version: Default::default(),
             tags: Default::default(),
             size_bytes: 5,
             etag: etag.into(),

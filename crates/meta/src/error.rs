@@ -23,6 +23,16 @@ pub enum MetaError {
         /// Key that was not found.
         key: String,
     },
+    /// The version of the key does not exist.
+    #[error("no such version {version_id} of {bucket}/{key}")]
+    NoSuchVersion {
+        /// Bucket that was searched.
+        bucket: String,
+        /// Key whose version was asked for.
+        key: String,
+        /// The version id asked for.
+        version_id: String,
+    },
     /// The multipart upload does not exist (never created, completed or aborted).
     #[error("no such upload: {0}")]
     NoSuchUpload(String),

@@ -10,7 +10,9 @@
 //! | key | value |
 //! |---|---|
 //! | `bucket/<name>` | `BucketMeta` |
-//! | `object/<bucket>/<key>` | `ObjectMeta` |
+//! | `object/<bucket>/<key>` | `ObjectMeta`: the key's current version, unless that is a delete marker |
+//! | `version-head/<bucket>/<escaped key>\0` | the number of a key's other versions; a guard every change of its versions rewrites |
+//! | `version/<bucket>/<escaped key>\0<16 hex>` | `ObjectMeta`: every other version of a versioned bucket's key (noncurrent ones, and a current delete marker); the suffix is `u64::MAX` − the version's sequence, so a key's versions sort newest first |
 //! | `stripe/<id: 16 hex>` | `StripeMeta` |
 //! | `node/<id: 8 hex>` | `NodeInfo` |
 //! | `node-stripe/<node: 8 hex>/<stripe: 16 hex>` | empty; index of the stripes with a unit on a node |
@@ -97,6 +99,82 @@ pub fn object_key(bucket: &str, key: &str) -> Vec<u8> {
     let mut bytes = object_prefix(bucket);
     bytes.extend_from_slice(key.as_bytes());
     bytes
+}
+
+/// Prefix of every version record of `bucket`.
+pub fn version_prefix(bucket: &str) -> Vec<u8> {
+    format!("version/{bucket}/").into_bytes()
+}
+
+/// Prefix of the version records of `key` in `bucket`: the key escaped so that no key's prefix is
+/// another's (`\0` becomes `\0\xff`), then `\0`; the order of keys is kept.
+pub fn key_versions_prefix(bucket: &str, key: &str) -> Vec<u8> {
+    let mut bytes = version_prefix(bucket);
+    for &byte in key.as_bytes() {
+        bytes.push(byte);
+        if byte == 0 {
+            bytes.push(0xff);
+        }
+    }
+    bytes.push(0);
+    bytes
+}
+
+/// The exclusive end of `key`'s version records: its prefix then `0xff`, which keeps out the
+/// records of the keys that continue it with a NUL (escaped as `\0\xff`; UTF-8 has no `0xff`).
+pub fn key_versions_end(bucket: &str, key: &str) -> Vec<u8> {
+    let mut end = key_versions_prefix(bucket, key);
+    end.push(0xff);
+    end
+}
+
+/// Key of the guard record of `key`'s versions (`versions` rewrites it with every change).
+pub fn version_head_key(bucket: &str, key: &str) -> Vec<u8> {
+    let mut bytes = format!("version-head/{bucket}/").into_bytes();
+    bytes.extend_from_slice(&key_versions_prefix(bucket, key)[version_prefix(bucket).len()..]);
+    bytes
+}
+
+/// Prefix of every version guard record of `bucket`.
+pub fn version_head_prefix(bucket: &str) -> Vec<u8> {
+    format!("version-head/{bucket}/").into_bytes()
+}
+
+/// Key of the version of `key` with `sequence`.
+pub fn version_key(bucket: &str, key: &str, sequence: u64) -> Vec<u8> {
+    let mut bytes = key_versions_prefix(bucket, key);
+    bytes.extend_from_slice(version_suffix(sequence).as_bytes());
+    bytes
+}
+
+/// The suffix of a version record (and a versioned write's id): newest first in byte order.
+pub fn version_suffix(sequence: u64) -> String {
+    format!("{:016x}", u64::MAX - sequence)
+}
+
+/// The key a version record under `bucket`'s version prefix is of, from the record key's rest.
+pub fn key_of_version(bucket: &str, record_key: &[u8]) -> Result<String> {
+    let rest = &record_key[version_prefix(bucket).len()..];
+    let mut key = Vec::with_capacity(rest.len());
+    let mut bytes = rest.iter();
+    while let Some(&byte) = bytes.next() {
+        if byte == 0 {
+            match bytes.clone().next() {
+                Some(0xff) => {
+                    bytes.next();
+                    key.push(0);
+                }
+                _ => return String::from_utf8(key).map_err(|_| corrupt_version_key(record_key)),
+            }
+        } else {
+            key.push(byte);
+        }
+    }
+    Err(corrupt_version_key(record_key))
+}
+
+fn corrupt_version_key(record_key: &[u8]) -> MetaError {
+    MetaError::Backend(format!("malformed version key {}", String::from_utf8_lossy(record_key)))
 }
 
 /// Key of a stripe.

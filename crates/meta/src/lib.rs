@@ -22,6 +22,7 @@ mod redb_backend;
 mod store;
 mod types;
 pub mod validate;
+mod versions;
 
 pub use condition::{EtagCondition, WriteCondition};
 pub use error::{MetaError, Result};

@@ -15,10 +15,12 @@ use crate::kv::{Backend, Kv, TxnFuture};
 use crate::listing;
 use crate::store::MetaStore;
 use crate::types::{
-    AccessKeyClass, BucketMeta, CompletedPart, Layout, Lease, ListObjectsQuery, MultipartCompletion, NodeId, NodeInfo,
-    NodeState, ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId, StripeMeta, UploadMeta, WriteAck,
+    AccessKeyClass, BucketMeta, Committed, CompletedPart, ContentHeaders, Layout, Lease, ListObjectsQuery,
+    MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId,
+    StripeMeta, UploadMeta, VersionStamp, Versioning, WriteAck,
 };
 use crate::validate;
+use crate::versions::{KeyVersions, check};
 
 /// Entries fetched per scan when a whole range is read.
 const SCAN_PAGE_ENTRIES: usize = 1000;
@@ -93,6 +95,72 @@ async fn scan_all<T: DeserializeOwned>(kv: &mut dyn Kv, start: Vec<u8>, end: &[u
 fn range_of(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
     // Every prefix of the schema ends in '/', so it has an end.
     (prefix.to_vec(), prefix_end(prefix).expect("schema prefixes end with '/'"))
+}
+
+impl<B: Backend> KvStore<B> {
+    /// Writes `object` (a delete marker when `object.version.delete_marker`) as the key's newest
+    /// version. A versioned bucket's version needs a sequence from the store's counter, taken
+    /// outside the transaction only once the bucket is known to be versioned, so an unversioned
+    /// write costs no counter round trip.
+    async fn write_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        object: ObjectMeta,
+        condition: &WriteCondition,
+    ) -> Result<Committed> {
+        let mut sequence: Option<u64> = None;
+        // The second attempt has a sequence; a third is needed only if the bucket became versioned
+        // between the first two, which the bound turns into a Conflict the client retries.
+        for _attempt in 0..3 {
+            let written = (bucket.to_string(), key.to_string(), object.clone(), condition.clone());
+            match self.try_write_version(written, sequence).await? {
+                Some(committed) => return Ok(committed),
+                None => sequence = Some(self.backend.next_id("version").await?),
+            }
+        }
+        Err(MetaError::Conflict(format!("bucket {bucket}'s versioning kept changing during a write")))
+    }
+
+    /// One transaction of [`KvStore::write_version`]: `None` when the bucket is versioned and no
+    /// `sequence` was given.
+    async fn try_write_version(
+        &self,
+        (bucket, key, object, condition): (String, String, ObjectMeta, WriteCondition),
+        sequence: Option<u64>,
+    ) -> Result<Option<Committed>> {
+        txn!(self.backend, write, (bucket, key, object, condition, sequence), |kv| {
+            let versioning = require_bucket(kv, &bucket).await?.versioning;
+            let versions = KeyVersions { bucket: &bucket, key: &key };
+            let sequence = match (versioning, sequence) {
+                (Versioning::Unversioned, _) => 0,
+                (_, Some(sequence)) => sequence,
+                (_, None) => return Ok(None),
+            };
+            if versioning == Versioning::Unversioned {
+                // One record, as before versions existed: no history to read or guard.
+                let object_key = format::object_key(&bucket, &key);
+                let current: Option<ObjectMeta> = get_record(kv, &object_key).await?;
+                condition.check(&bucket, &key, current.as_ref())?;
+                match object.version.delete_marker {
+                    true if current.is_some() => kv.delete(object_key)?,
+                    true => {}
+                    false => {
+                        put_record(kv, object_key, &ObjectMeta { version: VersionStamp::default(), ..object.clone() })?
+                    }
+                }
+                return Ok(Some(Committed {
+                    version: VersionStamp::default(),
+                    released: current.into_iter().collect(),
+                }));
+            }
+            let before = versions.read(kv).await?;
+            check(&condition, &bucket, &key, &before)?;
+            let (after, committed) = before.clone().written(versioning, object.clone(), sequence);
+            versions.store(kv, &before, &after)?;
+            Ok(Some(committed))
+        })
+    }
 }
 
 async fn require_bucket(kv: &mut dyn Kv, bucket: &str) -> Result<BucketMeta> {
@@ -219,6 +287,19 @@ impl<B: Backend> MetaStore for KvStore<B> {
         })
     }
 
+    async fn set_bucket_versioning(&self, name: &str, versioning: Versioning) -> Result<BucketMeta> {
+        if versioning == Versioning::Unversioned {
+            return Err(MetaError::InvalidArgument("a bucket's versioning is Enabled or Suspended".into()));
+        }
+        let name = name.to_string();
+        txn!(self.backend, write, (name, versioning), |kv| {
+            let mut bucket = require_bucket(kv, &name).await?;
+            bucket.versioning = versioning;
+            put_record(kv, format::bucket_key(&name), &bucket)?;
+            Ok(bucket)
+        })
+    }
+
     async fn list_buckets(&self) -> Result<Vec<BucketMeta>> {
         txn!(self.backend, read, (), |kv| {
             let (start, end) = range_of(&format::bucket_prefix());
@@ -230,12 +311,16 @@ impl<B: Backend> MetaStore for KvStore<B> {
         let name = name.to_string();
         txn!(self.backend, write, (name), |kv| {
             require_bucket(kv, &name).await?;
-            for prefix in [format::object_prefix(&name), format::upload_prefix(&name)] {
+            for prefix in [format::object_prefix(&name), format::upload_prefix(&name), format::version_prefix(&name)] {
                 let (start, end) = range_of(&prefix);
                 if !kv.scan(&start, &end, 1).await?.is_empty() {
                     return Err(MetaError::BucketNotEmpty(name.clone()));
                 }
             }
+            // Guards of keys with no versions left are removed with their last version; none should
+            // remain, and a bucket made again under this name must not find any.
+            let (start, end) = range_of(&format::version_head_prefix(&name));
+            kv.delete_range(start, end)?;
             kv.delete(format::bucket_key(&name))
         })
     }
@@ -246,17 +331,61 @@ impl<B: Backend> MetaStore for KvStore<B> {
         key: &str,
         meta: ObjectMeta,
         condition: &WriteCondition,
-    ) -> Result<Option<ObjectMeta>> {
+    ) -> Result<Committed> {
         validate::object_key(key)?;
         validate::tags(&meta.tags)?;
-        let (bucket, key, condition) = (bucket.to_string(), key.to_string(), condition.clone());
-        txn!(self.backend, write, (bucket, key, meta, condition), |kv| {
+        let meta = ObjectMeta { version: VersionStamp::default(), ..meta };
+        self.write_version(bucket, key, meta, condition).await
+    }
+
+    async fn delete_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: &str,
+        condition: &WriteCondition,
+    ) -> Result<Option<ObjectMeta>> {
+        validate::object_key(key)?;
+        validate::version_id(version_id)?;
+        let (bucket, key, version_id, condition) =
+            (bucket.to_string(), key.to_string(), version_id.to_string(), condition.clone());
+        txn!(self.backend, write, (bucket, key, version_id, condition), |kv| {
             require_bucket(kv, &bucket).await?;
-            let object_key = format::object_key(&bucket, &key);
-            let previous = get_record(kv, &object_key).await?;
-            condition.check(&bucket, &key, previous.as_ref())?;
-            put_record(kv, object_key, &meta)?;
-            Ok(previous)
+            let versions = KeyVersions { bucket: &bucket, key: &key };
+            let before = versions.read(kv).await?;
+            condition.check(&bucket, &key, before.find(&version_id))?;
+            let (after, removed) = before.clone().without(&version_id);
+            if removed.is_some() {
+                versions.store(kv, &before, &after)?;
+            }
+            Ok(removed)
+        })
+    }
+
+    async fn get_version(&self, bucket: &str, key: &str, version_id: &str) -> Result<ObjectMeta> {
+        validate::object_key(key)?;
+        let (bucket, key, version_id) = (bucket.to_string(), key.to_string(), version_id.to_string());
+        txn!(self.backend, read, (bucket, key, version_id), |kv| {
+            require_bucket(kv, &bucket).await?;
+            let missing = || MetaError::NoSuchVersion {
+                bucket: bucket.clone(),
+                key: key.clone(),
+                version_id: version_id.clone(),
+            };
+            if validate::version_id(&version_id).is_err() {
+                return Err(missing());
+            }
+            let history = KeyVersions { bucket: &bucket, key: &key }.read(kv).await?;
+            history.find(&version_id).cloned().ok_or_else(missing)
+        })
+    }
+
+    async fn key_versions(&self, bucket: &str, key: &str) -> Result<Vec<ObjectMeta>> {
+        validate::object_key(key)?;
+        let (bucket, key) = (bucket.to_string(), key.to_string());
+        txn!(self.backend, read, (bucket, key), |kv| {
+            require_bucket(kv, &bucket).await?;
+            Ok(KeyVersions { bucket: &bucket, key: &key }.read(kv).await?.all())
         })
     }
 
@@ -276,19 +405,23 @@ impl<B: Backend> MetaStore for KvStore<B> {
         bucket: &str,
         key: &str,
         condition: &WriteCondition,
-    ) -> Result<Option<ObjectMeta>> {
+        at_ms: u64,
+    ) -> Result<Committed> {
         validate::object_key(key)?;
-        let (bucket, key, condition) = (bucket.to_string(), key.to_string(), condition.clone());
-        txn!(self.backend, write, (bucket, key, condition), |kv| {
-            require_bucket(kv, &bucket).await?;
-            let object_key = format::object_key(&bucket, &key);
-            let previous: Option<ObjectMeta> = get_record(kv, &object_key).await?;
-            condition.check(&bucket, &key, previous.as_ref())?;
-            if previous.is_some() {
-                kv.delete(object_key)?;
-            }
-            Ok(previous)
-        })
+        let marker = ObjectMeta {
+            size_bytes: 0,
+            etag: String::new(),
+            content_type: None,
+            user_metadata: BTreeMap::new(),
+            headers: ContentHeaders::default(),
+            last_modified_ms: at_ms,
+            completed_upload_id: None,
+            checksum: None,
+            tags: BTreeMap::new(),
+            version: VersionStamp { delete_marker: true, ..VersionStamp::default() },
+            layout: Layout::Striped { segments: Vec::new() },
+        };
+        self.write_version(bucket, key, marker, condition).await
     }
 
     async fn set_object_tags(&self, bucket: &str, key: &str, tags: BTreeMap<String, String>) -> Result<ObjectMeta> {

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use crate::condition::WriteCondition;
 use crate::error::Result;
 use crate::types::{
-    AccessKeyClass, BucketMeta, CompletedPart, Layout, Lease, MultipartCompletion, NodeId, NodeInfo, NodeState,
-    ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId, StripeMeta, UploadMeta, WriteAck,
+    AccessKeyClass, BucketMeta, Committed, CompletedPart, Layout, Lease, MultipartCompletion, NodeId, NodeInfo,
+    NodeState, ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId, StripeMeta, UploadMeta, Versioning,
+    WriteAck,
 };
 
 /// Cluster metadata. Every mutating call is one atomic, durable transaction: it either happens entirely
@@ -40,6 +41,9 @@ pub trait MetaStore: Send + Sync {
     /// Replaces bucket `name`'s tags (empty: removes them) and returns the bucket as stored;
     /// `NoSuchBucket` if absent.
     async fn set_bucket_tags(&self, name: &str, tags: BTreeMap<String, String>) -> Result<BucketMeta>;
+    /// Sets bucket `name`'s versioning to `Enabled` or `Suspended` and returns the bucket;
+    /// `InvalidArgument` for `Unversioned` (a bucket never goes back), `NoSuchBucket` if absent.
+    async fn set_bucket_versioning(&self, name: &str, versioning: Versioning) -> Result<BucketMeta>;
     /// All buckets, sorted by name.
     async fn list_buckets(&self) -> Result<Vec<BucketMeta>>;
     /// Deletes a bucket; `BucketNotEmpty` if it holds any object or multipart upload (checked atomically
@@ -51,29 +55,59 @@ pub trait MetaStore: Send + Sync {
     /// Writes an object's metadata, replacing any previous version, and returns the replaced version (its
     /// layout is garbage the caller collects).
     async fn put_object(&self, bucket: &str, key: &str, meta: ObjectMeta) -> Result<Option<ObjectMeta>> {
-        self.put_object_if(bucket, key, meta, &WriteCondition::default()).await
+        let committed = self.put_object_if(bucket, key, meta, &WriteCondition::default()).await?;
+        Ok(committed.released.into_iter().next())
     }
-    /// [`MetaStore::put_object`] if `condition` holds for the object the key holds, checked in the
-    /// transaction that writes (`PreconditionFailed`, or `NoSuchKey` for a condition that needs an
-    /// object); nothing is written otherwise.
+    /// Writes an object as its key's newest version, if `condition` holds for the object the key
+    /// holds, checked in the transaction that writes (`PreconditionFailed`, or `NoSuchKey` for a
+    /// condition that needs an object; nothing is written otherwise). In an unversioned bucket it
+    /// replaces the key's object; in a versioned one the store stamps it with a new version
+    /// (`meta.version` is ignored) and keeps the older ones (a suspended bucket's write replaces
+    /// the `null` version). Returns the version written and what it released.
     async fn put_object_if(
         &self,
         bucket: &str,
         key: &str,
         meta: ObjectMeta,
         condition: &WriteCondition,
-    ) -> Result<Option<ObjectMeta>>;
+    ) -> Result<Committed>;
     /// An object's metadata; `NoSuchKey` if absent.
     async fn get_object(&self, bucket: &str, key: &str) -> Result<ObjectMeta>;
     /// Deletes an object and returns what was removed (`None` if there was nothing: S3 deletes of absent
     /// keys succeed).
+    /// In a versioned bucket it adds a delete marker stamped at time 0 (S3's deletes use
+    /// [`MetaStore::delete_object_if`] with their time).
     async fn delete_object(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>> {
-        self.delete_object_if(bucket, key, &WriteCondition::default()).await
+        let committed = self.delete_object_if(bucket, key, &WriteCondition::default(), 0).await?;
+        Ok(committed.released.into_iter().next())
     }
-    /// [`MetaStore::delete_object`] if `condition` holds, checked in the transaction that deletes
-    /// (as [`MetaStore::put_object_if`]).
-    async fn delete_object_if(&self, bucket: &str, key: &str, condition: &WriteCondition)
-    -> Result<Option<ObjectMeta>>;
+    /// Deletes the key's object if `condition` holds, checked in the transaction that deletes (as
+    /// [`MetaStore::put_object_if`]). In a versioned bucket it adds a delete marker as the key's
+    /// newest version, last modified at `at_ms` (a suspended bucket's replaces the `null`
+    /// version). Returns the marker written (the default stamp when unversioned) and what it
+    /// released.
+    async fn delete_object_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        condition: &WriteCondition,
+        at_ms: u64,
+    ) -> Result<Committed>;
+    /// Deletes the version `version_id` of the key (`null` names the null version) if
+    /// `condition` holds for it, making the newest remaining version current; returns it (its
+    /// layout is garbage), `None` when there is no such version. `InvalidArgument` for an id the
+    /// store could not have given.
+    async fn delete_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: &str,
+        condition: &WriteCondition,
+    ) -> Result<Option<ObjectMeta>>;
+    /// The version `version_id` of the key, a delete marker included; `NoSuchVersion` if absent.
+    async fn get_version(&self, bucket: &str, key: &str, version_id: &str) -> Result<ObjectMeta>;
+    /// Every version of the key, newest first, delete markers included.
+    async fn key_versions(&self, bucket: &str, key: &str) -> Result<Vec<ObjectMeta>>;
     /// Replaces the tags of the object `bucket/key` holds (empty: removes them), keeping everything
     /// else, and returns the record written; `NoSuchKey` if absent.
     async fn set_object_tags(&self, bucket: &str, key: &str, tags: BTreeMap<String, String>) -> Result<ObjectMeta>;

@@ -60,6 +60,77 @@ pub struct BucketMeta {
     /// The bucket's tags (PutBucketTagging), by key.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// Whether the bucket keeps versions (PutBucketVersioning).
+    #[serde(default, skip_serializing_if = "Versioning::is_unversioned")]
+    pub versioning: Versioning,
+}
+
+/// What a committed write or delete did to its key's versions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Committed {
+    /// The version written: a delete marker for a delete in a versioned bucket, the default stamp
+    /// in an unversioned one.
+    pub version: VersionStamp,
+    /// The versions no longer stored (the one an unversioned write replaced or delete removed, the
+    /// `null` version a suspended bucket's write or delete replaced): their layouts are garbage the
+    /// caller releases. At most one.
+    pub released: Vec<ObjectMeta>,
+}
+
+/// A bucket's versioning state, as S3 has it: once enabled, a bucket is never unversioned again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Versioning {
+    /// Never enabled: a write replaces the key's object, a delete removes it.
+    #[default]
+    Unversioned,
+    /// Every write is a new version and a delete adds a delete marker; older versions stay.
+    Enabled,
+    /// Writes and deletes replace the key's `null` version; versions made while enabled stay.
+    Suspended,
+}
+
+impl Versioning {
+    /// Whether the bucket was never versioned.
+    pub fn is_unversioned(&self) -> bool {
+        *self == Versioning::Unversioned
+    }
+}
+
+/// Which version of its key an object record is. The default is the `null` version an
+/// unversioned bucket writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionStamp {
+    /// The version id; `None` is the `null` version (written unversioned or while suspended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The version's place in its key's history: larger is newer (0 before versioning).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sequence: u64,
+    /// A delete marker: a version without bytes that makes the key read as absent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
+}
+
+impl VersionStamp {
+    /// The id S3 answers: `null` for the null version.
+    pub fn id_or_null(&self) -> &str {
+        self.id.as_deref().unwrap_or("null")
+    }
+
+    /// Whether this is the version S3 calls `version_id` (`null` names the null version).
+    pub fn is(&self, version_id: &str) -> bool {
+        self.id_or_null() == version_id
+    }
+
+    /// Whether this is the default stamp (an unversioned write).
+    pub fn is_unversioned(&self) -> bool {
+        *self == VersionStamp::default()
+    }
 }
 
 impl BucketMeta {
@@ -305,6 +376,9 @@ pub struct ObjectMeta {
     /// The object's tags (`x-amz-tagging`, PutObjectTagging), by key.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// Which version of its key this is (set by the store when it commits the write).
+    #[serde(default, skip_serializing_if = "VersionStamp::is_unversioned")]
+    pub version: VersionStamp,
     /// Where the bytes live.
     pub layout: Layout,
 }

@@ -45,6 +45,15 @@ pub fn tags(tags: &std::collections::BTreeMap<String, String>) -> Result<()> {
     Ok(())
 }
 
+/// Checks a version id: `null`, or one the store gives (16 lower-case hex digits).
+pub fn version_id(version_id: &str) -> Result<()> {
+    let given = version_id.len() == 16 && version_id.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
+    if version_id == "null" || given {
+        return Ok(());
+    }
+    Err(MetaError::InvalidArgument(format!("{version_id:?} is not a version id")))
+}
+
 /// Checks a latency class number: `1..=MAX_CLASS`. Whether a gateway runs that many classes is the
 /// gateway's check; the store only refuses numbers no gateway could run.
 pub fn class(class: u8) -> Result<()> {

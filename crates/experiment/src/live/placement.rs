@@ -206,6 +206,7 @@ mod tests {
 
     fn object(layout: Layout, size: u64) -> ObjectMeta {
         ObjectMeta {
+            version: Default::default(),
             tags: Default::default(),
             size_bytes: size,
             etag: "e".into(),
@@ -234,6 +235,7 @@ mod tests {
         let store = RedbStore::open(dir.path()).unwrap();
         store
             .create_bucket(BucketMeta {
+                versioning: Default::default(),
                 tags: Default::default(),
                 name: "bkt".into(),
                 created_ms: 0,

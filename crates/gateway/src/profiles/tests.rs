@@ -12,6 +12,7 @@ fn target(slots: Option<u32>) -> GatewayTarget {
 
 fn bucket(name: &str) -> BucketMeta {
     BucketMeta {
+        versioning: Default::default(),
         tags: Default::default(),
         name: name.into(),
         created_ms: 1,

@@ -80,6 +80,7 @@ pub async fn create_bucket(
         .filter(|region| !region.is_empty());
     let requester = req.credentials.as_ref().map(|credentials| credentials.access_key.clone());
     let bucket = BucketMeta {
+        versioning: Default::default(),
         tags: Default::default(),
         name: name.clone(),
         created_ms: now_ms(),

@@ -148,6 +148,7 @@ pub async fn copy_object(
     let (written, etag, copied_checksum) = crate::data::io::descriptor::labelled(label, copied).await?;
     let last_modified_ms = now_ms();
     let object = ObjectMeta {
+        version: Default::default(),
         tags,
         size_bytes: source.size_bytes,
         etag: etag.clone(),

@@ -16,6 +16,7 @@ use super::conditions;
 use super::errors::{from_meta, s3};
 use super::names::check_key;
 use super::service::LowtailS3;
+use super::timestamps::now_ms;
 use super::versions;
 use super::write::release;
 
@@ -55,7 +56,8 @@ async fn delete_one(
         }
         return Ok(());
     }
-    if let Some(removed) = service.meta.delete_object_if(bucket, key, condition).await.map_err(from_meta)? {
+    let committed = service.meta.delete_object_if(bucket, key, condition, now_ms()).await.map_err(from_meta)?;
+    for removed in &committed.released {
         release(service, &removed.layout).await;
     }
     Ok(())

@@ -14,6 +14,7 @@ pub fn from_meta(error: MetaError) -> S3Error {
         MetaError::BucketAlreadyExists(_) => S3ErrorCode::BucketAlreadyExists,
         MetaError::BucketNotEmpty(_) => S3ErrorCode::BucketNotEmpty,
         MetaError::NoSuchKey { .. } => S3ErrorCode::NoSuchKey,
+        MetaError::NoSuchVersion { .. } => S3ErrorCode::NoSuchVersion,
         MetaError::NoSuchUpload(_) => S3ErrorCode::NoSuchUpload,
         MetaError::InvalidPart { .. } => S3ErrorCode::InvalidPart,
         MetaError::InvalidPartOrder => S3ErrorCode::InvalidPartOrder,

@@ -207,6 +207,7 @@ pub async fn complete_multipart_upload(
     let object_checksum = checksum::for_completion(upload.checksum.as_ref(), &completion)?;
     let etag = multipart_etag(&used.iter().map(|part| part.etag.as_str()).collect::<Vec<_>>())?;
     let object = ObjectMeta {
+        version: Default::default(),
         tags: upload.tags,
         size_bytes: offset_bytes,
         etag: etag.clone(),

@@ -46,6 +46,7 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
     );
     let body = labelled(label, write::write_body(service, body, claims, ack)).await?;
     let object = ObjectMeta {
+        version: Default::default(),
         tags,
         size_bytes: body.size_bytes,
         etag: body.etag.clone(),
@@ -60,8 +61,8 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
     // Checked again where it commits: of writers racing on the key, only those it holds for win.
     let condition = conditions::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref(), None, None);
     let committed = service.meta.put_object_if(&input.bucket, &input.key, object, &condition).await;
-    settle_commit(service, committed.map(|replaced| replaced.map(|version| version.layout)), &body.written.layout)
-        .await?;
+    let replaced = committed.map(|committed| committed.released.into_iter().next().map(|version| version.layout));
+    settle_commit(service, replaced, &body.written.layout).await?;
     let mut output = PutObjectOutput {
         e_tag: Some(ETag::Strong(body.etag)),
         size: i64::try_from(body.size_bytes).ok(),

@@ -142,6 +142,7 @@ mod tests {
     async fn resolver(dir: &std::path::Path) -> ClassResolver {
         let meta: Arc<dyn MetaStore> = Arc::new(meta::RedbStore::open(dir).unwrap());
         let bucket = |name: &str, class| meta::BucketMeta {
+            versioning: Default::default(),
             tags: Default::default(),
             name: name.into(),
             created_ms: 0,

@@ -167,6 +167,7 @@ mod tests {
 
     fn object(bytes: &[u8], etag: String, checksum: Option<meta::StoredChecksum>, layout: Layout) -> ObjectMeta {
         ObjectMeta {
+            version: Default::default(),
             tags: Default::default(),
             size_bytes: bytes.len() as u64,
             etag,

@@ -7,9 +7,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use meta::{
-    AccessKeyClass, BucketMeta, CompletedPart, CompositePiece, ContentHeaders, EtagCondition, Layout, Lease,
+    AccessKeyClass, BucketMeta, Committed, CompletedPart, CompositePiece, ContentHeaders, EtagCondition, Layout, Lease,
     ListObjectsQuery, MetaError, MetaStore, NodeId, NodeInfo, NodeState, ObjectMeta, PartMeta, StoredProfile, StripeId,
-    StripeMeta, StripeSegment, StripeState, UploadMeta, WriteAck, WriteCondition,
+    StripeMeta, StripeSegment, StripeState, UploadMeta, Versioning, WriteAck, WriteCondition,
 };
 
 /// No condition.
@@ -34,6 +34,9 @@ cases!(
     conditional_writes,
     conditional_writes_race,
     tags,
+    versions,
+    versions_keep_keys_apart,
+    versions_race,
     listing_examples,
     listing_matches_model,
     stripe_ids_are_unique,
@@ -53,6 +56,7 @@ cases!(
 
 pub fn bucket(name: &str) -> BucketMeta {
     BucketMeta {
+        versioning: Default::default(),
         tags: Default::default(),
         name: name.into(),
         created_ms: 1_700_000_000_000,
@@ -67,6 +71,7 @@ pub fn bucket(name: &str) -> BucketMeta {
 
 pub fn object(size_bytes: u64, stripe: u64) -> ObjectMeta {
     ObjectMeta {
+        version: Default::default(),
         tags: Default::default(),
         size_bytes,
         etag: format!("etag-{size_bytes}-{stripe}"),
@@ -125,20 +130,21 @@ async fn conditional_writes(store: Arc<dyn MetaStore>) {
     let (first, second) = (object(10, 1), object(20, 2));
     let missing = store.put_object_if("cond", "k", first.clone(), &if_etag(&first.etag)).await;
     assert!(matches!(missing, Err(MetaError::NoSuchKey { .. })), "If-Match on no object: {missing:?}");
-    assert_eq!(store.put_object_if("cond", "k", first.clone(), &if_absent()).await, Ok(None));
+    assert_eq!(store.put_object_if("cond", "k", first.clone(), &if_absent()).await, Ok(Committed::default()));
     assert!(is_precondition_failed(store.put_object_if("cond", "k", second.clone(), &if_absent()).await));
     assert!(is_precondition_failed(store.put_object_if("cond", "k", second.clone(), &if_etag("other")).await));
     assert_eq!(store.get_object("cond", "k").await.unwrap(), first, "a failed condition changes nothing");
     let replaced = store.put_object_if("cond", "k", second.clone(), &if_etag(&first.etag)).await.unwrap();
-    assert_eq!(replaced, Some(first.clone()));
+    assert_eq!(replaced.released, std::slice::from_ref(&first));
     // Deletes: by ETag, by size and last-modified second.
-    assert!(is_precondition_failed(store.delete_object_if("cond", "k", &if_etag(&first.etag)).await));
+    assert!(is_precondition_failed(store.delete_object_if("cond", "k", &if_etag(&first.etag), 0).await));
     let wrong_size = WriteCondition { if_size_bytes: Some(21), ..NONE };
-    assert!(is_precondition_failed(store.delete_object_if("cond", "k", &wrong_size).await));
+    assert!(is_precondition_failed(store.delete_object_if("cond", "k", &wrong_size, 0).await));
     let modified_secs = (second.last_modified_ms / 1000) as i64;
     let exact = WriteCondition { if_size_bytes: Some(20), if_last_modified_secs: Some(modified_secs), ..NONE };
-    assert_eq!(store.delete_object_if("cond", "k", &exact).await, Ok(Some(second.clone())));
-    assert!(matches!(store.delete_object_if("cond", "k", &exact).await, Err(MetaError::NoSuchKey { .. })));
+    let deleted = store.delete_object_if("cond", "k", &exact, 0).await.unwrap();
+    assert_eq!(deleted.released, std::slice::from_ref(&second));
+    assert!(matches!(store.delete_object_if("cond", "k", &exact, 0).await, Err(MetaError::NoSuchKey { .. })));
     // A completion whose condition fails leaves the upload and its parts as they were.
     store.put_object("cond", "k", first.clone()).await.unwrap();
     let id = store.create_multipart(upload("cond", "k")).await.unwrap().upload_id;
@@ -211,6 +217,112 @@ async fn tags(store: Arc<dyn MetaStore>) {
     assert_eq!(store.get_object("tagged", "k").await.unwrap(), written, "a refused tag set changes nothing");
     assert!(store.set_object_tags("tagged", "k", BTreeMap::new()).await.unwrap().tags.is_empty());
     assert!(store.set_bucket_tags("tagged", BTreeMap::new()).await.unwrap().tags.is_empty());
+}
+
+fn ids(versions: &[ObjectMeta]) -> Vec<(String, bool)> {
+    versions.iter().map(|v| (v.version.id_or_null().to_string(), v.version.delete_marker)).collect()
+}
+
+async fn versions(store: Arc<dyn MetaStore>) {
+    store.create_bucket(bucket("ver")).await.unwrap();
+    assert!(is_invalid(store.set_bucket_versioning("ver", Versioning::Unversioned).await));
+    let missing = store.set_bucket_versioning("nope-nope", Versioning::Enabled).await;
+    assert_eq!(missing, Err(MetaError::NoSuchBucket("nope-nope".into())));
+    let (a, b, c, d) = (object(1, 1), object(2, 2), object(3, 3), object(4, 4));
+    store.put_object("ver", "k", a.clone()).await.unwrap();
+    let enabled = store.set_bucket_versioning("ver", Versioning::Enabled).await.unwrap();
+    assert_eq!(enabled.versioning, Versioning::Enabled);
+    // Enabled: a write is a new version and keeps the older ones.
+    let put_b = store.put_object_if("ver", "k", b.clone(), &NONE).await.unwrap();
+    assert!(put_b.released.is_empty() && put_b.version.id.is_some(), "{put_b:?}");
+    let b_id = put_b.version.id.clone().unwrap();
+    let versions = store.key_versions("ver", "k").await.unwrap();
+    assert_eq!(ids(&versions), [(b_id.clone(), false), ("null".into(), false)]);
+    assert_eq!(store.get_object("ver", "k").await.unwrap().etag, b.etag);
+    assert_eq!(store.get_version("ver", "k", "null").await.unwrap().etag, a.etag);
+    assert_eq!(store.get_version("ver", "k", &b_id).await.unwrap().etag, b.etag);
+    let absent = store.get_version("ver", "k", "0123456789abcdef").await;
+    assert!(matches!(absent, Err(MetaError::NoSuchVersion { .. })), "{absent:?}");
+    // A delete adds a marker: the key reads absent, lists nowhere, and the bucket is not empty.
+    let marker = store.delete_object_if("ver", "k", &NONE, 77).await.unwrap();
+    assert!(marker.version.delete_marker && marker.released.is_empty(), "{marker:?}");
+    let marker_id = marker.version.id.clone().unwrap();
+    assert!(matches!(store.get_object("ver", "k").await, Err(MetaError::NoSuchKey { .. })));
+    assert!(store.list_objects("ver", &ListObjectsQuery::default()).await.unwrap().objects.is_empty());
+    assert_eq!(store.get_version("ver", "k", &marker_id).await.unwrap().last_modified_ms, 77);
+    assert!(matches!(store.delete_bucket("ver").await, Err(MetaError::BucketNotEmpty(_))));
+    // If-None-Match: * holds for a key whose newest version is a marker.
+    let put_c = store.put_object_if("ver", "k", c.clone(), &if_absent()).await.unwrap();
+    let c_id = put_c.version.id.clone().unwrap();
+    let expected = [(c_id.clone(), false), (marker_id.clone(), true), (b_id.clone(), false), ("null".into(), false)];
+    assert_eq!(ids(&store.key_versions("ver", "k").await.unwrap()), expected);
+    // Deleting versions: the newest remaining one becomes current (a marker never does).
+    assert_eq!(store.delete_version("ver", "k", &c_id, &NONE).await.unwrap().unwrap().etag, c.etag);
+    assert!(matches!(store.get_object("ver", "k").await, Err(MetaError::NoSuchKey { .. })), "the marker");
+    store.delete_version("ver", "k", &marker_id, &NONE).await.unwrap().unwrap();
+    assert_eq!(store.get_object("ver", "k").await.unwrap().etag, b.etag, "b is current again");
+    assert_eq!(store.delete_version("ver", "k", "0123456789abcdef", &NONE).await, Ok(None));
+    assert!(is_invalid(store.delete_version("ver", "k", "not-an-id", &NONE).await));
+    // Suspended: a write replaces the null version wherever it is.
+    store.put_object("ver", "k", d.clone()).await.unwrap();
+    store.set_bucket_versioning("ver", Versioning::Suspended).await.unwrap();
+    let put_c = store.put_object_if("ver", "k", c.clone(), &NONE).await.unwrap();
+    assert_eq!((put_c.version.id.as_deref(), put_c.released.len()), (None, 1), "{put_c:?}");
+    assert_eq!(put_c.released[0].etag, a.etag, "the old null version is released");
+    let after: Vec<String> = store.key_versions("ver", "k").await.unwrap().iter().map(|v| v.etag.clone()).collect();
+    assert_eq!(after, [c.etag.clone(), d.etag.clone(), b.etag.clone()]);
+    // A suspended delete replaces the null version with a null marker; deleting it brings d back.
+    let marker = store.delete_object_if("ver", "k", &NONE, 88).await.unwrap();
+    assert_eq!((marker.version.id.as_deref(), marker.version.delete_marker), (None, true));
+    assert_eq!(marker.released.iter().map(|v| v.etag.as_str()).collect::<Vec<_>>(), [c.etag.as_str()]);
+    assert!(matches!(store.get_object("ver", "k").await, Err(MetaError::NoSuchKey { .. })));
+    store.delete_version("ver", "k", "null", &NONE).await.unwrap().unwrap();
+    assert_eq!(store.get_object("ver", "k").await.unwrap().etag, d.etag);
+    // Every version deleted: the bucket can go.
+    for version in store.key_versions("ver", "k").await.unwrap() {
+        store.delete_version("ver", "k", version.version.id_or_null(), &NONE).await.unwrap().unwrap();
+    }
+    assert_eq!(store.key_versions("ver", "k").await.unwrap(), []);
+    store.delete_bucket("ver").await.unwrap();
+}
+
+async fn versions_keep_keys_apart(store: Arc<dyn MetaStore>) {
+    // Keys that are prefixes of each other, or hold a NUL byte, keep their own histories.
+    store.create_bucket(bucket("apart")).await.unwrap();
+    store.set_bucket_versioning("apart", Versioning::Enabled).await.unwrap();
+    let keys = ["a", "a\0b", "a\0", "ab", "a/b"];
+    for (i, key) in keys.iter().enumerate() {
+        for round in 0..2u64 {
+            store.put_object("apart", key, object(10 * i as u64 + round, round)).await.unwrap();
+        }
+        store.delete_object("apart", key).await.unwrap();
+    }
+    for (i, key) in keys.iter().enumerate() {
+        let versions = store.key_versions("apart", key).await.unwrap();
+        let sizes: Vec<u64> = versions.iter().map(|v| v.size_bytes).collect();
+        assert_eq!(sizes, [0, 10 * i as u64 + 1, 10 * i as u64], "{key:?}");
+        assert!(versions[0].version.delete_marker);
+    }
+}
+
+async fn versions_race(store: Arc<dyn MetaStore>) {
+    // 16 writers of one key of a versioned bucket at once: 16 versions, none lost or merged.
+    store.create_bucket(bucket("raced")).await.unwrap();
+    store.set_bucket_versioning("raced", Versioning::Enabled).await.unwrap();
+    let writes: Vec<_> = (0..16u64)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { store.put_object_if("raced", "k", object(i, i), &NONE).await.unwrap() })
+        })
+        .collect();
+    let mut written = BTreeSet::new();
+    for write in writes {
+        written.insert(write.await.unwrap().version.id.unwrap());
+    }
+    let versions = store.key_versions("raced", "k").await.unwrap();
+    let stored: BTreeSet<String> = versions.iter().map(|v| v.version.id.clone().unwrap()).collect();
+    assert_eq!((written.len(), stored), (16, written));
+    assert_eq!(store.get_object("raced", "k").await.unwrap(), versions[0], "the newest is current");
 }
 
 fn is_invalid<T: std::fmt::Debug>(result: Result<T, MetaError>) -> bool {

@@ -1,0 +1,244 @@
+//! Versions of a versioned bucket's keys, inside one transaction of `ops`: where each version
+//! record lives (`format`: the current version at `object/…` unless it is a delete marker, every
+//! other version under `version/…`, newest first), how a write, a delete and a delete of one
+//! version change them, and which versions they release. Owns those rules; must not open
+//! transactions, allocate sequences (the caller passes one) or know anything of S3 requests.
+//!
+//! A change reads the key's whole history first ([`History::read`]), computes the new history in
+//! memory (pure functions, tested below), then writes the difference ([`History::store`]): the
+//! backends' rule is that a transaction never reads a key after writing it. Every change also
+//! rewrites the key's guard record (`version-head/…`), which every change reads first, so two
+//! transactions changing one key's history conflict even where one only deletes a record the
+//! other scanned (etcd guards scanned ranges against insertions and changes, not deletions).
+//!
+//! The invariant every change keeps: a key's `object/` record, when present, is its newest
+//! version and is not a delete marker; when it is absent, the key reads as absent, and its newest
+//! version record (if any) is a delete marker. At most one `null` version exists per key.
+
+use std::collections::BTreeMap;
+
+use crate::condition::WriteCondition;
+use crate::error::{MetaError, Result};
+use crate::format;
+use crate::kv::Kv;
+use crate::types::{Committed, ObjectMeta, VersionStamp, Versioning};
+
+/// Most versions of one key a transaction reads.
+pub const MAX_KEY_VERSIONS: usize = 100_000;
+/// Version records read per scan.
+const SCAN_PAGE_ENTRIES: usize = 256;
+
+/// One key's versions as a transaction read them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct History {
+    /// The current version, when it is not a delete marker.
+    pub current: Option<ObjectMeta>,
+    /// Every other version, newest first.
+    pub others: Vec<ObjectMeta>,
+}
+
+/// Where one key's versions live.
+pub(crate) struct KeyVersions<'a> {
+    pub bucket: &'a str,
+    pub key: &'a str,
+}
+
+impl KeyVersions<'_> {
+    /// Reads the key's history (and its guard, so a concurrent change conflicts).
+    pub async fn read(&self, kv: &mut dyn Kv) -> Result<History> {
+        kv.get(&format::version_head_key(self.bucket, self.key)).await?;
+        let current = get(kv, &format::object_key(self.bucket, self.key)).await?;
+        let end = format::key_versions_end(self.bucket, self.key);
+        let mut cursor = format::key_versions_prefix(self.bucket, self.key);
+        let mut others = Vec::new();
+        for _page in 0..MAX_KEY_VERSIONS.div_ceil(SCAN_PAGE_ENTRIES) {
+            let page = kv.scan(&cursor, &end, SCAN_PAGE_ENTRIES).await?;
+            for (key, value) in &page {
+                others.push(format::decode(key, value)?);
+            }
+            match page.last() {
+                Some((last, _)) if page.len() == SCAN_PAGE_ENTRIES => cursor = format::key_successor(last),
+                _ => return Ok(History { current, others }),
+            }
+        }
+        Err(MetaError::Backend(format!("more than {MAX_KEY_VERSIONS} versions of {}/{}", self.bucket, self.key)))
+    }
+
+    /// Writes what changed from `before` to `after`, and the key's guard.
+    pub fn store(&self, kv: &mut dyn Kv, before: &History, after: &History) -> Result<()> {
+        let object_key = format::object_key(self.bucket, self.key);
+        match (&before.current, &after.current) {
+            (_, Some(current)) if before.current.as_ref() != Some(current) => put(kv, object_key, current)?,
+            (Some(_), None) => kv.delete(object_key)?,
+            _ => {}
+        }
+        let by_sequence = |history: &History| -> BTreeMap<u64, ObjectMeta> {
+            history.others.iter().map(|version| (version.version.sequence, version.clone())).collect()
+        };
+        let (old, new) = (by_sequence(before), by_sequence(after));
+        for sequence in old.keys().filter(|sequence| !new.contains_key(sequence)) {
+            kv.delete(format::version_key(self.bucket, self.key, *sequence))?;
+        }
+        for (sequence, version) in new.iter().filter(|(sequence, version)| old.get(sequence) != Some(version)) {
+            put(kv, format::version_key(self.bucket, self.key, *sequence), version)?;
+        }
+        let head = format::version_head_key(self.bucket, self.key);
+        match after.current.is_some() || !after.others.is_empty() {
+            true => kv.put(head, format::encode(&(after.others.len() as u64))),
+            false => kv.delete(head),
+        }
+    }
+}
+
+impl History {
+    /// The version `version_id` names (`null` names the null version), current or not.
+    pub fn find(&self, version_id: &str) -> Option<&ObjectMeta> {
+        self.current.iter().chain(&self.others).find(|version| version.version.is(version_id))
+    }
+
+    /// Every version, newest first.
+    pub fn all(self) -> Vec<ObjectMeta> {
+        self.current.into_iter().chain(self.others).collect()
+    }
+
+    /// The history after `object` (a delete marker when `object.version.delete_marker`) is written
+    /// as the newest version under `versioning` with `sequence`, and what that releases. `object`'s
+    /// stamp is the store's to set.
+    pub fn written(mut self, versioning: Versioning, mut object: ObjectMeta, sequence: u64) -> (History, Committed) {
+        let marker = object.version.delete_marker;
+        let mut released = Vec::new();
+        let id = match versioning {
+            Versioning::Unversioned => {
+                assert!(!marker && self.others.is_empty(), "an unversioned key has one version, never a marker");
+                released.extend(self.current.take());
+                object.version = VersionStamp::default();
+                self.current = Some(object);
+                let version = VersionStamp::default();
+                return (self, Committed { version, released });
+            }
+            Versioning::Enabled => Some(format::version_suffix(sequence)),
+            Versioning::Suspended => {
+                // The null version is replaced wherever it is.
+                if let Some(null) = self.current.take_if(|current| current.version.id.is_none()) {
+                    released.push(null);
+                }
+                if let Some(at) = self.others.iter().position(|version| version.version.id.is_none()) {
+                    released.push(self.others.remove(at));
+                }
+                None
+            }
+        };
+        object.version = VersionStamp { id, sequence, delete_marker: marker };
+        let version = object.version.clone();
+        if let Some(current) = self.current.take() {
+            self.others.insert(0, current);
+        }
+        match marker {
+            true => self.others.insert(0, object),
+            false => self.current = Some(object),
+        }
+        released.retain(|version| !version.version.delete_marker);
+        assert!(released.len() <= 1, "a key has at most one null version to release");
+        (self, Committed { version, released })
+    }
+
+    /// The history without the version `version_id` names, and that version (`None`: no such
+    /// version, nothing changed). The newest remaining version becomes current unless it is a
+    /// delete marker.
+    pub fn without(mut self, version_id: &str) -> (History, Option<ObjectMeta>) {
+        let removed = match self.current.take_if(|current| current.version.is(version_id)) {
+            Some(current) => Some(current),
+            None => {
+                let at = self.others.iter().position(|version| version.version.is(version_id));
+                at.map(|at| self.others.remove(at))
+            }
+        };
+        if self.current.is_none() && self.others.first().is_some_and(|newest| !newest.version.delete_marker) {
+            self.current = Some(self.others.remove(0));
+        }
+        (self, removed)
+    }
+}
+
+/// Checks `condition` against what the key reads as now (its current version, absent when that is
+/// a delete marker).
+pub(crate) fn check(condition: &WriteCondition, bucket: &str, key: &str, history: &History) -> Result<()> {
+    condition.check(bucket, key, history.current.as_ref())
+}
+
+async fn get(kv: &mut dyn Kv, key: &[u8]) -> Result<Option<ObjectMeta>> {
+    match kv.get(key).await? {
+        Some(bytes) => format::decode(key, &bytes).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn put(kv: &mut dyn Kv, key: Vec<u8>, object: &ObjectMeta) -> Result<()> {
+    kv.put(key, format::encode(object))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Layout;
+
+    fn object(size_bytes: u64) -> ObjectMeta {
+        ObjectMeta {
+            size_bytes,
+            etag: format!("e{size_bytes}"),
+            content_type: None,
+            user_metadata: Default::default(),
+            headers: Default::default(),
+            last_modified_ms: 0,
+            completed_upload_id: None,
+            checksum: None,
+            tags: Default::default(),
+            version: VersionStamp::default(),
+            layout: Layout::Striped { segments: Vec::new() },
+        }
+    }
+
+    fn marker() -> ObjectMeta {
+        ObjectMeta { version: VersionStamp { delete_marker: true, ..VersionStamp::default() }, ..object(0) }
+    }
+
+    fn sizes(history: &History) -> (Option<u64>, Vec<u64>) {
+        (history.current.as_ref().map(|c| c.size_bytes), history.others.iter().map(|o| o.size_bytes).collect())
+    }
+
+    #[test]
+    fn writes_keep_the_invariant_in_every_state() {
+        let unversioned = History::default().written(Versioning::Unversioned, object(1), 0).0;
+        let (enabled, committed) = unversioned.clone().written(Versioning::Enabled, object(2), 5);
+        assert_eq!(sizes(&enabled), (Some(2), vec![1]));
+        assert!(committed.released.is_empty());
+        assert_eq!(committed.version.id, Some(format::version_suffix(5)));
+        let (deleted, committed) = enabled.written(Versioning::Enabled, marker(), 6);
+        assert_eq!(sizes(&deleted), (None, vec![0, 2, 1]));
+        assert!(committed.version.delete_marker && deleted.others[0].version.delete_marker);
+        // Suspended: the null version (the oldest here) is released, the new one is null.
+        let (suspended, committed) = deleted.written(Versioning::Suspended, object(3), 7);
+        assert_eq!(sizes(&suspended), (Some(3), vec![0, 2]));
+        assert_eq!(committed.released.iter().map(|r| r.size_bytes).collect::<Vec<_>>(), [1]);
+        assert_eq!(suspended.current.as_ref().unwrap().version.id, None);
+        let (marked, committed) = suspended.written(Versioning::Suspended, marker(), 8);
+        assert_eq!(sizes(&marked), (None, vec![0, 0, 2]));
+        assert_eq!(committed.released.iter().map(|r| r.size_bytes).collect::<Vec<_>>(), [3]);
+    }
+
+    #[test]
+    fn removing_a_version_makes_the_newest_live_one_current() {
+        let history = History::default().written(Versioning::Enabled, object(1), 1).0;
+        let history = history.written(Versioning::Enabled, object(2), 2).0;
+        let history = history.written(Versioning::Enabled, marker(), 3).0;
+        let marker_id = format::version_suffix(3);
+        let (without_marker, removed) = history.clone().without(&marker_id);
+        assert!(removed.unwrap().version.delete_marker);
+        assert_eq!(sizes(&without_marker), (Some(2), vec![1]));
+        let (without_two, removed) = history.clone().without(&format::version_suffix(2));
+        assert_eq!(removed.unwrap().size_bytes, 2);
+        assert_eq!(sizes(&without_two), (None, vec![0, 1]), "a marker stays newest, not current");
+        let (same, removed) = history.clone().without("0123456789abcdef");
+        assert_eq!((same, removed), (history, None));
+    }
+}
