@@ -15,12 +15,12 @@ use crate::kv::{Backend, Kv, TxnFuture};
 use crate::listing;
 use crate::store::MetaStore;
 use crate::types::{
-    AccessKeyClass, BucketMeta, Committed, CompletedPart, ContentHeaders, Layout, Lease, ListObjectsQuery,
+    AccessKeyClass, BucketMeta, Committed, CompletedPart, ContentHeaders, HistoryPage, Layout, Lease, ListObjectsQuery,
     MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId,
     StripeMeta, UploadMeta, VersionStamp, Versioning, WriteAck,
 };
 use crate::validate;
-use crate::versions::{KeyVersions, check};
+use crate::versions::{self, KeyVersions, check};
 
 /// Entries fetched per scan when a whole range is read.
 const SCAN_PAGE_ENTRIES: usize = 1000;
@@ -453,6 +453,14 @@ impl<B: Backend> MetaStore for KvStore<B> {
             let moved = ObjectMeta { layout: layout.clone(), ..expected.clone() };
             put_record(kv, object_key, &moved)?;
             Ok(moved)
+        })
+    }
+
+    async fn list_histories(&self, bucket: &str, after: Option<&str>, max_versions: usize) -> Result<HistoryPage> {
+        let (bucket, after) = (bucket.to_string(), after.map(str::to_string));
+        txn!(self.backend, read, (bucket, after, max_versions), |kv| {
+            require_bucket(kv, &bucket).await?;
+            versions::list_histories(kv, &bucket, after.as_deref(), max_versions).await
         })
     }
 

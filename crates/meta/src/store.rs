@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use crate::condition::WriteCondition;
 use crate::error::Result;
 use crate::types::{
-    AccessKeyClass, BucketMeta, Committed, CompletedPart, Layout, Lease, MultipartCompletion, NodeId, NodeInfo,
-    NodeState, ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId, StripeMeta, UploadMeta, Versioning,
-    WriteAck,
+    AccessKeyClass, BucketMeta, Committed, CompletedPart, HistoryPage, Layout, Lease, MultipartCompletion, NodeId,
+    NodeInfo, NodeState, ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId, StripeMeta, UploadMeta,
+    Versioning, WriteAck,
 };
 
 /// Cluster metadata. Every mutating call is one atomic, durable transaction: it either happens entirely
@@ -116,6 +116,11 @@ pub trait MetaStore: Send + Sync {
     /// Everything else (size, ETag, times, metadata) is kept. Returns the record written; `Conflict`
     /// when the object changed or is gone, and then nothing was written.
     async fn move_object(&self, bucket: &str, key: &str, expected: &ObjectMeta, layout: Layout) -> Result<ObjectMeta>;
+    /// One page of the keys of `bucket` after `after`, each with its whole history (every version,
+    /// newest first, delete markers included), about `max_versions` versions in all but never a
+    /// key split across pages; each page is one consistent read, so a version that moves between
+    /// current and noncurrent is listed once. What the collectors take references from.
+    async fn list_histories(&self, bucket: &str, after: Option<&str>, max_versions: usize) -> Result<HistoryPage>;
     /// One page of a ListObjectsV2 listing.
     async fn list_objects(&self, bucket: &str, query: &crate::types::ListObjectsQuery) -> Result<ObjectListing>;
 

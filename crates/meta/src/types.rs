@@ -77,6 +77,24 @@ pub struct Committed {
     pub released: Vec<ObjectMeta>,
 }
 
+/// One key and every version of it, newest first (the current version first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHistory {
+    /// The key.
+    pub key: String,
+    /// Its versions, delete markers included.
+    pub versions: Vec<ObjectMeta>,
+}
+
+/// One page of [`crate::MetaStore::list_histories`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HistoryPage {
+    /// Whole keys, in key order.
+    pub histories: Vec<KeyHistory>,
+    /// Pass as `after` for the next page; `None` when this page is the last.
+    pub next_after: Option<String>,
+}
+
 /// A bucket's versioning state, as S3 has it: once enabled, a bucket is never unversioned again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

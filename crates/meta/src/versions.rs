@@ -21,7 +21,7 @@ use crate::condition::WriteCondition;
 use crate::error::{MetaError, Result};
 use crate::format;
 use crate::kv::Kv;
-use crate::types::{Committed, ObjectMeta, VersionStamp, Versioning};
+use crate::types::{Committed, HistoryPage, KeyHistory, ObjectMeta, VersionStamp, Versioning};
 
 /// Most versions of one key a transaction reads.
 pub const MAX_KEY_VERSIONS: usize = 100_000;
@@ -158,6 +158,91 @@ impl History {
         }
         (self, removed)
     }
+}
+
+/// Most versions one page of [`list_histories`] holds (a key's whole history may exceed it).
+pub const MAX_HISTORY_PAGE_VERSIONS: usize = 10_000;
+
+/// One page of the keys of `bucket` after `after` (all keys when `None`) with their whole
+/// histories (newest first, the current version first), read in the caller's one transaction:
+/// whole keys of about `max_versions` versions in all, so no key's history is split across pages
+/// and a version that moves between `object/` and `version/` is seen once, where it is.
+pub(crate) async fn list_histories(
+    kv: &mut dyn Kv,
+    bucket: &str,
+    after: Option<&str>,
+    max_versions: usize,
+) -> Result<HistoryPage> {
+    let limit = max_versions.clamp(1, MAX_HISTORY_PAGE_VERSIONS);
+    let (others, others_cut) = other_versions_after(kv, bucket, after, limit).await?;
+    let start = match after {
+        Some(after) => format::key_successor(&format::object_key(bucket, after)),
+        None => format::object_prefix(bucket),
+    };
+    let end = match &others_cut {
+        Some(cut) => format::object_key(bucket, cut),
+        None => format::prefix_end(&format::object_prefix(bucket)).expect("object prefixes end with '/'"),
+    };
+    let mut current = kv.scan(&start, &end, limit + 1).await?;
+    let current_cut = match current.len() > limit {
+        true => Some(key_of_object(bucket, &current[limit].0)?),
+        false => None,
+    };
+    current.truncate(limit);
+    let cut = match (others_cut, current_cut) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let mut histories: BTreeMap<String, Vec<ObjectMeta>> = BTreeMap::new();
+    for (record_key, value) in &current {
+        histories.entry(key_of_object(bucket, record_key)?).or_default().push(format::decode(record_key, value)?);
+    }
+    for (key, version) in others {
+        histories.entry(key).or_default().push(version);
+    }
+    if let Some(cut) = &cut {
+        histories.retain(|key, _| key < cut);
+    }
+    let next_after = cut.and_then(|_| histories.keys().next_back().cloned());
+    let histories = histories.into_iter().map(|(key, versions)| KeyHistory { key, versions }).collect();
+    Ok(HistoryPage { histories, next_after })
+}
+
+/// The version records (not `object/`) of the keys after `after`, whole keys, at least `limit`
+/// records unless the bucket has fewer, in key order, newest first within a key; and the first key
+/// left out, if any.
+async fn other_versions_after(
+    kv: &mut dyn Kv,
+    bucket: &str,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<(String, ObjectMeta)>, Option<String>)> {
+    let mut cursor = match after {
+        Some(after) => format::key_versions_end(bucket, after),
+        None => format::version_prefix(bucket),
+    };
+    let end = format::prefix_end(&format::version_prefix(bucket)).expect("version prefixes end with '/'");
+    let mut versions: Vec<(String, ObjectMeta)> = Vec::new();
+    for _page in 0..(limit + MAX_KEY_VERSIONS).div_ceil(SCAN_PAGE_ENTRIES) + 1 {
+        let page = kv.scan(&cursor, &end, SCAN_PAGE_ENTRIES).await?;
+        for (record_key, value) in &page {
+            let key = format::key_of_version(bucket, record_key)?;
+            if versions.len() >= limit && versions.last().is_some_and(|(last, _)| *last != key) {
+                return Ok((versions, Some(key)));
+            }
+            versions.push((key, format::decode(record_key, value)?));
+        }
+        match page.last() {
+            Some((last, _)) if page.len() == SCAN_PAGE_ENTRIES => cursor = format::key_successor(last),
+            _ => return Ok((versions, None)),
+        }
+    }
+    Err(MetaError::Backend(format!("a key of bucket {bucket} has more than {MAX_KEY_VERSIONS} versions")))
+}
+
+fn key_of_object(bucket: &str, record_key: &[u8]) -> Result<String> {
+    let key = &record_key[format::object_prefix(bucket).len()..];
+    String::from_utf8(key.to_vec()).map_err(|_| MetaError::Backend(format!("non-UTF-8 object key in bucket {bucket}")))
 }
 
 /// Checks `condition` against what the key reads as now (its current version, absent when that is

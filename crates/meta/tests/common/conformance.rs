@@ -37,6 +37,7 @@ cases!(
     versions,
     versions_keep_keys_apart,
     versions_race,
+    histories_are_listed_whole,
     listing_examples,
     listing_matches_model,
     stripe_ids_are_unique,
@@ -323,6 +324,41 @@ async fn versions_race(store: Arc<dyn MetaStore>) {
     let stored: BTreeSet<String> = versions.iter().map(|v| v.version.id.clone().unwrap()).collect();
     assert_eq!((written.len(), stored), (16, written));
     assert_eq!(store.get_object("raced", "k").await.unwrap(), versions[0], "the newest is current");
+}
+
+async fn histories_are_listed_whole(store: Arc<dyn MetaStore>) {
+    // Keys with only a current version, only markers, both, and NUL bytes, listed a few versions a
+    // page: every key once, whole, in order, as `key_versions` gives it.
+    store.create_bucket(bucket("hist")).await.unwrap();
+    store.put_object("hist", "plain", object(1, 1)).await.unwrap();
+    store.set_bucket_versioning("hist", Versioning::Enabled).await.unwrap();
+    let keys = ["a", "a\0", "a\0b", "b", "deleted", "plain", "z"];
+    for (i, key) in keys.iter().enumerate() {
+        for round in 0..(i as u64 % 3 + 1) {
+            store.put_object("hist", key, object(100 * i as u64 + round, round)).await.unwrap();
+        }
+        if *key == "deleted" || *key == "a\0" {
+            store.delete_object("hist", key).await.unwrap();
+        }
+    }
+    for max_versions in [1, 3, 1000] {
+        let (mut after, mut listed) = (None::<String>, Vec::new());
+        for _page in 0..100 {
+            let page = store.list_histories("hist", after.as_deref(), max_versions).await.unwrap();
+            listed.extend(page.histories);
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        let listed_keys: Vec<&str> = listed.iter().map(|history| history.key.as_str()).collect();
+        assert_eq!(listed_keys, keys, "max {max_versions}");
+        for history in &listed {
+            assert_eq!(history.versions, store.key_versions("hist", &history.key).await.unwrap(), "{:?}", history.key);
+        }
+    }
+    let missing = store.list_histories("nope-nope", None, 10).await;
+    assert_eq!(missing, Err(MetaError::NoSuchBucket("nope-nope".into())));
 }
 
 fn is_invalid<T: std::fmt::Debug>(result: Result<T, MetaError>) -> bool {
