@@ -16,6 +16,11 @@
 //! runs is seen in one of the two listings. Any metadata error ends the scan before it deletes
 //! anything: a reference list that may be incomplete never condemns a stripe.
 //!
+//! **Versions.** References come from whole key histories ([`MetaStore::list_histories`]: each
+//! page one consistent read of current and noncurrent records, no key split across pages), so a
+//! version that a write demotes or a delete promotes while the scan runs is still seen once, and a
+//! noncurrent version's stripes are referenced like a current object's (docs/versioning.md).
+//!
 //! **Compaction.** A sealed packed stripe whose live objects are less than
 //! `orphans.compact_below_live_fraction` of the bytes packed into it (the others deleted or
 //! overwritten) has them
@@ -75,6 +80,8 @@ const MAX_WINDOWS: usize = 1024;
 /// Most pages of one bucket's objects a scan reads (a billion keys); a bucket beyond it fails the
 /// scan, since an incomplete listing must not condemn anything.
 const MAX_OBJECT_PAGES: usize = 1 << 20;
+/// Versions read per page of a bucket's histories.
+const HISTORY_PAGE_VERSIONS: usize = 1000;
 /// Most candidates remembered between scans; beyond it new ones wait for a later scan.
 const MAX_CANDIDATES: usize = 1_000_000;
 /// The lease the gateways' collectors elect one scanner by.
@@ -531,9 +538,37 @@ impl StripeCollector {
                     Err(error) => return Err(meta_error(error)),
                 }
             }
-            self.for_each_object(&bucket.name, |_, object| window.mark(&object.layout, true)).await?;
+            self.mark_versions(&bucket.name, window).await?;
         }
         Ok(())
+    }
+
+    /// Marks what every version of `bucket`'s keys references, from whole histories (so a version
+    /// moving between current and noncurrent meanwhile is seen once, where it is): a current
+    /// object's packed bytes count as live for compaction; a noncurrent version pins its stripes
+    /// (compaction moves current objects only). Nothing when the bucket was deleted meanwhile (it
+    /// was empty); fails rather than stop early, since an incomplete listing must not condemn a
+    /// stripe.
+    async fn mark_versions(&self, bucket: &str, window: &mut Window) -> Result<(), DataError> {
+        let mut after: Option<String> = None;
+        for _page in 0..MAX_OBJECT_PAGES {
+            let page = match self.meta.list_histories(bucket, after.as_deref(), HISTORY_PAGE_VERSIONS).await {
+                Ok(page) => page,
+                Err(MetaError::NoSuchBucket(_)) => return Ok(()),
+                Err(error) => return Err(meta_error(error)),
+            };
+            for history in &page.histories {
+                for (newest, version) in history.versions.iter().enumerate().map(|(i, v)| (i == 0, v)) {
+                    // The newest version is the current object unless it is a delete marker.
+                    window.mark(&version.layout, newest && !version.version.delete_marker);
+                }
+            }
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => return Ok(()),
+            }
+        }
+        Err(DataError::Internal(format!("bucket {bucket} has more than {MAX_OBJECT_PAGES} pages of versions")))
     }
 
     /// Calls `visit` with every object of `bucket` (none when the bucket was deleted meanwhile: it

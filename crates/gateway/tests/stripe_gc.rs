@@ -3,8 +3,9 @@
 //! are deleted with their units after the grace, and nothing referenced is touched: objects, parts
 //! of an upload in progress, a packed stripe still holding one live object, an open stripe, and a
 //! stripe whose object was committed late, between the scans. Compaction: the last live object of a
-//! mostly dead packed stripe is moved out, and the stripe is then collected. Also the write deadline: a striped
-//! write past it fails and leaves no stripe behind.
+//! mostly dead packed stripe is moved out, and the stripe is then collected. Versions: a stripe only
+//! noncurrent versions reference is kept and never compacted, and collected once they are deleted.
+//! Also the write deadline: a striped write past it fails and leaves no stripe behind.
 
 mod data_support;
 
@@ -255,6 +256,62 @@ async fn a_mostly_dead_packed_stripe_is_compacted_then_collected() {
     assert_eq!((status.objects_moved, status.bytes_moved, status.stripes_deleted), (1, 1000, 1), "{status:?}");
     let now = meta.get_object(BUCKET, "live").await.unwrap();
     assert_eq!(data.read(&now.layout, 0..body.len() as u64).await.unwrap(), *body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noncurrent_versions_keep_their_stripes_and_pin_them_against_compaction() {
+    let cluster = TestCluster::start(9, 9).await;
+    let meta = Arc::clone(&cluster.meta);
+    let data = ErasureData::new(cluster.config("rs-6-3"), Arc::clone(&meta)).await.unwrap();
+    create_bucket(meta.as_ref()).await;
+    meta.set_bucket_versioning(BUCKET, meta::Versioning::Enabled).await.unwrap();
+    // Four small objects packed into one stripe, all of them noncurrent versions after: three keys
+    // deleted (delete markers) and the fourth overwritten by a striped version.
+    let mut packed = Vec::new();
+    for (i, key) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        let body = pattern(1000, 40 + i as u64);
+        let layout = data.write(body.clone()).await.unwrap().layout;
+        commit(meta.as_ref(), key, &body, &layout).await;
+        packed.push((key, body, layout));
+    }
+    let packed_stripe = only_stripe(&packed[0].2);
+    data.packer().flush(Duration::from_secs(30)).await.unwrap();
+    let newest = pattern(3 << 20, 50);
+    let newest_layout = data.write(newest.clone()).await.unwrap().layout;
+    commit(meta.as_ref(), "d", &newest, &newest_layout).await;
+    for key in ["a", "b", "c"] {
+        assert_eq!(meta.delete_object(BUCKET, key).await.unwrap(), None, "a marker releases nothing");
+    }
+
+    // The stripe is referenced by noncurrent versions only: never collected, never compacted.
+    let collector = StripeCollector::new(Arc::clone(&meta), data.clone(), OrphanConfig::default());
+    let grace = Duration::from_millis(OrphanConfig::default().grace_ms);
+    let start = Instant::now();
+    for at in [start, start + grace, start + grace * 2] {
+        let report = collector.scan_at(at).await.unwrap();
+        let judged = (report.unreferenced, report.deleted, report.compaction_targets, report.objects_moved);
+        assert_eq!(judged, (0, 0, 0, 0), "{report:?}");
+    }
+    for (key, body, layout) in &packed {
+        let version = &meta.key_versions(BUCKET, key).await.unwrap();
+        let old = version.iter().find(|v| v.layout == *layout).expect("the packed version is kept");
+        assert_eq!(data.read(&old.layout, 0..body.len() as u64).await.unwrap(), *body, "{key}");
+    }
+
+    // Its versions deleted (and, as after a gateway that died before releasing, not released), the
+    // stripe is garbage a grace later; the current striped version is untouched.
+    for (key, _, layout) in &packed {
+        let versions = meta.key_versions(BUCKET, key).await.unwrap();
+        let old = versions.iter().find(|v| v.layout == *layout).unwrap();
+        meta.delete_version(BUCKET, key, old.version.id_or_null(), &Default::default()).await.unwrap().unwrap();
+    }
+    let first = collector.scan_at(start + grace * 3).await.unwrap();
+    assert_eq!((first.unreferenced, first.deleted), (1, 0), "{first:?}");
+    let second = collector.scan_at(start + grace * 4).await.unwrap();
+    assert_eq!((second.unreferenced, second.deleted), (1, 1), "{second:?}");
+    assert!(matches!(meta.get_stripe(packed_stripe).await, Err(MetaError::NoSuchStripe(_))));
+    let current = meta.get_object(BUCKET, "d").await.unwrap();
+    assert_eq!(data.read(&current.layout, 0..newest.len() as u64).await.unwrap(), newest);
 }
 
 /// The wall clock the lease test's collectors claim by.
