@@ -98,6 +98,35 @@ fn range_of(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
 }
 
 impl<B: Backend> KvStore<B> {
+    /// One transaction of [`MetaStore::complete_multipart`]: `None` when the bucket is versioned
+    /// and no `sequence` was given.
+    async fn try_complete_multipart(
+        &self,
+        ((bucket, key, upload_id, named), object, condition): (
+            (String, String, String, Vec<CompletedPart>),
+            ObjectMeta,
+            WriteCondition,
+        ),
+        sequence: Option<u64>,
+    ) -> Result<Option<MultipartCompletion>> {
+        txn!(self.backend, write, (bucket, key, upload_id, named, object, condition, sequence), |kv| {
+            let versioning = require_bucket(kv, &bucket).await?.versioning;
+            require_upload(kv, &bucket, &key, &upload_id).await?;
+            let stored = upload_parts(kv, &bucket, &upload_id).await?;
+            check_named_parts(&named, &stored)?;
+            let Some(committed) =
+                commit_version(kv, (&bucket, &key, versioning), &object, &condition, sequence).await?
+            else {
+                return Ok(None);
+            };
+            kv.delete(format::upload_key(&bucket, &upload_id))?;
+            let (start, end) = range_of(&format::part_prefix(&bucket, &upload_id));
+            kv.delete_range(start, end)?;
+            let previous = committed.released.into_iter().next();
+            Ok(Some(MultipartCompletion { previous, version: committed.version, parts: stored }))
+        })
+    }
+
     /// Writes `object` (a delete marker when `object.version.delete_marker`) as the key's newest
     /// version. A versioned bucket's version needs a sequence from the store's counter, taken
     /// outside the transaction only once the bucket is known to be versioned, so an unversioned
@@ -131,36 +160,64 @@ impl<B: Backend> KvStore<B> {
     ) -> Result<Option<Committed>> {
         txn!(self.backend, write, (bucket, key, object, condition, sequence), |kv| {
             let versioning = require_bucket(kv, &bucket).await?.versioning;
-            let versions = KeyVersions { bucket: &bucket, key: &key };
-            let sequence = match (versioning, sequence) {
-                (Versioning::Unversioned, _) => 0,
-                (_, Some(sequence)) => sequence,
-                (_, None) => return Ok(None),
-            };
-            if versioning == Versioning::Unversioned {
-                // One record, as before versions existed: no history to read or guard.
-                let object_key = format::object_key(&bucket, &key);
-                let current: Option<ObjectMeta> = get_record(kv, &object_key).await?;
-                condition.check(&bucket, &key, current.as_ref())?;
-                match object.version.delete_marker {
-                    true if current.is_some() => kv.delete(object_key)?,
-                    true => {}
-                    false => {
-                        put_record(kv, object_key, &ObjectMeta { version: VersionStamp::default(), ..object.clone() })?
-                    }
-                }
-                return Ok(Some(Committed {
-                    version: VersionStamp::default(),
-                    released: current.into_iter().collect(),
-                }));
-            }
-            let before = versions.read(kv).await?;
-            check(&condition, &bucket, &key, &before)?;
-            let (after, committed) = before.clone().written(versioning, object.clone(), sequence);
-            versions.store(kv, &before, &after)?;
-            Ok(Some(committed))
+            commit_version(kv, (&bucket, &key, versioning), &object, &condition, sequence).await
         })
     }
+}
+
+/// Inside a transaction: writes `object` (a delete marker when `object.version.delete_marker`)
+/// as the newest version of `key` in `bucket` (whose versioning is given) if `condition` holds;
+/// `None`, changing nothing, when the bucket is versioned and no `sequence` was given.
+async fn commit_version(
+    kv: &mut dyn Kv,
+    (bucket, key, versioning): (&str, &str, Versioning),
+    object: &ObjectMeta,
+    condition: &WriteCondition,
+    sequence: Option<u64>,
+) -> Result<Option<Committed>> {
+    let sequence = match (versioning, sequence) {
+        (Versioning::Unversioned, _) => 0,
+        (_, Some(sequence)) => sequence,
+        (_, None) => return Ok(None),
+    };
+    if versioning == Versioning::Unversioned {
+        // One record, as before versions existed: no history to read or guard.
+        let object_key = format::object_key(bucket, key);
+        let current: Option<ObjectMeta> = get_record(kv, &object_key).await?;
+        condition.check(bucket, key, current.as_ref())?;
+        match object.version.delete_marker {
+            true if current.is_some() => kv.delete(object_key)?,
+            true => {}
+            false => put_record(kv, object_key, &ObjectMeta { version: VersionStamp::default(), ..object.clone() })?,
+        }
+        return Ok(Some(Committed { version: VersionStamp::default(), released: current.into_iter().collect() }));
+    }
+    let versions = KeyVersions { bucket, key };
+    let before = versions.read(kv).await?;
+    check(condition, bucket, key, &before)?;
+    let (after, committed) = before.clone().written(versioning, object.clone(), sequence);
+    versions.store(kv, &before, &after)?;
+    Ok(Some(committed))
+}
+
+/// Checks that every part a completion names was uploaded with the ETag it names.
+fn check_named_parts(named: &[CompletedPart], stored: &[PartMeta]) -> Result<()> {
+    let by_number: BTreeMap<u16, &PartMeta> = stored.iter().map(|part| (part.part_number, part)).collect();
+    for wanted in named {
+        match by_number.get(&wanted.part_number) {
+            None => {
+                return Err(MetaError::InvalidPart { part_number: wanted.part_number, reason: "not uploaded".into() });
+            }
+            Some(part) if !same_etag(&part.etag, &wanted.etag) => {
+                return Err(MetaError::InvalidPart {
+                    part_number: wanted.part_number,
+                    reason: format!("ETag {:?} does not match the uploaded part's {:?}", wanted.etag, part.etag),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 async fn require_bucket(kv: &mut dyn Kv, bucket: &str) -> Result<BucketMeta> {
@@ -695,41 +752,17 @@ impl<B: Backend> MetaStore for KvStore<B> {
         if parts.windows(2).any(|pair| pair[0].part_number >= pair[1].part_number) {
             return Err(MetaError::InvalidPartOrder);
         }
-        let (bucket, key, upload_id, named, condition) =
-            (bucket.to_string(), key.to_string(), upload_id.to_string(), parts.to_vec(), condition.clone());
-        txn!(self.backend, write, (bucket, key, upload_id, named, object, condition), |kv| {
-            require_upload(kv, &bucket, &key, &upload_id).await?;
-            let stored = upload_parts(kv, &bucket, &upload_id).await?;
-            let by_number: BTreeMap<u16, &PartMeta> = stored.iter().map(|part| (part.part_number, part)).collect();
-            for wanted in &named {
-                match by_number.get(&wanted.part_number) {
-                    None => {
-                        return Err(MetaError::InvalidPart {
-                            part_number: wanted.part_number,
-                            reason: "not uploaded".into(),
-                        });
-                    }
-                    Some(part) if !same_etag(&part.etag, &wanted.etag) => {
-                        return Err(MetaError::InvalidPart {
-                            part_number: wanted.part_number,
-                            reason: format!(
-                                "ETag {:?} does not match the uploaded part's {:?}",
-                                wanted.etag, part.etag
-                            ),
-                        });
-                    }
-                    Some(_) => {}
-                }
+        let completion = (bucket.to_string(), key.to_string(), upload_id.to_string(), parts.to_vec());
+        let mut sequence: Option<u64> = None;
+        // As `write_version`: a versioned bucket's version takes a sequence from the counter.
+        for _attempt in 0..3 {
+            let attempt = (completion.clone(), object.clone(), condition.clone());
+            match self.try_complete_multipart(attempt, sequence).await? {
+                Some(done) => return Ok(done),
+                None => sequence = Some(self.backend.next_id("version").await?),
             }
-            let object_key = format::object_key(&bucket, &key);
-            let previous = get_record(kv, &object_key).await?;
-            condition.check(&bucket, &key, previous.as_ref())?;
-            put_record(kv, object_key, &object)?;
-            kv.delete(format::upload_key(&bucket, &upload_id))?;
-            let (start, end) = range_of(&format::part_prefix(&bucket, &upload_id));
-            kv.delete_range(start, end)?;
-            Ok(MultipartCompletion { previous, parts: stored })
-        })
+        }
+        Err(MetaError::Conflict(format!("bucket {bucket}'s versioning kept changing during a completion")))
     }
 
     async fn abort_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<Vec<PartMeta>> {

@@ -732,8 +732,11 @@ pub struct CompletedPart {
 /// What `complete_multipart` removed, for garbage collection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MultipartCompletion {
-    /// The object the completion replaced, if one existed.
+    /// The version the completion released (the object it replaced in an unversioned bucket, the
+    /// `null` version in a suspended one), if any.
     pub previous: Option<ObjectMeta>,
+    /// The version the completion wrote (the default stamp in an unversioned bucket).
+    pub version: VersionStamp,
     /// Every part the upload held, in part-number order, including parts the completion did not name (the
     /// gateway collects their data).
     pub parts: Vec<PartMeta>,

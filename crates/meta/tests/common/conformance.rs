@@ -38,6 +38,7 @@ cases!(
     versions_keep_keys_apart,
     versions_race,
     histories_are_listed_whole,
+    versioned_completions,
     listing_examples,
     listing_matches_model,
     stripe_ids_are_unique,
@@ -359,6 +360,22 @@ async fn histories_are_listed_whole(store: Arc<dyn MetaStore>) {
     }
     let missing = store.list_histories("nope-nope", None, 10).await;
     assert_eq!(missing, Err(MetaError::NoSuchBucket("nope-nope".into())));
+}
+
+async fn versioned_completions(store: Arc<dyn MetaStore>) {
+    // A completed upload is a new version like a PUT: the old one stays, nothing is released.
+    store.create_bucket(bucket("mpv")).await.unwrap();
+    store.set_bucket_versioning("mpv", Versioning::Enabled).await.unwrap();
+    let first = store.put_object_if("mpv", "k", object(1, 1), &NONE).await.unwrap();
+    let id = store.create_multipart(upload("mpv", "k")).await.unwrap().upload_id;
+    store.put_part("mpv", "k", &id, part(1, "e1")).await.unwrap();
+    let named = [CompletedPart { part_number: 1, etag: "e1".into() }];
+    let done = store.complete_multipart("mpv", "k", &id, &named, object(2, 2), &NONE).await.unwrap();
+    assert_eq!((done.previous, done.version.delete_marker), (None, false));
+    let ids: Vec<String> =
+        store.key_versions("mpv", "k").await.unwrap().iter().map(|v| v.version.id_or_null().into()).collect();
+    assert_eq!(ids, [done.version.id.clone().unwrap(), first.version.id.clone().unwrap()]);
+    assert_eq!(store.get_object("mpv", "k").await.unwrap().size_bytes, 2);
 }
 
 fn is_invalid<T: std::fmt::Debug>(result: Result<T, MetaError>) -> bool {
