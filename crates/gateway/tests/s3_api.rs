@@ -267,6 +267,53 @@ async fn bucket_versioning_is_never_enabled() {
     assert_eq!(failure(&missing), (404, "NoSuchBucket".into()));
 }
 
+/// Versions the store keeps (a bucket's versioning set through the store: PutBucketVersioning is
+/// not accepted until the rest of versioning is built, docs/versioning.md) are read, copied and
+/// deleted by version id, with the ids and delete markers S3 answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_ids_name_the_stores_versions() {
+    let server = start().await;
+    let client = client(&server);
+    client.create_bucket().bucket("ver").send().await.expect("create");
+    server.meta.set_bucket_versioning("ver", meta::Versioning::Enabled).await.expect("enable");
+    let put_version = async |body: &'static [u8]| {
+        let put = client.put_object().bucket("ver").key("k").body(ByteStream::from_static(body)).send().await;
+        put.expect("put").version_id().expect("a version id").to_string()
+    };
+    let (one, two) = (put_version(b"one").await, put_version(b"two").await);
+    assert_ne!(one, two);
+    let current = client.get_object().bucket("ver").key("k").send().await.expect("get");
+    assert_eq!(current.version_id(), Some(two.as_str()));
+    let old = client.get_object().bucket("ver").key("k").version_id(&one).send().await.expect("get v1");
+    assert_eq!(old.body.collect().await.unwrap().into_bytes().as_ref(), b"one");
+    let head = client.head_object().bucket("ver").key("k").version_id(&one).send().await.expect("head v1");
+    assert_eq!((head.version_id(), head.content_length()), (Some(one.as_str()), Some(3)));
+    let copied =
+        client.copy_object().bucket("ver").key("copy").copy_source(format!("ver/k?versionId={one}")).send().await;
+    assert_eq!(copied.expect("copy").copy_source_version_id(), Some(one.as_str()));
+    let copy = client.get_object().bucket("ver").key("copy").send().await.expect("get copy");
+    assert_eq!(copy.body.collect().await.unwrap().into_bytes().as_ref(), b"one");
+
+    // A delete writes a marker: the key reads absent, the marker is not readable by its id.
+    let deleted = client.delete_object().bucket("ver").key("k").send().await.expect("delete");
+    assert_eq!(deleted.delete_marker(), Some(true));
+    let marker = deleted.version_id().expect("the marker's id").to_string();
+    let absent = client.get_object().bucket("ver").key("k").send().await.unwrap_err();
+    assert_eq!(failure(&absent), (404, "NoSuchKey".into()));
+    let by_id = client.get_object().bucket("ver").key("k").version_id(&marker).send().await.unwrap_err();
+    assert_eq!(failure(&by_id), (405, "MethodNotAllowed".into()));
+    // Deleting the marker brings the newest version back; deleting a version removes it only.
+    let unmarked = client.delete_object().bucket("ver").key("k").version_id(&marker).send().await.expect("unmark");
+    assert_eq!((unmarked.delete_marker(), unmarked.version_id()), (Some(true), Some(marker.as_str())));
+    assert_eq!(get(&client, "ver", "k").await, b"two");
+    client.delete_object().bucket("ver").key("k").version_id(&one).send().await.expect("delete v1");
+    let gone = client.get_object().bucket("ver").key("k").version_id(&one).send().await.unwrap_err();
+    assert_eq!(failure(&gone), (404, "NoSuchVersion".into()));
+    assert_eq!(get(&client, "ver", "k").await, b"two", "deleting another version leaves the current one");
+    let ids = server.meta.key_versions("ver", "k").await.unwrap();
+    assert_eq!(ids.iter().map(|v| v.version.id_or_null()).collect::<Vec<_>>(), [two.as_str()]);
+}
+
 /// GetObjectTagging of an object written without tags answers an empty tag set: aws-cli asks it
 /// before every multipart server-side copy. (Tags themselves: tests/s3compat/test_tagging.py.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ use s3s::dto::{
 use s3s::{S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::checksum::set_checksum;
-use super::errors::{from_meta, s3};
+use super::errors::s3;
 use super::names::check_key;
 use super::service::LowtailS3;
 use super::timestamps::timestamp;
@@ -29,7 +29,7 @@ pub async fn get_object_attributes(
     if input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some() {
         return Err(s3(S3ErrorCode::NotImplemented, "server-side encryption is not supported (SSE-C)"));
     }
-    versions::require_current(input.version_id.as_deref(), "the object")?;
+
     // The header is one comma-separated list (s3s keeps each header line as one item).
     let names: Vec<&str> =
         input.object_attributes.iter().flat_map(|attribute| attribute.as_str().split(',')).map(str::trim).collect();
@@ -37,10 +37,10 @@ pub async fn get_object_attributes(
         return Err(s3(S3ErrorCode::InvalidArgument, format!("unknown object attribute {unknown:?}")));
     }
     let asked = |name: &str| names.contains(&name);
-    let object = service.meta.get_object(&input.bucket, &input.key).await.map_err(from_meta)?;
+    let object = versions::object_for(service, &input.bucket, &input.key, input.version_id.as_deref()).await?;
     let mut output = GetObjectAttributesOutput {
         last_modified: Some(timestamp(object.last_modified_ms)),
-        version_id: input.version_id.clone(),
+        version_id: versions::answered_id(&object),
         ..Default::default()
     };
     if asked(ObjectAttributes::ETAG) {

@@ -18,7 +18,7 @@ use s3s::{S3ErrorCode, S3Request, S3Response, S3Result};
 
 use super::checksum::{self, set_checksum};
 use super::conditions::{self, Conditions, Precondition};
-use super::errors::{from_data, from_meta, s3};
+use super::errors::{from_data, s3};
 use super::etag::multipart_etag;
 use super::names::check_key;
 use super::read_body;
@@ -41,14 +41,11 @@ pub enum Directive {
     Replace,
 }
 
-/// The bucket and key of a copy source. `s3s` has already URL-decoded them and refused a header
-/// that is not `bucket/key[?versionId=...]` (InvalidArgument).
-pub fn source_object(source: &CopySource) -> S3Result<(&str, &str)> {
+/// The bucket, key and version id of a copy source. `s3s` has already URL-decoded them and
+/// refused a header that is not `bucket/key[?versionId=...]` (InvalidArgument).
+pub fn source_object(source: &CopySource) -> S3Result<(&str, &str, Option<&str>)> {
     match source {
-        CopySource::Bucket { bucket, key, version_id } => {
-            super::versions::require_current(version_id.as_deref(), "the source object")?;
-            Ok((bucket, key))
-        }
+        CopySource::Bucket { bucket, key, version_id } => Ok((bucket, key, version_id.as_deref())),
         // Access points and Outposts are AWS features with no counterpart here.
         _ => Err(s3(S3ErrorCode::InvalidArgument, "the copy source must be bucket/key")),
     }
@@ -162,15 +159,22 @@ pub async fn copy_object(
     };
     // For a copy onto itself the replaced version is the source: releasing it is safe
     // because the new version has bytes of its own.
-    let committed = service.meta.put_object(&input.bucket, &input.key, object).await;
-    settle_commit(service, committed.map(|replaced| replaced.map(|version| version.layout)), &written.layout).await?;
+    let committed = service.meta.put_object_if(&input.bucket, &input.key, object, &Default::default()).await;
+    let version = committed.as_ref().ok().map(|committed| committed.version.clone()).unwrap_or_default();
+    let replaced = committed.map(|committed| committed.released.into_iter().next().map(|version| version.layout));
+    settle_commit(service, replaced, &written.layout).await?;
     let mut result = CopyObjectResult {
         e_tag: Some(ETag::Strong(etag)),
         last_modified: Some(timestamp(last_modified_ms)),
         ..Default::default()
     };
     set_checksum!(result, Some(&copied_checksum), with_type);
-    let output = CopyObjectOutput { copy_object_result: Some(result), ..Default::default() };
+    let output = CopyObjectOutput {
+        copy_object_result: Some(result),
+        version_id: (!version.is_unversioned()).then(|| version.id_or_null().to_string()),
+        copy_source_version_id: super::versions::answered_id(&source),
+        ..Default::default()
+    };
     Ok(with_redundancy(S3Response::new(output), written.redundancy, ack))
 }
 
@@ -212,9 +216,9 @@ pub async fn copy_source<'a>(
     source: &'a CopySource,
     conditions: &Conditions<'_>,
 ) -> S3Result<(&'a str, &'a str, ObjectMeta)> {
-    let (bucket, key) = source_object(source)?;
+    let (bucket, key, version_id) = source_object(source)?;
     check_key(key)?;
-    let object = service.meta.get_object(bucket, key).await.map_err(from_meta)?;
+    let object = super::versions::object_for(service, bucket, key, version_id).await?;
     match conditions::evaluate(conditions, &object.etag, object.last_modified_ms) {
         Precondition::Proceed => Ok((bucket, key, object)),
         Precondition::Failed | Precondition::NotModified => {
@@ -361,15 +365,14 @@ mod tests {
     }
 
     #[test]
-    fn sources_name_the_null_version_only() {
+    fn sources_name_a_bucket_a_key_and_perhaps_a_version() {
+        // Which version an id names is the store's (`versions::object_for`; tests/s3compat).
         let source = parsed("bucket/some%20dir/key%2Bplus");
-        assert_eq!(source_object(&source).unwrap(), ("bucket", "some dir/key+plus"));
+        assert_eq!(source_object(&source).unwrap(), ("bucket", "some dir/key+plus", None));
         let source = parsed("/bucket/key?versionId=null");
-        assert_eq!(source_object(&source).unwrap(), ("bucket", "key"));
+        assert_eq!(source_object(&source).unwrap(), ("bucket", "key", Some("null")));
         let other = parsed("bucket/key?versionId=3HL4kqtJlcpXroDTDmJ");
-        assert_eq!(*source_object(&other).unwrap_err().code(), S3ErrorCode::NoSuchVersion);
-        let empty = parsed("bucket/key?versionId=");
-        assert_eq!(*source_object(&empty).unwrap_err().code(), S3ErrorCode::InvalidArgument);
+        assert_eq!(source_object(&other).unwrap(), ("bucket", "key", Some("3HL4kqtJlcpXroDTDmJ")));
         let access_point = parsed("arn:aws:s3:us-west-2:123456789012:accesspoint/my-point/object/key");
         assert_eq!(*source_object(&access_point).unwrap_err().code(), S3ErrorCode::InvalidArgument);
     }

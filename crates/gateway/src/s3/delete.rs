@@ -16,9 +16,7 @@ use super::conditions;
 use super::errors::{from_meta, s3};
 use super::names::check_key;
 use super::service::LowtailS3;
-use super::timestamps::now_ms;
 use super::versions;
-use super::write::release;
 
 /// Most keys one DeleteObjects request may name (S3's limit).
 const MAX_DELETE_KEYS: usize = 1000;
@@ -35,32 +33,14 @@ pub async fn delete_object(
         input.if_match_size,
         input.if_match_last_modified_time.as_ref(),
     );
-    delete_one(service, (&input.bucket, &input.key), input.version_id.as_deref(), &condition).await?;
-    Ok(S3Response::new(DeleteObjectOutput { version_id: input.version_id.clone(), ..Default::default() }))
-}
-
-/// Deletes `bucket/key` if `version_id` names what it holds (`versions`: a version that does not
-/// exist is not there to delete, which succeeds as S3's deletes of absent keys do) and `condition`
-/// holds when the delete commits, releasing the removed version's bytes.
-async fn delete_one(
-    service: &LowtailS3,
-    (bucket, key): (&str, &str),
-    version_id: Option<&str>,
-    condition: &meta::WriteCondition,
-) -> S3Result<()> {
-    if versions::named(version_id)? == versions::Named::Missing {
-        // The bucket must still exist for the delete to succeed; a condition names no such version.
-        service.meta.get_bucket(bucket).await.map_err(from_meta)?;
-        if !condition.is_none() {
-            return Err(s3(S3ErrorCode::PreconditionFailed, "no such version to check the condition against"));
-        }
-        return Ok(());
-    }
-    let committed = service.meta.delete_object_if(bucket, key, condition, now_ms()).await.map_err(from_meta)?;
-    for removed in &committed.released {
-        release(service, &removed.layout).await;
-    }
-    Ok(())
+    let deleted =
+        versions::delete(service, (&input.bucket, &input.key), input.version_id.as_deref(), &condition).await?;
+    let output = DeleteObjectOutput {
+        version_id: deleted.version_id,
+        delete_marker: deleted.delete_marker.then_some(true),
+        ..Default::default()
+    };
+    Ok(S3Response::new(output))
 }
 
 pub async fn delete_objects(
@@ -82,17 +62,20 @@ pub async fn delete_objects(
                 let modified = identifier.last_modified_time.as_ref();
                 let condition = conditions::write_condition(if_match.as_ref(), None, identifier.size, modified);
                 let version_id = identifier.version_id.as_deref();
-                delete_one(service, (&input.bucket, &identifier.key), version_id, &condition).await
+                versions::delete(service, (&input.bucket, &identifier.key), version_id, &condition).await
             }
             Err(error) => Err(error),
         };
         match outcome {
-            Ok(()) => {
+            Ok(done) => {
                 if !quiet {
+                    // A delete naming a version answers it; one writing a marker answers the marker's.
+                    let marker_id = done.version_id.clone().filter(|_| identifier.version_id.is_none());
                     deleted.push(DeletedObject {
                         key: Some(identifier.key),
-                        version_id: identifier.version_id,
-                        ..Default::default()
+                        version_id: identifier.version_id.or_else(|| done.version_id.filter(|_| !done.delete_marker)),
+                        delete_marker: done.delete_marker.then_some(true),
+                        delete_marker_version_id: marker_id.filter(|_| done.delete_marker),
                     });
                 }
             }

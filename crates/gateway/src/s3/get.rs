@@ -14,7 +14,7 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use super::batch_hint::{BATCH_HINT_HEADER, BATCHED_HEADER, Hint, MAX_HINTED_OBJECT_BYTES};
 use super::checksum::set_checksum;
 use super::conditions::{self, Conditions, Precondition};
-use super::errors::{from_data, from_meta, s3};
+use super::errors::{from_data, s3};
 use super::names::check_key;
 use super::read_body;
 use super::service::LowtailS3;
@@ -34,8 +34,8 @@ macro_rules! read_target {
             if_modified_since: input.if_modified_since.as_ref(),
             if_unmodified_since: input.if_unmodified_since.as_ref(),
         };
-        super::versions::require_current(input.version_id.as_deref(), "the object")?;
-        let object = object_for_read($service, &input.bucket, &input.key, &conditions).await?;
+        let named = (input.bucket.as_str(), input.key.as_str(), input.version_id.as_deref());
+        let object = object_for_read($service, named, &conditions).await?;
         let (range, content_range, parts_count) = match input.part_number {
             None => {
                 let (range, content_range) = resolve_range(input.range.as_ref(), object.size_bytes)?;
@@ -71,6 +71,7 @@ macro_rules! object_answer {
             content_encoding: $object.headers.content_encoding.clone(),
             content_language: $object.headers.content_language.clone(),
             expires: $object.headers.expires_ms.map(timestamp),
+            version_id: super::versions::answered_id(&$object),
             ..Default::default()
         }
     };
@@ -218,12 +219,11 @@ fn tag_count(object: &ObjectMeta) -> Option<i32> {
 /// The object's metadata, with conditional headers checked (412 / 304).
 async fn object_for_read(
     service: &LowtailS3,
-    bucket: &str,
-    key: &str,
+    (bucket, key, version_id): (&str, &str, Option<&str>),
     conditions: &Conditions<'_>,
 ) -> S3Result<ObjectMeta> {
     check_key(key)?;
-    let object = service.meta.get_object(bucket, key).await.map_err(from_meta)?;
+    let object = super::versions::object_for(service, bucket, key, version_id).await?;
     match conditions::evaluate(conditions, &object.etag, object.last_modified_ms) {
         Precondition::Proceed => Ok(object),
         Precondition::Failed => Err(s3(S3ErrorCode::PreconditionFailed, "a precondition does not hold")),

@@ -226,8 +226,11 @@ pub async fn complete_multipart_upload(
         .complete_multipart(&input.bucket, &input.key, &input.upload_id, &requested, object, &condition)
         .await
         .map_err(from_meta)?;
+    let version = completion.version.clone();
     release_unreferenced(service, completion, &used).await;
-    Ok(completed(&input, etag, object_checksum.as_ref()))
+    let mut answer = completed(&input, etag, object_checksum.as_ref());
+    answer.output.version_id = (!version.is_unversioned()).then(|| version.id_or_null().to_string());
+    Ok(answer)
 }
 
 /// The parts a CompleteMultipartUpload names, as the store takes them: at least one

@@ -61,11 +61,13 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
     // Checked again where it commits: of writers racing on the key, only those it holds for win.
     let condition = conditions::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref(), None, None);
     let committed = service.meta.put_object_if(&input.bucket, &input.key, object, &condition).await;
+    let version = committed.as_ref().ok().map(|committed| committed.version.clone()).unwrap_or_default();
     let replaced = committed.map(|committed| committed.released.into_iter().next().map(|version| version.layout));
     settle_commit(service, replaced, &body.written.layout).await?;
     let mut output = PutObjectOutput {
         e_tag: Some(ETag::Strong(body.etag)),
         size: i64::try_from(body.size_bytes).ok(),
+        version_id: (!version.is_unversioned()).then(|| version.id_or_null().to_string()),
         ..Default::default()
     };
     set_checksum!(output, body.checksum.as_ref(), with_type);

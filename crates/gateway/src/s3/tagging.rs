@@ -97,9 +97,8 @@ pub async fn get_object_tagging(
 ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
     let input = &req.input;
     check_key(&input.key)?;
-    versions::require_current(input.version_id.as_deref(), "the object")?;
-    let object = service.meta.get_object(&input.bucket, &input.key).await.map_err(from_meta)?;
-    let version_id = input.version_id.clone();
+    let object = versions::object_for(service, &input.bucket, &input.key, input.version_id.as_deref()).await?;
+    let version_id = versions::answered_id(&object);
     Ok(S3Response::new(GetObjectTaggingOutput { tag_set: to_tag_set(&object.tags), version_id }))
 }
 
@@ -109,8 +108,8 @@ pub async fn put_object_tagging(
 ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
     let input = req.input;
     check_key(&input.key)?;
-    versions::require_current(input.version_id.as_deref(), "the object")?;
     let tags = from_tag_set(input.tagging.tag_set, MAX_OBJECT_TAGS)?;
+    versions::require_current(service, &input.bucket, &input.key, input.version_id.as_deref()).await?;
     service.meta.set_object_tags(&input.bucket, &input.key, tags).await.map_err(from_meta)?;
     Ok(S3Response::new(PutObjectTaggingOutput { version_id: input.version_id }))
 }
@@ -121,7 +120,7 @@ pub async fn delete_object_tagging(
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let input = req.input;
     check_key(&input.key)?;
-    versions::require_current(input.version_id.as_deref(), "the object")?;
+    versions::require_current(service, &input.bucket, &input.key, input.version_id.as_deref()).await?;
     service.meta.set_object_tags(&input.bucket, &input.key, Tags::new()).await.map_err(from_meta)?;
     Ok(S3Response::new(DeleteObjectTaggingOutput { version_id: input.version_id }))
 }
