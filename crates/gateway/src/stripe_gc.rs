@@ -558,9 +558,9 @@ impl StripeCollector {
                 Err(error) => return Err(meta_error(error)),
             };
             for history in &page.histories {
-                for (newest, version) in history.versions.iter().enumerate().map(|(i, v)| (i == 0, v)) {
+                for (i, version) in history.versions.iter().enumerate() {
                     // The newest version is the current object unless it is a delete marker.
-                    window.mark(&version.layout, newest && !version.version.delete_marker);
+                    window.mark(&version.layout, i == 0 && !version.version.delete_marker);
                 }
             }
             match page.next_after {

@@ -18,6 +18,7 @@ pub mod integrity;
 mod kv;
 mod listing;
 mod ops;
+mod records;
 mod redb_backend;
 mod store;
 mod types;

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::condition::WriteCondition;
@@ -13,17 +12,16 @@ use crate::error::{MetaError, Result};
 use crate::format::{self, prefix_end};
 use crate::kv::{Backend, Kv, TxnFuture};
 use crate::listing;
+use crate::records::{self, get_record, put_record};
 use crate::store::MetaStore;
 use crate::types::{
-    AccessKeyClass, BucketMeta, Committed, CompletedPart, ContentHeaders, HistoryPage, Layout, Lease, ListObjectsQuery,
+    AccessKeyClass, BucketMeta, Committed, CompletedPart, HistoryPage, Layout, Lease, ListObjectsQuery,
     MultipartCompletion, NodeId, NodeInfo, NodeState, ObjectListing, ObjectMeta, PartMeta, StoredProfile, StripeId,
     StripeMeta, UploadMeta, VersionStamp, Versioning, WriteAck,
 };
 use crate::validate;
-use crate::versions::{self, KeyVersions, check};
+use crate::versions::{self, KeyVersions};
 
-/// Entries fetched per scan when a whole range is read.
-const SCAN_PAGE_ENTRIES: usize = 1000;
 /// Most entries `scan_all` reads before giving up (buckets, nodes, uploads of a bucket, parts of an upload
 /// are all far fewer in any sane cluster; an unbounded read would be a bug or an attack).
 const MAX_SCAN_ALL_ENTRIES: usize = 1_000_000;
@@ -59,37 +57,9 @@ macro_rules! txn {
     }};
 }
 
-async fn get_record<T: DeserializeOwned>(kv: &mut dyn Kv, key: &[u8]) -> Result<Option<T>> {
-    match kv.get(key).await? {
-        Some(bytes) => format::decode(key, &bytes).map(Some),
-        None => Ok(None),
-    }
-}
-
-fn put_record<T: Serialize>(kv: &mut dyn Kv, key: Vec<u8>, value: &T) -> Result<()> {
-    let bytes = format::encode(value);
-    kv.put(key, bytes)
-}
-
-/// Every entry in `start..end`, in pages; at most `MAX_SCAN_ALL_ENTRIES`.
+/// Every record in `start..end`; at most `MAX_SCAN_ALL_ENTRIES`.
 async fn scan_all<T: DeserializeOwned>(kv: &mut dyn Kv, start: Vec<u8>, end: &[u8]) -> Result<Vec<T>> {
-    let mut records = Vec::new();
-    let mut cursor = start;
-    for _page in 0..MAX_SCAN_ALL_ENTRIES.div_ceil(SCAN_PAGE_ENTRIES) {
-        let page = kv.scan(&cursor, end, SCAN_PAGE_ENTRIES).await?;
-        let full = page.len() == SCAN_PAGE_ENTRIES;
-        for (key, value) in &page {
-            records.push(format::decode(key, value)?);
-        }
-        match page.last() {
-            Some((last, _)) if full => cursor = format::key_successor(last),
-            _ => return Ok(records),
-        }
-    }
-    Err(MetaError::Backend(format!(
-        "more than {MAX_SCAN_ALL_ENTRIES} entries under {}",
-        String::from_utf8_lossy(&cursor)
-    )))
+    records::scan_all(kv, start, end, MAX_SCAN_ALL_ENTRIES).await
 }
 
 fn range_of(prefix: &[u8]) -> (Vec<u8>, Vec<u8>) {
@@ -128,9 +98,7 @@ impl<B: Backend> KvStore<B> {
     }
 
     /// Writes `object` (a delete marker when `object.version.delete_marker`) as the key's newest
-    /// version. A versioned bucket's version needs a sequence from the store's counter, taken
-    /// outside the transaction only once the bucket is known to be versioned, so an unversioned
-    /// write costs no counter round trip.
+    /// version.
     async fn write_version(
         &self,
         bucket: &str,
@@ -138,17 +106,34 @@ impl<B: Backend> KvStore<B> {
         object: ObjectMeta,
         condition: &WriteCondition,
     ) -> Result<Committed> {
-        let mut sequence: Option<u64> = None;
-        // The second attempt has a sequence; a third is needed only if the bucket became versioned
-        // between the first two, which the bound turns into a Conflict the client retries.
-        for _attempt in 0..3 {
+        self.with_version_sequence((bucket, "a write"), |sequence| {
             let written = (bucket.to_string(), key.to_string(), object.clone(), condition.clone());
-            match self.try_write_version(written, sequence).await? {
-                Some(committed) => return Ok(committed),
+            self.try_write_version(written, sequence)
+        })
+        .await
+    }
+
+    /// Runs `attempt` (one transaction) until it commits. `None` from it means the bucket is
+    /// versioned and the write needs a sequence: it is taken from the store's counter outside the
+    /// transaction, only then, so an unversioned write costs no counter round trip. The second
+    /// attempt has one; a third is needed only if the bucket became versioned between the first
+    /// two, and the bound turns more into a Conflict the client retries.
+    async fn with_version_sequence<T, Fut>(
+        &self,
+        (bucket, during): (&str, &str),
+        mut attempt: impl FnMut(Option<u64>) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<Option<T>>>,
+    {
+        let mut sequence: Option<u64> = None;
+        for _attempt in 0..3 {
+            match attempt(sequence).await? {
+                Some(done) => return Ok(done),
                 None => sequence = Some(self.backend.next_id("version").await?),
             }
         }
-        Err(MetaError::Conflict(format!("bucket {bucket}'s versioning kept changing during a write")))
+        Err(MetaError::Conflict(format!("bucket {bucket}'s versioning kept changing during {during}")))
     }
 
     /// One transaction of [`KvStore::write_version`]: `None` when the bucket is versioned and no
@@ -194,7 +179,8 @@ async fn commit_version(
     }
     let versions = KeyVersions { bucket, key };
     let before = versions.read(kv).await?;
-    check(condition, bucket, key, &before)?;
+    // What the key reads as now: its current version (absent when that is a delete marker).
+    condition.check(bucket, key, before.current.as_ref())?;
     let (after, committed) = before.clone().written(versioning, object.clone(), sequence);
     versions.store(kv, &before, &after)?;
     Ok(Some(committed))
@@ -465,19 +451,7 @@ impl<B: Backend> MetaStore for KvStore<B> {
         at_ms: u64,
     ) -> Result<Committed> {
         validate::object_key(key)?;
-        let marker = ObjectMeta {
-            size_bytes: 0,
-            etag: String::new(),
-            content_type: None,
-            user_metadata: BTreeMap::new(),
-            headers: ContentHeaders::default(),
-            last_modified_ms: at_ms,
-            completed_upload_id: None,
-            checksum: None,
-            tags: BTreeMap::new(),
-            version: VersionStamp { delete_marker: true, ..VersionStamp::default() },
-            layout: Layout::Striped { segments: Vec::new() },
-        };
+        let marker = ObjectMeta::delete_marker(at_ms);
         self.write_version(bucket, key, marker, condition).await
     }
 
@@ -753,16 +727,10 @@ impl<B: Backend> MetaStore for KvStore<B> {
             return Err(MetaError::InvalidPartOrder);
         }
         let completion = (bucket.to_string(), key.to_string(), upload_id.to_string(), parts.to_vec());
-        let mut sequence: Option<u64> = None;
-        // As `write_version`: a versioned bucket's version takes a sequence from the counter.
-        for _attempt in 0..3 {
-            let attempt = (completion.clone(), object.clone(), condition.clone());
-            match self.try_complete_multipart(attempt, sequence).await? {
-                Some(done) => return Ok(done),
-                None => sequence = Some(self.backend.next_id("version").await?),
-            }
-        }
-        Err(MetaError::Conflict(format!("bucket {bucket}'s versioning kept changing during a completion")))
+        self.with_version_sequence((bucket, "a completion"), |sequence| {
+            self.try_complete_multipart((completion.clone(), object.clone(), condition.clone()), sequence)
+        })
+        .await
     }
 
     async fn abort_multipart(&self, bucket: &str, key: &str, upload_id: &str) -> Result<Vec<PartMeta>> {

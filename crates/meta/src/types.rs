@@ -65,6 +65,25 @@ pub struct BucketMeta {
     pub versioning: Versioning,
 }
 
+impl ObjectMeta {
+    /// A delete marker last modified at `at_ms`: a version without bytes (the store stamps it).
+    pub fn delete_marker(at_ms: u64) -> ObjectMeta {
+        ObjectMeta {
+            size_bytes: 0,
+            etag: String::new(),
+            content_type: None,
+            user_metadata: BTreeMap::new(),
+            headers: ContentHeaders::default(),
+            last_modified_ms: at_ms,
+            completed_upload_id: None,
+            checksum: None,
+            tags: BTreeMap::new(),
+            version: VersionStamp { delete_marker: true, ..VersionStamp::default() },
+            layout: Layout::Striped { segments: Vec::new() },
+        }
+    }
+}
+
 /// What a committed write or delete did to its key's versions.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Committed {

@@ -17,10 +17,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::condition::WriteCondition;
 use crate::error::{MetaError, Result};
 use crate::format;
 use crate::kv::Kv;
+use crate::records::{get_record, put_record, scan_all};
 use crate::types::{Committed, HistoryPage, KeyHistory, ObjectMeta, VersionStamp, Versioning};
 
 /// Most versions of one key a transaction reads.
@@ -47,28 +47,17 @@ impl KeyVersions<'_> {
     /// Reads the key's history (and its guard, so a concurrent change conflicts).
     pub async fn read(&self, kv: &mut dyn Kv) -> Result<History> {
         kv.get(&format::version_head_key(self.bucket, self.key)).await?;
-        let current = get(kv, &format::object_key(self.bucket, self.key)).await?;
-        let end = format::key_versions_end(self.bucket, self.key);
-        let mut cursor = format::key_versions_prefix(self.bucket, self.key);
-        let mut others = Vec::new();
-        for _page in 0..MAX_KEY_VERSIONS.div_ceil(SCAN_PAGE_ENTRIES) {
-            let page = kv.scan(&cursor, &end, SCAN_PAGE_ENTRIES).await?;
-            for (key, value) in &page {
-                others.push(format::decode(key, value)?);
-            }
-            match page.last() {
-                Some((last, _)) if page.len() == SCAN_PAGE_ENTRIES => cursor = format::key_successor(last),
-                _ => return Ok(History { current, others }),
-            }
-        }
-        Err(MetaError::Backend(format!("more than {MAX_KEY_VERSIONS} versions of {}/{}", self.bucket, self.key)))
+        let current = get_record(kv, &format::object_key(self.bucket, self.key)).await?;
+        let start = format::key_versions_prefix(self.bucket, self.key);
+        let others = scan_all(kv, start, &format::key_versions_end(self.bucket, self.key), MAX_KEY_VERSIONS).await?;
+        Ok(History { current, others })
     }
 
     /// Writes what changed from `before` to `after`, and the key's guard.
     pub fn store(&self, kv: &mut dyn Kv, before: &History, after: &History) -> Result<()> {
         let object_key = format::object_key(self.bucket, self.key);
         match (&before.current, &after.current) {
-            (_, Some(current)) if before.current.as_ref() != Some(current) => put(kv, object_key, current)?,
+            (_, Some(current)) if before.current.as_ref() != Some(current) => put_record(kv, object_key, current)?,
             (Some(_), None) => kv.delete(object_key)?,
             _ => {}
         }
@@ -80,7 +69,7 @@ impl KeyVersions<'_> {
             kv.delete(format::version_key(self.bucket, self.key, *sequence))?;
         }
         for (sequence, version) in new.iter().filter(|(sequence, version)| old.get(sequence) != Some(version)) {
-            put(kv, format::version_key(self.bucket, self.key, *sequence), version)?;
+            put_record(kv, format::version_key(self.bucket, self.key, *sequence), version)?;
         }
         let head = format::version_head_key(self.bucket, self.key);
         match after.current.is_some() || !after.others.is_empty() {
@@ -102,20 +91,13 @@ impl History {
     }
 
     /// The history after `object` (a delete marker when `object.version.delete_marker`) is written
-    /// as the newest version under `versioning` with `sequence`, and what that releases. `object`'s
-    /// stamp is the store's to set.
+    /// as the newest version under `versioning` (a versioned bucket's: an unversioned write reads
+    /// no history) with `sequence`, and what that releases. `object`'s stamp is the store's to set.
     pub fn written(mut self, versioning: Versioning, mut object: ObjectMeta, sequence: u64) -> (History, Committed) {
         let marker = object.version.delete_marker;
         let mut released = Vec::new();
         let id = match versioning {
-            Versioning::Unversioned => {
-                assert!(!marker && self.others.is_empty(), "an unversioned key has one version, never a marker");
-                released.extend(self.current.take());
-                object.version = VersionStamp::default();
-                self.current = Some(object);
-                let version = VersionStamp::default();
-                return (self, Committed { version, released });
-            }
+            Versioning::Unversioned => unreachable!("an unversioned write replaces one record and reads no history"),
             Versioning::Enabled => Some(format::version_suffix(sequence)),
             Versioning::Suspended => {
                 // The null version is replaced wherever it is.
@@ -245,23 +227,6 @@ fn key_of_object(bucket: &str, record_key: &[u8]) -> Result<String> {
     String::from_utf8(key.to_vec()).map_err(|_| MetaError::Backend(format!("non-UTF-8 object key in bucket {bucket}")))
 }
 
-/// Checks `condition` against what the key reads as now (its current version, absent when that is
-/// a delete marker).
-pub(crate) fn check(condition: &WriteCondition, bucket: &str, key: &str, history: &History) -> Result<()> {
-    condition.check(bucket, key, history.current.as_ref())
-}
-
-async fn get(kv: &mut dyn Kv, key: &[u8]) -> Result<Option<ObjectMeta>> {
-    match kv.get(key).await? {
-        Some(bytes) => format::decode(key, &bytes).map(Some),
-        None => Ok(None),
-    }
-}
-
-fn put(kv: &mut dyn Kv, key: Vec<u8>, object: &ObjectMeta) -> Result<()> {
-    kv.put(key, format::encode(object))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,7 +249,7 @@ mod tests {
     }
 
     fn marker() -> ObjectMeta {
-        ObjectMeta { version: VersionStamp { delete_marker: true, ..VersionStamp::default() }, ..object(0) }
+        ObjectMeta::delete_marker(0)
     }
 
     fn sizes(history: &History) -> (Option<u64>, Vec<u64>) {
@@ -293,7 +258,7 @@ mod tests {
 
     #[test]
     fn writes_keep_the_invariant_in_every_state() {
-        let unversioned = History::default().written(Versioning::Unversioned, object(1), 0).0;
+        let unversioned = History { current: Some(object(1)), others: Vec::new() };
         let (enabled, committed) = unversioned.clone().written(Versioning::Enabled, object(2), 5);
         assert_eq!(sizes(&enabled), (Some(2), vec![1]));
         assert!(committed.released.is_empty());

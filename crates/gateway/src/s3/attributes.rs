@@ -29,7 +29,6 @@ pub async fn get_object_attributes(
     if input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some() {
         return Err(s3(S3ErrorCode::NotImplemented, "server-side encryption is not supported (SSE-C)"));
     }
-
     // The header is one comma-separated list (s3s keeps each header line as one item).
     let names: Vec<&str> =
         input.object_attributes.iter().flat_map(|attribute| attribute.as_str().split(',')).map(str::trim).collect();

@@ -25,7 +25,7 @@ use super::read_body;
 use super::service::LowtailS3;
 use super::timestamps::{now_ms, timestamp};
 use super::unsupported::refuse_unsupported;
-use super::write::{content_headers, release, settle_commit, user_metadata, with_redundancy};
+use super::write::{content_headers, release, user_metadata, with_redundancy};
 use crate::data::{Redundancy, Written};
 
 /// Largest source a CopyObject copies (S3's limit; larger objects are copied part by part with
@@ -160,9 +160,7 @@ pub async fn copy_object(
     // For a copy onto itself the replaced version is the source: releasing it is safe
     // because the new version has bytes of its own.
     let committed = service.meta.put_object_if(&input.bucket, &input.key, object, &Default::default()).await;
-    let version = committed.as_ref().ok().map(|committed| committed.version.clone()).unwrap_or_default();
-    let replaced = committed.map(|committed| committed.released.into_iter().next().map(|version| version.layout));
-    settle_commit(service, replaced, &written.layout).await?;
+    let version = super::write::settle_write(service, committed, &written.layout).await?;
     let mut result = CopyObjectResult {
         e_tag: Some(ETag::Strong(etag)),
         last_modified: Some(timestamp(last_modified_ms)),
@@ -171,7 +169,7 @@ pub async fn copy_object(
     set_checksum!(result, Some(&copied_checksum), with_type);
     let output = CopyObjectOutput {
         copy_object_result: Some(result),
-        version_id: (!version.is_unversioned()).then(|| version.id_or_null().to_string()),
+        version_id: super::versions::answered(&version),
         copy_source_version_id: super::versions::answered_id(&source),
         ..Default::default()
     };

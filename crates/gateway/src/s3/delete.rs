@@ -70,12 +70,14 @@ pub async fn delete_objects(
             Ok(done) => {
                 if !quiet {
                     // A delete naming a version answers it; one writing a marker answers the marker's.
-                    let marker_id = done.version_id.clone().filter(|_| identifier.version_id.is_none());
+                    let wrote_marker = identifier.version_id.is_none() && done.delete_marker;
+                    let (version_id, marker_id) =
+                        if wrote_marker { (None, done.version_id) } else { (done.version_id, None) };
                     deleted.push(DeletedObject {
                         key: Some(identifier.key),
-                        version_id: identifier.version_id.or_else(|| done.version_id.filter(|_| !done.delete_marker)),
+                        version_id,
                         delete_marker: done.delete_marker.then_some(true),
-                        delete_marker_version_id: marker_id.filter(|_| done.delete_marker),
+                        delete_marker_version_id: marker_id,
                     });
                 }
             }

@@ -229,7 +229,7 @@ pub async fn complete_multipart_upload(
     let version = completion.version.clone();
     release_unreferenced(service, completion, &used).await;
     let mut answer = completed(&input, etag, object_checksum.as_ref());
-    answer.output.version_id = (!version.is_unversioned()).then(|| version.id_or_null().to_string());
+    answer.output.version_id = super::versions::answered(&version);
     Ok(answer)
 }
 

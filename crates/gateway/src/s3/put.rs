@@ -14,7 +14,7 @@ use super::names::check_key;
 use super::service::LowtailS3;
 use super::timestamps::now_ms;
 use super::unsupported::refuse_unsupported;
-use super::write::{self, BodyClaims, content_headers, settle_commit, user_metadata, with_redundancy};
+use super::write::{self, BodyClaims, content_headers, user_metadata, with_redundancy};
 use crate::data::io::descriptor::labelled;
 
 pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
@@ -61,13 +61,11 @@ pub async fn put_object(service: &LowtailS3, req: S3Request<PutObjectInput>) -> 
     // Checked again where it commits: of writers racing on the key, only those it holds for win.
     let condition = conditions::write_condition(input.if_match.as_ref(), input.if_none_match.as_ref(), None, None);
     let committed = service.meta.put_object_if(&input.bucket, &input.key, object, &condition).await;
-    let version = committed.as_ref().ok().map(|committed| committed.version.clone()).unwrap_or_default();
-    let replaced = committed.map(|committed| committed.released.into_iter().next().map(|version| version.layout));
-    settle_commit(service, replaced, &body.written.layout).await?;
+    let version = write::settle_write(service, committed, &body.written.layout).await?;
     let mut output = PutObjectOutput {
         e_tag: Some(ETag::Strong(body.etag)),
         size: i64::try_from(body.size_bytes).ok(),
-        version_id: (!version.is_unversioned()).then(|| version.id_or_null().to_string()),
+        version_id: super::versions::answered(&version),
         ..Default::default()
     };
     set_checksum!(output, body.checksum.as_ref(), with_type);

@@ -2,8 +2,8 @@
 //! requests in flight finish (up to `DRAIN_TIMEOUT`). Owns connections and the HTTP framing around
 //! each exchange: a request id per request (the `x-amz-request-id` header, and the id error documents
 //! carry), `Connection: close` when an answer leaves part of the request body unread, the 206
-//! status of a ranged HEAD, and GetObjectAttributes' unquoted ETag. It must not parse S3 requests or write S3 XML (that is `s3s`'s) nor decide
-//! an operation's outcome (that is the service's).
+//! status of a ranged HEAD, and GetObjectAttributes' unquoted ETag. It must not parse S3 requests
+//! or write S3 XML (that is `s3s`'s) nor decide an operation's outcome (that is the service's).
 
 use std::future::Future;
 use std::pin::Pin;

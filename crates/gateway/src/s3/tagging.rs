@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use percent_encoding::percent_decode_str;
 use s3s::dto::{
     DeleteBucketTaggingInput, DeleteBucketTaggingOutput, DeleteObjectTaggingInput, DeleteObjectTaggingOutput,
     GetBucketTaggingInput, GetBucketTaggingOutput, GetObjectTaggingInput, GetObjectTaggingOutput,
@@ -31,19 +30,8 @@ pub const MAX_BUCKET_TAGS: usize = 50;
 /// an empty value), each checked; InvalidTag for a set S3 refuses.
 pub fn from_header(header: Option<&str>) -> S3Result<Tags> {
     let Some(header) = header.filter(|header| !header.is_empty()) else { return Ok(Tags::new()) };
-    let decode = |text: &str| {
-        let spaced = text.replace('+', " ");
-        percent_decode_str(&spaced)
-            .decode_utf8()
-            .map(|decoded| decoded.into_owned())
-            .map_err(|_| s3(S3ErrorCode::InvalidTag, "x-amz-tagging is not UTF-8 once decoded"))
-    };
-    let mut pairs = Vec::new();
-    for pair in header.split('&') {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        pairs.push((decode(key)?, decode(value)?));
-    }
-    checked(pairs, MAX_OBJECT_TAGS)
+    let pairs = form_urlencoded::parse(header.as_bytes()).map(|(key, value)| (key.into_owned(), value.into_owned()));
+    checked(pairs.collect(), MAX_OBJECT_TAGS)
 }
 
 /// The tags of a request's tag set, checked against S3's rules with at most `max` tags.

@@ -6,7 +6,7 @@
 //! marker is `MethodNotAllowed` with `x-amz-delete-marker: true`. Owns these rules; must not read
 //! or write object bytes (a removed version's are released by `write::release`).
 
-use meta::{ObjectMeta, WriteCondition};
+use meta::{ObjectMeta, VersionStamp, WriteCondition};
 use s3s::{S3Error, S3ErrorCode, S3Result};
 
 use super::errors::{from_meta, s3};
@@ -41,7 +41,12 @@ pub async fn object_for(
 
 /// The version id S3 answers for `object`: none for an object of a bucket never versioned.
 pub fn answered_id(object: &ObjectMeta) -> Option<String> {
-    (!object.version.is_unversioned()).then(|| object.version.id_or_null().to_string())
+    answered(&object.version)
+}
+
+/// The version id S3 answers for a version written or deleted with `version`.
+pub fn answered(version: &VersionStamp) -> Option<String> {
+    (!version.is_unversioned()).then(|| version.id_or_null().to_string())
 }
 
 /// What a delete did.
@@ -68,8 +73,7 @@ pub async fn delete(
             release(service, &removed.layout).await;
         }
         let version = &committed.version;
-        let version_id = (!version.is_unversioned()).then(|| version.id_or_null().to_string());
-        return Ok(Deleted { version_id, delete_marker: version.delete_marker });
+        return Ok(Deleted { version_id: answered(version), delete_marker: version.delete_marker });
     };
     if version_id.is_empty() {
         return Err(s3(S3ErrorCode::InvalidArgument, "the version id must not be empty"));

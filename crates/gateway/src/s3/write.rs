@@ -77,6 +77,19 @@ pub async fn settle_commit(
     }
 }
 
+/// `settle_commit` of an object's write: the version it replaced (if one was released) released,
+/// or, if the commit failed, the written bytes; the version written.
+pub async fn settle_write(
+    service: &LowtailS3,
+    committed: Result<meta::Committed, MetaError>,
+    written: &Layout,
+) -> S3Result<meta::VersionStamp> {
+    let version = committed.as_ref().map(|committed| committed.version.clone()).unwrap_or_default();
+    let replaced = committed.map(|committed| committed.released.into_iter().next().map(|version| version.layout));
+    settle_commit(service, replaced, written).await?;
+    Ok(version)
+}
+
 /// Streams a request body into the data path and returns its layout, ETag (hex MD5), size and
 /// S3 checksum. The body is never held whole: the data path writes each stripe as its bytes
 /// arrive. A body above `max_object_bytes` (EntityTooLarge), one that fails to arrive
